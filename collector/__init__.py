@@ -1,0 +1,1 @@
+"""agentwatch collector: OTLP ingestion into ClickHouse and the query API."""

@@ -1,0 +1,1 @@
+"""The query API (``/api/...``) the dashboard and the alerts read."""

@@ -1,0 +1,277 @@
+"""Typed request and response models of the query API: the contract with the dashboard and alerts.
+
+Endpoints (all under the project of the caller's key, ``Authorization: Bearer <key>``;
+times are RFC 3339 strings or epoch seconds; ``start``/``end`` default to the last hour):
+
+- ``GET  /api/runs`` -> ``RunsPage``  filters: start, end, agent, model, status
+  (ok|error|timeout|budget), outcome, min_cost, max_cost, min_steps, max_steps;
+  sort (start_time|duration_s|cost_usd|steps|total_tokens, prefix ``-`` for descending,
+  default ``-start_time``); limit (<= 500), offset.
+- ``GET  /api/runs/{trace_id}`` -> ``RunDetail`` (404 when not in the caller's project)
+- ``POST /api/runs/{trace_id}/feedback`` body ``FeedbackIn`` -> ``FeedbackOut``
+- ``GET  /api/overview`` -> ``Overview``  (start, end, agent, model): headline figures for the
+  range and for the previous range of equal length.
+- ``GET  /api/timeseries`` -> ``TimeSeries``  (metric, start, end, step_s, group_by=none|agent|model,
+  agent, model); metric is one of ``TIMESERIES_METRICS``.
+- ``GET  /api/cost`` -> ``CostBreakdown``  (start, end, agent, model, gpu_hour_usd)
+- ``GET  /api/engines`` -> ``list[EngineInfo]``; ``GET /api/engine/metrics`` -> ``EngineSeries``
+  (engine, start, end, step_s)
+- ``GET  /api/alerts`` -> ``list[AlertOut]`` (state=firing|resolved, start, end);
+  ``GET /api/alerts/rules`` -> ``list[AlertRuleOut]``
+- ``GET  /api/filters`` -> ``FilterValues`` (agents and models seen in the range)
+- ``GET  /api/ingest`` -> ``IngestStatus`` (lag, queue, spool: shown on the dashboard)
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+TIMESERIES_METRICS = (
+    "runs",  # count per bucket
+    "cost_usd",  # sum per bucket
+    "input_tokens",
+    "output_tokens",
+    "tokens_per_s",  # output tokens per second of bucket
+    "run_latency_p50",
+    "run_latency_p95",  # seconds
+    "ttft_p50",
+    "ttft_p95",  # seconds
+    "tpot_p50",
+    "tpot_p95",  # seconds
+    "steps_per_run",
+    "tool_calls",
+    "tool_failure_rate",  # 0..1
+    "error_rate",  # runs with an error / runs
+    "timeout_rate",  # tool or llm calls that timed out / calls
+    "max_run_cost_usd",
+    "max_steps",
+    "success_rate",  # runs with outcome success / runs with an outcome
+    "feedback_score",  # mean score
+    "cost_per_success_usd",
+)
+MetricName = Literal[TIMESERIES_METRICS]  # type: ignore[valid-type]
+
+
+class RunSummary(BaseModel):
+    trace_id: str
+    agent: str
+    name: str
+    service: str = ""
+    session_id: str = ""
+    user_id: str = ""
+    start_time: float  # epoch seconds
+    end_time: float
+    duration_s: float
+    status: Literal["ok", "error", "timeout", "budget"]
+    outcome: str = ""
+    budget_exceeded: str = ""
+    steps: int
+    llm_calls: int
+    tool_calls: int
+    tool_failures: int
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    total_tokens: int
+    cost_usd: float
+    models: list[str] = Field(default_factory=list)
+    feedback_score: float | None = None
+
+
+class RunsPage(BaseModel):
+    items: list[RunSummary]
+    total: int
+    limit: int
+    offset: int
+
+
+class SpanOut(BaseModel):
+    span_id: str
+    parent_span_id: str
+    name: str
+    kind: str
+    start_time: float
+    end_time: float
+    duration_s: float
+    status: str
+    status_message: str = ""
+    error_type: str = ""
+    is_timeout: bool = False
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float = 0.0
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    queue_s: float | None = None
+    prefill_s: float | None = None
+    decode_s: float | None = None
+    tool_name: str = ""
+    tool_cache_hit: bool = False
+    step_index: int = -1
+    finish_reason: str = ""
+    agent: str = ""
+    service: str = ""
+    input_text: str = ""
+    output_text: str = ""
+    attributes: dict[str, str] = Field(default_factory=dict)
+    events: str = ""
+
+
+class FeedbackIn(BaseModel):
+    score: float | None = None
+    label: str = ""
+    comment: str = Field(default="", max_length=10_000)
+    source: Literal["user", "eval"] = "user"
+
+
+class FeedbackOut(FeedbackIn):
+    feedback_id: str
+    trace_id: str
+    created_at: float
+
+
+class RunDetail(BaseModel):
+    run: RunSummary
+    spans: list[SpanOut]
+    feedback: list[FeedbackOut] = Field(default_factory=list)
+    agent_median_cost_usd: float | None = None
+
+
+class Headline(BaseModel):
+    value: float | None
+    previous: float | None
+    change: float | None  # relative change (value - previous) / previous, None if undefined
+    unit: str
+
+
+class Overview(BaseModel):
+    start: float
+    end: float
+    figures: dict[str, Headline]  # keys: names from TIMESERIES_METRICS plus "runs_per_min", "cost_per_hour_usd"
+
+
+class SeriesPoint(BaseModel):
+    t: float  # bucket start, epoch seconds
+    group: str  # "" when group_by=none
+    value: float | None
+
+
+class TimeSeries(BaseModel):
+    metric: str
+    unit: str
+    step_s: int
+    group_by: str
+    points: list[SeriesPoint]
+
+
+class CostRow(BaseModel):
+    key: str
+    cost_usd: float
+    input_tokens: int = 0
+    output_tokens: int = 0
+    calls: int = 0
+
+
+class CostLevers(BaseModel):
+    tool_calls: int
+    tool_cache_hits: int
+    tool_cache_hit_rate: float | None
+    tokens_saved: int
+    llm_calls: int
+    small_model_calls: int
+    small_model_share: float | None
+
+
+class SelfHostedCost(BaseModel):
+    gpu_hour_usd: float
+    gpu_seconds: float
+    tokens_served: int
+    cost_per_1k_tokens_usd: float | None
+    by_load: list[dict[str, float]] = Field(default_factory=list)  # {running_requests, cost_per_1k_tokens_usd}
+
+
+class CostBreakdown(BaseModel):
+    start: float
+    end: float
+    total_usd: float
+    by_model: list[CostRow]
+    by_agent: list[CostRow]
+    by_day: list[CostRow]  # key = YYYY-MM-DD
+    month_to_date_usd: float
+    projected_month_usd: float
+    top_runs: list[RunSummary]
+    levers: CostLevers
+    cost_per_success_usd: float | None = None
+    self_hosted: SelfHostedCost | None = None
+
+
+class EngineInfo(BaseModel):
+    engine: str  # scrape target name
+    url: str
+    model_names: list[str] = Field(default_factory=list)
+    last_scrape: float | None = None
+
+
+class EnginePoint(BaseModel):
+    t: float
+    metric: str  # e.g. vllm:num_requests_running, gpu:utilization
+    labels: dict[str, str] = Field(default_factory=dict)
+    value: float
+
+
+class EngineSeries(BaseModel):
+    engine: str
+    points: list[EnginePoint]
+
+
+class AlertOut(BaseModel):
+    alert_id: str
+    fingerprint: str
+    rule: str
+    severity: str
+    state: Literal["firing", "resolved"]
+    scope: dict[str, str] = Field(default_factory=dict)
+    metric: str
+    value: float | None
+    baseline: float | None
+    threshold: float | None
+    message: str
+    started_at: float
+    resolved_at: float | None = None
+    last_notified_at: float | None = None
+
+
+class AlertRuleOut(BaseModel):
+    name: str
+    metric: str
+    scope: dict[str, str] = Field(default_factory=dict)
+    window_s: int
+    condition: dict[str, object]
+    severity: str
+    channels: list[str]
+    cooldown_s: int
+
+
+class FilterValues(BaseModel):
+    agents: list[str]
+    models: list[str]
+    services: list[str] = Field(default_factory=list)
+
+
+class IngestStatus(BaseModel):
+    received_spans: int
+    stored_spans: int
+    rejected_spans: int
+    queued_spans: int
+    spool_bytes: int
+    lag_p50_s: float | None
+    lag_p95_s: float | None
+    store_available: bool
+
+
+class ErrorOut(BaseModel):
+    detail: str

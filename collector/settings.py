@@ -1,0 +1,81 @@
+"""The collector's settings: one object, read from arguments, then ``AGENTWATCH_*``, then defaults.
+
+Every variable is documented here; the README's configuration table is generated from
+``Settings.describe()``. A bad environment value raises ``ValueError`` naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+ENV_PREFIX = "AGENTWATCH_"
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(ENV_PREFIX + name, default)
+
+
+@dataclass
+class Settings:
+    host: str = field(default="127.0.0.1", metadata={"env": "HOST", "doc": "address the collector binds"})
+    port: int = field(default=4318, metadata={"env": "PORT", "doc": "OTLP/HTTP and query API port"})
+    grpc_port: int = field(default=4317, metadata={"env": "GRPC_PORT", "doc": "OTLP/gRPC port (0 disables)"})
+    data_dir: Path = field(default=Path(".agentwatch"), metadata={"env": "DATA_DIR", "doc": "chDB data, spool and key files"})
+    clickhouse_url: str = field(default="", metadata={"env": "CLICKHOUSE_URL", "doc": "ClickHouse server URL (http://user:pass@host:8123/db); empty = embedded chDB"})
+    max_body_bytes: int = field(default=16 * 1024 * 1024, metadata={"env": "MAX_BODY_BYTES", "doc": "largest accepted request body, after decompression"})
+    max_spans_per_request: int = field(default=50_000, metadata={"env": "MAX_SPANS_PER_REQUEST", "doc": "spans accepted per export request"})
+    max_attribute_length: int = field(default=32_768, metadata={"env": "MAX_ATTRIBUTE_LENGTH", "doc": "longer attribute values are truncated with a marker"})
+    flush_rows: int = field(default=20_000, metadata={"env": "FLUSH_ROWS", "doc": "insert when this many spans are queued"})
+    flush_interval_s: float = field(default=0.5, metadata={"env": "FLUSH_INTERVAL_S", "doc": "insert at least this often"})
+    max_queue_spans: int = field(default=500_000, metadata={"env": "MAX_QUEUE_SPANS", "doc": "in-memory queue bound; beyond it 429/503"})
+    spool_max_bytes: int = field(default=1024**3, metadata={"env": "SPOOL_MAX_BYTES", "doc": "on-disk spool bound while the store is down"})
+    retention_days: int = field(default=30, metadata={"env": "RETENTION_DAYS", "doc": "TTL of spans (0 keeps them forever)"})
+    require_auth: bool = field(default=True, metadata={"env": "REQUIRE_AUTH", "doc": "require a project API key on every endpoint"})
+    rate_limit_spans_per_s: float = field(default=200_000.0, metadata={"env": "RATE_LIMIT_SPANS_PER_S", "doc": "per-key ingestion rate limit"})
+    scrape_targets: str = field(default="", metadata={"env": "SCRAPE_TARGETS", "doc": "engine /metrics to scrape: name=url,name=url"})
+    scrape_interval_s: float = field(default=5.0, metadata={"env": "SCRAPE_INTERVAL_S", "doc": "engine scrape period"})
+    alert_rules: str = field(default="", metadata={"env": "ALERT_RULES", "doc": "alert rules YAML file (empty = built-in defaults)"})
+    alert_interval_s: float = field(default=30.0, metadata={"env": "ALERT_INTERVAL_S", "doc": "alert evaluation period; 0 disables the in-process evaluator"})
+    prices_file: str = field(default="", metadata={"env": "PRICES_FILE", "doc": "price overrides (JSON/YAML), also self-hosted GPU-hour prices"})
+    gpu_hour_usd: float = field(default=0.0, metadata={"env": "GPU_HOUR_USD", "doc": "price of one GPU-hour for self-hosted cost"})
+    redact_patterns: str = field(default="default", metadata={"env": "REDACT_PATTERNS", "doc": "collector-side redaction: 'default', 'none', or extra regexes separated by ';;'"})
+    cors_origins: str = field(default="", metadata={"env": "CORS_ORIGINS", "doc": "comma-separated allowed origins; empty = no CORS"})
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> Settings:
+        """Arguments win over the environment, which wins over the defaults."""
+        values: dict[str, object] = {}
+        for f in fields(cls):
+            if f.name in overrides and overrides[f.name] is not None:
+                values[f.name] = overrides[f.name]
+                continue
+            raw = os.environ.get(ENV_PREFIX + f.metadata["env"])
+            if raw is None:
+                continue
+            values[f.name] = _parse(f.name, f.metadata["env"], raw, f.default)
+        return cls(**values)  # type: ignore[arg-type]
+
+    @classmethod
+    def describe(cls) -> list[tuple[str, str, str]]:
+        return [(ENV_PREFIX + f.metadata["env"], str(f.default), f.metadata["doc"]) for f in fields(cls)]
+
+
+def _parse(name: str, env: str, raw: str, default: object) -> object:
+    try:
+        if isinstance(default, bool):
+            if raw.lower() in ("1", "true", "yes", "on"):
+                return True
+            if raw.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError("expected true or false")
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+        if isinstance(default, Path):
+            return Path(raw)
+        return raw
+    except ValueError as exc:
+        raise ValueError(f"{ENV_PREFIX}{env}={raw!r}: invalid value for {name}: {exc}") from None

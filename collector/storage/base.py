@@ -1,0 +1,49 @@
+"""The store interface every back end implements.
+
+SQL lives in ``collector.storage.schema`` (DDL, migrations) and ``collector.storage.queries``
+(parameterised queries, ``{name:Type}`` placeholders bound by ClickHouse); back ends only
+execute it. Driver exceptions are translated to ``StoreError`` subclasses at this boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from collector.model import SpanRow
+
+
+class StoreError(Exception):
+    """Base of every storage error."""
+
+
+class StoreUnavailable(StoreError):
+    """The back end cannot be reached or opened now; the caller should spool and retry."""
+
+
+class QueryError(StoreError):
+    """A query was rejected (bad parameters, timeout, result too large)."""
+
+
+class Store(Protocol):
+    def migrate(self) -> None:
+        """Create or upgrade the schema to the current version; idempotent."""
+
+    def insert_spans(self, rows: Sequence[SpanRow], *, dedup_token: str | None = None) -> int:
+        """Insert rows columnar; a repeated dedup_token (a retried request) inserts nothing.
+
+        Storage stays idempotent on (project, trace_id, span_id) for every total.
+        Returns the number of rows written.
+        """
+
+    def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Run a parameterised SELECT and return rows as dicts."""
+
+    def command(self, sql: str, params: dict[str, Any] | None = None) -> None:
+        """Run a statement that returns nothing (DDL, INSERT ... VALUES, ALTER)."""
+
+    def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """Insert plain rows into one of the schema's small tables (keys, alerts, feedback, engine metrics)."""
+
+    def close(self) -> None:
+        """Release the back end; safe to call twice."""

@@ -1,0 +1,1 @@
+"""agentwatch SDK (placeholder until the SDK lands)."""

@@ -1,0 +1,18 @@
+"""Shared fixtures: free loopback ports and temporary data directories."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
