@@ -1,1 +1,33 @@
 """ClickHouse storage: one module of DDL and SQL, two back ends (embedded chDB, server)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from collector.storage.base import QueryError, Store, StoreError, StoreUnavailable
+
+if TYPE_CHECKING:
+    from collector.settings import Settings
+
+__all__ = ["QueryError", "Store", "StoreError", "StoreUnavailable", "open_store"]
+
+
+def open_store(settings: Settings, *, migrate: bool = True) -> Store:
+    """The configured back end, migrated: a ClickHouse server when ``clickhouse_url`` is set,
+    else embedded chDB in ``data_dir / "chdb"``."""
+    if settings.clickhouse_url:
+        from collector.storage.clickhouse_store import ClickHouseStore
+
+        store: Store = ClickHouseStore(settings.clickhouse_url, retention_days=settings.retention_days)
+    else:
+        from collector.storage.chdb_store import ChdbStore
+
+        store = ChdbStore(Path(settings.data_dir) / "chdb", retention_days=settings.retention_days)
+    if migrate:
+        try:
+            store.migrate()
+        except BaseException:
+            store.close()
+            raise
+    return store

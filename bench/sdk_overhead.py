@@ -1,0 +1,128 @@
+"""Cost per call of ``@agentwatch.tool`` on an empty function, against a bare OpenTelemetry span.
+
+Three measurements, nanoseconds per call (best of several repeats, to shed scheduler noise):
+  plain      the empty function called directly
+  otel_span  ``with tracer.start_as_current_span("x"): fn()`` on the same provider
+  tool       ``@agentwatch.tool("x")`` on the empty function (outside and inside a run)
+
+Spans go through the SDK's real bounded batch processor; the exporter is replaced by one that
+discards, so the figures are the agent thread's cost, not network time. Target: ``tool`` at
+most 1.5x ``otel_span``. Writes ``bench/results/sdk_overhead.json`` and ``.md``.
+
+    .venv/bin/python bench/sdk_overhead.py [--calls 20000] [--repeats 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import agentwatch
+from agentwatch._tracing import STATE
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+RESULTS = Path(__file__).parent / "results"
+TARGET_RATIO = 1.5
+
+
+class _Discard:
+    """Stands in for the OTLP exporter: accepts every batch at once."""
+
+    def export(self, spans: object, deadline: float | None = None) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+
+def _empty() -> None:
+    return None
+
+
+def _per_call_ns(body: Callable[[], None], calls: int, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter_ns()
+        for _ in range(calls):
+            body()
+        best = min(best, (time.perf_counter_ns() - start) / calls)
+        agentwatch.force_flush(10)
+    return best
+
+
+def measure(calls: int, repeats: int) -> dict[str, float]:
+    agentwatch.init(
+        service_name="bench",
+        instrument_openai=False,
+        max_queue_size=calls * 2,
+        max_export_batch_size=4096,
+    )
+    STATE.processor._exporter = _Discard()  # type: ignore[union-attr]
+    tracer = STATE.tracer
+    tool_fn = agentwatch.tool("x")(_empty)
+
+    def otel_span() -> None:
+        with tracer.start_as_current_span("x"):
+            _empty()
+
+    figures = {
+        "plain_ns": _per_call_ns(_empty, calls, repeats),
+        "otel_span_ns": _per_call_ns(otel_span, calls, repeats),
+        "tool_ns": _per_call_ns(tool_fn, calls, repeats),
+    }
+    with agentwatch.run("bench-agent"):
+        figures["tool_in_run_ns"] = _per_call_ns(tool_fn, calls, repeats)
+    figures["ratio_tool_vs_otel"] = figures["tool_ns"] / figures["otel_span_ns"]
+    figures["ratio_tool_in_run_vs_otel"] = figures["tool_in_run_ns"] / figures["otel_span_ns"]
+    agentwatch.shutdown()
+    return figures
+
+
+def write(figures: dict[str, float], calls: int, repeats: int) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "calls": calls,
+        "repeats": repeats,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "target_ratio": TARGET_RATIO,
+        "meets_target": figures["ratio_tool_in_run_vs_otel"] <= TARGET_RATIO,
+    }
+    (RESULTS / "sdk_overhead.json").write_text(json.dumps({**figures, **meta}, indent=2) + "\n")
+    lines = [
+        "# SDK overhead: `@agentwatch.tool` on an empty function",
+        "",
+        f"{calls} calls x best of {repeats}, Python {meta['python']} ({meta['machine']}).",
+        "",
+        "| measurement | ns/call |",
+        "|---|---:|",
+        f"| plain call | {figures['plain_ns']:.0f} |",
+        f"| bare OpenTelemetry span | {figures['otel_span_ns']:.0f} |",
+        f"| `@agentwatch.tool` (no run) | {figures['tool_ns']:.0f} |",
+        f"| `@agentwatch.tool` (inside a run) | {figures['tool_in_run_ns']:.0f} |",
+        "",
+        f"Ratio to a bare span: {figures['ratio_tool_vs_otel']:.2f}x (no run), "
+        f"{figures['ratio_tool_in_run_vs_otel']:.2f}x (inside a run); target <= {TARGET_RATIO}x: "
+        f"{'met' if meta['meets_target'] else 'NOT met'}.",
+    ]
+    (RESULTS / "sdk_overhead.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=20_000)
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    figures = measure(args.calls, args.repeats)
+    for name, value in figures.items():
+        print(f"{name:28s} {value:10.2f}")
+    write(figures, args.calls, args.repeats)
+    print(f"wrote {RESULTS / 'sdk_overhead.json'} and .md")
+
+
+if __name__ == "__main__":
+    main()

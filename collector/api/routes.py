@@ -1,0 +1,193 @@
+"""The query API under ``/api``: thin routes over ``collector.query``.
+
+Each route validates its parameters, calls one query function in FastAPI's thread pool (the
+store blocks) and answers the contract's model. Every route is scoped to the caller's
+project; a bad parameter is a 422 naming it, a store that cannot be reached a 503 with
+``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Annotated, Literal, TypeVar
+
+from fastapi import APIRouter, HTTPException, Query
+from pydantic import BaseModel, Field
+
+from collector import query
+from collector.api.schemas import (
+    CostBreakdown,
+    EngineInfo,
+    EngineSeries,
+    FeedbackIn,
+    FeedbackOut,
+    FilterValues,
+    Overview,
+    RunDetail,
+    RunsPage,
+    TimeSeries,
+)
+from collector.deps import ProjectDep, SettingsDep, StoreDep
+from collector.scraper import parse_targets, register_engine
+from collector.storage.base import StoreUnavailable
+
+router = APIRouter(prefix="/api", tags=["query"])
+
+DEFAULT_RANGE_S = 3600
+DEFAULT_POINTS = 120
+T = TypeVar("T")
+
+Start = Annotated[str | None, Query(description="RFC 3339 time or epoch seconds; default: end minus one hour")]
+End = Annotated[str | None, Query(description="RFC 3339 time or epoch seconds; default: now")]
+Agent = Annotated[str | None, Query(max_length=256)]
+Model = Annotated[str | None, Query(max_length=256)]
+
+
+class EngineIn(BaseModel):
+    """An engine to scrape, registered at runtime under the caller's project."""
+
+    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
+    url: str = Field(min_length=1, max_length=2048, pattern=r"^https?://")
+
+
+def _time(name: str, value: str | None, default: float) -> float:
+    """Epoch seconds from an RFC 3339 string or a number; naive times are UTC."""
+    if value is None or value == "":
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise HTTPException(422, f"{name}: expected an RFC 3339 time or epoch seconds, got {value[:64]!r}") from None
+        seconds = (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+    if not math.isfinite(seconds):
+        raise HTTPException(422, f"{name}: must be finite")
+    return seconds
+
+
+def _window(start: str | None, end: str | None) -> tuple[float, float]:
+    stop = _time("end", end, time.time())
+    return _time("start", start, stop - DEFAULT_RANGE_S), stop
+
+
+def _run(call: Callable[[], T]) -> T:
+    """Translate the query layer's errors into HTTP answers."""
+    try:
+        return call()
+    except query.InvalidQuery as exc:
+        raise HTTPException(422, str(exc)) from exc
+    except StoreUnavailable as exc:
+        raise HTTPException(503, f"store unavailable: {exc}", headers={"Retry-After": "5"}) from exc
+
+
+@router.get("/runs", response_model=RunsPage)
+def list_runs(
+    store: StoreDep,
+    project: ProjectDep,
+    start: Start = None,
+    end: End = None,
+    agent: Agent = None,
+    model: Model = None,
+    status: Literal["ok", "error", "timeout", "budget"] | None = None,
+    outcome: Annotated[str | None, Query(max_length=64)] = None,
+    min_cost: Annotated[float | None, Query(ge=0)] = None,
+    max_cost: Annotated[float | None, Query(ge=0)] = None,
+    min_steps: Annotated[int | None, Query(ge=0, le=2**31)] = None,
+    max_steps: Annotated[int | None, Query(ge=0, le=2**31)] = None,
+    sort: Annotated[str, Query(description="start_time|duration_s|cost_usd|steps|total_tokens, '-' for descending")] = "-start_time",
+    limit: Annotated[int, Query(ge=1, le=query.MAX_PAGE)] = 50,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+) -> RunsPage:
+    lo, hi = _window(start, end)
+    filters = {"agent": agent, "model": model, "status": status, "outcome": outcome, "min_cost": min_cost,
+               "max_cost": max_cost, "min_steps": min_steps, "max_steps": max_steps}
+    return _run(lambda: query.list_runs(store, project, start=lo, end=hi, sort=sort, limit=limit, offset=offset, **filters))
+
+
+@router.get("/runs/{trace_id}", response_model=RunDetail, responses={404: {"description": "no such run in this project"}})
+def get_run(store: StoreDep, project: ProjectDep, trace_id: str) -> RunDetail:
+    detail = _run(lambda: query.get_run(store, project, trace_id))
+    if detail is None:
+        raise HTTPException(404, f"run {trace_id} not found in this project")
+    return detail
+
+
+@router.post("/runs/{trace_id}/feedback", response_model=FeedbackOut, status_code=201)
+def add_feedback(store: StoreDep, project: ProjectDep, trace_id: str, body: FeedbackIn) -> FeedbackOut:
+    return _run(lambda: query.add_feedback(store, project, trace_id, body))
+
+
+@router.get("/overview", response_model=Overview)
+def overview(store: StoreDep, project: ProjectDep, start: Start = None, end: End = None, agent: Agent = None, model: Model = None) -> Overview:
+    lo, hi = _window(start, end)
+    return _run(lambda: query.overview(store, project, start=lo, end=hi, agent=agent, model=model))
+
+
+@router.get("/timeseries", response_model=TimeSeries)
+def timeseries(
+    store: StoreDep,
+    project: ProjectDep,
+    metric: Annotated[str, Query(description="one of TIMESERIES_METRICS")],
+    start: Start = None,
+    end: End = None,
+    step_s: Annotated[int | None, Query(ge=1, le=366 * 86_400)] = None,
+    group_by: Literal["none", "agent", "model"] = "none",
+    agent: Agent = None,
+    model: Model = None,
+) -> TimeSeries:
+    lo, hi = _window(start, end)
+    step = step_s or max(1, math.ceil((hi - lo) / DEFAULT_POINTS))
+    return _run(lambda: query.timeseries(store, project, metric, lo, hi, step, group_by, agent, model))
+
+
+@router.get("/cost", response_model=CostBreakdown)
+def cost(
+    store: StoreDep,
+    project: ProjectDep,
+    settings: SettingsDep,
+    start: Start = None,
+    end: End = None,
+    agent: Agent = None,
+    model: Model = None,
+    gpu_hour_usd: Annotated[float | None, Query(ge=0, le=1e6)] = None,
+) -> CostBreakdown:
+    lo, hi = _window(start, end)
+    price = settings.gpu_hour_usd if gpu_hour_usd is None else gpu_hour_usd
+    return _run(lambda: query.cost_breakdown(store, project, start=lo, end=hi, agent=agent, model=model, gpu_hour_usd=price))
+
+
+@router.get("/engines", response_model=list[EngineInfo])
+def engines(store: StoreDep, project: ProjectDep, settings: SettingsDep) -> list[EngineInfo]:
+    configured = {t.name: t.url for t in parse_targets(settings.scrape_targets) if t.project == project}
+    return _run(lambda: query.engines(store, project, configured=configured))
+
+
+@router.post("/engines", response_model=EngineInfo, status_code=201)
+def add_engine(store: StoreDep, project: ProjectDep, body: EngineIn) -> EngineInfo:
+    """Scrape another engine from the next cycle on, under the caller's project."""
+    _run(lambda: register_engine(store, project, body.name, body.url))
+    return EngineInfo(engine=body.name, url=body.url)
+
+
+@router.get("/engine/metrics", response_model=EngineSeries)
+def engine_metrics(
+    store: StoreDep,
+    project: ProjectDep,
+    engine: Annotated[str, Query(min_length=1, max_length=128)],
+    start: Start = None,
+    end: End = None,
+    step_s: Annotated[int | None, Query(ge=1, le=86_400)] = None,
+) -> EngineSeries:
+    lo, hi = _window(start, end)
+    return _run(lambda: query.engine_series(store, project, engine, start=lo, end=hi, step_s=step_s))
+
+
+@router.get("/filters", response_model=FilterValues)
+def filters(store: StoreDep, project: ProjectDep, start: Start = None, end: End = None) -> FilterValues:
+    lo, hi = _window(start, end)
+    return _run(lambda: query.filters(store, project, start=lo, end=hi))

@@ -1,0 +1,99 @@
+"""Authentication of API keys on every request, and the per-key ingestion rate limit.
+
+``Authenticator`` is the ``app.state.authenticator`` of ``collector.deps``. Verified keys are
+cached briefly (a store query per request would cost more than the request); a revocation
+through this collector takes effect at once, and while the store cannot be reached, keys
+verified before keep working and unknown ones get a 503 (retry) rather than a 401 (drop).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from collector.keys import KeyRing, split_key
+from collector.otlp.errors import RateLimited, Unavailable
+from collector.storage.base import StoreError
+
+_POSITIVE_TTL_S = 30.0
+_NEGATIVE_TTL_S = 2.0
+
+
+class Authenticator:
+    """``authenticate(token) -> project | None`` with a small cache in front of the key ring."""
+
+    def __init__(self, keys: Callable[[], KeyRing], *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._keys = keys
+        self._clock = clock
+        self._cache: dict[str, tuple[str | None, str, float]] = {}  # token -> (project, key_id, expiry)
+        self._lock = threading.Lock()
+
+    def authenticate(self, token: str | None) -> str | None:
+        parts = split_key(token) if token else None
+        if parts is None:
+            return None
+        assert token is not None
+        now = self._clock()
+        with self._lock:
+            cached = self._cache.get(token)
+        if cached is not None and cached[2] > now:
+            return cached[0]
+        try:
+            verified = self._keys().verify(token)
+        except StoreError as exc:
+            if cached is not None and cached[0] is not None:
+                return cached[0]  # the store is away: a key known good stays good
+            raise Unavailable(f"cannot verify the API key now (store unavailable: {exc}); retry later", retry_after=5.0) from None
+        project, key_id = (verified[1] if verified else None), parts[0]
+        with self._lock:
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+            self._cache[token] = (project, key_id, now + (_POSITIVE_TTL_S if project else _NEGATIVE_TTL_S))
+        return project
+
+    def forget(self, key_id: str) -> None:
+        """Drop a key from the cache (after it was revoked)."""
+        with self._lock:
+            for token in [t for t, entry in self._cache.items() if entry[1] == key_id]:
+                del self._cache[token]
+
+
+class OpenAuthenticator:
+    """Used when ``require_auth`` is off and no key store exists: every token is project "default"."""
+
+    def authenticate(self, token: str | None) -> str | None:
+        return "default"
+
+    def forget(self, key_id: str) -> None:
+        return None
+
+
+class RateLimiter:
+    """Token bucket of spans per second per key; the burst is one second's worth."""
+
+    def __init__(self, spans_per_s: float, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = spans_per_s
+        self._clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, last refill)
+
+    def check(self, key: str) -> None:
+        """Raise ``RateLimited`` while the key is in debt (before decoding its request)."""
+        if self.rate <= 0:
+            return
+        tokens = self._refill(key)
+        if tokens < 0:
+            raise RateLimited(f"rate limit of {self.rate:g} spans/s per key exceeded (AGENTWATCH_RATE_LIMIT_SPANS_PER_S); retry later", retry_after=round(-tokens / self.rate, 3) or 0.001)
+
+    def spend(self, key: str, spans: int) -> None:
+        if self.rate <= 0:
+            return
+        tokens = self._refill(key)
+        self._buckets[key] = (tokens - spans, self._clock())
+
+    def _refill(self, key: str) -> float:
+        now = self._clock()
+        tokens, last = self._buckets.get(key, (self.rate, now))
+        tokens = min(self.rate, tokens + (now - last) * self.rate)
+        self._buckets[key] = (tokens, now)
+        return tokens

@@ -1,0 +1,97 @@
+"""The ingestion pipeline every transport shares: limits, decode, normalise, spool, enqueue.
+
+HTTP (``collector.otlp.http``) and gRPC (``collector.grpc_server``) only translate their
+protocol; the rules live here once. A request is answered only after its body is durable in
+the spool, so an acknowledged span survives a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+
+from collector.metrics import Metrics
+from collector.model import SpanRow
+from collector.normalize import Normalizer
+from collector.otlp.decode import Converted, convert
+from collector.otlp.errors import BadRequest, PayloadTooLarge, Unavailable, UnsupportedMediaType
+from collector.settings import Settings
+from collector.spool import Spool, SpoolError
+from collector.writer import Writer
+
+log = logging.getLogger(__name__)
+
+_INLINE_BYTES = 32 * 1024  # smaller bodies are decoded on the event loop; larger ones in a thread
+_ENCODINGS = ("", "identity", "gzip")
+
+
+def gunzip(body: bytes, limit: int) -> bytes:
+    """Decompress a gzip body, refusing to inflate past ``limit`` bytes (gzip bombs)."""
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        data = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise BadRequest(f"body is not valid gzip: {exc}") from None
+    if len(data) > limit or inflater.unconsumed_tail:
+        raise PayloadTooLarge(f"decompressed body exceeds the limit of {limit} bytes (AGENTWATCH_MAX_BODY_BYTES)")
+    return data
+
+
+class Ingestor:
+    """Accepts export requests for a project; ``writer`` is attached when the app starts."""
+
+    def __init__(self, settings: Settings, *, normalizer: Normalizer, spool: Spool, metrics: Metrics) -> None:
+        self.settings = settings
+        self.normalizer = normalizer
+        self.spool = spool
+        self.metrics = metrics
+        self.writer: Writer | None = None
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agentwatch-decode")
+
+    def check_capacity(self) -> None:
+        """Refuse early (before reading the body) when the request could not be made durable."""
+        if self.writer is None:
+            raise Unavailable("collector is starting or stopping; retry later", retry_after=1.0)
+        if self.spool.full:
+            raise SpoolError(f"spool is full ({self.spool.bytes} bytes, AGENTWATCH_SPOOL_MAX_BYTES) while the store catches up; retry later", retry_after=5.0)
+
+    async def export(self, project: str, payload: bytes, fmt: str, *, encoding: str = "") -> Converted:
+        """Decode, normalise and durably accept one request body; raises ``IngestError``."""
+        encoding = encoding.strip().lower()
+        if encoding not in _ENCODINGS:
+            raise UnsupportedMediaType(f"Content-Encoding {encoding!r} is not supported; send gzip or identity")
+        if len(payload) > self.settings.max_body_bytes:
+            raise PayloadTooLarge(f"body of {len(payload)} bytes exceeds the limit of {self.settings.max_body_bytes} bytes (AGENTWATCH_MAX_BODY_BYTES)")
+        if len(payload) <= _INLINE_BYTES and encoding != "gzip":
+            payload, converted = payload, self._convert(payload, fmt, project)
+        else:
+            loop = asyncio.get_running_loop()
+            payload, converted = await loop.run_in_executor(self._pool, self._decode, payload, fmt, project, encoding)
+        if converted.rows:
+            self.check_capacity()
+            seq = await self.spool.append(project, fmt, payload)
+            assert self.writer is not None
+            self.writer.enqueue(seq, converted.rows)
+        return converted
+
+    def _decode(self, payload: bytes, fmt: str, project: str, encoding: str) -> tuple[bytes, Converted]:
+        if encoding == "gzip":
+            payload = gunzip(payload, self.settings.max_body_bytes)
+        return payload, self._convert(payload, fmt, project)
+
+    def _convert(self, payload: bytes, fmt: str, project: str) -> Converted:
+        return convert(payload, fmt, project, self.normalizer, max_spans=self.settings.max_spans_per_request)
+
+    def reload(self, seq: int) -> list[SpanRow]:
+        """The rows of a spooled request (replay after a restart, or rows not kept in memory)."""
+        project, fmt, payload = self.spool.read(seq)
+        try:
+            return convert(payload, fmt, project, self.normalizer, max_spans=1 << 62).rows
+        except Exception:
+            log.exception("spooled request %d cannot be decoded any more; skipped", seq)
+            return []
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,350 @@
+"""Normalisation: one ``SpanRow`` from a span in any dialect real instrumentations send.
+
+Dialects: the OpenTelemetry GenAI conventions (current names and the older
+``gen_ai.system`` / ``gen_ai.usage.prompt_tokens``), OpenInference (Arize Phoenix),
+OpenLLMetry (Traceloop), vLLM's ``llm_request`` server spans and agentwatch's own
+extensions. Mapped attributes become columns; every other attribute is kept, as text,
+in ``SpanRow.attributes``. Long values are truncated with a marker, captured content
+is redacted, LLM spans are priced.
+
+This runs once per span at ingestion, so it is written for speed: one pass over the
+attributes, dictionary lookups only, no per-span objects beyond the row itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from agentwatch import _semconv as sc
+
+from collector.model import SpanRow
+from collector.redact import Redactor
+
+log = logging.getLogger(__name__)
+
+TRUNCATION_MARKER = "…[truncated {n} chars]"
+
+STATUS_CODES = ("unset", "ok", "error")
+
+# Unmapped attributes whose values are captured content: redacted like input/output text.
+_CONTENT_PREFIXES = (
+    "gen_ai.prompt", "gen_ai.completion", "llm.input_messages", "llm.output_messages",
+    "llm.prompts", "llm.completions", "gen_ai.system_instructions", "input.", "output.",
+    "retrieval.documents", "exception.message", "traceloop.entity.input", "traceloop.entity.output",
+)
+
+_OPERATION_KINDS = {
+    sc.OP_INVOKE_AGENT: sc.KIND_RUN, "create_agent": sc.KIND_RUN, sc.OP_CHAT: sc.KIND_LLM,
+    sc.OP_TEXT_COMPLETION: sc.KIND_LLM, "generate_content": sc.KIND_LLM, sc.OP_EMBEDDINGS: sc.KIND_LLM,
+    sc.OP_EXECUTE_TOOL: sc.KIND_TOOL,
+}
+_OPENINFERENCE_KINDS = {
+    "LLM": sc.KIND_LLM, "EMBEDDING": sc.KIND_LLM, "TOOL": sc.KIND_TOOL, "RETRIEVER": sc.KIND_RETRIEVAL,
+    "RERANKER": sc.KIND_RETRIEVAL, "AGENT": sc.KIND_RUN, "CHAIN": sc.KIND_STEP,
+}
+_TRACELOOP_KINDS = {"workflow": sc.KIND_RUN, "agent": sc.KIND_STEP, "task": sc.KIND_STEP, "tool": sc.KIND_TOOL}
+_KINDS = frozenset(sc.SPAN_KINDS)
+_TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens")
+
+
+def _nstr(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    return value if type(value) is str else _to_text(value)
+
+
+def _nint(value: Any) -> int | None:
+    if value is None or value == "" or type(value) is bool:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _float(value: Any) -> float | None:
+    if value is None or value == "" or type(value) is bool:
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if f == f and f not in (float("inf"), float("-inf")) else None
+
+
+def _true(value: Any) -> bool | None:
+    return True if value is True or value == "true" else None
+
+
+def _finish_reason(value: Any) -> str | None:
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value) or None
+    return _nstr(value)
+
+
+def _to_text(value: Any) -> str:
+    if type(value) is bool:
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if value is None:
+        return ""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+_CAPTURED = None  # converter marker: captured content (truncated, then redacted)
+_SIGNAL = "@"  # column prefix of kind signals, consumed by _kind()
+
+# attribute -> (column, rank, converter); for a column fed by several attributes the lowest
+# rank present wins, so e.g. the response model beats the request model.
+_SPEC: dict[str, tuple[str, int, Callable[[Any], Any] | None]] = {}
+
+
+def _map(column: str, convert: Callable[[Any], Any] | None, *keys: str) -> None:
+    for rank, key in enumerate(keys):
+        _SPEC[key] = (column, rank, convert)
+
+
+_map("@kind", _nstr, sc.AGENTWATCH_SPAN_KIND)
+_map("@op", _nstr, sc.GEN_AI_OPERATION_NAME)
+_map("@oi", _nstr, sc.OPENINFERENCE_SPAN_KIND)
+_map("@tl", _nstr, sc.TRACELOOP_SPAN_KIND)
+_map("@llm", _nstr, sc.LLM_REQUEST_TYPE)
+_map("@project", _nstr, sc.AW_PROJECT)  # the API key decides the project, never the span
+_map("model", _nstr, sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_REQUEST_MODEL, sc.LLM_MODEL_NAME)
+_map("provider", _nstr, sc.GEN_AI_PROVIDER_NAME, sc.GEN_AI_SYSTEM, sc.LLM_PROVIDER, sc.LLM_SYSTEM)
+_map("input_tokens", _nint, sc.GEN_AI_USAGE_INPUT_TOKENS, sc.GEN_AI_USAGE_PROMPT_TOKENS, sc.LLM_TOKEN_COUNT_PROMPT, sc.LLM_USAGE_PROMPT_TOKENS)
+_map("output_tokens", _nint, sc.GEN_AI_USAGE_OUTPUT_TOKENS, sc.GEN_AI_USAGE_COMPLETION_TOKENS, sc.LLM_TOKEN_COUNT_COMPLETION, sc.LLM_USAGE_COMPLETION_TOKENS)
+_map("cached_tokens", _nint, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, sc.LLM_TOKEN_COUNT_CACHE_READ, "gen_ai.usage.cache_read_input_tokens")
+_map("agent_name", _nstr, sc.GEN_AI_AGENT_NAME)
+_map("session_id", _nstr, sc.GEN_AI_CONVERSATION_ID, sc.SESSION_ID)
+_map("user_id", _nstr, sc.USER_ID)
+_map("error_type", _nstr, sc.ERROR_TYPE)
+_map("is_timeout", _true, sc.AW_TIMEOUT)
+_map("tool_name", _nstr, sc.GEN_AI_TOOL_NAME, sc.TOOL_NAME)
+_map("tool_cache_hit", _true, sc.AW_TOOL_CACHE_HIT)
+_map("step_index", _nint, sc.AW_STEP_INDEX)
+_map("finish_reason", _finish_reason, sc.GEN_AI_RESPONSE_FINISH_REASONS)
+_map("outcome", _nstr, sc.AW_RUN_OUTCOME)
+_map("budget_exceeded", _nstr, sc.AW_BUDGET_EXCEEDED)
+_map("request_id", _nstr, sc.GEN_AI_REQUEST_ID)
+_map("ttft_s", _float, sc.AW_TTFT, sc.GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN)
+_map("tpot_s", _float, sc.AW_TPOT)
+_map("queue_s", _float, sc.GEN_AI_LATENCY_TIME_IN_QUEUE)
+_map("prefill_s", _float, sc.GEN_AI_LATENCY_TIME_IN_MODEL_PREFILL)
+_map("decode_s", _float, sc.GEN_AI_LATENCY_TIME_IN_MODEL_DECODE)
+_map("cost_usd", _float, sc.AW_COST_USD)
+_map("price_version", _nstr, sc.AW_PRICE_VERSION)
+_map("input_text", _CAPTURED, sc.GEN_AI_INPUT_MESSAGES, sc.INPUT_VALUE, sc.GEN_AI_TOOL_CALL_ARGUMENTS, "gen_ai.prompt")
+_map("output_text", _CAPTURED, sc.GEN_AI_OUTPUT_MESSAGES, sc.OUTPUT_VALUE, sc.GEN_AI_TOOL_CALL_RESULT, "gen_ai.completion")
+_TOKEN_KEYS = tuple(k for k, spec in _SPEC.items() if spec[0] in _TOKEN_COLUMNS)
+
+
+class Resource:
+    """What a span inherits from its OTLP resource, computed once per resource."""
+
+    __slots__ = ("service_name", "attributes")
+
+    def __init__(self, service_name: str, attributes: dict[str, str]) -> None:
+        self.service_name = service_name
+        self.attributes = attributes
+
+
+Pricer = Callable[[str, str, int, int, int], "tuple[float, str] | None"]
+"""(model, provider, input, output, cached tokens) -> (cost_usd, price_version); None if unknown."""
+
+
+def sdk_pricer(prices_file: str = "") -> Pricer:
+    """Prices with the SDK's ``agentwatch.PriceTable`` (plus overrides from ``prices_file``)."""
+    from agentwatch import PriceTable
+
+    table = PriceTable.from_file(prices_file) if prices_file else PriceTable()
+    version = table.version
+
+    def price(model: str, provider: str, inp: int, out: int, cached: int) -> tuple[float, str] | None:
+        if table.price(model, provider or None) is None:
+            return None
+        return table.cost(model, inp, out, cached, provider or None), version
+
+    return price
+
+
+class Normalizer:
+    """Turns decoded spans into ``SpanRow``s; one per collector, shared by every transport."""
+
+    def __init__(self, *, max_attribute_length: int = 32_768, redactor: Redactor | None = None, pricer: Pricer | None = None) -> None:
+        self.max_len = max_attribute_length
+        self.redact = redactor if redactor is not None and redactor.active else None
+        self.pricer = pricer
+
+    def text(self, value: Any) -> str:
+        """An attribute value as stored text: JSON for arrays and maps, truncated with a marker."""
+        if type(value) is not str:
+            value = _to_text(value)
+        if len(value) > self.max_len:
+            return value[: self.max_len] + TRUNCATION_MARKER.format(n=len(value) - self.max_len)
+        return value
+
+    def captured(self, value: Any) -> str:
+        """Captured content (prompts, completions, tool I/O): truncated, then redacted."""
+        value = self.text(value)
+        return self.redact(value) if self.redact is not None else value
+
+    def normalize(
+        self,
+        project: str,
+        resource: Resource,
+        trace_id: str,
+        span_id: str,
+        parent_span_id: str,
+        name: str,
+        start_time_ns: int,
+        end_time_ns: int,
+        status_code: int,
+        status_message: str,
+        attributes: Iterable[tuple[str, Any]],
+        events: list[dict[str, Any]] | None = None,
+    ) -> SpanRow:
+        """One row; ``attributes`` are (key, Python value) pairs, as decoded from OTLP."""
+        cols: dict[str, Any] = {}
+        ranks: dict[str, int] = {}
+        extra: dict[str, str] = {}
+        max_len = self.max_len
+        spec_get = _SPEC.get
+        for key, value in attributes:
+            spec = spec_get(key)
+            if spec is None:
+                if type(value) is not str or len(value) > max_len:
+                    value = self.text(value)
+                extra[key] = value
+                continue
+            column, rank, convert = spec
+            if ranks.get(column, 99) <= rank:
+                continue
+            value = convert(value) if convert is not None else self.captured(value)
+            if value is not None:
+                cols[column] = value
+                ranks[column] = rank
+        if extra and self.redact is not None:
+            self._redact_extra(extra)
+        kind = _kind(cols, name, parent_span_id) if ranks else sc.KIND_OTHER
+        if len(name) > max_len or len(status_message) > max_len:
+            name, status_message = self.text(name), self.text(status_message)
+        row = SpanRow(
+            project, trace_id, span_id, parent_span_id, name, kind, start_time_ns, end_time_ns,
+            resource.service_name, STATUS_CODES[status_code] if 0 <= status_code < 3 else "unset",
+            status_message, attributes=extra, resource=resource.attributes, **cols,
+        )
+        if "decode_s" in cols or "queue_s" in cols:
+            self._engine(row, extra)
+        if events:
+            self._events(row, events)
+        elif row.error_type and not row.is_timeout and "timeout" in row.error_type.lower():
+            row.is_timeout = True
+        if kind == sc.KIND_LLM and row.model and self.pricer is not None:
+            self._price(row)
+        return row
+
+    def _engine(self, row: SpanRow, extra: dict[str, str]) -> None:
+        """vLLM server spans: TPOT from decode time; under a client LLM span, tokens count there."""
+        if row.tpot_s is None and row.decode_s is not None and row.output_tokens > 1:
+            row.tpot_s = row.decode_s / (row.output_tokens - 1)
+        if row.kind == sc.KIND_OTHER:
+            for column in _TOKEN_COLUMNS:
+                if getattr(row, column):
+                    extra[f"agentwatch.engine.{column}"] = str(getattr(row, column))
+            row.input_tokens = row.output_tokens = row.cached_tokens = 0
+
+    def _redact_extra(self, extra: dict[str, str]) -> None:
+        redact = self.redact
+        assert redact is not None
+        for key, value in extra.items():
+            if key.startswith(_CONTENT_PREFIXES):
+                extra[key] = redact(value)
+
+    def _events(self, row: SpanRow, events: list[dict[str, Any]]) -> None:
+        """Events as JSON; an exception event also gives the error type when none was set."""
+        for event in events:
+            attrs = event.get("attributes")
+            if not attrs:
+                continue
+            if event.get("name") == "exception" and not row.error_type:
+                row.error_type = self.text(attrs.get("exception.type") or "")
+            event["attributes"] = {k: self.captured(v) if k.startswith(_CONTENT_PREFIXES) else self.text(v) for k, v in attrs.items()}
+        row.events = json.dumps(events, separators=(",", ":"), ensure_ascii=False)
+        if not row.is_timeout and "timeout" in row.error_type.lower():
+            row.is_timeout = True
+
+    def _price(self, row: SpanRow) -> None:
+        """The collector's price wins; the SDK's estimate stays when the model is unknown."""
+        assert self.pricer is not None
+        try:
+            priced = self.pricer(row.model, row.provider, row.input_tokens, row.output_tokens, row.cached_tokens)
+        except Exception:  # a price table bug must not lose the span
+            log.exception("pricing failed for model %r", row.model)
+            return
+        if priced is not None:
+            row.cost_usd, row.price_version = priced
+
+
+def _kind(cols: dict[str, Any], name: str, parent: str) -> str:
+    """run | step | llm | tool | retrieval | other, from the most specific signal present.
+
+    Consumes the ``@`` signal entries of ``cols`` so the rest can build the row.
+    """
+    aw = cols.pop("@kind", None)
+    op = cols.pop("@op", None)
+    oi = cols.pop("@oi", None)
+    tl = cols.pop("@tl", None)
+    llm = cols.pop("@llm", None)
+    cols.pop("@project", None)
+    if aw in _KINDS:
+        return aw
+    if name == sc.VLLM_SPAN_NAME and "request_id" in cols:
+        # The engine's view of a request; under a client LLM span it must not count twice.
+        return sc.KIND_OTHER if parent else sc.KIND_LLM
+    kind = _OPERATION_KINDS.get(op) or _OPENINFERENCE_KINDS.get(oi) or _TRACELOOP_KINDS.get(tl)
+    if kind is None:
+        if llm is not None or "model" in cols:
+            kind = sc.KIND_LLM
+        elif "tool_name" in cols:
+            kind = sc.KIND_TOOL
+        else:
+            return sc.KIND_OTHER
+    if kind == sc.KIND_STEP and not parent:
+        return sc.KIND_RUN  # a root chain/task is the run itself
+    return kind
+
+
+_DEFAULT = Normalizer()
+
+
+def normalize_span(
+    attributes: Mapping[str, Any],
+    *,
+    project: str = "default",
+    name: str = "span",
+    trace_id: str = "0" * 31 + "1",
+    span_id: str = "0" * 15 + "1",
+    parent_span_id: str = "",
+    start_time_ns: int = 0,
+    end_time_ns: int = 0,
+    status_code: int = 0,
+    status_message: str = "",
+    resource: Resource | None = None,
+    events: list[dict[str, Any]] | None = None,
+    normalizer: Normalizer | None = None,
+) -> SpanRow:
+    """Normalise one span given as an attribute dict (the unit-testable front door)."""
+    return (normalizer or _DEFAULT).normalize(
+        project, resource or Resource("", {}), trace_id, span_id, parent_span_id, name,
+        start_time_ns, end_time_ns, status_code, status_message, attributes.items(), events,
+    )

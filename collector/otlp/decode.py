@@ -1,0 +1,311 @@
+"""Decoding of OTLP ``ExportTraceServiceRequest`` bodies into ``SpanRow``s.
+
+Two encodings, one result: protobuf (parsed by upb) and the OTLP JSON mapping (ids as
+hex strings, 64-bit integers as strings or numbers, enums as numbers or names, lowerCamelCase
+or snake_case field names). A body that cannot be read as a request is a ``BadRequest``;
+a span that is wrong on its own (ids of the wrong length, wrong types) is rejected and
+reported in ``partial_success`` while the rest of the request is kept.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from collector.model import SpanRow
+from collector.normalize import Normalizer, Resource
+from collector.otlp.errors import BadRequest, PayloadTooLarge
+
+log = logging.getLogger(__name__)
+
+PROTOBUF = "protobuf"
+JSON = "json"
+FORMATS = (PROTOBUF, JSON)
+_MAX_MESSAGES = 3
+_ZERO_TRACE = bytes(16)
+_ZERO_SPAN = bytes(8)
+_SCALARS = frozenset({"string_value", "int_value", "double_value", "bool_value", "bytes_value"})
+_STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+
+
+@dataclass(slots=True)
+class Converted:
+    """The rows of one request and what was rejected in it, and why."""
+
+    rows: list[SpanRow] = field(default_factory=list)
+    rejected: int = 0
+    messages: list[str] = field(default_factory=list)
+
+    def reject(self, where: str, why: str) -> None:
+        self.rejected += 1
+        if len(self.messages) < _MAX_MESSAGES:
+            self.messages.append(f"{where}: {why}")
+
+    @property
+    def error_message(self) -> str:
+        if not self.rejected:
+            return ""
+        more = self.rejected - len(self.messages)
+        return "; ".join(self.messages) + (f"; and {more} more" if more > 0 else "")
+
+
+def convert(payload: bytes, fmt: str, project: str, normalizer: Normalizer, *, max_spans: int) -> Converted:
+    """Decode and normalise one export request body (already decompressed)."""
+    if fmt == PROTOBUF:
+        return _convert_protobuf(payload, project, normalizer, max_spans)
+    return _convert_json(payload, project, normalizer, max_spans)
+
+
+def response_body(converted: Converted, fmt: str) -> bytes:
+    """``ExportTraceServiceResponse``; ``partial_success`` is set only when spans were rejected."""
+    if fmt == JSON:
+        if not converted.rejected:
+            return b"{}"
+        doc = {"partialSuccess": {"rejectedSpans": str(converted.rejected), "errorMessage": converted.error_message}}
+        return json.dumps(doc).encode()
+    return response_message(converted).SerializeToString()
+
+
+def response_message(converted: Converted) -> ExportTraceServiceResponse:
+    response = ExportTraceServiceResponse()
+    if converted.rejected:
+        response.partial_success.rejected_spans = converted.rejected
+        response.partial_success.error_message = converted.error_message
+    return response
+
+
+def _too_many(count: int, max_spans: int) -> PayloadTooLarge:
+    return PayloadTooLarge(f"request has {count} spans, more than the limit of {max_spans} per request (AGENTWATCH_MAX_SPANS_PER_REQUEST); export smaller batches")
+
+
+# --- protobuf --------------------------------------------------------------------------------
+
+
+def parse_protobuf(payload: bytes) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(payload)
+    except (DecodeError, RecursionError) as exc:
+        raise BadRequest(f"body is not a valid OTLP protobuf ExportTraceServiceRequest: {exc}") from None
+    return request
+
+
+def _convert_protobuf(payload: bytes, project: str, nz: Normalizer, max_spans: int) -> Converted:
+    return convert_message(parse_protobuf(payload), project, nz, max_spans=max_spans)
+
+
+def convert_message(request: ExportTraceServiceRequest, project: str, nz: Normalizer, *, max_spans: int) -> Converted:
+    """Normalise a parsed request (also what the gRPC service receives)."""
+    count = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+    if count > max_spans:
+        raise _too_many(count, max_spans)
+    out = Converted()
+    rows = out.rows
+    normalize = nz.normalize
+    index = 0
+    for rs in request.resource_spans:
+        resource = _resource(nz, {kv.key: _any_pb(kv.value) for kv in rs.resource.attributes})
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                index += 1
+                tid, sid, pid = span.trace_id, span.span_id, span.parent_span_id
+                why = _bad_ids(tid, sid, pid)
+                if why:
+                    out.reject(f"span {index - 1}", why)
+                    continue
+                events = [_event_pb(e) for e in span.events] if span.events else None
+                status = span.status
+                try:
+                    rows.append(normalize(
+                        project, resource, tid.hex(), sid.hex(), pid.hex(), span.name,
+                        span.start_time_unix_nano, span.end_time_unix_nano, status.code, status.message,
+                        _pairs_pb(span.attributes), events,
+                    ))
+                except Exception as exc:  # one bad span never sinks the request
+                    log.exception("span %d could not be normalised", index - 1)
+                    out.reject(f"span {index - 1}", f"could not be normalised: {exc}")
+    return out
+
+
+def _bad_ids(tid: bytes, sid: bytes, pid: bytes) -> str:
+    if len(tid) != 16 or tid == _ZERO_TRACE:
+        return f"trace_id must be 16 bytes, not all zero (got {len(tid)} bytes)"
+    if len(sid) != 8 or sid == _ZERO_SPAN:
+        return f"span_id must be 8 bytes, not all zero (got {len(sid)} bytes)"
+    if pid and len(pid) != 8:
+        return f"parent_span_id must be empty or 8 bytes (got {len(pid)} bytes)"
+    return ""
+
+
+def _pairs_pb(attributes: Any) -> list[tuple[str, Any]]:
+    """(key, value) pairs of a repeated ``KeyValue``; strings, the common case, take one access."""
+    pairs = []
+    append = pairs.append
+    for kv in attributes:
+        value = kv.value
+        text = value.string_value
+        if text:
+            append((kv.key, text))
+            continue
+        which = value.WhichOneof("value")
+        append((kv.key, getattr(value, which) if which in _SCALARS else _any_pb(value)))
+    return pairs
+
+
+def _any_pb(value: Any) -> Any:
+    which = value.WhichOneof("value")
+    if which == "array_value":
+        return [_any_pb(v) for v in value.array_value.values]
+    if which == "kvlist_value":
+        return {kv.key: _any_pb(kv.value) for kv in value.kvlist_value.values}
+    return None if which is None else getattr(value, which)
+
+
+def _event_pb(event: Any) -> dict[str, Any]:
+    return {"name": event.name, "time_ns": event.time_unix_nano, "attributes": {kv.key: _any_pb(kv.value) for kv in event.attributes}}
+
+
+def _resource(nz: Normalizer, attrs: dict[str, Any]) -> Resource:
+    return Resource(nz.text(attrs.get("service.name") or ""), {k: nz.text(v) for k, v in attrs.items()})
+
+
+# --- JSON ------------------------------------------------------------------------------------
+
+
+def _convert_json(payload: bytes, project: str, nz: Normalizer, max_spans: int) -> Converted:
+    try:
+        doc = json.loads(payload)
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"JSON body is not valid UTF-8: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise BadRequest(f"body is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise BadRequest("JSON body must be an object with 'resourceSpans'")
+    resource_spans = _jlist(doc, "resourceSpans", "resource_spans", "request")
+    scopes = [(rs, _jlist(_jobj(rs, "resourceSpans[]"), "scopeSpans", "scope_spans", "resourceSpans[]")) for rs in resource_spans]
+    spans = [(rs, [_jlist(_jobj(ss, "scopeSpans[]"), "spans", "spans", "scopeSpans[]") for ss in sss]) for rs, sss in scopes]
+    count = sum(len(s) for _, lists in spans for s in lists)
+    if count > max_spans:
+        raise _too_many(count, max_spans)
+    out = Converted()
+    index = 0
+    for rs, lists in spans:
+        try:
+            res = _jget(rs, "resource", "resource") or {}
+            resource = _resource(nz, _jattrs(res))
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            raise BadRequest(f"resourceSpans[].resource is malformed: {exc}") from None
+        for span_list in lists:
+            for span in span_list:
+                index += 1
+                _json_span(out, nz, project, resource, span, index - 1)
+    return out
+
+
+def _json_span(out: Converted, nz: Normalizer, project: str, resource: Resource, span: Any, index: int) -> None:
+    try:
+        if not isinstance(span, dict):
+            raise TypeError("span must be an object")
+        tid = _hex_id(_jget(span, "traceId", "trace_id"), 16, "traceId")
+        sid = _hex_id(_jget(span, "spanId", "span_id"), 8, "spanId")
+        parent = _jget(span, "parentSpanId", "parent_span_id") or ""
+        pid = _hex_id(parent, 8, "parentSpanId") if parent else ""
+        status = _jget(span, "status", "status") or {}
+        code = status.get("code", 0)
+        code = _STATUS_NAMES[code] if isinstance(code, str) else int(code)
+        events = [_json_event(e) for e in _jget(span, "events", "events") or ()] or None
+        row = nz.normalize(
+            project, resource, tid, sid, pid, _jstr(_jget(span, "name", "name")),
+            int(_jget(span, "startTimeUnixNano", "start_time_unix_nano") or 0),
+            int(_jget(span, "endTimeUnixNano", "end_time_unix_nano") or 0),
+            code, _jstr(status.get("message")), _jpairs(span), events,
+        )
+    except (TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:
+        out.reject(f"span {index}", str(exc) or type(exc).__name__)
+        return
+    out.rows.append(row)
+
+
+def _hex_id(value: Any, size: int, name: str) -> str:
+    if not isinstance(value, str) or len(value) != 2 * size:
+        got = f"{len(value)} characters" if isinstance(value, str) else type(value).__name__
+        raise ValueError(f"{name} must be {2 * size} hex characters (got {got})")
+    try:
+        raw = binascii.unhexlify(value)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"{name} is not hex: {value[:40]!r}") from None
+    if raw == bytes(size):
+        raise ValueError(f"{name} must not be all zero")
+    return value.lower()
+
+
+def _json_event(event: Any) -> dict[str, Any]:
+    return {"name": _jstr(event.get("name")), "time_ns": int(_jget(event, "timeUnixNano", "time_unix_nano") or 0), "attributes": _jattrs(event)}
+
+
+def _jattrs(obj: dict[str, Any]) -> dict[str, Any]:
+    return {_jstr(kv["key"]): _any_json(kv.get("value")) for kv in obj.get("attributes") or ()}
+
+
+def _jpairs(obj: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [(_jstr(kv["key"]), _any_json(kv.get("value"))) for kv in obj.get("attributes") or ()]
+
+
+def _any_json(value: Any) -> Any:
+    """An OTLP JSON ``AnyValue`` as a Python value."""
+    if not value:
+        return None
+    for key, item in value.items():
+        if key in ("stringValue", "string_value"):
+            return _jstr(item)
+        if key in ("intValue", "int_value"):
+            return int(item)
+        if key in ("doubleValue", "double_value"):
+            return float(item)
+        if key in ("boolValue", "bool_value"):
+            return bool(item)
+        if key in ("arrayValue", "array_value"):
+            return [_any_json(v) for v in (item or {}).get("values") or ()]
+        if key in ("kvlistValue", "kvlist_value"):
+            return {_jstr(kv["key"]): _any_json(kv.get("value")) for kv in (item or {}).get("values") or ()}
+        if key in ("bytesValue", "bytes_value"):
+            return base64.b64decode(item, validate=True)
+    raise ValueError(f"unknown AnyValue {sorted(value)!r}")
+
+
+def _jget(obj: dict[str, Any], camel: str, snake: str) -> Any:
+    value = obj.get(camel)
+    return obj.get(snake) if value is None else value
+
+
+def _jobj(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise BadRequest(f"{where} must be an object, not {type(value).__name__}")
+    return value
+
+
+def _jlist(obj: dict[str, Any], camel: str, snake: str, where: str) -> list[Any]:
+    value = _jget(obj, camel, snake)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BadRequest(f"{where}.{camel} must be a list, not {type(value).__name__}")
+    return value
+
+
+def _jstr(value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value

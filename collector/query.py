@@ -1,0 +1,420 @@
+"""The query layer: typed functions over the store that return the API's pydantic models.
+
+Routes, the dashboard (through the routes) and the alert evaluator (in-process) all read
+through here, so a figure means the same wherever it is shown. SQL lives in
+``collector.storage.queries``; this module picks the query, binds values and shapes rows.
+Times are epoch seconds; ranges and result sizes are bounded, and a bad parameter raises
+``InvalidQuery`` with a message naming it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+import uuid
+from calendar import monthrange
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from collector.api.schemas import (
+    TIMESERIES_METRICS,
+    CostBreakdown,
+    CostLevers,
+    CostRow,
+    EngineInfo,
+    EnginePoint,
+    EngineSeries,
+    FeedbackIn,
+    FeedbackOut,
+    FilterValues,
+    Headline,
+    Overview,
+    RunDetail,
+    RunsPage,
+    RunSummary,
+    SelfHostedCost,
+    SeriesPoint,
+    SpanOut,
+    TimeSeries,
+)
+from collector.storage import queries as q
+from collector.storage.base import QueryError, Store
+
+MAX_RANGE_S = 400 * 86_400
+MAX_BUCKETS = 5_000
+MAX_PAGE = 500
+MAX_TRACE_SPANS = 100_000
+MAX_ENGINE_POINTS = 200_000
+DEFAULT_ENGINE_BUCKETS = 200
+TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+
+UNITS = {
+    "runs": "runs", "cost_usd": "usd", "input_tokens": "tokens", "output_tokens": "tokens",
+    "tokens_per_s": "tokens/s", "run_latency_p50": "s", "run_latency_p95": "s",
+    "ttft_p50": "s", "ttft_p95": "s", "tpot_p50": "s", "tpot_p95": "s",
+    "steps_per_run": "steps", "tool_calls": "calls", "tool_failure_rate": "ratio",
+    "error_rate": "ratio", "timeout_rate": "ratio", "max_run_cost_usd": "usd", "max_steps": "steps",
+    "success_rate": "ratio", "feedback_score": "score", "cost_per_success_usd": "usd",
+    "runs_per_min": "runs/min", "cost_per_hour_usd": "usd/h",
+}
+SPAN_METRICS = frozenset(
+    {"cost_usd", "input_tokens", "output_tokens", "tokens_per_s", "ttft_p50", "ttft_p95",
+     "tpot_p50", "tpot_p95", "tool_calls", "tool_failure_rate", "timeout_rate"}
+)
+RUN_METRICS = frozenset(TIMESERIES_METRICS) - SPAN_METRICS
+ADDITIVE = frozenset({"runs", "cost_usd", "input_tokens", "output_tokens", "tokens_per_s", "tool_calls"})
+GROUPS = ("none", "agent", "model")
+
+
+class InvalidQuery(QueryError):
+    """A caller's parameter is out of range or unknown; the message names it."""
+
+
+# --- parameters ------------------------------------------------------------------------------
+def _range(start: float, end: float) -> tuple[int, int]:
+    """Validated [start, end) in nanoseconds."""
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise InvalidQuery("start and end must be finite epoch seconds")
+    if end <= start:
+        raise InvalidQuery(f"end ({end}) must be after start ({start})")
+    if end - start > MAX_RANGE_S:
+        raise InvalidQuery(f"time range too long: at most {MAX_RANGE_S // 86_400} days")
+    return int(start * 1e9), int(end * 1e9)
+
+
+def _buckets(start: float, end: float, step_s: int) -> int:
+    if step_s < 1:
+        raise InvalidQuery(f"step_s must be >= 1, got {step_s}")
+    count = math.ceil((end - start) / step_s)
+    if count > MAX_BUCKETS:
+        raise InvalidQuery(f"{count} buckets requested; at most {MAX_BUCKETS} (raise step_s)")
+    return count
+
+
+def _choice(name: str, value: str, allowed: Iterable[str]) -> str:
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise InvalidQuery(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+    return value
+
+
+def _num(value: Any) -> float | None:
+    """A float, or None for NULL/NaN (empty quantiles and averages)."""
+    if value is None:
+        return None
+    value = float(value)
+    return None if math.isnan(value) or math.isinf(value) else value
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den else None
+
+
+# --- runs ------------------------------------------------------------------------------------
+def list_runs(
+    store: Store,
+    project: str,
+    *,
+    start: float,
+    end: float,
+    sort: str = "-start_time",
+    limit: int = 50,
+    offset: int = 0,
+    **filters: Any,
+) -> RunsPage:
+    """One page of the runs that started in [start, end), filtered (``queries.RUN_FILTERS``)."""
+    unknown = set(filters) - set(q.RUN_FILTERS)
+    if unknown:
+        raise InvalidQuery(f"unknown run filter(s): {', '.join(sorted(unknown))}")
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidQuery(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
+    if offset < 0:
+        raise InvalidQuery(f"offset must be >= 0, got {offset}")
+    field = sort.removeprefix("-")
+    _choice("sort", field, q.RUN_SORTS)
+    start_ns, end_ns = _range(start, end)
+    params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "limit": limit, "offset": offset, **filters}
+    where = q.where(q.RUN_FILTERS, params)
+    rows = store.query(q.runs_page(where, field, sort.startswith("-")), params)
+    total = int(rows[0]["total"]) if rows else _count_runs(store, where, params)
+    return RunsPage(items=_with_feedback(store, project, rows), total=total, limit=limit, offset=offset)
+
+
+def _count_runs(store: Store, where: str, params: dict[str, Any]) -> int:
+    if not params["offset"]:
+        return 0
+    return int(store.query(q.runs_count(where), params)[0]["total"])
+
+
+def _with_feedback(store: Store, project: str, rows: list[dict[str, Any]]) -> list[RunSummary]:
+    ids = [r["trace_id"] for r in rows]
+    scores = {}
+    if ids:
+        scores = {r["trace_id"]: r["mean_score"] for r in store.query(q.FEEDBACK_SCORES, {"project": project, "trace_ids": ids})}
+    return [RunSummary(**r, feedback_score=scores.get(r["trace_id"])) for r in rows]
+
+
+def get_run(store: Store, project: str, trace_id: str) -> RunDetail | None:
+    """A run with its spans and feedback; None when the trace is not in this project."""
+    trace_id = _trace_id(trace_id)
+    params = {"project": project, "trace_id": trace_id}
+    runs = store.query(q.RUN_OF_TRACE, params)
+    if not runs:
+        return None
+    spans = store.query(q.SPANS_OF_TRACE, {**params, "limit": MAX_TRACE_SPANS})
+    run = runs[0]
+    return RunDetail(
+        run=RunSummary(**run, feedback_score=_mean_score(feedback)) if (feedback := _feedback(store, params)) else RunSummary(**run),
+        spans=[SpanOut(**s) for s in spans],
+        feedback=feedback,
+        agent_median_cost_usd=_agent_median(store, project, run),
+    )
+
+
+def _trace_id(trace_id: str) -> str:
+    trace_id = trace_id.lower()
+    if not TRACE_ID.match(trace_id):
+        raise InvalidQuery(f"trace_id must be 32 hex characters, got {trace_id[:64]!r}")
+    return trace_id
+
+
+def _feedback(store: Store, params: dict[str, Any]) -> list[FeedbackOut]:
+    return [FeedbackOut(**r) for r in store.query(q.FEEDBACK_OF_TRACE, params)]
+
+
+def _mean_score(feedback: list[FeedbackOut]) -> float | None:
+    scores = [f.score for f in feedback if f.score is not None]
+    return sum(scores) / len(scores) if scores else None
+
+
+def _agent_median(store: Store, project: str, run: dict[str, Any], *, days: int = 7) -> float | None:
+    """Median run cost of the same agent over the week before this run: context for its cost."""
+    if not run["agent"]:
+        return None
+    end = run["start_time"] + 1
+    params = {"project": project, "agent": run["agent"], "start_ns": int((end - days * 86_400) * 1e9), "end_ns": int(end * 1e9)}
+    return _num(store.query(q.AGENT_MEDIAN_COST, params)[0]["median"])
+
+
+# --- feedback --------------------------------------------------------------------------------
+def add_feedback(store: Store, project: str, trace_id: str, feedback: FeedbackIn, *, now: float | None = None) -> FeedbackOut:
+    """Store one piece of feedback for a run of this project.
+
+    The run need not be stored yet: feedback often follows a run by less than the SDK's
+    export delay, and it is keyed by the caller's project, so nothing leaks across projects.
+    """
+    if feedback.score is not None and not math.isfinite(feedback.score):
+        raise InvalidQuery("score must be a finite number")
+    out = FeedbackOut(
+        **feedback.model_dump(), feedback_id=uuid.uuid4().hex, trace_id=_trace_id(trace_id), created_at=time.time() if now is None else now
+    )
+    row = [project, out.trace_id, out.feedback_id, out.score, out.label, out.comment, out.source, out.created_at]
+    store.insert_rows("feedback", ("project", "trace_id", "feedback_id", "score", "label", "comment", "source", "created_at"), [row])
+    return out
+
+
+# --- metrics ---------------------------------------------------------------------------------
+Figures = dict[tuple[int, str], dict[str, float | None]]
+
+
+def _span_figures(row: dict[str, Any], step_s: float) -> dict[str, float | None]:
+    ttft, tpot = row["ttft_q"], row["tpot_q"]
+    return {
+        "cost_usd": float(row["cost_usd"]),
+        "input_tokens": float(row["input_tokens"]),
+        "output_tokens": float(row["output_tokens"]),
+        "tokens_per_s": row["output_tokens"] / step_s,
+        "ttft_p50": _num(ttft[0]), "ttft_p95": _num(ttft[1]),
+        "tpot_p50": _num(tpot[0]), "tpot_p95": _num(tpot[1]),
+        "tool_calls": float(row["tool_calls"]),
+        "tool_failure_rate": _ratio(row["tool_failures"], row["tool_calls"]),
+        "timeout_rate": _ratio(row["timeouts"], row["calls"]),
+    }
+
+
+def _run_figures(row: dict[str, Any], step_s: float) -> dict[str, float | None]:
+    latency = row["latency_q"]
+    return {
+        "runs": float(row["runs"]),
+        "run_latency_p50": _num(latency[0]), "run_latency_p95": _num(latency[1]),
+        "steps_per_run": _num(row["steps_per_run"]),
+        "error_rate": _ratio(row["failed_runs"], row["runs"]),
+        "max_run_cost_usd": _num(row["max_run_cost_usd"]),
+        "max_steps": float(row["max_steps"]),
+        "success_rate": _ratio(row["successes"], row["with_outcome"]),
+        "feedback_score": _ratio(row["fb_sum"], row["fb_n"]),
+        "cost_per_success_usd": _ratio(row["run_cost_usd"], row["successes"]),
+    }
+
+
+def _figures(
+    store: Store, project: str, metrics: Iterable[str], start: float, end: float, step_s: float, group_by: str, agent: str | None, model: str | None
+) -> Figures:
+    """All figures of the span-level and/or run-level families that ``metrics`` needs."""
+    start_ns, end_ns = _range(start, end)
+    params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "step_ns": int(step_s * 1e9), "agent": agent, "model": model}
+    wanted = set(metrics)
+    out: Figures = {}
+    plans: list[tuple[frozenset[str], str, Callable[[dict[str, Any], float], dict[str, float | None]]]] = [
+        (SPAN_METRICS, q.span_metrics(group_by, q.where(q.SPAN_FILTERS, params)), _span_figures),
+        (RUN_METRICS, q.run_metrics(group_by, q.where(q.RUN_FILTERS, params)), _run_figures),
+    ]
+    for family, sql, shape in plans:
+        if wanted & family:
+            for row in store.query(sql, params):
+                out.setdefault((int(row["bucket"]), row["grp"]), {}).update(shape(row, step_s))
+    return out
+
+
+def timeseries(
+    store: Store,
+    project: str,
+    metric: str,
+    start: float,
+    end: float,
+    step_s: int,
+    group_by: str = "none",
+    agent: str | None = None,
+    model: str | None = None,
+) -> TimeSeries:
+    """One metric per time bucket (and per agent or model); empty additive buckets are 0."""
+    _choice("metric", metric, TIMESERIES_METRICS)
+    _choice("group_by", group_by, GROUPS)
+    count = _buckets(start, end, step_s)
+    figures = _figures(store, project, [metric], start, end, step_s, group_by, agent, model)
+    groups = sorted({g for _, g in figures}) or ([""] if group_by == "none" else [])
+    points = []
+    for bucket in range(count):
+        for group in groups:
+            value = figures.get((bucket, group), {}).get(metric)
+            if value is None and metric in ADDITIVE:
+                value = 0.0
+            points.append(SeriesPoint(t=start + bucket * step_s, group=group, value=value))
+    return TimeSeries(metric=metric, unit=UNITS[metric], step_s=step_s, group_by=group_by, points=points)
+
+
+def overview(store: Store, project: str, *, start: float, end: float, agent: str | None = None, model: str | None = None) -> Overview:
+    """Every headline figure for [start, end) and for the range of equal length before it."""
+    length = end - start
+    _range(start, end)
+    figures = _figures(store, project, TIMESERIES_METRICS, start - length, end, length, "none", agent, model)
+    previous, current = (_with_rates(figures.get((i, ""), {}), length) for i in (0, 1))
+    return Overview(start=start, end=end, figures={name: _headline(name, current, previous) for name in UNITS})
+
+
+def _with_rates(figures: dict[str, float | None], length_s: float) -> dict[str, float | None]:
+    out = {name: (0.0 if name in ADDITIVE else None) for name in TIMESERIES_METRICS} | figures
+    out["runs_per_min"] = out["runs"] / (length_s / 60)
+    out["cost_per_hour_usd"] = out["cost_usd"] / (length_s / 3600)
+    return out
+
+
+def _headline(name: str, current: dict[str, float | None], previous: dict[str, float | None]) -> Headline:
+    value, before = current[name], previous[name]
+    change = (value - before) / before if value is not None and before else None
+    return Headline(value=value, previous=before, change=change, unit=UNITS[name])
+
+
+# --- cost ------------------------------------------------------------------------------------
+def cost_breakdown(
+    store: Store,
+    project: str,
+    *,
+    start: float,
+    end: float,
+    agent: str | None = None,
+    model: str | None = None,
+    gpu_hour_usd: float = 0.0,
+    now: float | None = None,
+) -> CostBreakdown:
+    """Where the money went in [start, end), what the levers saved, and the month's forecast."""
+    start_ns, end_ns = _range(start, end)
+    params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "agent": agent, "model": model}
+    where = q.where(q.SPAN_FILTERS, params)
+    by = {key: [CostRow(**r) for r in store.query(q.cost_by(key, where), params)] for key in q.COST_KEYS}
+    levers = store.query(q.cost_levers(where), params)[0]
+    mtd, projected = _month(store, project, where, params, time.time() if now is None else now)
+    runs = _figures(store, project, ["cost_per_success_usd"], start, end, end - start, "none", agent, model)
+    return CostBreakdown(
+        start=start,
+        end=end,
+        total_usd=sum(r.cost_usd for r in by["model"]),
+        by_model=by["model"],
+        by_agent=by["agent"],
+        by_day=by["day"],
+        month_to_date_usd=mtd,
+        projected_month_usd=projected,
+        top_runs=list_runs(store, project, start=start, end=end, sort="-cost_usd", limit=10, agent=agent, model=model).items,
+        levers=_levers(levers),
+        cost_per_success_usd=runs.get((0, ""), {}).get("cost_per_success_usd"),
+        self_hosted=_self_hosted(store, project, start, end, gpu_hour_usd, int(levers["tokens"])) if gpu_hour_usd > 0 else None,
+    )
+
+
+def _levers(row: dict[str, Any]) -> CostLevers:
+    return CostLevers(
+        tool_calls=row["tool_calls"],
+        tool_cache_hits=row["tool_cache_hits"],
+        tool_cache_hit_rate=_ratio(row["tool_cache_hits"], row["tool_calls"]),
+        tokens_saved=row["tokens_saved"],
+        llm_calls=row["llm_calls"],
+        small_model_calls=row["small_model_calls"],
+        small_model_share=_ratio(row["small_model_calls"], row["llm_calls"]),
+    )
+
+
+def _month(store: Store, project: str, where: str, params: dict[str, Any], now: float) -> tuple[float, float]:
+    """Month-to-date cost (UTC calendar month) and its linear projection to the month's end."""
+    today = datetime.fromtimestamp(now, UTC)
+    first = datetime(today.year, today.month, 1, tzinfo=UTC).timestamp()
+    month_s = monthrange(today.year, today.month)[1] * 86_400
+    month_params = {**params, "start_ns": int(first * 1e9), "end_ns": int(now * 1e9) + 1}
+    mtd = float(store.query(q.cost_total(where), month_params)[0]["cost_usd"])
+    elapsed = max(now - first, 3600.0)  # a projection from the first minutes would be noise
+    return mtd, mtd * month_s / elapsed
+
+
+def _self_hosted(store: Store, project: str, start: float, end: float, gpu_hour_usd: float, tokens: int) -> SelfHostedCost:
+    """Cost per 1k tokens from measured GPU time; per load level from per-minute samples."""
+    params = {"project": project, "start_ms": int(start * 1e3), "end_ms": int(end * 1e3)}
+    gpu_seconds = float(store.query(q.GPU_SECONDS, params)[0]["gpu_seconds"] or 0.0)
+    per_1k = _ratio(gpu_hour_usd * gpu_seconds / 3600, tokens / 1000)
+    by_load = [
+        {"running_requests": float(r["running"]), "cost_per_1k_tokens_usd": gpu_hour_usd * r["gpu_seconds"] / 3600 / (r["tokens"] / 1000)}
+        for r in store.query(q.COST_BY_LOAD, {**params, "start_ns": int(start * 1e9), "end_ns": int(end * 1e9)})
+        if r["tokens"]
+    ]
+    return SelfHostedCost(gpu_hour_usd=gpu_hour_usd, gpu_seconds=gpu_seconds, tokens_served=tokens, cost_per_1k_tokens_usd=per_1k, by_load=by_load)
+
+
+# --- filters and engines ---------------------------------------------------------------------
+def filters(store: Store, project: str, *, start: float, end: float) -> FilterValues:
+    start_ns, end_ns = _range(start, end)
+    return FilterValues(**store.query(q.FILTER_VALUES, {"project": project, "start_ns": start_ns, "end_ns": end_ns})[0])
+
+
+def engines(store: Store, project: str, *, configured: dict[str, str] | None = None, now: float | None = None) -> list[EngineInfo]:
+    """Engines configured, registered at runtime, or seen in the metrics of the last day."""
+    since = (time.time() if now is None else now) - 86_400
+    urls = dict(configured or {}) | {r["engine"]: r["url"] for r in store.query(q.ENGINES_REGISTERED, {"project": project})}
+    seen = {r["engine"]: r for r in store.query(q.ENGINES_SEEN, {"project": project, "since_ms": int(since * 1e3)})}
+    return [
+        EngineInfo(engine=name, url=urls.get(name, ""), model_names=seen.get(name, {}).get("model_names", []), last_scrape=seen.get(name, {}).get("last_scrape"))
+        for name in sorted(set(urls) | set(seen))
+    ]
+
+
+def engine_series(store: Store, project: str, engine: str, *, start: float, end: float, step_s: int | None = None) -> EngineSeries:
+    """Engine and GPU metrics per bucket: gauges averaged, counters at their last value."""
+    _range(start, end)
+    step = step_s if step_s is not None else max(1, math.ceil((end - start) / DEFAULT_ENGINE_BUCKETS))
+    _buckets(start, end, step)
+    params = {
+        "project": project, "engine": engine, "start_ms": int(start * 1e3), "end_ms": int(end * 1e3),
+        "step_ms": step * 1000, "limit": MAX_ENGINE_POINTS,
+    }
+    rows = store.query(q.ENGINE_POINTS, params)
+    points = [EnginePoint(t=start + r["bucket"] * step, metric=r["metric"], labels=r["labels"], value=r["value"]) for r in rows]
+    return EngineSeries(engine=engine, points=points)

@@ -1,0 +1,102 @@
+"""Embedded ClickHouse (chDB): the default back end, a data directory and no server.
+
+chDB allows one data directory per process and one process per data directory, so the
+collector owns it; queries are serialised through one lock because a chDB connection is
+not safe to use from several threads at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from collector.storage.base import QueryError, StoreUnavailable
+from collector.storage.sql_store import SqlStore, arrow_rows
+
+
+class ChdbStore(SqlStore):
+    """A chDB session over ``path``; raises ``StoreUnavailable`` when the path is in use."""
+
+    def __init__(self, path: str | Path, *, retention_days: int = 30) -> None:
+        super().__init__(retention_days=retention_days)
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._session = _open_session(self.path)
+
+    def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        table = self._run(sql, params, fmt="ArrowTable")
+        return arrow_rows(table)
+
+    def command(self, sql: str, params: dict[str, Any] | None = None) -> None:
+        self._run(sql, params, fmt="CSV")
+
+    def _insert_arrow(self, table: str, data: pa.Table, *, dedup_token: str | None = None) -> None:
+        columns = ", ".join(data.column_names)
+        sql = f"INSERT INTO {table} ({columns}) SELECT {columns} FROM Python(aw_batch)"
+        params: dict[str, Any] = {}
+        if dedup_token:
+            sql += " SETTINGS insert_deduplication_token = {token:String}"
+            params["token"] = dedup_token
+        self._run(sql, params, fmt="CSV", aw_batch=data)
+
+    def _run(self, sql: str, params: dict[str, Any] | None, *, fmt: str, aw_batch: pa.Table | None = None) -> Any:
+        """Run one statement; ``aw_batch`` is the table that ``Python(aw_batch)`` reads
+        (chDB resolves that name among the calling frame's locals)."""
+        with self._lock:
+            if self._session is None:
+                raise StoreUnavailable(f"chDB store at {self.path} is closed")
+            try:
+                return self._session.query(sql, fmt, params=_bind(params))
+            except Exception as exc:  # chDB raises RuntimeError/ChdbError subclasses
+                raise QueryError(f"chDB query failed: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                self._session.close()
+                self._session = None
+
+
+def _open_session(path: Path) -> Any:
+    from chdb import session
+
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        return session.Session(str(path))
+    except Exception as exc:
+        message = str(exc)
+        if "Error initializing EmbeddedServer" in message or "Cannot lock file" in message:
+            raise StoreUnavailable(
+                f"chDB data directory {path} is in use by another process (only one process may open it; "
+                "stop the other collector or go through its API)"
+            ) from exc
+        if "already initialized with path" in message:
+            raise StoreUnavailable(f"this process already has another chDB data directory open; close it before opening {path}") from exc
+        raise StoreUnavailable(f"cannot open chDB data directory {path}: {message}") from exc
+
+
+def _bind(params: dict[str, Any] | None) -> dict[str, str]:
+    """chDB takes parameter values in ClickHouse's text form (as the HTTP interface does)."""
+    return {name: _text(value) for name, value in (params or {}).items()}
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "\\N"
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, str):
+        return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+    if isinstance(value, list | tuple | set | frozenset):
+        return "[" + ",".join(_literal(v) for v in value) + "]"
+    return str(value)
+
+
+def _literal(value: Any) -> str:
+    """An element inside an array parameter: strings quoted, the rest as text."""
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return _text(value)

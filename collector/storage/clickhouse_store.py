@@ -1,0 +1,73 @@
+"""A ClickHouse server or cluster through clickhouse-connect: the way to scale past one machine.
+
+Selected by ``AGENTWATCH_CLICKHOUSE_URL`` (``http://user:pass@host:8123/db``). Runs exactly
+the DDL and SQL that chDB runs; parameters are bound by the server.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pyarrow as pa
+
+from collector.storage.base import QueryError, StoreUnavailable
+from collector.storage.sql_store import SqlStore, arrow_rows
+
+
+class ClickHouseStore(SqlStore):
+    """One HTTP client (no server session, so concurrent queries from threads are allowed)."""
+
+    def __init__(self, url: str, *, retention_days: int = 30) -> None:
+        super().__init__(retention_days=retention_days)
+        self.url = url
+        self._closed = threading.Event()
+        self._client = _connect(url)
+
+    def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        return arrow_rows(self._call(self._client.query_arrow, sql, parameters=params or {}))
+
+    def command(self, sql: str, params: dict[str, Any] | None = None) -> None:
+        self._call(self._client.command, sql, parameters=params or {})
+
+    def _insert_arrow(self, table: str, data: pa.Table, *, dedup_token: str | None = None) -> None:
+        settings = {"insert_deduplication_token": dedup_token} if dedup_token else None
+        self._call(self._client.insert_arrow, table, data, settings=settings)
+
+    def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
+
+        if self._closed.is_set():
+            raise StoreUnavailable(f"ClickHouse store {_redact(self.url)} is closed")
+        try:
+            return method(*args, **kwargs)
+        except OperationalError as exc:
+            raise StoreUnavailable(f"ClickHouse server {_redact(self.url)} unreachable: {exc}") from exc
+        except DatabaseError as exc:
+            raise QueryError(f"ClickHouse query failed: {exc}") from exc
+
+    def close(self) -> None:
+        if not self._closed.is_set():
+            self._closed.set()
+            self._client.close()
+
+
+def _connect(url: str) -> Any:
+    import clickhouse_connect
+    from clickhouse_connect.driver.exceptions import Error
+
+    try:
+        return clickhouse_connect.get_client(dsn=url, autogenerate_session_id=False)
+    except Error as exc:
+        raise StoreUnavailable(f"cannot connect to ClickHouse at {_redact(url)}: {exc}") from exc
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))

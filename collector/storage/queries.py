@@ -1,0 +1,322 @@
+"""Every parameterised query of the store and the query API.
+
+Values are always bound by ClickHouse (``{name:Type}`` placeholders), never formatted into
+SQL; the only text spliced into a statement is an identifier picked from a whitelist here.
+Times travel as epoch seconds (``Float64``) or nanoseconds (``Int64``) and come back as
+epoch seconds, so neither back end has to agree with Python on time zones.
+"""
+
+from __future__ import annotations
+
+from collector.storage.schema import BILLABLE, RUN_PARTIALS
+
+# Tables that ``Store.insert_rows`` may write (the spans table has its own columnar path).
+SMALL_TABLES = frozenset(
+    {"api_keys", "feedback", "engine_metrics", "engines", "alerts", "alert_deliveries", "price_versions"}
+)
+
+# The keys of a batch that are already stored: the insert-time guard of idempotency.
+STORED_SPAN_KEYS = """
+SELECT trace_id, span_id FROM spans
+WHERE project = {project:String}
+  AND start_time BETWEEN fromUnixTimestamp64Nano({lo_ns:Int64}) AND fromUnixTimestamp64Nano({hi_ns:Int64})
+  AND trace_id IN {trace_ids:Array(String)}
+"""
+
+# --- runs ------------------------------------------------------------------------------------
+# Merge runs_agg partials (or the same partials computed from spans) into one row per trace.
+_RUN_MERGE = """
+    min(start_time) AS start_t,
+    max(end_time) AS end_t,
+    sum(roots) AS n_roots,
+    argMinMerge(name) AS run_name,
+    max(agent) AS agent,
+    max(service) AS service,
+    max(session_id) AS session_id,
+    max(user_id) AS user_id,
+    max(outcome) AS outcome,
+    max(budget_exceeded) AS budget_exceeded,
+    max(root_error) AS root_error,
+    max(root_timeout) AS root_timeout,
+    sum(steps) AS step_spans,
+    sum(llm_calls) AS llm_calls,
+    sum(tool_calls) AS tool_calls,
+    sum(tool_failures) AS tool_failures,
+    sum(input_tokens) AS input_tokens,
+    sum(output_tokens) AS output_tokens,
+    sum(cached_tokens) AS cached_tokens,
+    sum(cost_usd) AS cost_usd,
+    groupUniqArrayArray(models) AS models"""
+
+# RunSummary fields over merged rows. Steps are step spans, or LLM calls for agents without steps.
+_RUN_FIELDS = """
+    trace_id, run_name AS name, agent, service, session_id, user_id,
+    toUnixTimestamp64Nano(start_t) AS start_ns,
+    start_ns / 1e9 AS start_time,
+    toUnixTimestamp64Nano(end_t) / 1e9 AS end_time,
+    greatest(toUnixTimestamp64Nano(end_t) - start_ns, 0) / 1e9 AS duration_s,
+    multiIf(budget_exceeded != '', 'budget', root_timeout = 1, 'timeout', root_error = 1, 'error', 'ok') AS status,
+    outcome, budget_exceeded,
+    if(step_spans > 0, step_spans, llm_calls) AS steps,
+    llm_calls, tool_calls, tool_failures, input_tokens, output_tokens, cached_tokens,
+    input_tokens + output_tokens AS total_tokens,
+    cost_usd,
+    arraySort(models) AS models"""
+
+# Runs that started in [start, end): the hours from the start's hour on (a run's spans all
+# start after its root), a day past the end (spans of long runs), and only traces whose root
+# span is in those hours, so a run begun before the range never appears with partial totals.
+RUNS_IN_RANGE = f"""
+SELECT {_RUN_FIELDS} FROM (
+    SELECT trace_id, {_RUN_MERGE}
+    FROM runs_agg
+    WHERE project = {{project:String}}
+      AND hour >= toStartOfHour(fromUnixTimestamp64Nano({{start_ns:Int64}}))
+      AND hour < fromUnixTimestamp64Nano({{end_ns:Int64}}) + INTERVAL 1 DAY
+    GROUP BY trace_id
+    HAVING n_roots > 0
+       AND start_t >= fromUnixTimestamp64Nano({{start_ns:Int64}})
+       AND start_t < fromUnixTimestamp64Nano({{end_ns:Int64}})
+)"""
+
+# The same summary for one trace, straight from its spans (any spans, root or not).
+RUN_OF_TRACE = f"""
+SELECT {_RUN_FIELDS} FROM (
+    SELECT trace_id, {_RUN_MERGE}
+    FROM (
+        SELECT trace_id, {RUN_PARTIALS}
+        FROM spans
+        WHERE project = {{project:String}} AND trace_id = {{trace_id:String}}
+        GROUP BY trace_id
+    )
+    GROUP BY trace_id
+)"""
+
+RUN_FILTERS = {
+    "agent": "agent = {agent:String}",
+    "model": "has(models, {model:String})",
+    "status": "status = {status:String}",
+    "outcome": "outcome = {outcome:String}",
+    "min_cost": "cost_usd >= {min_cost:Float64}",
+    "max_cost": "cost_usd <= {max_cost:Float64}",
+    "min_steps": "steps >= {min_steps:UInt32}",
+    "max_steps": "steps <= {max_steps:UInt32}",
+}
+RUN_SORTS = ("start_time", "duration_s", "cost_usd", "steps", "total_tokens")
+
+
+def where(fragments: dict[str, str], params: dict[str, object]) -> str:
+    """``AND``-joined fragments for the filters that have a value (fragments are constants)."""
+    parts = [sql for name, sql in fragments.items() if params.get(name) is not None]
+    return " AND ".join(parts) if parts else "1"
+
+
+def runs_page(filters: str, sort: str, descending: bool) -> str:
+    """A page of runs; ``sort`` must be one of ``RUN_SORTS`` (checked here, not by callers)."""
+    if sort not in RUN_SORTS:
+        raise ValueError(f"sort must be one of {RUN_SORTS}, got {sort!r}")
+    direction = "DESC" if descending else "ASC"
+    return f"""
+SELECT *, count() OVER () AS total FROM ({RUNS_IN_RANGE})
+WHERE {filters}
+ORDER BY {sort} {direction}, trace_id
+LIMIT {{limit:UInt32}} OFFSET {{offset:UInt32}}"""
+
+
+def runs_count(filters: str) -> str:
+    return f"SELECT count() AS total FROM ({RUNS_IN_RANGE}) WHERE {filters}"
+
+
+FEEDBACK_SCORES = """
+SELECT trace_id, avg(score) AS mean_score FROM feedback
+WHERE project = {project:String} AND trace_id IN {trace_ids:Array(String)} AND score IS NOT NULL
+GROUP BY trace_id"""
+
+FEEDBACK_OF_TRACE = """
+SELECT feedback_id, trace_id, score, label, comment, source, toUnixTimestamp64Milli(feedback.created_at) / 1e3 AS created_at
+FROM feedback
+WHERE project = {project:String} AND trace_id = {trace_id:String}
+ORDER BY feedback.created_at, feedback_id
+LIMIT 1000"""
+
+SPANS_OF_TRACE = """
+SELECT span_id, parent_span_id, name, kind,
+    toUnixTimestamp64Nano(spans.start_time) / 1e9 AS start_time,
+    toUnixTimestamp64Nano(spans.end_time) / 1e9 AS end_time,
+    greatest(toUnixTimestamp64Nano(spans.end_time) - toUnixTimestamp64Nano(spans.start_time), 0) / 1e9 AS duration_s,
+    status_code AS status, status_message, error_type, is_timeout, model,
+    input_tokens, output_tokens, cached_tokens, cost_usd,
+    ttft_s, tpot_s, queue_s, prefill_s, decode_s,
+    tool_name, tool_cache_hit, step_index, finish_reason,
+    agent_name AS agent, service_name AS service,
+    input_text, output_text, attributes, events
+FROM spans
+WHERE project = {project:String} AND trace_id = {trace_id:String}
+ORDER BY spans.start_time, span_id
+LIMIT {limit:UInt32}"""
+
+AGENT_MEDIAN_COST = f"""
+SELECT median(cost_usd) AS median FROM ({RUNS_IN_RANGE}) WHERE agent = {{agent:String}}"""
+
+# --- metrics over time -------------------------------------------------------------------
+_SPAN_RANGE = """project = {project:String}
+    AND start_time >= fromUnixTimestamp64Nano({start_ns:Int64})
+    AND start_time < fromUnixTimestamp64Nano({end_ns:Int64})"""
+
+SPAN_FILTERS = {"agent": "agent_name = {agent:String}", "model": "model = {model:String}"}
+SPAN_GROUPS = {"none": "''", "agent": "toString(agent_name)", "model": "toString(model)"}
+RUN_GROUPS = {"none": "''", "agent": "agent", "model": "arrayJoin(if(empty(models), [''], models))"}
+
+
+def span_metrics(group: str, filters: str) -> str:
+    """Per (bucket, group): call-level figures from spans. ``group`` is from ``SPAN_GROUPS``."""
+    return f"""
+SELECT intDiv(toUnixTimestamp64Nano(start_time) - {{start_ns:Int64}}, {{step_ns:Int64}}) AS bucket,
+    {SPAN_GROUPS[group]} AS grp,
+    sumIf(cost_usd, {BILLABLE}) AS cost_usd,
+    sumIf(input_tokens, {BILLABLE}) AS input_tokens,
+    sumIf(output_tokens, {BILLABLE}) AS output_tokens,
+    quantilesIf(0.5, 0.95)(ttft_s, kind = 'llm' AND ttft_s IS NOT NULL) AS ttft_q,
+    quantilesIf(0.5, 0.95)(tpot_s, kind = 'llm' AND tpot_s IS NOT NULL) AS tpot_q,
+    countIf(kind = 'tool') AS tool_calls,
+    countIf(kind = 'tool' AND status_code = 'error') AS tool_failures,
+    countIf(kind IN ('llm', 'tool')) AS calls,
+    countIf(kind IN ('llm', 'tool') AND is_timeout) AS timeouts
+FROM spans
+WHERE {_SPAN_RANGE} AND {filters}
+GROUP BY bucket, grp"""
+
+
+def run_metrics(group: str, filters: str) -> str:
+    """Per (bucket, group): run-level figures, runs bucketed by their start."""
+    return f"""
+SELECT intDiv(start_ns - {{start_ns:Int64}}, {{step_ns:Int64}}) AS bucket,
+    {RUN_GROUPS[group]} AS grp,
+    count() AS runs,
+    quantiles(0.5, 0.95)(duration_s) AS latency_q,
+    avg(steps) AS steps_per_run,
+    countIf(status != 'ok') AS failed_runs,
+    max(cost_usd) AS max_run_cost_usd,
+    max(steps) AS max_steps,
+    countIf(outcome = 'success') AS successes,
+    countIf(outcome != '') AS with_outcome,
+    sum(cost_usd) AS run_cost_usd,
+    sum(fb.fb_sum) AS fb_sum,
+    sum(fb.fb_n) AS fb_n
+FROM ({RUNS_IN_RANGE}) AS r
+LEFT JOIN (
+    SELECT trace_id, sum(score) AS fb_sum, count(score) AS fb_n
+    FROM feedback WHERE project = {{project:String}} GROUP BY trace_id
+) AS fb ON fb.trace_id = r.trace_id
+WHERE {filters}
+GROUP BY bucket, grp"""
+
+
+# --- cost ----------------------------------------------------------------------------------
+COST_KEYS = {"model": "toString(model)", "agent": "toString(agent_name)", "day": "toString(toDate(start_time))"}
+
+
+def cost_by(key: str, filters: str) -> str:
+    """Cost, tokens and LLM calls per model, agent or day (``key`` from ``COST_KEYS``)."""
+    return f"""
+SELECT {COST_KEYS[key]} AS key,
+    sumIf(cost_usd, {BILLABLE}) AS cost_usd,
+    sumIf(input_tokens, {BILLABLE}) AS input_tokens,
+    sumIf(output_tokens, {BILLABLE}) AS output_tokens,
+    countIf(kind = 'llm') AS calls
+FROM spans
+WHERE {_SPAN_RANGE} AND {filters}
+GROUP BY key
+HAVING cost_usd > 0 OR calls > 0
+ORDER BY cost_usd DESC, key
+LIMIT 500"""
+
+
+def cost_levers(filters: str) -> str:
+    return f"""
+SELECT countIf(kind = 'tool') AS tool_calls,
+    countIf(kind = 'tool' AND tool_cache_hit) AS tool_cache_hits,
+    sumIf(toUInt64OrZero(attributes['agentwatch.tool.tokens_saved']), kind = 'tool') AS tokens_saved,
+    countIf(kind = 'llm') AS llm_calls,
+    countIf(kind = 'llm' AND attributes['agentwatch.llm.model_tier'] = 'small') AS small_model_calls,
+    sumIf(input_tokens + output_tokens, {BILLABLE}) AS tokens
+FROM spans
+WHERE {_SPAN_RANGE} AND {filters}"""
+
+
+def cost_total(filters: str) -> str:
+    return f"SELECT sumIf(cost_usd, {BILLABLE}) AS cost_usd FROM spans WHERE {_SPAN_RANGE} AND {filters}"
+
+
+FILTER_VALUES = f"""
+SELECT arraySort(groupUniqArrayIf(toString(agent_name), agent_name != '')) AS agents,
+    arraySort(groupUniqArrayIf(toString(model), model != '')) AS models,
+    arraySort(groupUniqArrayIf(toString(service_name), service_name != '')) AS services
+FROM spans WHERE {_SPAN_RANGE}"""
+
+# --- feedback ------------------------------------------------------------------------------
+TRACE_EXISTS = """
+SELECT count() AS n FROM spans
+WHERE project = {project:String} AND trace_id = {trace_id:String}"""
+
+# --- engines -------------------------------------------------------------------------------
+ENGINES_REGISTERED = """
+SELECT engine, argMax(url, updated_at) AS url FROM engines
+WHERE project = {project:String} GROUP BY engine ORDER BY engine"""
+
+ENGINES_SEEN = """
+SELECT toString(engine) AS engine, max(toUnixTimestamp64Milli(ts)) / 1e3 AS last_scrape,
+    arraySort(groupUniqArrayIf(labels['model_name'], labels['model_name'] != '')) AS model_names
+FROM engine_metrics
+WHERE project = {project:String} AND ts >= fromUnixTimestamp64Milli({since_ms:Int64})
+GROUP BY engine"""
+
+# Counters and histogram parts keep their last value per bucket; gauges their mean.
+ENGINE_POINTS = """
+SELECT intDiv(toUnixTimestamp64Milli(ts) - {start_ms:Int64}, {step_ms:Int64}) AS bucket,
+    toString(metric) AS metric, labels,
+    if(match(metric, '(_total|_count|_sum|_bucket)$'), argMax(engine_metrics.value, ts), avg(engine_metrics.value)) AS value
+FROM engine_metrics
+WHERE project = {project:String} AND engine = {engine:String}
+  AND ts >= fromUnixTimestamp64Milli({start_ms:Int64}) AND ts < fromUnixTimestamp64Milli({end_ms:Int64})
+GROUP BY bucket, metric, labels
+ORDER BY bucket, metric
+LIMIT {limit:UInt32}"""
+
+# --- self-hosted cost ----------------------------------------------------------------------
+_ENGINE_RANGE = """project = {project:String}
+    AND ts >= fromUnixTimestamp64Milli({start_ms:Int64}) AND ts < fromUnixTimestamp64Milli({end_ms:Int64})"""
+
+# GPU time held in the range: per GPU the span of its samples; an engine without GPU samples
+# (a CPU simulation) counts as one GPU for the span of its own metrics.
+GPU_SECONDS = f"""
+SELECT sum(if(gpus_s > 0, gpus_s, engine_s)) AS gpu_seconds FROM (
+    SELECT engine, sumIf(span_s, gpu != '') AS gpus_s, maxIf(span_s, gpu = '') AS engine_s FROM (
+        SELECT engine, if(metric = 'gpu:utilization', labels['gpu'], '') AS gpu,
+            (max(toUnixTimestamp64Milli(ts)) - min(toUnixTimestamp64Milli(ts))) / 1e3 AS span_s
+        FROM engine_metrics
+        WHERE {_ENGINE_RANGE} AND (metric = 'gpu:utilization' OR startsWith(metric, 'vllm:'))
+        GROUP BY engine, gpu
+    )
+    GROUP BY engine
+)"""
+
+# Per minute: running requests, GPUs held and tokens served; summed per load level.
+COST_BY_LOAD = f"""
+SELECT round(m.running) AS running, sum(greatest(m.gpus, 1) * 60) AS gpu_seconds, sum(t.tokens) AS tokens
+FROM (
+    SELECT toDateTime(toStartOfMinute(ts)) AS minute,
+        avgIf(value, metric = 'vllm:num_requests_running') AS running,
+        uniqExactIf(labels['gpu'], metric = 'gpu:utilization') AS gpus
+    FROM engine_metrics
+    WHERE {_ENGINE_RANGE} AND metric IN ('vllm:num_requests_running', 'gpu:utilization')
+    GROUP BY minute
+    HAVING countIf(metric = 'vllm:num_requests_running') > 0
+) AS m
+INNER JOIN (
+    SELECT toDateTime(toStartOfMinute(start_time)) AS minute, sumIf(input_tokens + output_tokens, {BILLABLE}) AS tokens
+    FROM spans WHERE {_SPAN_RANGE}
+    GROUP BY minute
+) AS t ON m.minute = t.minute
+GROUP BY running
+ORDER BY running"""

@@ -1,0 +1,292 @@
+"""All DDL of the store, as numbered migrations; the same SQL runs on chDB and on a server.
+
+Design (why the tables look like this):
+
+- ``spans`` is a wide, append-only table. Idempotency on (project, trace_id, span_id) is
+  enforced when writing (``Store.insert_spans`` drops keys already stored, and a repeated
+  ``insert_deduplication_token`` is ignored by ``non_replicated_deduplication_window``), so
+  reads never need ``FINAL``. ReplacingMergeTree on the full key is only a second guard that
+  reclaims disk should two writers ever race.
+- Rows are ordered by (project, hour, trace_id, start_time, span_id): a per-project time
+  range is a contiguous key range; within an hour one trace's spans are adjacent, so
+  fetching a trace reads one or two granules, and trace ids, sessions and resources of
+  neighbouring rows repeat, which is what makes a span cost a few dozen bytes on disk.
+  A bloom filter on trace_id serves trace look-ups without a time range.
+- ``runs_agg`` is filled by a materialized view: one partial row per (project, hour of the
+  span, trace). Listing runs merges only the hours of the requested range, and keeps a run
+  only if its root span is among them (so a run that started before the range never shows up
+  with partial totals).
+- Retention is a TTL on the day partitions, dropped whole (``ttl_only_drop_parts``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Spans whose tokens and cost count: all but the run span, which may carry the SDK's own
+# totals. (Ingestion zeroes the tokens of an engine span that sits under a client LLM span
+# and makes it kind "other", so an LLM call is never counted twice.)
+BILLABLE = "(kind != 'run')"
+ROOT = "(kind = 'run' OR parent_span_id = '')"
+
+SPAN_COLUMNS = """
+    project LowCardinality(String),
+    trace_id String CODEC(ZSTD(1)),
+    span_id String CODEC(ZSTD(1)),
+    parent_span_id String CODEC(ZSTD(1)),
+    name LowCardinality(String),
+    kind LowCardinality(String),
+    start_time DateTime64(9) CODEC(Delta, ZSTD(1)),
+    end_time DateTime64(9) CODEC(Delta, ZSTD(1)),
+    service_name LowCardinality(String),
+    status_code LowCardinality(String),
+    status_message String CODEC(ZSTD(1)),
+    error_type LowCardinality(String),
+    is_timeout Bool,
+    agent_name LowCardinality(String),
+    session_id String CODEC(ZSTD(1)),
+    user_id String CODEC(ZSTD(1)),
+    model LowCardinality(String),
+    provider LowCardinality(String),
+    input_tokens UInt32 CODEC(T64, ZSTD(1)),
+    output_tokens UInt32 CODEC(T64, ZSTD(1)),
+    cached_tokens UInt32 CODEC(T64, ZSTD(1)),
+    cost_usd Float64 CODEC(ZSTD(1)),
+    price_version LowCardinality(String),
+    ttft_s Nullable(Float32) CODEC(ZSTD(1)),
+    tpot_s Nullable(Float32) CODEC(ZSTD(1)),
+    queue_s Nullable(Float32) CODEC(ZSTD(1)),
+    prefill_s Nullable(Float32) CODEC(ZSTD(1)),
+    decode_s Nullable(Float32) CODEC(ZSTD(1)),
+    tool_name LowCardinality(String),
+    tool_cache_hit Bool,
+    step_index Int32 CODEC(T64, ZSTD(1)),
+    finish_reason LowCardinality(String),
+    outcome LowCardinality(String),
+    budget_exceeded LowCardinality(String),
+    request_id String CODEC(ZSTD(1)),
+    input_text String CODEC(ZSTD(3)),
+    output_text String CODEC(ZSTD(3)),
+    attributes Map(LowCardinality(String), String) CODEC(ZSTD(1)),
+    resource Map(LowCardinality(String), String) CODEC(ZSTD(1)),
+    events String CODEC(ZSTD(1))"""
+
+SPANS = f"""
+CREATE TABLE IF NOT EXISTS spans ({SPAN_COLUMNS},
+    INDEX idx_trace trace_id TYPE bloom_filter(0.001) GRANULARITY 1
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toYYYYMMDD(start_time)
+ORDER BY (project, toStartOfHour(start_time), trace_id, start_time, span_id)
+SETTINGS non_replicated_deduplication_window = 10000, ttl_only_drop_parts = 1
+"""
+
+RUNS_AGG = """
+CREATE TABLE IF NOT EXISTS runs_agg (
+    project LowCardinality(String),
+    hour DateTime,
+    trace_id String,
+    start_time SimpleAggregateFunction(min, DateTime64(9)),
+    end_time SimpleAggregateFunction(max, DateTime64(9)),
+    roots SimpleAggregateFunction(sum, UInt64),
+    name AggregateFunction(argMin, String, UInt8),
+    agent SimpleAggregateFunction(max, LowCardinality(String)),
+    service SimpleAggregateFunction(max, LowCardinality(String)),
+    session_id SimpleAggregateFunction(max, String),
+    user_id SimpleAggregateFunction(max, String),
+    outcome SimpleAggregateFunction(max, LowCardinality(String)),
+    budget_exceeded SimpleAggregateFunction(max, LowCardinality(String)),
+    root_error SimpleAggregateFunction(max, UInt8),
+    root_timeout SimpleAggregateFunction(max, UInt8),
+    steps SimpleAggregateFunction(sum, UInt64),
+    llm_calls SimpleAggregateFunction(sum, UInt64),
+    tool_calls SimpleAggregateFunction(sum, UInt64),
+    tool_failures SimpleAggregateFunction(sum, UInt64),
+    input_tokens SimpleAggregateFunction(sum, UInt64),
+    output_tokens SimpleAggregateFunction(sum, UInt64),
+    cached_tokens SimpleAggregateFunction(sum, UInt64),
+    cost_usd SimpleAggregateFunction(sum, Float64),
+    models SimpleAggregateFunction(groupUniqArrayArray, Array(String))
+)
+ENGINE = AggregatingMergeTree
+PARTITION BY toYYYYMM(hour)
+ORDER BY (project, hour, trace_id)
+SETTINGS ttl_only_drop_parts = 1
+"""
+
+# One expression per runs_agg column, over spans; shared by the view and by run detail.
+RUN_PARTIALS = f"""
+    min(start_time) AS start_time,
+    max(end_time) AS end_time,
+    toUInt64(countIf({ROOT})) AS roots,
+    argMinState(toString(name), toUInt8(multiIf(kind = 'run', 0, parent_span_id = '', 1, 2))) AS name,
+    max(agent_name) AS agent,
+    max(service_name) AS service,
+    max(session_id) AS session_id,
+    max(user_id) AS user_id,
+    max(outcome) AS outcome,
+    max(budget_exceeded) AS budget_exceeded,
+    toUInt8(max({ROOT} AND status_code = 'error')) AS root_error,
+    toUInt8(max({ROOT} AND is_timeout)) AS root_timeout,
+    toUInt64(countIf(kind = 'step')) AS steps,
+    toUInt64(countIf(kind = 'llm')) AS llm_calls,
+    toUInt64(countIf(kind = 'tool')) AS tool_calls,
+    toUInt64(countIf(kind = 'tool' AND status_code = 'error')) AS tool_failures,
+    sumIf(toUInt64(input_tokens), {BILLABLE}) AS input_tokens,
+    sumIf(toUInt64(output_tokens), {BILLABLE}) AS output_tokens,
+    sumIf(toUInt64(cached_tokens), {BILLABLE}) AS cached_tokens,
+    sumIf(cost_usd, {BILLABLE}) AS cost_usd,
+    groupUniqArrayIf(toString(model), model != '') AS models"""
+
+RUNS_MV = f"""
+CREATE MATERIALIZED VIEW IF NOT EXISTS runs_mv TO runs_agg AS
+SELECT project, hour, trace_id, {RUN_PARTIALS}
+FROM (SELECT *, toStartOfHour(start_time) AS hour FROM spans)
+GROUP BY project, hour, trace_id
+"""
+
+API_KEYS = """
+CREATE TABLE IF NOT EXISTS api_keys (
+    project LowCardinality(String),
+    key_id String,
+    salt String,
+    key_hash String,
+    name String,
+    created_at DateTime64(3),
+    revoked_at Nullable(DateTime64(3))
+)
+ENGINE = ReplacingMergeTree(created_at)
+ORDER BY key_id
+"""
+
+FEEDBACK = """
+CREATE TABLE IF NOT EXISTS feedback (
+    project LowCardinality(String),
+    trace_id String,
+    feedback_id String,
+    score Nullable(Float64),
+    label LowCardinality(String),
+    comment String CODEC(ZSTD(3)),
+    source LowCardinality(String),
+    created_at DateTime64(3)
+)
+ENGINE = ReplacingMergeTree
+ORDER BY (project, trace_id, feedback_id)
+"""
+
+ENGINE_METRICS = """
+CREATE TABLE IF NOT EXISTS engine_metrics (
+    project LowCardinality(String),
+    engine LowCardinality(String),
+    ts DateTime64(3) CODEC(Delta, ZSTD(1)),
+    metric LowCardinality(String),
+    labels Map(LowCardinality(String), String) CODEC(ZSTD(1)),
+    value Float64 CODEC(Gorilla, ZSTD(1))
+)
+ENGINE = MergeTree
+PARTITION BY toYYYYMMDD(ts)
+ORDER BY (project, engine, metric, ts)
+SETTINGS ttl_only_drop_parts = 1
+"""
+
+ENGINES = """
+CREATE TABLE IF NOT EXISTS engines (
+    project LowCardinality(String),
+    engine String,
+    url String,
+    updated_at DateTime64(3)
+)
+ENGINE = ReplacingMergeTree(updated_at)
+ORDER BY (project, engine)
+"""
+
+ALERTS = """
+CREATE TABLE IF NOT EXISTS alerts (
+    project LowCardinality(String),
+    alert_id String,
+    fingerprint String,
+    rule LowCardinality(String),
+    severity LowCardinality(String),
+    state LowCardinality(String),
+    scope Map(String, String),
+    metric LowCardinality(String),
+    value Nullable(Float64),
+    baseline Nullable(Float64),
+    threshold Nullable(Float64),
+    message String,
+    started_at DateTime64(3),
+    resolved_at Nullable(DateTime64(3)),
+    last_notified_at Nullable(DateTime64(3)),
+    updated_at DateTime64(3)
+)
+ENGINE = ReplacingMergeTree(updated_at)
+ORDER BY (project, alert_id)
+"""
+
+ALERT_DELIVERIES = """
+CREATE TABLE IF NOT EXISTS alert_deliveries (
+    project LowCardinality(String),
+    alert_id String,
+    channel LowCardinality(String),
+    attempt UInt16,
+    ok Bool,
+    error String,
+    at DateTime64(3)
+)
+ENGINE = MergeTree
+ORDER BY (project, alert_id, at)
+"""
+
+PRICE_VERSIONS = """
+CREATE TABLE IF NOT EXISTS price_versions (
+    version String,
+    model String,
+    input_per_mtok Float64,
+    output_per_mtok Float64,
+    cached_input_per_mtok Float64,
+    created_at DateTime64(3)
+)
+ENGINE = ReplacingMergeTree(created_at)
+ORDER BY (version, model)
+"""
+
+MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version UInt32,
+    name String,
+    applied_at DateTime64(3) DEFAULT now64(3)
+)
+ENGINE = ReplacingMergeTree
+ORDER BY version
+"""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial", (SPANS, RUNS_AGG, RUNS_MV, API_KEYS, FEEDBACK, ENGINE_METRICS, ENGINES, ALERTS, ALERT_DELIVERIES, PRICE_VERSIONS)),
+)
+
+APPLIED_VERSIONS = "SELECT version FROM schema_migrations"
+RECORD_MIGRATION = "INSERT INTO schema_migrations (version, name) VALUES ({version:UInt32}, {name:String})"
+
+# TTLs follow Settings.retention_days; applied on every start (cheap: metadata only).
+TTL_TABLES = {"spans": "start_time", "runs_agg": "hour", "engine_metrics": "ts"}
+
+
+def ttl_statements(retention_days: int) -> list[str]:
+    """``ALTER ... MODIFY/REMOVE TTL`` for the retention; the day count is a validated int."""
+    days = int(retention_days)
+    if days < 0:
+        raise ValueError(f"retention_days must be >= 0, got {retention_days}")
+    if days == 0:
+        return [f"ALTER TABLE {table} REMOVE TTL" for table in TTL_TABLES]
+    return [
+        f"ALTER TABLE {table} MODIFY TTL toDateTime({column}) + INTERVAL {days} DAY SETTINGS materialize_ttl_after_modify = 0"
+        for table, column in TTL_TABLES.items()
+    ]

@@ -1,0 +1,240 @@
+"""The batching writer: a component with a lifetime that moves spooled rows into the store.
+
+Transports hand it rows with ``enqueue`` after the request is durable in the spool; it
+inserts columnar batches when ``flush_rows`` spans are waiting or ``flush_interval_s`` has
+passed, in a worker thread so the event loop keeps answering. Each batch is announced to the
+spool (intent, with its deduplication token) before the insert and released after it, which
+makes a replay after a crash exactly-once. While the store is unavailable it retries with
+backoff and the spool absorbs the load; rows beyond ``max_queue_spans`` are not kept in memory
+but re-read from the spool when their turn comes. One bad span never sinks a batch: a batch
+the store rejects is split until the offending rows are isolated, logged and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from collector.metrics import Metrics
+from collector.model import SpanRow
+from collector.spool import Recovery, Spool, SpoolError
+from collector.storage.base import Store, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+_LAG_SAMPLES = 32
+_MAX_BACKOFF_S = 5.0
+
+
+@dataclass(slots=True)
+class _Entry:
+    seq: int
+    spans: int
+    rows: list[SpanRow] | None  # None: not kept in memory, re-read from the spool
+
+
+class Writer:
+    """Async context manager; ``async with Writer(...) as writer: writer.enqueue(seq, rows)``."""
+
+    def __init__(
+        self,
+        *,
+        store: Callable[[], Store],
+        spool: Spool,
+        reload: Callable[[int], list[SpanRow]],
+        metrics: Metrics,
+        flush_rows: int,
+        flush_interval_s: float,
+        max_queue_spans: int,
+        clock: Callable[[], float] = time.time,
+        drain_timeout_s: float = 10.0,
+    ) -> None:
+        self._store = store
+        self._spool = spool
+        self._reload = reload
+        self._metrics = metrics
+        self._flush_rows = flush_rows
+        self._interval = flush_interval_s
+        self._max_memory = max_queue_spans
+        self._clock = clock
+        self._drain_timeout = drain_timeout_s
+        self._entries: deque[_Entry] = deque()
+        self._replays: deque[tuple[str, list[_Entry]]] = deque()
+        self._queued = 0  # spans waiting (in memory or only in the spool)
+        self._in_memory = 0
+        self._oldest = 0.0  # monotonic time the oldest waiting entry arrived
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
+        self._epoch = uuid.uuid4().hex[:12]  # tokens never repeat across restarts
+        self.store_available = True
+
+    @property
+    def queued_spans(self) -> int:
+        return self._queued
+
+    def replay(self, recovery: Recovery, estimate: Callable[[int], int]) -> None:
+        """Queue what a previous run left in the spool: unfinished batches first, as they were.
+
+        ``estimate(seq)`` guesses a spooled request's span count (for batch sizes and gauges).
+        """
+        for token, seqs in recovery.intents:
+            entries = [_Entry(seq, estimate(seq), None) for seq in seqs]
+            self._replays.append((token, entries))
+            self._queued += sum(e.spans for e in entries)
+        for seq in recovery.pending:
+            self._add(_Entry(seq, estimate(seq), None))
+
+    def enqueue(self, seq: int, rows: list[SpanRow]) -> None:
+        """Take the rows of a durable request (called on the event loop, never blocks)."""
+        keep = self._in_memory + len(rows) <= self._max_memory
+        self._add(_Entry(seq, len(rows), rows if keep else None))
+
+    def _add(self, entry: _Entry) -> None:
+        if not self._entries:
+            self._oldest = time.monotonic()
+        self._entries.append(entry)
+        self._queued += entry.spans
+        if entry.rows is not None:
+            self._in_memory += entry.spans
+        self._wake.set()
+
+    # --- lifetime ----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Writer:
+        self._task = asyncio.create_task(self._run(), name="agentwatch-writer")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def stop(self) -> None:
+        """Flush what is queued (bounded in time); the rest stays in the spool. Safe twice."""
+        if self._task is None:
+            return
+        self._stopping = True
+        self._wake.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), self._drain_timeout)
+        except TimeoutError:
+            log.warning("writer: %d spans not flushed at shutdown; they stay in the spool for the next start", self._queued)
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            if self._replays:
+                token, entries = self._replays.popleft()
+                await self._flush(entries, token)
+            elif self._entries and self._due():
+                await self._flush(self._take(), None)
+            elif self._stopping and not self._entries:
+                return
+            else:
+                self._wake.clear()
+                timeout = self._interval - (time.monotonic() - self._oldest) if self._entries else None
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                except TimeoutError:
+                    pass
+
+    def _due(self) -> bool:
+        return self._stopping or self._queued >= self._flush_rows or time.monotonic() - self._oldest >= self._interval
+
+    def _take(self) -> list[_Entry]:
+        batch: list[_Entry] = []
+        spans = 0
+        while self._entries and (not batch or spans + self._entries[0].spans <= self._flush_rows):
+            entry = self._entries.popleft()
+            batch.append(entry)
+            spans += entry.spans
+        self._oldest = time.monotonic()
+        return batch
+
+    # --- one batch ---------------------------------------------------------------------------
+
+    async def _flush(self, batch: list[_Entry], token: str | None) -> None:
+        token = token or f"{self._epoch}:{batch[0].seq}"
+        try:
+            await self._spool.begin(token, [e.seq for e in batch])
+        except SpoolError as exc:
+            log.error("writer: cannot log batch %s in the spool (%s); inserting anyway", token, exc)
+        rows = await self._rows(batch)
+        written = await self._insert_until_stored(rows, token)
+        if written is None:
+            return  # shutting down with the store away: the spool keeps the batch
+        self._spool.commit(token)
+        self._queued = max(0, self._queued - sum(e.spans for e in batch))
+        self._in_memory -= sum(e.spans for e in batch if e.rows is not None)
+
+    async def _rows(self, batch: list[_Entry]) -> list[SpanRow]:
+        if all(e.rows is not None for e in batch):
+            return [row for e in batch for row in e.rows or ()]
+        return await asyncio.to_thread(lambda: [row for e in batch for row in (e.rows if e.rows is not None else self._reload(e.seq))])
+
+    async def _insert_until_stored(self, rows: list[SpanRow], token: str) -> int | None:
+        backoff = 0.2
+        while True:
+            started = time.perf_counter()
+            try:
+                written = await asyncio.to_thread(self._insert, rows, token)
+            except StoreUnavailable as exc:
+                self._unavailable(exc)
+                if self._stopping:
+                    return None
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF_S)
+                continue
+            if not self.store_available:
+                log.info("writer: store is reachable again; draining %d queued spans", self._queued)
+            self.store_available = True
+            self._metrics.on_flush(written, time.perf_counter() - started, self._lags(rows))
+            return written
+
+    def _unavailable(self, exc: Exception) -> None:
+        if self.store_available:
+            log.error("writer: store unavailable (%s); spans wait in the spool and are retried", exc)
+        self.store_available = False
+        self._metrics.store_up.set(0)
+        self._metrics.flush_errors.inc()
+
+    def _insert(self, rows: list[SpanRow], token: str) -> int:
+        """Insert; when the store rejects the batch itself, split it to isolate the bad rows."""
+        store = self._store()
+        try:
+            return store.insert_spans(rows, dedup_token=token)
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            if _looks_unavailable(exc):
+                raise StoreUnavailable(str(exc)) from exc
+            if len(rows) == 1:
+                log.error("writer: the store rejected span %s/%s; dropped: %s", rows[0].trace_id, rows[0].span_id, exc)
+                self._metrics.on_rejected("store_rejected", 1)
+                return 0
+            log.warning("writer: the store rejected a batch of %d spans (%s); isolating the bad ones", len(rows), exc)
+            mid = len(rows) // 2
+            return self._insert(rows[:mid], f"{token}/0") + self._insert(rows[mid:], f"{token}/1")
+
+    def _lags(self, rows: list[SpanRow]) -> list[float]:
+        """Span end -> queryable for a sample of the batch."""
+        if not rows:
+            return []
+        now = self._clock()
+        step = max(1, len(rows) // _LAG_SAMPLES)
+        return [max(0.0, now - row.end_time_ns / 1e9) for row in rows[::step]]
+
+
+_TRANSIENT = ("no space left", "read-only", "cannot write", "cannot open", "cannot lock", "memory limit", "too many parts", "timeout", "timed out", "connection", "errno")
+
+
+def _looks_unavailable(exc: Exception) -> bool:
+    """Errors of the store's environment (disk, memory, network), not of the rows: retry, never drop."""
+    text = str(exc).lower()
+    return any(marker in text for marker in _TRANSIENT)

@@ -1,0 +1,28 @@
+"""The dashboard's entry point: ``streamlit run dashboard/app.py`` (or ``agentwatch dashboard``).
+
+Runs before every page: sets the layout, gates access (login or the open-mode banner),
+draws the shared sidebar filters, then hands over to the chosen page.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import ui
+
+PAGES = [
+    st.Page("views/overview.py", title="Overview", icon=":material/monitoring:", default=True),
+    st.Page("views/runs.py", title="Runs", icon=":material/list:"),
+    st.Page("views/run_detail.py", title="Run detail", icon=":material/account_tree:", url_path="run"),
+    st.Page("views/cost.py", title="Cost", icon=":material/payments:"),
+    st.Page("views/engine.py", title="Engine", icon=":material/memory:"),
+    st.Page("views/alerts.py", title="Alerts", icon=":material/notifications:"),
+]
+
+st.set_page_config(page_title="agentwatch", page_icon=":material/monitoring:", layout="wide")
+authenticated = ui.login()
+page = st.navigation(PAGES, position="sidebar" if authenticated else "hidden")
+if not authenticated:
+    st.stop()
+ui.sidebar_filters()
+page.run()

@@ -1,0 +1,174 @@
+"""Plotly figures for the pages; each takes plain data and returns a figure with labelled units."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+
+import plotly.graph_objects as go
+from agentwatch import _semconv as sc
+
+from collector.api.schemas import SpanOut, TimeSeries
+from dashboard.analysis import Distribution, GrowthFit, RunGraph, is_failed
+
+KIND_COLOURS = {
+    sc.KIND_RUN: "#6c757d",
+    sc.KIND_STEP: "#9b8afb",
+    sc.KIND_LLM: "#1f77b4",
+    sc.KIND_TOOL: "#2ca02c",
+    sc.KIND_RETRIEVAL: "#17becf",
+    sc.KIND_OTHER: "#bcbd22",
+}
+ERROR_COLOUR = "#d62728"
+_LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}}
+
+
+def _dt(t: float) -> datetime:
+    return datetime.fromtimestamp(t, tz=UTC)
+
+
+def series_figure(series: Sequence[TimeSeries], title: str, unit: str, *, stacked: bool = False) -> go.Figure:
+    """Lines (or stacked bars) over time, one trace per series and group."""
+    fig = go.Figure()
+    for ts in series:
+        groups: dict[str, tuple[list[datetime], list[float | None]]] = {}
+        for p in ts.points:
+            xs, ys = groups.setdefault(p.group, ([], []))
+            xs.append(_dt(p.t))
+            ys.append(p.value)
+        for group, (xs, ys) in groups.items():
+            name = group or ts.metric
+            if stacked:
+                fig.add_trace(go.Bar(x=xs, y=ys, name=name))
+            else:
+                fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines+markers", connectgaps=False))
+    fig.update_layout(title=title, barmode="stack" if stacked else None, yaxis_title=unit, height=280, **_LAYOUT)
+    if unit == "ratio":
+        fig.update_yaxes(tickformat=".0%", title="share")
+    return fig
+
+
+def bar_figure(keys: Sequence[str], values: Sequence[float], title: str, unit: str, *, horizontal: bool = False) -> go.Figure:
+    bar = go.Bar(y=list(keys), x=list(values), orientation="h") if horizontal else go.Bar(x=list(keys), y=list(values))
+    fig = go.Figure(bar)
+    fig.update_layout(title=title, height=280, **_LAYOUT)
+    (fig.update_xaxes if horizontal else fig.update_yaxes)(title=unit)
+    return fig
+
+
+def waterfall_figure(items: Sequence[tuple[SpanOut, int]], total_spans: int) -> go.Figure:
+    """Span bars on a shared time axis (seconds from the run's start), one bar trace per kind."""
+    t0 = min((s.start_time for s, _ in items), default=0.0)
+    labels = [f"{i:>5} {'· ' * min(d, 12)}{s.name}" for i, (s, d) in enumerate(items)]
+    fig = go.Figure()
+    for kind in KIND_COLOURS:
+        rows = [(lab, s) for lab, (s, _) in zip(labels, items, strict=True) if s.kind == kind]
+        if rows:
+            fig.add_trace(_kind_bars(kind, rows, t0))
+    failed = [(lab, s) for lab, (s, _) in zip(labels, items, strict=True) if is_failed(s)]
+    if failed:
+        fig.add_trace(go.Scatter(
+            x=[s.end_time - t0 for _, s in failed], y=[lab for lab, _ in failed], mode="markers", name="error / timeout",
+            marker={"symbol": "x", "size": 10, "color": ERROR_COLOUR},
+            hovertext=[f"{s.error_type or ('timeout' if s.is_timeout else 'error')}: {s.status_message}"[:200] for _, s in failed],
+        ))
+    shown = f" (the {len(items)} most telling of {total_spans})" if len(items) < total_spans else ""
+    fig.update_layout(title=f"Waterfall: {len(items)} spans{shown}", barmode="overlay", height=min(2000, 120 + 18 * len(items)), **_LAYOUT)
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=labels, showticklabels=len(items) <= 150, tickfont={"family": "monospace", "size": 10})
+    fig.update_xaxes(title="seconds since the run started")
+    return fig
+
+
+def _kind_bars(kind: str, rows: list[tuple[str, SpanOut]], t0: float) -> go.Bar:
+    return go.Bar(
+        y=[lab for lab, _ in rows], x=[max(s.duration_s, 1e-4) for _, s in rows], base=[s.start_time - t0 for _, s in rows],
+        orientation="h", name=kind, marker={"color": KIND_COLOURS[kind], "line": {"color": [ERROR_COLOUR if is_failed(s) else KIND_COLOURS[kind] for _, s in rows], "width": 2}},
+        hovertext=[f"{s.name} · {s.duration_s * 1000:.0f} ms · {s.status}" + (f" · {s.model}" if s.model else "") for _, s in rows], hoverinfo="text",
+    )
+
+
+def growth_figure(fit: GrowthFit) -> go.Figure:
+    """Input tokens per call (bars) and the run's cumulative input with the chosen fit (lines)."""
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=fit.steps, y=fit.input_tokens, name="input tokens of the call", marker_color=KIND_COLOURS[sc.KIND_LLM]))
+    fig.add_trace(go.Scatter(x=fit.steps, y=fit.cumulative, name="cumulative input tokens", mode="markers", yaxis="y2"))
+    if fit.fitted:
+        fig.add_trace(go.Scatter(x=fit.steps, y=fit.fitted, name=f"{fit.chosen} fit", mode="lines", line={"dash": "dash"}, yaxis="y2"))
+    fig.update_layout(
+        title=f"Context growth: {fit.chosen}", height=340, xaxis_title="step index",
+        yaxis={"title": "input tokens per call"}, yaxis2={"title": "cumulative input tokens", "overlaying": "y", "side": "right"}, **_LAYOUT,
+    )
+    return fig
+
+
+def shares_figure(rows: Sequence[Mapping[str, object]]) -> go.Figure:
+    """Each LLM call's time split into engine queue, prefill, decode and the rest."""
+    fig = go.Figure()
+    calls = [str(r["call"]) for r in rows]
+    for part, colour in (("queue_s", "#ff7f0e"), ("prefill_s", "#9467bd"), ("decode_s", "#1f77b4"), ("other_s", "#c7c7c7")):
+        fig.add_trace(go.Bar(y=calls, x=[r[part] for r in rows], name=part.removesuffix("_s"), orientation="h", marker_color=colour))
+    fig.update_layout(title="Engine time of each LLM call", barmode="stack", height=min(1600, 120 + 20 * len(rows)), **_LAYOUT)
+    fig.update_xaxes(title="seconds")
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def graph_figure(graph: RunGraph) -> go.Figure:
+    """Agents left, models and tools right; edge labels carry calls, failures and cost."""
+    pos = _graph_layout(graph)
+    fig = go.Figure()
+    for (src, dst), edge in graph.edges.items():
+        (x0, y0), (x1, y1) = pos[src], pos[dst]
+        colour = ERROR_COLOUR if edge.failures else "#888"
+        fig.add_trace(go.Scatter(x=[x0, x1], y=[y0, y1], mode="lines", line={"color": colour, "width": 1 + min(6, math.log2(1 + edge.calls))}, hoverinfo="skip", showlegend=False))
+        label = f"{edge.calls} calls" + (f", {edge.failures} failed" if edge.failures else "") + (f", ${edge.cost_usd:.4f}" if edge.cost_usd else "")
+        fig.add_trace(go.Scatter(x=[(x0 + x1) / 2], y=[(y0 + y1) / 2], mode="text", text=[label], textfont={"size": 11}, showlegend=False, hoverinfo="text"))
+    for kind, colour in (("agent", "#6c757d"), ("llm", KIND_COLOURS[sc.KIND_LLM]), ("tool", KIND_COLOURS[sc.KIND_TOOL])):
+        nodes = [n for n, k in graph.nodes.items() if k == kind]
+        if nodes:
+            fig.add_trace(go.Scatter(
+                x=[pos[n][0] for n in nodes], y=[pos[n][1] for n in nodes], mode="markers+text", name=kind,
+                text=[n.split(":", 1)[1] for n in nodes], textposition="top center", marker={"size": 22, "color": colour},
+            ))
+    fig.update_layout(title="Run graph: agents, models and tools", height=max(320, 70 * len(graph.nodes)), **_LAYOUT)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def _graph_layout(graph: RunGraph) -> dict[str, tuple[float, float]]:
+    """Columns by hand-off depth for agents; models and tools one column further right."""
+    depth: dict[str, int] = {}
+    agents = [n for n, k in graph.nodes.items() if k == "agent"]
+    targets = {dst for (_, dst) in graph.edges}
+    frontier = [a for a in agents if a not in targets] or agents[:1]
+    for level in range(len(agents) + 1):
+        for node in frontier:
+            depth.setdefault(node, level)
+        frontier = [d for (s, d) in graph.edges if s in frontier and graph.nodes[d] == "agent" and d not in depth]
+    leaf_x = max(depth.values(), default=0) + 1
+    columns: dict[int, list[str]] = {}
+    for node, kind in graph.nodes.items():
+        columns.setdefault(depth.get(node, 0) if kind == "agent" else leaf_x, []).append(node)
+    return {n: (x, -i) for x, nodes in columns.items() for i, n in enumerate(nodes)}
+
+
+def distribution_figure(dist: Distribution, title: str, unit: str) -> go.Figure:
+    labels = [f"≤ {b:g}" if b != float("inf") else f"> {dist.upper_bounds[-2]:g}" if len(dist.upper_bounds) > 1 else "all" for b in dist.upper_bounds]
+    fig = go.Figure(go.Bar(x=labels, y=dist.counts))
+    fig.update_layout(title=title, height=280, **_LAYOUT)
+    fig.update_xaxes(title=f"bucket upper bound ({unit})", type="category")
+    fig.update_yaxes(title="requests")
+    return fig
+
+
+def points_figure(series: Mapping[str, Mapping[float, float]], title: str, unit: str) -> go.Figure:
+    """Lines from ``{name: {t: value}}`` (engine gauges and counter rates)."""
+    fig = go.Figure()
+    for name, values in series.items():
+        fig.add_trace(go.Scatter(x=[_dt(t) for t in values], y=list(values.values()), name=name, mode="lines"))
+    fig.update_layout(title=title, yaxis_title=unit, height=280, **_LAYOUT)
+    if unit == "ratio":
+        fig.update_yaxes(tickformat=".0%", title="share")
+    return fig

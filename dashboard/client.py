@@ -1,0 +1,143 @@
+"""A typed client of the collector's query API, returning the models of ``collector.api.schemas``.
+
+The dashboard reads through this client only. Every failure becomes a ``DashboardError``
+subclass with a message a person can act on, so pages show it instead of a stack trace.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from collector.api.schemas import (
+    AlertOut,
+    AlertRuleOut,
+    CostBreakdown,
+    EngineInfo,
+    EngineSeries,
+    FilterValues,
+    IngestStatus,
+    Overview,
+    RunDetail,
+    RunsPage,
+    TimeSeries,
+)
+
+T = TypeVar("T")
+
+
+class DashboardError(Exception):
+    """Base of every error the dashboard shows to its user."""
+
+
+class CollectorUnavailable(DashboardError):
+    """The collector could not be reached (down, wrong URL, timeout)."""
+
+
+class ApiError(DashboardError):
+    """The collector answered with an error status."""
+
+    def __init__(self, status: int, detail: str, path: str) -> None:
+        super().__init__(f"{path}: HTTP {status}: {detail}")
+        self.status = status
+        self.detail = detail
+        self.path = path
+
+
+class AuthError(ApiError):
+    """401/403: the API key is missing, unknown or revoked."""
+
+
+class NotFound(ApiError):
+    """404: no such run in this project, or an endpoint this collector lacks."""
+
+
+class CollectorClient:
+    """Query API calls with a project key; thread-safe (one pooled ``httpx.Client``)."""
+
+    def __init__(self, base_url: str, api_key: str = "", *, timeout_s: float = 10.0, transport: httpx.BaseTransport | None = None) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s, transport=transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> CollectorClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- endpoints -------------------------------------------------------------------
+
+    def runs(self, *, start: float, end: float, limit: int = 50, offset: int = 0, sort: str = "-start_time", **filters: Any) -> RunsPage:
+        return self._get("/api/runs", RunsPage, start=start, end=end, limit=limit, offset=offset, sort=sort, **filters)
+
+    def run(self, trace_id: str) -> RunDetail:
+        return self._get(f"/api/runs/{trace_id}", RunDetail)
+
+    def overview(self, *, start: float, end: float, agent: str | None = None, model: str | None = None) -> Overview:
+        return self._get("/api/overview", Overview, start=start, end=end, agent=agent, model=model)
+
+    def timeseries(self, metric: str, *, start: float, end: float, step_s: int, group_by: str = "none", agent: str | None = None, model: str | None = None) -> TimeSeries:
+        return self._get("/api/timeseries", TimeSeries, metric=metric, start=start, end=end, step_s=step_s, group_by=group_by, agent=agent, model=model)
+
+    def cost(self, *, start: float, end: float, agent: str | None = None, model: str | None = None, gpu_hour_usd: float | None = None) -> CostBreakdown:
+        return self._get("/api/cost", CostBreakdown, start=start, end=end, agent=agent, model=model, gpu_hour_usd=gpu_hour_usd or None)
+
+    def engines(self) -> list[EngineInfo]:
+        return self._get("/api/engines", list[EngineInfo])
+
+    def engine_metrics(self, engine: str, *, start: float, end: float, step_s: int | None = None) -> EngineSeries:
+        return self._get("/api/engine/metrics", EngineSeries, engine=engine, start=start, end=end, step_s=step_s)
+
+    def alerts(self, *, state: str | None = None, start: float | None = None, end: float | None = None) -> list[AlertOut]:
+        return self._get("/api/alerts", list[AlertOut], state=state, start=start, end=end)
+
+    def alert_rules(self) -> list[AlertRuleOut]:
+        return self._get("/api/alerts/rules", list[AlertRuleOut])
+
+    def filters(self, *, start: float | None = None, end: float | None = None) -> FilterValues:
+        return self._get("/api/filters", FilterValues, start=start, end=end)
+
+    def ingest(self) -> IngestStatus:
+        return self._get("/api/ingest", IngestStatus)
+
+    # --- plumbing --------------------------------------------------------------------
+
+    def _get(self, path: str, shape: type[T] | Any, /, **params: Any) -> T:
+        query = {k: v for k, v in params.items() if v is not None and v != ""}
+        try:
+            response = self._http.get(path, params=query)
+        except httpx.HTTPError as exc:
+            raise CollectorUnavailable(f"cannot reach the collector at {self.base_url}: {exc or type(exc).__name__}") from exc
+        if response.status_code >= 400:
+            raise _api_error(response, path)
+        return _parse(response, path, shape)
+
+
+def _parse(response: httpx.Response, path: str, model: type[T] | Any) -> T:
+    try:
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            return model.model_validate_json(response.content)  # type: ignore[return-value]
+        return TypeAdapter(model).validate_json(response.content)
+    except ValidationError as exc:
+        raise ApiError(response.status_code, f"unexpected response shape: {exc.error_count()} errors, first: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}", path) from exc
+
+
+def _api_error(response: httpx.Response, path: str) -> ApiError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    detail = body.get("detail") if isinstance(body, dict) else None
+    if detail is None:
+        detail = response.text[:300]
+    elif not isinstance(detail, str):
+        detail = str(detail)[:300]
+    status = response.status_code
+    cls = AuthError if status in (401, 403) else NotFound if status == 404 else ApiError
+    return cls(status, detail or response.reason_phrase, path)

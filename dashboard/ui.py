@@ -1,0 +1,269 @@
+"""What every page shares: the login, the client, cached queries, filters, errors and units."""
+
+from __future__ import annotations
+
+import hmac
+import math
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from collector.api.schemas import RunSummary, TimeSeries
+from dashboard.client import (
+    AuthError,
+    CollectorClient,
+    CollectorUnavailable,
+    DashboardError,
+    NotFound,
+)
+from dashboard.config import DashboardConfig
+
+_TTL_S = DashboardConfig.from_env().cache_ttl_s
+OPEN_MODE_BANNER = "Open local mode: this dashboard requires no login. Anyone who can reach it sees this project's data."
+DEMO_HINT = "Run `agentwatch demo` (collector, simulated engine and reference agent) or point your agent's SDK at the collector."
+
+RANGES: dict[str, tuple[int, int]] = {  # label -> (seconds, bucket step)
+    "Last 15 minutes": (900, 15),
+    "Last hour": (3600, 60),
+    "Last 6 hours": (6 * 3600, 300),
+    "Last 24 hours": (86400, 900),
+    "Last 7 days": (7 * 86400, 3 * 3600),
+    "Last 30 days": (30 * 86400, 12 * 3600),
+}
+ALL = "(all)"
+
+# --- login -----------------------------------------------------------------------------
+
+
+def config() -> DashboardConfig:
+    """Read on every rerun, so a test (or a restart) with other variables sees them."""
+    return DashboardConfig.from_env()
+
+
+def login() -> bool:
+    """Gate the app: True once the visitor may see data (open mode, password or a valid key)."""
+    cfg = config()
+    mode = cfg.login_mode
+    if mode == "open":
+        st.warning(OPEN_MODE_BANNER, icon=":material/lock_open:")
+        st.session_state.setdefault("aw_api_key", cfg.api_key)
+        return True
+    if st.session_state.get("aw_api_key") is not None:
+        return True
+    st.title("agentwatch")
+    with st.form("login"):
+        label = "Dashboard password" if mode == "password" else "Project API key"
+        secret = st.text_input(label, type="password", key="aw_login_secret")
+        submitted = st.form_submit_button("Log in")
+    if submitted:
+        _try_login(cfg, secret)
+    if st.session_state.get("aw_api_key") is None:
+        st.info(f"This dashboard requires a login: enter the {label.lower()}." + (" Create a key with `agentwatch keys create`." if mode == "key" else ""))
+        return False
+    st.rerun()
+    return True
+
+
+def _try_login(cfg: DashboardConfig, secret: str) -> None:
+    if cfg.login_mode == "password":
+        if hmac.compare_digest(secret.encode(), cfg.password.encode()):
+            st.session_state["aw_api_key"] = cfg.api_key
+        else:
+            st.error("Wrong password.")
+        return
+    try:
+        with CollectorClient(cfg.collector_url, secret, timeout_s=cfg.timeout_s) as probe:
+            probe.filters()
+    except AuthError:
+        st.error("The collector rejected this API key (unknown or revoked).")
+    except DashboardError as exc:
+        st.error(f"Cannot check the key: {exc}")
+    else:
+        st.session_state["aw_api_key"] = secret
+
+
+def logout() -> None:
+    st.session_state.pop("aw_api_key", None)
+
+
+# --- queries ---------------------------------------------------------------------------
+
+
+@st.cache_resource(show_spinner=False)
+def _client(url: str, key: str, timeout_s: float) -> CollectorClient:
+    return CollectorClient(url, key, timeout_s=timeout_s)
+
+
+def _target() -> tuple[str, str, float]:
+    cfg = config()
+    return cfg.collector_url, st.session_state.get("aw_api_key") or "", cfg.timeout_s
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False, max_entries=500)
+def _cached(target: tuple[str, str, float], method: str, kwargs: tuple[tuple[str, Any], ...]) -> Any:
+    return getattr(_client(*target), method)(**dict(kwargs))
+
+
+def fetch(method: str, **kwargs: Any) -> Any:
+    """A query API call, reused for ``cache_ttl_s`` across reruns (filters, clicks, pages)."""
+    return _cached(_target(), method, tuple(sorted(kwargs.items())))
+
+
+@st.cache_data(ttl=_TTL_S, show_spinner=False, max_entries=100)
+def _series_bundle(target: tuple[str, str, float], specs: tuple[tuple[str, str], ...], common: tuple[tuple[str, Any], ...]) -> dict[str, TimeSeries]:
+    api = _client(*target)
+    with ThreadPoolExecutor(max_workers=6, thread_name_prefix="agentwatch-series") as pool:
+        futures = {m: pool.submit(api.timeseries, m, group_by=g, **dict(common)) for m, g in specs}
+        return {m: f.result() for m, f in futures.items()}
+
+
+def fetch_series(specs: list[tuple[str, str]], **common: Any) -> dict[str, TimeSeries]:
+    """Several time series at once, queried in parallel: (metric, group_by) -> series."""
+    return _series_bundle(_target(), tuple(specs), tuple(sorted(common.items())))
+
+
+# --- filters ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Window:
+    start: float
+    end: float
+    step_s: int
+    label: str
+
+    def previous(self) -> tuple[float, float]:
+        return self.start - (self.end - self.start), self.start
+
+
+def window() -> Window:
+    """The time range chosen in the sidebar, its end rounded so reruns reuse cached queries."""
+    label = st.session_state.get("aw_range", "Last hour")
+    seconds, step = RANGES.get(label, RANGES["Last hour"])
+    end = math.ceil(time.time() / 5) * 5
+    return Window(end - seconds, end, step, label)
+
+
+def sidebar_filters() -> None:
+    """Time range, agent and model, shared by every page (widget state survives page changes)."""
+    with st.sidebar:
+        st.selectbox("Time range", list(RANGES), index=1, key="aw_range")
+        win = window()
+        try:
+            values = fetch("filters", start=win.start, end=win.end)
+            agents, models = values.agents, values.models
+        except DashboardError:
+            agents, models = [], []
+        st.selectbox("Agent", [ALL, *agents], key="aw_agent")
+        st.selectbox("Model", [ALL, *models], key="aw_model")
+        cfg = config()
+        st.caption(f"Collector: {cfg.collector_url}")
+        if cfg.login_mode != "open":
+            st.button("Log out", on_click=logout)
+
+
+def chosen(key: str) -> str | None:
+    value = st.session_state.get(key, ALL)
+    return None if value in (ALL, None, "") else value
+
+
+def agent_model() -> dict[str, str | None]:
+    return {"agent": chosen("aw_agent"), "model": chosen("aw_model")}
+
+
+# --- errors and empty states -------------------------------------------------------------
+
+
+@contextmanager
+def guarded(what: str) -> Iterator[None]:
+    """Show a query API failure as a message, never as a stack trace."""
+    try:
+        yield
+    except AuthError as exc:
+        st.error(f"The collector refused the API key while loading {what} ({exc.detail}). Log out and log in with a valid key.")
+    except NotFound as exc:
+        st.warning(f"Not found while loading {what}: {exc.detail}")
+    except CollectorUnavailable as exc:
+        st.error(f"The collector is unreachable: {exc}. Start it with `agentwatch collector`.")
+    except DashboardError as exc:
+        st.error(f"Could not load {what}: {exc}")
+
+
+def empty(message: str, command: str = "") -> None:
+    st.info(f"{message} {command or DEMO_HINT}")
+
+
+# --- units -------------------------------------------------------------------------------
+
+_UNITS = {"usd": "USD", "$": "USD", "seconds": "s", "sec": "s", "ratio": "ratio", "fraction": "ratio", "%": "ratio"}
+
+
+def unit_of(metric: str, api_unit: str = "") -> str:
+    """The unit of a figure: known from its name, else what the API said."""
+    if metric.endswith("_usd") or metric.startswith("cost"):
+        return "USD"
+    if metric.endswith("_rate") and "token" not in metric:
+        return "ratio"
+    if metric.startswith(("run_latency", "ttft", "tpot", "duration")):
+        return "s"
+    if metric == "tokens_per_s":
+        return "tokens/s"
+    if metric == "runs_per_min":
+        return "runs/min"
+    return _UNITS.get(api_unit.lower(), api_unit)
+
+
+def fmt(value: float | None, unit: str) -> str:
+    """A number with its unit, at a precision a person reads at a glance."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if unit == "USD":
+        return f"${value:,.2f}" if abs(value) >= 100 else f"${value:,.4f}"
+    if unit == "s":
+        return f"{value * 1000:,.0f} ms" if abs(value) < 1 else f"{value:,.2f} s"
+    if unit == "ratio":
+        return f"{value * 100:.1f} %"
+    if unit in ("", "1", "count"):
+        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+    return f"{value:,.2f} {unit}"
+
+
+def fmt_change(change: float | None) -> str | None:
+    return None if change is None or math.isnan(change) else f"{change * 100:+.1f} % vs previous"
+
+
+# --- runs tables ---------------------------------------------------------------------------
+
+RUN_COLUMNS = {
+    "time": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm:ss"),
+    "duration_s": st.column_config.NumberColumn("duration (s)", format="%.2f s"),
+    "cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.5f"),
+    "tokens": st.column_config.NumberColumn("tokens", format="%d"),
+    "feedback": st.column_config.NumberColumn("feedback score", format="%.2f"),
+    "open": st.column_config.LinkColumn("open", display_text="open ↗"),
+}
+
+
+def runs_frame(runs: list[RunSummary]) -> pd.DataFrame:
+    """One row per run, with a link that opens the run detail page."""
+    return pd.DataFrame([
+        {
+            "time": datetime.fromtimestamp(r.start_time, tz=UTC), "agent": r.agent, "status": r.status, "outcome": r.outcome,
+            "duration_s": r.duration_s, "steps": r.steps, "llm calls": r.llm_calls, "tool calls": r.tool_calls,
+            "tool failures": r.tool_failures, "tokens": r.total_tokens, "cost_usd": r.cost_usd,
+            "budget stop": r.budget_exceeded, "models": ", ".join(r.models), "feedback": r.feedback_score,
+            "open": f"./run?trace_id={r.trace_id}", "trace_id": r.trace_id,
+        }
+        for r in runs
+    ])
+
+
+def fmt_time(t: float | None) -> str:
+    return "–" if t is None else datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

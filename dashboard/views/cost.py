@@ -1,0 +1,85 @@
+"""Cost: by model, agent and day; month to date and projected; top runs; levers; self-hosted cost."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from collector.api.schemas import CostBreakdown, CostRow
+from dashboard import charts, ui
+
+
+def render() -> None:
+    st.title("Cost")
+    win = ui.window()
+    gpu_hour = st.sidebar.number_input("GPU-hour price (USD)", min_value=0.0, value=ui.config().gpu_hour_usd, step=0.5, format="%.2f", key="cost_gpu_hour", help="Self-hosted models have no list price: their cost is GPU time.")
+    with ui.guarded("the cost breakdown"):
+        cost: CostBreakdown = ui.fetch("cost", start=win.start, end=win.end, gpu_hour_usd=gpu_hour or None, **ui.agent_model())
+        if not cost.total_usd and not cost.top_runs and not cost.levers.llm_calls:
+            ui.empty(f"No spend recorded in the {win.label.lower()}.")
+            return
+        _headlines(cost, win.label)
+        _breakdowns(cost)
+        _levers(cost)
+        _self_hosted(cost)
+        _top_runs(cost)
+
+
+def _headlines(cost: CostBreakdown, label: str) -> None:
+    c = st.columns(4)
+    c[0].metric(f"Cost, {label.lower()} (USD)", ui.fmt(cost.total_usd, "USD"))
+    c[1].metric("Month to date (USD)", ui.fmt(cost.month_to_date_usd, "USD"))
+    c[2].metric("Projected month (USD)", ui.fmt(cost.projected_month_usd, "USD"), help="Month-to-date spend extrapolated at its current daily rate.")
+    c[3].metric("Cost per successful task (USD)", ui.fmt(cost.cost_per_success_usd, "USD"), help="Total cost divided by runs whose outcome is success.")
+
+
+def _breakdowns(cost: CostBreakdown) -> None:
+    cols = st.columns(3)
+    for col, title, rows in ((cols[0], "By model", cost.by_model), (cols[1], "By agent", cost.by_agent), (cols[2], "By day (UTC)", cost.by_day)):
+        col.plotly_chart(charts.bar_figure([r.key or "(none)" for r in rows], [r.cost_usd for r in rows], title, "USD"), key=f"cost-{title}")
+    with st.expander("Cost tables (tokens and calls)"):
+        cols = st.columns(3)
+        for col, rows in zip(cols, (cost.by_model, cost.by_agent, cost.by_day), strict=True):
+            col.dataframe(_rows_frame(rows), hide_index=True, column_config={"cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.4f")})
+
+
+def _rows_frame(rows: list[CostRow]) -> pd.DataFrame:
+    return pd.DataFrame([r.model_dump() for r in rows], columns=list(CostRow.model_fields))
+
+
+def _levers(cost: CostBreakdown) -> None:
+    st.subheader("Cost levers (measured)")
+    lv = cost.levers
+    c = st.columns(4)
+    c[0].metric("Tool-cache hit rate", ui.fmt(lv.tool_cache_hit_rate, "ratio"), help=f"{lv.tool_cache_hits:,} hits of {lv.tool_calls:,} tool calls")
+    c[1].metric("Tokens saved by the cache", f"{lv.tokens_saved:,} tokens")
+    c[2].metric("Calls routed to the small model", ui.fmt(lv.small_model_share, "ratio"), help=f"{lv.small_model_calls:,} of {lv.llm_calls:,} LLM calls")
+    c[3].metric("LLM calls", f"{lv.llm_calls:,}")
+
+
+def _self_hosted(cost: CostBreakdown) -> None:
+    sh = cost.self_hosted
+    if sh is None:
+        st.caption("Self-hosted cost: set a GPU-hour price in the sidebar (or `AGENTWATCH_GPU_HOUR_USD`) to price GPU time per 1k tokens.")
+        return
+    st.subheader("Self-hosted cost")
+    c = st.columns(4)
+    c[0].metric("GPU-hour price (USD)", ui.fmt(sh.gpu_hour_usd, "USD"))
+    c[1].metric("GPU time (s)", f"{sh.gpu_seconds:,.0f} s")
+    c[2].metric("Tokens served", f"{sh.tokens_served:,}")
+    c[3].metric("Cost per 1k tokens (USD)", ui.fmt(sh.cost_per_1k_tokens_usd, "USD"))
+    if sh.by_load:
+        frame = pd.DataFrame(sh.by_load).sort_values("running_requests")
+        st.plotly_chart(charts.bar_figure([f"{x:g}" for x in frame["running_requests"]], frame["cost_per_1k_tokens_usd"].tolist(), "Cost per 1k tokens by running requests (batching lowers it)", "USD per 1k tokens"), key="cost-by-load")
+
+
+def _top_runs(cost: CostBreakdown) -> None:
+    st.subheader("Most expensive runs")
+    if not cost.top_runs:
+        st.info("No runs in range.")
+        return
+    frame = ui.runs_frame(cost.top_runs)
+    st.dataframe(frame, hide_index=True, column_config=ui.RUN_COLUMNS, column_order=[c for c in frame.columns if c != "trace_id"])
+
+
+render()

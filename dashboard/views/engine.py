@@ -1,0 +1,115 @@
+"""Engine: per scraped engine, load (running, waiting, KV cache), throughput, latency distributions, GPU.
+
+Metric names are vLLM's (the simulated engine exports the same); counters become per-second
+rates between scrapes, histograms become distributions over the chosen range.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from collector.api.schemas import EngineInfo, EngineSeries
+from dashboard import analysis, charts, ui
+
+RUNNING = ["vllm:num_requests_running"]
+WAITING = ["vllm:num_requests_waiting"]
+KV_CACHE = ["vllm:gpu_cache_usage_perc", "vllm:kv_cache_usage_perc"]
+PREFIX_HITS, PREFIX_QUERIES = ["vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits"], ["vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries"]
+PREFIX_HIT_RATE_GAUGE = ["vllm:gpu_prefix_cache_hit_rate"]
+PREEMPTIONS = ["vllm:num_preemptions"]
+PROMPT_TOKENS, GENERATION_TOKENS = ["vllm:prompt_tokens"], ["vllm:generation_tokens"]
+TTFT_HIST, QUEUE_HIST = "vllm:time_to_first_token_seconds", "vllm:request_queue_time_seconds"
+
+
+def render() -> None:
+    st.title("Engine")
+    win = ui.window()
+    with ui.guarded("the engines"):
+        engines: list[EngineInfo] = ui.fetch("engines")
+        if not engines:
+            ui.empty("No engine is scraped.", "Start the collector with `AGENTWATCH_SCRAPE_TARGETS=sim=http://127.0.0.1:8000/metrics` (the simulated engine: `agentwatch engine`), or run `agentwatch demo`.")
+            return
+        names = [e.engine for e in engines]
+        engine = engines[names.index(st.selectbox("Engine", names, key="engine_name"))] if len(names) > 1 else engines[0]
+        _describe(engine)
+        series: EngineSeries = ui.fetch("engine_metrics", engine=engine.engine, start=win.start, end=win.end)
+        if not series.points:
+            ui.empty(f"No metrics from {engine.engine} in the {win.label.lower()}.", "Is the engine up and its /metrics reachable from the collector?")
+            return
+        _headlines(series)
+        _charts(series)
+        _gpu(series)
+
+
+def _describe(engine: EngineInfo) -> None:
+    scraped = "never" if engine.last_scrape is None else ui.fmt_time(engine.last_scrape)
+    st.caption(f"**{engine.engine}** · {engine.url} · models: {', '.join(engine.model_names) or 'unknown'} · last scrape {scraped}")
+
+
+def _latest(values: dict[float, float]) -> float | None:
+    return values[max(values)] if values else None
+
+
+def _mean(values: dict[float, float]) -> float | None:
+    return sum(values.values()) / len(values) if values else None
+
+
+def prefix_hit_rate(points) -> float | None:
+    """Hits over queries across the range; older vLLM exports a ready-made gauge instead."""
+    queries = analysis.counter_increase(points, PREFIX_QUERIES)
+    if queries > 0:
+        return analysis.counter_increase(points, PREFIX_HITS) / queries
+    return _latest(analysis.gauge_series(points, PREFIX_HIT_RATE_GAUGE, how="mean"))
+
+
+def _headlines(series: EngineSeries) -> None:
+    pts = series.points
+    c = st.columns(7)
+    c[0].metric("Running requests", ui.fmt(_latest(analysis.gauge_series(pts, RUNNING)), ""))
+    c[1].metric("Waiting requests", ui.fmt(_latest(analysis.gauge_series(pts, WAITING)), ""))
+    c[2].metric("KV-cache use", ui.fmt(_latest(analysis.gauge_series(pts, KV_CACHE, how="mean")), "ratio"))
+    c[3].metric("Prefix-cache hit rate", ui.fmt(prefix_hit_rate(pts), "ratio"))
+    c[4].metric("Preemptions (in range)", f"{analysis.counter_increase(pts, PREEMPTIONS):,.0f}")
+    c[5].metric("Prompt tokens/s (mean)", ui.fmt(_mean(analysis.counter_rate(pts, PROMPT_TOKENS)), "tokens/s"))
+    c[6].metric("Generation tokens/s (mean)", ui.fmt(_mean(analysis.counter_rate(pts, GENERATION_TOKENS)), "tokens/s"))
+
+
+def _charts(series: EngineSeries) -> None:
+    pts = series.points
+    cols = st.columns(2)
+    cols[0].plotly_chart(charts.points_figure({"running": analysis.gauge_series(pts, RUNNING), "waiting": analysis.gauge_series(pts, WAITING)}, "Requests running and waiting", "requests"), key="eng-load")
+    cols[1].plotly_chart(charts.points_figure({"KV-cache use": analysis.gauge_series(pts, KV_CACHE, how="mean")}, "KV-cache use", "ratio"), key="eng-kv")
+    cols[0].plotly_chart(charts.points_figure({"prompt": analysis.counter_rate(pts, PROMPT_TOKENS), "generation": analysis.counter_rate(pts, GENERATION_TOKENS)}, "Token throughput", "tokens/s"), key="eng-tokens")
+    cols[1].plotly_chart(charts.points_figure({"preemptions": analysis.counter_rate(pts, PREEMPTIONS)}, "Preemptions", "per s"), key="eng-preempt")
+    for col, name, title in ((cols[0], TTFT_HIST, "Time to first token"), (cols[1], QUEUE_HIST, "Queue time")):
+        dist = analysis.histogram_distribution(pts, name)
+        if dist.total > 0:
+            q = f" · p50 {ui.fmt(dist.quantile(0.5), 's')} · p95 {ui.fmt(dist.quantile(0.95), 's')}"
+            col.plotly_chart(charts.distribution_figure(dist, f"{title}: {dist.total:,.0f} requests{q}", "s"), key=f"eng-{name}")
+        else:
+            col.caption(f"{title}: no observations of `{name}` in range.")
+
+
+def gpu_metrics(points) -> dict[str, dict[str, dict[float, float]]]:
+    """GPU sampler readings (names starting ``gpu``) as metric -> GPU label -> series."""
+    out: dict[str, dict[str, dict[float, float]]] = {}
+    for p in points:
+        if p.metric.startswith("gpu"):
+            label = p.labels.get("gpu", p.labels.get("index", "0"))
+            out.setdefault(p.metric, {}).setdefault(f"GPU {label}", {})[p.t] = p.value
+    return out
+
+
+def _gpu(series: EngineSeries) -> None:
+    gpus = gpu_metrics(series.points)
+    st.subheader("GPU")
+    if not gpus:
+        st.caption("No GPU readings for this engine (no NVIDIA GPU, or the sampler is off).")
+        return
+    cols = st.columns(min(3, len(gpus)))
+    for i, (metric, per_gpu) in enumerate(sorted(gpus.items())):
+        unit = "%" if "util" in metric else "W" if "power" in metric else "bytes" if "memory" in metric or "mem" in metric else ""
+        cols[i % len(cols)].plotly_chart(charts.points_figure(per_gpu, metric, unit), key=f"gpu-{metric}")
+
+
+render()

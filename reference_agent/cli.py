@@ -1,0 +1,95 @@
+"""``agentwatch engine``: the simulated engine (``--sim``) or a real vLLM (``--vllm MODEL_PATH``).
+
+``register(sub)`` adds ``engine`` and then the agent's commands (``agent``, ``loadgen``,
+``demo``) from ``reference_agent.commands_agent.register(sub)`` when that module exists: the
+agent's engineer owns that module; this file only calls it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+
+from reference_agent.engine.profiles import PROFILES
+from reference_agent.engine.scheduler import POLICIES
+
+AGENT_COMMANDS = "reference_agent.commands_agent"  # provides register(sub): agent, loadgen, demo
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    register_engine(sub)
+    try:
+        module = importlib.import_module(AGENT_COMMANDS)
+    except ModuleNotFoundError as exc:
+        if exc.name != AGENT_COMMANDS:
+            raise
+        return
+    module.register(sub)
+
+
+def register_engine(sub: argparse._SubParsersAction) -> None:
+    engine = sub.add_parser("engine", help="serve an LLM: the simulated engine (--sim) or vLLM (--vllm MODEL_PATH)",
+                            description="Serve an OpenAI-compatible LLM endpoint with vLLM's metrics and traces.")
+    which = engine.add_mutually_exclusive_group(required=True)
+    which.add_argument("--sim", action="store_true", help="the simulated engine (CPU; a simulation, not a model)")
+    which.add_argument("--vllm", metavar="MODEL_PATH", help="start `vllm serve MODEL_PATH` (needs vLLM and a GPU)")
+    engine.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    engine.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    engine.add_argument("--api-key", default=os.environ.get("AGENTWATCH_API_KEY"),
+                        help="the collector's project key for traces/registration (default $AGENTWATCH_API_KEY)")
+    sim = engine.add_argument_group("simulated engine")
+    sim.add_argument("--policy", choices=POLICIES, default="continuous", help="batching policy (default continuous)")
+    sim.add_argument("--slots", type=int, default=32, help="sequence slots per model (default 32)")
+    sim.add_argument("--kv-tokens", type=int, default=131072, help="KV-cache budget per model in tokens (default 131072)")
+    sim.add_argument("--speed", type=float, default=1.0, help="run X times faster than real time (default 1)")
+    sim.add_argument("--models", default=",".join(PROFILES), help=f"served models (default {','.join(PROFILES)})")
+    sim.add_argument("--otlp-endpoint", default=None, help="export llm_request spans here (the collector, e.g. http://127.0.0.1:4318)")
+    gpu = engine.add_argument_group("vLLM")
+    gpu.add_argument("--served-model-name", default=None, help="the model name clients send")
+    gpu.add_argument("--collector", default=None, help="collector URL for traces and metrics registration")
+    gpu.add_argument("--engine-name", default="vllm", help="name of this engine in the collector (default vllm)")
+    gpu.add_argument("--detailed-traces", action="store_true", help="pass --collect-detailed-traces all (slower)")
+    gpu.add_argument("--health-timeout", type=float, default=900.0, help="seconds to wait for /health (default 900)")
+    engine.set_defaults(func=run_engine)
+
+
+def run_engine(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.sim:
+        return _run_sim(args)
+    return _run_vllm(args)
+
+
+def _run_sim(args: argparse.Namespace) -> int:
+    from reference_agent.engine.server import EngineConfig, serve
+
+    try:
+        config = EngineConfig(
+            models=tuple(m.strip() for m in args.models.split(",") if m.strip()),
+            policy=args.policy, slots=args.slots, kv_tokens=args.kv_tokens, speed=args.speed,
+            otlp_endpoint=args.otlp_endpoint, api_key=args.api_key,
+        )
+    except (KeyError, ValueError) as exc:
+        print(f"agentwatch engine: {exc}", file=sys.stderr)
+        return 2
+    print(f"simulated LLM engine (a simulation, not a model) on http://{args.host}:{args.port}/v1", file=sys.stderr)
+    serve(config, host=args.host, port=args.port)
+    return 0
+
+
+def _run_vllm(args: argparse.Namespace) -> int:
+    from reference_agent.engine.vllm_launcher import LauncherError, VllmLaunch, launch
+
+    config = VllmLaunch(
+        model_path=args.vllm, host=args.host, port=args.port, served_model_name=args.served_model_name,
+        collector_url=args.collector, collector_key=args.api_key, engine_name=args.engine_name,
+        detailed_traces=args.detailed_traces,
+    )
+    try:
+        return launch(config, health_timeout_s=args.health_timeout)
+    except LauncherError as exc:
+        print(f"agentwatch engine --vllm: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,330 @@
+"""``agentwatch demo``: the whole product on one machine, with traffic and a real cost spike.
+
+It starts, as child processes, the collector on embedded chDB in ``--data-dir`` (with the
+alert evaluator inside it, evaluating every few seconds, and the engine registered with its
+scraper), the simulated engine and, when installed, the dashboard. Then simulated users run
+the research agent in this process, traced by the SDK like any user's agent:
+
+1. *baseline* (the first ~55% of ``--duration``): evolving-report runs, easy decisions
+   routed to ``sim-small``; this gives the cost-spike detector its history;
+2. *spike*: twice the users switch to long ReAct runs with every call on ``sim-large``, so the
+   cost per minute really rises (each step re-sends the history to the expensive model).
+
+The demo's alert rules (``demo_rules.yaml`` next to this module) use short buckets and windows
+so that the spike fires within a 40-second demo: a learned-baseline cost-spike rule and a
+static per-run cost rule. At the end it prints the runs recorded (from the collector's
+``/api/runs``) and each alert that fired (from ``/api/alerts``). Ctrl-C stops every child.
+The data directory and its project key are reused by the next run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import webbrowser
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+import agentwatch
+import httpx
+import openai
+
+from reference_agent.agent import AgentConfig, ResearchAgent
+from reference_agent.loadgen import LoadConfig, LoadSummary, generate_load
+from reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
+
+DEMO_RULES = Path(__file__).with_name("demo_rules.yaml")
+DEMO_PROJECT = "demo"
+BASELINE_SHARE = 0.55
+ALERT_INTERVAL_S = 2.0
+SERVICE_NAME = "research-agent"
+
+
+class DemoError(Exception):
+    """The demo could not start or finish (a port taken, a child that died); says what to do."""
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    duration_s: float = 180.0
+    data_dir: Path = Path(".agentwatch/demo")
+    open_browser: bool = True
+    port_offset: int = 0
+    users: int = 3
+    engine_speed: float = 4.0
+    log: Callable[[str], None] = print
+
+    @property
+    def ports(self) -> dict[str, int]:
+        base = {"collector": 4318, "collector-grpc": 4317, "engine": 8000, "dashboard": 8501}
+        return {name: port + self.port_offset for name, port in base.items()}
+
+
+@dataclass
+class DemoReport:
+    runs_recorded: int
+    alerts: list[dict[str, Any]]
+    phases: dict[str, LoadSummary] = field(default_factory=dict)
+
+
+def register_demo(sub: argparse._SubParsersAction) -> None:
+    demo = sub.add_parser("demo", help="run collector, simulated engine, dashboard and traffic with a cost spike")
+    demo.add_argument("--duration", type=float, default=180.0, help="seconds of traffic (default 180)")
+    demo.add_argument("--data-dir", type=Path, default=Path(".agentwatch/demo"), help="reused between runs")
+    demo.add_argument("--no-browser", action="store_true", help="do not open the dashboard in a browser")
+    demo.add_argument("--port-offset", type=int, default=0,
+                      help="add to every default port (collector 4318/4317, engine 8000, dashboard 8501)")
+    demo.add_argument("--users", type=int, default=3, help="simulated users in the baseline phase (default 3)")
+    demo.add_argument("--engine-speed", type=float, default=4.0,
+                      help="the simulated engine runs this many times faster than real time (default 4)")
+    demo.set_defaults(func=run_demo_command)
+
+
+def run_demo_command(args: argparse.Namespace) -> int:
+    options = DemoOptions(duration_s=args.duration, data_dir=args.data_dir, open_browser=not args.no_browser,
+                          port_offset=args.port_offset, users=args.users, engine_speed=args.engine_speed)
+    try:
+        report = run_demo(options)
+    except DemoError as exc:
+        print(f"agentwatch demo: {exc}", file=sys.stderr)
+        return 1
+    return 0 if report.runs_recorded else 1
+
+
+def run_demo(options: DemoOptions) -> DemoReport:
+    """Start the stack, drive the traffic, report, and always stop every child."""
+    if options.duration_s < 10 or options.users < 1:
+        raise DemoError("--duration must be at least 10 seconds and --users at least 1")
+    _check_ports(options.ports)
+    options.data_dir.mkdir(parents=True, exist_ok=True)
+    stack = ProcessGroup(options.data_dir / "logs", options.log)
+    try:
+        urls, key = _start_stack(stack, options)
+        return asyncio.run(_drive(options, urls, key))
+    finally:
+        stack.stop()
+
+
+# --- the processes ----------------------------------------------------------------------------
+
+def _check_ports(ports: dict[str, int]) -> None:
+    for name, port in ports.items():
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                raise DemoError(f"port {port} ({name}) is taken: stop what listens there or pass "
+                                f"--port-offset N to move every port") from None
+
+
+class ProcessGroup:
+    """Child processes in their own sessions, logs in files, stopped in reverse order (tests use it too)."""
+
+    def __init__(self, log_dir: Path, log: Callable[[str], None]) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self._log_dir, self._log = log_dir, log
+        self._children: list[tuple[str, subprocess.Popen[bytes]]] = []
+
+    def start(self, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        log_path = self._log_dir / f"{name}.log"
+        with log_path.open("ab") as log_file:
+            proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log_file, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        self._children.append((name, proc))
+        return proc
+
+    def wait_ready(self, name: str, url: str, *, timeout_s: float = 60.0, headers: dict[str, str] | None = None) -> None:
+        """Poll ``url`` until it answers 200; a child that exits first is an error with its log."""
+        proc = dict(self._children)[name]
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise DemoError(f"{name} exited with code {proc.returncode}:\n{self.log_tail(name)}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url, headers=headers, timeout=2.0).status_code == 200:
+                    return
+            time.sleep(0.2)
+        raise DemoError(f"{name} did not answer {url} within {timeout_s:.0f} s:\n{self.log_tail(name)}")
+
+    def log_tail(self, name: str, lines: int = 20) -> str:
+        text = (self._log_dir / f"{name}.log").read_text(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def check_alive(self) -> None:
+        for name, proc in self._children:
+            if proc.poll() is not None:
+                raise DemoError(f"{name} exited with code {proc.returncode}:\n{self.log_tail(name)}")
+
+    def stop(self) -> None:
+        """SIGTERM every child (newest first), wait, then SIGKILL what is left."""
+        for _, proc in reversed(self._children):
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+        for name, proc in reversed(self._children):
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self._log(f"  {name} did not stop on SIGTERM; killing it")
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+        self._children.clear()
+
+
+def _agentwatch(*args: str) -> list[str]:
+    return [sys.executable, "-m", "collector.cli", *args]
+
+
+def project_key(data_dir: Path, project: str = DEMO_PROJECT) -> str:
+    """The project's key: created once with ``agentwatch keys create``, then reused from a file."""
+    key_path = data_dir / f"{project}-project-key"
+    if key_path.exists():
+        return key_path.read_text().strip()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(_agentwatch("keys", "create", "--project", project),
+                          env={**os.environ, "AGENTWATCH_DATA_DIR": str(data_dir)},
+                          capture_output=True, text=True, timeout=60)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise DemoError(f"agentwatch keys create failed ({done.returncode}): {done.stderr.strip()}")
+    key = done.stdout.strip().splitlines()[-1].strip()
+    key_path.write_text(key + "\n")
+    key_path.chmod(0o600)
+    return key
+
+
+def start_collector(group: ProcessGroup, data_dir: Path, *, port: int, grpc_port: int, key: str,
+                    env: dict[str, str] | None = None) -> str:
+    """``agentwatch collector`` on embedded chDB in ``data_dir``; returns its URL once it answers."""
+    url = f"http://127.0.0.1:{port}"
+    group.start("collector", _agentwatch("collector"), {
+        "AGENTWATCH_DATA_DIR": str(data_dir), "AGENTWATCH_PORT": str(port), "AGENTWATCH_GRPC_PORT": str(grpc_port),
+        "AGENTWATCH_HOST": "127.0.0.1", **(env or {})})
+    group.wait_ready("collector", url + "/api/ingest", headers=_auth(key))
+    return url
+
+
+def _start_stack(group: ProcessGroup, options: DemoOptions) -> tuple[dict[str, str], str]:
+    ports, data_dir = options.ports, options.data_dir
+    key = project_key(data_dir)
+    urls = {"engine": f"http://127.0.0.1:{ports['engine']}", "dashboard": f"http://127.0.0.1:{ports['dashboard']}"}
+    collector_url = f"http://127.0.0.1:{ports['collector']}"
+    group.start("engine", _agentwatch("engine", "--sim", "--port", str(ports["engine"]), "--speed",
+                                      str(options.engine_speed), "--otlp-endpoint", collector_url, "--api-key", key), {})
+    group.wait_ready("engine", urls["engine"] + "/v1/models")
+    urls["collector"] = start_collector(group, data_dir, port=ports["collector"], grpc_port=ports["collector-grpc"],
+                                        key=key, env={
+        "AGENTWATCH_SCRAPE_TARGETS": f"sim-engine={urls['engine']}/metrics", "AGENTWATCH_SCRAPE_INTERVAL_S": "2",
+        "AGENTWATCH_ALERT_RULES": str(DEMO_RULES), "AGENTWATCH_ALERT_INTERVAL_S": str(ALERT_INTERVAL_S)})
+    if find_spec("dashboard.cli") is not None:
+        group.start("dashboard", _agentwatch("dashboard", "--port", str(ports["dashboard"]),
+                                             "--collector", urls["collector"], "--api-key", key), {})
+        group.wait_ready("dashboard", urls["dashboard"] + "/_stcore/health", timeout_s=90)
+    else:
+        urls.pop("dashboard")
+    return urls, key
+
+
+# --- the traffic ------------------------------------------------------------------------------
+
+def _auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def _agent(base_url: str, config: AgentConfig, cache: ToolCache, corpus: Corpus, seed: int) -> ResearchAgent:
+    client = openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="demo", max_retries=2, timeout=120.0)
+    tools = ResearchTools(corpus, ToolConfig(latency_s=0.05, failure_rate=0.05, timeout_rate=0.02, seed=seed))
+    return ResearchAgent(client, tools, config=config, cache=cache, seed=seed)
+
+
+async def _drive(options: DemoOptions, urls: dict[str, str], key: str) -> DemoReport:
+    log = options.log
+    log("agentwatch demo (the LLM engine is a simulation)")
+    for name, url in urls.items():
+        log(f"  {name:<10} {url}")
+    log(f"  data       {options.data_dir}  (project key in {options.data_dir / (DEMO_PROJECT + '-project-key')})")
+    if options.open_browser and "dashboard" in urls:
+        webbrowser.open(urls["dashboard"])
+    agentwatch.init(endpoint=urls["collector"], api_key=key, project=DEMO_PROJECT, service_name=SERVICE_NAME)
+    started = time.time()
+    watcher = asyncio.create_task(_watch(urls["collector"], key, started, log))
+    try:
+        phases = await _phases(options, urls["engine"])
+    finally:
+        agentwatch.force_flush()
+        watcher.cancel()
+    log("traffic done; waiting for the collector to store the spans and evaluate the alerts")
+    completed = sum(summary.runs for summary in phases.values())
+    report = await _final_report(urls["collector"], key, started, completed)
+    report.phases = phases
+    _print_report(report, log)
+    return report
+
+
+async def _phases(options: DemoOptions, engine_url: str) -> dict[str, LoadSummary]:
+    """Baseline (routed, bounded context), then the spike (ReAct, everything on the large model)."""
+    corpus, cache = Corpus.load(), ToolCache()
+    baseline_s = options.duration_s * BASELINE_SHARE
+    baseline = _agent(engine_url, AgentConfig(mode="iterative", max_steps=10), cache, corpus, seed=1)
+    spike = _agent(engine_url, AgentConfig(mode="react", small_model=None, max_steps=14), cache, corpus, seed=2)
+    options.log(f"phase 1/2: baseline, {options.users} users, evolving-report runs routed to sim-small "
+                f"({baseline_s:.0f} s)")
+    first = await generate_load(baseline, LoadConfig(users=options.users, runs=100_000, think_time_s=0.5,
+                                                     duration_s=baseline_s, seed=1))
+    options.log(f"phase 2/2: cost spike, {2 * options.users} users switch to long ReAct runs on sim-large "
+                f"({options.duration_s - baseline_s:.0f} s)")
+    second = await generate_load(spike, LoadConfig(users=2 * options.users, runs=100_000,
+                                                   duration_s=options.duration_s - baseline_s, seed=2))
+    return {"baseline": first, "spike": second}
+
+
+async def _watch(collector: str, key: str, started: float, log: Callable[[str], None]) -> None:
+    """Every 10 s: runs and cost stored so far, and any alert that started firing."""
+    seen: set[str] = set()
+    async with httpx.AsyncClient(base_url=collector, headers=_auth(key), timeout=5.0) as client:
+        while True:
+            await asyncio.sleep(10)
+            with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
+                runs = (await client.get("/api/runs", params={"start": started, "limit": 1})).json()["total"]
+                cost = (await client.get("/api/cost", params={"start": started})).json()["total_usd"]
+                log(f"  [{time.time() - started:4.0f} s] {runs} runs stored, ${cost:.4f} so far")
+                for alert in (await client.get("/api/alerts", params={"start": started})).json():
+                    if alert["alert_id"] not in seen:
+                        seen.add(alert["alert_id"])
+                        log(f"  ALERT {alert['state']}: {alert['rule']}: {alert['message']}")
+
+
+async def _final_report(collector: str, key: str, started: float, completed: int) -> DemoReport:
+    """Wait (bounded) until the runs are stored and an alert has fired, then read both."""
+    runs, alerts = 0, []
+    deadline = time.monotonic() + max(6 * ALERT_INTERVAL_S, 20.0)
+    async with httpx.AsyncClient(base_url=collector, headers=_auth(key), timeout=10.0) as client:
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
+                runs = (await client.get("/api/runs", params={"start": started, "limit": 1})).json()["total"]
+                alerts = (await client.get("/api/alerts", params={"start": started})).json()
+                if runs >= completed and alerts:
+                    break
+            await asyncio.sleep(1.0)
+    return DemoReport(runs_recorded=runs, alerts=alerts)
+
+
+def _print_report(report: DemoReport, log: Callable[[str], None]) -> None:
+    for name, summary in report.phases.items():
+        log(f"{name}: {summary.runs} runs, ${summary.cost_usd:.4f}, p50 {summary.latency_p50_s:.1f} s, "
+            f"{summary.tool_failures} tool failures, {summary.cache_hits} cache hits")
+    log(f"runs recorded by the collector: {report.runs_recorded}")
+    if not report.alerts:
+        log("alerts fired: none")
+    for alert in report.alerts:
+        log(f"alert fired: {alert['rule']} [{alert['severity']}] {alert['state']}: {alert['message']}")

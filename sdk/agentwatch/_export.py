@@ -1,0 +1,269 @@
+"""Getting spans out of the process without ever holding the agent up.
+
+``BoundedBatchProcessor`` is a span processor: ``on_end`` appends to a bounded queue under a
+lock and returns; when the queue is full the span is dropped and counted. One named daemon
+thread drains the queue in batches through ``OtlpHttpExporter``, which speaks OTLP/HTTP
+protobuf to ``<endpoint>/v1/traces`` with a short timeout and a few retries with backoff.
+Shutdown and flush are bounded in time; after ``fork()`` the child starts with an empty
+queue and a fresh worker. Both classes must not block the caller and must not raise: they
+return results (``SpanExportResult``, ``bool``) and count what went wrong.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import threading
+import time
+import urllib.error
+import urllib.request
+import weakref
+from collections.abc import Sequence
+
+from opentelemetry import context as otel_context
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from ._config import Config, logger
+from ._stats import COUNTERS, internal_error
+
+_RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+_MAX_RETRY_AFTER_S = 5.0
+
+
+def suppressed_context() -> otel_context.Context:
+    """A context in which OpenTelemetry instrumentations (ours included) record nothing."""
+    ctx = otel_context.set_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY, True)
+    return otel_context.set_value(otel_context._SUPPRESS_HTTP_INSTRUMENTATION_KEY, True, ctx)
+
+
+def instrumentation_suppressed() -> bool:
+    return bool(otel_context.get_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY))
+
+
+class OtlpHttpExporter:
+    """POST encoded spans; retry connection errors and 408/429/5xx with jittered backoff.
+
+    ``export`` never raises and never takes longer than its deadline; ``shutdown`` wakes a
+    backoff sleep at once so that exit is quick even against a dead collector.
+    """
+
+    def __init__(self, config: Config) -> None:
+        self._url = config.traces_url
+        self._headers = config.headers
+        self._timeout = config.export_timeout_s
+        self._retries = config.export_retries
+        self._stop = threading.Event()
+
+    def export(self, spans: Sequence[ReadableSpan], deadline: float | None = None) -> SpanExportResult:
+        try:
+            body = encode_spans(spans).SerializeToString()
+        except Exception as exc:  # a span we cannot encode is our bug, not the agent's
+            internal_error("encoding spans", exc)
+            return SpanExportResult.FAILURE
+        for attempt in range(self._retries + 1):
+            if attempt:
+                COUNTERS.add("export_retries")
+            ok, retry_after = self._post(body, deadline)
+            if ok is not None:
+                return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
+            if attempt == self._retries or not self._backoff(attempt, retry_after, deadline):
+                break
+        return SpanExportResult.FAILURE
+
+    def _post(self, body: bytes, deadline: float | None) -> tuple[bool | None, float | None]:
+        """One attempt: (True|False, None) when final, (None, retry_after) when worth retrying."""
+        timeout = self._timeout if deadline is None else min(self._timeout, deadline - time.monotonic())
+        if timeout <= 0 or self._stop.is_set() and deadline is None:
+            return None, None
+        COUNTERS.add("export_requests")
+        request = urllib.request.Request(self._url, data=body, headers=self._headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                _count_rejected(response.read())
+                return True, None
+        except urllib.error.HTTPError as exc:
+            if exc.code in _RETRYABLE_STATUS:
+                return None, _retry_after(exc.headers.get("Retry-After"))
+            logger.warning("agentwatch: collector rejected spans: HTTP %s %s", exc.code, exc.reason)
+            return False, None
+        except (OSError, ValueError) as exc:  # refused, reset, timed out, bad URL
+            logger.debug("agentwatch: export attempt failed: %r", exc)
+            return None, None
+
+    def _backoff(self, attempt: int, retry_after: float | None, deadline: float | None) -> bool:
+        """Sleep before the next attempt; False when the deadline or shutdown forbids it."""
+        delay = retry_after if retry_after is not None else 0.2 * 2**attempt * random.uniform(0.5, 1.0)
+        if deadline is not None and time.monotonic() + delay >= deadline:
+            return False
+        return not self._stop.wait(delay)
+
+    def shutdown(self) -> None:
+        self._stop.set()
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return min(max(float(value), 0.0), _MAX_RETRY_AFTER_S) if value else None
+    except ValueError:
+        return None
+
+
+def _count_rejected(body: bytes) -> None:
+    """OTLP partial success: the collector accepted the request but rejected some spans."""
+    if not body:
+        return
+    try:
+        response = ExportTraceServiceResponse.FromString(body)
+    except Exception:  # a non-OTLP 200 body (a proxy page): nothing to learn from it
+        return
+    rejected = response.partial_success.rejected_spans
+    if rejected:
+        COUNTERS.add("spans_failed", rejected)
+        COUNTERS.add("spans_exported", -rejected)
+        logger.warning("agentwatch: collector rejected %d spans: %s", rejected,
+                       response.partial_success.error_message)
+
+
+class _Flush:
+    """One flush request: the worker sets ``done`` once everything queued before it is out."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.ok = True
+
+
+class BoundedBatchProcessor(SpanProcessor):
+    """Queue ended spans (bounded, drop-and-count) and export them from one daemon thread."""
+
+    def __init__(self, exporter: OtlpHttpExporter, config: Config) -> None:
+        self._exporter = exporter
+        self._max_queue = config.max_queue_size
+        self._batch = config.max_export_batch_size
+        self._interval = config.export_interval_s
+        self._init_state()
+        self._shutdown = False
+        self._deadline: float | None = None  # set while a bounded shutdown drains the queue
+        ref = weakref.WeakMethod(self._after_fork)
+        os.register_at_fork(after_in_child=lambda: (ref() or (lambda: None))())
+
+    def _init_state(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: collections.deque[ReadableSpan] = collections.deque()
+        self._flushes: list[_Flush] = []
+        self._worker: threading.Thread | None = None
+
+    def _after_fork(self) -> None:
+        """The parent's queued spans are the parent's to send; the child starts clean."""
+        self._init_state()
+        COUNTERS.reset_after_fork()
+
+    def _ensure_worker(self) -> None:
+        """Start the worker on first use (and in a forked child); the loop never dies early."""
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._run, name="agentwatch-exporter", daemon=True)
+            self._worker.start()
+
+    def on_start(self, span: object, parent_context: object = None) -> None:
+        return None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if not span.context.trace_flags.sampled:
+            return
+        with self._cond:
+            if self._shutdown or len(self._queue) >= self._max_queue:
+                COUNTERS.add("spans_dropped")
+                return
+            self._queue.append(span)
+            COUNTERS.add("spans_ended")
+            self._ensure_worker()
+            if len(self._queue) >= self._batch:
+                self._cond.notify()
+
+    def _run(self) -> None:
+        otel_context.attach(suppressed_context())  # the exporter's HTTP calls are not spans
+        while True:
+            try:
+                if not self._drain_once():
+                    return
+            except Exception as exc:  # keep exporting whatever our bug was
+                internal_error("export worker", exc)
+                time.sleep(self._interval)
+
+    def _drain_once(self) -> bool:
+        """Wait for a batch (or a flush, or the interval), export it; False once shut down."""
+        with self._cond:
+            if len(self._queue) < self._batch and not self._flushes and not self._shutdown:
+                self._cond.wait(self._interval)
+            if self._shutdown and not self._queue and not self._flushes:
+                return False
+            batch = [self._queue.popleft() for _ in range(min(self._batch, len(self._queue)))]
+            flushes = self._flushes if not self._queue else []
+            if flushes:
+                self._flushes = []
+        ok = self._export(batch)
+        for flush in flushes:
+            flush.ok = flush.ok and ok
+            flush.done.set()
+        self._note_partial_flush(ok)
+        return True
+
+    def _note_partial_flush(self, ok: bool) -> None:
+        """A failed batch fails every flush still waiting for later batches too."""
+        if not ok:
+            with self._cond:
+                for flush in self._flushes:
+                    flush.ok = False
+
+    def _export(self, batch: list[ReadableSpan]) -> bool:
+        if not batch:
+            return True
+        try:
+            result = self._exporter.export(batch, self._deadline)
+        except Exception as exc:
+            internal_error("exporting spans", exc)
+            result = SpanExportResult.FAILURE
+        if result is SpanExportResult.SUCCESS:
+            COUNTERS.add("spans_exported", len(batch))
+            return True
+        COUNTERS.add("spans_failed", len(batch))
+        COUNTERS.add("export_failures")
+        return False
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Export everything queued now; True when it all reached the collector in time."""
+        if self._shutdown:  # the shutdown flush already ran (or is running) with its deadline
+            return not self._queue
+        return self._flush(timeout_millis / 1000)
+
+    def _flush(self, timeout_s: float) -> bool:
+        flush = _Flush()
+        with self._cond:
+            if not self._queue and self._worker is None:
+                return True
+            self._flushes.append(flush)
+            self._ensure_worker()
+            self._cond.notify()
+        return flush.done.wait(timeout_s) and flush.ok
+
+    def shutdown(self, timeout_s: float = 3.0) -> bool:
+        """Flush what is queued within ``timeout_s``, then stop; safe to call again."""
+        with self._cond:
+            if self._shutdown:
+                return True
+            self._shutdown = True
+        self._deadline = time.monotonic() + timeout_s
+        ok = self._flush(timeout_s)
+        self._exporter.shutdown()
+        with self._cond:
+            self._cond.notify()
+            worker = self._worker
+        if worker is not None:
+            worker.join(max(0.0, self._deadline - time.monotonic()) + 0.1)
+        return ok
+
+    def queue_size(self) -> int:
+        return len(self._queue)

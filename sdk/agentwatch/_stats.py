@@ -1,0 +1,59 @@
+"""The SDK's own counters, so that dropped spans and internal errors are never silent.
+
+One process-wide ``Counters`` object; ``agentwatch.stats()`` returns a snapshot dict.
+Increments take a lock: uncontended it costs tens of nanoseconds, and counts stay exact
+when many agent threads end spans at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+logger = logging.getLogger("agentwatch")
+
+NAMES = (
+    "spans_started",  # spans opened by agentwatch (runs, steps, LLM and tool calls)
+    "spans_ended",  # spans handed to the export processor (any tracer of our provider)
+    "spans_exported",  # spans the collector accepted
+    "spans_dropped",  # spans dropped because the export queue was full (or after shutdown)
+    "spans_failed",  # spans lost because export failed after all retries
+    "export_requests",  # HTTP export attempts
+    "export_retries",  # attempts that were retries
+    "export_failures",  # batches given up on
+    "internal_errors",  # bugs of ours caught before they reached the agent
+    "redaction_errors",  # redact hooks that raised (the value was withheld)
+    "unknown_models",  # cost lookups for models without a price (priced 0.0)
+    "budget_exceeded",  # BudgetExceeded raised
+    "feedback_sent",
+    "feedback_failed",
+)
+
+
+class Counters:
+    """Thread-safe named counters; ``add`` never raises."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values = dict.fromkeys(NAMES, 0)
+
+    def add(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._values[name] += n
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._values)
+
+    def reset_after_fork(self) -> None:
+        """A fork can copy the lock held; the child gets a fresh one and keeps the counts."""
+        self._lock = threading.Lock()
+
+
+COUNTERS = Counters()
+
+
+def internal_error(what: str, exc: BaseException) -> None:
+    """Log and count one of our own bugs; the agent carries on."""
+    COUNTERS.add("internal_errors")
+    logger.warning("agentwatch: internal error in %s: %r", what, exc, exc_info=exc)

@@ -1,0 +1,100 @@
+"""The comparison's bookkeeping: target ratios, met/missed, honest 'not measured', profiles."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bench.compare import (
+    AGGREGATES,
+    compare,
+    disk_bytes,
+    render_markdown,
+    render_table,
+    summarize_profile,
+    tree_rss_bytes,
+)
+
+
+def _figures(e2e: float, query_s: float, disk_per_span: float, rss: int) -> dict[str, object]:
+    questions = {
+        q: {"answer": 1, "median_s": query_s, "p95_s": query_s * 2}
+        for q in (*AGGREGATES, "whole_trace")
+    }
+    return {
+        "measured": True,
+        "ingest": {"accepted_spans_per_s": e2e * 2, "e2e_spans_per_s": e2e},
+        "questions": questions,
+        "peak_rss_bytes": rss,
+        "disk_bytes_per_span": disk_per_span,
+    }
+
+
+def _result(
+    products: dict[str, object], ratios: dict[str, object] | None = None
+) -> dict[str, object]:
+    result: dict[str, object] = {
+        "command": "python -m bench.compare",
+        "started_at": "2026-01-01T00:00:00+00:00",
+        "machine": {"cpu": "cpu", "cores": 2, "ram_gib": 8.0, "os": "Linux"},
+        "versions": {"agentwatch": "0.1.0"},
+        "workload": {
+            "spans": 1000,
+            "traces": 25,
+            "batches": 1,
+            "request_bytes": 2**20,
+            "content_bytes": 2**19,
+            "seed": 7,
+        },
+        "agentwatch_auth": "project API key",
+        "notes": [],
+        "products": products,
+    }
+    if ratios is not None:
+        result["ratios"] = ratios
+    return result
+
+
+def test_targets_are_met_or_missed_by_their_own_direction() -> None:
+    aw = _figures(e2e=100_000, query_s=0.001, disk_per_span=100, rss=200 * 2**20)
+    px = _figures(e2e=100, query_s=0.1, disk_per_span=400, rss=1000 * 2**20)
+    ratios = compare(aw, px)
+    assert ratios["ingest_e2e"]["ratio"] == 1000 and ratios["ingest_e2e"]["met"] is True
+    assert (
+        ratios["aggregate_queries"]["ratio"] == 100 and ratios["aggregate_queries"]["met"] is True
+    )
+    assert ratios["disk_per_span"]["ratio"] == 4 and ratios["disk_per_span"]["met"] is False
+    assert ratios["peak_rss"]["ratio"] == 0.2 and ratios["peak_rss"]["met"] is True
+    markdown = render_markdown(_result({"agentwatch": aw, "phoenix": px}, ratios))
+    assert "| disk bytes per span, Phoenix / agentwatch | 4x | >= 5 | MISSED |" in markdown
+    assert "1,000x" in markdown
+
+
+def test_without_phoenix_no_phoenix_figure_is_shown() -> None:
+    aw = _figures(e2e=50_000, query_s=0.002, disk_per_span=90, rss=150 * 2**20)
+    result = _result({"agentwatch": aw, "phoenix": {"measured": False, "reason": "not installed"}})
+    table = render_table(result)
+    assert table.count("not measured") == len(table.splitlines()) - 1
+    assert "50,000" in table
+    targets = [
+        line for line in render_markdown(result).splitlines() if line.endswith("| not measured |")
+    ]
+    assert len(targets) == 4
+
+
+def test_profile_summary_counts_own_and_inclusive_samples(tmp_path: Path) -> None:
+    raw = tmp_path / "profile.txt"
+    raw.write_text(
+        "main (app.py:1);insert (store.py:10) 3\nmain (app.py:1);decode (otlp.py:5) 1\nmain (app.py:2);insert (store.py:11) 1\n"
+    )
+    summary = summarize_profile(raw)
+    assert summary["samples"] == 5
+    assert summary["own"][0] == ("insert (store.py)", 0.8)
+    assert summary["inclusive"][0] == ("main (app.py)", 1.0)
+
+
+def test_memory_and_disk_are_measured_from_the_system(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "blob").write_bytes(os.urandom(64 * 1024))
+    assert disk_bytes(tmp_path) >= 64 * 1024
+    assert tree_rss_bytes(os.getpid()) > 10 * 2**20

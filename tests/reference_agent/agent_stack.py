@@ -1,0 +1,70 @@
+"""A live stack for the agent's tests: the real collector (subprocess, chDB in a tmp dir) and
+the real simulated engine (in-process server), with the SDK exporting to the collector."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import agentwatch
+import httpx
+import openai
+
+from reference_agent.agent import AgentConfig, ResearchAgent
+from reference_agent.demo import ProcessGroup, project_key, start_collector
+from reference_agent.engine.server import EngineConfig, running_server
+from reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
+from tests.conftest import free_port
+
+ENGINE_SPEED = 40.0  # the simulated engine runs 40x faster than real time in tests
+
+
+@dataclass
+class LiveStack:
+    collector: str
+    key: str
+    engine: str
+
+    def agent(self, *, tools: ToolConfig | None = None, cache: ToolCache | None = None, **config: Any) -> ResearchAgent:
+        client = openai.AsyncOpenAI(base_url=self.engine + "/v1", api_key="test", max_retries=0, timeout=60.0)
+        return ResearchAgent(client, ResearchTools(Corpus.load(), tools or ToolConfig(latency_s=0.001)),
+                             config=AgentConfig(**config), cache=cache)
+
+    def get(self, path: str, **params: Any) -> httpx.Response:
+        return httpx.get(self.collector + path, params=params, headers={"Authorization": f"Bearer {self.key}"},
+                         timeout=10.0)
+
+    def run_detail(self, trace_id: str, *, min_spans: int, timeout_s: float = 20.0) -> dict[str, Any]:
+        """``/api/runs/{trace_id}`` once the collector has stored at least ``min_spans`` spans."""
+        agentwatch.force_flush()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            response = self.get(f"/api/runs/{trace_id}")
+            if response.status_code == 200 and len(response.json()["spans"]) >= min_spans:
+                return response.json()
+            if time.monotonic() > deadline:
+                raise AssertionError(f"run {trace_id} not stored: {response.status_code} {response.text[:300]}")
+            time.sleep(0.3)
+
+
+@contextlib.contextmanager
+def live_stack(data_dir: Path) -> Iterator[LiveStack]:
+    group = ProcessGroup(data_dir / "logs", log=lambda line: None)
+    try:
+        key = project_key(data_dir, "agent-tests")
+        collector = start_collector(group, data_dir, port=free_port(), grpc_port=0, key=key,
+                                    env={"AGENTWATCH_FLUSH_INTERVAL_S": "0.2", "AGENTWATCH_ALERT_INTERVAL_S": "0"})
+        with running_server(EngineConfig(speed=ENGINE_SPEED), port=free_port()) as engine:
+            agentwatch.shutdown()
+            agentwatch.init(endpoint=collector, api_key=key, service_name="research-agent-tests",
+                            export_interval_s=0.2)
+            try:
+                yield LiveStack(collector, key, engine)
+            finally:
+                agentwatch.shutdown()
+    finally:
+        group.stop()

@@ -1,0 +1,45 @@
+"""``agentwatch engine --sim`` as a user runs it: a real process serving on 127.0.0.1."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import httpx
+
+from tests.conftest import free_port
+
+
+def test_engine_sim_command_serves_and_says_it_is_a_simulation() -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "collector.cli", "engine", "--sim", "--port", str(port), "--slots", "4",
+         "--policy", "static", "--speed", "50"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, process.stdout.read()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline, "engine did not start within 30 s"
+                time.sleep(0.1)
+        reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=10, json={
+            "model": "sim-small", "messages": [{"role": "user", "content": "hi"}]}).json()
+        assert reply["choices"][0]["message"]["content"].startswith("(simulated engine)")
+    finally:
+        process.terminate()
+        output, _ = process.communicate(timeout=15)
+    assert "a simulation, not a model" in output
+    assert "static batching, 4 slots" in output
+
+
+def test_engine_sim_rejects_an_unknown_model_with_a_clear_message() -> None:
+    result = subprocess.run([sys.executable, "-m", "collector.cli", "engine", "--sim", "--models", "gpt-9"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "unknown simulated model 'gpt-9'" in result.stderr

@@ -1,0 +1,140 @@
+"""The vLLM launcher: the command it builds, the health wait and the collector registration."""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from reference_agent.cli import register_engine as register_engine_command
+from reference_agent.engine.vllm_launcher import (
+    LauncherError,
+    VllmLaunch,
+    build_command,
+    register_engine,
+    wait_for_health,
+)
+from tests.conftest import free_port
+
+
+class LocalServer:
+    """A real HTTP server on 127.0.0.1 whose /health turns 200 after ``healthy_after_s`` (None: never)."""
+
+    def __init__(self, healthy_after_s: float | None) -> None:
+        self.started = time.monotonic()
+        self.posts: list[tuple[str, dict, dict]] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                healthy = healthy_after_s is not None and time.monotonic() - outer.started >= healthy_after_s
+                self.send_response(200 if healthy else 503)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.posts.append((self.path, body, {k.lower(): v for k, v in self.headers.items()}))
+                self.send_response(201)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def server_factory() -> Iterator:
+    servers: list[LocalServer] = []
+
+    def make(healthy_after_s: float | None) -> LocalServer:
+        servers.append(LocalServer(healthy_after_s))
+        return servers[-1]
+
+    yield make
+    for server in servers:
+        server.close()
+
+
+def test_command_serves_offline_with_tools_cached_tokens_and_otlp_to_the_collector() -> None:
+    launch = VllmLaunch("/models/qwen", port=8123, served_model_name="qwen-small",
+                        collector_url="http://127.0.0.1:4318/", collector_key="aw-key 1")
+    argv, env = build_command(launch, base_env={"PATH": "/usr/bin"})
+    assert argv[:3] == ["vllm", "serve", "/models/qwen"]
+    joined = " ".join(argv)
+    for flag in ("--port 8123", "--served-model-name qwen-small", "--enable-auto-tool-choice",
+                 "--tool-call-parser hermes", "--enable-prompt-tokens-details",
+                 "--otlp-traces-endpoint http://127.0.0.1:4318/v1/traces"):
+        assert flag in joined
+    assert "--collect-detailed-traces" not in argv
+    assert env["HF_HUB_OFFLINE"] == "1" and env["PATH"] == "/usr/bin"
+    assert env["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] == "http/protobuf"
+    assert env["OTEL_EXPORTER_OTLP_TRACES_HEADERS"] == "Authorization=Bearer%20aw-key%201"
+
+
+def test_command_without_collector_has_no_tracing() -> None:
+    argv, env = build_command(VllmLaunch("/m", detailed_traces=True), base_env={})
+    assert "--otlp-traces-endpoint" not in argv and "--collect-detailed-traces" not in argv
+    assert "OTEL_EXPORTER_OTLP_TRACES_HEADERS" not in env
+
+
+def test_detailed_traces_are_opt_in() -> None:
+    argv, _ = build_command(VllmLaunch("/m", collector_url="http://c:4318", detailed_traces=True), base_env={})
+    assert argv[argv.index("--collect-detailed-traces") + 1] == "all"
+
+
+def test_health_wait_returns_once_the_server_turns_healthy(server_factory) -> None:
+    server = server_factory(healthy_after_s=0.6)
+    took = wait_for_health(server.url, timeout_s=10, poll_s=0.1)
+    assert 0.5 <= took < 10
+
+
+def test_health_wait_gives_a_clear_error_when_it_never_turns_healthy(server_factory) -> None:
+    server = server_factory(healthy_after_s=None)
+    started = time.monotonic()
+    with pytest.raises(LauncherError, match=r"did not become healthy at .*/health within 1 s"):
+        wait_for_health(server.url, timeout_s=1, poll_s=0.1)
+    assert time.monotonic() - started < 5
+
+
+def test_health_wait_stops_when_the_process_exits_first() -> None:
+    process = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    with pytest.raises(LauncherError, match="exited with code 3"):
+        wait_for_health(f"http://127.0.0.1:{free_port()}", timeout_s=20, process=process, poll_s=0.1)
+
+
+def test_metrics_are_registered_with_the_collector(server_factory) -> None:
+    collector = server_factory(healthy_after_s=0)
+    assert register_engine(collector.url, name="vllm-a", metrics_url="http://127.0.0.1:8000/metrics", api_key="k1")
+    path, body, headers = collector.posts[0]
+    assert path == "/api/engines"
+    assert body == {"name": "vllm-a", "url": "http://127.0.0.1:8000/metrics"}
+    assert headers["authorization"] == "Bearer k1"
+
+
+def test_registration_with_a_collector_that_is_down_returns_false() -> None:
+    assert not register_engine(f"http://127.0.0.1:{free_port()}", name="x", metrics_url="http://m", api_key=None)
+
+
+def test_engine_vllm_without_vllm_or_gpu_says_so_and_exits_non_zero(capsys) -> None:
+    parser = argparse.ArgumentParser(prog="agentwatch")
+    register_engine_command(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["engine", "--vllm", "/models/none"])
+    assert args.func(args) == 2
+    error = capsys.readouterr().err
+    assert "vLLM is not installed" in error or "no NVIDIA GPU found" in error
