@@ -17,6 +17,7 @@ Layout: ``<dir>/<segment number>.spool`` files of records
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import struct
@@ -318,9 +319,17 @@ class Spool:
 def _fsync_all(fds: list[int], closing: list[int]) -> None:
     for fd in fds:
         if fd not in closing:
-            os.fdatasync(fd)
+            _fdatasync(fd)
     for fd in closing:
         try:
-            os.fdatasync(fd)
+            _fdatasync(fd)
         finally:
             os.close(fd)
+
+
+def _fdatasync(fd: int) -> None:
+    try:
+        os.fdatasync(fd)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:  # EINVAL: a file that cannot be synced (nothing to make durable)
+            raise

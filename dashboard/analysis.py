@@ -63,11 +63,13 @@ def spans_to_draw(spans: Sequence[SpanOut], limit: int) -> list[tuple[SpanOut, i
 def client_llm_calls(spans: Sequence[SpanOut]) -> list[SpanOut]:
     """LLM calls made by the agent (not the engine's own spans under them), in call order."""
     by_id = {s.span_id: s for s in spans}
-    calls = [
-        s for s in spans
-        if s.kind == sc.KIND_LLM and not _is_engine_span(s) and by_id.get(s.parent_span_id, s).kind != sc.KIND_LLM
-    ]
+    calls = [s for s in spans if s.kind == sc.KIND_LLM and not _is_engine_span(s) and not _under_llm(s, by_id)]
     return sorted(calls, key=lambda s: (s.step_index if s.step_index >= 0 else 1 << 30, s.start_time))
+
+
+def _under_llm(span: SpanOut, by_id: dict[str, SpanOut]) -> bool:
+    parent = by_id.get(span.parent_span_id)
+    return parent is not None and parent.kind == sc.KIND_LLM
 
 
 def _is_engine_span(span: SpanOut) -> bool:
@@ -211,8 +213,7 @@ def _graph_node(span: SpanOut, by_id: dict[str, SpanOut]) -> str | None:
         return f"agent:{_agent_name(span)}"
     if span.kind == sc.KIND_TOOL or op == sc.OP_EXECUTE_TOOL:
         return f"tool:{span.tool_name or span.attributes.get(sc.GEN_AI_TOOL_NAME) or span.name}"
-    parent = by_id.get(span.parent_span_id)
-    if (span.kind == sc.KIND_LLM or op in (sc.OP_CHAT, sc.OP_TEXT_COMPLETION)) and not (parent and parent.kind == sc.KIND_LLM):
+    if (span.kind == sc.KIND_LLM or op in (sc.OP_CHAT, sc.OP_TEXT_COMPLETION)) and not _under_llm(span, by_id):
         return f"llm:{span.model or span.attributes.get(sc.GEN_AI_REQUEST_MODEL) or 'unknown model'}"
     return None
 

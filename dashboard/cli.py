@@ -1,14 +1,14 @@
 """``agentwatch dashboard``: start the Streamlit dashboard as a headless server.
 
-Streamlit runs in a subprocess (``python -m streamlit run dashboard/app.py``), configured
-through the ``AGENTWATCH_*`` variables of ``dashboard.config``; the flags below set them.
+The command replaces itself with ``python -m streamlit run dashboard/app.py`` (exec, so
+signals reach Streamlit directly and no orphan is left), configured through the
+``AGENTWATCH_*`` variables of ``dashboard.config``; the flags below set them.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -52,10 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if env.get("AGENTWATCH_DASHBOARD_OPEN") == "1" and args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: open mode (no login) on {args.host}: anyone who reaches it sees the project's data", file=sys.stderr)
     print(f"agentwatch dashboard on http://{args.host}:{args.port} (collector {env.get('AGENTWATCH_COLLECTOR_URL', DEFAULT_COLLECTOR_URL)})", file=sys.stderr)
-    with subprocess.Popen(streamlit_command(args), env=env) as proc:
-        try:
-            return proc.wait()
-        except KeyboardInterrupt:
-            proc.terminate()
-            proc.wait(timeout=10)
-            return 130
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, streamlit_command(args), env)
+    return 0  # not reached: execve replaces the process

@@ -202,6 +202,7 @@ def empty(message: str, command: str = "") -> None:
 
 # --- units -------------------------------------------------------------------------------
 
+_COUNTS = {"runs", "steps_per_run", "tool_calls", "max_steps", "input_tokens", "output_tokens", "feedback_score"}
 _UNITS = {"usd": "USD", "$": "USD", "seconds": "s", "sec": "s", "ratio": "ratio", "fraction": "ratio", "%": "ratio"}
 
 
@@ -216,7 +217,9 @@ def unit_of(metric: str, api_unit: str = "") -> str:
     if metric == "tokens_per_s":
         return "tokens/s"
     if metric == "runs_per_min":
-        return "runs/min"
+        return "/min"
+    if metric in _COUNTS:
+        return ""
     return _UNITS.get(api_unit.lower(), api_unit)
 
 
@@ -232,6 +235,10 @@ def fmt(value: float | None, unit: str) -> str:
         return f"{value * 100:.1f} %"
     if unit in ("", "1", "count"):
         return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+    if unit == "tokens/s":
+        return f"{value:,.1f} tok/s"
+    if unit.startswith("/"):
+        return f"{value:,.2f}{unit}"
     return f"{value:,.2f} {unit}"
 
 

@@ -92,7 +92,7 @@ class AgentConfig:
     backoff_s: float = 0.05
     tool_timeout_s: float = 1.0
     report_max_tokens: int = 400  # bound of the evolving report (iterative mode)
-    max_output_tokens: int = 512
+    max_output_tokens: int = 1024
     temperature: float = 0.0
     max_cost_usd: float | None = None
     max_seconds: float | None = None
@@ -178,7 +178,7 @@ class ResearchAgent:
         except agentwatch.BudgetExceeded as exc:
             result.outcome, result.reason = "abandoned", str(exc)
             result.budget_exceeded = str(getattr(exc, "limit", "") or "budget")
-        except (AgentError, ToolError, openai.OpenAIError) as exc:
+        except (AgentError, openai.OpenAIError) as exc:
             result.outcome, result.reason = "failure", f"{type(exc).__name__}: {exc}"
         result.duration_s = time.monotonic() - started
         return result
@@ -195,7 +195,7 @@ class ResearchAgent:
             except agentwatch.BudgetExceeded as exc:
                 run.set_outcome("abandoned", reason=str(exc))
                 raise
-            except (AgentError, ToolError, openai.OpenAIError) as exc:
+            except (AgentError, openai.OpenAIError) as exc:
                 run.set_outcome("failure", reason=f"{type(exc).__name__}: {exc}")
                 raise
             run.set_outcome(result.outcome, reason=result.reason)
@@ -236,9 +236,6 @@ class ResearchAgent:
         result.outcome, result.reason = "success", "report written"
 
     # --- model calls -----------------------------------------------------------------------
-
-    def _tier(self, model: str) -> str:
-        return "small" if self.config.small_model and model == self.config.small_model != self.config.model else "large"
 
     async def _chat(self, model: str, messages: list[dict[str, Any]], result: RunResult,
                     *, tools: list[dict[str, Any]] | None = None) -> _Reply:
@@ -308,9 +305,9 @@ class ResearchAgent:
         cached = self.cache.get(name, argument)
         if cached is not None:
             async with agentwatch.tool(name):
+                result.tool_calls += 1
                 saved = count_tokens(cached)
                 _annotate({sc.AW_TOOL_CACHE_HIT: True, sc.AW_TOOL_TOKENS_SAVED: saved})
-            result.tool_calls += 1
             result.cache_hits += 1
             result.tokens_saved += saved
             return cached
@@ -322,9 +319,8 @@ class ResearchAgent:
         for attempt in range(self.config.tool_retries + 1):
             if attempt:
                 await asyncio.sleep(self.config.backoff_s * 2 ** (attempt - 1) * (0.5 + self._rng.random()))
-            result.tool_calls += 1
             try:
-                output = await self._call_once(name, argument)
+                output = await self._call_once(name, argument, result)
             except UnknownDocument as exc:
                 result.tool_failures += 1
                 return f"error: {exc}"
@@ -337,9 +333,10 @@ class ResearchAgent:
             return output
         return f"error: {name} failed {self.config.tool_retries + 1} times, last: {last}"
 
-    async def _call_once(self, name: str, argument: str) -> str:
+    async def _call_once(self, name: str, argument: str, result: RunResult) -> str:
         """One attempt; the SDK's tool timeout cuts a call that hangs (and traces it as a timeout)."""
         async with agentwatch.tool(name, timeout=self.config.tool_timeout_s):
+            result.tool_calls += 1
             _annotate({sc.AW_TOOL_CACHE_HIT: False})
             if name == "search":
                 return await self.tools.search(argument)

@@ -10,11 +10,13 @@ the research agent in this process, traced by the SDK like any user's agent:
 2. *spike*: twice the users switch to long ReAct runs with every call on ``sim-large``, so the
    cost per minute really rises (each step re-sends the history to the expensive model).
 
-The demo's alert rules (``demo_rules.yaml`` next to this module) use short buckets and windows
-so that the spike fires within a 40-second demo: a learned-baseline cost-spike rule and a
-static per-run cost rule. At the end it prints the runs recorded (from the collector's
-``/api/runs``) and each alert that fired (from ``/api/alerts``). Ctrl-C stops every child.
-The data directory and its project key are reused by the next run.
+The demo's alert rules (``demo_rules.yaml`` next to this module, evaluated every 2 s) are the
+default cost rules with buckets of seconds instead of hours, so that the spike fires within a
+40-second demo: the agent's cost per 5 s and its most expensive run per 10 s, each against a
+baseline learned from the last few buckets. At the end it prints the runs recorded (from the
+collector's ``/api/runs``) and each alert that fired (from ``/api/alerts``). Ctrl-C (or
+SIGTERM) stops every child. The data directory and its project key are reused by the next
+run; children's logs are in ``<data-dir>/logs``.
 """
 
 from __future__ import annotations
@@ -22,14 +24,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import webbrowser
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
@@ -62,7 +66,7 @@ class DemoOptions:
     port_offset: int = 0
     users: int = 3
     engine_speed: float = 4.0
-    log: Callable[[str], None] = print
+    log: Callable[[str], None] = functools.partial(print, flush=True)
 
     @property
     def ports(self) -> dict[str, int]:
@@ -93,12 +97,20 @@ def register_demo(sub: argparse._SubParsersAction) -> None:
 def run_demo_command(args: argparse.Namespace) -> int:
     options = DemoOptions(duration_s=args.duration, data_dir=args.data_dir, open_browser=not args.no_browser,
                           port_offset=args.port_offset, users=args.users, engine_speed=args.engine_speed)
+    signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl-C: children first, then exit
     try:
         report = run_demo(options)
     except DemoError as exc:
         print(f"agentwatch demo: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("agentwatch demo: interrupted; every child process was stopped", file=sys.stderr)
+        return 130
     return 0 if report.runs_recorded else 1
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def run_demo(options: DemoOptions) -> DemoReport:
@@ -107,12 +119,26 @@ def run_demo(options: DemoOptions) -> DemoReport:
         raise DemoError("--duration must be at least 10 seconds and --users at least 1")
     _check_ports(options.ports)
     options.data_dir.mkdir(parents=True, exist_ok=True)
-    stack = ProcessGroup(options.data_dir / "logs", options.log)
+    group = ProcessGroup(options.data_dir / "logs", options.log)
     try:
-        urls, key = _start_stack(stack, options)
+        urls, key = _start_stack(group, options)
         return asyncio.run(_drive(options, urls, key))
     finally:
-        stack.stop()
+        with _interrupts_ignored():  # a second Ctrl-C must not leave children behind
+            agentwatch.shutdown(timeout_s=5.0)  # flush while the collector still runs
+            group.stop()
+
+
+@contextlib.contextmanager
+def _interrupts_ignored() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 # --- the processes ----------------------------------------------------------------------------
@@ -120,6 +146,7 @@ def run_demo(options: DemoOptions) -> DemoReport:
 def _check_ports(ports: dict[str, int]) -> None:
     for name, port in ports.items():
         with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do: TIME_WAIT is no obstacle
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
@@ -214,14 +241,23 @@ def start_collector(group: ProcessGroup, data_dir: Path, *, port: int, grpc_port
     return url
 
 
+def start_engine(group: ProcessGroup, *, port: int, speed: float, collector: str | None = None,
+                 key: str | None = None) -> str:
+    """``agentwatch engine --sim``, its spans sent to ``collector``; returns its URL once it answers."""
+    url = f"http://127.0.0.1:{port}"
+    tracing = ["--otlp-endpoint", collector, "--api-key", key or ""] if collector else []
+    group.start("engine", _agentwatch("engine", "--sim", "--port", str(port), "--speed", str(speed), *tracing), {})
+    group.wait_ready("engine", url + "/v1/models")
+    return url
+
+
 def _start_stack(group: ProcessGroup, options: DemoOptions) -> tuple[dict[str, str], str]:
     ports, data_dir = options.ports, options.data_dir
+    options.log(f"starting the simulated engine, the collector and the dashboard (logs in {data_dir / 'logs'})")
     key = project_key(data_dir)
-    urls = {"engine": f"http://127.0.0.1:{ports['engine']}", "dashboard": f"http://127.0.0.1:{ports['dashboard']}"}
-    collector_url = f"http://127.0.0.1:{ports['collector']}"
-    group.start("engine", _agentwatch("engine", "--sim", "--port", str(ports["engine"]), "--speed",
-                                      str(options.engine_speed), "--otlp-endpoint", collector_url, "--api-key", key), {})
-    group.wait_ready("engine", urls["engine"] + "/v1/models")
+    urls = {"dashboard": f"http://127.0.0.1:{ports['dashboard']}"}
+    urls["engine"] = start_engine(group, port=ports["engine"], speed=options.engine_speed,
+                                  collector=f"http://127.0.0.1:{ports['collector']}", key=key)
     urls["collector"] = start_collector(group, data_dir, port=ports["collector"], grpc_port=ports["collector-grpc"],
                                         key=key, env={
         "AGENTWATCH_SCRAPE_TARGETS": f"sim-engine={urls['engine']}/metrics", "AGENTWATCH_SCRAPE_INTERVAL_S": "2",
@@ -272,20 +308,26 @@ async def _drive(options: DemoOptions, urls: dict[str, str], key: str) -> DemoRe
 
 
 async def _phases(options: DemoOptions, engine_url: str) -> dict[str, LoadSummary]:
-    """Baseline (routed, bounded context), then the spike (ReAct, everything on the large model)."""
+    """Baseline (routed, bounded context), then the spike (ReAct, everything on the large model).
+
+    The spike starts on time while the last baseline runs finish, so the demo lasts about
+    ``duration_s`` plus one run.
+    """
     corpus, cache = Corpus.load(), ToolCache()
     baseline_s = options.duration_s * BASELINE_SHARE
+    spike_s = options.duration_s - baseline_s
     baseline = _agent(engine_url, AgentConfig(mode="iterative", max_steps=10), cache, corpus, seed=1)
     spike = _agent(engine_url, AgentConfig(mode="react", small_model=None, max_steps=14), cache, corpus, seed=2)
     options.log(f"phase 1/2: baseline, {options.users} users, evolving-report runs routed to sim-small "
                 f"({baseline_s:.0f} s)")
-    first = await generate_load(baseline, LoadConfig(users=options.users, runs=100_000, think_time_s=0.5,
-                                                     duration_s=baseline_s, seed=1))
+    first = asyncio.create_task(generate_load(baseline, LoadConfig(
+        users=options.users, runs=1_000_000, think_time_s=0.5, duration_s=baseline_s, seed=1)))
+    await asyncio.sleep(baseline_s)
     options.log(f"phase 2/2: cost spike, {2 * options.users} users switch to long ReAct runs on sim-large "
-                f"({options.duration_s - baseline_s:.0f} s)")
-    second = await generate_load(spike, LoadConfig(users=2 * options.users, runs=100_000,
-                                                   duration_s=options.duration_s - baseline_s, seed=2))
-    return {"baseline": first, "spike": second}
+                f"({spike_s:.0f} s)")
+    second = await generate_load(spike, LoadConfig(users=2 * options.users, runs=1_000_000,
+                                                   duration_s=spike_s, seed=2))
+    return {"baseline": await first, "spike": second}
 
 
 async def _watch(collector: str, key: str, started: float, log: Callable[[str], None]) -> None:
@@ -307,7 +349,7 @@ async def _watch(collector: str, key: str, started: float, log: Callable[[str], 
 async def _final_report(collector: str, key: str, started: float, completed: int) -> DemoReport:
     """Wait (bounded) until the runs are stored and an alert has fired, then read both."""
     runs, alerts = 0, []
-    deadline = time.monotonic() + max(6 * ALERT_INTERVAL_S, 20.0)
+    deadline = time.monotonic() + max(15 * ALERT_INTERVAL_S, 30.0)
     async with httpx.AsyncClient(base_url=collector, headers=_auth(key), timeout=10.0) as client:
         while time.monotonic() < deadline:
             with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
@@ -327,4 +369,10 @@ def _print_report(report: DemoReport, log: Callable[[str], None]) -> None:
     if not report.alerts:
         log("alerts fired: none")
     for alert in report.alerts:
-        log(f"alert fired: {alert['rule']} [{alert['severity']}] {alert['state']}: {alert['message']}")
+        resolved = f", resolved {alert['resolved_at'] - alert['started_at']:.0f} s later" if alert.get("resolved_at") else ""
+        log(f"alert fired: {alert['rule']} [{alert['severity']}] {alert['scope']}: {alert['metric']} = "
+            f"{_number(alert['value'])} against a baseline of {_number(alert['baseline'])}{resolved}")
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"

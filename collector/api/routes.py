@@ -17,7 +17,7 @@ from typing import Annotated, Literal, TypeVar
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, Field
 
-from collector import query
+from collector import query, reprice
 from collector.api.schemas import (
     CostBreakdown,
     EngineInfo,
@@ -35,6 +35,7 @@ from collector.scraper import parse_targets, register_engine
 from collector.storage.base import StoreUnavailable
 
 router = APIRouter(prefix="/api", tags=["query"])
+router.include_router(reprice.router)  # POST /api/admin/reprice (admin token)
 
 DEFAULT_RANGE_S = 3600
 DEFAULT_POINTS = 120

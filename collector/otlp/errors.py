@@ -20,6 +20,10 @@ class BadRequest(IngestError):
     """A body that is not a valid export request (garbage, truncated, wrong structure)."""
 
 
+class Unauthenticated(IngestError):
+    status = 401
+
+
 class PayloadTooLarge(IngestError):
     status = 413
 

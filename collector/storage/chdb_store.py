@@ -14,14 +14,20 @@ from typing import Any
 import pyarrow as pa
 
 from collector.storage.base import QueryError, StoreUnavailable
+from collector.storage.recent import RecentKeys
 from collector.storage.sql_store import SqlStore, arrow_rows
 
 
 class ChdbStore(SqlStore):
-    """A chDB session over ``path``; raises ``StoreUnavailable`` when the path is in use."""
+    """A chDB session over ``path``; raises ``StoreUnavailable`` when the path is in use.
 
-    def __init__(self, path: str | Path, *, retention_days: int = 30) -> None:
-        super().__init__(retention_days=retention_days)
+    The only writer of its directory, so it may vouch for recently stored span keys itself
+    (``RecentKeys``, ``recent_window_s`` = 0 turns that off).
+    """
+
+    def __init__(self, path: str | Path, *, retention_days: int = 30, recent_window_s: float = 60.0) -> None:
+        recent = RecentKeys(recent_window_s) if recent_window_s > 0 else None
+        super().__init__(retention_days=retention_days, recent_keys=recent)
         self.path = Path(path)
         self._lock = threading.RLock()
         self._session = _open_session(self.path)

@@ -6,10 +6,12 @@ both take without a per-row conversion on their side, so the only Python loop is
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import fields
+from itertools import chain
 from operator import attrgetter
 
+import numpy as np
 import pyarrow as pa
 
 from collector.model import SpanRow
@@ -43,22 +45,34 @@ _TYPES: dict[str, pa.DataType] = {
 COLUMN_NAMES: tuple[str, ...] = tuple(name.removesuffix("_ns") for name in SPAN_FIELDS)
 
 
-def _clamp_tokens(values: Iterable[int]) -> list[int]:
+def _map_column(values: list[dict[str, str]]) -> pa.Array:
+    """Dicts as one Arrow map array, built from flat key and value lists (no per-row pairs)."""
+    offsets = [0]
+    total = 0
+    for item in values:
+        total += len(item)
+        offsets.append(total)
+    keys = pa.array(list(chain.from_iterable(values)), type=_STR)
+    items = pa.array(list(chain.from_iterable(item.values() for item in values)), type=_STR)
+    return pa.MapArray.from_arrays(pa.array(offsets, type=pa.int32()), keys, items)
+
+
+def _tokens_column(values: list[int]) -> pa.Array:
     """Token counts beyond UInt32 are nonsense from a client; clamp rather than fail the batch."""
-    return [min(max(int(v), 0), 0xFFFFFFFF) for v in values]
+    return pa.array(np.clip(np.asarray(values, dtype=np.float64), 0, 0xFFFFFFFF).astype(np.uint32))
 
 
-def _column(name: str, values: tuple) -> pa.Array:
+def _column(name: str, rows: Sequence[SpanRow]) -> pa.Array:
+    values = list(map(attrgetter(name), rows))
     kind = _TYPES.get(name, _STR)
     if kind is _MAP:
-        return pa.array([list(v.items()) for v in values], type=_MAP)
+        return _map_column(values)
     if name.endswith("_tokens"):
-        return pa.array(_clamp_tokens(values), type=kind)
+        return _tokens_column(values)
     return pa.array(values, type=kind)
 
 
 def spans_table(rows: Sequence[SpanRow]) -> pa.Table:
-    """One Arrow table with the spans table's columns, in its order."""
-    columns = zip(*map(attrgetter(*SPAN_FIELDS), rows), strict=True) if rows else [()] * len(SPAN_FIELDS)
-    arrays = [_column(name, values) for name, values in zip(SPAN_FIELDS, columns, strict=True)]
+    """One Arrow table with the spans table's columns, in its order (one C-level pass per field)."""
+    arrays = [_column(name, rows) for name in SPAN_FIELDS]
     return pa.Table.from_arrays(arrays, names=list(COLUMN_NAMES))

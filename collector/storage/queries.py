@@ -320,3 +320,42 @@ INNER JOIN (
 ) AS t ON m.minute = t.minute
 GROUP BY running
 ORDER BY running"""
+
+# Every registered engine of every project: the scraper's runtime targets.
+ENGINES_ALL = """
+SELECT toString(project) AS project, engine, argMax(url, updated_at) AS url
+FROM engines GROUP BY project, engine"""
+
+# --- re-pricing ----------------------------------------------------------------------------
+_REPRICE_SCOPE = """kind = 'llm' AND model != ''
+    AND start_time >= fromUnixTimestamp64Nano({since_ns:Int64})
+    AND ({project:String} = '' OR project = {project:String})"""
+
+REPRICE_MODELS = f"""
+SELECT toString(model) AS model, toString(provider) AS provider, count() AS spans
+FROM spans WHERE {_REPRICE_SCOPE}
+GROUP BY model, provider ORDER BY model, provider"""
+
+# One mutation for every model: prices are looked up by "model|provider" in bound arrays; the
+# formula is agentwatch.PriceTable.cost (cached tokens are part of the input tokens).
+_PRICE_INDEX = "indexOf({keys:Array(String)}, concat(toString(model), '|', toString(provider)))"
+REPRICE_SPANS = f"""
+ALTER TABLE spans UPDATE
+    cost_usd = if({_PRICE_INDEX} = 0, cost_usd, (
+        (input_tokens - least(cached_tokens, input_tokens)) * arrayElement({{input:Array(Float64)}}, {_PRICE_INDEX})
+        + least(cached_tokens, input_tokens) * arrayElement({{cached:Array(Float64)}}, {_PRICE_INDEX})
+        + output_tokens * arrayElement({{output:Array(Float64)}}, {_PRICE_INDEX})) / 1e6),
+    price_version = if({_PRICE_INDEX} = 0, price_version, {{version:String}})
+WHERE {_REPRICE_SCOPE}
+SETTINGS mutations_sync = 2"""
+
+# Run totals are rebuilt from the re-priced spans, hour by hour from the first affected hour.
+_REBUILD_SCOPE = """hour >= toStartOfHour(fromUnixTimestamp64Nano({since_ns:Int64}))
+    AND ({project:String} = '' OR project = {project:String})"""
+DROP_RUNS = f"ALTER TABLE runs_agg DELETE WHERE {_REBUILD_SCOPE} SETTINGS mutations_sync = 2"
+REBUILD_RUNS = f"""
+INSERT INTO runs_agg
+SELECT project, hour, trace_id, {RUN_PARTIALS}
+FROM (SELECT *, toStartOfHour(start_time) AS hour FROM spans)
+WHERE {_REBUILD_SCOPE}
+GROUP BY project, hour, trace_id"""

@@ -14,12 +14,14 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from collector.model import SpanRow
 from collector.storage import queries, schema
 from collector.storage.base import QueryError
 from collector.storage.columns import spans_table
+from collector.storage.recent import RecentKeys, key_hashes
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +29,10 @@ log = logging.getLogger(__name__)
 class SqlStore(ABC):
     """Store logic over three back-end primitives; see ``collector.storage.base.Store``."""
 
-    def __init__(self, *, retention_days: int = 30) -> None:
+    def __init__(self, *, retention_days: int = 30, recent_keys: RecentKeys | None = None) -> None:
         self.retention_days = retention_days
         self._insert_lock = threading.Lock()
+        self._recent = recent_keys
 
     # --- back-end primitives -----------------------------------------------------------------
     @abstractmethod
@@ -75,24 +78,31 @@ class SqlStore(ABC):
         """Insert the spans whose (project, trace_id, span_id) is not stored yet.
 
         The check and the insert run under one lock, so this process never writes a key
-        twice; a repeated ``dedup_token`` is also ignored by the table itself.
+        twice; a repeated ``dedup_token`` is also ignored by the table itself. Spans that
+        ``RecentKeys`` vouches for skip the look-up in the store.
         """
         with self._insert_lock:
-            fresh = self._drop_stored(_unique(rows))
+            rows = _unique(rows)
+            hashes = key_hashes(rows)
+            new = self._recent.certainly_new(rows, hashes) if self._recent else np.zeros(len(rows), dtype=bool)
+            stored = self._stored_keys([r for r, sure in zip(rows, new, strict=True) if not sure])
+            keep = new | np.fromiter(((r.project, r.trace_id, r.span_id) not in stored for r in rows), dtype=bool, count=len(rows))
+            fresh = [r for r, k in zip(rows, keep, strict=True) if k]
             if fresh:
                 self._insert_arrow("spans", spans_table(fresh), dedup_token=dedup_token)
+                if self._recent:
+                    self._recent.add(hashes[keep])
             return len(fresh)
 
-    def _drop_stored(self, rows: list[SpanRow]) -> list[SpanRow]:
+    def _stored_keys(self, rows: list[SpanRow]) -> set[tuple[str, str, str]]:
+        """The keys among ``rows`` that the store already holds (exact)."""
         by_project: dict[str, list[SpanRow]] = defaultdict(list)
         for row in rows:
             by_project[row.project].append(row)
         stored: set[tuple[str, str, str]] = set()
         for project, group in by_project.items():
             stored.update((project, r["trace_id"], r["span_id"]) for r in self.query(queries.STORED_SPAN_KEYS, _key_params(project, group)))
-        if not stored:
-            return rows
-        return [r for r in rows if (r.project, r.trace_id, r.span_id) not in stored]
+        return stored
 
     # --- small tables ----------------------------------------------------------------------
     def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

@@ -116,7 +116,7 @@ class ModelEngine:
         job = Job(request, pieces, finish_reason, time.time(), params=params, carrier=carrier)
         self.scheduler.add(request)
         self._jobs[request.request_id] = job
-        self.metrics.waiting.set(len(self.scheduler.waiting))
+        self._set_gauges()
         self._wake.set()
         return job
 
@@ -125,6 +125,7 @@ class ModelEngine:
         if self._jobs.pop(job.request.request_id, None) is not None:
             self.scheduler.abort(job.request.request_id)
             self.metrics.success("abort")
+            self._set_gauges()
 
     async def stream(self, job: Job) -> AsyncIterator[object]:
         """The job's pieces as the engine produces them."""
@@ -161,7 +162,8 @@ class ModelEngine:
             job = self._jobs.pop(request.request_id, None)
             if job is not None:
                 self._finish(job, now)
-        self._update_gauges(result)
+        self._set_gauges()
+        self._update_counters(result)
 
     def _emit(self, job: Job, now: float) -> None:
         if job.first_token is None:
@@ -183,11 +185,14 @@ class ModelEngine:
             except Exception:
                 log.exception("simulated engine: finished-request hook failed")
 
-    def _update_gauges(self, result: StepResult) -> None:
+    def _set_gauges(self) -> None:
+        scheduler, m = self.scheduler, self.metrics
+        m.running.set(len(scheduler.running))
+        m.waiting.set(len(scheduler.waiting))
+        m.kv_usage.set(scheduler.pool.used / scheduler.pool.num_blocks)
+
+    def _update_counters(self, result: StepResult) -> None:
         m = self.metrics
-        m.running.set(result.num_running)
-        m.waiting.set(result.num_waiting)
-        m.kv_usage.set(result.kv_usage)
         m.prefix_queries.inc(result.prefix_queries)
         m.prefix_hits.inc(result.prefix_hits)
         m.preemptions.inc(len(result.preempted))

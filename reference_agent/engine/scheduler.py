@@ -2,11 +2,12 @@
 
 One call to ``Scheduler.step()`` is one engine step. In it the scheduler
 
-1. admits waiting requests (first come, first served) while a sequence slot is free and the
-   KV cache has the blocks for the prompt plus the first token; a request whose prompt
-   prefix is in the prefix cache reuses those blocks and only computes the rest;
-2. makes room for every running sequence's next token, preempting the most recently
+1. makes room for every running sequence's next token, preempting the most recently
    admitted sequence (recompute, as vLLM does) when no KV block is left;
+2. unless it had to preempt, admits waiting requests (first come, first served) while a
+   sequence slot is free and the KV cache has the blocks for the prompt plus the first
+   token; a request whose prompt prefix is in the prefix cache reuses those blocks and only
+   computes the rest;
 3. "runs" the step: each admitted sequence computes its uncached prompt tokens and every
    running sequence emits one token, so a request that needs n tokens occupies its slot for
    n steps; sequences that reach their length finish and free their slot and blocks, and
@@ -85,7 +86,6 @@ class StepResult:
     prefix_hits: int  # of which found
     num_running: int
     num_waiting: int
-    kv_usage: float  # fraction of KV blocks held by running sequences after the step
 
     @property
     def batch_size(self) -> int:
@@ -120,6 +120,10 @@ class BlockPool:
                 break
             found.append(block)
         return found
+
+    def count_unreferenced(self, blocks: Sequence[int]) -> int:
+        """How many of ``blocks`` are cached but held by nobody (taking them lowers ``available``)."""
+        return sum(1 for block in blocks if self._refs[block] == 0)
 
     def take_cached(self, blocks: Sequence[int]) -> None:
         for block in blocks:
@@ -225,8 +229,9 @@ class Scheduler:
     def step(self) -> StepResult:
         """Run one engine step (see the module docstring)."""
         self.steps += 1
-        admitted, queries, hits, prefill = self._admit()
         preempted = self._reserve_next_tokens()
+        # as in vLLM: a step that had to preempt admits nobody (the cache is under pressure)
+        admitted, queries, hits, prefill = ([], 0, 0, 0) if preempted else self._admit()
         emitted = list(self.running)
         finished = self._emit(emitted)
         self.busy_slot_steps += len(emitted)
@@ -241,7 +246,6 @@ class Scheduler:
             prefix_hits=hits,
             num_running=len(self.running),
             num_waiting=len(self.waiting),
-            kv_usage=self.pool.used / self.pool.num_blocks,
         )
 
     # --- admission ------------------------------------------------------------------------
@@ -275,9 +279,8 @@ class Scheduler:
         while cached_blocks and len(cached_blocks) * self.block_size >= request.prompt_tokens:
             cached_blocks.pop()
         needed = self._blocks_for(request.prompt_tokens + request.generated + 1)
-        reusable_free = sum(1 for block in cached_blocks if self.pool._refs[block] == 0)
         fresh = needed - len(cached_blocks)
-        if fresh > self.pool.available - reusable_free:
+        if fresh > self.pool.available - self.pool.count_unreferenced(cached_blocks):
             return None
         self.pool.take_cached(cached_blocks)
         request.blocks = cached_blocks + self.pool.allocate(fresh)

@@ -79,6 +79,7 @@ class ChatRequest:
     model: str
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
+    tool_choice_none: bool  # tools are in the prompt but may not be called
     stream: bool
     include_usage: bool
     max_tokens: int | None
@@ -118,6 +119,7 @@ def parse_chat_request(body: Any, served: Mapping[str, ModelEngine]) -> ChatRequ
         model=model,
         messages=messages,
         tools=tools,
+        tool_choice_none=body.get("tool_choice") == "none",
         stream=bool(body.get("stream", False)),
         include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
         max_tokens=max_tokens,
@@ -244,7 +246,7 @@ class SimEngineServer:
 
     def submit(self, chat: ChatRequest, headers: Mapping[str, str]) -> tuple[ModelEngine, Job, list[Delta]]:
         engine = self.engines[chat.model]
-        answer = policy.decide(chat.messages, chat.tools)
+        answer = policy.decide(chat.messages, () if chat.tool_choice_none else chat.tools)
         deltas, reason = plan_output(answer, max_tokens=chat.max_tokens, ignore_eos=chat.ignore_eos)
         prompt = tokenize(render_prompt(chat.messages, chat.tools))
         limit = engine.profile.max_model_len

@@ -51,9 +51,10 @@ class RequestRecord:
     finish_reason: str
 
 
-def span_attributes(record: RequestRecord) -> dict[str, str | int | float]:
-    """The attributes vLLM puts on its ``llm_request`` span."""
-    attributes: dict[str, str | int | float] = {
+def span_attributes(record: RequestRecord) -> dict[str, str | int | float | tuple[str, ...]]:
+    """The attributes vLLM puts on its ``llm_request`` span, plus the finish reason."""
+    attributes: dict[str, str | int | float | tuple[str, ...]] = {
+        sc.GEN_AI_RESPONSE_FINISH_REASONS: (record.finish_reason,),
         sc.GEN_AI_REQUEST_ID: record.request_id,
         sc.GEN_AI_REQUEST_MODEL: record.model,
         sc.GEN_AI_RESPONSE_MODEL: record.model,
@@ -66,7 +67,6 @@ def span_attributes(record: RequestRecord) -> dict[str, str | int | float]:
         sc.GEN_AI_LATENCY_TIME_IN_MODEL_PREFILL: record.first_token - record.scheduled,
         sc.GEN_AI_LATENCY_TIME_IN_MODEL_DECODE: record.finished - record.first_token,
         sc.GEN_AI_LATENCY_TIME_IN_MODEL_INFERENCE: record.finished - record.scheduled,
-        sc.GEN_AI_RESPONSE_FINISH_REASONS: record.finish_reason,
     }
     optional = {
         sc.GEN_AI_REQUEST_MAX_TOKENS: record.max_tokens,

@@ -99,6 +99,8 @@ def _validate(name: str, value: object) -> None:
         raise ValueError("must be at least 1")
     if name == "export_retries" and int(value) < 0:  # type: ignore[call-overload]
         raise ValueError("must not be negative")
+    if name == "max_content_chars" and int(value) < 16:  # type: ignore[call-overload]
+        raise ValueError("must be at least 16")
     if name.endswith("_s") and float(value) <= 0:  # type: ignore[arg-type]
         raise ValueError("must be positive")
     if name == "endpoint" and not str(value).startswith(("http://", "https://")):
@@ -132,7 +134,8 @@ def resolve(**arguments: object) -> Config:
         if not hasattr(defaults, name):
             raise TypeError(f"init() got an unexpected keyword argument {name!r}")
         if arg is not None:
-            values[name] = arg
+            default = getattr(defaults, name)
+            values[name] = arg if default is None else _check_argument(name, arg, default)
     if values.get("redact") is not None and not callable(values["redact"]):
         raise ValueError("redact: must be a callable taking and returning a str")
     return Config(**values)  # type: ignore[arg-type]

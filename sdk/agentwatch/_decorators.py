@@ -172,7 +172,13 @@ class _Scope:
         if self._span is not None:
             raise RuntimeError(f"agentwatch.{self.kind}() context manager entered twice; create a new one")
         self._run = _RUN.get()
-        attributes = self._attributes()  # may raise BudgetExceeded: before any span exists
+        try:
+            attributes = self._attributes()  # may raise BudgetExceeded: before any span exists
+        except BudgetExceeded:
+            raise
+        except Exception as bug:  # ours: the user's code still runs, in a bare span
+            internal_error(f"starting a {self.kind} span", bug)
+            attributes = {}
         span = STATE.tracer.start_span(self._span_name(), attributes=attributes)
         self._span = span
         self._ctx = trace.set_span_in_context(span)
@@ -347,6 +353,17 @@ async def _traced_async_gen(scope: _Scope, gen: AsyncGenerator[Any, Any]) -> Asy
         raise
     finally:
         scope._finish(error)
+
+
+def _set_content(span: Span | None, key: str, value: Any) -> None:
+    """Captured content, redacted, only when capture is on; a value we cannot render is skipped."""
+    redactor = STATE.redactor
+    if redactor is None or span is None:
+        return
+    try:
+        span.set_attribute(key, redactor(value))
+    except Exception as bug:
+        internal_error(f"capturing {key}", bug)
 
 
 def _child_attributes(run: Run | None, step_index: int | None) -> dict[str, Any]:
@@ -546,13 +563,10 @@ class llm(_Scope):  # noqa: N801
 
     def record_messages(self, *, input: object = None, output: object = None) -> None:  # noqa: A002
         """Prompt and completion content; kept only when capture_content is on (redacted)."""
-        redactor = STATE.redactor
-        if redactor is None or self._span is None:
-            return
         if input is not None:
-            self._span.set_attribute(sc.GEN_AI_INPUT_MESSAGES, redactor(input))
+            _set_content(self._span, sc.GEN_AI_INPUT_MESSAGES, input)
         if output is not None:
-            self._span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, redactor(output))
+            _set_content(self._span, sc.GEN_AI_OUTPUT_MESSAGES, output)
 
     def _before_end(self, exc: BaseException | None) -> None:
         model = self.response_model or self.model
@@ -637,6 +651,12 @@ class tool(_Scope):  # noqa: N801
         self._check_sync()
         return super().__enter__()
 
+    def __call__(self, fn: F) -> F:
+        if self.timeout is not None and (inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)):
+            raise ValueError(f"tool({self.name!r}, timeout=...): a timeout applies to a call, "
+                             "not to a generator; time out the awaited work inside it instead")
+        return super().__call__(fn)
+
     async def __aenter__(self) -> Any:
         handle = super().__enter__()
         if self.timeout is not None:
@@ -654,13 +674,12 @@ class tool(_Scope):  # noqa: N801
         super().__exit__(exc_type, exc, tb)
 
     def _capture_call(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
-        if STATE.redactor is not None and self._span is not None:
+        if STATE.redactor is not None:
             value = {"args": list(args), "kwargs": kwargs} if kwargs else list(args)
-            self._span.set_attribute(sc.GEN_AI_TOOL_CALL_ARGUMENTS, STATE.redactor(value))
+            _set_content(self._span, sc.GEN_AI_TOOL_CALL_ARGUMENTS, value)
 
     def _capture_result(self, result: Any) -> None:
-        if STATE.redactor is not None and self._span is not None:
-            self._span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, STATE.redactor(result))
+        _set_content(self._span, sc.GEN_AI_TOOL_CALL_RESULT, result)
 
     def record_result(self, result: Any) -> None:
         """For context-manager use: the tool's result (kept only when capture_content is on)."""

@@ -32,6 +32,7 @@ from ._stats import COUNTERS, internal_error
 
 _RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _MAX_RETRY_AFTER_S = 5.0
+_WARN_EVERY_S = 60.0
 
 
 def suppressed_context() -> otel_context.Context:
@@ -77,7 +78,7 @@ class OtlpHttpExporter:
     def _post(self, body: bytes, deadline: float | None) -> tuple[bool | None, float | None]:
         """One attempt: (True|False, None) when final, (None, retry_after) when worth retrying."""
         timeout = self._timeout if deadline is None else min(self._timeout, deadline - time.monotonic())
-        if timeout <= 0 or self._stop.is_set() and deadline is None:
+        if timeout <= 0 or (self._stop.is_set() and deadline is None):
             return None, None
         COUNTERS.add("export_requests")
         request = urllib.request.Request(self._url, data=body, headers=self._headers, method="POST")
@@ -147,6 +148,8 @@ class BoundedBatchProcessor(SpanProcessor):
         self._init_state()
         self._shutdown = False
         self._deadline: float | None = None  # set while a bounded shutdown drains the queue
+        self._last_warning = -_WARN_EVERY_S
+        self._exporter_url = config.traces_url
         ref = weakref.WeakMethod(self._after_fork)
         os.register_at_fork(after_in_child=lambda: (ref() or (lambda: None))())
 
@@ -159,13 +162,17 @@ class BoundedBatchProcessor(SpanProcessor):
     def _after_fork(self) -> None:
         """The parent's queued spans are the parent's to send; the child starts clean."""
         self._init_state()
-        COUNTERS.reset_after_fork()
 
     def _ensure_worker(self) -> None:
         """Start the worker on first use (and in a forked child); the loop never dies early."""
         if self._worker is None:
-            self._worker = threading.Thread(target=self._run, name="agentwatch-exporter", daemon=True)
-            self._worker.start()
+            worker = threading.Thread(target=self._run, name="agentwatch-exporter", daemon=True)
+            try:
+                worker.start()
+            except RuntimeError as exc:  # "can't create new thread at interpreter shutdown"
+                internal_error("starting the export worker", exc)
+                return
+            self._worker = worker
 
     def on_start(self, span: object, parent_context: object = None) -> None:
         return None
@@ -231,7 +238,16 @@ class BoundedBatchProcessor(SpanProcessor):
             return True
         COUNTERS.add("spans_failed", len(batch))
         COUNTERS.add("export_failures")
+        self._warn_failed(len(batch))
         return False
+
+    def _warn_failed(self, lost: int) -> None:
+        """One warning per ``_WARN_EVERY_S`` (the counters have the full story)."""
+        now = time.monotonic()
+        if now - self._last_warning >= _WARN_EVERY_S:
+            self._last_warning = now
+            logger.warning("agentwatch: could not export %d spans to %s; the agent is unaffected "
+                           "(see agentwatch.stats(): %s)", lost, self._exporter_url, COUNTERS.snapshot())
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Export everything queued now; True when it all reached the collector in time."""

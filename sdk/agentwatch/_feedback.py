@@ -35,8 +35,11 @@ def feedback(run_id: str | Run, *, score: float | None = None, label: str = "", 
 
 def _trace_id(run_id: str | Run) -> str:
     trace_id = run_id.trace_id if isinstance(run_id, Run) else run_id
-    if not isinstance(trace_id, str) or not _TRACE_ID.match(trace_id.lower()) or trace_id.strip("0") == "":
+    if not isinstance(trace_id, str) or not _TRACE_ID.match(trace_id.lower()):
         raise ValueError(f"feedback(run_id={run_id!r}): expected a run's trace_id, 32 hex digits")
+    if trace_id.strip("0") == "":
+        raise ValueError("feedback(): this run has no trace id (32 hex digits, not all zero): "
+                         "tracing was off when it ran (call agentwatch.init() first)")
     return trace_id.lower()
 
 

@@ -8,6 +8,9 @@ unless the caller chose ``stream_options``; that extra usage-only chunk is then 
 the caller, who sees exactly the chunks they would have seen without the SDK. A W3C
 ``traceparent`` header joins the engine's own spans to the trace.
 
+Not covered: ``chat.completions.parse``/``.stream`` helpers and the Responses API (they
+bypass ``create``); ``with_raw_response`` calls get a span without usage.
+
 The import is guarded (no ``openai`` installed: nothing happens) and versions older than
 ``MIN_VERSION`` are left alone with a warning. Wrappers pass straight through when tracing
 is off or suppressed, and a bug of ours falls back to the plain call; only the user's
@@ -128,11 +131,18 @@ def _wrap_async(original: Callable[..., Any]) -> Callable[..., Any]:
 def _begin(resource: Any, kwargs: dict[str, Any]) -> _Call | None:
     """Open the LLM span; None (plain call) if our code fails; BudgetExceeded propagates."""
     try:
-        return _Call(resource, kwargs)
+        scope = llm(str(kwargs.get("model", "")), provider=_provider(resource), streaming=bool(kwargs.get("stream")))
+        scope._start()
     except BudgetExceeded:
         raise
     except Exception as exc:
         internal_error("starting an OpenAI span", exc)
+        return None
+    try:
+        return _Call(scope, kwargs)
+    except Exception as exc:
+        internal_error("preparing an OpenAI request", exc)
+        scope._finish(None)
         return None
 
 
@@ -144,10 +154,9 @@ def _provider(resource: Any) -> str | None:
 class _Call:
     """One ``create()``: the span, the adjusted arguments, and what the response says."""
 
-    def __init__(self, resource: Any, kwargs: dict[str, Any]) -> None:
+    def __init__(self, scope: llm, kwargs: dict[str, Any]) -> None:
         self.streaming = bool(kwargs.get("stream"))
-        self.scope = llm(str(kwargs.get("model", "")), provider=_provider(resource), streaming=self.streaming)
-        self.scope._start()
+        self.scope = scope
         self.kwargs = dict(kwargs)
         self.hide_usage_chunk = False
         if self.streaming and kwargs.get("stream_options") is None:
@@ -169,12 +178,14 @@ class _Call:
             self.scope.record_messages(input=kwargs["messages"])
 
     def wrap_result(self, result: Any) -> Any:
+        from openai import AsyncStream, Stream  # present: only instrumented clients get here
+
         try:
-            if self.streaming and hasattr(result, "__aiter__"):
+            if isinstance(result, AsyncStream):
                 return AsyncTracedStream(result, _StreamObserver(self))
-            if self.streaming and hasattr(result, "__iter__"):
+            if isinstance(result, Stream):
                 return TracedStream(result, _StreamObserver(self))
-            self._record_response(result)
+            self._record_response(result)  # a raw-response wrapper's result records nothing
         except Exception as exc:
             internal_error("recording an OpenAI response", exc)
         self.scope._finish(None)
@@ -215,6 +226,7 @@ class _StreamObserver:
         self.finish: list[str] = []
         self.text: list[str] = []
         self.tool_calls: dict[int, dict[str, str]] = {}
+        self.id_seen = False
         self.done = False
 
     def observe(self, chunk: Any) -> bool:
@@ -235,7 +247,8 @@ class _StreamObserver:
         choices = getattr(chunk, "choices", None) or ()
         for choice in choices:
             self._observe_choice(choice, now)
-        if self.call.scope.span is not None and getattr(chunk, "id", None) and self.token_chunks <= 1:
+        if not self.id_seen and getattr(chunk, "id", None):
+            self.id_seen = True
             self.call._set_response_id(chunk.id)
         return not (self.call.hide_usage_chunk and usage is not None and not choices)
 

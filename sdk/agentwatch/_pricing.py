@@ -36,6 +36,7 @@ from typing import NamedTuple
 from ._stats import COUNTERS, logger
 
 PER_MILLION = 1_000_000
+_MAX_CACHED = 4096  # distinct (model, provider) pairs; a flood of made-up names cannot grow memory
 _PROBE_TOKENS = 1000  # small enough to stay below long-context price tiers
 
 
@@ -87,6 +88,8 @@ class PriceTable:
         try:
             price = self._cache[key]
         except KeyError:
+            if len(self._cache) >= _MAX_CACHED:
+                self._cache.clear()
             price = self._cache[key] = self._resolve(model, provider)
         if price is None:
             self._note_unknown(model)
@@ -100,7 +103,7 @@ class PriceTable:
     def _note_unknown(self, model: str) -> None:
         COUNTERS.add("unknown_models")
         with self._lock:
-            if model not in self._unknown:
+            if model not in self._unknown and len(self._unknown) < _MAX_CACHED:
                 self._unknown.add(model)
                 logger.info("agentwatch: no price for model %r; its cost counts as 0.0", model)
 

@@ -94,6 +94,7 @@ LLM_REQUEST_TYPE = "llm.request.type"
 
 # --- agentwatch extensions ----------------------------------------------------------------
 AW_PROJECT = "agentwatch.project"  # resource attribute; the collector trusts the API key
+AW_SDK_VERSION = "agentwatch.sdk.version"  # resource attribute: version of the SDK that sent the span
 AW_TTFT = "agentwatch.llm.ttft"  # seconds, first content or tool-call chunk
 AW_TPOT = "agentwatch.llm.tpot"  # seconds per output token after the first
 AW_STREAMING = "agentwatch.llm.streaming"

@@ -8,6 +8,7 @@ when many agent threads end spans at once.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 
 logger = logging.getLogger("agentwatch")
@@ -51,6 +52,7 @@ class Counters:
 
 
 COUNTERS = Counters()
+os.register_at_fork(after_in_child=COUNTERS.reset_after_fork)
 
 
 def internal_error(what: str, exc: BaseException) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 
@@ -69,7 +70,7 @@ def init(
     project: str | None = None,
     service_name: str | None = None,
     capture_content: bool | None = None,
-    redact: object | None = None,
+    redact: Callable[[str], str] | None = None,
     sample_rate: float | None = None,
     **options: object,
 ) -> None:
@@ -106,9 +107,10 @@ def _start_provider(config: Config) -> None:
     resource = Resource.create({
         "service.name": config.service_name,
         sc.AW_PROJECT: config.project,
-        "agentwatch.sdk.version": sdk_version(),
+        sc.AW_SDK_VERSION: sdk_version(),
     })
-    provider = TracerProvider(resource=resource, sampler=ParentBased(TraceIdRatioBased(config.sample_rate)))
+    provider = TracerProvider(resource=resource, sampler=ParentBased(TraceIdRatioBased(config.sample_rate)),
+                              shutdown_on_exit=False)  # our own atexit flush is the bounded one
     processor = BoundedBatchProcessor(OtlpHttpExporter(config), config)
     provider.add_span_processor(processor)
     STATE.provider, STATE.processor = provider, processor

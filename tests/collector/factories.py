@@ -6,7 +6,10 @@ import itertools
 import random
 from dataclasses import replace
 
+from collector import query
+from collector.api.schemas import FeedbackIn
 from collector.model import SpanRow
+from collector.storage.base import Store
 
 _ids = itertools.count(1)
 
@@ -66,3 +69,43 @@ def agent_run(
 
 def with_project(rows: list[SpanRow], project: str) -> list[SpanRow]:
     return [replace(r, project=project) for r in rows]
+
+
+def _known_runs(P: str, T: int) -> dict[str, list[SpanRow]]:
+    a = agent_run(project=P, agent="alpha", start_s=T + 60, steps=3, outcome="success")
+    a = [replace(s, tool_cache_hit=True, attributes={"agentwatch.tool.tokens_saved": "100"}) if s.kind == "tool" else s for s in a]
+    f = [s for s in agent_run(project=P, agent="gamma", start_s=T + 2500, steps=2, outcome="success") if s.kind in ("run", "llm")]
+    f = [replace(s, parent_span_id=f[-1].span_id, attributes={"agentwatch.llm.model_tier": "small"}) if s.kind == "llm" else s for s in f]
+    return {
+        "A": a,
+        "B": agent_run(project=P, agent="alpha", start_s=T + 700, steps=2, model="sim-large", cost_per_call=0.05,
+                       outcome="failure", failing_tools=1, status="error"),
+        "C": agent_run(project=P, agent="beta", start_s=T + 1300, steps=4, outcome="success", timed_out_tools=1, status="timeout"),
+        "D": agent_run(project=P, agent="beta", start_s=T + 1900, steps=1, budget_exceeded="cost", status="error"),
+        "F": f,
+        "E": agent_run(project=P, agent="alpha", start_s=T - 1800, steps=1, outcome="failure"),  # previous period
+        "G": agent_run(project=P, agent="beta", start_s=T - 1200, steps=2, outcome="success"),
+    }
+
+
+def seed_known_runs(store: Store, P: str, T: int) -> dict[str, list[SpanRow]]:
+    """Runs A-F in [T, T+3600) and E, G in the hour before, feedback and engine metrics of
+    project P (and run A again in project q2); tests/collector/test_query.py derives the figures."""
+    runs = _known_runs(P, T)
+    for rows in runs.values():
+        store.insert_spans(rows)
+    store.insert_spans(with_project(runs["A"], "q2"))
+    for score in (1.0, 0.5):
+        query.add_feedback(store, P, runs["A"][0].trace_id, FeedbackIn(score=score, label="good"))
+    query.add_feedback(store, P, runs["B"][0].trace_id, FeedbackIn(score=0.0, comment="wrong answer", source="eval"))
+    metrics = [
+        (P, "e1", T + 60, "vllm:num_requests_running", {"model_name": "sim-small"}, 2.0),
+        (P, "e1", T + 70, "vllm:num_requests_running", {"model_name": "sim-small"}, 4.0),
+        (P, "e1", T + 60, "vllm:generation_tokens_total", {"model_name": "sim-small"}, 100.0),
+        (P, "e1", T + 70, "vllm:generation_tokens_total", {"model_name": "sim-small"}, 200.0),
+        (P, "e1", T + 60, "gpu:utilization", {"gpu": "0"}, 50.0),
+        (P, "e1", T + 120, "gpu:utilization", {"gpu": "0"}, 70.0),
+        ("q2", "e2", T + 60, "vllm:num_requests_running", {}, 1.0),
+    ]
+    store.insert_rows("engine_metrics", ("project", "engine", "ts", "metric", "labels", "value"), metrics)
+    return runs

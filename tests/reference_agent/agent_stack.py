@@ -1,5 +1,7 @@
-"""A live stack for the agent's tests: the real collector (subprocess, chDB in a tmp dir) and
-the real simulated engine (in-process server), with the SDK exporting to the collector."""
+"""A live stack for the agent's tests: the real collector (chDB in a tmp dir) and the real
+simulated engine, each in its own process as in the demo, with the SDK exporting to the
+collector. (An engine inside the test process would add FastAPI's own OpenTelemetry server
+spans to the agent's traces, since the SDK's provider becomes the global one.)"""
 
 from __future__ import annotations
 
@@ -14,9 +16,8 @@ import agentwatch
 import httpx
 import openai
 
-from reference_agent.agent import AgentConfig, ResearchAgent
-from reference_agent.demo import ProcessGroup, project_key, start_collector
-from reference_agent.engine.server import EngineConfig, running_server
+from reference_agent.agent import AgentConfig, ResearchAgent, RunResult
+from reference_agent.demo import ProcessGroup, project_key, start_collector, start_engine
 from reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
 from tests.conftest import free_port
 
@@ -38,17 +39,24 @@ class LiveStack:
         return httpx.get(self.collector + path, params=params, headers={"Authorization": f"Bearer {self.key}"},
                          timeout=10.0)
 
-    def run_detail(self, trace_id: str, *, min_spans: int, timeout_s: float = 20.0) -> dict[str, Any]:
-        """``/api/runs/{trace_id}`` once the collector has stored at least ``min_spans`` spans."""
+    def run_detail(self, result: RunResult, *, timeout_s: float = 20.0) -> dict[str, Any]:
+        """``/api/runs/{trace_id}`` once the collector has stored the run span and every LLM and
+        tool span the agent counted."""
         agentwatch.force_flush()
         deadline = time.monotonic() + timeout_s
         while True:
-            response = self.get(f"/api/runs/{trace_id}")
-            if response.status_code == 200 and len(response.json()["spans"]) >= min_spans:
+            response = self.get(f"/api/runs/{result.trace_id}")
+            if response.status_code == 200 and _complete(response.json(), result):
                 return response.json()
             if time.monotonic() > deadline:
-                raise AssertionError(f"run {trace_id} not stored: {response.status_code} {response.text[:300]}")
+                raise AssertionError(f"run {result.trace_id} not stored: {response.status_code} {response.text[:300]}")
             time.sleep(0.3)
+
+
+def _complete(detail: dict[str, Any], result: RunResult) -> bool:
+    kinds = [span["kind"] for span in detail["spans"]]
+    return (kinds.count("run") == 1 and kinds.count("llm") == result.llm_calls
+            and kinds.count("tool") == result.tool_calls + (result.outcome == "success"))
 
 
 @contextlib.contextmanager
@@ -58,13 +66,12 @@ def live_stack(data_dir: Path) -> Iterator[LiveStack]:
         key = project_key(data_dir, "agent-tests")
         collector = start_collector(group, data_dir, port=free_port(), grpc_port=0, key=key,
                                     env={"AGENTWATCH_FLUSH_INTERVAL_S": "0.2", "AGENTWATCH_ALERT_INTERVAL_S": "0"})
-        with running_server(EngineConfig(speed=ENGINE_SPEED), port=free_port()) as engine:
+        engine = start_engine(group, port=free_port(), speed=ENGINE_SPEED)
+        agentwatch.shutdown()
+        agentwatch.init(endpoint=collector, api_key=key, service_name="research-agent-tests", export_interval_s=0.2)
+        try:
+            yield LiveStack(collector, key, engine)
+        finally:
             agentwatch.shutdown()
-            agentwatch.init(endpoint=collector, api_key=key, service_name="research-agent-tests",
-                            export_interval_s=0.2)
-            try:
-                yield LiveStack(collector, key, engine)
-            finally:
-                agentwatch.shutdown()
     finally:
         group.stop()

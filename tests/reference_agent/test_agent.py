@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from agentwatch import _semconv as sc
 
+from reference_agent.agent import RunResult
 from reference_agent.tools import ToolCache, ToolConfig
 from tests.reference_agent.agent_stack import LiveStack, live_stack
 
@@ -38,7 +39,7 @@ def _decision_inputs(detail: dict[str, Any]) -> list[int]:
 def test_run_records_span_tree_with_tokens_and_costs(stack: LiveStack) -> None:
     result = asyncio.run(stack.agent(mode="react").run(LONG_QUESTION, user_id="u1", session_id="s1"))
     assert result.outcome == "success" and "[doc-" in result.report
-    detail = stack.run_detail(result.trace_id, min_spans=1 + result.steps + result.llm_calls + result.tool_calls + 1)
+    detail = stack.run_detail(result)
 
     run = detail["run"]
     assert (run["outcome"], run["status"], run["agent"]) == ("success", "ok", "research-agent")
@@ -66,8 +67,8 @@ def test_run_records_span_tree_with_tokens_and_costs(stack: LiveStack) -> None:
 def test_react_context_grows_faster_than_linearly_iterative_stays_bounded(stack: LiveStack) -> None:
     react = asyncio.run(stack.agent(mode="react").run(LONG_QUESTION))
     iterative = asyncio.run(stack.agent(mode="iterative").run(LONG_QUESTION))
-    grows = _decision_inputs(stack.run_detail(react.trace_id, min_spans=react.llm_calls))
-    bounded = _decision_inputs(stack.run_detail(iterative.trace_id, min_spans=iterative.llm_calls))
+    grows = _decision_inputs(stack.run_detail(react))
+    bounded = _decision_inputs(stack.run_detail(iterative))
     assert len(grows) >= 5 and len(bounded) >= 5
 
     # ReAct: every step re-sends the history, so a step's input keeps growing and the run's
@@ -81,13 +82,18 @@ def test_react_context_grows_faster_than_linearly_iterative_stays_bounded(stack:
 
 
 def test_tool_cache_hits_are_recorded_with_tokens_saved(stack: LiveStack) -> None:
-    cache = ToolCache()
-    agent = stack.agent(mode="iterative", cache=cache)
-    asyncio.run(agent.run("Which settings of circuit breakers matter most for the timeout?"))
-    again = asyncio.run(agent.run("Which settings of circuit breakers matter most for the timeout?"))
+    question = "Which settings of circuit breakers matter most for the timeout?"
+
+    async def twice() -> RunResult:
+        agent = stack.agent(mode="iterative", cache=ToolCache())
+        first = await agent.run(question)
+        assert first.cache_hits == 0
+        return await agent.run(question)
+
+    again = asyncio.run(twice())
     assert again.cache_hits > 0 and again.tokens_saved > 0
 
-    tools = _spans(stack.run_detail(again.trace_id, min_spans=again.tool_calls), "tool")
+    tools = _spans(stack.run_detail(again), "tool")
     hits = [t for t in tools if t["tool_cache_hit"]]
     assert len(hits) == again.cache_hits
     assert sum(int(t["attributes"][sc.AW_TOOL_TOKENS_SAVED]) for t in hits) == again.tokens_saved
@@ -99,8 +105,8 @@ def test_tool_failures_and_timeouts_are_retried_and_recorded(stack: LiveStack) -
                          .run(LONG_QUESTION))
     assert result.tool_failures > 0 and result.tool_timeouts > 0
 
-    detail = stack.run_detail(result.trace_id, min_spans=result.tool_calls + result.llm_calls)
-    failed = [t for t in _spans(detail, "tool") if t["status"] != "ok"]
+    detail = stack.run_detail(result)
+    failed = [t for t in _spans(detail, "tool") if t["status"] == "error"]
     assert len(failed) == result.tool_failures == detail["run"]["tool_failures"]
     assert sum(t["is_timeout"] for t in failed) == result.tool_timeouts
 
@@ -111,6 +117,6 @@ def test_budget_stop_is_recorded_as_abandoned(stack: LiveStack) -> None:
     assert (result.outcome, result.budget_exceeded) == ("abandoned", "cost")
     assert "max_cost_usd" in result.reason
 
-    run = stack.run_detail(result.trace_id, min_spans=result.llm_calls + 1)["run"]
+    run = stack.run_detail(result)["run"]
     assert (run["status"], run["outcome"], run["budget_exceeded"]) == ("budget", "abandoned", "cost")
     assert 0.002 < run["cost_usd"] < 0.01

@@ -224,3 +224,31 @@ def _wait_for_span(receiver: OtlpReceiver, request_id: str, timeout_s: float = 1
         receiver.received.wait(0.2)
         receiver.received.clear()
     raise AssertionError(f"no llm_request span for {request_id} within {timeout_s} s")
+
+
+def test_a_client_that_goes_away_frees_its_slot(engine_url: str) -> None:
+    body = {"model": "sim-large", "stream": True, "ignore_eos": True, "max_tokens": 4000,
+            "messages": [{"role": "user", "content": "a very long answer please"}]}
+    with httpx.stream("POST", f"{engine_url}/v1/chat/completions", json=body, timeout=30) as response:
+        lines = response.iter_lines()
+        assert next(lines).startswith("data: ")
+    deadline = time.monotonic() + 10
+    while True:
+        metrics = {
+            (s.name, s.labels.get("finished_reason")): s.value
+            for family in text_string_to_metric_families(httpx.get(f"{engine_url}/metrics", timeout=10).text)
+            for s in family.samples if s.labels.get("model_name") == "sim-large"
+        }
+        aborted = metrics.get(("vllm:request_success_total", "abort"), 0)
+        if aborted >= 1 and metrics[("vllm:num_requests_running", None)] == 0:
+            break
+        assert time.monotonic() < deadline, metrics
+        time.sleep(0.1)
+
+
+def test_tool_choice_none_answers_in_text_but_still_counts_the_tools(client: openai.OpenAI) -> None:
+    messages = [{"role": "user", "content": QUESTION}]
+    with_tools = client.chat.completions.create(model="sim-small", messages=messages, tools=TOOLS, tool_choice="none")
+    without = client.chat.completions.create(model="sim-small", messages=messages)
+    assert not with_tools.choices[0].message.tool_calls and with_tools.choices[0].message.content
+    assert with_tools.usage.prompt_tokens > without.usage.prompt_tokens

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
+import agentwatch
 import openai
 import pytest
 
@@ -64,8 +65,14 @@ def test_concurrent_users_with_failing_tools(engine: str) -> None:
 
 
 def test_budget_stops_are_counted(engine: str) -> None:
-    agent = _agent(engine, ToolConfig(latency_s=0.001), mode="react", small_model=None, max_cost_usd=0.001)
-    summary = asyncio.run(generate_load(agent, LoadConfig(users=3, runs=3)))
+    # the SDK prices the calls for the budget; its spans go to a closed port and are dropped
+    agentwatch.init(endpoint=f"http://127.0.0.1:{free_port()}", enabled=True, export_retries=0,
+                    shutdown_timeout_s=0.5)
+    try:
+        agent = _agent(engine, ToolConfig(latency_s=0.001), mode="react", small_model=None, max_cost_usd=0.001)
+        summary = asyncio.run(generate_load(agent, LoadConfig(users=3, runs=3)))
+    finally:
+        agentwatch.shutdown()
     assert summary.budget_stops == summary.abandoned == 3
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import agentwatch
 import pytest
+from agentwatch._tracing import STATE
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-import agentwatch
-from agentwatch._tracing import STATE
 from tests.sdk.servers import FakeOpenAI, OtlpReceiver
 
 _ENV = ("ENDPOINT", "API_KEY", "PROJECT", "SERVICE_NAME", "CAPTURE_CONTENT", "SAMPLE_RATE", "PRICES_FILE",

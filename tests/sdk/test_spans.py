@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+import agentwatch
 import pytest
+from agentwatch import _semconv as sc
 from opentelemetry.trace import StatusCode
 
-import agentwatch
-from agentwatch import _semconv as sc
 from tests.sdk.conftest import Spans, init_with_memory
 
 
@@ -106,7 +106,7 @@ async def test_async_tool_timeout_is_a_timeout_not_an_error(spans: Spans) -> Non
 
     @agentwatch.tool("own-timeout")
     async def own() -> None:
-        raise asyncio.TimeoutError
+        raise TimeoutError
 
     with pytest.raises(TimeoutError):
         await slow()
@@ -131,6 +131,12 @@ def test_sync_tool_timeout_is_refused() -> None:
         agentwatch.tool("x", timeout=1)(lambda: None)
     with pytest.raises(ValueError, match="only async tools"), agentwatch.tool("x", timeout=1):
         pass
+
+    async def agen():
+        yield 1
+
+    with pytest.raises(ValueError, match="not to a generator"):
+        agentwatch.tool("x", timeout=1)(agen)
 
 
 async def test_async_functions_and_context_managers(spans: Spans) -> None:
@@ -284,3 +290,24 @@ def test_decorator_keeps_metadata_and_bad_arguments_fail_clearly() -> None:
     with pytest.raises(ValueError, match="record_usage"):
         with agentwatch.llm(model="m") as call:
             call.record_usage(input_tokens=-1)
+
+
+def test_threads_sharing_a_run_count_exactly(spans: Spans) -> None:
+    import contextvars
+    from concurrent.futures import ThreadPoolExecutor
+
+    @agentwatch.tool("parallel")
+    def work() -> None:
+        return None
+
+    def many() -> None:
+        for _ in range(100):
+            work()
+
+    with agentwatch.run("fan-out") as run, ThreadPoolExecutor(8) as pool:
+        for future in [pool.submit(contextvars.copy_context().run, many) for _ in range(8)]:
+            future.result()
+    assert run.tool_calls == 800
+    tools = spans.kind(sc.KIND_TOOL)
+    assert len(tools) == 800
+    assert {t.context.trace_id for t in tools} == {spans.one("invoke_agent fan-out").context.trace_id}

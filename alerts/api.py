@@ -1,0 +1,121 @@
+"""``/api/alerts``: alert history and rules for the dashboard, and the write side of ``alerts run``.
+
+Reads (dashboard): ``GET /api/alerts`` (state, start, end) -> ``list[AlertOut]``,
+``GET /api/alerts/rules`` -> ``list[AlertRuleOut]``, ``GET /api/alerts/deliveries``.
+Writes (an out-of-process evaluator, ``agentwatch alerts run``, which cannot open the store):
+``POST /api/alerts`` and ``POST /api/alerts/deliveries``; ``GET /api/alerts/context`` tells
+it which project its key belongs to. Every route is scoped to the caller's project.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from pydantic import BaseModel, Field
+
+from alerts.errors import RulesError
+from alerts.model import Alert, Delivery
+from alerts.rules import RulesConfig, load_rules
+from alerts.sources import alert_row, delivery_row
+from collector.api.routes import End, Start, _window
+from collector.api.schemas import AlertOut, AlertRuleOut
+from collector.deps import ProjectDep, SettingsDep, StoreDep
+from collector.storage import queries_alerts as qa
+
+router = APIRouter(prefix="/api/alerts", tags=["alerts"])
+
+MAX_ALERTS = 1000
+
+
+class AlertIn(AlertOut):
+    """An alert state written by an out-of-process evaluator."""
+
+    updated_at: float
+
+
+class DeliveryIn(BaseModel):
+    alert_id: str = Field(min_length=1, max_length=64)
+    channel: str = Field(min_length=1, max_length=128)
+    attempt: int = Field(ge=1, le=65_535)
+    ok: bool
+    error: str = Field(default="", max_length=10_000)
+    at: float
+
+
+class DeliveryOut(DeliveryIn):
+    pass
+
+
+class AlertContext(BaseModel):
+    project: str
+
+
+@router.get("", response_model=list[AlertOut])
+def list_alerts(
+    store: StoreDep,
+    project: ProjectDep,
+    state: Literal["firing", "resolved"] | None = None,
+    start: Start = None,
+    end: End = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_ALERTS)] = 200,
+) -> list[AlertOut]:
+    """Alerts whose episode overlaps [start, end), newest first."""
+    lo, hi = _window(start, end)
+    params = {"project": project, "state": state or "", "start_ms": int(lo * 1000), "end_ms": int(hi * 1000), "limit": limit}
+    return [Alert(**row).to_out() for row in store.query(qa.LIST_ALERTS, params)]
+
+
+@router.get("/rules", response_model=list[AlertRuleOut])
+def list_rules(request: Request, settings: SettingsDep, project: ProjectDep) -> list[AlertRuleOut]:
+    """The rules in force: the running evaluator's, else the configured file's."""
+    component = getattr(request.app.state, "alerts", None)
+    config = getattr(component, "config", None)
+    if config is None:
+        try:
+            config = _rules_file(settings.alert_rules)
+        except RulesError as exc:
+            raise HTTPException(500, f"alert rules file is invalid: {exc}") from exc
+    return [rule.to_out() for rule in config.rules if rule.scope.get("project", project) == project]
+
+
+@router.get("/context", response_model=AlertContext)
+def context(project: ProjectDep) -> AlertContext:
+    return AlertContext(project=project)
+
+
+@router.get("/deliveries", response_model=list[DeliveryOut])
+def list_deliveries(
+    store: StoreDep, project: ProjectDep, alert_id: Annotated[str, Query(max_length=64)] = "", limit: Annotated[int, Query(ge=1, le=MAX_ALERTS)] = 200
+) -> list[DeliveryOut]:
+    rows = store.query(qa.LIST_DELIVERIES, {"project": project, "alert_id": alert_id, "limit": limit})
+    return [DeliveryOut(**row) for row in rows]
+
+
+@router.post("", status_code=201)
+def save_alerts(store: StoreDep, project: ProjectDep, body: Annotated[list[AlertIn], Field(max_length=MAX_ALERTS)]) -> dict[str, int]:
+    rows = [alert_row(Alert(project=project, **item.model_dump())) for item in body]
+    store.insert_rows("alerts", qa.ALERT_COLUMNS, rows)
+    return {"stored": len(rows)}
+
+
+@router.post("/deliveries", status_code=201)
+def save_deliveries(store: StoreDep, project: ProjectDep, body: Annotated[list[DeliveryIn], Field(max_length=MAX_ALERTS)]) -> dict[str, int]:
+    rows = [delivery_row(Delivery(project=project, **d.model_dump())) for d in body]
+    store.insert_rows("alert_deliveries", qa.DELIVERY_COLUMNS, rows)
+    return {"stored": len(rows)}
+
+
+def _rules_file(path: str) -> RulesConfig:
+    file = Path(path) if path else None
+    stamp = os.stat(file).st_mtime_ns if file is not None and file.exists() else 0
+    return _cached_rules(path, stamp)
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_rules(path: str, stamp: int) -> RulesConfig:
+    """Parsed once per file version (the mtime is part of the key)."""
+    return load_rules(path or None)

@@ -1,0 +1,128 @@
+"""Where ingestion time goes, stage by stage, on the agent-like workload of ``bench/workload.py``.
+
+1. decode + normalise (+ price, redact) in one thread: the collector's per-span Python cost;
+2. spool: append + group-committed fsync of the request bodies (4 concurrent writers);
+3. end to end: a real collector process, 4 concurrent OTLP/HTTP senders, from the first send
+   until ``/api/ingest`` counts every span as stored (spans/s acknowledged and queryable).
+
+    .venv/bin/python bench/ingest_pipeline.py [--spans 100000] [--batch 1000]
+
+Writes ``bench/results/ingest_pipeline.json`` and ``.md``. ``bench/ingest.py`` (storage) is the
+headline 1M-span figure; this one says which stage to work on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.workload import Workload  # noqa: E402
+from collector.normalize import Normalizer, sdk_pricer  # noqa: E402
+from collector.otlp.decode import PROTOBUF, convert  # noqa: E402
+from collector.redact import Redactor  # noqa: E402
+from collector.spool import Spool  # noqa: E402
+from tests.collector.ingest_helpers import CollectorProcess  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def decode_stage(bodies: list[bytes]) -> dict[str, float]:
+    normalizer = Normalizer(redactor=Redactor.from_setting("default"), pricer=sdk_pricer())
+    started = time.perf_counter()
+    spans = sum(len(convert(body, PROTOBUF, "bench", normalizer, max_spans=1 << 30).rows) for body in bodies)
+    seconds = time.perf_counter() - started
+    return {"spans": spans, "seconds": round(seconds, 3), "spans_per_s": round(spans / seconds)}
+
+
+async def spool_stage(bodies: list[bytes], directory: Path) -> dict[str, float]:
+    spool = Spool(directory, max_bytes=1 << 40)
+    spool.open()
+    queue = list(bodies)
+    started = time.perf_counter()
+
+    async def writer() -> None:
+        while queue:
+            await spool.append("bench", PROTOBUF, queue.pop())
+
+    await asyncio.gather(*(writer() for _ in range(4)))
+    seconds = time.perf_counter() - started
+    spool.close()
+    size = sum(len(b) for b in bodies)
+    return {"requests": len(bodies), "seconds": round(seconds, 3), "requests_per_s": round(len(bodies) / seconds), "mb_per_s": round(size / seconds / 1e6, 1)}
+
+
+async def end_to_end(bodies: list[bytes], spans: int, data_dir: Path) -> dict[str, float]:
+    collector = CollectorProcess(data_dir, AGENTWATCH_REQUIRE_AUTH="false", AGENTWATCH_GRPC_PORT="0").start()
+    try:
+        async with httpx.AsyncClient(timeout=120) as client:
+            queue = list(reversed(bodies))
+            codes: dict[int, int] = {}
+
+            async def sender() -> None:
+                while queue:
+                    body = queue.pop()
+                    while True:
+                        response = await client.post(collector.url + "/v1/traces", content=body, headers={"Content-Type": "application/x-protobuf"})
+                        codes[response.status_code] = codes.get(response.status_code, 0) + 1
+                        if response.status_code == 200:
+                            break
+                        await asyncio.sleep(float(response.headers.get("Retry-After", "0.1")))
+
+            started = time.perf_counter()
+            await asyncio.gather(*(sender() for _ in range(4)))
+            acked = time.perf_counter() - started
+            while (status := (await client.get(collector.url + "/api/ingest")).json())["stored_spans"] < spans:
+                await asyncio.sleep(0.05)
+            stored = time.perf_counter() - started
+    finally:
+        collector.kill(15)
+    return {
+        "spans": spans, "acked_s": round(acked, 2), "acked_spans_per_s": round(spans / acked),
+        "queryable_s": round(stored, 2), "queryable_spans_per_s": round(spans / stored),
+        "lag_p50_s": status["lag_p50_s"], "lag_p95_s": status["lag_p95_s"], "responses": codes,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spans", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=1000, help="spans per export request")
+    args = parser.parse_args()
+    workload = Workload(args.spans, batch_spans=args.batch, end_time_ns=time.time_ns())
+    bodies = list(workload.batches())
+    with tempfile.TemporaryDirectory(prefix="agentwatch-bench-") as tmp:
+        results = {
+            "spans": args.spans, "batch_spans": args.batch,
+            "bytes_per_span_on_wire": round(sum(map(len, bodies)) / args.spans, 1),
+            "decode_normalize": decode_stage(bodies),
+            "spool": asyncio.run(spool_stage(bodies, Path(tmp) / "spool")),
+            "end_to_end": asyncio.run(end_to_end(bodies, args.spans, Path(tmp) / "data")),
+        }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "ingest_pipeline.json").write_text(json.dumps(results, indent=2) + "\n")
+    e2e, dec, spool = results["end_to_end"], results["decode_normalize"], results["spool"]
+    lines = [
+        "# Ingestion pipeline, stage by stage", "",
+        f"{args.spans} agent-like spans ({results['bytes_per_span_on_wire']} bytes/span on the wire), {args.batch} per request, this machine (2 cores, shared).", "",
+        "| stage | figure |", "|---|---|",
+        f"| decode + normalise (1 thread) | {dec['spans_per_s']:,} spans/s |",
+        f"| spool append + fsync (4 writers) | {spool['requests_per_s']:,} requests/s, {spool['mb_per_s']} MB/s |",
+        f"| end to end, acknowledged | {e2e['acked_spans_per_s']:,} spans/s |",
+        f"| end to end, queryable | {e2e['queryable_spans_per_s']:,} spans/s |",
+        f"| ingestion lag p50 / p95 | {e2e['lag_p50_s']} s / {e2e['lag_p95_s']} s |",
+    ]
+    (RESULTS / "ingest_pipeline.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+"""The collector application: ``create_app(settings, store=..., clock=...)``.
+
+Collaborators are passed in (tests build the real thing on a temporary store); what has a
+lifetime (spool replay, writer, gRPC server, engine scraper, alert evaluator) starts and
+stops in the lifespan, in that order and in reverse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+
+from collector import admin
+from collector.auth import Authenticator, RateLimiter
+from collector.ingest import Ingestor
+from collector.keys import KeyRing
+from collector.metrics import Metrics
+from collector.model import SpanRow
+from collector.normalize import Normalizer, sdk_pricer
+from collector.otlp import http as otlp_http
+from collector.otlp.errors import IngestError
+from collector.redact import Redactor
+from collector.settings import Settings
+from collector.spool import Recovery, Spool
+from collector.storage.base import Store, StoreError, StoreUnavailable
+from collector.writer import Writer
+
+log = logging.getLogger(__name__)
+
+RUNTIME_FILE = "collector.json"  # {"pid", "url"}: how ``agentwatch keys`` finds a running collector
+_REOPEN_INTERVAL_S = 2.0
+
+
+class StoreHandle:
+    """The store as ``app.state.store``: opened lazily, reopened while it cannot be opened.
+
+    A collector whose store is away still starts and accepts spans into its spool; every
+    store method raises ``StoreUnavailable`` until the store can be opened.
+    """
+
+    def __init__(self, settings: Settings, store: Store | None = None) -> None:
+        self.settings = settings
+        self._store = store
+        self._owned = store is None
+        self._lock = threading.Lock()
+        self._retry_at = 0.0
+        self._error = ""
+
+    def get(self) -> Store:
+        store = self._store
+        if store is not None:
+            return store
+        with self._lock:
+            if self._store is None:
+                self._open()
+            assert self._store is not None
+            return self._store
+
+    def _open(self) -> None:
+        if time.monotonic() < self._retry_at:
+            raise StoreUnavailable(self._error)
+        from collector.storage import open_store
+
+        try:
+            self._store = open_store(self.settings)
+        except Exception as exc:  # any failure to open is "not available yet"
+            self._retry_at = time.monotonic() + _REOPEN_INTERVAL_S
+            self._error = f"store cannot be opened: {exc}"
+            raise StoreUnavailable(self._error) from exc
+
+    def migrate(self) -> None:
+        self.get().migrate()
+
+    def insert_spans(self, rows: Sequence[SpanRow], *, dedup_token: str | None = None) -> int:
+        return self.get().insert_spans(rows, dedup_token=dedup_token)
+
+    def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        return self.get().query(sql, params)
+
+    def command(self, sql: str, params: dict[str, Any] | None = None) -> None:
+        self.get().command(sql, params)
+
+    def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        self.get().insert_rows(table, columns, rows)
+
+    def close(self) -> None:
+        """Close the store if this handle opened it; safe to call twice."""
+        with self._lock:
+            store, self._store = self._store, None
+        if store is not None and self._owned:
+            store.close()
+
+
+def create_app(settings: Settings, *, store: Store | None = None, clock: Callable[[], float] = time.time) -> FastAPI:
+    """The collector: OTLP ingestion, query API, ``/metrics``; ``store`` defaults to the configured one."""
+    metrics = Metrics()
+    handle = StoreHandle(settings, store)
+    spool = Spool(Path(settings.data_dir) / "spool", max_bytes=settings.spool_max_bytes, on_error=lambda reason: metrics.spool_errors.inc())
+    normalizer = Normalizer(
+        max_attribute_length=settings.max_attribute_length,
+        redactor=Redactor.from_setting(settings.redact_patterns),
+        pricer=sdk_pricer(settings.prices_file),
+    )
+    ingestor = Ingestor(settings, normalizer=normalizer, spool=spool, metrics=metrics)
+    keyring = KeyRing(handle)
+
+    app = FastAPI(title="agentwatch collector", version="0.1.0", lifespan=_lifespan(settings, handle, ingestor, clock))
+    state = app.state
+    state.settings, state.store, state.metrics, state.ingestor, state.keyring = settings, handle, metrics, ingestor, keyring
+    state.authenticator = Authenticator(lambda: keyring)
+    state.rate_limiter = RateLimiter(settings.rate_limit_spans_per_s)
+    state.admin_token = None
+    state.clock = clock
+    app.add_exception_handler(IngestError, _ingest_error)
+    app.add_exception_handler(StoreUnavailable, _store_unavailable)
+    if settings.cors_origins:
+        origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
+        app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"], allow_headers=["*"])
+    app.include_router(otlp_http.router)
+    app.include_router(admin.router)
+    for module, attr in (("collector.api.routes", "router"), ("alerts.api", "router")):
+        router = _optional(module, attr)
+        if router is not None:
+            app.include_router(router)
+    return app
+
+
+def _optional(module_name: str, attr: str) -> Any:
+    """A component another package provides, or None while it does not exist."""
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            return None
+        raise
+    return getattr(module, attr, None)
+
+
+async def _ingest_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, IngestError)
+    headers = {"Retry-After": str(max(1, round(exc.retry_after)))} if exc.retry_after else None
+    return JSONResponse({"detail": exc.message}, status_code=exc.status, headers=headers)
+
+
+async def _store_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"detail": f"store unavailable: {exc}"}, status_code=503, headers={"Retry-After": "5"})
+
+
+def _lifespan(settings: Settings, handle: StoreHandle, ingestor: Ingestor, clock: Callable[[], float]) -> Callable[[FastAPI], Any]:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            stack.callback(ingestor.close)
+            stack.callback(handle.close)
+            stack.callback(ingestor.spool.close)
+            recovery = _open_spool(ingestor.spool)
+            await _open_store(handle)
+            writer = Writer(
+                store=handle.get, spool=ingestor.spool, reload=ingestor.reload, metrics=ingestor.metrics,
+                flush_rows=settings.flush_rows, flush_interval_s=settings.flush_interval_s,
+                max_queue_spans=settings.max_queue_spans, clock=clock,
+            )
+            writer.replay(recovery, ingestor.spool.estimate_spans)
+            await stack.enter_async_context(writer)
+            ingestor.writer = writer
+            stack.callback(setattr, ingestor, "writer", None)  # refuse new requests before draining
+            ingestor.metrics.bind(queued=lambda: writer.queued_spans, spool_bytes=lambda: ingestor.spool.bytes)
+            _runtime_files(app, settings, stack)
+            await _start_grpc(app, settings, stack)
+            await _start_optional(app, settings, handle, stack)
+            yield
+
+    return lifespan
+
+
+def _open_spool(spool: Spool) -> Recovery:
+    try:
+        return spool.open()
+    except OSError as exc:
+        spool.error = f"cannot open spool {spool.directory}: {exc}"
+        log.error("%s; requests get 503 until it is writable", spool.error)
+        return Recovery()
+
+
+async def _open_store(handle: StoreHandle) -> None:
+    try:
+        await asyncio.to_thread(handle.get)
+    except StoreError as exc:
+        log.error("%s; accepting spans into the spool and retrying", exc)
+
+
+def _runtime_files(app: FastAPI, settings: Settings, stack: AsyncExitStack) -> None:
+    """Admin token and ``collector.json`` in the data dir, for ``agentwatch keys`` (removed at exit)."""
+    data_dir = Path(settings.data_dir)
+    try:
+        app.state.admin_token = admin.write_admin_token(data_dir)
+        runtime = data_dir / RUNTIME_FILE
+        runtime.write_text(json.dumps({"pid": os.getpid(), "url": f"http://{_connect_host(settings.host)}:{settings.port}"}))
+    except OSError as exc:
+        log.warning("cannot write runtime files in %s (%s); 'agentwatch keys' cannot reach this collector", data_dir, exc)
+        return
+    stack.callback(_remove, runtime)
+
+
+def _connect_host(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+async def _start_grpc(app: FastAPI, settings: Settings, stack: AsyncExitStack) -> None:
+    if not settings.grpc_port:
+        return
+    from collector.grpc_server import GrpcServer
+
+    server = GrpcServer(app, host=settings.host, port=settings.grpc_port)
+    await stack.enter_async_context(server)
+    app.state.grpc_server = server
+
+
+async def _start_optional(app: FastAPI, settings: Settings, handle: StoreHandle, stack: AsyncExitStack) -> None:
+    """Engine scraper and in-process alert evaluator, when their packages provide them."""
+    scraper_cls = _optional("collector.scraper", "EngineScraper")
+    if scraper_cls is not None:
+        app.state.scraper = await stack.enter_async_context(scraper_cls.from_settings(handle, settings))
+    start_alerts = _optional("alerts.evaluator", "start_in_process")
+    if start_alerts is not None and settings.alert_interval_s > 0:
+        evaluator = await start_alerts(app) if asyncio.iscoroutinefunction(start_alerts) else start_alerts(app)
+        if hasattr(evaluator, "__aexit__"):
+            await stack.enter_async_context(evaluator)
+        elif evaluator is not None and hasattr(evaluator, "aclose"):
+            stack.push_async_callback(evaluator.aclose)

@@ -1,0 +1,216 @@
+"""``agentwatch collector`` and ``agentwatch keys create|revoke|list`` (plus storage's ``reprice``).
+
+Key commands work whether or not a collector runs: an embedded chDB directory can be opened
+by one process only, so while a collector owns it they go through its admin endpoints
+(authenticated by the admin token it wrote into the data directory); otherwise they open
+the store directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from collector.settings import Settings
+
+_REPRICE_MODULES = ("collector.reprice", "collector.storage.reprice")
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    _register_collector(sub)
+    _register_keys(sub)
+    for name in _REPRICE_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        module.register_reprice(sub)
+        break
+
+
+def _register_collector(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("collector", help="run the collector (OTLP/HTTP + query API, OTLP/gRPC)")
+    p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1, AGENTWATCH_HOST)")
+    p.add_argument("--port", type=int, default=None, help="OTLP/HTTP and API port (default 4318)")
+    p.add_argument("--grpc-port", type=int, default=None, help="OTLP/gRPC port (default 4317, 0 disables)")
+    p.add_argument("--data-dir", type=Path, default=None, help="chDB data, spool and key files (default .agentwatch)")
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    p.set_defaults(func=run_collector)
+
+
+def _register_keys(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("keys", help="manage project API keys")
+    ksub = p.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
+    create = ksub.add_parser("create", help="create a key; it is printed once, as the last line")
+    create.add_argument("--project", required=True)
+    create.add_argument("--name", default="", help="a note on what the key is for")
+    revoke = ksub.add_parser("revoke", help="revoke a key by its id")
+    revoke.add_argument("key_id")
+    listing = ksub.add_parser("list", help="list keys (ids, projects, state; never the keys)")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    for parser, func in ((create, keys_create), (revoke, keys_revoke), (listing, keys_list)):
+        parser.add_argument("--data-dir", type=Path, default=None, help="the collector's data dir (default .agentwatch)")
+        parser.set_defaults(func=func)
+
+
+# --- collector ---------------------------------------------------------------------------------
+
+
+def run_collector(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from collector.app import create_app
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = Settings.from_env(host=args.host, port=args.port, grpc_port=args.grpc_port, data_dir=args.data_dir)
+    app = create_app(settings)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False, timeout_graceful_shutdown=15)
+    return 0
+
+
+# --- keys ----------------------------------------------------------------------------------------
+
+
+class _Keys(Protocol):
+    def create(self, project: str, name: str) -> dict[str, Any]: ...
+    def revoke(self, key_id: str) -> dict[str, Any]: ...
+    def list(self) -> list[dict[str, Any]]: ...
+    def close(self) -> None: ...
+
+
+class _RemoteKeys:
+    """Through a running collector's admin endpoints."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self._client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self._client.request(method, path, **kwargs)
+        if response.status_code >= 400:
+            raise SystemExit(f"agentwatch keys: the collector answered {response.status_code}: {_detail(response)}")
+        return response.json()
+
+    def create(self, project: str, name: str) -> dict[str, Any]:
+        return self._call("POST", "/admin/keys", json={"project": project, "name": name})
+
+    def revoke(self, key_id: str) -> dict[str, Any]:
+        return self._call("POST", f"/admin/keys/{key_id}/revoke")
+
+    def list(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/admin/keys")
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class _LocalKeys:
+    """Directly on the store (no collector running, or a ClickHouse server)."""
+
+    def __init__(self, settings: Settings) -> None:
+        from collector.keys import KeyRing
+        from collector.storage import open_store
+
+        self._store = open_store(settings)
+        self._ring = KeyRing(self._store)
+
+    def create(self, project: str, name: str) -> dict[str, Any]:
+        new = self._ring.create(project, name=name)
+        return {**new.info.as_dict(), "key": new.key}
+
+    def revoke(self, key_id: str) -> dict[str, Any]:
+        return self._ring.revoke(key_id).as_dict()
+
+    def list(self) -> list[dict[str, Any]]:
+        return [k.as_dict() for k in self._ring.list()]
+
+    def close(self) -> None:
+        self._store.close()
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        return str(response.json().get("detail", response.text))
+    except ValueError:
+        return response.text
+
+
+def _running_collector(data_dir: Path) -> tuple[str, str] | None:
+    """(url, admin token) of a live collector that owns ``data_dir``."""
+    from collector.admin import read_admin_token
+    from collector.app import RUNTIME_FILE
+
+    try:
+        runtime = json.loads((data_dir / RUNTIME_FILE).read_text())
+        os.kill(int(runtime["pid"]), 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    token = read_admin_token(data_dir)
+    return (str(runtime["url"]), token) if token else None
+
+
+def _open_keys(args: argparse.Namespace) -> _Keys:
+    from collector.keys import KeyAdminError
+    from collector.storage.base import StoreError
+
+    settings = Settings.from_env(data_dir=args.data_dir)
+    running = None if settings.clickhouse_url else _running_collector(Path(settings.data_dir))
+    if running is not None:
+        return _RemoteKeys(*running)
+    try:
+        return _LocalKeys(settings)
+    except (StoreError, KeyAdminError) as exc:
+        raise SystemExit(f"agentwatch keys: cannot open the store ({exc})") from None
+
+
+def _run(args: argparse.Namespace, action: Any) -> Any:
+    from collector.keys import KeyAdminError
+
+    keys = _open_keys(args)
+    try:
+        return action(keys)
+    except KeyAdminError as exc:
+        raise SystemExit(f"agentwatch keys: {exc}") from None
+    finally:
+        keys.close()
+
+
+def keys_create(args: argparse.Namespace) -> int:
+    created = _run(args, lambda k: k.create(args.project, args.name))
+    print(f"Created API key {created['key_id']} for project {created['project']!r}.")
+    print("Store it now: it is shown only this once (only a salted hash is kept).")
+    print(created["key"])
+    return 0
+
+
+def keys_revoke(args: argparse.Namespace) -> int:
+    info = _run(args, lambda k: k.revoke(args.key_id))
+    print(f"Revoked API key {info['key_id']} of project {info['project']!r}.")
+    return 0
+
+
+def keys_list(args: argparse.Namespace) -> int:
+    keys = _run(args, lambda k: k.list())
+    if args.json:
+        json.dump(keys, sys.stdout, indent=2)
+        print()
+        return 0
+    print(f"{'KEY ID':<14}{'PROJECT':<20}{'CREATED':<22}{'STATE':<30}NAME")
+    for k in keys:
+        state = "active" if k["revoked_at"] is None else f"revoked {_when(k['revoked_at'])}"
+        print(f"{k['key_id']:<14}{k['project']:<20}{_when(k['created_at']):<22}{state:<30}{k['name']}")
+    return 0
+
+
+def _when(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S")

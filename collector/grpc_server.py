@@ -1,0 +1,90 @@
+"""OTLP/gRPC ``TraceService/Export`` on ``grpc_port``, through the same pipeline as HTTP.
+
+Many exporters (vLLM's among them) default to gRPC. The server runs on the collector's
+event loop (``grpc.aio``) and receives the raw request bytes, so the body is parsed once,
+by the same code as an HTTP protobuf body, and spooled as it came. gRPC handles message
+compression itself; the key comes in the ``authorization`` metadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import grpc
+from fastapi import FastAPI
+
+from collector.keys import split_key
+from collector.otlp.decode import PROTOBUF, response_message
+from collector.otlp.errors import IngestError, Unauthenticated
+
+log = logging.getLogger(__name__)
+
+SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+_CODES = {
+    400: grpc.StatusCode.INVALID_ARGUMENT,
+    401: grpc.StatusCode.UNAUTHENTICATED,
+    413: grpc.StatusCode.INVALID_ARGUMENT,
+    415: grpc.StatusCode.INVALID_ARGUMENT,
+    429: grpc.StatusCode.UNAVAILABLE,  # retryable for OTLP exporters
+    503: grpc.StatusCode.UNAVAILABLE,
+}
+
+
+class GrpcServer:
+    """Async context manager: serves while entered, stops with a short grace period."""
+
+    def __init__(self, app: FastAPI, *, host: str, port: int) -> None:
+        self.app = app
+        self.address = f"{host}:{port}"
+        max_bytes = app.state.settings.max_body_bytes
+        self._server = grpc.aio.server(options=[("grpc.max_receive_message_length", max_bytes), ("grpc.so_reuseport", 0)])
+        handler = grpc.unary_unary_rpc_method_handler(self._export, request_deserializer=None, response_serializer=None)
+        self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),))
+
+    async def __aenter__(self) -> GrpcServer:
+        try:
+            self._server.add_insecure_port(self.address)
+        except RuntimeError as exc:
+            raise OSError(f"cannot listen for OTLP/gRPC on {self.address}: {exc}; set --grpc-port (0 disables)") from exc
+        await self._server.start()
+        log.info("OTLP/gRPC listening on %s", self.address)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._server.stop(grace=2.0)
+
+    async def _export(self, body: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        state = self.app.state
+        metrics = state.metrics
+        try:
+            project, rate_key = await self._project(context)
+            state.rate_limiter.check(rate_key)
+            state.ingestor.check_capacity()
+            converted = await state.ingestor.export(project, body, PROTOBUF)
+        except IngestError as exc:
+            metrics.on_request("grpc", exc.status, 0, 0)
+            await context.abort(_CODES.get(exc.status, grpc.StatusCode.INTERNAL), exc.message)
+            raise AssertionError("unreachable") from None  # context.abort raises
+        spans = len(converted.rows) + converted.rejected
+        state.rate_limiter.spend(rate_key, spans)
+        metrics.on_request("grpc", 200, spans, converted.rejected)
+        return response_message(converted).SerializeToString()
+
+    async def _project(self, context: Any) -> tuple[str, str]:
+        """(project, rate-limit key) from the ``authorization`` metadata; 401 semantics as HTTP."""
+        metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ())}
+        header = metadata.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        token = token.strip() if scheme.lower() == "bearer" else metadata.get("x-agentwatch-key", "")
+        state = self.app.state
+        if not token:
+            if state.settings.require_auth:
+                raise Unauthenticated("missing API key: send 'authorization: Bearer <key>' metadata")
+            return "default", "default"
+        project = await asyncio.to_thread(state.authenticator.authenticate, token)
+        if project is None:
+            raise Unauthenticated("invalid or revoked API key")
+        key = split_key(token)
+        return project, key[0] if key else project

@@ -1,0 +1,54 @@
+"""SQL of the alerts package: alert history (``alerts``), delivery attempts, active projects.
+
+Owned by ``alerts``; same rules as ``queries``: values bound by ClickHouse, never formatted.
+``alerts`` is a ReplacingMergeTree on (project, alert_id) versioned by ``updated_at``, so a
+state change is a new row and ``FINAL`` reads the latest one. Times come back as epoch seconds.
+"""
+
+from __future__ import annotations
+
+ALERT_COLUMNS = (
+    "project", "alert_id", "fingerprint", "rule", "severity", "state", "scope", "metric",
+    "value", "baseline", "threshold", "message", "started_at", "resolved_at", "last_notified_at", "updated_at",
+)
+DELIVERY_COLUMNS = ("project", "alert_id", "channel", "attempt", "ok", "error", "at")
+
+# Projects worth evaluating: traffic in the lookback, or an alert still firing (so it can resolve).
+ACTIVE_PROJECTS = """
+SELECT DISTINCT project FROM spans WHERE start_time >= fromUnixTimestamp64Nano({since_ns:Int64})
+UNION DISTINCT
+SELECT DISTINCT project FROM alerts FINAL WHERE state = 'firing'
+"""
+
+_ALERT_FIELDS = """
+    project, alert_id, fingerprint, rule, severity, state, scope, metric, value, baseline, threshold, message,
+    toUnixTimestamp64Milli(started_at) / 1e3 AS started_at,
+    toUnixTimestamp64Milli(resolved_at) / 1e3 AS resolved_at,
+    toUnixTimestamp64Milli(last_notified_at) / 1e3 AS last_notified_at,
+    toUnixTimestamp64Milli(updated_at) / 1e3 AS updated_at"""
+
+FIRING_ALERTS = f"""
+SELECT {_ALERT_FIELDS}
+FROM alerts FINAL
+WHERE project = {{project:String}} AND state = 'firing'
+"""
+
+# Alerts whose episode overlaps [start, end), newest first; state '' = any.
+LIST_ALERTS = f"""
+SELECT {_ALERT_FIELDS}
+FROM alerts FINAL
+WHERE project = {{project:String}}
+  AND ({{state:String}} = '' OR state = {{state:String}})
+  AND started_at < fromUnixTimestamp64Milli({{end_ms:Int64}})
+  AND (resolved_at IS NULL OR resolved_at >= fromUnixTimestamp64Milli({{start_ms:Int64}}))
+ORDER BY started_at DESC, alert_id
+LIMIT {{limit:UInt32}}
+"""
+
+LIST_DELIVERIES = """
+SELECT alert_id, channel, attempt, ok, error, toUnixTimestamp64Milli(at) / 1e3 AS at
+FROM alert_deliveries
+WHERE project = {project:String} AND ({alert_id:String} = '' OR alert_id = {alert_id:String})
+ORDER BY at, channel, attempt
+LIMIT {limit:UInt32}
+"""

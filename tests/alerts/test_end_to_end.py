@@ -1,0 +1,74 @@
+"""End to end: spans exported with the real OpenTelemetry exporter into a real collector
+(uvicorn on 127.0.0.1, chDB in a tmp dir) whose in-process evaluator sees an injected cost
+spike; a webhook receiver gets exactly one signed firing notification, then exactly one
+resolved after the spike ends. Time is driven by the evaluator's clock and span timestamps."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+
+from alerts.channels import SIGNATURE_HEADER, sign
+from tests.alerts.conftest import Receiver
+from tests.alerts.traffic import export_traffic, wait_for_runs
+from tests.collector.ingest_helpers import serve, settings_for
+
+SPIKE = 20  # the minute of the cost spike
+MINUTES = 30
+
+RULES = """
+channels:
+  hook: {{type: webhook, url: "{url}", secret: e2e-secret}}
+rules:
+  - name: spend
+    metric: cost_usd
+    scope: {{agent: "*"}}
+    window: 1m
+    condition: {{kind: anomaly, transform: log, z: 5, z_resolve: 2, min_ratio: 2, history: 30m, season: 0, min_history: 10}}
+    severity: critical
+    channels: [hook]
+"""
+
+
+def advance(app: object, now: float) -> None:
+    """Set the evaluator's clock and wait for two complete rounds at that time."""
+    state = app.state  # type: ignore[attr-defined]
+    state.alerts_clock = lambda: now
+    evaluator = state.alerts.evaluator
+    target = evaluator.rounds + 2
+    deadline = time.monotonic() + 20
+    while evaluator.rounds < target:
+        assert time.monotonic() < deadline, "the in-process evaluator stopped running"
+        time.sleep(0.01)
+
+
+def test_cost_spike_notifies_once_then_resolves_once(tmp_path: Path, receiver: Receiver) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES.format(url=receiver.url))
+    t0 = int(time.time()) // 60 * 60 - (MINUTES + 5) * 60
+    settings = settings_for(tmp_path / "data", alert_rules=str(rules), alert_interval_s=0.02)
+    with serve(settings) as collector:
+        collector.app.state.alerts_clock = lambda: float(t0)  # before any traffic: nothing to judge
+        key = collector.key("e2e")
+        wait_for_runs(collector.url, key, t0 - 60, t0 + MINUTES * 60, export_traffic(collector.url, key, t0, minutes=MINUTES, spike_minutes={SPIKE}))
+        for minute in range(5, SPIKE):
+            advance(collector.app, t0 + minute * 60 + 30)
+        assert receiver.requests == []
+        advance(collector.app, t0 + SPIKE * 60 + 30)
+        advance(collector.app, t0 + (SPIKE + 1) * 60 + 30)  # still firing, inside the cool-down
+        assert len(receiver.wait_for(1)) == 1
+        for minute in range(SPIKE + 2, MINUTES):
+            advance(collector.app, t0 + minute * 60 + 30)
+        requests = receiver.wait_for(2)
+        alerts = httpx.get(f"{collector.url}/api/alerts", params={"start": t0, "end": t0 + 3600}, headers={"Authorization": f"Bearer {key}"}).json()
+        rules_out = httpx.get(f"{collector.url}/api/alerts/rules", headers={"Authorization": f"Bearer {key}"}).json()
+    assert [r.json()["event"] for r in requests] == ["firing", "resolved"]
+    for request in requests:
+        assert request.headers[SIGNATURE_HEADER.lower()] == sign("e2e-secret", request.body)
+    fired = requests[0].json()["alert"]
+    assert fired["rule"] == "spend" and fired["scope"] == {"agent": "researcher"} and fired["started_at"] == t0 + SPIKE * 60 + 30
+    assert requests[1].json()["alert"]["resolved_at"] == t0 + (SPIKE + 2) * 60 + 30
+    assert [(a["alert_id"], a["state"]) for a in alerts] == [(fired["alert_id"], "resolved")]
+    assert [r["name"] for r in rules_out] == ["spend"]

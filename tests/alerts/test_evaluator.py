@@ -1,0 +1,161 @@
+"""The evaluator on a real chDB store through ``collector.query``: fire once, repeat after the
+cool-down, resolve once, survive a restart, record deliveries (a failing channel included)."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from alerts.channels import SIGNATURE_HEADER, Dispatcher, sign
+from alerts.evaluator import Evaluator
+from alerts.rules import RulesConfig, parse_rules
+from alerts.sources import StoreBackend
+from collector.storage import queries_alerts as qa
+from collector.storage.chdb_store import ChdbStore
+from tests.alerts.conftest import Receiver
+from tests.collector.factories import agent_run
+from tests.conftest import free_port
+
+T0 = int(time.time()) // 60 * 60 - 3600  # a recent minute boundary (old spans fall to the retention TTL)
+SPIKE_MINUTE = 20
+
+
+def rules(hook_url: str, *, cooldown: str = "5m", extra_channel: str = "") -> RulesConfig:
+    text = f"""
+delivery: {{attempts: 2, backoff: 50ms, max_backoff: 100ms}}
+channels:
+  hook: {{type: webhook, url: "{hook_url}", secret: "${{HOOK_SECRET}}"}}
+  {extra_channel}
+rules:
+  - name: spend
+    metric: cost_usd
+    scope: {{agent: "*"}}
+    window: 1m
+    condition: {{kind: anomaly, transform: log, z: 5, z_resolve: 2, min_ratio: 2, history: 30m, season: 0, min_history: 10}}
+    severity: critical
+    channels: [hook{", bad" if extra_channel else ""}]
+    cooldown: {cooldown}
+  - name: steps
+    metric: max_steps
+    window: 1m
+    condition: {{kind: threshold, threshold: 40}}
+"""
+    return parse_rules(text, env={"HOOK_SECRET": "s3cret"})
+
+
+def seed(store: ChdbStore, *, spike_minutes: range = range(SPIKE_MINUTE, SPIKE_MINUTE + 1), minutes: int = 30) -> None:
+    """Two agents, three runs a minute each; 'researcher' spends 20x in the spike minutes."""
+    rng = random.Random(5)
+    rows = []
+    for minute in range(minutes):
+        for agent in ("researcher", "writer"):
+            spike = agent == "researcher" and minute in spike_minutes
+            for k in range(3):
+                cost = rng.uniform(0.008, 0.012) * (20 if spike else 1)
+                rows += agent_run(project="p1", agent=agent, start_s=T0 + minute * 60 + k * 15, steps=1, cost_per_call=cost)
+    store.insert_spans(rows)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[ChdbStore]:
+    s = ChdbStore(tmp_path / "chdb")
+    s.migrate()
+    yield s
+    s.close()
+
+
+def make(store: ChdbStore, config: RulesConfig) -> tuple[Evaluator, Dispatcher]:
+    backend = StoreBackend(store)
+    dispatcher = Dispatcher(config.channels, record=backend.record, policy=config.delivery)
+    return Evaluator(config, backend, backend, dispatcher), dispatcher
+
+
+def drive(evaluator: Evaluator, minutes: range) -> list[tuple[str, float, str]]:
+    """Evaluate in the middle of each minute; (event, minute, alert_id) of every notification."""
+    out = []
+    for minute in minutes:
+        for event, alert in evaluator.run_once(now=T0 + minute * 60 + 30):
+            out.append((event, minute, alert.alert_id))
+    return out
+
+
+def test_spike_fires_once_and_resolves_once(store: ChdbStore, receiver: Receiver) -> None:
+    seed(store)
+    evaluator, dispatcher = make(store, rules(receiver.url))
+    try:
+        events = drive(evaluator, range(5, 28))
+        assert dispatcher.flush(10)
+    finally:
+        dispatcher.close()
+    assert [(e, m) for e, m, _ in events] == [("firing", SPIKE_MINUTE), ("resolved", SPIKE_MINUTE + 2)]
+    requests = receiver.wait_for(2)
+    assert len(requests) == 2
+    for request in requests:
+        assert request.headers[SIGNATURE_HEADER.lower()] == sign("s3cret", request.body)
+    fired, resolved = (r.json() for r in requests)
+    assert fired["event"] == "firing" and fired["alert"]["scope"] == {"agent": "researcher"}
+    assert fired["alert"]["value"] > 2 * fired["alert"]["baseline"] and fired["alert"]["threshold"] is not None
+    assert resolved["event"] == "resolved" and resolved["alert"]["alert_id"] == fired["alert"]["alert_id"]
+    stored = store.query(qa.LIST_ALERTS, {"project": "p1", "state": "", "start_ms": 0, "end_ms": 4_000_000_000_000, "limit": 10})
+    assert [(a["state"], a["started_at"], a["resolved_at"]) for a in stored] == [
+        ("resolved", T0 + SPIKE_MINUTE * 60 + 30, T0 + (SPIKE_MINUTE + 2) * 60 + 30)
+    ]
+    assert store.query(qa.FIRING_ALERTS, {"project": "p1"}) == []
+
+
+def test_still_firing_repeats_only_after_cooldown(store: ChdbStore, receiver: Receiver) -> None:
+    seed(store, spike_minutes=range(SPIKE_MINUTE, SPIKE_MINUTE + 8))
+    evaluator, dispatcher = make(store, rules(receiver.url, cooldown="3m"))
+    try:
+        events = drive(evaluator, range(5, 31))
+    finally:
+        dispatcher.close()
+    assert [(e, m) for e, m, _ in events] == [("firing", 20), ("repeat", 23), ("repeat", 26), ("resolved", 29)]
+    assert len({alert_id for _, _, alert_id in events}) == 1
+
+
+def test_restart_reloads_firing_alerts_without_renotifying(store: ChdbStore, receiver: Receiver) -> None:
+    seed(store)
+    first, dispatcher = make(store, rules(receiver.url))
+    try:
+        [(event, _, alert_id)] = drive(first, range(5, SPIKE_MINUTE + 1))
+        assert event == "firing"
+        second, dispatcher2 = make(store, rules(receiver.url))  # a restarted evaluator
+        try:
+            assert drive(second, range(SPIKE_MINUTE + 1, SPIKE_MINUTE + 2)) == []
+            assert drive(second, range(SPIKE_MINUTE + 2, SPIKE_MINUTE + 3)) == [("resolved", SPIKE_MINUTE + 2, alert_id)]
+        finally:
+            dispatcher2.close()
+    finally:
+        dispatcher.close()
+
+
+def test_failing_channel_is_retried_and_recorded_while_webhook_delivers(store: ChdbStore, receiver: Receiver) -> None:
+    seed(store)
+    bad = f'bad: {{type: slack, url: "http://127.0.0.1:{free_port()}/down", timeout: 1s}}'
+    evaluator, dispatcher = make(store, rules(receiver.url, extra_channel=bad))
+    try:
+        [(event, _, alert_id)] = drive(evaluator, range(5, SPIKE_MINUTE + 1))
+        assert dispatcher.flush(10)
+    finally:
+        dispatcher.close()
+    assert len(receiver.wait_for(1)) == 1
+    rows = store.query(qa.LIST_DELIVERIES, {"project": "p1", "alert_id": alert_id, "limit": 10})
+    assert sorted((r["channel"], r["attempt"], r["ok"]) for r in rows) == [("bad", 1, False), ("bad", 2, False), ("hook", 1, True)]
+    assert all("ConnectError" in r["error"] for r in rows if r["channel"] == "bad")
+
+
+def test_unreadable_metric_changes_nothing(store: ChdbStore, receiver: Receiver) -> None:
+    seed(store)
+    evaluator, dispatcher = make(store, rules(receiver.url))
+    try:
+        drive(evaluator, range(5, SPIKE_MINUTE + 1))
+        store.close()  # the store goes away: no resolution, no crash, errors counted
+        assert evaluator.run_once(now=T0 + (SPIKE_MINUTE + 3) * 60) == []
+        assert evaluator.errors >= 1
+    finally:
+        dispatcher.close()

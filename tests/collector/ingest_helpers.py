@@ -1,0 +1,163 @@
+"""Helpers of the ingestion tests: a real collector (uvicorn in a thread, or a subprocess),
+keys through its admin endpoint, OTLP requests built from plain data, and reads through the
+query API."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from collector.admin import read_admin_token
+from collector.app import create_app
+from collector.settings import Settings
+from tests.conftest import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Running:
+    url: str
+    settings: Settings
+    app: Any = None
+    grpc: str = ""
+
+    def key(self, project: str) -> str:
+        return create_key(self.url, self.settings.data_dir, project)
+
+
+def settings_for(data_dir: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {"port": free_port(), "grpc_port": 0, "data_dir": data_dir, "flush_interval_s": 0.1, "alert_interval_s": 0.0}
+    values.update(overrides)
+    return Settings.from_env(**values)
+
+
+@contextlib.contextmanager
+def serve(settings: Settings) -> Iterator[Running]:
+    """``create_app(settings)`` served by uvicorn on 127.0.0.1 in a thread, until the block ends."""
+    app = create_app(settings)
+    config = uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="test-collector", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("collector did not start")
+        time.sleep(0.05)
+    grpc = f"127.0.0.1:{settings.grpc_port}" if settings.grpc_port else ""
+    try:
+        yield Running(f"http://127.0.0.1:{settings.port}", settings, app, grpc)
+    finally:
+        server.should_exit = True
+        thread.join(60)
+
+
+class CollectorProcess:
+    """``agentwatch collector`` as a subprocess (restarts and SIGKILL)."""
+
+    def __init__(self, data_dir: Path, **env: str) -> None:
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "AGENTWATCH_ALERT_INTERVAL_S": "0", **env}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = data_dir.parent / f"{data_dir.name}-collector.log"
+
+    def start(self) -> CollectorProcess:
+        cmd = [sys.executable, "-m", "collector.cli", "collector", "--port", str(self.port), "--grpc-port", "0", "--data-dir", str(self.data_dir), "--log-level", "warning"]
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"collector exited: {self.log.read_text()[-2000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(self.url + "/metrics", timeout=1).status_code == 200:
+                    return self
+            time.sleep(0.1)
+        raise RuntimeError("collector did not start in 90 s")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(60)
+        self.proc = None
+
+    def key(self, project: str) -> str:
+        return create_key(self.url, self.data_dir, project)
+
+
+def create_key(url: str, data_dir: Path, project: str) -> str:
+    token = read_admin_token(Path(data_dir))
+    response = httpx.post(url + "/admin/keys", json={"project": project}, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    response.raise_for_status()
+    return response.json()["key"]
+
+
+def run_spans(url: str, key: str, trace_id: str, *, expect: int, timeout: float = 20.0) -> list[dict[str, Any]]:
+    """The spans of one trace through the query API, once ``expect`` of them are there."""
+    deadline = time.monotonic() + timeout
+    spans: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        response = httpx.get(f"{url}/api/runs/{trace_id}", headers={"Authorization": f"Bearer {key}"} if key else {}, timeout=30)
+        if response.status_code == 200:
+            spans = response.json()["spans"]
+            if len(spans) >= expect:
+                return spans
+        time.sleep(0.1)
+    return spans
+
+
+def kv(key: str, value: Any) -> KeyValue:
+    if isinstance(value, bool):
+        return KeyValue(key=key, value=AnyValue(bool_value=value))
+    if isinstance(value, int):
+        return KeyValue(key=key, value=AnyValue(int_value=value))
+    if isinstance(value, float):
+        return KeyValue(key=key, value=AnyValue(double_value=value))
+    return KeyValue(key=key, value=AnyValue(string_value=value))
+
+
+def otlp_request(trace_id: bytes, spans: list[dict[str, Any]], *, service: str = "test-agent") -> ExportTraceServiceRequest:
+    """A request with one resource and scope; each span dict has span_id (bytes), name, attrs."""
+    request = ExportTraceServiceRequest()
+    rs = request.resource_spans.add()
+    rs.resource.attributes.append(kv("service.name", service))
+    scope = rs.scope_spans.add()
+    now = time.time_ns()
+    for spec in spans:
+        span = scope.spans.add()
+        span.trace_id = trace_id
+        span.span_id = spec["span_id"]
+        span.parent_span_id = spec.get("parent", b"")
+        span.name = spec.get("name", "span")
+        span.start_time_unix_nano = spec.get("start", now - 2_000_000_000)
+        span.end_time_unix_nano = spec.get("end", now - 1_000_000_000)
+        span.attributes.extend(kv(k, v) for k, v in spec.get("attrs", {}).items())
+    return request
+
+
+def agent_trace(trace_id: bytes, llm_calls: int = 3) -> ExportTraceServiceRequest:
+    """A run with ``llm_calls`` priced LLM calls of sim-small (100 in / 20 out tokens each)."""
+    root = os.urandom(8)
+    spans: list[dict[str, Any]] = [{"span_id": root, "name": "invoke_agent research", "attrs": {"agentwatch.span.kind": "run", "gen_ai.agent.name": "research"}}]
+    for i in range(llm_calls):
+        spans.append({"span_id": os.urandom(8), "parent": root, "name": "chat sim-small", "attrs": {
+            "agentwatch.span.kind": "llm", "gen_ai.request.model": "sim-small", "gen_ai.usage.input_tokens": 100,
+            "gen_ai.usage.output_tokens": 20, "agentwatch.step.index": i, "gen_ai.agent.name": "research"}})
+    return otlp_request(trace_id, spans)

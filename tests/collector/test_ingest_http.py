@@ -1,0 +1,225 @@
+"""OTLP/HTTP ingestion end to end: real exporter -> real collector (uvicorn) -> chDB -> query API."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from google.rpc import status_pb2
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from collector.normalize import TRUNCATION_MARKER
+from tests.collector.ingest_helpers import (
+    Running,
+    agent_trace,
+    otlp_request,
+    run_spans,
+    serve,
+    settings_for,
+)
+
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+
+
+@pytest.fixture(scope="module")
+def collector(tmp_path_factory: pytest.TempPathFactory) -> Running:
+    settings = settings_for(tmp_path_factory.mktemp("ingest") / "data", max_attribute_length=1000, max_body_bytes=2_000_000, max_spans_per_request=1000)
+    with serve(settings) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def key(collector: Running) -> str:
+    return collector.key("alpha")
+
+
+def _post(collector: Running, key: str | None, body: bytes, headers: dict[str, str] | None = None) -> httpx.Response:
+    h = dict(headers or PROTOBUF)
+    if key:
+        h["Authorization"] = f"Bearer {key}"
+    return httpx.post(collector.url + "/v1/traces", content=body, headers=h, timeout=30)
+
+
+def _status_message(response: httpx.Response) -> str:
+    return status_pb2.Status.FromString(response.content).message
+
+
+def test_real_exporter_spans_are_queryable(collector: Running, key: str) -> None:
+    provider = TracerProvider(resource=Resource.create({"service.name": "exporter-test"}))
+    exporter = OTLPSpanExporter(endpoint=collector.url + "/v1/traces", headers={"Authorization": f"Bearer {key}"})
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("invoke_agent research", attributes={"agentwatch.span.kind": "run", "gen_ai.agent.name": "research"}) as root:
+        with tracer.start_as_current_span("chat sim-large", attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": "sim-large",
+            "gen_ai.usage.input_tokens": 1000, "gen_ai.usage.output_tokens": 100, "custom.flag": "yes"}):
+            pass
+    provider.shutdown()
+    trace_id = f"{root.get_span_context().trace_id:032x}"
+    spans = run_spans(collector.url, key, trace_id, expect=2)
+    llm = next(s for s in spans if s["kind"] == "llm")
+    assert llm["model"] == "sim-large"
+    assert (llm["input_tokens"], llm["output_tokens"]) == (1000, 100)
+    assert llm["cost_usd"] == pytest.approx((1000 * 2.5 + 100 * 10.0) / 1e6)
+    assert llm["attributes"]["custom.flag"] == "yes"
+    assert next(s for s in spans if s["kind"] == "run")["agent"] == "research"
+
+
+def test_gzip_exporter(collector: Running, key: str) -> None:
+    provider = TracerProvider()
+    exporter = OTLPSpanExporter(endpoint=collector.url + "/v1/traces", headers={"Authorization": f"Bearer {key}"}, compression=Compression.Gzip)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with provider.get_tracer("t").start_as_current_span("gz", attributes={"gen_ai.request.model": "sim-small"}) as span:
+        pass
+    provider.shutdown()
+    assert len(run_spans(collector.url, key, f"{span.get_span_context().trace_id:032x}", expect=1)) == 1
+
+
+def test_json_body_with_otlp_mapping(collector: Running, key: str) -> None:
+    trace_id = os.urandom(16).hex()
+    now = time.time_ns()
+    body = {"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "json-agent"}}]},
+        "scopeSpans": [{"scope": {"name": "s"}, "spans": [{
+            "traceId": trace_id, "spanId": os.urandom(8).hex(), "name": "chat", "kind": 3,
+            "startTimeUnixNano": str(now - 10**9), "endTimeUnixNano": str(now),
+            "status": {"code": "STATUS_CODE_ERROR", "message": "boom"},
+            "attributes": [
+                {"key": "gen_ai.request.model", "value": {"stringValue": "sim-small"}},
+                {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "42"}},
+                {"key": "tags", "value": {"arrayValue": {"values": [{"stringValue": "a"}, {"intValue": "2"}]}}},
+            ]}]}]}]}
+    response = _post(collector, key, gzip.compress(json.dumps(body).encode()), {"Content-Type": "application/json", "Content-Encoding": "gzip"})
+    assert response.status_code == 200, response.text
+    assert response.json() == {}
+    [span] = run_spans(collector.url, key, trace_id, expect=1)
+    assert (span["model"], span["input_tokens"], span["status"], span["service"]) == ("sim-small", 42, "error", "json-agent")
+    assert json.loads(span["attributes"]["tags"]) == ["a", 2]
+
+
+@pytest.mark.parametrize("body, needle", [
+    (os.urandom(300), "not a valid OTLP protobuf"),
+    (agent_trace(os.urandom(16)).SerializeToString()[:-7], "not a valid OTLP protobuf"),
+    (otlp_request(os.urandom(16), [{"span_id": os.urandom(8), "attrs": {"x": "\u00e9"}}]).SerializeToString().replace("\u00e9".encode(), b"\xff\xfe"), "not a valid OTLP protobuf"),
+])
+def test_malformed_protobuf_is_400_with_message(collector: Running, key: str, body: bytes, needle: str) -> None:
+    response = _post(collector, key, body)
+    assert response.status_code == 400
+    assert needle in _status_message(response)
+
+
+def test_invalid_utf8_json_is_400(collector: Running, key: str) -> None:
+    response = _post(collector, key, b'{"resourceSpans": [{"x": "\xff"}]}', {"Content-Type": "application/json"})
+    assert response.status_code == 400
+    assert "UTF-8" in response.json()["message"]
+
+
+def test_wrong_id_lengths_partial_success_keeps_valid_spans(collector: Running, key: str) -> None:
+    trace_id = os.urandom(16)
+    good = os.urandom(8)
+    request = otlp_request(trace_id, [{"span_id": good, "name": "good"}, {"span_id": b"\x01\x02\x03", "name": "bad"}])
+    bad_trace = request.resource_spans[0].scope_spans[0].spans.add()
+    bad_trace.trace_id, bad_trace.span_id = b"\x01" * 10, os.urandom(8)
+    response = _post(collector, key, request.SerializeToString())
+    assert response.status_code == 200
+    partial = ExportTraceServiceResponse.FromString(response.content).partial_success
+    assert partial.rejected_spans == 2
+    assert "span_id must be 8 bytes" in partial.error_message and "trace_id must be 16 bytes" in partial.error_message
+    spans = run_spans(collector.url, key, trace_id.hex(), expect=1)
+    assert [s["span_id"] for s in spans] == [good.hex()]
+
+
+def test_empty_request_is_ok(collector: Running, key: str) -> None:
+    assert _post(collector, key, b"").status_code == 200
+    assert _post(collector, key, b"{}", {"Content-Type": "application/json"}).json() == {}
+
+
+def test_limits_413_and_415(collector: Running, key: str) -> None:
+    assert _post(collector, key, b"x" * 2_100_000).status_code == 413
+    bomb = gzip.compress(b"\x00" * 5_000_000)
+    response = _post(collector, key, bomb, {**PROTOBUF, "Content-Encoding": "gzip"})
+    assert response.status_code == 413 and "decompressed" in _status_message(response)
+    many = otlp_request(os.urandom(16), [{"span_id": os.urandom(8)} for _ in range(1001)])
+    response = _post(collector, key, many.SerializeToString())
+    assert response.status_code == 413 and "1001 spans" in _status_message(response)
+    response = _post(collector, key, b"<xml/>", {"Content-Type": "text/xml"})
+    assert response.status_code == 415 and "text/xml" in response.json()["message"]
+
+
+def test_missing_or_bad_key_is_401_and_nothing_stored(collector: Running, key: str) -> None:
+    trace_id = os.urandom(16)
+    body = agent_trace(trace_id).SerializeToString()
+    assert _post(collector, None, body).status_code == 401
+    assert _post(collector, "aw_000000000000_" + "x" * 43, body).status_code == 401
+    time.sleep(0.5)
+    assert run_spans(collector.url, key, trace_id.hex(), expect=1, timeout=0.5) == []
+
+
+def test_huge_attribute_is_truncated_with_marker(collector: Running, key: str) -> None:
+    trace_id = os.urandom(16)
+    body = otlp_request(trace_id, [{"span_id": os.urandom(8), "attrs": {"blob": "z" * 5000, "input.value": "q" * 3000}}])
+    assert _post(collector, key, body.SerializeToString()).status_code == 200
+    [span] = run_spans(collector.url, key, trace_id.hex(), expect=1)
+    assert span["attributes"]["blob"] == "z" * 1000 + TRUNCATION_MARKER.format(n=4000)
+    assert span["input_text"].startswith("q" * 1000) and span["input_text"].endswith("[truncated 2000 chars]")
+
+
+def test_duplicate_delivery_keeps_totals(collector: Running, key: str) -> None:
+    trace_id = os.urandom(16)
+    body = agent_trace(trace_id, llm_calls=4).SerializeToString()
+    for _ in range(3):
+        assert _post(collector, key, body).status_code == 200
+        time.sleep(0.3)  # land in different batches, not only the same one
+    spans = run_spans(collector.url, key, trace_id.hex(), expect=5)
+    time.sleep(0.5)
+    detail = httpx.get(f"{collector.url}/api/runs/{trace_id.hex()}", headers={"Authorization": f"Bearer {key}"}).json()
+    assert len(detail["spans"]) == len(spans) == 5
+    assert detail["run"]["input_tokens"] == 400 and detail["run"]["llm_calls"] == 4
+    assert detail["run"]["cost_usd"] == pytest.approx(4 * (100 * 0.10 + 20 * 0.40) / 1e6)
+
+
+def test_project_isolation(collector: Running, key: str) -> None:
+    other = collector.key("beta")
+    trace_id = os.urandom(16)
+    assert _post(collector, other, agent_trace(trace_id).SerializeToString()).status_code == 200
+    assert len(run_spans(collector.url, other, trace_id.hex(), expect=4)) == 4
+    assert httpx.get(f"{collector.url}/api/runs/{trace_id.hex()}", headers={"Authorization": f"Bearer {key}"}).status_code == 404
+
+
+def test_metrics_and_ingest_status(collector: Running, key: str) -> None:
+    text = httpx.get(collector.url + "/metrics").text
+    assert "agentwatch_collector_received_spans_total" in text and "agentwatch_collector_flush_seconds_bucket" in text
+    status = httpx.get(collector.url + "/api/ingest", headers={"Authorization": f"Bearer {key}"}).json()
+    assert status["store_available"] is True and status["stored_spans"] > 0 and status["lag_p95_s"] is not None
+
+
+def test_spool_is_empty_after_flush(collector: Running, key: str) -> None:
+    trace_id = os.urandom(16)
+    assert _post(collector, key, agent_trace(trace_id).SerializeToString()).status_code == 200
+    run_spans(collector.url, key, trace_id.hex(), expect=4)
+    time.sleep(0.3)
+    segments = list(Path(collector.settings.data_dir, "spool").glob("*.spool"))
+    assert len(segments) == 1  # only the active segment remains
+
+
+def test_one_span_the_store_refuses_does_not_sink_its_batch(collector: Running, key: str) -> None:
+    """A lone surrogate (valid JSON escape, not encodable UTF-8) fails at insert: only that span is dropped."""
+    trace_id, now = os.urandom(16).hex(), time.time_ns()
+    spans = [{"traceId": trace_id, "spanId": os.urandom(8).hex(), "name": name, "startTimeUnixNano": now - 10**9, "endTimeUnixNano": now}
+             for name in ("fine-1", "bad-\ud800", "fine-2")]
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
+    response = _post(collector, key, body.encode(), {"Content-Type": "application/json"})
+    assert response.status_code == 200
+    stored = run_spans(collector.url, key, trace_id, expect=2)
+    assert sorted(s["name"] for s in stored) == ["fine-1", "fine-2"]
+    text = httpx.get(collector.url + "/metrics").text
+    assert 'agentwatch_collector_rejected_spans_total{reason="store_rejected"} 1.0' in text

@@ -1,0 +1,215 @@
+"""The store on every back end: schema, idempotent span inserts, parameter binding, errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from collector.model import SpanRow
+from collector.settings import Settings
+from collector.storage import open_store
+from collector.storage.base import QueryError, Store, StoreUnavailable
+from collector.storage.chdb_store import ChdbStore
+from collector.storage.recent import RecentKeys, key_hashes
+from tests.collector.factories import agent_run, new_trace_id, with_project
+from tests.collector.store_fixtures import open_backend
+
+TOTALS = "SELECT count() AS spans, sum(input_tokens) AS tokens, round(sum(cost_usd), 9) AS cost FROM spans WHERE project = {project:String}"
+RUN_TOTALS = """
+SELECT count() AS runs, sum(c) AS cost, sum(t) AS tokens, sum(s) AS steps FROM (
+    SELECT trace_id, round(sum(cost_usd), 9) AS c, sum(input_tokens) AS t, sum(steps) AS s
+    FROM runs_agg WHERE project = {project:String} GROUP BY trace_id)"""
+
+
+def totals(store: Store, project: str = "p1") -> tuple[dict, dict]:
+    return store.query(TOTALS, {"project": project})[0], store.query(RUN_TOTALS, {"project": project})[0]
+
+
+def full_row() -> SpanRow:
+    """A span with every field set to something other than its default (recent: not past the TTL)."""
+    t0 = int(time.time() - 3600) * 1_000_000_000 + 123_456_789
+    return SpanRow(
+        project="p1", trace_id=new_trace_id(), span_id="00000000000000aa", parent_span_id="00000000000000bb",
+        name="chat sim-small", kind="llm", start_time_ns=t0, end_time_ns=t0 + 1_864_197_532,
+        service_name="svc", status_code="error", status_message="boom 'quoted' \\ back", error_type="TimeoutError",
+        is_timeout=True, agent_name="researcher", session_id="s1", user_id="u1", model="sim-small", provider="sim",
+        input_tokens=1234, output_tokens=56, cached_tokens=7, cost_usd=0.000123, price_version="v1", ttft_s=0.25,
+        tpot_s=0.0125, queue_s=0.5, prefill_s=0.125, decode_s=1.0, tool_name="search", tool_cache_hit=True, step_index=3,
+        finish_reason="stop", outcome="success", budget_exceeded="cost", request_id="req-1", input_text="héllo\n\tworld",
+        output_text="out", attributes={"a.b": "1", "x": "y"}, resource={"service.name": "svc"}, events='[{"name":"e"}]',
+    )
+
+
+def test_migrate_is_versioned_and_idempotent(store: Store) -> None:
+    store.migrate()
+    store.migrate()
+    versions = store.query("SELECT version, count() AS n FROM schema_migrations GROUP BY version")
+    assert versions == [{"version": 1, "n": 1}]
+    tables = {r["name"] for r in store.query("SELECT name FROM system.tables WHERE database = currentDatabase()")}
+    assert {"spans", "runs_agg", "api_keys", "feedback", "engine_metrics", "alerts", "alert_deliveries", "price_versions"} <= tables
+
+
+def test_span_round_trips_every_field(store: Store) -> None:
+    row = full_row()
+    assert store.insert_spans([row]) == 1
+    got = store.query(
+        "SELECT *, toUnixTimestamp64Nano(start_time) AS s_ns, toUnixTimestamp64Nano(end_time) AS e_ns FROM spans WHERE trace_id = {t:String}",
+        {"t": row.trace_id},
+    )[0]
+    assert (got["s_ns"], got["e_ns"]) == (row.start_time_ns, row.end_time_ns)
+    for name in ("project", "span_id", "parent_span_id", "name", "kind", "status_message", "error_type", "is_timeout",
+                 "model", "input_tokens", "output_tokens", "cached_tokens", "cost_usd", "tool_cache_hit", "step_index",
+                 "outcome", "budget_exceeded", "request_id", "input_text", "attributes", "resource", "events"):
+        assert got[name] == getattr(row, name), name
+    assert got["ttft_s"] == pytest.approx(0.25) and got["tpot_s"] == pytest.approx(0.0125)
+
+
+def test_retried_request_with_same_token_changes_no_total(store: Store) -> None:
+    rows = agent_run(start_s=time.time() - 60, steps=3)
+    assert store.insert_spans(rows, dedup_token="req-1") == len(rows)
+    before = totals(store)
+    assert store.insert_spans(rows, dedup_token="req-1") == 0
+    assert totals(store) == before
+    assert before[1] == {"runs": 1, "cost": 0.03, "tokens": 300, "steps": 3}
+
+
+def test_spans_resent_in_other_groupings_change_no_total(store: Store) -> None:
+    a = agent_run(start_s=time.time() - 120, steps=4)
+    b = agent_run(start_s=time.time() - 100, steps=2)
+    store.insert_spans(a[:5], dedup_token="r1")
+    store.insert_spans(a[5:] + b[:3], dedup_token="r2")
+    store.insert_spans(b[3:], dedup_token="r3")
+    before = totals(store)
+    store.insert_spans(a[3:] + b[:4], dedup_token="r4")  # a retry that regrouped the spans
+    store.insert_spans(b + a)  # everything again, no token
+    store.insert_spans(a[:2] + a[:2])  # duplicates within one batch
+    assert totals(store) == before
+    assert before[0]["spans"] == len(a) + len(b)
+    assert before[1]["runs"] == 2 and before[1]["steps"] == 6
+
+
+def test_duplicates_are_ignored_after_reopening(tmp_path: Path) -> None:
+    rows = agent_run(start_s=time.time() - 60)
+    first = open_backend("chdb", tmp_path)
+    first.insert_spans(rows, dedup_token="t")
+    before = totals(first)
+    first.close()
+    second = open_backend("chdb", tmp_path)
+    try:
+        second.insert_spans(rows, dedup_token="t")
+        second.insert_spans(rows[::-1])
+        assert totals(second) == before
+    finally:
+        second.close()
+
+
+def test_same_span_ids_in_another_project_are_separate(store: Store) -> None:
+    rows = agent_run(start_s=time.time() - 60)
+    store.insert_spans(rows)
+    store.insert_spans(with_project(rows, "p2"))
+    assert totals(store, "p1") == totals(store, "p2")
+    assert totals(store, "p1")[0]["spans"] == len(rows)
+
+
+def test_parameters_are_bound_by_the_server(store: Store) -> None:
+    nasty = "it's a \\ back\tslash\nnew 'line'; DROP TABLE spans --"
+    got = store.query("SELECT {s:String} AS s, {a:Array(String)} AS a, {n:Nullable(Float64)} AS n, {i:Int64} AS i",
+                      {"s": nasty, "a": [nasty, "x"], "n": None, "i": -5})[0]
+    assert got == {"s": nasty, "a": [nasty, "x"], "n": None, "i": -5}
+    assert store.query("SELECT count() AS n FROM system.tables WHERE name = 'spans' AND database = currentDatabase()")[0]["n"] == 1
+
+
+def test_bad_sql_and_unknown_tables_raise_query_error(store: Store) -> None:
+    with pytest.raises(QueryError):
+        store.query("SELECT no_such_column FROM spans")
+    with pytest.raises(QueryError, match="unknown table 'spans'"):
+        store.insert_rows("spans", ["project"], [["p"]])
+
+
+def test_insert_rows_writes_small_tables(store: Store) -> None:
+    now = time.time()
+    store.insert_rows("engine_metrics", ("project", "engine", "ts", "metric", "labels", "value"),
+                      [("p1", "e1", now, "vllm:num_requests_running", {"model_name": "m"}, 3.0)])
+    store.insert_rows("api_keys", ("project", "key_id", "salt", "key_hash", "name", "created_at", "revoked_at"),
+                      [("p1", "k1", "s", "h", "ci", now, None)])
+    assert store.query("SELECT labels, value FROM engine_metrics") == [{"labels": {"model_name": "m"}, "value": 3.0}]
+    assert store.query("SELECT key_id, revoked_at FROM api_keys") == [{"key_id": "k1", "revoked_at": None}]
+
+
+def test_retention_sets_and_removes_the_ttl(tmp_path: Path) -> None:
+    store = open_backend("chdb", tmp_path, retention_days=7)
+    ddl = "SELECT create_table_query AS q FROM system.tables WHERE name = 'spans' AND database = currentDatabase()"
+    try:
+        assert "toIntervalDay(7)" in store.query(ddl)[0]["q"]
+        store.retention_days = 0
+        store.migrate()
+        assert "TTL" not in store.query(ddl)[0]["q"]
+    finally:
+        store.close()
+
+
+def test_open_store_puts_chdb_under_the_data_dir(tmp_path: Path) -> None:
+    store = open_store(Settings.from_env(data_dir=tmp_path, clickhouse_url=""))
+    try:
+        assert isinstance(store, ChdbStore) and store.path == tmp_path / "chdb"
+        assert store.insert_spans([replace(full_row(), trace_id=new_trace_id())]) == 1
+    finally:
+        store.close()
+        store.close()
+    with pytest.raises(StoreUnavailable, match="closed"):
+        store.query("SELECT 1")
+
+
+def test_second_process_on_the_same_data_dir_gets_store_unavailable(tmp_path: Path) -> None:
+    store = open_backend("chdb", tmp_path)
+    script = textwrap.dedent(f"""
+        from collector.storage.base import StoreUnavailable
+        from collector.storage.chdb_store import ChdbStore
+        try:
+            ChdbStore({str(tmp_path / "chdb")!r})
+        except StoreUnavailable as exc:
+            print("UNAVAILABLE:", exc)
+    """)
+    try:
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    finally:
+        store.close()
+    assert "UNAVAILABLE:" in out.stdout and "in use by another process" in out.stdout, out.stdout + out.stderr
+
+
+def test_recent_keys_vouch_only_for_recent_unseen_spans() -> None:
+    now = [1_000.0]
+    recent = RecentKeys(60, clock=lambda: now[0])
+    rows = [SpanRow("p", new_trace_id(), f"{i:016x}", "", "s", "llm", int((now[0] - 5) * 1e9), int(now[0] * 1e9)) for i in range(4)]
+    hashes = key_hashes(rows)
+    assert not recent.certainly_new(rows, hashes).any()  # just opened: a previous process may have stored them
+    now[0] += 70
+    fresh = [replace(r, start_time_ns=int((now[0] - 5) * 1e9)) for r in rows]
+    assert recent.certainly_new(fresh, hashes).all()
+    recent.add(hashes[:2])
+    assert recent.certainly_new(fresh, hashes).tolist() == [False, False, True, True]
+    old_or_future = [replace(fresh[2], start_time_ns=int((now[0] - 61) * 1e9)), replace(fresh[3], start_time_ns=int((now[0] + 5) * 1e9))]
+    assert not recent.certainly_new(old_or_future, hashes[2:]).any()
+    now[0] += 70  # the slot ages out, and so do the start times of every span in it
+    assert recent.certainly_new([replace(r, start_time_ns=int((now[0] - 1) * 1e9)) for r in fresh], hashes).all()
+
+
+def test_fast_path_keeps_totals_on_duplicate_delivery(tmp_path: Path) -> None:
+    store = ChdbStore(tmp_path / "chdb", recent_window_s=0.5)
+    store.migrate()
+    try:
+        time.sleep(0.6)
+        t0 = time.time_ns() - 300_000_000
+        rows = [SpanRow("p1", new_trace_id(), f"{i:016x}", "", "llm", "llm", t0, t0 + 1000, input_tokens=10, cost_usd=0.5) for i in range(50)]
+        assert store.insert_spans(rows[:30]) == 30
+        assert store.insert_spans(rows[20:]) == 20  # 10 of them vouched for as seen, checked exactly
+        assert store.insert_spans(rows) == 0
+        assert totals(store)[0] == {"spans": 50, "tokens": 500, "cost": 25.0}
+    finally:
+        store.close()

@@ -1,0 +1,106 @@
+"""A live stack seeded with real reference-agent traffic, shared by the dashboard's tests.
+
+The real collector (chDB in a tmp dir, a project key from ``agentwatch keys create``, the
+engine scraped, an alert rule that fires once there is traffic), the real simulated engine
+(its own spans exported to the collector) and ``agentwatch loadgen`` runs of the research
+agent, each in its own process as in the demo. Started once per test session.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from reference_agent.demo import ProcessGroup, project_key, start_collector, start_engine
+from tests.conftest import free_port
+
+PROJECT = "dash"
+RUNS = {"react": 4, "iterative": 4}  # loadgen runs per agent mode
+RULES = """\
+version: 1
+rules:
+  - name: dash-traffic-seen
+    description: Fires as soon as the project has runs (so the alerts page has evidence to show).
+    metric: runs
+    window: 1h
+    condition: {kind: threshold, threshold: 0.5}
+    severity: warning
+    channels: [log]
+"""
+
+
+@dataclass
+class SeededStack:
+    collector: str
+    key: str
+    engine: str
+    group: ProcessGroup
+    runs: int
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, path: str, **params: Any) -> Any:
+        response = httpx.get(self.collector + path, params=params, headers={"Authorization": f"Bearer {self.key}"}, timeout=15.0)
+        response.raise_for_status()
+        return response.json()
+
+
+def _loadgen(stack: SeededStack, mode: str, runs: int, seed: int) -> None:
+    argv = [
+        sys.executable, "-m", "collector.cli", "loadgen", "--users", "2", "--runs", str(runs), "--mode", mode,
+        "--base-url", stack.engine + "/v1", "--collector", stack.collector, "--collector-key", stack.key,
+        "--tool-failure-rate", "0.15", "--tool-timeout-rate", "0.05", "--tool-timeout", "0.2", "--max-steps", "8", "--seed", str(seed),
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"loadgen {mode} failed: {done.stderr[-2000:]}"
+
+
+def _wait_stored(stack: SeededStack, timeout_s: float = 60.0) -> None:
+    """Until every run is stored and the alert evaluator has fired on them."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        total = stack.get("/api/runs", limit=1)["total"]
+        firing = stack.get("/api/alerts", state="firing")
+        if total >= stack.runs and firing:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"stack not seeded in {timeout_s} s: {total} of {stack.runs} runs stored, {len(firing)} alerts firing")
+
+
+@pytest.fixture(scope="session")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededStack]:
+    root = tmp_path_factory.mktemp("dashboard-stack")
+    group = ProcessGroup(root / "logs", log=lambda line: print(line, file=sys.stderr))
+    rules = root / "rules.yaml"
+    rules.write_text(RULES)
+    try:
+        data_dir = root / "data"
+        key = project_key(data_dir, PROJECT)
+        collector_port = free_port()
+        collector_url = f"http://127.0.0.1:{collector_port}"
+        engine = start_engine(group, port=free_port(), speed=40.0, collector=collector_url, key=key)
+        collector = start_collector(group, data_dir, port=collector_port, grpc_port=0, key=key, env={
+            "AGENTWATCH_SCRAPE_TARGETS": f"sim-engine={engine}/metrics@{PROJECT}", "AGENTWATCH_SCRAPE_INTERVAL_S": "1",
+            "AGENTWATCH_ALERT_RULES": str(rules), "AGENTWATCH_ALERT_INTERVAL_S": "1",
+        })
+        stack = SeededStack(collector, key, engine, group, runs=sum(RUNS.values()))
+        for seed, (mode, runs) in enumerate(RUNS.items()):
+            _loadgen(stack, mode, runs, seed)
+        _wait_stored(stack)
+        yield stack
+    finally:
+        group.stop()
+
+
+def dashboard_env(stack: SeededStack, **extra: str) -> dict[str, str]:
+    return {"AGENTWATCH_COLLECTOR_URL": stack.collector, "AGENTWATCH_API_KEY": stack.key, "AGENTWATCH_DASHBOARD_CACHE_TTL_S": "1", **extra}
+
+
+APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"

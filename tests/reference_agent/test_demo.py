@@ -1,0 +1,97 @@
+"""``agentwatch demo``, the product's main job, end to end in child processes.
+
+A 40-second demo on free ports in a temporary data directory must store runs and fire a
+cost-spike alert; run again on the same data directory it must start (the key and the data
+are reused) and stop every child on Ctrl-C; a taken port is a clear error.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+PORTS = (4318, 4317, 8000, 8501)
+pytestmark = pytest.mark.slow  # about two minutes on two busy cores: a 40 s demo plus a restart
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _free_offset() -> int:
+    """A --port-offset that moves every default port of the demo onto a free one."""
+    rng = random.Random()
+    for _ in range(200):
+        offset = rng.randrange(20_000, 56_000)
+        if all(_port_free(port + offset) for port in PORTS):
+            return offset
+    raise RuntimeError("no free port offset found")
+
+
+def _demo(data_dir: Path, offset: int, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "collector.cli", "demo", "--no-browser", "--data-dir", str(data_dir),
+            "--port-offset", str(offset), *extra]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("demo")
+
+
+def test_short_demo_stores_runs_and_fires_a_cost_alert(data_dir: Path) -> None:
+    offset = _free_offset()
+    done = subprocess.run(_demo(data_dir, offset, "--duration", "40"), capture_output=True, text=True, timeout=240)
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    assert out.index(f"http://127.0.0.1:{8501 + offset}") < out.index("phase 1/2")  # URLs first
+    runs = int(re.search(r"runs recorded by the collector: (\d+)", out).group(1))  # type: ignore[union-attr]
+    assert runs >= 10
+    fired = re.findall(r"^alert fired: (\S+) ", out, re.MULTILINE)
+    assert any("cost" in rule for rule in fired), out
+    assert all(_port_free(port + offset) for port in PORTS)  # every child stopped
+
+
+def test_demo_runs_again_on_the_same_data_and_stops_on_ctrl_c(data_dir: Path) -> None:
+    offset = _free_offset()
+    proc = subprocess.Popen(_demo(data_dir, offset, "--duration", "120"), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = []
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            if line.startswith("phase 1/2"):
+                break
+        assert any("phase 1/2" in line for line in lines), "".join(lines)
+        time.sleep(2)
+        os.kill(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=45) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    time.sleep(0.5)
+    assert all(_port_free(port + offset) for port in PORTS)
+
+
+def test_taken_port_is_a_clear_error(tmp_path: Path) -> None:
+    offset = _free_offset()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 8000 + offset))
+        taken.listen()
+        done = subprocess.run(_demo(tmp_path, offset), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert f"port {8000 + offset} (engine) is taken" in done.stderr and "--port-offset" in done.stderr
