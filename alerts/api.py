@@ -10,6 +10,7 @@ it which project its key belongs to. Every route is scoped to the caller's proje
 from __future__ import annotations
 
 import functools
+import math
 import os
 from pathlib import Path
 from typing import Annotated, Literal
@@ -29,12 +30,26 @@ from collector.storage import queries_alerts as qa
 router = APIRouter(prefix="/api/alerts", tags=["alerts"])
 
 MAX_ALERTS = 1000
+MAX_EPOCH_S = 1e10  # year 2286: beyond it DateTime64(3) and Int64 milliseconds stop being safe
+
+
+Epoch = Annotated[float, Field(ge=0, le=MAX_EPOCH_S)]
 
 
 class AlertIn(AlertOut):
-    """An alert state written by an out-of-process evaluator."""
+    """An alert state written by an out-of-process evaluator (bounded, so storage never fails on it)."""
 
-    updated_at: float
+    alert_id: str = Field(min_length=1, max_length=64)
+    fingerprint: str = Field(min_length=1, max_length=64)
+    rule: str = Field(min_length=1, max_length=256)
+    severity: str = Field(max_length=32)
+    scope: dict[str, str] = Field(default_factory=dict, max_length=16)
+    metric: str = Field(max_length=64)
+    message: str = Field(max_length=10_000)
+    started_at: Epoch
+    resolved_at: Epoch | None = None
+    last_notified_at: Epoch | None = None
+    updated_at: Epoch
 
 
 class DeliveryIn(BaseModel):
@@ -43,7 +58,7 @@ class DeliveryIn(BaseModel):
     attempt: int = Field(ge=1, le=65_535)
     ok: bool
     error: str = Field(default="", max_length=10_000)
-    at: float
+    at: Epoch
 
 
 class DeliveryOut(DeliveryIn):
@@ -64,7 +79,7 @@ def list_alerts(
     limit: Annotated[int, Query(ge=1, le=MAX_ALERTS)] = 200,
 ) -> list[AlertOut]:
     """Alerts whose episode overlaps [start, end), newest first."""
-    lo, hi = _window(start, end)
+    lo, hi = (min(max(t, 0.0), MAX_EPOCH_S) for t in _window(start, end))
     params = {"project": project, "state": state or "", "start_ms": int(lo * 1000), "end_ms": int(hi * 1000), "limit": limit}
     return [Alert(**row).to_out() for row in store.query(qa.LIST_ALERTS, params)]
 
@@ -97,6 +112,11 @@ def list_deliveries(
 
 @router.post("", status_code=201)
 def save_alerts(store: StoreDep, project: ProjectDep, body: Annotated[list[AlertIn], Field(max_length=MAX_ALERTS)]) -> dict[str, int]:
+    for i, item in enumerate(body):
+        for name in ("value", "baseline", "threshold"):
+            figure = getattr(item, name)
+            if figure is not None and not math.isfinite(figure):
+                raise HTTPException(422, f"body[{i}].{name}: must be a finite number or null")
     rows = [alert_row(Alert(project=project, **item.model_dump())) for item in body]
     store.insert_rows("alerts", qa.ALERT_COLUMNS, rows)
     return {"stored": len(rows)}

@@ -254,6 +254,9 @@ class _Worker:
             log.error("alert delivery on %s gave up after %d attempts: %s", self.name, attempt, error)
 
     def _record(self, delivery: Delivery) -> None:
+        if self._stopping:  # after close the history's store may be closed: do not reopen it
+            log.warning("alert delivery on %s finished during shutdown, not recorded: ok=%s %s", self.name, delivery.ok, delivery.error)
+            return
         try:
             self.record(delivery)
         except Exception:

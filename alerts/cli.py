@@ -2,8 +2,11 @@
 
 ``run`` evaluates against a running collector's query API (it never opens the store: chDB
 allows one process per data directory); it needs one project key per project to watch
-(``--key``, repeatable, or ``AGENTWATCH_API_KEY``). Exit codes: 0 ok, 1 delivery or
-connection failure, 2 invalid rules file or arguments.
+(``--key``, repeatable, or ``AGENTWATCH_API_KEY``), and it writes alert history back through
+``POST /api/alerts``. Run one evaluator per project: when ``alerts run`` watches a project,
+start that collector with ``AGENTWATCH_ALERT_INTERVAL_S=0`` so that its in-process evaluator
+(with possibly other rules) does not notify twice or resolve this one's alerts.
+Exit codes: 0 ok, 1 delivery or connection failure, 2 invalid rules file or arguments.
 """
 
 from __future__ import annotations

@@ -16,12 +16,14 @@ channel.
 Buckets: a rule with ``window: 1h`` reads buckets of one hour aligned to the epoch. The
 last *complete* bucket is judged; for additive or maximum metrics with an ``above`` condition
 the current *partial* bucket is judged too (a partial sum or max only grows), so a spike can
-fire before its hour is over. Resolution waits for a complete bucket.
+fire before its hour is over. Resolution waits for a complete bucket. A rule is read at most
+every sixth of its window (``RUNS_PER_WINDOW``), however short the evaluation interval.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -45,6 +47,7 @@ log = logging.getLogger("agentwatch.alerts")
 MONOTONE = frozenset({"runs", "cost_usd", "input_tokens", "output_tokens", "tool_calls", "max_run_cost_usd", "max_steps"})
 ADDITIVE = frozenset({"runs", "cost_usd", "input_tokens", "output_tokens", "tokens_per_s", "tool_calls"})
 
+RUNS_PER_WINDOW = 6
 Observation = tuple[dict[str, str], Verdict]
 
 
@@ -61,6 +64,7 @@ class Evaluator:
     ) -> None:
         self.config, self.source, self.history, self.dispatcher, self.clock = config, source, history, dispatcher, clock
         self._active: dict[str, dict[str, Alert]] = {}  # project -> fingerprint -> firing alert
+        self._last_run: dict[tuple[str, str], float] = {}  # (project, rule) -> last evaluation
         self.errors = 0
         self.rounds = 0
 
@@ -88,7 +92,7 @@ class Evaluator:
             return []
         sent: list[tuple[Event, Alert]] = []
         for rule in self.config.rules:
-            if rule.scope.get("project", project) != project:
+            if rule.scope.get("project", project) != project or not self._due(rule, project, now):
                 continue
             try:
                 observations = self._observe(rule, project, now, active)
@@ -97,7 +101,32 @@ class Evaluator:
                 continue
             for scope, verdict in observations:
                 sent += self._step(rule, project, scope, verdict, active, now)
+        self._retire_orphans(project, active, now)
         return sent
+
+    def _retire_orphans(self, project: str, active: dict[str, Alert], now: float) -> None:
+        """Alerts of rules no longer in the rules file resolve quietly (their channels are gone)."""
+        names = {rule.name for rule in self.config.rules}
+        for fp, alert in list(active.items()):
+            if alert.rule in names:
+                continue
+            del active[fp]
+            alert.state, alert.resolved_at, alert.updated_at = "resolved", now, max(now, alert.updated_at + 0.001)
+            alert.message = f"{alert.rule}: resolved, the rule is no longer configured"
+            log.info("alert %s of project %s resolved: its rule is gone", alert.rule, project)
+            try:
+                self.history.save(dataclasses.replace(alert))
+            except AlertsError as exc:
+                self._error(f"saving alert {alert.alert_id}", exc)
+
+    def _due(self, rule: Rule, project: str, now: float) -> bool:
+        """A rule is read at most every sixth of its window (a 1 h rule every 10 min): its
+        value changes by the bucket, and the collector's store is not queried for nothing."""
+        last = self._last_run.get((project, rule.name))
+        if last is not None and 0 <= now - last < rule.window_s / RUNS_PER_WINDOW:
+            return False
+        self._last_run[(project, rule.name)] = now
+        return True
 
     def _load(self, project: str) -> dict[str, Alert] | None:
         """Firing alerts of a project, from the history the first time it is seen."""
@@ -131,9 +160,14 @@ class Evaluator:
         current = math.floor(now / step) * step  # start of the partial bucket
         count = rule.condition.history_buckets(step) + 1
         start = current - count * step
-        series = self.source.timeseries(project, rule.metric, start, max(now, current + 1e-3), step, rule.group_by, agent, model)
+        end = max(now, current + 1e-3)
+        series = self.source.timeseries(project, rule.metric, start, end, step, rule.group_by, agent, model)
+        groups = _by_group(series, start, step, count + 1, rule.metric in ADDITIVE)
+        if rule.min_runs:
+            runs = _by_group(self.source.timeseries(project, "runs", start, end, step, rule.group_by, agent, model), start, step, count + 1, True)
+            groups = {g: _enough_runs(values, runs.get(g, []), rule.min_runs) for g, values in groups.items()}
         observations = []
-        for group, values in _by_group(series, start, step, count + 1, rule.metric in ADDITIVE).items():
+        for group, values in groups.items():
             scope = {**rule.filters(), **({rule.group_by: group} if rule.group_by != "none" else {})}
             firing = fingerprint(project, rule.name, scope) in active
             observations.append((scope, self._judge(rule, values, firing)))
@@ -201,6 +235,11 @@ def _message(rule: Rule, scope: dict[str, str], verdict: Verdict, resolved: bool
     return f"{rule.name}{where}: {rule.metric} = {value} ({', '.join(figures)})"
 
 
+def _enough_runs(values: list[float | None], runs: list[float | None], min_runs: int) -> list[float | None]:
+    """``values`` with the buckets of fewer than ``min_runs`` runs blanked out."""
+    return [v if i < len(runs) and (runs[i] or 0) >= min_runs else None for i, v in enumerate(values)]
+
+
 def _alert_id(fp: str, started_at: float) -> str:
     return hashlib.sha256(f"{fp}:{started_at:.3f}".encode()).hexdigest()[:20]
 
@@ -238,6 +277,7 @@ class InProcessAlerts:
         self.evaluator: Evaluator | None = None
         self._dispatcher: Dispatcher | None = None
         self._task: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
 
     async def __aenter__(self) -> InProcessAlerts:
         if self.config is None:
@@ -249,22 +289,25 @@ class InProcessAlerts:
         backend = StoreBackend(self.store)
         self._dispatcher = Dispatcher(self.config.channels, record=backend.record, policy=self.config.delivery, clock=self.clock)
         self.evaluator = Evaluator(self.config, backend, backend, self._dispatcher, clock=self.clock)
+        self._stop = asyncio.Event()
         self._task = asyncio.create_task(self._loop(), name="agentwatch-alerts")
         return self
 
     async def _loop(self) -> None:
-        assert self.evaluator is not None
-        while True:
+        assert self.evaluator is not None and self._stop is not None
+        while not self._stop.is_set():
             try:
                 await asyncio.to_thread(self.evaluator.run_once)
             except Exception:  # a bug in one round must not end the schedule
                 log.exception("alert evaluation round failed")
-            await asyncio.sleep(float(self.settings.alert_interval_s))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), timeout=float(self.settings.alert_interval_s))
 
     async def __aexit__(self, *exc_info: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        """Stop after the round in progress: a round left running could reopen a closed store."""
+        if self._task is not None and self._stop is not None:
+            self._stop.set()
+            await self._task
         if self._dispatcher is not None:
             await asyncio.to_thread(self._dispatcher.close)
 

@@ -16,6 +16,7 @@ Format (``alerts/default_rules.yaml`` is the annotated reference)::
         severity: critical            # info | warning | critical
         channels: [log, ops]
         cooldown: 6h                  # repeat a still-firing alert at most this often
+        min_runs: 0                   # buckets with fewer runs count as "no data"
 
 Durations are seconds or ``30s``/``5m``/``1h``/``1d``/``1w``. String values may use
 ``${NAME}`` or ``${NAME:-default}`` (environment variables); an unset variable without a
@@ -51,7 +52,7 @@ _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, None: 1}
 _TOP_KEYS = ("version", "defaults", "delivery", "channels", "rules")
-_RULE_KEYS = ("name", "description", "metric", "scope", "window", "condition", "severity", "channels", "cooldown", "enabled")
+_RULE_KEYS = ("name", "description", "metric", "scope", "window", "condition", "severity", "channels", "cooldown", "min_runs", "enabled")
 
 KeyPath = tuple[str | int, ...]
 
@@ -67,6 +68,7 @@ class Rule:
     channels: tuple[str, ...]
     cooldown_s: int
     description: str = ""
+    min_runs: int = 0  # buckets with fewer runs are "no data" (a rate of 1 failure in 2 is noise)
 
     @property
     def group_by(self) -> str:
@@ -82,7 +84,7 @@ class Rule:
             metric=self.metric,
             scope=self.scope,
             window_s=self.window_s,
-            condition=self.condition.describe(),
+            condition={**self.condition.describe(), **({"min_runs": self.min_runs} if self.min_runs else {})},
             severity=self.severity,
             channels=list(self.channels),
             cooldown_s=self.cooldown_s,
@@ -319,7 +321,16 @@ class _Doc:
             channels=self._rule_channels(data.get("channels", ["log"]), (*path, "channels"), channels),
             cooldown_s=int(self.duration(data.get("cooldown", "1h"), (*path, "cooldown"))),
             description=self.string(data.get("description", ""), (*path, "description")),
+            min_runs=self._min_runs(data.get("min_runs", 0), (*path, "min_runs"), metric),
         )
+
+    def _min_runs(self, value: Any, path: KeyPath, metric: str) -> int:
+        count = int(self.number(value, path, integer=True))
+        if count < 0:
+            raise self.error(path, f"must be >= 0, got {count}")
+        if count and metric in DERIVED_METRICS:
+            raise self.error(path, f"does not apply to {metric}")
+        return count
 
     def _condition(self, value: Any, path: KeyPath, metric: str) -> Detector:
         data = self.mapping(value, path)

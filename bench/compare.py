@@ -5,16 +5,21 @@ seeded agent-like workload (``bench/workload.py``), encodes it once as OTLP prot
 feeds the same bytes to each product in turn on 127.0.0.1, one server at a time:
 
 1. start the server (agentwatch's collector on embedded chDB; Phoenix on its default SQLite)
-   in a fresh data directory, sampling the resident memory of its process tree;
+   in a fresh data directory, sampling the memory of its process tree;
 2. post every batch as fast as it is accepted (honouring 429/503 ``Retry-After``), then poll
    the product's own API until every span is queryable;
-3. ask the same questions through each product's own API (span count, total tokens, error
-   count, run latency p50/p95 over an hour-long range, one whole trace), checking the answers
-   against the workload's known totals, and time repeated calls;
+3. ask the same questions through each product's own API (span count, run count, total
+   tokens, error count, run latency p50/p95 over an hour-long range, one whole trace),
+   check the answers against the workload's known totals, and time repeated calls;
 4. stop it and measure its data directory.
+
+Then the per-call cost of tracing an empty function: ``@agentwatch.tool``, a bare
+OpenTelemetry span, and Phoenix's ``@tracer.tool`` (``bench/compare_sdk.py``).
 
 Phoenix runs from its own virtualenv (``--phoenix-python``), never from agentwatch's. If it is
 not installed, agentwatch is measured alone and the result says Phoenix was not measured.
+``--profile`` runs py-spy on the collector during ingest and during the questions.
+Run from the repository root:
 
     .venv/bin/python -m bench.compare                                  # 50k spans, both
     .venv/bin/python -m bench.compare --agentwatch-only --spans 1000000
@@ -95,9 +100,14 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def tree_rss_bytes(root: int) -> int:
-    """Resident memory of a process and all its descendants (VmRSS from /proc)."""
-    total, stack = 0, [root]
+def tree_memory_bytes(root: int) -> tuple[int, int]:
+    """(VmRSS, RssAnon) of a process and all its descendants, from /proc.
+
+    RSS counts the pages of mapped files too (chDB's shared library is ~200 MB of them,
+    shared and reclaimable); RssAnon is the memory the process itself allocated.
+    """
+    rss = anon = 0
+    stack = [root]
     while stack:
         pid = stack.pop()
         try:
@@ -106,27 +116,31 @@ def tree_rss_bytes(root: int) -> int:
             continue
         for line in status.splitlines():
             if line.startswith("VmRSS:"):
-                total += int(line.split()[1]) * 1024
+                rss += int(line.split()[1]) * 1024
+            elif line.startswith("RssAnon:"):
+                anon += int(line.split()[1]) * 1024
         stack.extend(_children(pid))
-    return total
+    return rss, anon
 
 
 class RssSampler(threading.Thread):
-    """Samples a process tree's RSS in the background and keeps the peak."""
+    """Samples a process tree's memory in the background and keeps the peaks."""
 
     def __init__(self, pid: int, interval_s: float = 0.1) -> None:
         super().__init__(name="rss-sampler", daemon=True)
-        self.pid, self.interval_s, self.peak = pid, interval_s, 0
+        self.pid, self.interval_s = pid, interval_s
+        self.peak_rss = self.peak_anon = 0
         self._done = threading.Event()
 
     def run(self) -> None:
         while not self._done.wait(self.interval_s):
-            self.peak = max(self.peak, tree_rss_bytes(self.pid))
+            rss, anon = tree_memory_bytes(self.pid)
+            self.peak_rss, self.peak_anon = max(self.peak_rss, rss), max(self.peak_anon, anon)
 
-    def stop(self) -> int:
+    def stop(self) -> tuple[int, int]:
         self._done.set()
         self.join(timeout=5)
-        return self.peak
+        return self.peak_rss, self.peak_anon
 
 
 def disk_bytes(path: Path) -> int:
@@ -199,8 +213,8 @@ def wait_ready(server: Server, path: str, timeout_s: float) -> None:
     )
 
 
-def stop_server(server: Server) -> int:
-    """Stops the server (SIGTERM, then SIGKILL after 30 s) and returns its peak RSS."""
+def stop_server(server: Server) -> tuple[int, int]:
+    """Stops the server (SIGTERM, then SIGKILL after 30 s); returns its peak (RSS, RssAnon)."""
     if server.process.poll() is None:
         os.killpg(server.process.pid, signal.SIGTERM)
         try:
@@ -208,7 +222,7 @@ def stop_server(server: Server) -> int:
         except subprocess.TimeoutExpired:
             os.killpg(server.process.pid, signal.SIGKILL)
             server.process.wait(timeout=10)
-    return server.sampler.stop() if server.sampler else 0
+    return server.sampler.stop() if server.sampler else (0, 0)
 
 
 # --- ingest ----------------------------------------------------------------------------------
@@ -601,12 +615,16 @@ class Phoenix(Product):
 
 
 def time_question(ask: Callable[[], object], repeats: int) -> dict[str, object]:
-    answer = ask()  # warm-up, and the answer that is checked
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        ask()
-        samples.append(time.perf_counter() - start)
+    """Median and p95 of ``repeats`` calls after a warm-up; a failing question records its error."""
+    try:
+        answer = ask()  # warm-up, and the answer that is checked
+        samples = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            ask()
+            samples.append(time.perf_counter() - start)
+    except (BenchError, httpx.HTTPError, KeyError, TypeError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}", "median_s": None, "p95_s": None}
     samples.sort()
     p95 = samples[min(len(samples) - 1, round(0.95 * (len(samples) - 1)))]
     return {"answer": answer, "median_s": statistics.median(samples), "p95_s": p95}
@@ -637,7 +655,7 @@ def measure(
     try:
         wait_ready(server, product.health_path, args.start_timeout)
         product.connect(server)
-        rss_idle = tree_rss_bytes(server.process.pid)
+        rss_idle = tree_memory_bytes(server.process.pid)[0]
         result = _phase(
             "ingest", server, profile, extra,
             lambda: ingest(product, server, workload, args.senders, args.queryable_timeout),
@@ -649,7 +667,7 @@ def measure(
         )  # fmt: skip
     finally:
         product.close()
-        peak = stop_server(server)
+        peak, peak_anon = stop_server(server)
     disk = disk_bytes(server.data_dir)
     breakdown = disk_breakdown(server.data_dir)
     database = sum(n for name, n in breakdown.items() if name.startswith(product.database_entries))
@@ -664,6 +682,7 @@ def measure(
         "answers_correct": _check(questions, expected_answers(workload)),
         "rss_idle_bytes": rss_idle,
         "peak_rss_bytes": peak,
+        "peak_anon_bytes": peak_anon,
         "disk_bytes": disk,
         "disk_bytes_per_span": disk / max(1, result.queryable),
         "disk_breakdown": breakdown,
@@ -679,7 +698,7 @@ def disk_breakdown(data_dir: Path) -> dict[str, int]:
 
 def _check(questions: dict[str, dict[str, object]], expected: dict[str, object]) -> dict[str, bool]:
     return {
-        name: questions[name]["answer"] == want
+        name: questions[name].get("answer") == want
         for name, want in expected.items()
         if name in questions
     }
@@ -811,6 +830,10 @@ def compare(aw: dict[str, object], px: dict[str, object]) -> dict[str, dict[str,
         met = None if r is None else (r >= threshold if op == ">=" else r <= threshold)
         out[name] = {"description": text, "ratio": r, "target": f"{op} {threshold:g}", "met": met}
     out["aggregate_queries"]["per_question"] = per_question
+    out["peak_anon"] = {
+        "description": "server peak anonymous memory (RSS less mapped files), agentwatch / Phoenix",
+        "ratio": _ratio(aw["peak_anon_bytes"], px["peak_anon_bytes"]),
+    }  # type: ignore[arg-type]
     out["database_per_span"] = {
         "description": "database bytes per span (data directory less write-ahead log), Phoenix / agentwatch",
         "ratio": _ratio(px["database_bytes_per_span"], aw["database_bytes_per_span"]),
@@ -830,6 +853,12 @@ def _fmt(value: object, unit: str = "") -> str:
     else:
         text = str(value)
     return f"{text}{unit}"
+
+
+def _ms(question: dict[str, object], key: str) -> object:
+    if question.get("error"):
+        return "error"
+    return question[key] * 1000  # type: ignore[operator]
 
 
 def table_rows(result: dict[str, object]) -> list[tuple[str, str, str, str]]:
@@ -870,6 +899,12 @@ def table_rows(result: dict[str, object]) -> list[tuple[str, str, str, str]]:
         ratios.get("peak_rss", {}).get("ratio"),
     )
     row(
+        "peak RssAnon (MiB)",
+        lambda p: p["peak_anon_bytes"] / 2**20,
+        "",
+        ratios.get("peak_anon", {}).get("ratio"),
+    )
+    row(
         "disk bytes/span",
         lambda p: p["disk_bytes_per_span"],
         "",
@@ -884,8 +919,8 @@ def table_rows(result: dict[str, object]) -> list[tuple[str, str, str, str]]:
     per_q = ratios.get("aggregate_queries", {}).get("per_question", {})
     for q in QUESTIONS:
         ratio = per_q.get(q)
-        row(f"{q} median ms", lambda p, q=q: p["questions"][q]["median_s"] * 1000, "", ratio)
-        row(f"{q} p95 ms", lambda p, q=q: p["questions"][q]["p95_s"] * 1000)
+        row(f"{q} median ms", lambda p, q=q: _ms(p["questions"][q], "median_s"), "", ratio)
+        row(f"{q} p95 ms", lambda p, q=q: _ms(p["questions"][q], "p95_s"))
     return rows
 
 
@@ -990,13 +1025,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def _workload_info(workload: Workload, args: argparse.Namespace) -> dict[str, object]:
     t = workload.totals
-    size = sum(len(b) for b in workload.batches()) if workload.passes == 1 else None
     return {
         **asdict(t),
         "total_tokens": t.total_tokens,
         "seed": args.seed,
         "batches": workload.batch_count,
-        "request_bytes": size or 0,
+        "request_bytes": workload.request_bytes,
         "passes": workload.passes,
     }
 
@@ -1040,6 +1074,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         print("agentwatch: ingesting ...", flush=True)
         profile = args.profile and _out_path(args).with_name(_out_path(args).name + "_profile.txt")
         figures = measure(aw, workload, args, profile=profile or None)
+        _note_failures("agentwatch", figures, notes)
         result["products"]["agentwatch"] = {"measured": True, **figures}  # type: ignore[index]
         result["agentwatch_auth"] = aw.auth
         result["agentwatch_settings"] = aw.env or "defaults"
@@ -1064,7 +1099,23 @@ def _phoenix(
         return {"measured": False, "reason": reason}
     print(f"phoenix {version}: ingesting (this takes minutes) ...", flush=True)
     notes.append("Phoenix runs with its defaults (SQLite in PHOENIX_WORKING_DIR, auth off).")
-    return {"measured": True, **measure(Phoenix(tmp, args.phoenix_python), workload, args)}
+    figures = measure(Phoenix(tmp, args.phoenix_python), workload, args)
+    _note_failures("Phoenix", figures, notes)
+    return {"measured": True, **figures}
+
+
+def _note_failures(product: str, figures: dict[str, object], notes: list[str]) -> None:
+    """Puts every failed question, wrong answer and incomplete ingest into the result's notes."""
+    if not figures["complete"]:
+        notes.append(f"{product}: only {figures['ingest']['queryable']} spans became queryable.")  # type: ignore[index]
+    for name, q in figures["questions"].items():  # type: ignore[union-attr]
+        if q.get("error"):
+            notes.append(f"{product}: question {name} failed: {q['error']}")
+    wrong = [name for name, ok in figures["answers_correct"].items() if not ok]  # type: ignore[union-attr]
+    if wrong:
+        notes.append(
+            f"{product}: wrong or missing answers to {', '.join(wrong)} (see answers in the JSON)."
+        )
 
 
 def _env_pairs(pairs: list[str]) -> dict[str, str]:
@@ -1097,9 +1148,10 @@ def main(argv: list[str] | None = None) -> int:
     print(render_table(result))
     for name, t in result.get("ratios", {}).items():  # type: ignore[union-attr]
         if "met" in t:
-            print(
-                f"target {name}: {_fmt(t['ratio'], 'x')} (required {t['target']}): {'met' if t['met'] else 'MISSED'}"
-            )
+            verdict = {True: "met", False: "MISSED", None: "not measured"}[t["met"]]
+            print(f"target {name}: {_fmt(t['ratio'], 'x')} (required {t['target']}): {verdict}")
+    for note in result["notes"]:  # type: ignore[union-attr]
+        print(f"note: {note}")
     print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.md')}")
     return 0
 

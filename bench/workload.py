@@ -115,6 +115,11 @@ class Workload:
     def batch_count(self) -> int:
         return len(self._pool) * self.passes
 
+    @property
+    def request_bytes(self) -> int:
+        """Bytes on the wire for the whole workload (a pass rewrites ids in place: same sizes)."""
+        return sum(len(body) for body in self._pool) * self.passes
+
     def batches(self) -> Iterator[bytes]:
         """Every request body in order; passes after the first differ only in their trace ids."""
         for pass_no in range(self.passes):

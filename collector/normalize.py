@@ -65,6 +65,12 @@ def _nint(value: Any) -> int | None:
         return None
 
 
+def _int32(value: Any) -> int | None:
+    """An Int32 column (step index): a value outside it is client nonsense, dropped, never a failed insert."""
+    number = _nint(value)
+    return number if number is not None and -(2**31) <= number < 2**31 else None
+
+
 def _float(value: Any) -> float | None:
     if value is None or value == "" or type(value) is bool:
         return None
@@ -131,7 +137,7 @@ _map("error_type", _nstr, sc.ERROR_TYPE)
 _map("is_timeout", _true, sc.AW_TIMEOUT)
 _map("tool_name", _nstr, sc.GEN_AI_TOOL_NAME, sc.TOOL_NAME)
 _map("tool_cache_hit", _true, sc.AW_TOOL_CACHE_HIT)
-_map("step_index", _nint, sc.AW_STEP_INDEX)
+_map("step_index", _int32, sc.AW_STEP_INDEX)
 _map("finish_reason", _finish_reason, sc.GEN_AI_RESPONSE_FINISH_REASONS)
 _map("outcome", _nstr, sc.AW_RUN_OUTCOME)
 _map("budget_exceeded", _nstr, sc.AW_BUDGET_EXCEEDED)

@@ -63,7 +63,8 @@ SPAN_METRICS = frozenset(
     {"cost_usd", "input_tokens", "output_tokens", "tokens_per_s", "ttft_p50", "ttft_p95",
      "tpot_p50", "tpot_p95", "tool_calls", "tool_failure_rate", "timeout_rate"}
 )
-RUN_METRICS = frozenset(TIMESERIES_METRICS) - SPAN_METRICS
+HEAD_METRICS = frozenset({"runs", "run_latency_p50", "run_latency_p95", "error_rate", "success_rate"})
+TOTAL_METRICS = frozenset({"steps_per_run", "max_steps", "max_run_cost_usd", "feedback_score"})
 ADDITIVE = frozenset({"runs", "cost_usd", "input_tokens", "output_tokens", "tokens_per_s", "tool_calls"})
 GROUPS = ("none", "agent", "model")
 
@@ -167,7 +168,7 @@ def get_run(store: Store, project: str, trace_id: str) -> RunDetail | None:
     run = runs[0]
     return RunDetail(
         run=RunSummary(**run, feedback_score=_mean_score(feedback)) if (feedback := _feedback(store, params)) else RunSummary(**run),
-        spans=[SpanOut(**s) for s in spans],
+        spans=[SpanOut.model_construct(**s) for s in spans],  # typed by the schema; 10k spans must load fast
         feedback=feedback,
         agent_median_cost_usd=_agent_median(store, project, run),
     )
@@ -234,37 +235,72 @@ def _span_figures(row: dict[str, Any], step_s: float) -> dict[str, float | None]
     }
 
 
-def _run_figures(row: dict[str, Any], step_s: float) -> dict[str, float | None]:
+def _head_figures(row: dict[str, Any], step_s: float) -> dict[str, float | None]:
     latency = row["latency_q"]
     return {
         "runs": float(row["runs"]),
         "run_latency_p50": _num(latency[0]), "run_latency_p95": _num(latency[1]),
-        "steps_per_run": _num(row["steps_per_run"]),
         "error_rate": _ratio(row["failed_runs"], row["runs"]),
-        "max_run_cost_usd": _num(row["max_run_cost_usd"]),
-        "max_steps": float(row["max_steps"]),
         "success_rate": _ratio(row["successes"], row["with_outcome"]),
-        "feedback_score": _ratio(row["fb_sum"], row["fb_n"]),
-        "cost_per_success_usd": _ratio(row["run_cost_usd"], row["successes"]),
+        "successes": float(row["successes"]),
     }
+
+
+def _total_figures(row: dict[str, Any], step_s: float) -> dict[str, float | None]:
+    return {
+        "steps_per_run": _num(row["steps_per_run"]),
+        "max_steps": _num(row["max_steps"]),
+        "max_run_cost_usd": _num(row["max_run_cost_usd"]),
+        "feedback_score": _ratio(row["fb_sum"], row["fb_n"]),
+    }
+
+
+def _all_run_figures(row: dict[str, Any], step_s: float) -> dict[str, float | None]:
+    return _head_figures(row, step_s) | _total_figures(row, step_s)
+
+
+Shaper = Callable[[dict[str, Any], float], dict[str, float | None]]
+
+
+def _plans(wanted: set[str], group_by: str, params: dict[str, Any]) -> list[tuple[str, Shaper]]:
+    """The queries (and row shapers) that produce the wanted metrics."""
+    plans: list[tuple[str, Shaper]] = []
+    if wanted & SPAN_METRICS:
+        plans.append((q.span_metrics(group_by, q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params)), _span_figures))
+    if group_by == "model" and wanted & (HEAD_METRICS | TOTAL_METRICS):
+        plans.append((q.run_metrics(group_by, q.where(q.RUN_FILTERS, params)), _all_run_figures))
+        return plans
+    if wanted & HEAD_METRICS:
+        plans.append((q.run_heads(group_by, q.where(q.RUN_HEAD_FILTERS, params)), _head_figures))
+    if wanted & TOTAL_METRICS:
+        plans.append((q.run_totals(group_by, q.where(q.RUN_TOTAL_FILTERS, params)), _total_figures))
+    return plans
+
+
+def _rollup_params(start: float, end: float, step_s: float) -> dict[str, Any]:
+    """Which minutes may come from ``span_minutes``: the whole ones that no bucket boundary cuts."""
+    lo, hi = math.ceil(start / 60) * 60, math.floor(end / 60) * 60
+    if step_s < 60 or hi <= lo:
+        return {"lo_s": lo, "hi_s": lo, "raw_minutes": []}
+    boundaries = (start + k * step_s for k in range(1, math.ceil((end - start) / step_s)))
+    raw = sorted({int(b // 60) * 60 for b in boundaries if b % 60})
+    return {"lo_s": lo, "hi_s": hi, "raw_minutes": [m for m in raw if lo <= m < hi]}
 
 
 def _figures(
     store: Store, project: str, metrics: Iterable[str], start: float, end: float, step_s: float, group_by: str, agent: str | None, model: str | None
 ) -> Figures:
-    """All figures of the span-level and/or run-level families that ``metrics`` needs."""
+    """Every figure ``metrics`` needs, per (bucket, group), from as few queries as it takes."""
     start_ns, end_ns = _range(start, end)
     params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "step_ns": int(step_s * 1e9), "agent": agent, "model": model}
-    wanted = set(metrics)
+    params |= _rollup_params(start, end, step_s)
+    wanted = set(metrics) | ({"cost_usd", "runs"} if "cost_per_success_usd" in metrics else set())
     out: Figures = {}
-    plans: list[tuple[frozenset[str], str, Callable[[dict[str, Any], float], dict[str, float | None]]]] = [
-        (SPAN_METRICS, q.span_metrics(group_by, q.where(q.SPAN_FILTERS, params)), _span_figures),
-        (RUN_METRICS, q.run_metrics(group_by, q.where(q.RUN_FILTERS, params)), _run_figures),
-    ]
-    for family, sql, shape in plans:
-        if wanted & family:
-            for row in store.query(sql, params):
-                out.setdefault((int(row["bucket"]), row["grp"]), {}).update(shape(row, step_s))
+    for sql, shape in _plans(wanted, group_by, params):
+        for row in store.query(sql, params):
+            out.setdefault((int(row["bucket"]), row["grp"]), {}).update(shape(row, step_s))
+    for figures in out.values():
+        figures["cost_per_success_usd"] = _ratio(figures.get("cost_usd") or 0.0, figures.get("successes") or 0.0)
     return out
 
 
@@ -330,27 +366,33 @@ def cost_breakdown(
     now: float | None = None,
 ) -> CostBreakdown:
     """Where the money went in [start, end), what the levers saved, and the month's forecast."""
-    start_ns, end_ns = _range(start, end)
-    params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "agent": agent, "model": model}
-    where = q.where(q.SPAN_FILTERS, params)
-    by = {key: [CostRow(**r) for r in store.query(q.cost_by(key, where), params)] for key in q.COST_KEYS}
-    levers = store.query(q.cost_levers(where), params)[0]
-    mtd, projected = _month(store, project, where, params, time.time() if now is None else now)
+    params = _call_params(project, start, end, agent, model)
+    filters = q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params)
+    by = {key: [CostRow(**r) for r in store.query(q.cost_by(key, *filters), params)] for key in q.COST_KEYS}
+    totals = store.query(q.cost_totals(*filters), params)[0]
+    mtd, projected = _month(store, project, agent, model, time.time() if now is None else now)
     runs = _figures(store, project, ["cost_per_success_usd"], start, end, end - start, "none", agent, model)
+    tokens = int(totals["input_tokens"]) + int(totals["output_tokens"])
     return CostBreakdown(
         start=start,
         end=end,
-        total_usd=sum(r.cost_usd for r in by["model"]),
+        total_usd=float(totals["cost_usd"]),
         by_model=by["model"],
         by_agent=by["agent"],
         by_day=by["day"],
         month_to_date_usd=mtd,
         projected_month_usd=projected,
         top_runs=list_runs(store, project, start=start, end=end, sort="-cost_usd", limit=10, agent=agent, model=model).items,
-        levers=_levers(levers),
+        levers=_levers(totals),
         cost_per_success_usd=runs.get((0, ""), {}).get("cost_per_success_usd"),
-        self_hosted=_self_hosted(store, project, start, end, gpu_hour_usd, int(levers["tokens"])) if gpu_hour_usd > 0 else None,
+        self_hosted=_self_hosted(store, project, start, end, gpu_hour_usd, tokens) if gpu_hour_usd > 0 else None,
     )
+
+
+def _call_params(project: str, start: float, end: float, agent: str | None, model: str | None) -> dict[str, Any]:
+    """Parameters of ``queries.span_rollup`` for one range taken whole."""
+    start_ns, end_ns = _range(start, end)
+    return {"project": project, "start_ns": start_ns, "end_ns": end_ns, "agent": agent, "model": model} | _rollup_params(start, end, end - start)
 
 
 def _levers(row: dict[str, Any]) -> CostLevers:
@@ -365,13 +407,13 @@ def _levers(row: dict[str, Any]) -> CostLevers:
     )
 
 
-def _month(store: Store, project: str, where: str, params: dict[str, Any], now: float) -> tuple[float, float]:
+def _month(store: Store, project: str, agent: str | None, model: str | None, now: float) -> tuple[float, float]:
     """Month-to-date cost (UTC calendar month) and its linear projection to the month's end."""
     today = datetime.fromtimestamp(now, UTC)
     first = datetime(today.year, today.month, 1, tzinfo=UTC).timestamp()
     month_s = monthrange(today.year, today.month)[1] * 86_400
-    month_params = {**params, "start_ns": int(first * 1e9), "end_ns": int(now * 1e9) + 1}
-    mtd = float(store.query(q.cost_total(where), month_params)[0]["cost_usd"])
+    params = _call_params(project, first, max(now, first + 1), agent, model)
+    mtd = float(store.query(q.cost_totals(q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params)), params)[0]["cost_usd"])
     elapsed = max(now - first, 3600.0)  # a projection from the first minutes would be noise
     return mtd, mtd * month_s / elapsed
 

@@ -2,7 +2,8 @@
 
 ``agentwatch reprice --since 7d`` recomputes the cost of every priced LLM span since then
 with today's prices, records the prices used in ``price_versions`` (so a cost can always be
-traced to the prices behind it), and rebuilds the run totals of the affected hours. While a
+traced to the prices behind it), and rebuilds the run totals and per-minute figures from the
+first affected hour and minute on. While a
 collector owns the embedded data directory, the command asks it to do the work
 (``POST /api/admin/reprice`` with the admin token from the data directory).
 
@@ -58,8 +59,8 @@ def reprice(store: Store, prices: PriceTable, *, since: float, project: str = ""
     if priced:
         _record_prices(store, prices.version, priced, time.time() if now is None else now)
         store.command(queries.REPRICE_SPANS, params | _price_arrays(priced, prices.version))
-        store.command(queries.DROP_RUNS, params)
-        store.command(queries.REBUILD_RUNS, params)
+        for statement in (queries.DROP_RUNS, queries.REBUILD_RUNS, queries.DROP_MINUTES, queries.REBUILD_MINUTES):
+            store.command(statement, params)
     return RepriceResult(
         version=prices.version,
         since=since,

@@ -171,7 +171,7 @@ class EngineScraper:
             response = await client.get(target.url)
             response.raise_for_status()
             samples = parse_metrics(response.text)
-        except (httpx.HTTPError, ValueError) as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:  # InvalidURL is no HTTPError
             self._mark_down(key, target, exc)
             return []
         if key in self._down:

@@ -102,35 +102,36 @@ def _empty_step(index: int) -> dict[str, object]:
 
 @dataclass
 class GrowthFit:
-    """Input tokens per LLM call against step, and whether the run's total grows linearly or quadratically.
+    """Input tokens per LLM call in call order, and whether the run's total grows linearly or quadratically.
 
     A ReAct run re-sends its growing history, so each call's input grows with the step and
     the run's cumulative input grows with steps squared; a bounded-context run keeps each
-    call's input flat and its cumulative input linear. The fit is over the cumulative curve.
+    call's input flat and its cumulative input linear. The fit is over the cumulative curve
+    against the call's position (agents often make several calls per step).
     """
 
-    steps: list[int]
+    calls: list[int]  # 0-based position of the call in the run
+    steps: list[int]  # the step index of each call (-1 when the agent did not mark steps)
     input_tokens: list[int]
     cumulative: list[int]
     chosen: str  # "linear" | "quadratic" | "too few calls"
     fitted: list[float] = field(default_factory=list)
-    tokens_added_per_step: float = 0.0
+    tokens_added_per_call: float = 0.0
     coefficients: list[float] = field(default_factory=list)  # highest power first
 
 
 def context_growth(spans: Sequence[SpanOut]) -> GrowthFit:
-    calls = client_llm_calls(spans)
-    indexed = all(c.step_index >= 0 for c in calls)
-    steps = [c.step_index if indexed else i for i, c in enumerate(calls)]
+    calls = sorted(client_llm_calls(spans), key=lambda c: c.start_time)
+    order, steps = list(range(len(calls))), [c.step_index for c in calls]
     tokens = [c.input_tokens for c in calls]
     cumulative = np.cumsum(tokens).tolist() if tokens else []
-    if len(set(steps)) < 3:
-        return GrowthFit(steps, tokens, cumulative, "too few calls")
-    x, y = np.asarray(steps, float), np.asarray(cumulative, float)
+    if len(calls) < 3:
+        return GrowthFit(order, steps, tokens, cumulative, "too few calls")
+    x, y = np.asarray(order, float), np.asarray(cumulative, float)
     lin, quad = np.polyfit(x, y, 1), np.polyfit(x, y, 2)
     slope = float(np.polyfit(x, np.asarray(tokens, float), 1)[0])
     chosen, coeffs = ("quadratic", quad) if _prefers_quadratic(x, y, lin, quad) else ("linear", lin)
-    return GrowthFit(steps, tokens, cumulative, chosen, np.polyval(coeffs, x).tolist(), slope, coeffs.tolist())
+    return GrowthFit(order, steps, tokens, cumulative, chosen, np.polyval(coeffs, x).tolist(), slope, coeffs.tolist())
 
 
 def _prefers_quadratic(x: np.ndarray, y: np.ndarray, lin: np.ndarray, quad: np.ndarray) -> bool:

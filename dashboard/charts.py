@@ -91,12 +91,13 @@ def _kind_bars(kind: str, rows: list[tuple[str, SpanOut]], t0: float) -> go.Bar:
 def growth_figure(fit: GrowthFit) -> go.Figure:
     """Input tokens per call (bars) and the run's cumulative input with the chosen fit (lines)."""
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=fit.steps, y=fit.input_tokens, name="input tokens of the call", marker_color=KIND_COLOURS[sc.KIND_LLM]))
-    fig.add_trace(go.Scatter(x=fit.steps, y=fit.cumulative, name="cumulative input tokens", mode="markers", yaxis="y2"))
+    steps = [f"step {s}" for s in fit.steps]
+    fig.add_trace(go.Bar(x=fit.calls, y=fit.input_tokens, name="input tokens of the call", marker_color=KIND_COLOURS[sc.KIND_LLM], hovertext=steps))
+    fig.add_trace(go.Scatter(x=fit.calls, y=fit.cumulative, name="cumulative input tokens", mode="markers", yaxis="y2", hovertext=steps))
     if fit.fitted:
-        fig.add_trace(go.Scatter(x=fit.steps, y=fit.fitted, name=f"{fit.chosen} fit", mode="lines", line={"dash": "dash"}, yaxis="y2"))
+        fig.add_trace(go.Scatter(x=fit.calls, y=fit.fitted, name=f"{fit.chosen} fit", mode="lines", line={"dash": "dash"}, yaxis="y2"))
     fig.update_layout(
-        title=f"Context growth: {fit.chosen}", height=340, xaxis_title="step index",
+        title=f"Context growth: {fit.chosen}", height=340, xaxis_title="LLM call, in order (its step index on hover)",
         yaxis={"title": "input tokens per call"}, yaxis2={"title": "cumulative input tokens", "overlaying": "y", "side": "right"}, **_LAYOUT,
     )
     return fig

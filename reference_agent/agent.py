@@ -28,7 +28,6 @@ from typing import Any, Literal
 
 import agentwatch
 import openai
-from agentwatch import _semconv as sc
 from opentelemetry import trace
 
 from reference_agent.engine.tokenizer import count_tokens
@@ -37,13 +36,16 @@ from reference_agent.tools import ResearchTools, ToolCache, ToolError, UnknownDo
 Mode = Literal["react", "iterative"]
 MODES: tuple[str, ...] = ("react", "iterative")
 AGENT_NAME = "research-agent"
+# agentwatch's span attributes for what the SDK cannot know by itself (see the semantic conventions)
+CACHE_HIT = "agentwatch.tool.cache_hit"
+TOKENS_SAVED = "agentwatch.tool.tokens_saved"
 
 TOOL_SCHEMAS: list[dict[str, Any]] = [
     {
         "type": "function",
         "function": {
             "name": "search",
-            "description": "Search the document corpus; returns lines 'doc_id | title | snippet'.",
+            "description": "Search the document corpus; returns a JSON list of {id, title, snippet}.",
             "parameters": {
                 "type": "object",
                 "properties": {"query": {"type": "string", "description": "keywords to search for"}},
@@ -307,7 +309,7 @@ class ResearchAgent:
             async with agentwatch.tool(name):
                 result.tool_calls += 1
                 saved = count_tokens(cached)
-                _annotate({sc.AW_TOOL_CACHE_HIT: True, sc.AW_TOOL_TOKENS_SAVED: saved})
+                _annotate({CACHE_HIT: True, TOKENS_SAVED: saved})
             result.cache_hits += 1
             result.tokens_saved += saved
             return cached
@@ -337,7 +339,7 @@ class ResearchAgent:
         """One attempt; the SDK's tool timeout cuts a call that hangs (and traces it as a timeout)."""
         async with agentwatch.tool(name, timeout=self.config.tool_timeout_s):
             result.tool_calls += 1
-            _annotate({sc.AW_TOOL_CACHE_HIT: False})
+            _annotate({CACHE_HIT: False})
             if name == "search":
                 return await self.tools.search(argument)
             return await self.tools.fetch(argument)

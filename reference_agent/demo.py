@@ -7,8 +7,9 @@ the research agent in this process, traced by the SDK like any user's agent:
 
 1. *baseline* (the first ~55% of ``--duration``): evolving-report runs, easy decisions
    routed to ``sim-small``; this gives the cost-spike detector its history;
-2. *spike*: twice the users switch to long ReAct runs with every call on ``sim-large``, so the
-   cost per minute really rises (each step re-sends the history to the expensive model).
+2. *spike*: twice the users switch to long ReAct tasks (questions the simulated model reads
+   five documents for) with every call on ``sim-large``, so the cost per minute really rises
+   (each step re-sends the growing history to the expensive model).
 
 The demo's alert rules (``demo_rules.yaml`` next to this module, evaluated every 2 s) are the
 default cost rules with buckets of seconds instead of hours, so that the spike fires within a
@@ -43,8 +44,10 @@ import agentwatch
 import httpx
 import openai
 
+from collector.admin import read_admin_token
 from reference_agent.agent import AgentConfig, ResearchAgent
-from reference_agent.loadgen import LoadConfig, LoadSummary, generate_load
+from reference_agent.engine.policy import docs_wanted
+from reference_agent.loadgen import LoadConfig, LoadSummary, generate_load, make_questions
 from reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
 
 DEMO_RULES = Path(__file__).with_name("demo_rules.yaml")
@@ -170,7 +173,7 @@ class ProcessGroup:
         self._children.append((name, proc))
         return proc
 
-    def wait_ready(self, name: str, url: str, *, timeout_s: float = 60.0, headers: dict[str, str] | None = None) -> None:
+    def wait_ready(self, name: str, url: str, *, timeout_s: float = 60.0) -> None:
         """Poll ``url`` until it answers 200; a child that exits first is an error with its log."""
         proc = dict(self._children)[name]
         deadline = time.monotonic() + timeout_s
@@ -178,7 +181,7 @@ class ProcessGroup:
             if proc.poll() is not None:
                 raise DemoError(f"{name} exited with code {proc.returncode}:\n{self.log_tail(name)}")
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url, headers=headers, timeout=2.0).status_code == 200:
+                if httpx.get(url, timeout=2.0).status_code == 200:
                     return
             time.sleep(0.2)
         raise DemoError(f"{name} did not answer {url} within {timeout_s:.0f} s:\n{self.log_tail(name)}")
@@ -213,61 +216,65 @@ def _agentwatch(*args: str) -> list[str]:
     return [sys.executable, "-m", "collector.cli", *args]
 
 
-def project_key(data_dir: Path, project: str = DEMO_PROJECT) -> str:
-    """The project's key: created once with ``agentwatch keys create``, then reused from a file."""
-    key_path = data_dir / f"{project}-project-key"
-    if key_path.exists():
-        return key_path.read_text().strip()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(_agentwatch("keys", "create", "--project", project),
-                          env={**os.environ, "AGENTWATCH_DATA_DIR": str(data_dir)},
-                          capture_output=True, text=True, timeout=60)
-    if done.returncode != 0 or not done.stdout.strip():
-        raise DemoError(f"agentwatch keys create failed ({done.returncode}): {done.stderr.strip()}")
-    key = done.stdout.strip().splitlines()[-1].strip()
-    key_path.write_text(key + "\n")
-    key_path.chmod(0o600)
-    return key
-
-
-def start_collector(group: ProcessGroup, data_dir: Path, *, port: int, grpc_port: int, key: str,
+def start_collector(group: ProcessGroup, data_dir: Path, *, port: int, grpc_port: int,
                     env: dict[str, str] | None = None) -> str:
     """``agentwatch collector`` on embedded chDB in ``data_dir``; returns its URL once it answers."""
     url = f"http://127.0.0.1:{port}"
     group.start("collector", _agentwatch("collector"), {
         "AGENTWATCH_DATA_DIR": str(data_dir), "AGENTWATCH_PORT": str(port), "AGENTWATCH_GRPC_PORT": str(grpc_port),
         "AGENTWATCH_HOST": "127.0.0.1", **(env or {})})
-    group.wait_ready("collector", url + "/api/ingest", headers=_auth(key))
+    group.wait_ready("collector", url + "/metrics")
     return url
+
+
+def project_key(collector: str, data_dir: Path, project: str = DEMO_PROJECT) -> str:
+    """The project's key, saved in ``data_dir`` and reused while the collector accepts it; else a
+    new one from the running collector's key admin (``agentwatch keys create`` does the same)."""
+    key_path = data_dir / f"{project}-project-key"
+    if key_path.exists():
+        key = key_path.read_text().strip()
+        if httpx.get(collector + "/api/ingest", headers=_auth(key), timeout=10.0).status_code == 200:
+            return key
+    token = read_admin_token(data_dir)
+    if token is None:
+        raise DemoError(f"no admin token in {data_dir}: is the collector there running on this data directory?")
+    response = httpx.post(collector + "/admin/keys", json={"project": project, "name": "agentwatch demo"},
+                          headers=_auth(token), timeout=30.0)
+    if response.status_code != 200:
+        raise DemoError(f"creating a key for project {project!r} failed: {response.status_code} {response.text}")
+    key = str(response.json()["key"])
+    key_path.write_text(key + "\n")
+    key_path.chmod(0o600)
+    return key
 
 
 def start_engine(group: ProcessGroup, *, port: int, speed: float, collector: str | None = None,
                  key: str | None = None) -> str:
-    """``agentwatch engine --sim``, its spans sent to ``collector``; returns its URL once it answers."""
-    url = f"http://127.0.0.1:{port}"
+    """``agentwatch engine --sim`` (its spans sent to ``collector``); returns its URL, not waiting."""
     tracing = ["--otlp-endpoint", collector, "--api-key", key or ""] if collector else []
     group.start("engine", _agentwatch("engine", "--sim", "--port", str(port), "--speed", str(speed), *tracing), {})
-    group.wait_ready("engine", url + "/v1/models")
-    return url
+    return f"http://127.0.0.1:{port}"
 
 
 def _start_stack(group: ProcessGroup, options: DemoOptions) -> tuple[dict[str, str], str]:
+    """Collector first (the key comes from it), then the engine and the dashboard side by side."""
     ports, data_dir = options.ports, options.data_dir
-    options.log(f"starting the simulated engine, the collector and the dashboard (logs in {data_dir / 'logs'})")
-    key = project_key(data_dir)
-    urls = {"dashboard": f"http://127.0.0.1:{ports['dashboard']}"}
-    urls["engine"] = start_engine(group, port=ports["engine"], speed=options.engine_speed,
-                                  collector=f"http://127.0.0.1:{ports['collector']}", key=key)
-    urls["collector"] = start_collector(group, data_dir, port=ports["collector"], grpc_port=ports["collector-grpc"],
-                                        key=key, env={
-        "AGENTWATCH_SCRAPE_TARGETS": f"sim-engine={urls['engine']}/metrics", "AGENTWATCH_SCRAPE_INTERVAL_S": "2",
+    options.log(f"starting the collector, the simulated engine and the dashboard (logs in {data_dir / 'logs'})")
+    engine = f"http://127.0.0.1:{ports['engine']}"
+    collector = start_collector(group, data_dir, port=ports["collector"], grpc_port=ports["collector-grpc"], env={
+        "AGENTWATCH_SCRAPE_TARGETS": f"sim-engine={engine}/metrics", "AGENTWATCH_SCRAPE_INTERVAL_S": "2",
         "AGENTWATCH_ALERT_RULES": str(DEMO_RULES), "AGENTWATCH_ALERT_INTERVAL_S": str(ALERT_INTERVAL_S)})
+    key = project_key(collector, data_dir)
+    urls = {"dashboard": f"http://127.0.0.1:{ports['dashboard']}",
+            "engine": start_engine(group, port=ports["engine"], speed=options.engine_speed, collector=collector, key=key),
+            "collector": collector}
     if find_spec("dashboard.cli") is not None:
         group.start("dashboard", _agentwatch("dashboard", "--port", str(ports["dashboard"]),
-                                             "--collector", urls["collector"], "--api-key", key), {})
+                                             "--collector", collector, "--api-key", key), {})
         group.wait_ready("dashboard", urls["dashboard"] + "/_stcore/health", timeout_s=90)
     else:
         urls.pop("dashboard")
+    group.wait_ready("engine", engine + "/v1/models")
     return urls, key
 
 
@@ -326,8 +333,13 @@ async def _phases(options: DemoOptions, engine_url: str) -> dict[str, LoadSummar
     options.log(f"phase 2/2: cost spike, {2 * options.users} users switch to long ReAct runs on sim-large "
                 f"({spike_s:.0f} s)")
     second = await generate_load(spike, LoadConfig(users=2 * options.users, runs=1_000_000,
-                                                   duration_s=spike_s, seed=2))
+                                                   duration_s=spike_s, questions=_long_tasks()))
     return {"baseline": await first, "spike": second}
+
+
+def _long_tasks() -> tuple[str, ...]:
+    """Questions the simulated model reads the most documents for (5): the longest ReAct runs."""
+    return tuple(q for q in make_questions(200, seed=2) if docs_wanted(q) == 5)
 
 
 async def _watch(collector: str, key: str, started: float, log: Callable[[str], None]) -> None:

@@ -9,6 +9,7 @@ another (with an optional think time) until ``M`` runs are done in total. The cl
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import statistics
 import sys
@@ -48,6 +49,7 @@ class LoadConfig:
     think_time_s: float = 0.0
     duration_s: float | None = None  # no new run starts after this many seconds
     seed: int = 0
+    questions: tuple[str, ...] = ()  # asked in turn; empty: make_questions(runs, seed)
 
     def __post_init__(self) -> None:
         if self.duration_s is not None and self.duration_s <= 0:
@@ -148,8 +150,8 @@ class Progress:
 async def generate_load(agent: ResearchAgent, config: LoadConfig, *,
                         on_result: Callable[[RunResult], None] | None = None) -> LoadSummary:
     """Run ``config.runs`` agent runs (fewer if ``duration_s`` passes) from ``config.users`` users."""
-    questions = make_questions(config.runs, seed=config.seed)
-    pending = iter(enumerate(questions))
+    questions = config.questions or make_questions(config.runs, seed=config.seed)
+    pending = iter(enumerate(itertools.islice(itertools.cycle(questions), config.runs)))
     results: list[RunResult] = []
     started = time.monotonic()
     deadline = started + config.duration_s if config.duration_s else float("inf")

@@ -51,7 +51,7 @@ class EngineIn(BaseModel):
     """An engine to scrape, registered at runtime under the caller's project."""
 
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
-    url: str = Field(min_length=1, max_length=2048, pattern=r"^https?://")
+    url: str = Field(min_length=1, max_length=2048, pattern=r"^https?://[^\x00-\x20\x7f]+$")
 
 
 def _time(name: str, value: str | None, default: float) -> float:

@@ -34,6 +34,7 @@ FORMATS = (PROTOBUF, JSON)
 _MAX_MESSAGES = 3
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
+_MAX_NS = 2**63 - 1  # the latest time a DateTime64(9) holds (2262-04-11)
 _SCALARS = frozenset({"string_value", "int_value", "double_value", "bool_value", "bytes_value"})
 _STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 
@@ -119,7 +120,7 @@ def convert_message(request: ExportTraceServiceRequest, project: str, nz: Normal
             for span in ss.spans:
                 index += 1
                 tid, sid, pid = span.trace_id, span.span_id, span.parent_span_id
-                why = _bad_ids(tid, sid, pid)
+                why = _bad_ids(tid, sid, pid) or _bad_times(span.start_time_unix_nano, span.end_time_unix_nano)
                 if why:
                     out.reject(f"span {index - 1}", why)
                     continue
@@ -144,6 +145,13 @@ def _bad_ids(tid: bytes, sid: bytes, pid: bytes) -> str:
         return f"span_id must be 8 bytes, not all zero (got {len(sid)} bytes)"
     if pid and len(pid) != 8:
         return f"parent_span_id must be empty or 8 bytes (got {len(pid)} bytes)"
+    return ""
+
+
+def _bad_times(start: int, end: int) -> str:
+    """Times a DateTime64(9) column cannot hold would fail the insert after the 2xx: refuse them now."""
+    if not (0 <= start <= _MAX_NS and 0 <= end <= _MAX_NS):
+        return f"start and end times must be between 0 and {_MAX_NS} ns since the epoch (got {start}, {end})"
     return ""
 
 
@@ -224,10 +232,12 @@ def _json_span(out: Converted, nz: Normalizer, project: str, resource: Resource,
         code = status.get("code", 0)
         code = _STATUS_NAMES[code] if isinstance(code, str) else int(code)
         events = [_json_event(e) for e in _jget(span, "events", "events") or ()] or None
+        start = int(_jget(span, "startTimeUnixNano", "start_time_unix_nano") or 0)
+        end = int(_jget(span, "endTimeUnixNano", "end_time_unix_nano") or 0)
+        if why := _bad_times(start, end):
+            raise ValueError(why)
         row = nz.normalize(
-            project, resource, tid, sid, pid, _jstr(_jget(span, "name", "name")),
-            int(_jget(span, "startTimeUnixNano", "start_time_unix_nano") or 0),
-            int(_jget(span, "endTimeUnixNano", "end_time_unix_nano") or 0),
+            project, resource, tid, sid, pid, _jstr(_jget(span, "name", "name")), start, end,
             code, _jstr(status.get("message")), _jpairs(span), events,
         )
     except (TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:

@@ -26,6 +26,7 @@ class ChdbStore(SqlStore):
     """
 
     def __init__(self, path: str | Path, *, retention_days: int = 30, recent_window_s: float = 60.0) -> None:
+        self.recent_window_s = recent_window_s
         recent = RecentKeys(recent_window_s) if recent_window_s > 0 else None
         super().__init__(retention_days=retention_days, recent_keys=recent)
         self.path = Path(path)

@@ -8,7 +8,7 @@ epoch seconds, so neither back end has to agree with Python on time zones.
 
 from __future__ import annotations
 
-from collector.storage.schema import BILLABLE, RUN_PARTIALS
+from collector.storage.schema import BILLABLE, ROLLUP_COLUMNS, RUN_PARTIALS, SPAN_PARTIALS
 
 # Tables that ``Store.insert_rows`` may write (the spans table has its own columnar path).
 SMALL_TABLES = frozenset(
@@ -63,6 +63,10 @@ _RUN_FIELDS = """
     cost_usd,
     arraySort(models) AS models"""
 
+_RUN_HOURS = """project = {project:String}
+      AND hour >= toStartOfHour(fromUnixTimestamp64Nano({start_ns:Int64}))
+      AND hour < fromUnixTimestamp64Nano({end_ns:Int64}) + INTERVAL 1 DAY"""
+
 # Runs that started in [start, end): the hours from the start's hour on (a run's spans all
 # start after its root), a day past the end (spans of long runs), and only traces whose root
 # span is in those hours, so a run begun before the range never appears with partial totals.
@@ -70,9 +74,7 @@ RUNS_IN_RANGE = f"""
 SELECT {_RUN_FIELDS} FROM (
     SELECT trace_id, {_RUN_MERGE}
     FROM runs_agg
-    WHERE project = {{project:String}}
-      AND hour >= toStartOfHour(fromUnixTimestamp64Nano({{start_ns:Int64}}))
-      AND hour < fromUnixTimestamp64Nano({{end_ns:Int64}}) + INTERVAL 1 DAY
+    WHERE {_RUN_HOURS}
     GROUP BY trace_id
     HAVING n_roots > 0
        AND start_t >= fromUnixTimestamp64Nano({{start_ns:Int64}})
@@ -156,7 +158,14 @@ ORDER BY spans.start_time, span_id
 LIMIT {limit:UInt32}"""
 
 AGENT_MEDIAN_COST = f"""
-SELECT median(cost_usd) AS median FROM ({RUNS_IN_RANGE}) WHERE agent = {{agent:String}}"""
+SELECT median(run_cost) AS median FROM (
+    SELECT trace_id, sum(cost_usd) AS run_cost, toUnixTimestamp64Nano(min(start_time)) AS start_ns
+    FROM runs_agg
+    WHERE {_RUN_HOURS}
+      AND trace_id IN (SELECT trace_id FROM runs_agg WHERE {_RUN_HOURS} AND roots > 0 AND agent = {{agent:String}})
+    GROUP BY trace_id
+    HAVING start_ns >= {{start_ns:Int64}} AND start_ns < {{end_ns:Int64}}
+)"""
 
 # --- metrics over time -------------------------------------------------------------------
 _SPAN_RANGE = """project = {project:String}
@@ -168,84 +177,145 @@ SPAN_GROUPS = {"none": "''", "agent": "toString(agent_name)", "model": "toString
 RUN_GROUPS = {"none": "''", "agent": "agent", "model": "arrayJoin(if(empty(models), [''], models))"}
 
 
-def span_metrics(group: str, filters: str) -> str:
-    """Per (bucket, group): call-level figures from spans. ``group`` is from ``SPAN_GROUPS``."""
+ROLLUP_FILTERS = {"agent": "agent = {agent:String}", "model": "model = {model:String}"}
+ROLLUP_GROUPS = {"none": "''", "agent": "toString(agent)", "model": "toString(model)"}
+
+
+def span_rollup(key_rollup: str, key_spans: str, filters_rollup: str, filters_spans: str) -> str:
+    """Call-level partials per key over [start, end): whole minutes from ``span_minutes``,
+    the rest (the range's partial edge minutes and ``{raw_minutes}``, the minutes a bucket
+    boundary cuts) straight from spans, so every total is exact."""
+    return f"""
+    SELECT {key_rollup} AS k, {ROLLUP_COLUMNS} FROM span_minutes
+    WHERE project = {{project:String}}
+      AND minute >= toDateTime({{lo_s:Int64}}) AND minute < toDateTime({{hi_s:Int64}})
+      AND toInt64(toUnixTimestamp(minute)) NOT IN {{raw_minutes:Array(Int64)}}
+      AND {filters_rollup}
+    UNION ALL
+    SELECT {key_spans} AS k, {SPAN_PARTIALS} FROM spans
+    WHERE {_SPAN_RANGE}
+      AND (start_time < fromUnixTimestamp64Nano({{lo_s:Int64}} * 1000000000)
+           OR start_time >= fromUnixTimestamp64Nano({{hi_s:Int64}} * 1000000000)
+           OR toInt64(toUnixTimestamp(toStartOfMinute(start_time))) IN {{raw_minutes:Array(Int64)}})
+      AND {filters_spans}
+    GROUP BY k"""
+
+
+_SPAN_FIGURES = """
+    sum(cost_usd) AS cost_usd, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+    quantilesTDigestIfMerge(0.5, 0.95)(ttft) AS ttft_q, quantilesTDigestIfMerge(0.5, 0.95)(tpot) AS tpot_q,
+    sum(llm_calls) AS llm_calls, sum(tool_calls) AS tool_calls, sum(tool_failures) AS tool_failures,
+    sum(calls) AS calls, sum(timeouts) AS timeouts, sum(tool_cache_hits) AS tool_cache_hits,
+    sum(tokens_saved) AS tokens_saved, sum(small_model_calls) AS small_model_calls"""
+
+
+def span_metrics(group: str, filters_rollup: str, filters_spans: str) -> str:
+    """Per (bucket, group): call-level figures. ``group`` is from ``ROLLUP_GROUPS``."""
+    bucket = "intDiv({t} - {{start_ns:Int64}}, {{step_ns:Int64}})"
+    key_rollup = f"({bucket.format(t='toInt64(toUnixTimestamp(minute)) * 1000000000')}, {ROLLUP_GROUPS[group]})"
+    key_spans = f"({bucket.format(t='toUnixTimestamp64Nano(start_time)')}, {SPAN_GROUPS[group]})"
+    return f"""
+SELECT k.1 AS bucket, k.2 AS grp, {_SPAN_FIGURES}
+FROM ({span_rollup(key_rollup, key_spans, filters_rollup, filters_spans)})
+GROUP BY k"""
+
+
+# Run heads: the partial row holding a run's root span has its start, end, status and outcome,
+# so counting runs needs no merge of partials. (Its model list may be partial: a model filter
+# looks the traces up; grouping by model takes the exact path, ``run_metrics``.)
+RUN_HEAD_FILTERS = {
+    "agent": "agent = {agent:String}",
+    "model": f"trace_id IN (SELECT trace_id FROM runs_agg WHERE {_RUN_HOURS} AND has(models, {{model:String}}))",
+}
+RUN_HEAD_GROUPS = {"none": "''", "agent": "toString(agent)"}
+
+
+def run_heads(group: str, filters: str) -> str:
+    """Per (bucket, group): runs that started in the bucket, latency, status and outcome."""
     return f"""
 SELECT intDiv(toUnixTimestamp64Nano(start_time) - {{start_ns:Int64}}, {{step_ns:Int64}}) AS bucket,
-    {SPAN_GROUPS[group]} AS grp,
-    sumIf(cost_usd, {BILLABLE}) AS cost_usd,
-    sumIf(input_tokens, {BILLABLE}) AS input_tokens,
-    sumIf(output_tokens, {BILLABLE}) AS output_tokens,
-    quantilesIf(0.5, 0.95)(ttft_s, kind = 'llm' AND ttft_s IS NOT NULL) AS ttft_q,
-    quantilesIf(0.5, 0.95)(tpot_s, kind = 'llm' AND tpot_s IS NOT NULL) AS tpot_q,
-    countIf(kind = 'tool') AS tool_calls,
-    countIf(kind = 'tool' AND status_code = 'error') AS tool_failures,
-    countIf(kind IN ('llm', 'tool')) AS calls,
-    countIf(kind IN ('llm', 'tool') AND is_timeout) AS timeouts
-FROM spans
-WHERE {_SPAN_RANGE} AND {filters}
+    {RUN_HEAD_GROUPS[group]} AS grp,
+    count() AS runs,
+    quantiles(0.5, 0.95)(greatest(toUnixTimestamp64Nano(end_time) - toUnixTimestamp64Nano(start_time), 0) / 1e9) AS latency_q,
+    countIf(budget_exceeded != '' OR root_timeout = 1 OR root_error = 1) AS failed_runs,
+    countIf(outcome = 'success') AS successes,
+    countIf(outcome != '') AS with_outcome
+FROM runs_agg
+WHERE {_RUN_HOURS} AND roots > 0
+  AND start_time >= fromUnixTimestamp64Nano({{start_ns:Int64}}) AND start_time < fromUnixTimestamp64Nano({{end_ns:Int64}})
+  AND {filters}
+GROUP BY bucket, grp"""
+
+
+_FEEDBACK_JOIN = """
+LEFT JOIN (
+    SELECT trace_id, sum(score) AS fb_sum, count(score) AS fb_n
+    FROM feedback WHERE project = {project:String} GROUP BY trace_id
+) AS fb ON fb.trace_id = r.trace_id"""
+
+RUN_TOTAL_FILTERS = {"agent": "agent = {agent:String}", "model": "has(models, {model:String})"}
+
+
+def run_totals(group: str, filters: str) -> str:
+    """Per (bucket, group): figures that need each run's totals (steps, cost) and its feedback."""
+    models = ", groupUniqArrayArray(models) AS models" if group == "model" or "models" in filters else ""
+    return f"""
+SELECT intDiv(start_ns - {{start_ns:Int64}}, {{step_ns:Int64}}) AS bucket,
+    {RUN_GROUPS[group]} AS grp,
+    avg(run_steps) AS steps_per_run, max(run_steps) AS max_steps, max(run_cost) AS max_run_cost_usd,
+    sum(fb.fb_sum) AS fb_sum, sum(fb.fb_n) AS fb_n
+FROM (
+    SELECT trace_id, toUnixTimestamp64Nano(min(start_time)) AS start_ns, sum(roots) AS n_roots, max(agent) AS agent,
+        if(sum(steps) > 0, sum(steps), sum(llm_calls)) AS run_steps, sum(cost_usd) AS run_cost{models}
+    FROM runs_agg WHERE {_RUN_HOURS}
+    GROUP BY trace_id
+    HAVING n_roots > 0 AND start_ns >= {{start_ns:Int64}} AND start_ns < {{end_ns:Int64}}
+) AS r {_FEEDBACK_JOIN}
+WHERE {filters}
 GROUP BY bucket, grp"""
 
 
 def run_metrics(group: str, filters: str) -> str:
-    """Per (bucket, group): run-level figures, runs bucketed by their start."""
+    """Per (bucket, group): every run-level figure from whole runs (grouping by model)."""
     return f"""
 SELECT intDiv(start_ns - {{start_ns:Int64}}, {{step_ns:Int64}}) AS bucket,
     {RUN_GROUPS[group]} AS grp,
     count() AS runs,
     quantiles(0.5, 0.95)(duration_s) AS latency_q,
-    avg(steps) AS steps_per_run,
     countIf(status != 'ok') AS failed_runs,
-    max(cost_usd) AS max_run_cost_usd,
-    max(steps) AS max_steps,
     countIf(outcome = 'success') AS successes,
     countIf(outcome != '') AS with_outcome,
-    sum(cost_usd) AS run_cost_usd,
-    sum(fb.fb_sum) AS fb_sum,
-    sum(fb.fb_n) AS fb_n
-FROM ({RUNS_IN_RANGE}) AS r
-LEFT JOIN (
-    SELECT trace_id, sum(score) AS fb_sum, count(score) AS fb_n
-    FROM feedback WHERE project = {{project:String}} GROUP BY trace_id
-) AS fb ON fb.trace_id = r.trace_id
+    avg(steps) AS steps_per_run, max(steps) AS max_steps, max(cost_usd) AS max_run_cost_usd,
+    sum(fb.fb_sum) AS fb_sum, sum(fb.fb_n) AS fb_n
+FROM ({RUNS_IN_RANGE}) AS r {_FEEDBACK_JOIN}
 WHERE {filters}
 GROUP BY bucket, grp"""
 
 
 # --- cost ----------------------------------------------------------------------------------
-COST_KEYS = {"model": "toString(model)", "agent": "toString(agent_name)", "day": "toString(toDate(start_time))"}
+COST_KEYS = {
+    "model": ("toString(model)", "toString(model)"),
+    "agent": ("toString(agent)", "toString(agent_name)"),
+    "day": ("toString(toDate(minute))", "toString(toDate(start_time))"),
+}
 
 
-def cost_by(key: str, filters: str) -> str:
+def cost_by(key: str, filters_rollup: str, filters_spans: str) -> str:
     """Cost, tokens and LLM calls per model, agent or day (``key`` from ``COST_KEYS``)."""
+    key_rollup, key_spans = COST_KEYS[key]
     return f"""
-SELECT {COST_KEYS[key]} AS key,
-    sumIf(cost_usd, {BILLABLE}) AS cost_usd,
-    sumIf(input_tokens, {BILLABLE}) AS input_tokens,
-    sumIf(output_tokens, {BILLABLE}) AS output_tokens,
-    countIf(kind = 'llm') AS calls
-FROM spans
-WHERE {_SPAN_RANGE} AND {filters}
-GROUP BY key
+SELECT k AS key, sum(cost_usd) AS cost_usd, sum(input_tokens) AS input_tokens,
+    sum(output_tokens) AS output_tokens, sum(llm_calls) AS calls
+FROM ({span_rollup(key_rollup, key_spans, filters_rollup, filters_spans)})
+GROUP BY k
 HAVING cost_usd > 0 OR calls > 0
 ORDER BY cost_usd DESC, key
 LIMIT 500"""
 
 
-def cost_levers(filters: str) -> str:
-    return f"""
-SELECT countIf(kind = 'tool') AS tool_calls,
-    countIf(kind = 'tool' AND tool_cache_hit) AS tool_cache_hits,
-    sumIf(toUInt64OrZero(attributes['agentwatch.tool.tokens_saved']), kind = 'tool') AS tokens_saved,
-    countIf(kind = 'llm') AS llm_calls,
-    countIf(kind = 'llm' AND attributes['agentwatch.llm.model_tier'] = 'small') AS small_model_calls,
-    sumIf(input_tokens + output_tokens, {BILLABLE}) AS tokens
-FROM spans
-WHERE {_SPAN_RANGE} AND {filters}"""
-
-
-def cost_total(filters: str) -> str:
-    return f"SELECT sumIf(cost_usd, {BILLABLE}) AS cost_usd FROM spans WHERE {_SPAN_RANGE} AND {filters}"
+def cost_totals(filters_rollup: str, filters_spans: str) -> str:
+    """Every call-level total of the range in one row (levers, tokens, cost)."""
+    return f"SELECT {_SPAN_FIGURES} FROM ({span_rollup('0', '0', filters_rollup, filters_spans)})"
 
 
 FILTER_VALUES = f"""
@@ -353,6 +423,15 @@ SETTINGS mutations_sync = 2"""
 _REBUILD_SCOPE = """hour >= toStartOfHour(fromUnixTimestamp64Nano({since_ns:Int64}))
     AND ({project:String} = '' OR project = {project:String})"""
 DROP_RUNS = f"ALTER TABLE runs_agg DELETE WHERE {_REBUILD_SCOPE} SETTINGS mutations_sync = 2"
+_MINUTES_SCOPE = """minute >= toStartOfMinute(fromUnixTimestamp64Nano({since_ns:Int64}))
+    AND ({project:String} = '' OR project = {project:String})"""
+DROP_MINUTES = f"ALTER TABLE span_minutes DELETE WHERE {_MINUTES_SCOPE} SETTINGS mutations_sync = 2"
+REBUILD_MINUTES = f"""
+INSERT INTO span_minutes
+SELECT project, minute, agent, model, {SPAN_PARTIALS}
+FROM (SELECT *, toDateTime(toStartOfMinute(start_time)) AS minute, agent_name AS agent FROM spans)
+WHERE {_MINUTES_SCOPE}
+GROUP BY project, minute, agent, model"""
 REBUILD_RUNS = f"""
 INSERT INTO runs_agg
 SELECT project, hour, trace_id, {RUN_PARTIALS}

@@ -16,6 +16,8 @@ Design (why the tables look like this):
   span, trace). Listing runs merges only the hours of the requested range, and keeps a run
   only if its root span is among them (so a run that started before the range never shows up
   with partial totals).
+- ``span_minutes`` is filled by another view: call-level figures per minute, agent and model,
+  so an overview or a time series over a day reads thousands of rows, not millions.
 - Retention is a TTL on the day partitions, dropped whole (``ttl_only_drop_parts``).
 """
 
@@ -145,6 +147,50 @@ FROM (SELECT *, toStartOfHour(start_time) AS hour FROM spans)
 GROUP BY project, hour, trace_id
 """
 
+# Call-level figures per (project, minute, agent, model): what overview, time series and cost
+# read for every whole minute of a range (the edges come from spans, so totals stay exact).
+# (name, column type, expression over spans), in column order.
+SPAN_ROLLUP: tuple[tuple[str, str, str], ...] = (
+    ("cost_usd", "SimpleAggregateFunction(sum, Float64)", f"sumIf(cost_usd, {BILLABLE})"),
+    ("input_tokens", "SimpleAggregateFunction(sum, UInt64)", f"sumIf(toUInt64(input_tokens), {BILLABLE})"),
+    ("output_tokens", "SimpleAggregateFunction(sum, UInt64)", f"sumIf(toUInt64(output_tokens), {BILLABLE})"),
+    ("llm_calls", "SimpleAggregateFunction(sum, UInt64)", "toUInt64(countIf(kind = 'llm'))"),
+    ("tool_calls", "SimpleAggregateFunction(sum, UInt64)", "toUInt64(countIf(kind = 'tool'))"),
+    ("tool_failures", "SimpleAggregateFunction(sum, UInt64)", "toUInt64(countIf(kind = 'tool' AND status_code = 'error'))"),
+    ("calls", "SimpleAggregateFunction(sum, UInt64)", "toUInt64(countIf(kind IN ('llm', 'tool')))"),
+    ("timeouts", "SimpleAggregateFunction(sum, UInt64)", "toUInt64(countIf(kind IN ('llm', 'tool') AND is_timeout))"),
+    ("tool_cache_hits", "SimpleAggregateFunction(sum, UInt64)", "toUInt64(countIf(kind = 'tool' AND tool_cache_hit))"),
+    ("tokens_saved", "SimpleAggregateFunction(sum, UInt64)", "sumIf(toUInt64OrZero(attributes['agentwatch.tool.tokens_saved']), kind = 'tool')"),
+    ("small_model_calls", "SimpleAggregateFunction(sum, UInt64)", "toUInt64(countIf(kind = 'llm' AND attributes['agentwatch.llm.model_tier'] = 'small'))"),
+    ("ttft", "AggregateFunction(quantilesTDigestIf(0.5, 0.95), Float32, UInt8)",
+     "quantilesTDigestIfState(0.5, 0.95)(toFloat32(ifNull(ttft_s, 0)), toUInt8(kind = 'llm' AND ttft_s IS NOT NULL))"),
+    ("tpot", "AggregateFunction(quantilesTDigestIf(0.5, 0.95), Float32, UInt8)",
+     "quantilesTDigestIfState(0.5, 0.95)(toFloat32(ifNull(tpot_s, 0)), toUInt8(kind = 'llm' AND tpot_s IS NOT NULL))"),
+)
+SPAN_PARTIALS = ",\n    ".join(f"{expr} AS {name}" for name, _, expr in SPAN_ROLLUP)
+ROLLUP_COLUMNS = ", ".join(name for name, _, _ in SPAN_ROLLUP)
+
+SPAN_MINUTES = f"""
+CREATE TABLE IF NOT EXISTS span_minutes (
+    project LowCardinality(String),
+    minute DateTime,
+    agent LowCardinality(String),
+    model LowCardinality(String),
+    {", ".join(f"{name} {kind}" for name, kind, _ in SPAN_ROLLUP)}
+)
+ENGINE = AggregatingMergeTree
+PARTITION BY toYYYYMM(minute)
+ORDER BY (project, minute, agent, model)
+SETTINGS ttl_only_drop_parts = 1
+"""
+
+_SPAN_MINUTES_SELECT = f"""
+SELECT project, minute, agent, model, {SPAN_PARTIALS}
+FROM (SELECT *, toDateTime(toStartOfMinute(start_time)) AS minute, agent_name AS agent FROM spans)
+GROUP BY project, minute, agent, model"""
+SPAN_MINUTES_MV = f"CREATE MATERIALIZED VIEW IF NOT EXISTS span_minutes_mv TO span_minutes AS {_SPAN_MINUTES_SELECT}"
+SPAN_MINUTES_BACKFILL = f"INSERT INTO span_minutes {_SPAN_MINUTES_SELECT}"
+
 API_KEYS = """
 CREATE TABLE IF NOT EXISTS api_keys (
     project LowCardinality(String),
@@ -270,13 +316,15 @@ class Migration:
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial", (SPANS, RUNS_AGG, RUNS_MV, API_KEYS, FEEDBACK, ENGINE_METRICS, ENGINES, ALERTS, ALERT_DELIVERIES, PRICE_VERSIONS)),
+    # The view first, then the backfill: a migration runs before the collector ingests.
+    Migration(2, "span_minutes", (SPAN_MINUTES, SPAN_MINUTES_MV, SPAN_MINUTES_BACKFILL)),
 )
 
 APPLIED_VERSIONS = "SELECT version FROM schema_migrations"
 RECORD_MIGRATION = "INSERT INTO schema_migrations (version, name) VALUES ({version:UInt32}, {name:String})"
 
 # TTLs follow Settings.retention_days; applied on every start (cheap: metadata only).
-TTL_TABLES = {"spans": "start_time", "runs_agg": "hour", "engine_metrics": "ts"}
+TTL_TABLES = {"spans": "start_time", "runs_agg": "hour", "span_minutes": "minute", "engine_metrics": "ts"}
 
 
 def ttl_statements(retention_days: int) -> list[str]:

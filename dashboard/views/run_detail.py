@@ -93,10 +93,10 @@ def _steps(spans) -> None:
 def _growth(spans) -> None:
     fit = analysis.context_growth(spans)
     if fit.chosen == "too few calls":
-        st.info("Context growth needs at least three LLM calls at different steps.")
+        st.info("Context growth needs at least three LLM calls.")
         return
     explain = "the history is re-sent every step (ReAct-like): tokens grow with steps squared" if fit.chosen == "quadratic" else "the context stays bounded: tokens grow linearly with steps"
-    st.markdown(f"**Fitted growth: {fit.chosen}** — {explain}. Each call's input grows by **{fit.tokens_added_per_step:,.0f} tokens/step**.")
+    st.markdown(f"**Fitted growth: {fit.chosen}** — {explain}. Each call's input grows by **{fit.tokens_added_per_call:,.0f} tokens per call**.")
     st.plotly_chart(charts.growth_figure(fit), key="growth")
 
 

@@ -34,7 +34,7 @@ def _filters() -> dict[str, object]:
     min_steps = c[3].number_input("Min steps", min_value=0, value=0, step=1, key="runs_min_steps")
     sort = c[4].selectbox("Sort by", list(SORTS), key="runs_sort")
     descending = c[5].toggle("Descending", value=True, key="runs_desc")
-    size = c[6].selectbox("Rows", [25, 50, 100, 200], index=1, key="runs_size")
+    size = c[6].selectbox("Rows", [5, 25, 50, 100, 200], index=2, key="runs_size")
     page = st.session_state.get("runs_page", 1)
     return {
         "status": None if status == ANY else status, "outcome": None if outcome == ANY else outcome,

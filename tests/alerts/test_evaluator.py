@@ -159,3 +159,22 @@ def test_unreadable_metric_changes_nothing(store: ChdbStore, receiver: Receiver)
         assert evaluator.errors >= 1
     finally:
         dispatcher.close()
+
+
+def test_alert_of_a_removed_rule_resolves_quietly(store: ChdbStore, receiver: Receiver) -> None:
+    seed(store)
+    evaluator, dispatcher = make(store, rules(receiver.url))
+    try:
+        [(event, _, alert_id)] = drive(evaluator, range(5, SPIKE_MINUTE + 1))
+    finally:
+        dispatcher.close()
+    config = rules(receiver.url)
+    without_spend = RulesConfig(tuple(r for r in config.rules if r.name != "spend"), config.channels, config.delivery)
+    evaluator, dispatcher = make(store, without_spend)
+    try:
+        assert drive(evaluator, range(SPIKE_MINUTE + 1, SPIKE_MINUTE + 2)) == []  # no notification: its channels are gone
+    finally:
+        dispatcher.close()
+    stored = store.query(qa.LIST_ALERTS, {"project": "p1", "state": "", "start_ms": 0, "end_ms": 4_000_000_000_000, "limit": 10})
+    assert [(a["alert_id"], a["state"]) for a in stored] == [(alert_id, "resolved")]
+    assert "no longer configured" in stored[0]["message"]

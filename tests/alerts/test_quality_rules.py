@@ -6,14 +6,13 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from alerts.channels import Dispatcher
 from alerts.evaluator import Evaluator
 from alerts.model import Delivery
-from alerts.rules import load_rules
+from alerts.rules import load_rules, parse_rules
 from alerts.sources import StoreBackend
 from collector.storage.chdb_store import ChdbStore
 from tests.collector.factories import agent_run
@@ -63,3 +62,22 @@ def test_quality_drop_fires(store: ChdbStore, rule: str, value: float) -> None:
     assert before == []
     after = evaluate(store, rule, now=T + HOURS * 3600 + 60)
     assert after == [("firing", {"agent": "researcher"}, pytest.approx(value))]
+
+
+@pytest.mark.parametrize(("min_runs", "fires"), [(10, True), (11, False)])
+def test_buckets_with_too_few_runs_are_no_data(store: ChdbStore, min_runs: int, fires: bool) -> None:
+    config = parse_rules(f"""
+rules:
+  - name: success-floor-{min_runs}
+    metric: success_rate
+    window: 1h
+    min_runs: {min_runs}
+    condition: {{kind: threshold, threshold: 0.5, direction: below}}
+""")
+    backend = StoreBackend(store)
+    dispatcher = Dispatcher(config.channels, record=lambda d: None)
+    try:
+        events = Evaluator(config, backend, backend, dispatcher).run_once(now=T + HOURS * 3600 + 60)
+    finally:
+        dispatcher.close()
+    assert [e for e, _ in events] == (["firing"] if fires else [])

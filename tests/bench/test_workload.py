@@ -105,6 +105,7 @@ def test_passes_over_the_pool_get_new_trace_ids() -> None:
     workload = Workload(2500, seed=2, end_time_ns=END_NS, batch_spans=300, unique_spans=1000)
     spans, _ = _decode(workload)
     assert workload.passes == 3
+    assert workload.request_bytes == sum(len(b) for b in workload.batches())
     assert len(spans) == workload.totals.spans == 3000
     assert len({(s.trace_id, s.span_id) for s in spans}) == 3000
     assert len({s.trace_id for s in spans}) == workload.totals.traces

@@ -17,6 +17,7 @@ from collector.storage import open_store
 from collector.storage.base import QueryError, Store, StoreUnavailable
 from collector.storage.chdb_store import ChdbStore
 from collector.storage.recent import RecentKeys, key_hashes
+from collector.storage.schema import MIGRATIONS
 from tests.collector.factories import agent_run, new_trace_id, with_project
 from tests.collector.store_fixtures import open_backend
 
@@ -49,10 +50,10 @@ def full_row() -> SpanRow:
 def test_migrate_is_versioned_and_idempotent(store: Store) -> None:
     store.migrate()
     store.migrate()
-    versions = store.query("SELECT version, count() AS n FROM schema_migrations GROUP BY version")
-    assert versions == [{"version": 1, "n": 1}]
+    versions = store.query("SELECT version, count() AS n FROM schema_migrations GROUP BY version ORDER BY version")
+    assert versions == [{"version": v.version, "n": 1} for v in MIGRATIONS]
     tables = {r["name"] for r in store.query("SELECT name FROM system.tables WHERE database = currentDatabase()")}
-    assert {"spans", "runs_agg", "api_keys", "feedback", "engine_metrics", "alerts", "alert_deliveries", "price_versions"} <= tables
+    assert {"spans", "runs_agg", "span_minutes", "api_keys", "feedback", "engine_metrics", "alerts", "alert_deliveries", "price_versions"} <= tables
 
 
 def test_span_round_trips_every_field(store: Store) -> None:
@@ -213,3 +214,15 @@ def test_fast_path_keeps_totals_on_duplicate_delivery(tmp_path: Path) -> None:
         assert totals(store)[0] == {"spans": 50, "tokens": 500, "cost": 25.0}
     finally:
         store.close()
+
+
+def test_upgrade_from_version_1_backfills_the_minute_rollup(store: Store) -> None:
+    for statement in ("DROP VIEW span_minutes_mv", "DROP TABLE span_minutes", "DELETE FROM schema_migrations WHERE version = 2"):
+        store.command(statement)
+    rows = agent_run(start_s=time.time() - 300, steps=2)
+    store.insert_spans(rows)
+    store.migrate()
+    got = store.query("SELECT sum(cost_usd) AS cost, sum(llm_calls) AS calls FROM span_minutes WHERE project = 'p1'")[0]
+    assert got == {"cost": pytest.approx(0.02), "calls": 2}
+    store.insert_spans(agent_run(start_s=time.time() - 200, steps=1))  # and the view feeds it from now on
+    assert store.query("SELECT sum(llm_calls) AS calls FROM span_minutes")[0]["calls"] == 3

@@ -28,11 +28,18 @@ RULES = """\
 version: 1
 rules:
   - name: dash-traffic-seen
-    description: Fires as soon as the project has runs (so the alerts page has evidence to show).
+    description: Fires while runs arrive, resolves when they stop (the alerts page has evidence to show).
     metric: runs
-    window: 1h
+    window: 6s
     condition: {kind: threshold, threshold: 0.5}
     severity: warning
+    channels: [log]
+  - name: dash-no-traffic
+    description: Fires once a whole window passes without a run.
+    metric: runs
+    window: 6s
+    condition: {kind: threshold, threshold: 0.5, direction: below}
+    severity: info
     channels: [log]
 """
 
@@ -63,15 +70,15 @@ def _loadgen(stack: SeededStack, mode: str, runs: int, seed: int) -> None:
 
 
 def _wait_stored(stack: SeededStack, timeout_s: float = 60.0) -> None:
-    """Until every run is stored and the alert evaluator has fired on them."""
+    """Until every run is stored and the alert evaluator has fired."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         total = stack.get("/api/runs", limit=1)["total"]
-        firing = stack.get("/api/alerts", state="firing")
-        if total >= stack.runs and firing:
+        alerts = stack.get("/api/alerts")
+        if total >= stack.runs and alerts:
             return
         time.sleep(0.5)
-    raise AssertionError(f"stack not seeded in {timeout_s} s: {total} of {stack.runs} runs stored, {len(firing)} alerts firing")
+    raise AssertionError(f"stack not seeded in {timeout_s} s: {total} of {stack.runs} runs stored, {len(alerts)} alerts")
 
 
 @pytest.fixture(scope="session")
@@ -82,14 +89,14 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededStack]:
     rules.write_text(RULES)
     try:
         data_dir = root / "data"
-        key = project_key(data_dir, PROJECT)
-        collector_port = free_port()
-        collector_url = f"http://127.0.0.1:{collector_port}"
-        engine = start_engine(group, port=free_port(), speed=40.0, collector=collector_url, key=key)
-        collector = start_collector(group, data_dir, port=collector_port, grpc_port=0, key=key, env={
-            "AGENTWATCH_SCRAPE_TARGETS": f"sim-engine={engine}/metrics@{PROJECT}", "AGENTWATCH_SCRAPE_INTERVAL_S": "1",
-            "AGENTWATCH_ALERT_RULES": str(rules), "AGENTWATCH_ALERT_INTERVAL_S": "1",
+        engine_port = free_port()
+        collector = start_collector(group, data_dir, port=free_port(), grpc_port=0, env={
+            "AGENTWATCH_SCRAPE_TARGETS": f"sim-engine=http://127.0.0.1:{engine_port}/metrics@{PROJECT}",
+            "AGENTWATCH_SCRAPE_INTERVAL_S": "1", "AGENTWATCH_ALERT_RULES": str(rules), "AGENTWATCH_ALERT_INTERVAL_S": "1",
         })
+        key = project_key(collector, data_dir, PROJECT)
+        engine = start_engine(group, port=engine_port, speed=40.0, collector=collector, key=key)
+        group.wait_ready("engine", engine + "/v1/models")
         stack = SeededStack(collector, key, engine, group, runs=sum(RUNS.values()))
         for seed, (mode, runs) in enumerate(RUNS.items()):
             _loadgen(stack, mode, runs, seed)
@@ -101,6 +108,16 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededStack]:
 
 def dashboard_env(stack: SeededStack, **extra: str) -> dict[str, str]:
     return {"AGENTWATCH_COLLECTOR_URL": stack.collector, "AGENTWATCH_API_KEY": stack.key, "AGENTWATCH_DASHBOARD_CACHE_TTL_S": "1", **extra}
+
+
+SCREENSHOTS = pytest.StashKey[Path]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """Name the folder of the browser tests' screenshots in every run's summary."""
+    folder = config.stash.get(SCREENSHOTS, None)
+    if folder is not None:
+        terminalreporter.write_line(f"dashboard screenshots: {folder}")
 
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"

@@ -38,9 +38,9 @@ def test_spans_to_draw_keeps_failures_and_the_run_when_cut() -> None:
 def test_react_context_fits_quadratic_and_bounded_fits_linear() -> None:
     react = analysis.context_growth(react_run(12, per_step=400))
     bounded = analysis.context_growth(react_run(12, per_step=0))
-    assert react.chosen == "quadratic" and round(react.tokens_added_per_step) == 400
-    assert bounded.chosen == "linear" and abs(bounded.tokens_added_per_step) < 1
-    assert react.steps == list(range(12)) and react.cumulative[-1] == sum(500 + 400 * k for k in range(12))
+    assert react.chosen == "quadratic" and round(react.tokens_added_per_call) == 400
+    assert bounded.chosen == "linear" and abs(bounded.tokens_added_per_call) < 1
+    assert react.calls == react.steps == list(range(12)) and react.cumulative[-1] == sum(500 + 400 * k for k in range(12))
 
 
 def test_context_growth_needs_three_calls() -> None:
@@ -102,3 +102,15 @@ def test_gauge_series_sums_or_averages_label_sets() -> None:
     pts = [point(1, "vllm:num_requests_running", 2, model_name="a"), point(1, "vllm:num_requests_running", 3, model_name="b")]
     assert analysis.gauge_series(pts, ["vllm:num_requests_running"]) == {1: 5.0}
     assert analysis.gauge_series(pts, ["vllm:num_requests_running"], how="mean") == {1: 2.5}
+
+
+def calls_with_inputs(inputs: list[int]) -> list[SpanOut]:
+    return [span(f"l{i}", kind="llm", start=i, step_index=i // 2, input_tokens=n) for i, n in enumerate(inputs)]
+
+
+def test_growth_fit_on_recorded_reference_agent_runs() -> None:
+    """Input tokens per call recorded from the reference agent (two calls per step)."""
+    react = [411, 598, 870, 1138, 1410, 1527, 1799, 1831, 2103, 2265, 1816]
+    evolving_report = [429, 585, 857, 548, 820, 794, 1066, 658, 930, 719, 991, 911, 409]
+    assert analysis.context_growth(calls_with_inputs(react)).chosen == "quadratic"
+    assert analysis.context_growth(calls_with_inputs(evolving_report)).chosen == "linear"

@@ -63,10 +63,11 @@ def _complete(detail: dict[str, Any], result: RunResult) -> bool:
 def live_stack(data_dir: Path) -> Iterator[LiveStack]:
     group = ProcessGroup(data_dir / "logs", log=lambda line: None)
     try:
-        key = project_key(data_dir, "agent-tests")
-        collector = start_collector(group, data_dir, port=free_port(), grpc_port=0, key=key,
+        engine = start_engine(group, port=free_port(), speed=ENGINE_SPEED)  # starts while the collector does
+        collector = start_collector(group, data_dir, port=free_port(), grpc_port=0,
                                     env={"AGENTWATCH_FLUSH_INTERVAL_S": "0.2", "AGENTWATCH_ALERT_INTERVAL_S": "0"})
-        engine = start_engine(group, port=free_port(), speed=ENGINE_SPEED)
+        key = project_key(collector, data_dir, "agent-tests")
+        group.wait_ready("engine", engine + "/v1/models")
         agentwatch.shutdown()
         agentwatch.init(endpoint=collector, api_key=key, service_name="research-agent-tests", export_interval_s=0.2)
         try:

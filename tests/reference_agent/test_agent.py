@@ -7,6 +7,9 @@ and costs, context growth per step, cache hits, tool failures and the budget sto
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -120,3 +123,17 @@ def test_budget_stop_is_recorded_as_abandoned(stack: LiveStack) -> None:
     run = stack.run_detail(result)["run"]
     assert (run["status"], run["outcome"], run["budget_exceeded"]) == ("budget", "abandoned", "cost")
     assert 0.002 < run["cost_usd"] < 0.01
+
+
+def test_loadgen_command_traces_every_run_into_the_collector(stack: LiveStack) -> None:
+    started = time.time()
+    done = subprocess.run(
+        [sys.executable, "-m", "collector.cli", "loadgen", "--users", "3", "--runs", "6", "--mode", "iterative",
+         "--base-url", stack.engine + "/v1", "--collector", stack.collector, "--collector-key", stack.key],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "runs            6 (6 success" in done.stdout
+    deadline = time.monotonic() + 20
+    while (total := stack.get("/api/runs", start=started).json()["total"]) < 6 and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert total == 6

@@ -81,3 +81,12 @@ def test_cache_is_a_bounded_lru_keyed_by_normalised_argument() -> None:
     cache.put("fetch", "doc-0002", "c")  # evicts the least recently used: fetch doc-0001
     assert cache.get("fetch", "doc-0001") is None
     assert (cache.hits, cache.misses) == (1, 1)
+
+
+def test_agent_attribute_names_are_the_semantic_conventions() -> None:
+    """The agent spells them out (users copy it and import only ``agentwatch``); keep them in sync."""
+    from agentwatch import _semconv as sc
+
+    from reference_agent import agent
+
+    assert (agent.CACHE_HIT, agent.TOKENS_SAVED) == (sc.AW_TOOL_CACHE_HIT, sc.AW_TOOL_TOKENS_SAVED)

@@ -82,6 +82,13 @@ def test_duration_stops_new_runs(engine: str) -> None:
     assert 2 <= summary.runs < 1000
 
 
+def test_given_questions_are_asked_in_turn(engine: str) -> None:
+    agent = _agent(engine, ToolConfig(latency_s=0.001), mode="iterative")
+    config = LoadConfig(users=1, runs=3, questions=("What is paged attention?", "What is Raft consensus?"))
+    summary = asyncio.run(generate_load(agent, config))
+    assert [r.question for r in summary.results] == [*config.questions, config.questions[0]]
+
+
 def test_loadgen_command_prints_summary(engine: str, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["loadgen", "--users", "2", "--runs", "3", "--mode", "react", "--base-url", engine + "/v1",
                  "--tool-failure-rate", "0.1"])

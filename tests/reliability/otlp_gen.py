@@ -69,9 +69,9 @@ def spans(*, weird_times: bool = True) -> st.SearchStrategy[SpanSpec]:
     times = st.one_of(_recent_ns(), st.integers(0, 2**64 - 1)) if weird_times else _recent_ns()
     return st.builds(
         SpanSpec,
-        trace_id=_bytes_of([16] * 8 + [0, 8, 15, 17, 32]),
-        span_id=_bytes_of([8] * 8 + [0, 4, 9, 16]),
-        parent=_bytes_of([0, 8, 8, 3]),
+        trace_id=_bytes_of([16] * 30 + [0, 8, 15, 17, 32]),
+        span_id=_bytes_of([8] * 30 + [0, 4, 9, 16]),
+        parent=_bytes_of([0] * 10 + [8] * 10 + [3]),
         name=_TEXT,
         start=times,
         end=times,

@@ -1,0 +1,510 @@
+"""Storage benchmark: ingestion rate, bytes on disk per span, query latency at scale.
+
+    python -m bench.ingest [--ingest-spans 1000000] [--spans 10000000] [--no-http]
+
+Phases (each prints its figures; all are written to ``bench/results/ingest.json`` and ``.md``):
+
+1. ``http``: spans per second from the first send until every span is stored (so queryable),
+   through the real collector (``agentwatch collector`` in a subprocess, OTLP/HTTP protobuf,
+   project API key, 4 concurrent senders), with ``bench.workload``'s agent-like traces.
+2. ``store``: the same count of agent-like spans without captured content, generated as
+   ``SpanRow`` batches of 20k (the writer's batch size) and inserted with
+   ``Store.insert_spans``: the storage side's own rate, and bytes on disk per span.
+3. ``query``: the store filled to ``--spans`` spans over the last 24 hours (generated inside
+   ClickHouse), then p50/p95 of the overview and runs-list queries, the way the API runs them.
+
+Targets (2-core machine): >= 100k spans/s, <= 60 bytes/span on disk without content,
+overview p95 < 300 ms at 10M spans.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from collector import query
+from collector.model import SpanRow
+from collector.storage.chdb_store import ChdbStore
+
+RESULTS = Path(__file__).parent / "results"
+BATCH = 20_000
+SPANS_PER_TRACE = 30
+DAY_NS = 86_400 * 10**9
+TARGETS = {"spans_per_s": 100_000, "bytes_per_span": 60, "overview_p95_ms": 300}
+
+
+# --- agent-like spans ------------------------------------------------------------------------
+def span_batches(total: int, *, seed: int = 7) -> Iterator[list[SpanRow]]:
+    """Runs of 30 spans (run, then step/LLM/tool triples), no captured content, ``BATCH`` a batch.
+
+    Like live traffic, a run arrives as it ends: it started 40 to 50 seconds ago.
+    """
+    rng = random.Random(seed)
+    batch: list[SpanRow] = []
+    made = 0
+    while made < total:
+        trace = _trace(
+            rng,
+            time.time_ns() - 40 * 10**9 - rng.randrange(10 * 10**9),
+            min(SPANS_PER_TRACE, total - made),
+        )
+        batch.extend(trace)
+        made += len(trace)
+        if len(batch) >= BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _trace(rng: random.Random, t0: int, count: int) -> list[SpanRow]:
+    trace_id, root = f"{rng.getrandbits(128):032x}", f"{rng.getrandbits(64):016x}"
+    agent, resource = (
+        f"agent-{rng.randrange(5)}",
+        {"service.name": "bench", "telemetry.sdk.name": "opentelemetry"},
+    )
+    common = {
+        "project": "bench",
+        "trace_id": trace_id,
+        "service_name": "bench",
+        "agent_name": agent,
+        "resource": resource,
+    }
+    spans = [
+        SpanRow(
+            **common,
+            span_id=root,
+            parent_span_id="",
+            name=agent,
+            kind="run",
+            start_time_ns=t0,
+            end_time_ns=t0 + 100 * 10**9,
+            outcome="success" if rng.random() < 0.8 else "failure",
+        )
+    ]
+    step = root
+    for i in range(1, count):
+        span_id, start = f"{rng.getrandbits(64):016x}", t0 + i * 10**9 + rng.randrange(10**8)
+        kind = ("tool", "step", "llm")[i % 3]
+        if kind == "step":
+            step = span_id
+        spans.append(_child(rng, common, kind, span_id, root if kind == "step" else step, start, i))
+    return spans
+
+
+def _child(
+    rng: random.Random,
+    common: dict[str, Any],
+    kind: str,
+    span_id: str,
+    parent: str,
+    start: int,
+    i: int,
+) -> SpanRow:
+    end = start + rng.randrange(10**8, 2 * 10**9)
+    if kind == "llm":
+        model = "sim-small" if rng.random() < 0.7 else "sim-large"
+        inp, out = 500 + 100 * i + rng.randrange(500), 50 + rng.randrange(200)
+        price = (0.10, 0.40) if model == "sim-small" else (2.50, 10.00)
+        return SpanRow(
+            **common,
+            span_id=span_id,
+            parent_span_id=parent,
+            name=f"chat {model}",
+            kind="llm",
+            start_time_ns=start,
+            end_time_ns=end,
+            model=model,
+            input_tokens=inp,
+            output_tokens=out,
+            cost_usd=(inp * price[0] + out * price[1]) / 1e6,
+            ttft_s=0.05 + rng.random() / 2,
+            tpot_s=0.01 + rng.random() / 50,
+            step_index=i // 3,
+            attributes={"gen_ai.operation.name": "chat"},
+        )
+    failed = kind == "tool" and rng.random() < 0.1
+    return SpanRow(
+        **common,
+        span_id=span_id,
+        parent_span_id=parent,
+        name="search" if kind == "tool" else f"step {i // 3}",
+        kind=kind,
+        start_time_ns=start,
+        end_time_ns=end,
+        tool_name="search" if kind == "tool" else "",
+        step_index=i // 3,
+        status_code="error" if failed else "ok",
+    )
+
+
+# The same shape generated inside ClickHouse, for the 10M-span fill (Python would take minutes).
+_HEX = "lower(leftPad(hex(cityHash64({})), 16, '0'))"
+FILL = f"""
+INSERT INTO spans (project, trace_id, span_id, parent_span_id, name, kind, start_time, end_time, service_name, status_code,
+    agent_name, model, input_tokens, output_tokens, cost_usd, ttft_s, tpot_s, tool_name, step_index, outcome, attributes, resource)
+SELECT 'bench', {_HEX.format("t, 1")} || {_HEX.format("t, 2")}, {_HEX.format("t, i, 3")},
+    multiIf(i = 0, '', i % 3 = 1, {_HEX.format("t, 0, 3")}, {_HEX.format("t, i - (i + 2) % 3, 3")}),
+    multiIf(i = 0, agent, i % 3 = 1, 'step', i % 3 = 2, concat('chat ', model_), 'search'),
+    multiIf(i = 0, 'run', i % 3 = 1, 'step', i % 3 = 2, 'llm', 'tool') AS kind_,
+    fromUnixTimestamp64Nano(t0 + i * 1000000000 + toInt64(cityHash64(t, i, 5) % 100000000)),
+    fromUnixTimestamp64Nano(t0 + if(i = 0, 100000000000, i * 1000000000 + 100000000 + toInt64(cityHash64(t, i, 6) % 1900000000))),
+    'bench', if(kind_ = 'tool' AND cityHash64(t, i, 7) % 10 = 0, 'error', 'ok'), agent,
+    if(kind_ = 'llm', model_, ''), toUInt32(if(kind_ = 'llm', 500 + 100 * i + cityHash64(t, i, 8) % 500, 0)),
+    toUInt32(if(kind_ = 'llm', 50 + cityHash64(t, i, 9) % 200, 0)) AS out_,
+    if(kind_ = 'llm', if(model_ = 'sim-small', (500 + 100 * i) * 0.10 + out_ * 0.40, (500 + 100 * i) * 2.5 + out_ * 10.0) / 1e6, 0),
+    if(kind_ = 'llm', 0.05 + (cityHash64(t, i, 10) % 1000) / 2000, NULL), if(kind_ = 'llm', 0.01 + (cityHash64(t, i, 11) % 1000) / 50000, NULL),
+    if(kind_ = 'tool', 'search', ''), toInt32(intDiv(i, 3)), if(i = 0, if(cityHash64(t, 12) % 10 < 8, 'success', 'failure'), ''),
+    if(kind_ = 'llm', map('gen_ai.operation.name', 'chat'), map()), map('service.name', 'bench', 'telemetry.sdk.name', 'opentelemetry')
+FROM (
+    SELECT intDiv(number, {SPANS_PER_TRACE}) AS t, number % {SPANS_PER_TRACE} AS i,
+        {{end_ns:Int64}} - 120000000000 - toInt64(cityHash64(t, 4) % {{window_ns:UInt64}}) AS t0,
+        concat('agent-', toString(t % 5)) AS agent, if(cityHash64(t, 13) % 10 < 7, 'sim-small', 'sim-large') AS model_
+    FROM numbers({{offset:UInt64}}, {{count:UInt64}})
+)"""
+
+
+# --- phases ----------------------------------------------------------------------------------
+def disk_bytes(store: ChdbStore, table: str) -> dict[str, float]:
+    row = store.query(
+        "SELECT sum(rows) AS rows, sum(bytes_on_disk) AS bytes FROM system.parts WHERE active AND table = {t:String}",
+        {"t": table},
+    )[0]
+    return {
+        "rows": int(row["rows"]),
+        "bytes": int(row["bytes"]),
+        "bytes_per_row": row["bytes"] / max(1, row["rows"]),
+    }
+
+
+def phase_store(store: ChdbStore, spans: int) -> dict[str, Any]:
+    """insert_spans rate at the writer's batch size, then bytes on disk per span."""
+    elapsed = 0.0
+    for batch in span_batches(spans):
+        started = time.perf_counter()
+        store.insert_spans(batch)
+        elapsed += time.perf_counter() - started
+    stored = store.query("SELECT count() AS n FROM spans")[0]["n"]
+    before = disk_bytes(store, "spans")
+    store.command("OPTIMIZE TABLE spans FINAL")
+    merged, runs = disk_bytes(store, "spans"), disk_bytes(store, "runs_agg")
+    return {
+        "spans": spans,
+        "stored": stored,
+        "insert_s": elapsed,
+        "spans_per_s": spans / elapsed,
+        "bytes_per_span": before["bytes_per_row"],
+        "bytes_per_span_merged": merged["bytes_per_row"],
+        "runs_agg_bytes_per_span": runs["bytes"] / max(1, stored),
+    }
+
+
+def phase_http(spans: int, senders: int = 4) -> dict[str, Any]:
+    """The real collector in a subprocess: first send to every span stored."""
+    from bench.workload import Workload
+
+    workload = Workload(spans, end_time_ns=time.time_ns(), batch_spans=1000, project="bench")
+    with tempfile.TemporaryDirectory() as tmp, Collector(Path(tmp)) as collector:
+        key = collector.key("bench")
+        bodies = list(workload.batches())
+        started = time.perf_counter()
+        accepted = _send_all(collector.url, key, bodies, senders)
+        sent_s = time.perf_counter() - started
+        stored_s = _wait_stored(collector.url, key, workload.totals.spans, started)
+        runs = httpx.get(
+            f"{collector.url}/api/runs",
+            params={"start": 0, "end": time.time() + 60, "limit": 1},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=60,
+        ).json()["total"]
+    return {
+        "spans": workload.totals.spans,
+        "accepted": accepted,
+        "traces": workload.totals.traces,
+        "runs_listed": runs,
+        "send_s": sent_s,
+        "stored_s": stored_s,
+        "spans_per_s": workload.totals.spans / stored_s,
+        "content_bytes_per_span": workload.totals.content_bytes / workload.totals.spans,
+        "senders": senders,
+    }
+
+
+def _send_all(url: str, key: str, bodies: list[bytes], senders: int) -> int:
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/x-protobuf"}
+    accepted = [0] * senders
+
+    def send(worker: int) -> None:
+        with httpx.Client(timeout=120) as client:
+            for body in bodies[worker::senders]:
+                while True:
+                    response = client.post(f"{url}/v1/traces", content=body, headers=headers)
+                    if response.status_code == 200:
+                        accepted[worker] += 1
+                        break
+                    if response.status_code not in (429, 503):
+                        raise RuntimeError(
+                            f"collector answered {response.status_code}: {response.text[:300]}"
+                        )
+                    time.sleep(float(response.headers.get("Retry-After", "0.2")) / 10)
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(senders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sum(accepted)
+
+
+def _wait_stored(url: str, key: str, spans: int, started: float, timeout_s: float = 900) -> float:
+    while time.perf_counter() - started < timeout_s:
+        status = httpx.get(
+            f"{url}/api/ingest", headers={"Authorization": f"Bearer {key}"}, timeout=60
+        ).json()
+        if status["stored_spans"] >= spans:
+            return time.perf_counter() - started
+        time.sleep(0.05)
+    raise RuntimeError(f"not all {spans} spans stored after {timeout_s} s")
+
+
+class Collector:
+    """``agentwatch collector`` in a subprocess on a free port, with a project key."""
+
+    def __init__(self, data_dir: Path) -> None:
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.data_dir, self.url = data_dir, f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> Collector:
+        env = {
+            **os.environ,
+            "AGENTWATCH_ALERT_INTERVAL_S": "0",
+            "AGENTWATCH_RATE_LIMIT_SPANS_PER_S": "10000000",
+        }
+        cmd = [
+            sys.executable,
+            "-m",
+            "collector.cli",
+            "collector",
+            "--port",
+            str(self.port),
+            "--grpc-port",
+            "0",
+            "--data-dir",
+            str(self.data_dir),
+            "--log-level",
+            "warning",
+        ]
+        self.proc = subprocess.Popen(cmd, env=env)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.url + "/metrics", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        raise RuntimeError("collector did not start")
+
+    def key(self, project: str) -> str:
+        token = (self.data_dir / "admin.token").read_text().strip()
+        response = httpx.post(
+            self.url + "/admin/keys",
+            json={"project": project},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
+        )
+        response.raise_for_status()
+        return response.json()["key"]
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(120)
+
+
+def fill(store: ChdbStore, spans: int, *, end_ns: int, chunk: int = 1_000_000) -> float:
+    """Top the store up to ``spans`` spans spread over the 24 hours before ``end_ns``."""
+    have = int(store.query("SELECT count() AS n FROM spans")[0]["n"])
+    started = time.perf_counter()
+    offset = 10**12  # trace numbers apart from anything else in the store
+    while have < spans:
+        count = min(chunk, spans - have)
+        count -= count % SPANS_PER_TRACE or 0
+        count = count or SPANS_PER_TRACE
+        store.command(
+            FILL, {"end_ns": end_ns, "window_ns": DAY_NS, "offset": offset, "count": count}
+        )
+        offset, have = offset + count, have + count
+    return time.perf_counter() - started
+
+
+def latency(call: Callable[[], Any], repeats: int) -> dict[str, float]:
+    call()  # warm caches, as a dashboard's second look would
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - started) * 1000)
+    times.sort()
+    return {
+        "p50_ms": statistics.median(times),
+        "p95_ms": times[min(len(times) - 1, round(0.95 * (len(times) - 1)))],
+        "repeats": repeats,
+    }
+
+
+def phase_query(store: ChdbStore, spans: int, repeats: int) -> dict[str, Any]:
+    now = time.time()
+    fill_s = fill(store, spans, end_ns=int(now * 1e9))
+    big = _big_trace(store, now)
+    hour, day = (now - 3600, now), (now - 86_400, now)
+    cases = {
+        "overview_1h": lambda: query.overview(store, "bench", start=hour[0], end=hour[1]),
+        "overview_24h": lambda: query.overview(store, "bench", start=day[0], end=day[1]),
+        "runs_list_1h": lambda: query.list_runs(
+            store, "bench", start=hour[0], end=hour[1], limit=50
+        ),
+        "runs_list_24h_by_cost": lambda: query.list_runs(
+            store, "bench", start=day[0], end=day[1], sort="-cost_usd", limit=50
+        ),
+        "runs_list_24h_filtered": lambda: query.list_runs(
+            store, "bench", start=day[0], end=day[1], agent="agent-3", min_steps=5, limit=50
+        ),
+        "timeseries_24h_by_model": lambda: query.timeseries(
+            store, "bench", "cost_usd", day[0], day[1], 300, "model"
+        ),
+        "run_detail_10k_spans": lambda: query.get_run(store, "bench", big),
+    }
+    results = {name: latency(call, repeats) for name, call in cases.items()}
+    stored = int(store.query("SELECT count() AS n FROM spans")[0]["n"])
+    runs = int(
+        store.query("SELECT count() AS n FROM (SELECT trace_id FROM runs_agg GROUP BY trace_id)")[
+            0
+        ]["n"]
+    )
+    return {
+        "spans": stored,
+        "runs": runs,
+        "fill_s": fill_s,
+        "queries": results,
+        "disk": disk_bytes(store, "spans"),
+    }
+
+
+def _big_trace(store: ChdbStore, now: float) -> str:
+    """One run of 10,000 spans, inserted like any other."""
+    rng = random.Random(11)
+    rows = _trace(rng, int((now - 1800) * 1e9), 10_000)
+    store.insert_spans(rows)
+    return rows[0].trace_id
+
+
+# --- report ----------------------------------------------------------------------------------
+def render(result: dict[str, Any]) -> str:
+    lines = [
+        "# Storage benchmark (`python -m bench.ingest`)",
+        "",
+        f"Machine: {result['machine']}",
+        "",
+    ]
+    if http := result.get("http"):
+        lines += [
+            f"- HTTP path (real collector, OTLP/HTTP protobuf, {http['senders']} senders): **{http['spans_per_s']:,.0f} spans/s** "
+            f"from first send until all {http['spans']:,} spans were stored ({http['content_bytes_per_span']:.0f} B/span of captured text; "
+            f"{http['runs_listed']:,} runs listed of {http['traces']:,})"
+        ]
+    store = result["store"]
+    lines += [
+        f"- Store insert (`insert_spans`, batches of {BATCH:,}, no content): **{store['spans_per_s']:,.0f} spans/s** over {store['spans']:,} spans",
+        f"- Disk: **{store['bytes_per_span']:.1f} bytes/span** as inserted, {store['bytes_per_span_merged']:.1f} after merges; "
+        f"run aggregates add {store['runs_agg_bytes_per_span']:.1f} bytes/span",
+    ]
+    q = result["query"]
+    lines += [
+        "",
+        f"Queries at {q['spans']:,} spans ({q['runs']:,} runs, over 24 h), through `collector.query`:",
+        "",
+        "| query | p50 ms | p95 ms |",
+        "|---|---:|---:|",
+    ]
+    lines += [
+        f"| {name} | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} |" for name, v in q["queries"].items()
+    ]
+    lines += [
+        "",
+        "Targets: "
+        + ", ".join(f"{k} {'met' if ok else 'MISSED'}" for k, ok in result["targets_met"].items()),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--ingest-spans", type=int, default=1_000_000, help="spans for the ingestion phases"
+    )
+    parser.add_argument(
+        "--spans", type=int, default=10_000_000, help="spans in the store for the query phase"
+    )
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument(
+        "--no-http", action="store_true", help="skip the phase through the collector's HTTP path"
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS / "ingest")
+    args = parser.parse_args(argv)
+    result: dict[str, Any] = {
+        "command": " ".join(["python -m bench.ingest", *sys.argv[1:]]),
+        "machine": f"{os.cpu_count()} CPUs, {sys.platform}",
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        store = ChdbStore(Path(tmp) / "chdb")
+        store.migrate()
+        opened = time.monotonic()
+        try:
+            if not args.no_http:
+                result["http"] = phase_http(args.ingest_spans)
+                print("http:", json.dumps(result["http"]))
+            # Steady state: a collector up for a minute vouches for the keys it stored (RecentKeys).
+            time.sleep(max(0.0, opened + store.recent_window_s + 1 - time.monotonic()))
+            result["store"] = phase_store(store, args.ingest_spans)
+            print("store:", json.dumps(result["store"]))
+            result["query"] = phase_query(store, args.spans, args.repeats)
+            print("query:", json.dumps(result["query"]))
+        finally:
+            store.close()
+    rate = result.get("http", result["store"])["spans_per_s"]
+    result["targets"] = TARGETS
+    result["targets_met"] = {
+        "spans_per_s": rate >= TARGETS["spans_per_s"],
+        "bytes_per_span": result["store"]["bytes_per_span_merged"] <= TARGETS["bytes_per_span"],
+        "overview_p95_ms": max(
+            result["query"]["queries"][k]["p95_ms"] for k in ("overview_1h", "overview_24h")
+        )
+        < TARGETS["overview_p95_ms"],
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps(result, indent=2))
+    args.out.with_suffix(".md").write_text(render(result))
+    print(render(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

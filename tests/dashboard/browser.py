@@ -1,0 +1,91 @@
+"""Headless Debian Chromium driven by Selenium, and a running ``agentwatch dashboard`` to point it at."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from reference_agent.demo import ProcessGroup
+from tests.conftest import free_port
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+CHROME_FLAGS = (
+    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1600,2200",
+)
+EXCEPTION_BOX = '[data-testid="stException"]'
+
+
+def start_dashboard(group: ProcessGroup, name: str, collector: str, *flags: str) -> str:
+    """``agentwatch dashboard`` as a child process; its URL once Streamlit answers its health check."""
+    port = free_port()
+    group.start(name, [sys.executable, "-m", "collector.cli", "dashboard", "--port", str(port), "--collector", collector, *flags], {"AGENTWATCH_DASHBOARD_CACHE_TTL_S": "1"})
+    url = f"http://127.0.0.1:{port}"
+    group.wait_ready(name, url + "/_stcore/health", timeout_s=90)
+    return url
+
+
+def chromium() -> WebDriver:
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROME_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tempfile.mkdtemp(prefix='agentwatch-chromium-')}")
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    return driver
+
+
+@dataclass
+class Page:
+    driver: WebDriver
+
+    def open(self, url: str, *, timeout_s: float = 60.0) -> Page:
+        self.driver.get(url)
+        return self.settle(timeout_s=timeout_s)
+
+    def settle(self, *, timeout_s: float = 60.0) -> Page:
+        """Wait until the script run ended and the page stopped changing (charts drawn)."""
+        deadline, last, stable = time.monotonic() + timeout_s, None, 0
+        while time.monotonic() < deadline:
+            busy = self.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"], [data-testid="stSkeleton"]')
+            ready = self.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMain"] h1, [data-testid="stForm"]')
+            snapshot = len(self.driver.page_source)
+            stable = stable + 1 if not busy and ready and snapshot == last else 0
+            if stable >= 3:
+                return self
+            last = snapshot
+            time.sleep(0.3)
+        raise AssertionError(f"{self.driver.current_url} did not finish rendering in {timeout_s} s")
+
+    def metrics(self) -> dict[str, str]:
+        found = {}
+        for box in self.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMetric"]'):
+            label = box.find_element(By.CSS_SELECTOR, '[data-testid="stMetricLabel"]').text.strip()
+            found[label] = box.find_element(By.CSS_SELECTOR, '[data-testid="stMetricValue"]').text.strip()
+        return found
+
+    def text(self) -> str:
+        return self.driver.find_element(By.CSS_SELECTOR, '[data-testid="stMain"]').text
+
+    def exceptions(self) -> list[str]:
+        return [e.text for e in self.driver.find_elements(By.CSS_SELECTOR, EXCEPTION_BOX)]
+
+    def count(self, selector: str) -> int:
+        return len(self.driver.find_elements(By.CSS_SELECTOR, selector))
+
+    def screenshot(self, folder: Path, name: str) -> Path:
+        path = folder / f"{name}.png"
+        height = self.driver.execute_script('return document.querySelector(\'[data-testid="stMain"]\').scrollHeight')
+        self.driver.set_window_size(1600, max(1200, min(int(height or 0) + 100, 8000)))
+        self.settle()
+        self.driver.save_screenshot(str(path))
+        return path

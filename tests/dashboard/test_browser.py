@@ -1,0 +1,109 @@
+"""Every page of a running ``agentwatch dashboard`` in headless Chromium, against the seeded stack.
+
+Each page must render without a Streamlit exception box and show its key figures; a
+screenshot of each is saved to the folder printed in the test summary.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium.webdriver.common.by import By
+
+from dashboard import ui
+from reference_agent.demo import ProcessGroup
+from tests.dashboard import browser
+from tests.dashboard.conftest import SCREENSHOTS, SeededStack
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def servers(seeded: SeededStack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """One dashboard in open local mode, one that asks for a project key."""
+    group = ProcessGroup(tmp_path_factory.mktemp("dashboard-logs"), log=lambda line: print(line, file=sys.stderr))
+    try:
+        yield {
+            "open": browser.start_dashboard(group, "dashboard-open", seeded.collector, "--api-key", seeded.key, "--open"),
+            "login": browser.start_dashboard(group, "dashboard-login", seeded.collector),
+        }
+    finally:
+        group.stop()
+
+
+@pytest.fixture(scope="module")
+def page() -> Iterator[browser.Page]:
+    driver = browser.chromium()
+    try:
+        yield browser.Page(driver)
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+def shots(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("dashboard-screenshots")
+    request.config.stash[SCREENSHOTS] = folder
+    print(f"dashboard screenshots: {folder}")
+    return folder
+
+
+def _react_run(seeded: SeededStack) -> dict:
+    for run in seeded.get("/api/runs", limit=50, sort="-steps")["items"]:
+        detail = seeded.get(f"/api/runs/{run['trace_id']}")
+        root = next(s for s in detail["spans"] if s["kind"] == "run")
+        if "react" in json.loads(root["attributes"].get("agentwatch.run.tags", "[]")):
+            return detail
+    raise AssertionError("no ReAct run stored")
+
+
+def _check(page: browser.Page, shots: Path, name: str) -> dict[str, str]:
+    assert page.exceptions() == [], f"{name}: Streamlit exception box: {page.exceptions()}"
+    assert ui.OPEN_MODE_BANNER in page.text(), f"{name}: the open-mode banner is missing"
+    path = page.screenshot(shots, name)
+    print(f"{name}: {path}")
+    return page.metrics()
+
+
+def test_every_page_renders_with_its_key_figures(servers: dict[str, str], page: browser.Page, shots: Path, seeded: SeededStack) -> None:
+    base = servers["open"]
+    figures = seeded.get("/api/overview")["figures"]
+    shown = _check(page.open(base + "/"), shots, "overview")
+    assert shown["Runs"] == str(seeded.runs) and shown["Cost"] == ui.fmt(figures["cost_usd"]["value"], "USD")
+    assert page.count('[data-testid="stPlotlyChart"]') == 11
+
+    _check(page.open(base + "/runs"), shots, "runs")
+    assert f"of {seeded.runs:,}" in page.text() and page.count('[data-testid="stDataFrame"]') == 1
+
+    react = _react_run(seeded)
+    shown = _check(page.open(f"{base}/run?trace_id={react['run']['trace_id']}"), shots, "run_detail")
+    assert shown["Steps"] == str(react["run"]["steps"]) and "Fitted growth" not in page.text()  # other tab
+    page.driver.find_element(By.XPATH, "//button[@role='tab' and .//p[text()='Context growth']]").click()
+    assert "Fitted growth: quadratic" in page.settle().text()
+    page.screenshot(shots, "run_detail_growth")
+
+    cost = seeded.get("/api/cost")
+    shown = _check(page.open(base + "/cost"), shots, "cost")
+    assert shown["Cost, last hour (USD)"] == ui.fmt(cost["total_usd"], "USD")
+
+    shown = _check(page.open(base + "/engine"), shots, "engine")
+    assert shown["Generation tokens/s (mean)"].endswith("tok/s") and "sim-engine" in page.text()
+
+    shown = _check(page.open(base + "/alerts"), shots, "alerts")
+    assert int(shown["Firing now"]) + int(shown["Resolved, last hour"]) >= 1 and "dash-traffic-seen" in page.text()
+
+
+def test_login_asks_for_a_project_key(servers: dict[str, str], page: browser.Page, shots: Path, seeded: SeededStack) -> None:
+    page.open(servers["login"] + "/")
+    assert "Project API key" in page.text() and not page.metrics() and page.exceptions() == []
+    assert ui.OPEN_MODE_BANNER not in page.text()
+    page.screenshot(shots, "login")
+    field = page.driver.find_element(By.CSS_SELECTOR, 'input[type="password"]')
+    field.send_keys(seeded.key)
+    page.driver.find_element(By.XPATH, "//button[.//p[text()='Log in']]").click()
+    page.settle()
+    assert page.metrics().get("Runs") == str(seeded.runs) and page.exceptions() == []

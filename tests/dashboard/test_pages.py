@@ -1,0 +1,178 @@
+"""Each page under Streamlit's AppTest, against the live collector seeded with reference-agent runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dashboard import ui
+from tests.dashboard.conftest import APP, SeededStack, dashboard_env
+
+PAGES = ["views/overview.py", "views/runs.py", "views/run_detail.py", "views/cost.py", "views/engine.py", "views/alerts.py"]
+
+
+@pytest.fixture
+def app(seeded: SeededStack, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    for name, value in dashboard_env(seeded, AGENTWATCH_DASHBOARD_OPEN="1").items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AGENTWATCH_DASHBOARD_PASSWORD", raising=False)
+    return AppTest.from_file(str(APP), default_timeout=60).run()  # switch_page needs one run first
+
+
+def page(at: AppTest, path: str, **query: str) -> AppTest:
+    at.query_params.update(query)
+    at.switch_page(path).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def text(at: AppTest) -> str:
+    return "\n".join(str(e.value) for kind in ("markdown", "caption", "info", "warning", "error", "success") for e in getattr(at, kind))
+
+
+def test_overview_headlines_match_the_stored_runs(app: AppTest, seeded: SeededStack) -> None:
+    at = page(app, "views/overview.py")
+    figures = seeded.get("/api/overview")["figures"]
+    shown = metrics(at)
+    assert shown["Runs"] == str(seeded.runs)
+    assert shown["Cost"] == ui.fmt(figures["cost_usd"]["value"], "USD")
+    assert shown["Steps / run"] == ui.fmt(figures["steps_per_run"]["value"], "")
+    assert shown["Task success rate"].endswith("%") and shown["TTFT p50"].endswith(("ms", " s"))
+    assert len(at.get("plotly_chart")) == 11
+    assert ui.OPEN_MODE_BANNER in [w.value for w in at.warning]
+
+
+def test_overview_filters_by_model(app: AppTest, seeded: SeededStack) -> None:
+    at = page(app, "views/overview.py")
+    assert set(at.selectbox(key="aw_model").options) == {ui.ALL, "sim-large", "sim-small"}
+    at.selectbox(key="aw_model").set_value("sim-small").run()
+    expected = seeded.get("/api/overview", model="sim-small")["figures"]["cost_usd"]["value"]
+    assert not at.exception and metrics(at)["Cost"] == ui.fmt(expected, "USD")
+
+
+def test_runs_page_pages_sorts_and_links_each_run(app: AppTest, seeded: SeededStack) -> None:
+    at = page(app, "views/runs.py")
+    at.selectbox(key="runs_size").set_value(5).run()
+    frame = at.dataframe[0].value
+    assert len(frame) == 5 and f"of {seeded.runs:,}" in text(at)
+    at.number_input(key="runs_page").set_value(2).run()
+    second = at.dataframe[0].value
+    assert len(second) == seeded.runs - 5 and not set(second["trace_id"]) & set(frame["trace_id"])
+    at.selectbox(key="runs_sort").set_value("Cost").run()
+    costs = at.dataframe[0].value["cost_usd"].tolist()
+    assert costs == sorted(costs, reverse=True)
+    assert all(link.endswith(tid) for link, tid in zip(at.dataframe[0].value["open"], at.dataframe[0].value["trace_id"], strict=True))
+
+
+def test_runs_page_filters_by_status(app: AppTest, seeded: SeededStack) -> None:
+    at = page(app, "views/runs.py")
+    at.selectbox(key="runs_status").set_value("ok").run()
+    expected = seeded.get("/api/runs", status="ok")["total"]
+    if expected:
+        assert set(at.dataframe[0].value["status"]) == {"ok"}
+    else:
+        assert "No runs match" in text(at)
+
+
+def _runs_by_mode(seeded: SeededStack) -> dict[str, dict]:
+    found: dict[str, dict] = {}
+    for run in seeded.get("/api/runs", limit=50, sort="-steps")["items"]:
+        detail = seeded.get(f"/api/runs/{run['trace_id']}")
+        root = next(s for s in detail["spans"] if s["kind"] == "run")
+        mode = json.loads(root["attributes"].get("agentwatch.run.tags", "[]"))[0]
+        found.setdefault(mode, detail)
+    return found
+
+
+def test_run_detail_shows_waterfall_steps_growth_engine_and_graph(app: AppTest, seeded: SeededStack) -> None:
+    runs = _runs_by_mode(seeded)
+    react = runs["react"]
+    at = page(app, "views/run_detail.py", trace_id=react["run"]["trace_id"])
+    shown = metrics(at)
+    assert shown["Steps"] == str(react["run"]["steps"]) and shown["LLM calls"] == str(react["run"]["llm_calls"])
+    assert shown["Cost (USD)"] == ui.fmt(react["run"]["cost_usd"], "USD")
+    body = text(at)
+    assert "Fitted growth: quadratic" in body
+    assert "queue:" in body and "decode:" in body  # the engine's spans joined the trace
+    assert len(at.get("plotly_chart")) == 4  # waterfall, growth, engine share, graph
+    iterative = runs["iterative"]
+    at = page(at, "views/run_detail.py", trace_id=iterative["run"]["trace_id"])
+    assert "Fitted growth: linear" in text(at)
+
+
+def test_run_detail_unknown_trace_is_a_message(app: AppTest) -> None:
+    at = page(app, "views/run_detail.py", trace_id="0" * 32)
+    assert any("Not found" in w.value for w in at.warning)
+
+
+def test_cost_page_totals_levers_and_self_hosted_cost(app: AppTest, seeded: SeededStack) -> None:
+    at = page(app, "views/cost.py")
+    cost = seeded.get("/api/cost")
+    shown = metrics(at)
+    assert shown["Cost, last hour (USD)"] == ui.fmt(cost["total_usd"], "USD") and cost["total_usd"] > 0
+    assert shown["Projected month (USD)"] == ui.fmt(cost["projected_month_usd"], "USD")
+    assert shown["LLM calls"] == f"{cost['levers']['llm_calls']:,}"
+    at.number_input(key="cost_gpu_hour").set_value(2.5).run()
+    assert not at.exception and metrics(at)["GPU-hour price (USD)"] == "$2.5000"
+
+
+def test_engine_page_shows_load_rates_and_distributions(app: AppTest) -> None:
+    at = page(app, "views/engine.py")
+    shown = metrics(at)
+    assert shown["Prompt tokens/s (mean)"].endswith("tok/s") and shown["Prompt tokens/s (mean)"] != "0.0 tok/s"
+    assert shown["Prefix-cache hit rate"].endswith("%")
+    assert any("Time to first token:" in str(c.proto.spec) for c in at.get("plotly_chart"))
+    assert "No GPU readings" in text(at)
+
+
+def test_alerts_page_shows_alerts_with_evidence_and_rules(app: AppTest, seeded: SeededStack) -> None:
+    at = page(app, "views/alerts.py")
+    shown = metrics(at)
+    firing = int(shown["Firing now"])
+    assert firing + int(shown["Resolved, last hour"]) >= 1
+    if firing:
+        assert shown["Threshold"] == "0.50"
+    assert sorted(at.dataframe[-1].value["name"]) == ["dash-no-traffic", "dash-traffic-seen"]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_unreachable_collector_is_a_message_not_a_trace(path: str, app: AppTest, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTWATCH_COLLECTOR_URL", "http://127.0.0.1:9")
+    at = page(app, path, trace_id="1" * 32)
+    if path != "views/run_detail.py" or at.error:
+        assert any("unreachable" in e.value for e in at.error)
+
+
+def test_password_login(seeded: SeededStack, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in dashboard_env(seeded, AGENTWATCH_DASHBOARD_PASSWORD="s3cret").items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AGENTWATCH_DASHBOARD_OPEN", raising=False)
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    assert not at.metric and at.text_input(key="aw_login_secret").label == "Dashboard password"
+    at.text_input(key="aw_login_secret").input("wrong").run()
+    at.button[0].click().run()
+    assert any("Wrong password" in e.value for e in at.error) and not at.metric
+    at.text_input(key="aw_login_secret").input("s3cret").run()
+    at.button[0].click().run()
+    assert metrics(at)["Runs"] == str(seeded.runs)
+    assert ui.OPEN_MODE_BANNER not in [w.value for w in at.warning]
+
+
+def test_key_login_checks_the_key_with_the_collector(seeded: SeededStack, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTWATCH_COLLECTOR_URL", seeded.collector)
+    for name in ("AGENTWATCH_DASHBOARD_OPEN", "AGENTWATCH_DASHBOARD_PASSWORD", "AGENTWATCH_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    assert at.text_input(key="aw_login_secret").label == "Project API key"
+    at.text_input(key="aw_login_secret").input("aw_not_a_key").run()
+    at.button[0].click().run()
+    assert any("rejected this API key" in e.value for e in at.error)
+    at.text_input(key="aw_login_secret").input(seeded.key).run()
+    at.button[0].click().run()
+    assert metrics(at)["Runs"] == str(seeded.runs)
