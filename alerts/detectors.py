@@ -39,7 +39,6 @@ detector on seeded synthetic series.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import ClassVar, Protocol
@@ -211,9 +210,7 @@ class AnomalyDetector:
         for k in range(1, self.seasons + 1):
             if k * period < len(y):
                 lagged[k - 1, k * period :] = y[: len(y) - k * period]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            base = np.nanmedian(lagged, axis=0)
+        base = _column_medians(lagged)
         return base if np.isfinite(base[-1]) else np.zeros_like(y)
 
     def _scale(self, residuals: np.ndarray, y: np.ndarray) -> float:
@@ -227,6 +224,17 @@ class AnomalyDetector:
             spread = float(np.median(np.abs(finite - np.median(finite))))
         floor = 0.01 if self.transform == "log" else max(1e-9, 0.01 * abs(float(np.nanmedian(y))))
         return max(_MAD_TO_SIGMA * spread, floor)
+
+
+def _column_medians(a: np.ndarray) -> np.ndarray:
+    """Median of the finite values of each column (NaN where none); ``np.nanmedian`` is ~20x slower."""
+    ordered = np.sort(a, axis=0)  # NaN sorts last
+    count = np.count_nonzero(np.isfinite(a), axis=0)
+    out = np.full(a.shape[1], np.nan)
+    cols = np.flatnonzero(count)
+    lo, hi = (count[cols] - 1) // 2, count[cols] // 2
+    out[cols] = (ordered[lo, cols] + ordered[hi, cols]) / 2
+    return out
 
 
 def _robust_level(residuals: np.ndarray, scale: float, alpha: float, relearn_after: int) -> float:

@@ -40,6 +40,7 @@ from alerts.channels import CHANNEL_TYPES, Channel, DeliveryPolicy, LogChannel
 from alerts.detectors import AnomalyDetector, Detector, ThresholdDetector
 from alerts.errors import RulesError
 from collector.api.schemas import TIMESERIES_METRICS, AlertRuleOut
+from collector.query import MAX_BUCKETS
 
 DEFAULT_RULES = Path(__file__).with_name("default_rules.yaml")
 DERIVED_METRICS = ("projected_month_cost_usd",)
@@ -311,6 +312,9 @@ class _Doc:
         window = self.duration(data.get("window", "5m"), (*path, "window"))
         if window < 1:
             raise self.error((*path, "window"), "must be at least 1s")
+        buckets = condition.history_buckets(int(window)) + 2
+        if buckets > MAX_BUCKETS:
+            raise self.error((*path, "window"), f"the condition's history needs {buckets} buckets of this window; at most {MAX_BUCKETS} (longer window or shorter history)")
         return Rule(
             name=name,
             metric=metric,

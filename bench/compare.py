@@ -330,7 +330,8 @@ def _phase(
     path = profile.with_name(f"{profile.stem}_{name}.txt")
     with Profiler(server.process.pid, path):
         value = fn()
-    extra[f"{name}_profile"] = {"file": str(path), **summarize_profile(path)}
+    shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+    extra[f"{name}_profile"] = {"file": str(shown), **summarize_profile(path)}
     return value
 
 
@@ -411,11 +412,9 @@ class Product:
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
-        self.server: Server | None = None
         self.client: httpx.Client | None = None
 
     def connect(self, server: Server) -> None:
-        self.server = server
         self.client = httpx.Client(base_url=server.base_url, headers=server.headers, timeout=300)
 
     def close(self) -> None:
@@ -444,7 +443,7 @@ class Agentwatch(Product):
     """The collector as a user runs it: ``agentwatch collector`` on embedded chDB."""
 
     name = "agentwatch"
-    health_path = "/healthz"
+    health_path = "/metrics"  # answers once the app has started, without a key
     database_entries = ("chdb",)  # the rest: the spool (a write-ahead log), key files
 
     def __init__(self, workdir: Path, env: dict[str, str] | None = None) -> None:
@@ -963,6 +962,7 @@ def render_markdown(result: dict[str, object]) -> str:
             f"| {TARGETS[name][0]} | {_fmt(t and t['ratio'], 'x')} | {TARGETS[name][1]} {TARGETS[name][2]:g} | {met} |"
         )
     lines += ["", *result["notes"]]  # type: ignore[list-item]
+    lines += _profile_lines(result["products"]["agentwatch"])  # type: ignore[index]
     sdk = result.get("sdk_overhead")
     if sdk:
         lines += ["", "SDK overhead per call of an empty traced function (best of 5 rounds):", ""]
@@ -973,6 +973,22 @@ def render_markdown(result: dict[str, object]) -> str:
             if isinstance(v, dict)
         ]  # type: ignore[union-attr]
     return "\n".join(lines) + "\n"
+
+
+def _profile_lines(figures: dict[str, object]) -> list[str]:
+    """The top of each py-spy profile (own time per function), when the run took one."""
+    lines: list[str] = []
+    for phase in ("ingest", "queries"):
+        profile = figures.get(f"{phase}_profile")
+        if not profile or not profile.get("samples"):  # type: ignore[union-attr]
+            continue
+        lines += [
+            "",
+            f"agentwatch collector, {phase}: py-spy own-time share ({profile['samples']} samples, {profile['file']}):",
+            "",
+        ]  # type: ignore[index]
+        lines += [f"- {share:.1%} {frame}" for frame, share in profile["own"][:10]]  # type: ignore[index]
+    return lines
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

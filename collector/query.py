@@ -137,16 +137,28 @@ def list_runs(
     _choice("sort", field, q.RUN_SORTS)
     start_ns, end_ns = _range(start, end)
     params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "limit": limit, "offset": offset, **filters}
-    where = q.where(q.RUN_FILTERS, params)
-    rows = store.query(q.runs_page(where, field, sort.startswith("-")), params)
-    total = int(rows[0]["total"]) if rows else _count_runs(store, where, params)
+    if field in q.HEAD_SORTS and set(_given(filters)) <= set(q.RUN_HEAD_FILTERS):
+        rows, total = _page_from_heads(store, params, field, sort.startswith("-"))
+    else:
+        where = q.where(q.RUN_FILTERS, params)
+        rows = store.query(q.runs_page(where, field, sort.startswith("-")), params)
+        total = int(rows[0]["total"]) if rows or not offset else int(store.query(q.runs_count(where), params)[0]["total"])
     return RunsPage(items=_with_feedback(store, project, rows), total=total, limit=limit, offset=offset)
 
 
-def _count_runs(store: Store, where: str, params: dict[str, Any]) -> int:
-    if not params["offset"]:
-        return 0
-    return int(store.query(q.runs_count(where), params)[0]["total"])
+def _given(filters: dict[str, Any]) -> list[str]:
+    return [name for name, value in filters.items() if value is not None]
+
+
+def _page_from_heads(store: Store, params: dict[str, Any], field: str, descending: bool) -> tuple[list[dict[str, Any]], int]:
+    """Pick the page from run heads, then merge only its runs: a page costs the same at any size."""
+    where = q.where(q.RUN_HEAD_FILTERS, params)
+    heads = store.query(q.head_page(where, field, descending), params)
+    if not heads:
+        total = int(store.query(q.head_count(where), params)[0]["total"]) if params["offset"] else 0
+        return [], total
+    rows = store.query(q.runs_of_page(field, descending), params | {"trace_ids": [h["trace_id"] for h in heads]})
+    return rows, int(heads[0]["total"])
 
 
 def _with_feedback(store: Store, project: str, rows: list[dict[str, Any]]) -> list[RunSummary]:

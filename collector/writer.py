@@ -134,15 +134,19 @@ class Writer:
                 await self._flush(entries, token)
             elif self._entries and self._due():
                 await self._flush(self._take(), None)
-            elif self._stopping and not self._entries:
-                return
-            else:
-                self._wake.clear()
-                timeout = self._interval - (time.monotonic() - self._oldest) if self._entries else None
-                try:
-                    await asyncio.wait_for(self._wake.wait(), timeout)
-                except TimeoutError:
-                    pass
+            elif not self._stopping:
+                await self._idle()
+            if self._stopping and (not self.store_available or not (self._entries or self._replays)):
+                return  # what is left stays in the spool for the next start
+
+    async def _idle(self) -> None:
+        """Sleep until more rows arrive or the oldest waiting ones are due."""
+        self._wake.clear()
+        timeout = self._interval - (time.monotonic() - self._oldest) if self._entries else None
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        except TimeoutError:
+            pass
 
     def _due(self) -> bool:
         return self._stopping or self._queued >= self._flush_rows or time.monotonic() - self._oldest >= self._interval

@@ -63,7 +63,7 @@ def spans_to_draw(spans: Sequence[SpanOut], limit: int) -> list[tuple[SpanOut, i
 def client_llm_calls(spans: Sequence[SpanOut]) -> list[SpanOut]:
     """LLM calls made by the agent (not the engine's own spans under them), in call order."""
     by_id = {s.span_id: s for s in spans}
-    calls = [s for s in spans if s.kind == sc.KIND_LLM and not _is_engine_span(s) and not _under_llm(s, by_id)]
+    calls = [s for s in spans if s.kind == sc.KIND_LLM and not is_engine_span(s) and not _under_llm(s, by_id)]
     return sorted(calls, key=lambda s: (s.step_index if s.step_index >= 0 else 1 << 30, s.start_time))
 
 
@@ -72,7 +72,7 @@ def _under_llm(span: SpanOut, by_id: dict[str, SpanOut]) -> bool:
     return parent is not None and parent.kind == sc.KIND_LLM
 
 
-def _is_engine_span(span: SpanOut) -> bool:
+def is_engine_span(span: SpanOut) -> bool:
     return span.name == sc.VLLM_SPAN_NAME or any(v is not None for v in (span.queue_s, span.prefill_s, span.decode_s))
 
 

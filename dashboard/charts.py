@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from agentwatch import _semconv as sc
 
 from collector.api.schemas import SpanOut, TimeSeries
-from dashboard.analysis import Distribution, GrowthFit, RunGraph, is_failed
+from dashboard.analysis import Distribution, GrowthFit, RunGraph, is_engine_span, is_failed
 
 KIND_COLOURS = {
     sc.KIND_RUN: "#6c757d",
@@ -19,6 +19,7 @@ KIND_COLOURS = {
     sc.KIND_TOOL: "#2ca02c",
     sc.KIND_RETRIEVAL: "#17becf",
     sc.KIND_OTHER: "#bcbd22",
+    "engine": "#ff7f0e",  # the engine's own spans (queue, prefill, decode) under an LLM call
 }
 ERROR_COLOUR = "#d62728"
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}}
@@ -62,8 +63,9 @@ def waterfall_figure(items: Sequence[tuple[SpanOut, int]], total_spans: int) -> 
     t0 = min((s.start_time for s, _ in items), default=0.0)
     labels = [f"{i:>5} {'· ' * min(d, 12)}{s.name}" for i, (s, d) in enumerate(items)]
     fig = go.Figure()
+    kinds = [draw_kind(s) for s, _ in items]
     for kind in KIND_COLOURS:
-        rows = [(lab, s) for lab, (s, _) in zip(labels, items, strict=True) if s.kind == kind]
+        rows = [(lab, s) for lab, (s, _), k in zip(labels, items, kinds, strict=True) if k == kind]
         if rows:
             fig.add_trace(_kind_bars(kind, rows, t0))
     failed = [(lab, s) for lab, (s, _) in zip(labels, items, strict=True) if is_failed(s)]
@@ -78,6 +80,12 @@ def waterfall_figure(items: Sequence[tuple[SpanOut, int]], total_spans: int) -> 
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=labels, showticklabels=len(items) <= 150, tickfont={"family": "monospace", "size": 10})
     fig.update_xaxes(title="seconds since the run started")
     return fig
+
+
+def draw_kind(span: SpanOut) -> str:
+    if is_engine_span(span):
+        return "engine"
+    return span.kind if span.kind in KIND_COLOURS else sc.KIND_OTHER
 
 
 def _kind_bars(kind: str, rows: list[tuple[str, SpanOut]], t0: float) -> go.Bar:

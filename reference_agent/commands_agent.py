@@ -102,6 +102,7 @@ def format_result(result: RunResult) -> str:
         f"steps     {result.steps} ({result.llm_calls} LLM calls, {result.tool_calls} tool calls, "
         f"{result.tool_failures} failed, {result.cache_hits} cache hits)",
         f"tokens    {result.input_tokens} input ({result.cached_tokens} cached), {result.output_tokens} output",
+        f"context   input tokens of each decision: {result.step_input_tokens}",
         f"cost      ${result.cost_usd:.6f}",
         f"duration  {result.duration_s:.2f} s",
         f"trace     {result.trace_id}",

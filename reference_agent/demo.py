@@ -263,7 +263,8 @@ def _start_stack(group: ProcessGroup, options: DemoOptions) -> tuple[dict[str, s
     engine = f"http://127.0.0.1:{ports['engine']}"
     collector = start_collector(group, data_dir, port=ports["collector"], grpc_port=ports["collector-grpc"], env={
         "AGENTWATCH_SCRAPE_TARGETS": f"sim-engine={engine}/metrics", "AGENTWATCH_SCRAPE_INTERVAL_S": "2",
-        "AGENTWATCH_ALERT_RULES": str(DEMO_RULES), "AGENTWATCH_ALERT_INTERVAL_S": str(ALERT_INTERVAL_S)})
+        "AGENTWATCH_ALERT_RULES": str(DEMO_RULES), "AGENTWATCH_ALERT_INTERVAL_S": str(ALERT_INTERVAL_S),
+        "AGENTWATCH_DEMO_COST_MIN_DELTA": f"{0.01 * options.users:g}"})
     key = project_key(collector, data_dir)
     urls = {"dashboard": f"http://127.0.0.1:{ports['dashboard']}",
             "engine": start_engine(group, port=ports["engine"], speed=options.engine_speed, collector=collector, key=key),

@@ -70,16 +70,21 @@ _RUN_HOURS = """project = {project:String}
 # Runs that started in [start, end): the hours from the start's hour on (a run's spans all
 # start after its root), a day past the end (spans of long runs), and only traces whose root
 # span is in those hours, so a run begun before the range never appears with partial totals.
-RUNS_IN_RANGE = f"""
+def runs_in_range(traces: str = "1") -> str:
+    """Run summaries; ``traces`` optionally narrows the traces merged (a constant condition)."""
+    return f"""
 SELECT {_RUN_FIELDS} FROM (
     SELECT trace_id, {_RUN_MERGE}
     FROM runs_agg
-    WHERE {_RUN_HOURS}
+    WHERE {_RUN_HOURS} AND {traces}
     GROUP BY trace_id
     HAVING n_roots > 0
        AND start_t >= fromUnixTimestamp64Nano({{start_ns:Int64}})
        AND start_t < fromUnixTimestamp64Nano({{end_ns:Int64}})
 )"""
+
+
+RUNS_IN_RANGE = runs_in_range()
 
 # The same summary for one trace, straight from its spans (any spans, root or not).
 RUN_OF_TRACE = f"""
@@ -223,10 +228,40 @@ GROUP BY k"""
 # Run heads: the partial row holding a run's root span has its start, end, status and outcome,
 # so counting runs needs no merge of partials. (Its model list may be partial: a model filter
 # looks the traces up; grouping by model takes the exact path, ``run_metrics``.)
+_HEAD_STATUS = "multiIf(budget_exceeded != '', 'budget', root_timeout = 1, 'timeout', root_error = 1, 'error', 'ok')"
 RUN_HEAD_FILTERS = {
     "agent": "agent = {agent:String}",
     "model": f"trace_id IN (SELECT trace_id FROM runs_agg WHERE {_RUN_HOURS} AND has(models, {{model:String}}))",
+    "status": f"{_HEAD_STATUS} = {{status:String}}",
+    "outcome": "outcome = {outcome:String}",
 }
+HEAD_SORTS = {"start_time": "start_time", "duration_s": "toUnixTimestamp64Nano(end_time) - toUnixTimestamp64Nano(start_time)"}
+_HEADS_IN_RANGE = f"""
+FROM runs_agg
+WHERE {_RUN_HOURS} AND roots > 0
+  AND start_time >= fromUnixTimestamp64Nano({{start_ns:Int64}}) AND start_time < fromUnixTimestamp64Nano({{end_ns:Int64}})"""
+
+
+def head_page(filters: str, sort: str, descending: bool) -> str:
+    """The trace ids of a page of runs, found from run heads alone (no merge of partials);
+    for sorts in ``HEAD_SORTS`` and filters in ``RUN_HEAD_FILTERS``."""
+    direction = "DESC" if descending else "ASC"
+    return f"""
+SELECT trace_id, count() OVER () AS total {_HEADS_IN_RANGE} AND {filters}
+ORDER BY {HEAD_SORTS[sort]} {direction}, trace_id
+LIMIT {{limit:UInt32}} OFFSET {{offset:UInt32}}"""
+
+
+def head_count(filters: str) -> str:
+    return f"SELECT count() AS total {_HEADS_IN_RANGE} AND {filters}"
+
+
+def runs_of_page(sort: str, descending: bool) -> str:
+    """Whole-run summaries of the traces ``{trace_ids}`` (a page), in the page's order."""
+    if sort not in RUN_SORTS:
+        raise ValueError(f"sort must be one of {RUN_SORTS}, got {sort!r}")
+    direction = "DESC" if descending else "ASC"
+    return f"SELECT * FROM ({runs_in_range('trace_id IN {trace_ids:Array(String)}')}) ORDER BY {sort} {direction}, trace_id"
 RUN_HEAD_GROUPS = {"none": "''", "agent": "toString(agent)"}
 
 
@@ -237,13 +272,10 @@ SELECT intDiv(toUnixTimestamp64Nano(start_time) - {{start_ns:Int64}}, {{step_ns:
     {RUN_HEAD_GROUPS[group]} AS grp,
     count() AS runs,
     quantiles(0.5, 0.95)(greatest(toUnixTimestamp64Nano(end_time) - toUnixTimestamp64Nano(start_time), 0) / 1e9) AS latency_q,
-    countIf(budget_exceeded != '' OR root_timeout = 1 OR root_error = 1) AS failed_runs,
+    countIf({_HEAD_STATUS} != 'ok') AS failed_runs,
     countIf(outcome = 'success') AS successes,
     countIf(outcome != '') AS with_outcome
-FROM runs_agg
-WHERE {_RUN_HOURS} AND roots > 0
-  AND start_time >= fromUnixTimestamp64Nano({{start_ns:Int64}}) AND start_time < fromUnixTimestamp64Nano({{end_ns:Int64}})
-  AND {filters}
+{_HEADS_IN_RANGE} AND {filters}
 GROUP BY bucket, grp"""
 
 

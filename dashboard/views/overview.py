@@ -6,10 +6,13 @@ however many spans are stored.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+import pandas as pd
 import streamlit as st
 
 from collector.api.schemas import Overview, TimeSeries
-from dashboard import charts, ui
+from dashboard import ui
 
 # (figure key, label, series that draws its sparkline, a rise is good)
 HEADLINES = [
@@ -101,12 +104,30 @@ def _sparkline(ts: TimeSeries | None) -> list[float]:
 
 
 def _charts(series: dict[str, TimeSeries], step_s: int) -> None:
+    """Native (Vega-Lite) charts: an overview of a dozen series stays light in the browser."""
     cols = st.columns(2)
     for i, (title, metrics, _, stacked) in enumerate(CHARTS):
         present = [series[m] for m in metrics if m in series]
         unit = ui.unit_of(metrics[0], present[0].unit if present else "")
-        suffix = f" (per {step_s} s)" if metrics[0] in ("cost_usd", "runs") else ""
-        cols[i % 2].plotly_chart(charts.series_figure(present, title + suffix, unit, stacked=stacked), key=f"overview-{title}")
+        per = f" per {step_s} s" if metrics[0] in ("cost_usd", "runs") else ""
+        frame = series_frame(present, percent=unit == "ratio")
+        with cols[i % 2]:
+            st.markdown(f"**{title}{per}** ({'%' if unit == 'ratio' else unit or 'count'})")
+            if frame.empty:
+                st.caption("no data in range")
+            elif stacked:
+                st.bar_chart(frame, y_label=unit or None, x_label="", stack=True, height=240)
+            else:
+                st.line_chart(frame, y_label="%" if unit == "ratio" else unit or None, x_label="", height=240)
+
+
+def series_frame(series: list[TimeSeries], *, percent: bool = False) -> pd.DataFrame:
+    """Wide frame: time index (UTC), one column per metric or group."""
+    rows = [(datetime.fromtimestamp(p.t, tz=UTC), p.group or ts.metric, p.value) for ts in series for p in ts.points]
+    if not rows:
+        return pd.DataFrame()
+    frame = pd.DataFrame(rows, columns=["time", "series", "value"]).pivot_table(index="time", columns="series", values="value", aggfunc="sum", dropna=False)
+    return frame * 100 if percent else frame
 
 
 render()

@@ -37,10 +37,11 @@ def _summary(detail: RunDetail) -> None:
     c[1].metric("Steps", run.steps)
     c[2].metric("LLM calls", run.llm_calls)
     c[3].metric("Tool calls (failed)", f"{run.tool_calls} ({run.tool_failures})")
-    c[4].metric("Tokens (in / out / cached)", f"{run.input_tokens:,} / {run.output_tokens:,} / {run.cached_tokens:,}")
+    c[4].metric("Tokens", f"{run.total_tokens:,}", help=f"{run.input_tokens:,} input ({run.cached_tokens:,} cached), {run.output_tokens:,} output")
     median = detail.agent_median_cost_usd
     change = (run.cost_usd - median) / median if median else None
-    c[5].metric("Cost (USD)", ui.fmt(run.cost_usd, "USD"), delta=None if change is None else f"{change * 100:+.0f} % vs agent median {ui.fmt(median, 'USD')}", delta_color="inverse")
+    c[5].metric("Cost (USD)", ui.fmt(run.cost_usd, "USD"), delta=None if change is None else f"{change * 100:+.0f} % vs median", delta_color="inverse", help=f"The median run of this agent costs {ui.fmt(median, 'USD')}.")
+    st.caption(f"Tokens: {run.input_tokens:,} input ({run.cached_tokens:,} cached), {run.output_tokens:,} output · agent median cost {ui.fmt(median, 'USD')} · models {', '.join(run.models) or '–'}")
     if detail.feedback:
         st.dataframe(pd.DataFrame([f.model_dump() for f in detail.feedback]), hide_index=True)
 

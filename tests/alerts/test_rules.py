@@ -91,6 +91,7 @@ def test_good_file_parses_with_env_expansion_and_defaults() -> None:
         ("rules:\n  - name: a\n    metric: projected_month_cost_usd\n    condition: {kind: anomaly}\n", 4, "rules[0].condition.kind", "only kind: threshold"),
         ("rules:\n  - name: a\n    name: b\n", 3, "rules[0].name", "duplicate key"),
         ("version: 2\nrules: []\n", 1, "version", "unsupported version"),
+        ("rules:\n  - name: a\n    metric: runs\n    window: 1s\n    condition: {kind: anomaly, history: 1d}\n", 4, "rules[0].window", "at most 5000"),
         ("rules: [\n", 2, "", "not valid YAML"),
         ("rules: []\n", 1, "rules", "non-empty list"),
     ],

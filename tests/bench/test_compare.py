@@ -7,11 +7,13 @@ from pathlib import Path
 
 from bench.compare import (
     QUESTIONS,
+    BenchError,
     compare,
     disk_bytes,
     render_markdown,
     render_table,
     summarize_profile,
+    time_question,
     tree_memory_bytes,
 )
 
@@ -98,3 +100,13 @@ def test_memory_and_disk_are_measured_from_the_system(tmp_path: Path) -> None:
     assert disk_bytes(tmp_path) >= 64 * 1024
     rss, anon = tree_memory_bytes(os.getpid())
     assert rss > anon > 10 * 2**20
+
+
+def test_a_failing_question_is_recorded_not_fatal() -> None:
+    def broken() -> object:
+        raise BenchError("agentwatch GET /api/overview answered 500")
+
+    failed = time_question(broken, repeats=3)
+    assert failed["median_s"] is None and "answered 500" in str(failed["error"])
+    timed = time_question(lambda: 42, repeats=5)
+    assert timed["answer"] == 42 and 0 <= timed["median_s"] <= timed["p95_s"]

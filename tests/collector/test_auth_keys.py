@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from collector import cli
 from collector.auth import Authenticator, RateLimiter
 from collector.keys import KeyAdminError, KeyRing
 from collector.otlp.errors import RateLimited
 from collector.storage.chdb_store import ChdbStore
-from tests.collector.ingest_helpers import REPO, CollectorProcess, agent_trace, serve, settings_for
+from tests.collector.ingest_helpers import CollectorProcess, agent_trace, serve, settings_for
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 
@@ -79,28 +78,26 @@ def test_rate_limit_answers_429_with_retry_after(tmp_path: Path) -> None:
         assert response.status_code == 429 and int(response.headers["Retry-After"]) >= 1
 
 
-def _cli(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "collector.cli", "keys", *args, "--data-dir", str(data_dir)], cwd=REPO, capture_output=True, text=True, timeout=120)
+def _cli(capsys: pytest.CaptureFixture[str], *args: str, data_dir: Path) -> str:
+    """``agentwatch keys ...`` (the real command line, in this process); its output."""
+    assert cli.main(["keys", *args, "--data-dir", str(data_dir)]) == 0
+    return capsys.readouterr().out
 
 
-def test_keys_cli_with_and_without_a_running_collector(tmp_path: Path) -> None:
+def test_keys_cli_with_and_without_a_running_collector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = tmp_path / "data"
-    offline = _cli("create", "--project", "alpha", data_dir=data)
-    assert offline.returncode == 0, offline.stderr
-    offline_key = offline.stdout.strip().splitlines()[-1]
-    collector = CollectorProcess(data).start()
+    offline_key = _cli(capsys, "create", "--project", "alpha", data_dir=data).strip().splitlines()[-1]
+    collector = CollectorProcess(data).start()  # owns the chDB directory now: keys go through it
     try:
-        online = _cli("create", "--project", "beta", "--name", "ci", data_dir=data)
-        assert online.returncode == 0, online.stderr
-        online_key = online.stdout.strip().splitlines()[-1]
+        online_key = _cli(capsys, "create", "--project", "beta", "--name", "ci", data_dir=data).strip().splitlines()[-1]
         for key in (offline_key, online_key):
             response = httpx.post(collector.url + "/v1/traces", content=agent_trace(os.urandom(16)).SerializeToString(), headers={**PROTOBUF, "Authorization": f"Bearer {key}"})
             assert response.status_code == 200
         key_id = online_key.split("_")[1]
-        assert _cli("revoke", key_id, data_dir=data).returncode == 0
+        assert "Revoked" in _cli(capsys, "revoke", key_id, data_dir=data)
         response = httpx.post(collector.url + "/v1/traces", content=b"", headers={**PROTOBUF, "Authorization": f"Bearer {online_key}"})
         assert response.status_code == 401
-        listing = _cli("list", data_dir=data).stdout
+        listing = _cli(capsys, "list", data_dir=data)
         assert "alpha" in listing and "beta" in listing and "revoked" in listing
         assert online_key not in listing and offline_key not in listing
         assert httpx.post(collector.url + "/admin/keys", json={"project": "x"}, headers={"Authorization": "Bearer wrong"}).status_code == 401

@@ -223,3 +223,44 @@ def test_one_span_the_store_refuses_does_not_sink_its_batch(collector: Running, 
     assert sorted(s["name"] for s in stored) == ["fine-1", "fine-2"]
     text = httpx.get(collector.url + "/metrics").text
     assert 'agentwatch_collector_rejected_spans_total{reason="store_rejected"} 1.0' in text
+
+
+_SDK_AGENT = """
+import sys, agentwatch
+agentwatch.init(endpoint=sys.argv[1], api_key=sys.argv[2], project="ignored", service_name="sdk-agent", capture_content=True)
+with agentwatch.run("research") as run:
+    with agentwatch.llm("sim-large") as call:
+        call.record_usage(input_tokens=2000, output_tokens=100, ttft=0.25)
+        call.record_messages(input="mail me at ann@example.com", output="ok")
+    try:
+        with agentwatch.tool("fetch"):
+            raise TimeoutError("fetch timed out")
+    except TimeoutError:
+        pass
+agentwatch.shutdown()
+"""
+
+
+def test_agentwatch_sdk_run_lands_normalised(collector: Running, key: str) -> None:
+    import subprocess
+    import sys
+
+    from tests.collector.ingest_helpers import REPO
+
+    done = subprocess.run([sys.executable, "-c", _SDK_AGENT, collector.url, key], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    runs = httpx.get(collector.url + "/api/runs", params={"agent": "research"}, headers={"Authorization": f"Bearer {key}"}).json()
+    deadline = time.monotonic() + 20
+    while not runs["items"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+        runs = httpx.get(collector.url + "/api/runs", params={"agent": "research"}, headers={"Authorization": f"Bearer {key}"}).json()
+    [summary] = [r for r in runs["items"] if r["service"] == "sdk-agent"]
+    spans = run_spans(collector.url, key, summary["trace_id"], expect=3)
+    by_kind = {s["kind"]: s for s in spans}
+    assert set(by_kind) == {"run", "llm", "tool"}
+    llm, tool = by_kind["llm"], by_kind["tool"]
+    assert (llm["model"], llm["input_tokens"], llm["ttft_s"]) == ("sim-large", 2000, 0.25)
+    assert llm["cost_usd"] == pytest.approx((2000 * 2.5 + 100 * 10.0) / 1e6)
+    assert "ann@example.com" not in llm["input_text"]
+    assert (tool["tool_name"], tool["is_timeout"], tool["status"]) == ("fetch", True, "error")
+    assert summary["tool_failures"] == 1 and summary["agent"] == "research"

@@ -211,3 +211,11 @@ def test_trace_of_ten_thousand_spans_loads_whole(module_store: Store) -> None:
     detail = query.get_run(module_store, "big", trace_id)
     assert detail is not None and len(detail.spans) == 10_000
     assert detail.run.llm_calls == 9_999 and detail.run.cost_usd == pytest.approx(9.999)
+
+
+def test_runs_list_sorts_by_duration_and_filters_heads(module_store: Store, seeded: dict) -> None:
+    page = query.list_runs(module_store, P, start=W[0], end=W[1], sort="-duration_s")
+    durations = [r.duration_s for r in page.items]
+    assert durations == sorted(durations, reverse=True) and page.total == 5
+    both = query.list_runs(module_store, P, start=W[0], end=W[1], model="sim-large", outcome="failure", sort="duration_s")
+    assert [r.trace_id for r in both.items] == [trace(seeded, "B")]

@@ -58,7 +58,7 @@ class Page:
         while time.monotonic() < deadline:
             busy = self.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"], [data-testid="stSkeleton"]')
             ready = self.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMain"] h1, [data-testid="stForm"]')
-            snapshot = len(self.driver.page_source)
+            snapshot = self.driver.execute_script("return document.querySelectorAll('*').length")
             stable = stable + 1 if not busy and ready and snapshot == last else 0
             if stable >= 3:
                 return self

