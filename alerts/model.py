@@ -40,7 +40,11 @@ class Alert:
 
 @dataclass(frozen=True)
 class Notification:
-    """What a channel sends: the event, the alert as it stands, and when it was sent."""
+    """What a channel sends: the event, the alert as it stands, and when it was sent.
+
+    Events: ``firing`` (new alert), ``repeat`` (still firing after the cool-down),
+    ``resolved``, ``test`` (``agentwatch alerts test``).
+    """
 
     event: Event
     alert: Alert

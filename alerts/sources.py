@@ -145,7 +145,7 @@ class HttpBackend:
         return CostBreakdown.model_validate(self._call("GET", "/api/cost", self._key(project), params=params)).projected_month_usd
 
     def firing(self, project: str) -> list[Alert]:
-        rows = self._call("GET", "/api/alerts", self._key(project), params={"state": "firing", "start": 0, "end": 4e9})
+        rows = self._call("GET", "/api/alerts", self._key(project), params={"state": "firing", "start": 0, "end": 4e9, "limit": 1000})
         return [Alert(project=project, updated_at=0.0, **AlertOut.model_validate(row).model_dump()) for row in rows]
 
     def save(self, alert: Alert) -> None:

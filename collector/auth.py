@@ -59,16 +59,6 @@ class Authenticator:
                 del self._cache[token]
 
 
-class OpenAuthenticator:
-    """Used when ``require_auth`` is off and no key store exists: every token is project "default"."""
-
-    def authenticate(self, token: str | None) -> str | None:
-        return "default"
-
-    def forget(self, key_id: str) -> None:
-        return None
-
-
 class RateLimiter:
     """Token bucket of spans per second per key; the burst is one second's worth."""
 

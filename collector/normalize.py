@@ -110,13 +110,14 @@ _CAPTURED = None  # converter marker: captured content (truncated, then redacted
 _SIGNAL = "@"  # column prefix of kind signals, consumed by _kind()
 
 # attribute -> (column, rank, converter); for a column fed by several attributes the lowest
-# rank present wins, so e.g. the response model beats the request model.
+# rank present wins, so e.g. the response model beats the request model (rank -1: the
+# column's only source, no ranking needed).
 _SPEC: dict[str, tuple[str, int, Callable[[Any], Any] | None]] = {}
 
 
 def _map(column: str, convert: Callable[[Any], Any] | None, *keys: str) -> None:
     for rank, key in enumerate(keys):
-        _SPEC[key] = (column, rank, convert)
+        _SPEC[key] = (column, rank if len(keys) > 1 else -1, convert)
 
 
 _map("@kind", _nstr, sc.AGENTWATCH_SPAN_KIND)
@@ -233,15 +234,16 @@ class Normalizer:
                 extra[key] = value
                 continue
             column, rank, convert = spec
-            if ranks.get(column, 99) <= rank:
-                continue
+            if rank >= 0 and ranks.get(column, 99) <= rank:
+                continue  # a better-ranked attribute already filled this column
             value = convert(value) if convert is not None else self.captured(value)
             if value is not None:
                 cols[column] = value
-                ranks[column] = rank
+                if rank >= 0:
+                    ranks[column] = rank
         if extra and self.redact is not None:
             self._redact_extra(extra)
-        kind = _kind(cols, name, parent_span_id) if ranks else sc.KIND_OTHER
+        kind = _kind(cols, name, parent_span_id) if cols else sc.KIND_OTHER
         if len(name) > max_len or len(status_message) > max_len:
             name, status_message = self.text(name), self.text(status_message)
         row = SpanRow(

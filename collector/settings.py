@@ -6,6 +6,7 @@ Every variable is documented here; the README's configuration table is generated
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -70,12 +71,19 @@ def _parse(name: str, env: str, raw: str, default: object) -> object:
             if raw.lower() in ("0", "false", "no", "off"):
                 return False
             raise ValueError("expected true or false")
-        if isinstance(default, int):
-            return int(raw)
-        if isinstance(default, float):
-            return float(raw)
+        if isinstance(default, int | float):
+            return _check_number(name, (type(default))(raw))
         if isinstance(default, Path):
             return Path(raw)
         return raw
     except ValueError as exc:
         raise ValueError(f"{ENV_PREFIX}{env}={raw!r}: invalid value for {name}: {exc}") from None
+
+
+def _check_number(name: str, value: float) -> float:
+    """Every numeric setting is a size, a count, a duration, a price or a port: finite, >= 0."""
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("must be a finite number >= 0")
+    if name.endswith("port") and value > 65535:
+        raise ValueError("a port must be between 0 and 65535")
+    return value

@@ -12,9 +12,8 @@ import os
 import sys
 
 import agentwatch
-import openai
 
-from reference_agent.agent import MODES, AgentConfig, ResearchAgent, RunResult
+from reference_agent.agent import MODES, AgentConfig, ResearchAgent, RunResult, make_client
 from reference_agent.loadgen import LoadConfig, LoadSummary, Progress, generate_load
 from reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
 
@@ -71,8 +70,7 @@ def build_agent(args: argparse.Namespace, *, cache: ToolCache | None = None) -> 
     tools = ResearchTools(Corpus.load(), ToolConfig(
         latency_s=args.tool_latency, failure_rate=args.tool_failure_rate, timeout_rate=args.tool_timeout_rate,
         seed=args.seed))
-    client = openai.AsyncOpenAI(base_url=args.base_url, api_key=args.api_key, max_retries=2, timeout=120.0)
-    return ResearchAgent(client, tools, config=config, cache=cache, seed=args.seed)
+    return ResearchAgent(make_client(args.base_url, args.api_key), tools, config=config, cache=cache, seed=args.seed)
 
 
 def _init_sdk(args: argparse.Namespace) -> None:

@@ -30,7 +30,6 @@ log = logging.getLogger(__name__)
 
 PROTOBUF = "protobuf"
 JSON = "json"
-FORMATS = (PROTOBUF, JSON)
 _MAX_MESSAGES = 3
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)

@@ -62,11 +62,11 @@ def _rules(rules: list[AlertRuleOut]) -> None:
     if not rules:
         ui.empty("No alert rules are loaded.", "Configure them in a YAML file named by `AGENTWATCH_ALERT_RULES` (`agentwatch alerts check FILE` validates it).")
         return
-    st.dataframe(pd.DataFrame([{
+    st.table(pd.DataFrame([{  # a few rows: a plain HTML table, readable and searchable in the page
         "name": r.name, "metric": r.metric, "scope": ", ".join(f"{k}={v}" for k, v in r.scope.items()) or "project",
         "window": f"{r.window_s} s", "condition": ", ".join(f"{k} {v}" for k, v in r.condition.items()), "severity": r.severity,
         "channels": ", ".join(r.channels), "cool-down": f"{r.cooldown_s} s",
-    } for r in rules]), hide_index=True)
+    } for r in rules]).set_index("name"))
 
 
 render()

@@ -6,13 +6,10 @@ however many spans are stored.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
-import pandas as pd
 import streamlit as st
 
 from collector.api.schemas import Overview, TimeSeries
-from dashboard import ui
+from dashboard import charts, ui
 
 # (figure key, label, series that draws its sparkline, a rise is good)
 HEADLINES = [
@@ -35,20 +32,26 @@ HEADLINES = [
     ("timeout_rate", "Timeout rate", "timeout_rate", False),
     ("feedback_score", "Mean feedback score", "feedback_score", True),
 ]
-# (title, metrics, group_by, stacked)
-CHARTS = [
-    ("Cost per bucket, by model", ["cost_usd"], "model", True),
-    ("Runs per bucket", ["runs"], "none", False),
-    ("Run latency", ["run_latency_p50", "run_latency_p95"], "none", False),
-    ("Time to first token", ["ttft_p50", "ttft_p95"], "none", False),
-    ("Time per output token", ["tpot_p50", "tpot_p95"], "none", False),
-    ("Output tokens per second", ["tokens_per_s"], "none", False),
-    ("Steps per run", ["steps_per_run"], "none", False),
-    ("Failure rates", ["tool_failure_rate", "error_rate", "timeout_rate"], "none", False),
-    ("Task success rate", ["success_rate"], "none", False),
-    ("Mean feedback score", ["feedback_score"], "none", False),
-    ("Cost per successful task", ["cost_per_success_usd"], "none", False),
-]
+# tab -> [(title, metrics, group_by, stacked)]; one tab is drawn at a time, so the page stays light
+CHARTS = {
+    "Cost and volume": [
+        ("Cost per bucket, by model", ["cost_usd"], "model", True),
+        ("Runs per bucket", ["runs"], "none", False),
+        ("Cost per successful task", ["cost_per_success_usd"], "none", False),
+        ("Output tokens per second", ["tokens_per_s"], "none", False),
+    ],
+    "Latency": [
+        ("Run latency", ["run_latency_p50", "run_latency_p95"], "none", False),
+        ("Time to first token", ["ttft_p50", "ttft_p95"], "none", False),
+        ("Time per output token", ["tpot_p50", "tpot_p95"], "none", False),
+        ("Steps per run", ["steps_per_run"], "none", False),
+    ],
+    "Quality and failures": [
+        ("Failure rates", ["tool_failure_rate", "error_rate", "timeout_rate"], "none", False),
+        ("Task success rate", ["success_rate"], "none", False),
+        ("Mean feedback score", ["feedback_score"], "none", False),
+    ],
+}
 
 
 def render() -> None:
@@ -67,7 +70,7 @@ def _body() -> None:
         if runs is None or not runs.value:
             ui.empty(f"No runs in the {win.label.lower()}{_scope(filters)}.")
             return
-        specs = list(dict.fromkeys((m, g) for _, metrics, g, _ in CHARTS for m in metrics))
+        specs = list(dict.fromkeys((m, g) for charts_ in CHARTS.values() for _, metrics, g, _ in charts_ for m in metrics))
         series = ui.fetch_series(specs, start=win.start, end=win.end, step_s=win.step_s, **filters)
         st.caption(f"{win.label}{_scope(filters)}; changes compare with the {win.label.lower().replace('last ', 'previous ')}; buckets of {win.step_s} s.")
         _headlines(overview, series)
@@ -104,30 +107,13 @@ def _sparkline(ts: TimeSeries | None) -> list[float]:
 
 
 def _charts(series: dict[str, TimeSeries], step_s: int) -> None:
-    """Native (Vega-Lite) charts: an overview of a dozen series stays light in the browser."""
+    tab = st.segmented_control("Charts", list(CHARTS), default=list(CHARTS)[0], key="overview_tab", label_visibility="collapsed") or list(CHARTS)[0]
     cols = st.columns(2)
-    for i, (title, metrics, _, stacked) in enumerate(CHARTS):
+    for i, (title, metrics, _, stacked) in enumerate(CHARTS[tab]):
         present = [series[m] for m in metrics if m in series]
         unit = ui.unit_of(metrics[0], present[0].unit if present else "")
-        per = f" per {step_s} s" if metrics[0] in ("cost_usd", "runs") else ""
-        frame = series_frame(present, percent=unit == "ratio")
-        with cols[i % 2]:
-            st.markdown(f"**{title}{per}** ({'%' if unit == 'ratio' else unit or 'count'})")
-            if frame.empty:
-                st.caption("no data in range")
-            elif stacked:
-                st.bar_chart(frame, y_label=unit or None, x_label="", stack=True, height=240)
-            else:
-                st.line_chart(frame, y_label="%" if unit == "ratio" else unit or None, x_label="", height=240)
-
-
-def series_frame(series: list[TimeSeries], *, percent: bool = False) -> pd.DataFrame:
-    """Wide frame: time index (UTC), one column per metric or group."""
-    rows = [(datetime.fromtimestamp(p.t, tz=UTC), p.group or ts.metric, p.value) for ts in series for p in ts.points]
-    if not rows:
-        return pd.DataFrame()
-    frame = pd.DataFrame(rows, columns=["time", "series", "value"]).pivot_table(index="time", columns="series", values="value", aggfunc="sum", dropna=False)
-    return frame * 100 if percent else frame
+        suffix = f" (per {step_s} s)" if metrics[0] in ("cost_usd", "runs") else ""
+        cols[i % 2].plotly_chart(charts.series_figure(present, title + suffix, unit, stacked=stacked), key=f"overview-{title}")
 
 
 render()

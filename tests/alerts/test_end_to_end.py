@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from alerts.channels import SIGNATURE_HEADER, sign
 from tests.alerts.conftest import Receiver
@@ -72,3 +73,14 @@ def test_cost_spike_notifies_once_then_resolves_once(tmp_path: Path, receiver: R
     assert requests[1].json()["alert"]["resolved_at"] == t0 + (SPIKE + 2) * 60 + 30
     assert [(a["alert_id"], a["state"]) for a in alerts] == [(fired["alert_id"], "resolved")]
     assert [r["name"] for r in rules_out] == ["spend"]
+
+
+def test_bad_rules_file_keeps_the_collector_ingesting(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules:\n  - name: spend\n    metric: cost_usd\n    condition: {kind: anomaly, z: banana}\n")
+    t0 = int(time.time()) // 60 * 60 - 120
+    with caplog.at_level("ERROR", logger="agentwatch.alerts"), serve(settings_for(tmp_path / "data", alert_rules=str(rules), alert_interval_s=1)) as collector:
+        key = collector.key("p")
+        wait_for_runs(collector.url, key, t0 - 60, t0 + 120, export_traffic(collector.url, key, t0, minutes=1, spike_minutes=set()))
+        assert collector.app.state.alerts.evaluator is None
+    assert f"{rules}:4: rules[0].condition.z: expected a number" in caplog.text

@@ -1,5 +1,7 @@
 """Store fixtures over every back end: chDB always, a ClickHouse server when
-``AGENTWATCH_CLICKHOUSE_URL`` is set (each test then gets its own database).
+``AGENTWATCH_CLICKHOUSE_URL`` is set (each test then gets its own database). A ``chdb://``
+URL runs the clickhouse-connect back end over clickhouse-connect's own embedded client, in a
+fresh directory per test: the driver path without a server.
 
 Import the fixtures into a test module (``from tests.collector.store_fixtures import store``).
 """
@@ -25,6 +27,10 @@ def open_backend(backend: str, tmp: Path, *, retention_days: int = 30) -> Store:
     """A migrated, empty store of the given back end."""
     if backend == "chdb":
         store: Store = ChdbStore(tmp / "chdb", retention_days=retention_days)
+    elif CLICKHOUSE_URL.startswith("chdb:"):
+        from collector.storage.clickhouse_store import ClickHouseStore
+
+        store = ClickHouseStore(f"chdb://{tmp / 'clickhouse-connect'}", retention_days=retention_days)
     else:
         store = _server_store(retention_days)
     store.migrate()
@@ -46,7 +52,7 @@ def _server_store(retention_days: int) -> Store:
 
 def _drop(store: Store) -> None:
     store.close()
-    if not CLICKHOUSE_URL or isinstance(store, ChdbStore):
+    if not CLICKHOUSE_URL or CLICKHOUSE_URL.startswith("chdb:") or isinstance(store, ChdbStore):
         return
     import clickhouse_connect
 

@@ -119,15 +119,12 @@ def test_acknowledged_spans_survive_sigkill_before_flush(tmp_path: Path) -> None
             assert response.status_code == 200
     finally:
         first.kill()
-    second = CollectorProcess(data, AGENTWATCH_FLUSH_INTERVAL_S="0.1").start()
-    try:
+    with serve(settings_for(data)) as second:  # the restart (in this process)
         for trace_id in traces:
             assert len(run_spans(second.url, key, trace_id.hex(), expect=4)) == 4
         time.sleep(0.5)
         again = httpx.get(f"{second.url}/api/runs/{traces[0].hex()}", headers={"Authorization": f"Bearer {key}"}).json()
         assert len(again["spans"]) == 4 and again["run"]["llm_calls"] == 3
-    finally:
-        second.kill()
 
 
 _HOLDER = """

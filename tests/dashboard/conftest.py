@@ -23,7 +23,7 @@ from reference_agent.demo import ProcessGroup, project_key, start_collector, sta
 from tests.conftest import free_port
 
 PROJECT = "dash"
-RUNS = {"react": 4, "iterative": 4}  # loadgen runs per agent mode
+RUNS = {"react": 3, "iterative": 3}  # loadgen runs per agent mode
 RULES = """\
 version: 1
 rules:
@@ -59,14 +59,19 @@ class SeededStack:
         return response.json()
 
 
-def _loadgen(stack: SeededStack, mode: str, runs: int, seed: int) -> None:
-    argv = [
-        sys.executable, "-m", "collector.cli", "loadgen", "--users", "2", "--runs", str(runs), "--mode", mode,
-        "--base-url", stack.engine + "/v1", "--collector", stack.collector, "--collector-key", stack.key,
-        "--tool-failure-rate", "0.15", "--tool-timeout-rate", "0.05", "--tool-timeout", "0.2", "--max-steps", "8", "--seed", str(seed),
-    ]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, f"loadgen {mode} failed: {done.stderr[-2000:]}"
+def _loadgen(stack: SeededStack) -> None:
+    """``agentwatch loadgen`` once per agent mode, side by side, each in its own process."""
+    procs = []
+    for seed, (mode, runs) in enumerate(RUNS.items()):
+        argv = [
+            sys.executable, "-m", "collector.cli", "loadgen", "--users", "3", "--runs", str(runs), "--mode", mode,
+            "--base-url", stack.engine + "/v1", "--collector", stack.collector, "--collector-key", stack.key,
+            "--tool-failure-rate", "0.15", "--tool-timeout-rate", "0.05", "--tool-timeout", "0.2", "--max-steps", "8", "--seed", str(seed),
+        ]
+        procs.append((mode, subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
+    for mode, proc in procs:
+        _, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, f"loadgen {mode} failed: {err[-2000:]}"
 
 
 def _wait_stored(stack: SeededStack, timeout_s: float = 60.0) -> None:
@@ -98,8 +103,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededStack]:
         engine = start_engine(group, port=engine_port, speed=40.0, collector=collector, key=key)
         group.wait_ready("engine", engine + "/v1/models")
         stack = SeededStack(collector, key, engine, group, runs=sum(RUNS.values()))
-        for seed, (mode, runs) in enumerate(RUNS.items()):
-            _loadgen(stack, mode, runs, seed)
+        _loadgen(stack)
         _wait_stored(stack)
         yield stack
     finally:

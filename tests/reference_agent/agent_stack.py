@@ -14,9 +14,8 @@ from typing import Any
 
 import agentwatch
 import httpx
-import openai
 
-from reference_agent.agent import AgentConfig, ResearchAgent, RunResult
+from reference_agent.agent import AgentConfig, ResearchAgent, RunResult, make_client
 from reference_agent.demo import ProcessGroup, project_key, start_collector, start_engine
 from reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
 from tests.conftest import free_port
@@ -31,7 +30,7 @@ class LiveStack:
     engine: str
 
     def agent(self, *, tools: ToolConfig | None = None, cache: ToolCache | None = None, **config: Any) -> ResearchAgent:
-        client = openai.AsyncOpenAI(base_url=self.engine + "/v1", api_key="test", max_retries=0, timeout=60.0)
+        client = make_client(self.engine + "/v1", "test", timeout_s=60.0, max_retries=0)
         return ResearchAgent(client, ResearchTools(Corpus.load(), tools or ToolConfig(latency_s=0.001)),
                              config=AgentConfig(**config), cache=cache)
 

@@ -64,6 +64,8 @@ def test_run_records_span_tree_with_tokens_and_costs(stack: LiveStack) -> None:
         assert call["ttft_s"] is not None
     synthesis = [c for c in _spans(detail, "llm") if c["model"] == "sim-large"]
     assert len(synthesis) == 1 and synthesis[0]["output_tokens"] > 50
+    tiers = {c["model"]: c["attributes"].get(sc.AW_MODEL_TIER) for c in _spans(detail, "llm")}
+    assert tiers == {"sim-small": "small", "sim-large": "large"}
     assert {s["tool_name"] for s in _spans(detail, "tool")} == {"search", "fetch", "report"}
 
 
@@ -86,6 +88,7 @@ def test_react_context_grows_faster_than_linearly_iterative_stays_bounded(stack:
 
 def test_tool_cache_hits_are_recorded_with_tokens_saved(stack: LiveStack) -> None:
     question = "Which settings of circuit breakers matter most for the timeout?"
+    started = time.time()
 
     async def twice() -> RunResult:
         agent = stack.agent(mode="iterative", cache=ToolCache())
@@ -100,6 +103,11 @@ def test_tool_cache_hits_are_recorded_with_tokens_saved(stack: LiveStack) -> Non
     hits = [t for t in tools if t["tool_cache_hit"]]
     assert len(hits) == again.cache_hits
     assert sum(int(t["attributes"][sc.AW_TOOL_TOKENS_SAVED]) for t in hits) == again.tokens_saved
+
+    # the dashboard's cost levers: cache savings and calls the router sent to the small model
+    levers = stack.get("/api/cost", start=started).json()["levers"]
+    assert levers["tool_cache_hits"] == again.cache_hits and levers["tokens_saved"] == again.tokens_saved
+    assert 0 < levers["small_model_calls"] < levers["llm_calls"]
 
 
 def test_tool_failures_and_timeouts_are_retried_and_recorded(stack: LiveStack) -> None:

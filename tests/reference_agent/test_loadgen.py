@@ -7,11 +7,10 @@ import asyncio
 from collections.abc import Iterator
 
 import agentwatch
-import openai
 import pytest
 
 from collector.cli import main
-from reference_agent.agent import AgentConfig, ResearchAgent, RunResult
+from reference_agent.agent import AgentConfig, ResearchAgent, RunResult, make_client
 from reference_agent.engine.server import EngineConfig, running_server
 from reference_agent.loadgen import LoadConfig, LoadSummary, generate_load, make_questions
 from reference_agent.tools import Corpus, ResearchTools, ToolConfig
@@ -31,7 +30,7 @@ def sdk_off(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _agent(engine: str, tools: ToolConfig, **config: object) -> ResearchAgent:
-    client = openai.AsyncOpenAI(base_url=engine + "/v1", api_key="test", max_retries=0)
+    client = make_client(engine + "/v1", "test", max_retries=0)
     return ResearchAgent(client, ResearchTools(Corpus.load(), tools), config=AgentConfig(**config))  # type: ignore[arg-type]
 
 

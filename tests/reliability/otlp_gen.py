@@ -13,11 +13,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentwatch import _semconv as sc
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-
-from agentwatch import _semconv as sc
 
 MAX_NS = 2**63 - 1  # the latest time a DateTime64(9) column holds (2262-04-11)
 SEMCONV_KEYS = sorted({v for k, v in vars(sc).items() if k.isupper() and isinstance(v, str) and "." in v})

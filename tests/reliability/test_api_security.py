@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import os
 import time
-from urllib.parse import quote
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import schemathesis

@@ -99,6 +99,19 @@ def _assert_exactly_once(url: str, key: str, acked: list[str], timeout: float = 
     return runs
 
 
+def _listening(port: int) -> set[str]:
+    """The addresses a TCP port listens on, from /proc/net/tcp (IPv4) and tcp6."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                address, hex_port = local.split(":")
+                if state == "0A" and int(hex_port, 16) == port:
+                    found.add("127.0.0.1" if address == "0100007F" else address)
+    return found
+
+
 def _metric(url: str, name: str) -> float:
     text = httpx.get(url + "/metrics", timeout=10).text
     values = [float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " ") or line.startswith(name + "{")]
@@ -119,6 +132,7 @@ def test_sigkill_during_sustained_ingestion_loses_and_duplicates_nothing(tmp_pat
     data = tmp_path / "data"
     first = CollectorProcess(data, AGENTWATCH_FLUSH_INTERVAL_S="0.2", AGENTWATCH_RATE_LIMIT_SPANS_PER_S="0").start()
     try:
+        assert _listening(first.port) == {"127.0.0.1"}, "the collector must bind loopback only by default"
         key = first.key("durable")
         with Exporters(first.url, key, threads=4) as exporters:
             wait_until(lambda: len(exporters.acked) >= 40, 60, "exporters got no answers")
