@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
@@ -126,6 +127,7 @@ def create_app(settings: Settings, *, store: Store | None = None, clock: Callabl
     state.clock = clock
     app.add_exception_handler(IngestError, _ingest_error)
     app.add_exception_handler(StoreUnavailable, _store_unavailable)
+    app.add_exception_handler(RequestValidationError, _validation_error)
     if settings.cors_origins:
         origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
         app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"], allow_headers=["*"])
@@ -248,3 +250,9 @@ async def _start_optional(app: FastAPI, settings: Settings, handle: StoreHandle,
             await stack.enter_async_context(evaluator)
         elif evaluator is not None and hasattr(evaluator, "aclose"):
             stack.push_async_callback(evaluator.aclose)
+
+
+async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """422 naming each bad field; the offending input is not echoed (it may not be JSON-encodable)."""
+    detail = [{"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")} for err in exc.errors()]
+    return JSONResponse({"detail": detail}, status_code=422)

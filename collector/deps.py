@@ -38,8 +38,8 @@ def get_project(request: Request) -> str:
     """
     settings: Settings = request.app.state.settings
     token = bearer_token(request)
-    if not settings.require_auth:
-        return request.app.state.authenticator.authenticate(token) if token else "default"
+    if token is None and not settings.require_auth:
+        return "default"
     if token is None:
         raise HTTPException(status_code=401, detail="missing API key: send 'Authorization: Bearer <key>'", headers={"WWW-Authenticate": "Bearer"})
     project = request.app.state.authenticator.authenticate(token)

@@ -142,7 +142,10 @@ def list_runs(
     else:
         where = q.where(q.RUN_FILTERS, params)
         rows = store.query(q.runs_page(where, field, sort.startswith("-")), params)
-        total = int(rows[0]["total"]) if rows or not offset else int(store.query(q.runs_count(where), params)[0]["total"])
+        if rows:
+            total = int(rows[0]["total"])
+        else:  # an empty first page has no total column to read; a page past the end must count
+            total = int(store.query(q.runs_count(where), params)[0]["total"]) if offset else 0
     return RunsPage(items=_with_feedback(store, project, rows), total=total, limit=limit, offset=offset)
 
 
@@ -289,23 +292,30 @@ def _plans(wanted: set[str], group_by: str, params: dict[str, Any]) -> list[tupl
     return plans
 
 
-def _rollup_params(start: float, end: float, step_s: float) -> dict[str, Any]:
-    """Which minutes may come from ``span_minutes``: the whole ones that no bucket boundary cuts."""
+def _rollup_params(start: float, end: float, step_s: float, *, exact_buckets: bool = True) -> dict[str, Any]:
+    """Which minutes may come from ``span_minutes``: the whole ones inside the range and, for
+    exact buckets, that no bucket boundary cuts. (Charts take ``exact_buckets=False``: a minute
+    cut by a boundary then counts in the bucket it starts in, and reading those minutes from
+    spans, which would touch every hour of a long range, is avoided; the range's own edges
+    stay exact.)"""
     lo, hi = math.ceil(start / 60) * 60, math.floor(end / 60) * 60
     if step_s < 60 or hi <= lo:
         return {"lo_s": lo, "hi_s": lo, "raw_minutes": []}
+    if not exact_buckets:
+        return {"lo_s": lo, "hi_s": hi, "raw_minutes": []}
     boundaries = (start + k * step_s for k in range(1, math.ceil((end - start) / step_s)))
     raw = sorted({int(b // 60) * 60 for b in boundaries if b % 60})
     return {"lo_s": lo, "hi_s": hi, "raw_minutes": [m for m in raw if lo <= m < hi]}
 
 
 def _figures(
-    store: Store, project: str, metrics: Iterable[str], start: float, end: float, step_s: float, group_by: str, agent: str | None, model: str | None
+    store: Store, project: str, metrics: Iterable[str], start: float, end: float, step_s: float, group_by: str, agent: str | None, model: str | None,
+    *, exact_buckets: bool = True,
 ) -> Figures:
     """Every figure ``metrics`` needs, per (bucket, group), from as few queries as it takes."""
     start_ns, end_ns = _range(start, end)
     params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "step_ns": int(step_s * 1e9), "agent": agent, "model": model}
-    params |= _rollup_params(start, end, step_s)
+    params |= _rollup_params(start, end, step_s, exact_buckets=exact_buckets)
     wanted = set(metrics) | ({"cost_usd", "runs"} if "cost_per_success_usd" in metrics else set())
     out: Figures = {}
     for sql, shape in _plans(wanted, group_by, params):
@@ -327,11 +337,15 @@ def timeseries(
     agent: str | None = None,
     model: str | None = None,
 ) -> TimeSeries:
-    """One metric per time bucket (and per agent or model); empty additive buckets are 0."""
+    """One metric per time bucket (and per agent or model); empty additive buckets are 0.
+
+    The range's total is exact; call-level figures of a minute that a bucket boundary cuts
+    count in the bucket where the minute starts (so a day of buckets reads per-minute rows).
+    """
     _choice("metric", metric, TIMESERIES_METRICS)
     _choice("group_by", group_by, GROUPS)
     count = _buckets(start, end, step_s)
-    figures = _figures(store, project, [metric], start, end, step_s, group_by, agent, model)
+    figures = _figures(store, project, [metric], start, end, step_s, group_by, agent, model, exact_buckets=False)
     groups = sorted({g for _, g in figures}) or ([""] if group_by == "none" else [])
     points = []
     for bucket in range(count):

@@ -38,6 +38,8 @@ def series_figure(series: Sequence[TimeSeries], title: str, unit: str, *, stacke
             xs, ys = groups.setdefault(p.group, ([], []))
             xs.append(_dt(p.t))
             ys.append(p.value)
+        if stacked and len(groups) > 1:
+            groups.pop("", None)  # empty buckets of a grouped series carry no group
         for group, (xs, ys) in groups.items():
             name = group or ts.metric
             if stacked:
@@ -50,11 +52,12 @@ def series_figure(series: Sequence[TimeSeries], title: str, unit: str, *, stacke
     return fig
 
 
-def bar_figure(keys: Sequence[str], values: Sequence[float], title: str, unit: str, *, horizontal: bool = False) -> go.Figure:
-    bar = go.Bar(y=list(keys), x=list(values), orientation="h") if horizontal else go.Bar(x=list(keys), y=list(values))
-    fig = go.Figure(bar)
+def bar_figure(keys: Sequence[str], values: Sequence[float], title: str, unit: str) -> go.Figure:
+    """Bars over categories (models, agents, days: never parsed as dates or numbers)."""
+    fig = go.Figure(go.Bar(x=list(keys), y=list(values)))
     fig.update_layout(title=title, height=280, **_LAYOUT)
-    (fig.update_xaxes if horizontal else fig.update_yaxes)(title=unit)
+    fig.update_xaxes(type="category")
+    fig.update_yaxes(title=unit)
     return fig
 
 

@@ -318,7 +318,15 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial", (SPANS, RUNS_AGG, RUNS_MV, API_KEYS, FEEDBACK, ENGINE_METRICS, ENGINES, ALERTS, ALERT_DELIVERIES, PRICE_VERSIONS)),
     # The view first, then the backfill: a migration runs before the collector ingests.
     Migration(2, "span_minutes", (SPAN_MINUTES, SPAN_MINUTES_MV, SPAN_MINUTES_BACKFILL)),
+    # A crash can commit a batch's spans part but not its view parts; the replay (same token) then
+    # must fill the views without doubling them: views deduplicate too (see DEDUP_SETTINGS).
+    Migration(3, "dedup_views", tuple(
+        f"ALTER TABLE {table} MODIFY SETTING non_replicated_deduplication_window = 10000" for table in ("runs_agg", "span_minutes"))),
 )
+
+# Insert settings that go with a deduplication token: the materialized views' target tables
+# deduplicate each block as well, so a replay of a half-inserted batch completes them exactly once.
+DEDUP_SETTINGS = {"deduplicate_blocks_in_dependent_materialized_views": 1}
 
 APPLIED_VERSIONS = "SELECT version FROM schema_migrations"
 RECORD_MIGRATION = "INSERT INTO schema_migrations (version, name) VALUES ({version:UInt32}, {name:String})"

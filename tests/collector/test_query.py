@@ -219,3 +219,10 @@ def test_runs_list_sorts_by_duration_and_filters_heads(module_store: Store, seed
     assert durations == sorted(durations, reverse=True) and page.total == 5
     both = query.list_runs(module_store, P, start=W[0], end=W[1], model="sim-large", outcome="failure", sort="duration_s")
     assert [r.trace_id for r in both.items] == [trace(seeded, "B")]
+
+
+def test_timeseries_with_unaligned_buckets_keeps_the_range_total(module_store: Store, seeded: dict) -> None:
+    start, end = W[0] + 7.5, W[1] - 12.25  # boundaries inside minutes: whole minutes come from the rollup
+    series = query.timeseries(module_store, P, "cost_usd", start, end, 300)
+    assert sum(p.value or 0 for p in series.points) == pytest.approx(0.20)
+    assert query.overview(module_store, P, start=start, end=end).figures["cost_usd"].value == pytest.approx(0.20)

@@ -161,3 +161,13 @@ def test_store_unavailable_spools_then_drains_exactly_once(tmp_path: Path) -> No
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_rows_beyond_the_memory_bound_are_reread_from_the_spool(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path / "data", require_auth=False, max_queue_spans=4, flush_interval_s=2.0)
+    with serve(settings) as collector:
+        traces = [os.urandom(16) for _ in range(4)]
+        for trace_id in traces:  # 4 spans each: only the first request fits in memory
+            assert httpx.post(collector.url + "/v1/traces", content=agent_trace(trace_id).SerializeToString(), headers=PROTOBUF).status_code == 200
+        for trace_id in traces:
+            assert len(run_spans(collector.url, "", trace_id.hex(), expect=4)) == 4
