@@ -67,7 +67,7 @@ class Report:
     spans_stored: int
     spans_lost: int
     spans_duplicated: int
-    spans_per_s: float
+    spans_per_s: float  # exported spans / wall time from the first run to the last span flushed
     export_requests: int
     export_p50_ms: float
     export_p99_ms: float
@@ -154,8 +154,8 @@ def _rss_mb(pid: int) -> float:
 
 
 def _slope(samples: list[Sample]) -> float:
-    """Least-squares slope of RSS (MB) per minute after the first fifth (warm-up)."""
-    tail = samples[len(samples) // 5 :]
+    """Least-squares slope of RSS (MB) per minute after the first third (start-up and ramp-up)."""
+    tail = samples[len(samples) // 3 :]
     if len(tail) < 3:
         return 0.0
     return statistics.linear_regression([s.t_s / 60 for s in tail], [s.rss_mb for s in tail]).slope

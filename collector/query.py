@@ -281,7 +281,8 @@ def _plans(wanted: set[str], group_by: str, params: dict[str, Any]) -> list[tupl
     """The queries (and row shapers) that produce the wanted metrics."""
     plans: list[tuple[str, Shaper]] = []
     if wanted & SPAN_METRICS:
-        plans.append((q.span_metrics(group_by, q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params)), _span_figures))
+        filters = q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params)
+        plans.append((q.span_metrics(group_by, *filters, rollup=params["step_ns"] >= 60 * 10**9), _span_figures))
     if group_by == "model" and wanted & (HEAD_METRICS | TOTAL_METRICS):
         plans.append((q.run_metrics(group_by, q.where(q.RUN_FILTERS, params)), _all_run_figures))
         return plans
@@ -292,30 +293,23 @@ def _plans(wanted: set[str], group_by: str, params: dict[str, Any]) -> list[tupl
     return plans
 
 
-def _rollup_params(start: float, end: float, step_s: float, *, exact_buckets: bool = True) -> dict[str, Any]:
-    """Which minutes may come from ``span_minutes``: the whole ones inside the range and, for
-    exact buckets, that no bucket boundary cuts. (Charts take ``exact_buckets=False``: a minute
-    cut by a boundary then counts in the bucket it starts in, and reading those minutes from
-    spans, which would touch every hour of a long range, is avoided; the range's own edges
-    stay exact.)"""
-    lo, hi = math.ceil(start / 60) * 60, math.floor(end / 60) * 60
-    if step_s < 60 or hi <= lo:
-        return {"lo_s": lo, "hi_s": lo, "raw_minutes": []}
-    if not exact_buckets:
-        return {"lo_s": lo, "hi_s": hi, "raw_minutes": []}
-    boundaries = (start + k * step_s for k in range(1, math.ceil((end - start) / step_s)))
-    raw = sorted({int(b // 60) * 60 for b in boundaries if b % 60})
-    return {"lo_s": lo, "hi_s": hi, "raw_minutes": [m for m in raw if lo <= m < hi]}
+def _rollup_params(start: float, end: float, step_s: float) -> dict[str, Any]:
+    """The whole minutes that cover [start, end): call-level figures are read per minute.
+
+    So a day's overview reads thousands of rows, not millions of spans; the price is that a
+    range's call-level figures include the rest of its first and last minute.
+    """
+    buckets = max(1, math.ceil((end - start) / step_s))
+    return {"lo_s": math.floor(start / 60) * 60, "hi_s": math.ceil(end / 60) * 60, "last_bucket": buckets - 1}
 
 
 def _figures(
-    store: Store, project: str, metrics: Iterable[str], start: float, end: float, step_s: float, group_by: str, agent: str | None, model: str | None,
-    *, exact_buckets: bool = True,
+    store: Store, project: str, metrics: Iterable[str], start: float, end: float, step_s: float, group_by: str, agent: str | None, model: str | None
 ) -> Figures:
     """Every figure ``metrics`` needs, per (bucket, group), from as few queries as it takes."""
     start_ns, end_ns = _range(start, end)
     params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "step_ns": int(step_s * 1e9), "agent": agent, "model": model}
-    params |= _rollup_params(start, end, step_s, exact_buckets=exact_buckets)
+    params |= _rollup_params(start, end, step_s)
     wanted = set(metrics) | ({"cost_usd", "runs"} if "cost_per_success_usd" in metrics else set())
     out: Figures = {}
     for sql, shape in _plans(wanted, group_by, params):
@@ -339,13 +333,13 @@ def timeseries(
 ) -> TimeSeries:
     """One metric per time bucket (and per agent or model); empty additive buckets are 0.
 
-    The range's total is exact; call-level figures of a minute that a bucket boundary cuts
-    count in the bucket where the minute starts (so a day of buckets reads per-minute rows).
+    Call-level figures are read per minute for buckets of a minute or more (a minute counts
+    in the bucket it starts in), from spans for shorter buckets.
     """
     _choice("metric", metric, TIMESERIES_METRICS)
     _choice("group_by", group_by, GROUPS)
     count = _buckets(start, end, step_s)
-    figures = _figures(store, project, [metric], start, end, step_s, group_by, agent, model, exact_buckets=False)
+    figures = _figures(store, project, [metric], start, end, step_s, group_by, agent, model)
     groups = sorted({g for _, g in figures}) or ([""] if group_by == "none" else [])
     points = []
     for bucket in range(count):
@@ -416,7 +410,7 @@ def cost_breakdown(
 
 
 def _call_params(project: str, start: float, end: float, agent: str | None, model: str | None) -> dict[str, Any]:
-    """Parameters of ``queries.span_rollup`` for one range taken whole."""
+    """Parameters of ``queries.span_source`` for one range taken whole."""
     start_ns, end_ns = _range(start, end)
     return {"project": project, "start_ns": start_ns, "end_ns": end_ns, "agent": agent, "model": model} | _rollup_params(start, end, end - start)
 

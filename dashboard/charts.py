@@ -22,7 +22,7 @@ KIND_COLOURS = {
     "engine": "#ff7f0e",  # the engine's own spans (queue, prefill, decode) under an LLM call
 }
 ERROR_COLOUR = "#d62728"
-_LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}}
+_LAYOUT = {"margin": {"l": 10, "r": 30, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}, "modebar": {"orientation": "v"}}
 
 
 def _dt(t: float) -> datetime:
@@ -48,7 +48,7 @@ def series_figure(series: Sequence[TimeSeries], title: str, unit: str, *, stacke
                 fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines+markers", connectgaps=False))
     fig.update_layout(title=title, barmode="stack" if stacked else None, yaxis_title=unit, height=280, **_LAYOUT)
     if unit == "ratio":
-        fig.update_yaxes(tickformat=".0%", title="share")
+        fig.update_yaxes(tickformat=".1%", title="share")
     return fig
 
 
@@ -182,5 +182,5 @@ def points_figure(series: Mapping[str, Mapping[float, float]], title: str, unit:
         fig.add_trace(go.Scatter(x=[_dt(t) for t in values], y=list(values.values()), name=name, mode="lines"))
     fig.update_layout(title=title, yaxis_title=unit, height=280, **_LAYOUT)
     if unit == "ratio":
-        fig.update_yaxes(tickformat=".0%", title="share")
+        fig.update_yaxes(tickformat=".1%", title="share")
     return fig

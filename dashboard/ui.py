@@ -53,7 +53,7 @@ def login() -> bool:
     mode = cfg.login_mode
     if mode == "open":
         st.warning(OPEN_MODE_BANNER, icon=":material/lock_open:")
-        st.session_state.setdefault("aw_api_key", cfg.api_key)
+        st.session_state["aw_api_key"] = cfg.api_key
         return True
     if st.session_state.get("aw_api_key") is not None:
         return True
@@ -164,9 +164,20 @@ def sidebar_filters() -> None:
         st.selectbox("Agent", [ALL, *agents], key="aw_agent")
         st.selectbox("Model", [ALL, *models], key="aw_model")
         cfg = config()
-        st.caption(f"Collector: {cfg.collector_url}")
+        st.caption(f"Collector: {cfg.collector_url}" + _ingest_line())
         if cfg.login_mode != "open":
             st.button("Log out", on_click=logout)
+
+
+def _ingest_line() -> str:
+    """The collector's ingestion health in a few words (lag, queue, store), or nothing."""
+    try:
+        status = fetch("ingest")
+    except DashboardError:
+        return ""
+    lag = "" if status.lag_p95_s is None else f" · ingest lag p95 {fmt(status.lag_p95_s, 's')}"
+    store = "" if status.store_available else " · store DOWN: spans are spooled"
+    return f"{lag} · {status.queued_spans:,} spans queued{store}"
 
 
 def chosen(key: str) -> str | None:
@@ -236,7 +247,7 @@ def fmt(value: float | None, unit: str) -> str:
     if unit in ("", "1", "count"):
         return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
     if unit == "tokens/s":
-        return f"{value:,.1f} tok/s"
+        return f"{value:,.0f} tok/s" if abs(value) >= 100 else f"{value:,.1f} tok/s"
     if unit.startswith("/"):
         return f"{value:,.2f}{unit}"
     return f"{value:,.2f} {unit}"

@@ -15,7 +15,6 @@ import pyarrow as pa
 
 from collector.storage.base import QueryError, StoreUnavailable
 from collector.storage.recent import RecentKeys
-from collector.storage.schema import DEDUP_SETTINGS
 from collector.storage.sql_store import SqlStore, arrow_rows
 
 
@@ -46,7 +45,7 @@ class ChdbStore(SqlStore):
         sql = f"INSERT INTO {table} ({columns}) SELECT {columns} FROM Python(aw_batch)"
         params: dict[str, Any] = {}
         if dedup_token:
-            sql += " SETTINGS insert_deduplication_token = {token:String}, " + ", ".join(f"{k} = {v}" for k, v in DEDUP_SETTINGS.items())
+            sql += " SETTINGS insert_deduplication_token = {token:String}"
             params["token"] = dedup_token
         self._run(sql, params, fmt="CSV", aw_batch=data)
 

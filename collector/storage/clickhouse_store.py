@@ -12,7 +12,6 @@ from typing import Any
 import pyarrow as pa
 
 from collector.storage.base import QueryError, StoreUnavailable
-from collector.storage.schema import DEDUP_SETTINGS
 from collector.storage.sql_store import SqlStore, arrow_rows
 
 
@@ -32,7 +31,7 @@ class ClickHouseStore(SqlStore):
         self._call(self._client.command, sql, parameters=params or {})
 
     def _insert_arrow(self, table: str, data: pa.Table, *, dedup_token: str | None = None) -> None:
-        settings = {"insert_deduplication_token": dedup_token, **DEDUP_SETTINGS} if dedup_token else None
+        settings = {"insert_deduplication_token": dedup_token} if dedup_token else None
         self._call(self._client.insert_arrow, table, data, settings=settings)
 
     def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:

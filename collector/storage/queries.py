@@ -186,23 +186,18 @@ ROLLUP_FILTERS = {"agent": "agent = {agent:String}", "model": "model = {model:St
 ROLLUP_GROUPS = {"none": "''", "agent": "toString(agent)", "model": "toString(model)"}
 
 
-def span_rollup(key_rollup: str, key_spans: str, filters_rollup: str, filters_spans: str) -> str:
-    """Call-level partials per key over [start, end): whole minutes from ``span_minutes``,
-    the rest (the range's partial edge minutes and ``{raw_minutes}``, the minutes a bucket
-    boundary cuts) straight from spans, so every total is exact."""
-    return f"""
+def span_source(key_rollup: str, key_spans: str, filters_rollup: str, filters_spans: str, *, rollup: bool) -> str:
+    """Call-level partials per key ``k``: from ``span_minutes`` over the whole minutes that
+    cover [start, end) (``{lo_s}``..``{hi_s}``), or, for buckets under a minute, from spans."""
+    if rollup:
+        return f"""
     SELECT {key_rollup} AS k, {ROLLUP_COLUMNS} FROM span_minutes
     WHERE project = {{project:String}}
       AND minute >= toDateTime({{lo_s:Int64}}) AND minute < toDateTime({{hi_s:Int64}})
-      AND toInt64(toUnixTimestamp(minute)) NOT IN {{raw_minutes:Array(Int64)}}
-      AND {filters_rollup}
-    UNION ALL
+      AND {filters_rollup}"""
+    return f"""
     SELECT {key_spans} AS k, {SPAN_PARTIALS} FROM spans
-    WHERE {_SPAN_RANGE}
-      AND (start_time < fromUnixTimestamp64Nano({{lo_s:Int64}} * 1000000000)
-           OR start_time >= fromUnixTimestamp64Nano({{hi_s:Int64}} * 1000000000)
-           OR toInt64(toUnixTimestamp(toStartOfMinute(start_time))) IN {{raw_minutes:Array(Int64)}})
-      AND {filters_spans}
+    WHERE {_SPAN_RANGE} AND {filters_spans}
     GROUP BY k"""
 
 
@@ -214,14 +209,15 @@ _SPAN_FIGURES = """
     sum(tokens_saved) AS tokens_saved, sum(small_model_calls) AS small_model_calls"""
 
 
-def span_metrics(group: str, filters_rollup: str, filters_spans: str) -> str:
-    """Per (bucket, group): call-level figures. ``group`` is from ``ROLLUP_GROUPS``."""
-    bucket = "intDiv({t} - {{start_ns:Int64}}, {{step_ns:Int64}})"
-    key_rollup = f"({bucket.format(t='toInt64(toUnixTimestamp(minute)) * 1000000000')}, {ROLLUP_GROUPS[group]})"
-    key_spans = f"({bucket.format(t='toUnixTimestamp64Nano(start_time)')}, {SPAN_GROUPS[group]})"
+def span_metrics(group: str, filters_rollup: str, filters_spans: str, *, rollup: bool) -> str:
+    """Per (bucket, group): call-level figures. ``group`` is from ``ROLLUP_GROUPS``; a minute
+    counts in the bucket it starts in (the edge minutes in the first and last)."""
+    minute = "greatest(toInt64(toUnixTimestamp(minute)) * 1000000000, {start_ns:Int64})"
+    key_rollup = f"(least(intDiv({minute} - {{start_ns:Int64}}, {{step_ns:Int64}}), {{last_bucket:Int64}}), {ROLLUP_GROUPS[group]})"
+    key_spans = f"(intDiv(toUnixTimestamp64Nano(start_time) - {{start_ns:Int64}}, {{step_ns:Int64}}), {SPAN_GROUPS[group]})"
     return f"""
 SELECT k.1 AS bucket, k.2 AS grp, {_SPAN_FIGURES}
-FROM ({span_rollup(key_rollup, key_spans, filters_rollup, filters_spans)})
+FROM ({span_source(key_rollup, key_spans, filters_rollup, filters_spans, rollup=rollup)})
 GROUP BY k"""
 
 
@@ -338,7 +334,7 @@ def cost_by(key: str, filters_rollup: str, filters_spans: str) -> str:
     return f"""
 SELECT k AS key, sum(cost_usd) AS cost_usd, sum(input_tokens) AS input_tokens,
     sum(output_tokens) AS output_tokens, sum(llm_calls) AS calls
-FROM ({span_rollup(key_rollup, key_spans, filters_rollup, filters_spans)})
+FROM ({span_source(key_rollup, key_spans, filters_rollup, filters_spans, rollup=True)})
 GROUP BY k
 HAVING cost_usd > 0 OR calls > 0
 ORDER BY cost_usd DESC, key
@@ -347,7 +343,7 @@ LIMIT 500"""
 
 def cost_totals(filters_rollup: str, filters_spans: str) -> str:
     """Every call-level total of the range in one row (levers, tokens, cost)."""
-    return f"SELECT {_SPAN_FIGURES} FROM ({span_rollup('0', '0', filters_rollup, filters_spans)})"
+    return f"SELECT {_SPAN_FIGURES} FROM ({span_source('0', '0', filters_rollup, filters_spans, rollup=True)})"
 
 
 FILTER_VALUES = f"""

@@ -3,10 +3,11 @@
 Design (why the tables look like this):
 
 - ``spans`` is a wide, append-only table. Idempotency on (project, trace_id, span_id) is
-  enforced when writing (``Store.insert_spans`` drops keys already stored, and a repeated
-  ``insert_deduplication_token`` is ignored by ``non_replicated_deduplication_window``), so
-  reads never need ``FINAL``. ReplacingMergeTree on the full key is only a second guard that
-  reclaims disk should two writers ever race.
+  enforced when writing (``Store.insert_spans`` drops keys already stored, looking up only
+  what ``recent.RecentKeys`` cannot vouch for, and a repeated ``insert_deduplication_token``
+  is ignored by ``non_replicated_deduplication_window``), so every view below sees each span
+  once and reads never need ``FINAL``. ReplacingMergeTree on the full key is only a second
+  guard that reclaims disk should two writers ever race.
 - Rows are ordered by (project, hour, trace_id, start_time, span_id): a per-project time
   range is a contiguous key range; within an hour one trace's spans are adjacent, so
   fetching a trace reads one or two granules, and trace ids, sessions and resources of
@@ -15,7 +16,9 @@ Design (why the tables look like this):
 - ``runs_agg`` is filled by a materialized view: one partial row per (project, hour of the
   span, trace). Listing runs merges only the hours of the requested range, and keeps a run
   only if its root span is among them (so a run that started before the range never shows up
-  with partial totals).
+  with partial totals). The partial row holding a run's root span (its "head") has the run's
+  start, end, status and outcome, so counting runs and picking a page sorted by time need no
+  merge; only the page's runs (or figures that need whole-run totals) are merged.
 - ``span_minutes`` is filled by another view: call-level figures per minute, agent and model,
   so an overview or a time series over a day reads thousands of rows, not millions.
 - Retention is a TTL on the day partitions, dropped whole (``ttl_only_drop_parts``).
@@ -318,15 +321,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial", (SPANS, RUNS_AGG, RUNS_MV, API_KEYS, FEEDBACK, ENGINE_METRICS, ENGINES, ALERTS, ALERT_DELIVERIES, PRICE_VERSIONS)),
     # The view first, then the backfill: a migration runs before the collector ingests.
     Migration(2, "span_minutes", (SPAN_MINUTES, SPAN_MINUTES_MV, SPAN_MINUTES_BACKFILL)),
-    # A crash can commit a batch's spans part but not its view parts; the replay (same token) then
-    # must fill the views without doubling them: views deduplicate too (see DEDUP_SETTINGS).
-    Migration(3, "dedup_views", tuple(
-        f"ALTER TABLE {table} MODIFY SETTING non_replicated_deduplication_window = 10000" for table in ("runs_agg", "span_minutes"))),
 )
-
-# Insert settings that go with a deduplication token: the materialized views' target tables
-# deduplicate each block as well, so a replay of a half-inserted batch completes them exactly once.
-DEDUP_SETTINGS = {"deduplicate_blocks_in_dependent_materialized_views": 1}
 
 APPLIED_VERSIONS = "SELECT version FROM schema_migrations"
 RECORD_MIGRATION = "INSERT INTO schema_migrations (version, name) VALUES ({version:UInt32}, {name:String})"

@@ -108,8 +108,22 @@ def _gpu(series: EngineSeries) -> None:
         return
     cols = st.columns(min(3, len(gpus)))
     for i, (metric, per_gpu) in enumerate(sorted(gpus.items())):
-        unit = "%" if "util" in metric else "W" if "power" in metric else "bytes" if "memory" in metric or "mem" in metric else ""
+        unit = _gpu_unit(metric)
+        latest = [values[max(values)] for values in per_gpu.values() if values]
+        shown = sum(latest) / len(latest) if latest else None
+        if unit == "bytes" and shown is not None:
+            cols[i % len(cols)].metric(f"{metric} (now, mean of {len(latest)} GPU)", f"{shown / 2**30:,.1f} GiB")
+        else:
+            cols[i % len(cols)].metric(f"{metric} (now, mean of {len(latest)} GPU)", ui.fmt(shown, unit))
         cols[i % len(cols)].plotly_chart(charts.points_figure(per_gpu, metric, unit), key=f"gpu-{metric}")
+
+
+def _gpu_unit(metric: str) -> str:
+    if "util" in metric:
+        return "%"
+    if "power" in metric:
+        return "W"
+    return "bytes" if "mem" in metric else ""
 
 
 render()

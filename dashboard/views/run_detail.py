@@ -12,7 +12,7 @@ import streamlit as st
 from collector.api.schemas import RunDetail
 from dashboard import analysis, charts, ui
 
-MAX_DRAWN = 1500
+MAX_DRAWN = 1000
 MAX_CONTENT = 50
 
 
@@ -26,7 +26,7 @@ def render() -> None:
     with ui.guarded(f"run {trace_id}"):
         detail: RunDetail = ui.fetch("run", trace_id=trace_id)
         _summary(detail)
-        _tabs(detail)
+        _views(detail)
 
 
 def _summary(detail: RunDetail) -> None:
@@ -46,25 +46,29 @@ def _summary(detail: RunDetail) -> None:
         st.dataframe(pd.DataFrame([f.model_dump() for f in detail.feedback]), hide_index=True)
 
 
-def _tabs(detail: RunDetail) -> None:
+VIEWS = ("Waterfall", "Steps", "Context growth", "Engine", "Graph", "Content", "Spans")
+
+
+def _views(detail: RunDetail) -> None:
+    """One view at a time: only what is shown is computed, which keeps 10,000-span runs quick."""
     spans = detail.spans
     if not spans:
         st.info("This run has no spans stored yet (they may still be in the collector's queue).")
         return
-    tabs = st.tabs(["Waterfall", "Steps", "Context growth", "Engine", "Graph", "Content", "Spans"])
-    with tabs[0]:
+    view = st.radio("View", VIEWS, horizontal=True, key="run_view", label_visibility="collapsed")
+    if view == "Waterfall":
         st.plotly_chart(charts.waterfall_figure(analysis.spans_to_draw(spans, MAX_DRAWN), len(spans)), key="waterfall")
-    with tabs[1]:
+    elif view == "Steps":
         _steps(spans)
-    with tabs[2]:
+    elif view == "Context growth":
         _growth(spans)
-    with tabs[3]:
+    elif view == "Engine":
         _engine(spans)
-    with tabs[4]:
+    elif view == "Graph":
         st.plotly_chart(charts.graph_figure(analysis.run_graph(spans)), key="graph")
-    with tabs[5]:
+    elif view == "Content":
         _content(spans)
-    with tabs[6]:
+    else:
         st.dataframe(_spans_frame(spans), hide_index=True)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
@@ -81,6 +82,14 @@ class Page:
 
     def count(self, selector: str) -> int:
         return len(self.driver.find_elements(By.CSS_SELECTOR, selector))
+
+    def click_first_row(self) -> Page:
+        """Click the row marker of the first row of the first table (a canvas grid: by offset)."""
+        grid = self.driver.find_element(By.CSS_SELECTOR, '[data-testid="stDataFrame"]')
+        x, y = -grid.size["width"] // 2 + 15, -grid.size["height"] // 2 + 35 + 18  # header ~35 px, rows ~35 px
+        ActionChains(self.driver).move_to_element_with_offset(grid, x, y).click().perform()
+        time.sleep(0.5)
+        return self.settle()
 
     def screenshot(self, folder: Path, name: str) -> Path:
         path = folder / f"{name}.png"

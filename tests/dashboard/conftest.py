@@ -50,6 +50,7 @@ class SeededStack:
     key: str
     engine: str
     group: ProcessGroup
+    data_dir: Path
     runs: int
     facts: dict[str, Any] = field(default_factory=dict)
 
@@ -102,7 +103,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededStack]:
         key = project_key(collector, data_dir, PROJECT)
         engine = start_engine(group, port=engine_port, speed=40.0, collector=collector, key=key)
         group.wait_ready("engine", engine + "/v1/models")
-        stack = SeededStack(collector, key, engine, group, runs=sum(RUNS.values()))
+        stack = SeededStack(collector, key, engine, group, data_dir, runs=sum(RUNS.values()))
         _loadgen(stack)
         _wait_stored(stack)
         yield stack

@@ -78,11 +78,14 @@ def test_every_page_renders_with_its_key_figures(servers: dict[str, str], page: 
 
     _check(page.open(base + "/runs"), shots, "runs")
     assert f"of {seeded.runs:,}" in page.text() and page.count('[data-testid="stDataFrame"]') == 1
+    newest = seeded.get("/api/runs", limit=1)["items"][0]
+    page.click_first_row()  # a click on a run opens it
+    assert page.driver.current_url.endswith(f"/run?trace_id={newest['trace_id']}") and "Run detail" in page.text()
 
     react = _react_run(seeded)
     shown = _check(page.open(f"{base}/run?trace_id={react['run']['trace_id']}"), shots, "run_detail")
     assert shown["Steps"] == str(react["run"]["steps"]) and "Fitted growth" not in page.text()  # other tab
-    page.driver.find_element(By.XPATH, "//*[@role='tab'][contains(., 'Context growth')]").click()
+    page.driver.find_element(By.XPATH, "//label[contains(., 'Context growth')]").click()
     assert "Fitted growth: quadratic" in page.settle().text()
     page.screenshot(shots, "run_detail_growth")
 

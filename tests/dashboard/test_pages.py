@@ -8,6 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard import ui
+from reference_agent.demo import project_key
 from tests.dashboard.conftest import APP, SeededStack, dashboard_env
 
 PAGES = ["views/overview.py", "views/runs.py", "views/run_detail.py", "views/cost.py", "views/engine.py", "views/alerts.py"]
@@ -90,6 +91,12 @@ def _runs_by_mode(seeded: SeededStack) -> dict[str, dict]:
     return found
 
 
+def view(at: AppTest, name: str) -> AppTest:
+    at.radio(key="run_view").set_value(name).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def test_run_detail_shows_waterfall_steps_growth_engine_and_graph(app: AppTest, seeded: SeededStack) -> None:
     runs = _runs_by_mode(seeded)
     react = runs["react"]
@@ -97,13 +104,19 @@ def test_run_detail_shows_waterfall_steps_growth_engine_and_graph(app: AppTest, 
     shown = metrics(at)
     assert shown["Steps"] == str(react["run"]["steps"]) and shown["LLM calls"] == str(react["run"]["llm_calls"])
     assert shown["Cost (USD)"] == ui.fmt(react["run"]["cost_usd"], "USD")
-    body = text(at)
-    assert "Fitted growth: quadratic" in body
+    assert f"Waterfall: {len(react['spans'])} spans" in str(at.get("plotly_chart")[0].proto.spec)
+    steps = view(at, "Steps").dataframe[0].value
+    llm = [s for s in react["spans"] if s["kind"] == "llm"]
+    assert steps["input_tokens"].sum() == sum(s["input_tokens"] for s in llm)
+    assert "Fitted growth: quadratic" in text(view(at, "Context growth"))
+    body = text(view(at, "Engine"))
     assert "queue:" in body and "decode:" in body  # the engine's spans joined the trace
-    assert len(at.get("plotly_chart")) == 4  # waterfall, growth, engine share, graph
+    graph = str(view(at, "Graph").get("plotly_chart")[0].proto.spec)
+    assert "research-agent" in graph and "sim-large" in graph and "calls" in graph
+    assert len(view(at, "Spans").dataframe[0].value) == len(react["spans"])
     iterative = runs["iterative"]
     at = page(at, "views/run_detail.py", trace_id=iterative["run"]["trace_id"])
-    assert "Fitted growth: linear" in text(at)
+    assert "Fitted growth: linear" in text(view(at, "Context growth"))
 
 
 def test_run_detail_unknown_trace_is_a_message(app: AppTest) -> None:
@@ -123,13 +136,27 @@ def test_cost_page_totals_levers_and_self_hosted_cost(app: AppTest, seeded: Seed
     assert not at.exception and metrics(at)["GPU-hour price (USD)"] == "$2.5000"
 
 
-def test_engine_page_shows_load_rates_and_distributions(app: AppTest) -> None:
+def test_engine_page_shows_load_rates_and_distributions(app: AppTest, seeded: SeededStack) -> None:
     at = page(app, "views/engine.py")
     shown = metrics(at)
     assert shown["Prompt tokens/s (mean)"].endswith("tok/s") and shown["Prompt tokens/s (mean)"] != "0.0 tok/s"
     assert shown["Prefix-cache hit rate"].endswith("%")
     assert any("Time to first token:" in str(c.proto.spec) for c in at.get("plotly_chart"))
-    assert "No GPU readings" in text(at)
+    points = seeded.get("/api/engine/metrics", engine="sim-engine")["points"]
+    if any(p["metric"].startswith("gpu:") for p in points):  # a machine with an NVIDIA GPU
+        assert any(label.startswith("gpu:utilization") for label in shown)
+    else:
+        assert "No GPU readings" in text(at)
+
+
+@pytest.mark.parametrize(("path", "says"), [
+    ("views/overview.py", "No runs in the last hour"), ("views/runs.py", "No runs match"),
+    ("views/cost.py", "No spend recorded"), ("views/engine.py", "No engine is scraped"), ("views/alerts.py", "No alert is firing"),
+])
+def test_an_empty_project_gets_empty_states_with_what_to_run(path: str, says: str, app: AppTest, seeded: SeededStack, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTWATCH_API_KEY", project_key(seeded.collector, seeded.data_dir, "dash-empty"))
+    at = page(app, path)
+    assert says in text(at) and ("agentwatch" in text(at) or path.endswith("alerts.py"))
 
 
 def test_alerts_page_shows_alerts_with_evidence_and_rules(app: AppTest, seeded: SeededStack) -> None:
