@@ -32,7 +32,7 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
         sys.executable, "-m", "streamlit", "run", str(APP),
         "--server.headless", "true", "--server.port", str(args.port), "--server.address", args.host,
         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none", "--server.runOnSave", "false",
-        "--client.toolbarMode", "viewer", "--global.developmentMode", "false",
+        "--client.toolbarMode", "viewer", "--client.showErrorDetails", "type", "--global.developmentMode", "false",
     ]
 
 

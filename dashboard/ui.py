@@ -38,6 +38,7 @@ RANGES: dict[str, tuple[int, int]] = {  # label -> (seconds, bucket step)
     "Last 30 days": (30 * 86400, 12 * 3600),
 }
 ALL = "(all)"
+_FAILED_LOGIN_DELAY_S = 1.0  # slows guessing down; the collector rate-limits keys too
 
 # --- login -----------------------------------------------------------------------------
 
@@ -76,12 +77,14 @@ def _try_login(cfg: DashboardConfig, secret: str) -> None:
         if hmac.compare_digest(secret.encode(), cfg.password.encode()):
             st.session_state["aw_api_key"] = cfg.api_key
         else:
+            time.sleep(_FAILED_LOGIN_DELAY_S)
             st.error("Wrong password.")
         return
     try:
         with CollectorClient(cfg.collector_url, secret, timeout_s=cfg.timeout_s) as probe:
             probe.filters()
     except AuthError:
+        time.sleep(_FAILED_LOGIN_DELAY_S)
         st.error("The collector rejected this API key (unknown or revoked).")
     except DashboardError as exc:
         st.error(f"Cannot check the key: {exc}")

@@ -256,7 +256,7 @@ def _start_stack(group: ProcessGroup, options: DemoOptions) -> tuple[dict[str, s
     options.log(f"starting the collector, the simulated engine and the dashboard (logs in {data_dir / 'logs'})")
     engine = f"http://127.0.0.1:{ports['engine']}"
     collector = start_collector(group, data_dir, port=ports["collector"], grpc_port=ports["collector-grpc"], env={
-        "AGENTWATCH_SCRAPE_TARGETS": f"sim-engine={engine}/metrics", "AGENTWATCH_SCRAPE_INTERVAL_S": "2",
+        "AGENTWATCH_SCRAPE_TARGETS": f"sim-engine={engine}/metrics@{DEMO_PROJECT}", "AGENTWATCH_SCRAPE_INTERVAL_S": "2",
         "AGENTWATCH_ALERT_RULES": str(DEMO_RULES), "AGENTWATCH_ALERT_INTERVAL_S": str(ALERT_INTERVAL_S),
         "AGENTWATCH_DEMO_COST_MIN_DELTA": f"{0.01 * options.users:g}"})
     key = project_key(collector, data_dir)
@@ -265,7 +265,7 @@ def _start_stack(group: ProcessGroup, options: DemoOptions) -> tuple[dict[str, s
             "collector": collector}
     if find_spec("dashboard.cli") is not None:
         group.start("dashboard", _agentwatch("dashboard", "--port", str(ports["dashboard"]),
-                                             "--collector", collector, "--api-key", key), {})
+                                             "--collector", collector, "--api-key", key, "--open"), {})
     group.wait_ready("engine", engine + "/v1/models")
     if not _dashboard_ready(group, urls["dashboard"], options.log):
         urls.pop("dashboard")

@@ -13,9 +13,10 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Literal, TypeVar
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, HTTPException, Query
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from collector import query, reprice
 from collector.api.schemas import (
@@ -52,6 +53,15 @@ class EngineIn(BaseModel):
 
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
     url: str = Field(min_length=1, max_length=2048, pattern=r"^https?://[^\x00-\x20\x7f]+$")
+
+    @field_validator("url")
+    @classmethod
+    def _parsable(cls, url: str) -> str:
+        """A URL the scraper can request later (``http://[`` or a port of 99999 would fail only then)."""
+        parts = urlsplit(url)
+        if not parts.hostname or parts.port is None and ":" in parts.netloc.rsplit("]", 1)[-1]:
+            raise ValueError("expected http(s)://host[:port][/path]")
+        return url
 
 
 def _time(name: str, value: str | None, default: float) -> float:

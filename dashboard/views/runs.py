@@ -53,7 +53,7 @@ def _table(page: RunsPage) -> None:
         column_order=[c for c in frame.columns if c != "trace_id"],
     )
     st.session_state["runs_page"] = min(st.session_state.get("runs_page", 1), pages)
-    st.number_input("Page", min_value=1, max_value=pages, step=1, key="runs_page")
+    st.columns(6)[0].number_input("Page", min_value=1, max_value=pages, step=1, key="runs_page")
     rows = event.selection.rows if event is not None and hasattr(event, "selection") else []
     if rows:
         st.switch_page("views/run_detail.py", query_params={"trace_id": frame.iloc[rows[0]]["trace_id"]})

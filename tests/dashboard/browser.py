@@ -25,13 +25,16 @@ CHROME_FLAGS = (
 EXCEPTION_BOX = '[data-testid="stException"]'
 
 
-def start_dashboard(group: ProcessGroup, name: str, collector: str, *flags: str) -> str:
-    """``agentwatch dashboard`` as a child process; its URL once Streamlit answers its health check."""
-    port = free_port()
-    group.start(name, [sys.executable, "-m", "collector.cli", "dashboard", "--port", str(port), "--collector", collector, *flags], {"AGENTWATCH_DASHBOARD_CACHE_TTL_S": "1"})
-    url = f"http://127.0.0.1:{port}"
-    group.wait_ready(name, url + "/_stcore/health", timeout_s=90)
-    return url
+def start_dashboards(group: ProcessGroup, collector: str, flags: dict[str, list[str]]) -> dict[str, str]:
+    """``agentwatch dashboard`` child processes started side by side; their URLs once each answers."""
+    urls = {}
+    for name, extra in flags.items():
+        port = free_port()
+        group.start(name, [sys.executable, "-m", "collector.cli", "dashboard", "--port", str(port), "--collector", collector, *extra], {"AGENTWATCH_DASHBOARD_CACHE_TTL_S": "1"})
+        urls[name] = f"http://127.0.0.1:{port}"
+    for name, url in urls.items():
+        group.wait_ready(name, url + "/_stcore/health", timeout_s=90)
+    return urls
 
 
 def chromium() -> WebDriver:

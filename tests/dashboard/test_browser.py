@@ -27,10 +27,7 @@ def servers(seeded: SeededStack, tmp_path_factory: pytest.TempPathFactory) -> It
     """One dashboard in open local mode, one that asks for a project key."""
     group = ProcessGroup(tmp_path_factory.mktemp("dashboard-logs"), log=lambda line: print(line, file=sys.stderr))
     try:
-        yield {
-            "open": browser.start_dashboard(group, "dashboard-open", seeded.collector, "--api-key", seeded.key, "--open"),
-            "login": browser.start_dashboard(group, "dashboard-login", seeded.collector),
-        }
+        yield browser.start_dashboards(group, seeded.collector, {"open": ["--api-key", seeded.key, "--open"], "login": []})
     finally:
         group.stop()
 

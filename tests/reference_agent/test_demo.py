@@ -37,7 +37,7 @@ def _free_offset() -> int:
     """A --port-offset that moves every default port of the demo onto a free one."""
     rng = random.Random()
     for _ in range(200):
-        offset = rng.randrange(20_000, 56_000)
+        offset = rng.randrange(6_000, 24_000)  # below the ephemeral range (32768+), where bind(0) and outgoing connections land
         if all(_port_free(port + offset) for port in PORTS):
             return offset
     raise RuntimeError("no free port offset found")
