@@ -36,6 +36,7 @@ _DATA = struct.Struct("<QBH")  # seq, format code, project length
 _KIND_DATA, _KIND_INTENT, _KIND_DONE = 1, 2, 3
 _FORMATS = ("protobuf", "json")
 _SUFFIX = ".spool"
+_RETIRE_ACTIVE_BYTES = 1024 * 1024  # an active segment this large that owes nothing is deleted at once
 RETRY_AFTER_S = 5.0
 
 
@@ -294,7 +295,20 @@ class Spool:
 
     def _release(self, segment: _Segment) -> None:
         segment.refs -= 1
-        if segment.refs <= 0 and segment is not self._active:
+        if segment.refs > 0:
+            return
+        if segment is not self._active:
+            self._delete(segment)
+        elif segment.size >= _RETIRE_ACTIVE_BYTES:
+            self._retire_active()
+
+    def _retire_active(self) -> None:
+        """The active segment owes nothing: drop it now rather than keep its bytes on disk until it fills."""
+        segment = self._active
+        if self._fd is not None:
+            self._closing.append(self._fd)
+        self._fd, self._active = None, None
+        if segment is not None:
             self._delete(segment)
 
     def _delete(self, segment: _Segment) -> None:

@@ -48,6 +48,21 @@ async def test_unfinished_batch_is_replayed_with_its_token_and_finished_one_is_n
     assert recovery.pending == [d]
 
 
+async def test_stored_requests_leave_no_bytes_behind_in_the_active_segment(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, max_bytes=1_000_000_000)
+    spool.open()
+    body = os.urandom(300_000)
+    for i in range(8):  # 2.4 MB in the active segment, each batch stored as it comes
+        seq = await spool.append("p", "protobuf", body)
+        await spool.begin(f"epoch:{i}", [seq])
+        spool.commit(f"epoch:{i}")
+    assert spool.bytes < 1024 * 1024 + len(body) + 1024
+    pending = await spool.append("p", "protobuf", b"still owed")
+    spool.close()
+    recovery = Spool(tmp_path, max_bytes=1_000_000_000).open()
+    assert recovery.pending == [pending] and recovery.intents == []
+
+
 async def test_torn_tail_is_ignored(tmp_path: Path) -> None:
     spool = Spool(tmp_path, max_bytes=10_000_000)
     spool.open()
