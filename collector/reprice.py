@@ -31,6 +31,7 @@ from collector.deps import SettingsDep, StoreDep
 from collector.settings import Settings
 from collector.storage import queries
 from collector.storage.base import Store, StoreError
+from collector.storage.maintenance import rebuild_totals
 
 if TYPE_CHECKING:
     from agentwatch import PriceTable
@@ -59,8 +60,7 @@ def reprice(store: Store, prices: PriceTable, *, since: float, project: str = ""
     if priced:
         _record_prices(store, prices.version, priced, time.time() if now is None else now)
         store.command(queries.REPRICE_SPANS, params | _price_arrays(priced, prices.version))
-        for statement in (queries.DROP_RUNS, queries.REBUILD_RUNS, queries.DROP_MINUTES, queries.REBUILD_MINUTES):
-            store.command(statement, params)
+        rebuild_totals(store, since=since, project=project)
     return RepriceResult(
         version=prices.version,
         since=since,

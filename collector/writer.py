@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from collector.metrics import Metrics
 from collector.model import SpanRow
 from collector.spool import Recovery, Spool, SpoolError
-from collector.storage.base import Store, StoreUnavailable
+from collector.storage.base import Store, StoreError, StoreUnavailable
+from collector.storage.maintenance import rebuild_totals
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ class Writer:
         while True:
             if self._replays:
                 token, entries = self._replays.popleft()
-                await self._flush(entries, token)
+                await self._flush(entries, token, repair=True)
             elif self._entries and self._due():
                 await self._flush(self._take(), None)
             elif not self._stopping:
@@ -163,7 +164,12 @@ class Writer:
 
     # --- one batch ---------------------------------------------------------------------------
 
-    async def _flush(self, batch: list[_Entry], token: str | None) -> None:
+    async def _flush(self, batch: list[_Entry], token: str | None, *, repair: bool = False) -> None:
+        """Insert one batch; ``repair`` (a batch a crash interrupted) also rebuilds its run totals.
+
+        A kill during an insert can commit the spans but not the derived run and per-minute
+        totals; the replay then finds the spans stored, so the totals are rebuilt from them.
+        """
         token = token or f"{self._epoch}:{batch[0].seq}"
         try:
             await self._spool.begin(token, [e.seq for e in batch])
@@ -173,9 +179,21 @@ class Writer:
         written = await self._insert_until_stored(rows, token)
         if written is None:
             return  # shutting down with the store away: the spool keeps the batch
+        if repair and rows:
+            await asyncio.to_thread(self._rebuild_totals, rows)
         self._spool.commit(token)
         self._queued = max(0, self._queued - sum(e.spans for e in batch))
         self._in_memory -= sum(e.spans for e in batch if e.rows is not None)
+
+    def _rebuild_totals(self, rows: list[SpanRow]) -> None:
+        since: dict[str, int] = {}
+        for row in rows:
+            since[row.project] = min(since.get(row.project, row.start_time_ns), row.start_time_ns)
+        for project, since_ns in since.items():
+            try:
+                rebuild_totals(self._store(), since=since_ns / 1e9, project=project)
+            except StoreError as exc:
+                log.error("writer: rebuilding run totals of project %s after a crash failed: %s", project, exc)
 
     async def _rows(self, batch: list[_Entry]) -> list[SpanRow]:
         if all(e.rows is not None for e in batch):

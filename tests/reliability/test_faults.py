@@ -176,16 +176,6 @@ def test_sigkill_during_sustained_ingestion_loses_and_duplicates_no_span(killed:
         assert len(ids) == LLM_CALLS + 1 == len(set(ids)), f"run {trace_id}: {len(ids)} spans stored, {len(set(ids))} distinct"
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "KNOWN BUG (storage, collector/storage/sql_store.py insert_spans + runs_mv/span_minutes_mv): a SIGKILL "
-    "while a batch is being inserted can commit its spans part but not its materialized-view parts "
-    "(runs_agg, span_minutes); the replay after the restart then drops every row whose key is already in "
-    "spans (exact key look-up), so the views never get that batch: the runs are missing from /api/runs, "
-    "overview and cost while their spans are stored. Seen in about half of the runs (timing-dependent, "
-    "hence not strict). Fix: replay an unfinished intent without the key filter, relying on its original "
-    "insert_deduplication_token, with deduplicate_blocks_in_dependent_materialized_views=1 and "
-    "non_replicated_deduplication_window on runs_agg and span_minutes (checked in chDB: the views are "
-    "completed once, a plain retry doubles nothing)."))
 def test_sigkill_during_sustained_ingestion_keeps_run_totals_exact(killed: Killed) -> None:
     """The runs list (the materialized aggregates) has every acknowledged run, with exact totals."""
     _assert_exactly_once(killed.collector.url, killed.key, killed.acked, timeout=20)

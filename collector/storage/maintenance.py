@@ -1,0 +1,20 @@
+"""Derived tables kept right: rebuild run totals and per-minute figures from the spans."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from collector.storage import queries
+from collector.storage.base import Store
+
+
+def rebuild_totals(store: Store, *, since: float, project: str = "") -> None:
+    """Recompute the run totals and per-minute figures from the stored spans, from ``since`` on.
+
+    Used after a re-price and after replaying a batch that a crash interrupted, when the
+    spans may be stored without their share of the derived totals. Run it with no insert
+    racing it (the writer calls it from its own loop).
+    """
+    params: dict[str, Any] = {"since_ns": int(since * 1e9), "project": project}
+    for statement in (queries.DROP_RUNS, queries.REBUILD_RUNS, queries.DROP_MINUTES, queries.REBUILD_MINUTES):
+        store.command(statement, params)
