@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse
 
 from collector import admin
 from collector.auth import Authenticator, RateLimiter
+from collector.gpu import GpuSampler
 from collector.ingest import Ingestor
 from collector.keys import KeyRing
 from collector.metrics import Metrics
@@ -33,6 +34,7 @@ from collector.model import SpanRow
 from collector.normalize import Normalizer
 from collector.otlp import http as otlp_http
 from collector.otlp.errors import IngestError
+from collector.scraper import DEFAULT_PROJECT, ENGINE_COLUMNS, parse_targets
 from collector.settings import Settings
 from collector.spool import Recovery, Spool
 from collector.storage.base import Store, StoreError, StoreUnavailable
@@ -237,6 +239,7 @@ async def _start_optional(app: FastAPI, settings: Settings, handle: StoreHandle,
     scraper_cls = _optional("collector.scraper", "EngineScraper")
     if scraper_cls is not None:
         app.state.scraper = await stack.enter_async_context(scraper_cls.from_settings(handle, settings))
+    _start_gpu_sampler(app, settings, handle, stack)
     start_alerts = _optional("alerts.evaluator", "start_in_process")
     if start_alerts is not None and settings.alert_interval_s > 0:
         evaluator = await start_alerts(app) if asyncio.iscoroutinefunction(start_alerts) else start_alerts(app)
@@ -250,3 +253,36 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
     """422 naming each bad field; the offending input is not echoed (it may not be JSON-encodable)."""
     detail = [{"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")} for err in exc.errors()]
     return JSONResponse({"detail": detail}, status_code=422)
+
+
+def gpu_sampler_target(settings: Settings) -> tuple[str, str] | None:
+    """(engine, project) the local GPUs are filed under, or None when sampling is off."""
+    choice = settings.gpu_sampler.strip()
+    if choice.lower() in ("off", "none", "0", "false"):
+        return None
+    if choice.lower() in ("", "auto"):
+        targets = parse_targets(settings.scrape_targets)
+        return (targets[0].name, targets[0].project) if targets else ("local", DEFAULT_PROJECT)
+    engine, sep, project = choice.partition("@")
+    if not engine or not sep or not project:
+        raise ValueError(f"AGENTWATCH_GPU_SAMPLER={choice!r}: expected auto, off or ENGINE@PROJECT")
+    return engine, project
+
+
+def _start_gpu_sampler(app: FastAPI, settings: Settings, handle: StoreHandle, stack: AsyncExitStack) -> None:
+    """GPU utilisation, memory and power into ``engine_metrics`` where NVML exists (one log line where not)."""
+    target = gpu_sampler_target(settings)
+    if target is None:
+        return
+    engine, project = target
+
+    def sink(rows: list[tuple[str, float, str, dict[str, str], float]]) -> None:
+        try:
+            handle.insert_rows("engine_metrics", ENGINE_COLUMNS, [(project, *row) for row in rows])
+        except StoreError as exc:
+            log.warning("gpu sampler: could not store %d samples: %s", len(rows), exc)
+
+    sampler = GpuSampler(sink, engine=engine, interval_s=max(1.0, settings.scrape_interval_s))
+    if sampler.start():
+        stack.callback(sampler.stop)
+    app.state.gpu_sampler = sampler

@@ -41,6 +41,7 @@ class Settings:
     alert_rules: str = field(default="", metadata={"env": "ALERT_RULES", "doc": "alert rules YAML file (empty = built-in defaults)"})
     alert_interval_s: float = field(default=30.0, metadata={"env": "ALERT_INTERVAL_S", "doc": "alert evaluation period; 0 disables the in-process evaluator"})
     prices_file: str = field(default="", metadata={"env": "PRICES_FILE", "doc": "price overrides (JSON/YAML), also self-hosted GPU-hour prices"})
+    gpu_sampler: str = field(default="auto", metadata={"env": "GPU_SAMPLER", "doc": "NVML GPU sampling: 'auto' (the first scrape target's engine and project, else local@default), 'off', or ENGINE@PROJECT"})
     gpu_hour_usd: float = field(default=0.0, metadata={"env": "GPU_HOUR_USD", "doc": "price of one GPU-hour for self-hosted cost"})
     redact_patterns: str = field(default="default", metadata={"env": "REDACT_PATTERNS", "doc": "collector-side redaction: 'default', 'none', or extra regexes separated by ';;'"})
     cors_origins: str = field(default="", metadata={"env": "CORS_ORIGINS", "doc": "comma-separated allowed origins; empty = no CORS"})

@@ -117,3 +117,27 @@ def test_real_gpu_readings_are_sampled() -> None:
     rows = sampler.sample_once()
     sampler.stop()
     assert {metric for _, _, metric, _, _ in rows} >= {"gpu:utilization", "gpu:memory_used_bytes"}
+
+
+def test_collector_files_gpu_samples_under_the_scraped_engine_or_as_told() -> None:
+    from collector.app import gpu_sampler_target
+    from collector.settings import Settings
+
+    assert gpu_sampler_target(Settings(scrape_targets="vllm-a=http://127.0.0.1:8000@team")) == ("vllm-a", "team")
+    assert gpu_sampler_target(Settings()) == ("local", "default")
+    assert gpu_sampler_target(Settings(gpu_sampler="off")) is None
+    assert gpu_sampler_target(Settings(gpu_sampler="vllm-b@lab")) == ("vllm-b", "lab")
+    with pytest.raises(ValueError, match="AGENTWATCH_GPU_SAMPLER"):
+        gpu_sampler_target(Settings(gpu_sampler="just-a-name"))
+
+
+def test_collector_starts_its_gpu_sampler_and_runs_without_a_gpu(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from collector.app import create_app
+    from tests.collector.ingest_helpers import settings_for
+
+    app = create_app(settings_for(tmp_path, require_auth=False))
+    with TestClient(app) as client:
+        assert app.state.gpu_sampler.enabled is (load_nvml() is not None)
+        assert client.get("/api/engines").status_code == 200
