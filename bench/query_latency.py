@@ -1,0 +1,150 @@
+"""Query API latency: every dashboard question, through the store and through HTTP.
+
+    python -m bench.query_latency [--spans 50000] [--repeats 20] [--label after] [--no-http]
+
+For each size in ``--spans`` (comma-separated, e.g. ``50000,1000000``) a fresh chDB store is
+filled with ``bench.ingest``'s agent-like runs (30 spans each, generated inside ClickHouse) in
+50 inserts over the 35 minutes before now, as a collector that just took ``bench.compare``'s
+workload would hold them; one run of 10,000 spans and some feedback are added. Then p50/p95
+of each question, first through ``collector.query`` (the store in this process), then through
+the real collector's HTTP API (``agentwatch collector`` in a subprocess, a project key).
+
+Results go to ``bench/results/query_latency.json`` (and ``.md``) under ``--label``, so a
+``before`` and an ``after`` run sit side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.ingest import FILL, SPANS_PER_TRACE, Collector, _big_trace, latency
+from collector import query
+from collector.storage.chdb_store import ChdbStore
+
+RESULTS = Path(__file__).parent / "results" / "query_latency"
+WINDOW_NS = 35 * 60 * 10**9
+INSERTS = 50
+PROJECT = "bench"
+
+
+def build(data_dir: Path, spans: int) -> dict[str, Any]:
+    """A store of ``spans`` spans in ``INSERTS`` inserts; returns what the cases need."""
+    store = ChdbStore(data_dir / "chdb")
+    store.migrate()
+    now = time.time()
+    per_insert = max(SPANS_PER_TRACE, spans // INSERTS // SPANS_PER_TRACE * SPANS_PER_TRACE)
+    offset, made = 10**12, 0
+    while made < spans:
+        count = min(per_insert, spans - made)
+        store.command(FILL, {"end_ns": int(now * 1e9), "window_ns": WINDOW_NS, "offset": offset, "count": count})
+        offset, made = offset + count, made + count
+    big = _big_trace(store, now)
+    small = store.query("SELECT trace_id FROM runs_agg WHERE roots > 0 ORDER BY trace_id LIMIT 1")[0]["trace_id"]
+    rows = [[PROJECT, small, f"fb{i}", 0.5 + i / 10, "", "", "bench", now] for i in range(3)]
+    store.insert_rows("feedback", ("project", "trace_id", "feedback_id", "score", "label", "comment", "source", "created_at"), rows)
+    stored = int(store.query("SELECT count() AS n FROM spans")[0]["n"])
+    store.close()
+    return {"now": now, "big": big, "small": small, "spans": stored}
+
+
+def cases(info: dict[str, Any]) -> dict[str, tuple[Callable[[Any], Any], str, dict[str, Any]]]:
+    """name -> (call on a store, API path, query parameters)."""
+    lo, hi = info["now"] - 3600, info["now"]
+    w = {"start": lo, "end": hi}
+    return {
+        "overview_1h": (lambda s: query.overview(s, PROJECT, start=lo, end=hi), "/api/overview", w),
+        "runs_list_1h": (lambda s: query.list_runs(s, PROJECT, start=lo, end=hi), "/api/runs", w),
+        "runs_list_1h_by_cost": (lambda s: query.list_runs(s, PROJECT, start=lo, end=hi, sort="-cost_usd"), "/api/runs", w | {"sort": "-cost_usd"}),
+        "run_detail_30_spans": (lambda s: query.get_run(s, PROJECT, info["small"]), f"/api/runs/{info['small']}", {}),
+        "run_detail_10k_spans": (lambda s: query.get_run(s, PROJECT, info["big"]), f"/api/runs/{info['big']}", {}),
+        "timeseries_1h_by_model": (
+            lambda s: query.timeseries(s, PROJECT, "cost_usd", lo, hi, 60, "model"),
+            "/api/timeseries", w | {"metric": "cost_usd", "step_s": 60, "group_by": "model"},
+        ),
+        "cost_1h": (lambda s: query.cost_breakdown(s, PROJECT, start=lo, end=hi), "/api/cost", w),
+        "filters_1h": (lambda s: query.filters(s, PROJECT, start=lo, end=hi), "/api/filters", w),
+    }
+
+
+def measure_store(data_dir: Path, info: dict[str, Any], repeats: int) -> dict[str, Any]:
+    store = ChdbStore(data_dir / "chdb")
+    try:
+        return {name: latency(lambda c=call: c(store), repeats) for name, (call, _, _) in cases(info).items()}
+    finally:
+        store.close()
+
+
+def measure_http(data_dir: Path, info: dict[str, Any], repeats: int) -> dict[str, Any]:
+    with Collector(data_dir) as collector:
+        headers = {"Authorization": f"Bearer {collector.key(PROJECT)}"}
+        with httpx.Client(base_url=collector.url, headers=headers, timeout=60) as client:
+            def get(path: str, params: dict[str, Any]) -> None:
+                client.get(path, params=params).raise_for_status()
+
+            return {name: latency(lambda p=path, q=params: get(p, q), repeats) for name, (_, path, params) in cases(info).items()}
+
+
+def run_size(spans: int, repeats: int, http: bool) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="aw-qlat-") as tmp:
+        data_dir = Path(tmp)
+        started = time.perf_counter()
+        info = build(data_dir, spans)
+        result: dict[str, Any] = {"spans": info["spans"], "build_s": round(time.perf_counter() - started, 1)}
+        result["store"] = measure_store(data_dir, info, repeats)
+        print(f"{spans} store:", json.dumps(result["store"]), flush=True)
+        if http:
+            result["http"] = measure_http(data_dir, info, repeats)
+            print(f"{spans} http:", json.dumps(result["http"]), flush=True)
+        return result
+
+
+def render(results: dict[str, Any]) -> str:
+    lines = ["# Query API latency (`python -m bench.query_latency`)", ""]
+    for label, run in results.items():
+        lines += [f"## {label}", "", f"Command: `{run['command']}`  ", f"Machine: {run['machine']}", ""]
+        for size, res in run["sizes"].items():
+            paths = [p for p in ("store", "http") if p in res]
+            lines += [f"{int(size):,} spans ({res['spans']:,} stored):", "", "| question | " + " | ".join(f"{p} p50 ms | {p} p95 ms" for p in paths) + " |"]
+            lines += ["|---|" + "---:|---:|" * len(paths)]
+            for name in res["store"]:
+                lines.append(f"| {name} | " + " | ".join(f"{res[p][name]['p50_ms']:.1f} | {res[p][name]['p95_ms']:.1f}" for p in paths) + " |")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--spans", default="50000", help="comma-separated store sizes, e.g. 50000,1000000")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--label", default="after", help="key of this run in the results file (e.g. before, after)")
+    parser.add_argument("--no-http", action="store_true", help="measure through the store only")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    run = {
+        "command": " ".join(["python -m bench.query_latency", *sys.argv[1:]]),
+        "machine": f"{os.cpu_count()} CPUs, {sys.platform}, load average {os.getloadavg()[0]:.1f} at start (shared machine)",
+        "sizes": {size: run_size(int(size), args.repeats, not args.no_http) for size in args.spans.split(",")},
+    }
+    run["load_average_at_end"] = os.getloadavg()[0]
+    path = args.out.with_suffix(".json")
+    results = json.loads(path.read_text()) if path.exists() else {}
+    results[args.label] = run
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2))
+    args.out.with_suffix(".md").write_text(render(results))
+    print(render({args.label: run}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
