@@ -34,6 +34,7 @@ from collector.storage.chdb_store import ChdbStore
 RESULTS = Path(__file__).parent / "results" / "query_latency"
 WINDOW_NS = 35 * 60 * 10**9
 INSERTS = 50
+PATHS = ("store", "store_cached", "http", "http_moving")
 PROJECT = "bench"
 
 
@@ -50,7 +51,7 @@ def build(data_dir: Path, spans: int) -> dict[str, Any]:
         offset, made = offset + count, made + count
     big = _big_trace(store, now)
     small = store.query("SELECT trace_id FROM runs_agg WHERE roots > 0 ORDER BY trace_id LIMIT 1")[0]["trace_id"]
-    rows = [[PROJECT, small, f"fb{i}", 0.5 + i / 10, "", "", "bench", now] for i in range(3)]
+    rows = [[PROJECT, small, f"fb{i}", 0.5 + i / 10, "", "", "user", now] for i in range(3)]
     store.insert_rows("feedback", ("project", "trace_id", "feedback_id", "score", "label", "comment", "source", "created_at"), rows)
     stored = int(store.query("SELECT count() AS n FROM spans")[0]["n"])
     store.close()
@@ -76,35 +77,52 @@ def cases(info: dict[str, Any]) -> dict[str, tuple[Callable[[Any], Any], str, di
     }
 
 
-def measure_store(data_dir: Path, info: dict[str, Any], repeats: int) -> dict[str, Any]:
-    store = ChdbStore(data_dir / "chdb")
+def measure_store(data_dir: Path, info: dict[str, Any], repeats: int, *, result_cache_s: float) -> dict[str, Any]:
+    """Each question repeated through ``collector.query``; ``result_cache_s`` = 0: every call runs its SQL."""
+    store = ChdbStore(data_dir / "chdb", result_cache_s=result_cache_s)
     try:
         return {name: latency(lambda c=call: c(store), repeats) for name, (call, _, _) in cases(info).items()}
     finally:
         store.close()
 
 
-def measure_http(data_dir: Path, info: dict[str, Any], repeats: int) -> dict[str, Any]:
+def measure_http(data_dir: Path, info: dict[str, Any], repeats: int) -> dict[str, dict[str, Any]]:
+    """``http``: the same request repeated (as ``bench.compare`` asks it); ``http_moving``: the
+    window's end moves by a millisecond each call (a dashboard asking about "now"), so no
+    answer can come from the result cache. Run detail has no window and is left out there."""
+    out: dict[str, dict[str, Any]] = {"http": {}, "http_moving": {}}
     with Collector(data_dir) as collector:
         headers = {"Authorization": f"Bearer {collector.key(PROJECT)}"}
         with httpx.Client(base_url=collector.url, headers=headers, timeout=60) as client:
-            def get(path: str, params: dict[str, Any]) -> None:
-                client.get(path, params=params).raise_for_status()
+            for name, (_, path, params) in cases(info).items():
+                out["http"][name] = latency(lambda p=path, q=params: _get(client, p, q), repeats)
+                if "end" in params:
+                    out["http_moving"][name] = latency(_moving(client, path, params), repeats)
+    return out
 
-            return {name: latency(lambda p=path, q=params: get(p, q), repeats) for name, (_, path, params) in cases(info).items()}
+
+def _moving(client: httpx.Client, path: str, params: dict[str, Any]) -> Callable[[], None]:
+    """A call whose window ends a millisecond later each time."""
+    moved = iter(range(1, 10**9))
+    return lambda: _get(client, path, params | {"end": params["end"] + next(moved) / 1e3})
 
 
-def run_size(spans: int, repeats: int, http: bool) -> dict[str, Any]:
+def _get(client: httpx.Client, path: str, params: dict[str, Any]) -> None:
+    client.get(path, params=params).raise_for_status()
+
+
+def run_size(spans: int, repeats: int, *, http: bool, cached: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="aw-qlat-") as tmp:
         data_dir = Path(tmp)
         started = time.perf_counter()
         info = build(data_dir, spans)
         result: dict[str, Any] = {"spans": info["spans"], "build_s": round(time.perf_counter() - started, 1)}
-        result["store"] = measure_store(data_dir, info, repeats)
-        print(f"{spans} store:", json.dumps(result["store"]), flush=True)
+        result["store"] = measure_store(data_dir, info, repeats, result_cache_s=0)
+        if cached:
+            result["store_cached"] = measure_store(data_dir, info, repeats, result_cache_s=10)
         if http:
-            result["http"] = measure_http(data_dir, info, repeats)
-            print(f"{spans} http:", json.dumps(result["http"]), flush=True)
+            result |= measure_http(data_dir, info, repeats)
+        print(f"{spans}:", json.dumps(result), flush=True)
         return result
 
 
@@ -113,13 +131,24 @@ def render(results: dict[str, Any]) -> str:
     for label, run in results.items():
         lines += [f"## {label}", "", f"Command: `{run['command']}`  ", f"Machine: {run['machine']}", ""]
         for size, res in run["sizes"].items():
-            paths = [p for p in ("store", "http") if p in res]
+            paths = [p for p in PATHS if p in res]
             lines += [f"{int(size):,} spans ({res['spans']:,} stored):", "", "| question | " + " | ".join(f"{p} p50 ms | {p} p95 ms" for p in paths) + " |"]
             lines += ["|---|" + "---:|---:|" * len(paths)]
             for name in res["store"]:
-                lines.append(f"| {name} | " + " | ".join(f"{res[p][name]['p50_ms']:.1f} | {res[p][name]['p95_ms']:.1f}" for p in paths) + " |")
+                lines.append(f"| {name} | " + " | ".join(_cell(res[p].get(name)) for p in paths) + " |")
             lines.append("")
+    lines += [
+        "`store`: `collector.query` in-process, result cache off (every call plans and runs its SQL); `store_cached`: the same",
+        "with the chDB store's result cache (repeats between two writes are served from memory); `http`: the real collector,",
+        "the same request repeated (as `bench.compare` asks); `http_moving`: the window's end moves by 1 ms each call (a dashboard",
+        "asking about now), so only statements that do not read the end (per-minute rollups) can come from the cache.",
+        "",
+    ]
     return "\n".join(lines)
+
+
+def _cell(figure: dict[str, Any] | None) -> str:
+    return f"{figure['p50_ms']:.1f} | {figure['p95_ms']:.1f}" if figure else "- | -"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,12 +157,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--label", default="after", help="key of this run in the results file (e.g. before, after)")
     parser.add_argument("--no-http", action="store_true", help="measure through the store only")
+    parser.add_argument("--no-cache", action="store_true", help="skip the store phase with the result cache on (a build without one)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     run = {
         "command": " ".join(["python -m bench.query_latency", *sys.argv[1:]]),
         "machine": f"{os.cpu_count()} CPUs, {sys.platform}, load average {os.getloadavg()[0]:.1f} at start (shared machine)",
-        "sizes": {size: run_size(int(size), args.repeats, not args.no_http) for size in args.spans.split(",")},
+        "sizes": {size: run_size(int(size), args.repeats, http=not args.no_http, cached=not args.no_cache) for size in args.spans.split(",")},
     }
     run["load_average_at_end"] = os.getloadavg()[0]
     path = args.out.with_suffix(".json")

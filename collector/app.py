@@ -31,9 +31,10 @@ from collector.ingest import Ingestor
 from collector.keys import KeyRing
 from collector.metrics import Metrics
 from collector.model import SpanRow
-from collector.normalize import Normalizer
+from collector.normalize import Normalizer, sdk_pricer
 from collector.otlp import http as otlp_http
 from collector.otlp.errors import IngestError
+from collector.redact import Redactor
 from collector.scraper import DEFAULT_PROJECT, ENGINE_COLUMNS, parse_targets
 from collector.settings import Settings
 from collector.spool import Recovery, Spool
@@ -111,7 +112,12 @@ def create_app(settings: Settings, *, store: Store | None = None, clock: Callabl
     metrics = Metrics()
     handle = StoreHandle(settings, store)
     spool = Spool(Path(settings.data_dir) / "spool", max_bytes=settings.spool_max_bytes, on_error=lambda reason: metrics.spool_errors.inc())
-    ingestor = Ingestor(settings, normalizer=Normalizer.from_settings(settings), spool=spool, metrics=metrics)
+    normalizer = Normalizer(
+        max_attribute_length=settings.max_attribute_length,
+        redactor=Redactor.from_setting(settings.redact_patterns),
+        pricer=sdk_pricer(settings.prices_file),
+    )
+    ingestor = Ingestor(settings, normalizer=normalizer, spool=spool, metrics=metrics)
     keyring = KeyRing(handle)
 
     app = FastAPI(title="agentwatch collector", version="0.1.0", lifespan=_lifespan(settings, handle, ingestor, clock))

@@ -9,12 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import multiprocessing
 import zlib
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import fields
-from operator import attrgetter
+from concurrent.futures import ThreadPoolExecutor
 
 from collector.metrics import Metrics
 from collector.model import SpanRow
@@ -29,8 +25,6 @@ log = logging.getLogger(__name__)
 
 _INLINE_BYTES = 32 * 1024  # smaller bodies are decoded on the event loop; larger ones in a thread
 _ENCODINGS = ("", "identity", "gzip")
-_ROW_VALUES = attrgetter(*(f.name for f in fields(SpanRow)))  # a row as a tuple: cheap to pickle
-_worker_normalizer: Normalizer | None = None  # set in each decode worker process
 
 
 def gunzip(body: bytes, limit: int) -> bytes:
@@ -55,7 +49,6 @@ class Ingestor:
         self.metrics = metrics
         self.writer: Writer | None = None
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agentwatch-decode")
-        self._processes = _process_pool(settings) if settings.decode_processes > 0 else None
 
     def check_capacity(self) -> None:
         """Refuse early (before reading the body) when the request could not be made durable."""
@@ -73,8 +66,6 @@ class Ingestor:
             raise PayloadTooLarge(f"body of {len(payload)} bytes exceeds the limit of {self.settings.max_body_bytes} bytes (AGENTWATCH_MAX_BODY_BYTES)")
         if len(payload) <= _INLINE_BYTES and encoding != "gzip":
             payload, converted = payload, self._convert(payload, fmt, project)
-        elif self._processes is not None:
-            payload, converted = await self._decode_in_process(payload, fmt, project, encoding)
         else:
             loop = asyncio.get_running_loop()
             payload, converted = await loop.run_in_executor(self._pool, self._decode, payload, fmt, project, encoding)
@@ -90,18 +81,6 @@ class Ingestor:
             payload = gunzip(payload, self.settings.max_body_bytes)
         return payload, self._convert(payload, fmt, project)
 
-    async def _decode_in_process(self, payload: bytes, fmt: str, project: str, encoding: str) -> tuple[bytes, Converted]:
-        """Decode in a worker process: the GIL stays free for HTTP, the spool and the writer."""
-        assert self._processes is not None
-        limits = (self.settings.max_body_bytes, self.settings.max_spans_per_request)
-        try:
-            inflated, values, rejected, messages = await asyncio.wrap_future(self._processes.submit(_decode_remote, payload, fmt, project, encoding, limits))
-        except BrokenProcessPool:
-            log.error("a decode worker process died; starting new ones")
-            self._processes = _process_pool(self.settings)
-            raise Unavailable("decode worker restarting; retry later", retry_after=1.0) from None
-        return inflated if inflated is not None else payload, Converted([SpanRow(*v) for v in values], rejected, messages)
-
     def _convert(self, payload: bytes, fmt: str, project: str) -> Converted:
         return convert(payload, fmt, project, self.normalizer, max_spans=self.settings.max_spans_per_request)
 
@@ -116,27 +95,3 @@ class Ingestor:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
-        if self._processes is not None:
-            self._processes.shutdown(wait=True, cancel_futures=True)
-
-
-def _process_pool(settings: Settings) -> ProcessPoolExecutor:
-    """Spawned, never forked: the collector process holds chDB and threads."""
-    return ProcessPoolExecutor(
-        settings.decode_processes, mp_context=multiprocessing.get_context("spawn"),
-        initializer=_init_worker, initargs=(settings,),
-    )
-
-
-def _init_worker(settings: Settings) -> None:
-    global _worker_normalizer
-    _worker_normalizer = Normalizer.from_settings(settings)
-
-
-def _decode_remote(payload: bytes, fmt: str, project: str, encoding: str, limits: tuple[int, int]) -> tuple[bytes | None, list[tuple], int, list[str]]:
-    """In a worker: (decompressed body or None when unchanged, row tuples, rejected, messages)."""
-    max_body, max_spans = limits
-    inflated = gunzip(payload, max_body) if encoding == "gzip" else None
-    assert _worker_normalizer is not None
-    converted = convert(inflated if inflated is not None else payload, fmt, project, _worker_normalizer, max_spans=max_spans)
-    return inflated, list(map(_ROW_VALUES, converted.rows)), converted.rejected, converted.messages

@@ -22,7 +22,6 @@ from agentwatch import _semconv as sc
 
 from collector.model import SpanRow
 from collector.redact import Redactor
-from collector.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -192,15 +191,6 @@ class Normalizer:
         self.max_len = max_attribute_length
         self.redact = redactor if redactor is not None and redactor.active else None
         self.pricer = pricer
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Normalizer:
-        """The collector's normaliser (also rebuilt in each decode worker process)."""
-        return cls(
-            max_attribute_length=settings.max_attribute_length,
-            redactor=Redactor.from_setting(settings.redact_patterns),
-            pricer=sdk_pricer(settings.prices_file),
-        )
 
     def text(self, value: Any) -> str:
         """An attribute value as stored text: JSON for arrays and maps, truncated with a marker."""

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from collector.api.schemas import (
     TIMESERIES_METRICS,
     CostBreakdown,
@@ -49,6 +51,7 @@ MAX_TRACE_SPANS = 100_000
 MAX_ENGINE_POINTS = 200_000
 DEFAULT_ENGINE_BUCKETS = 200
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+_SPANS = TypeAdapter(list[SpanOut])
 
 UNITS = {
     "runs": "runs", "cost_usd": "usd", "input_tokens": "tokens", "output_tokens": "tokens",
@@ -183,7 +186,7 @@ def get_run(store: Store, project: str, trace_id: str) -> RunDetail | None:
     run = runs[0]
     return RunDetail(
         run=RunSummary(**run, feedback_score=_mean_score(feedback)) if (feedback := _feedback(store, params)) else RunSummary(**run),
-        spans=[SpanOut.model_construct(**s) for s in spans],  # typed by the schema; 10k spans must load fast
+        spans=_SPANS.validate_python(spans),  # one call into pydantic-core: 10k spans must load fast
         feedback=feedback,
         agent_median_cost_usd=_agent_median(store, project, run),
     )

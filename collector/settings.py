@@ -31,7 +31,6 @@ class Settings:
     flush_rows: int = field(default=20_000, metadata={"env": "FLUSH_ROWS", "doc": "insert when this many spans are queued"})
     flush_interval_s: float = field(default=0.5, metadata={"env": "FLUSH_INTERVAL_S", "doc": "insert at least this often"})
     max_queue_spans: int = field(default=500_000, metadata={"env": "MAX_QUEUE_SPANS", "doc": "in-memory queue bound; beyond it 429/503"})
-    decode_processes: int = field(default=0, metadata={"env": "DECODE_PROCESSES", "doc": "worker processes that decode large requests, past the GIL (0 = threads in the collector)"})
     spool_max_bytes: int = field(default=1024**3, metadata={"env": "SPOOL_MAX_BYTES", "doc": "on-disk spool bound while the store is down"})
     retention_days: int = field(default=30, metadata={"env": "RETENTION_DAYS", "doc": "TTL of spans (0 keeps them forever)"})
     require_auth: bool = field(default=True, metadata={"env": "REQUIRE_AUTH", "doc": "require a project API key on every endpoint"})

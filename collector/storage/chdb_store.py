@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from collector.storage.base import QueryError, StoreUnavailable
 from collector.storage.recent import RecentKeys
+from collector.storage.result_cache import ResultCache, is_read
 from collector.storage.sql_store import SqlStore, arrow_rows
 
 
@@ -25,17 +26,30 @@ class ChdbStore(SqlStore):
     (``RecentKeys``, ``recent_window_s`` = 0 turns that off).
     """
 
-    def __init__(self, path: str | Path, *, retention_days: int = 30, recent_window_s: float = 60.0) -> None:
+    def __init__(
+        self, path: str | Path, *, retention_days: int = 30, recent_window_s: float = 60.0, result_cache_s: float = 10.0
+    ) -> None:
         self.recent_window_s = recent_window_s
         recent = RecentKeys(recent_window_s) if recent_window_s > 0 else None
         super().__init__(retention_days=retention_days, recent_keys=recent)
         self.path = Path(path)
         self._lock = threading.RLock()
+        self._results = ResultCache(max_age_s=result_cache_s) if result_cache_s > 0 else None
         self._session = _open_session(self.path)
 
     def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        table = self._run(sql, params, fmt="ArrowTable")
-        return arrow_rows(table)
+        """Rows of a SELECT; repeated reads between two writes come from ``ResultCache``."""
+        cache = self._results
+        key = cache.key(sql, _bind(params)) if cache is not None else None
+        if key is None:
+            return arrow_rows(self._run(sql, params, fmt="ArrowTable"))
+        assert cache is not None
+        generation = cache.generation
+        rows = cache.get(key)
+        if rows is None:
+            rows = arrow_rows(self._run(sql, params, fmt="ArrowTable"))
+            cache.put(key, rows, generation)
+        return rows
 
     def command(self, sql: str, params: dict[str, Any] | None = None) -> None:
         self._run(sql, params, fmt="CSV")
@@ -59,6 +73,9 @@ class ChdbStore(SqlStore):
                 return self._session.query(sql, fmt, params=_bind(params))
             except Exception as exc:  # chDB raises RuntimeError/ChdbError subclasses
                 raise QueryError(f"chDB query failed: {exc}") from exc
+            finally:
+                if self._results is not None and not is_read(sql):
+                    self._results.invalidate()  # inside the lock: no read runs between the write and this
 
     def close(self) -> None:
         with self._lock:

@@ -141,6 +141,21 @@ def test_redaction_patterns_setting() -> None:
         Redactor.from_setting("(unclosed")
 
 
+@pytest.mark.parametrize("secret", [
+    "sk-proj-abcdefghijklmnopqrstuvwx", "AKIAABCDEFGHIJKLMNOP", "ghp_" + "a1" * 18, "aw_0123456789ab_" + "x" * 22,
+    "Bearer abcdefgh.ijk", "ann.lee@example.co.uk", "4111-1111-1111-1111", "4111111111111111",
+])
+def test_every_default_pattern_passes_its_prefilter(secret: str) -> None:
+    """The cheap pre-checks (a gate character, needles, a digit count) never hide a real secret."""
+    text = f"words 12 before {secret} and after"
+    assert Redactor.from_setting("default")(text) == f"words 12 before {MASK} and after"
+
+
+def test_short_digit_runs_are_not_card_numbers() -> None:
+    text = "order 123456789012 on 2025-01-02 for 3 items"
+    assert Redactor.from_setting("default")(text) == text
+
+
 def test_exception_event_gives_error_type_and_events_json() -> None:
     events = [{"name": "exception", "time_ns": 5, "attributes": {"exception.type": "httpx.ReadTimeout", "exception.message": "timed out", "exception.stacktrace": "Traceback..."}}]
     row = normalize_span({}, status_code=2, events=events)
