@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from agentwatch._config import VARIABLES
+
 from collector.settings import Settings
 from dashboard.config import DashboardConfig
 
