@@ -1076,9 +1076,11 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "Phoenix with a COUNT over its spans table, so it is shown but not part of the aggregate target; "
         "run count is the counted aggregate asked of both.",
         "Disk is the whole data directory after a clean stop, as du counts it; for agentwatch that includes "
-        "its spool, a write-ahead log of request bodies whose active segment (up to 64 MiB) stays on disk, "
-        "so the 'of which database' row (chdb/ only; Phoenix: phoenix.db*) is the per-span storage cost "
-        "at scale. The target is judged on the whole directory.",
+        "its spool, a write-ahead log of request bodies (segments are deleted once stored), and the "
+        "'of which database' row is chdb/ only (Phoenix: phoenix.db*). The target is judged on the whole directory.",
+        "Repeated calls can be answered from agentwatch's result cache (embedded store, emptied on every "
+        "write); the first call of each question is shown separately. The overview answers several "
+        "questions at once, so only the first question asked of it pays for the query.",
         "agentwatch answers run count, tokens, errors and latency from /api/overview (every headline figure "
         "for the range and the previous range in one call); Phoenix from one GraphQL field each.",
     ]
