@@ -87,6 +87,19 @@ def _wait_stored(stack: SeededStack, timeout_s: float = 60.0) -> None:
     raise AssertionError(f"stack not seeded in {timeout_s} s: {total} of {stack.runs} runs stored, {len(alerts)} alerts")
 
 
+def _wait_scraped(stack: SeededStack, *, after: float, timeout_s: float = 30.0) -> None:
+    """Until the collector has scraped the engine after ``after`` (epoch s), so that the engine
+    page's rates see the counters both before and after the traffic."""
+    deadline = time.monotonic() + timeout_s
+    engines: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        engines = stack.get("/api/engines")
+        if any((e.get("last_scrape") or 0) > after for e in engines):
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"engine not scraped after {after} within {timeout_s} s: {engines}")
+
+
 @pytest.fixture(scope="session")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededStack]:
     root = tmp_path_factory.mktemp("dashboard-stack")
@@ -104,7 +117,10 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededStack]:
         engine = start_engine(group, port=engine_port, speed=40.0, collector=collector, key=key)
         group.wait_ready("engine", engine + "/v1/models")
         stack = SeededStack(collector, key, engine, group, data_dir, runs=sum(RUNS.values()))
+        _wait_scraped(stack, after=time.time())
+        time.sleep(6)  # a whole bucket (4.5 s) of the 15-minute engine view holds the counters from before the traffic
         _loadgen(stack)
+        _wait_scraped(stack, after=time.time())
         _wait_stored(stack)
         yield stack
     finally:

@@ -138,6 +138,8 @@ def test_cost_page_totals_levers_and_self_hosted_cost(app: AppTest, seeded: Seed
 
 def test_engine_page_shows_load_rates_and_distributions(app: AppTest, seeded: SeededStack) -> None:
     at = page(app, "views/engine.py")
+    at.selectbox(key="aw_range").set_value("Last 15 minutes").run()  # 4.5 s buckets: before, during, after the traffic
+    assert not at.exception, [e.value for e in at.exception]
     shown = metrics(at)
     assert shown["Prompt tokens/s (mean)"].endswith("tok/s") and shown["Prompt tokens/s (mean)"] != "0.0 tok/s"
     assert shown["Prefix-cache hit rate"].endswith("%")
