@@ -27,6 +27,7 @@ Run from the repository root:
 
 from __future__ import annotations
 
+import abc
 import argparse
 import json
 import os
@@ -403,7 +404,7 @@ class Window:
         return tuple(datetime.fromtimestamp(t, UTC).isoformat() for t in (self.start, self.end))  # type: ignore[return-value]
 
 
-class Product:
+class Product(abc.ABC):
     """One product under test: how to start it and how to ask it the benchmark's questions."""
 
     name = ""
@@ -429,14 +430,17 @@ class Product:
             )
         return response.json()
 
+    @abc.abstractmethod
     def start(self) -> Server:
-        raise NotImplementedError
+        """Each product's own way."""
 
+    @abc.abstractmethod
     def span_count(self) -> int:
-        raise NotImplementedError
+        """Each product's own way."""
 
+    @abc.abstractmethod
     def questions(self, window: Window, trace_id: str) -> dict[str, Callable[[], object]]:
-        raise NotImplementedError
+        """Each product's own way."""
 
 
 class Agentwatch(Product):

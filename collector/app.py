@@ -8,7 +8,6 @@ stops in the lifespan, in that order and in reverse.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import logging
 import os
@@ -24,7 +23,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
+from alerts import api as alerts_api
+from alerts.evaluator import start_in_process
 from collector import admin
+from collector.api import routes as api_routes
 from collector.auth import Authenticator, RateLimiter
 from collector.gpu import GpuSampler
 from collector.ingest import Ingestor
@@ -35,7 +37,7 @@ from collector.normalize import Normalizer, sdk_pricer
 from collector.otlp import http as otlp_http
 from collector.otlp.errors import IngestError
 from collector.redact import Redactor
-from collector.scraper import DEFAULT_PROJECT, ENGINE_COLUMNS, parse_targets
+from collector.scraper import DEFAULT_PROJECT, ENGINE_COLUMNS, EngineScraper, parse_targets
 from collector.settings import Settings
 from collector.spool import Recovery, Spool
 from collector.storage.base import Store, StoreError, StoreUnavailable
@@ -135,22 +137,9 @@ def create_app(settings: Settings, *, store: Store | None = None, clock: Callabl
         app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"], allow_headers=["*"])
     app.include_router(otlp_http.router)
     app.include_router(admin.router)
-    for module, attr in (("collector.api.routes", "router"), ("alerts.api", "router")):
-        router = _optional(module, attr)
-        if router is not None:
-            app.include_router(router)
+    app.include_router(api_routes.router)
+    app.include_router(alerts_api.router)
     return app
-
-
-def _optional(module_name: str, attr: str) -> Any:
-    """A component another package provides, or None while it does not exist."""
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and module_name.startswith(exc.name):
-            return None
-        raise
-    return getattr(module, attr, None)
 
 
 async def _ingest_error(request: Request, exc: Exception) -> JSONResponse:
@@ -184,7 +173,7 @@ def _lifespan(settings: Settings, handle: StoreHandle, ingestor: Ingestor, clock
             ingestor.metrics.bind(queued=lambda: writer.queued_spans, spool_bytes=lambda: ingestor.spool.bytes)
             _runtime_files(app, settings, stack)
             await _start_grpc(app, settings, stack)
-            await _start_optional(app, settings, handle, stack)
+            await _start_components(app, settings, handle, stack)
             yield
 
     return lifespan
@@ -240,19 +229,12 @@ async def _start_grpc(app: FastAPI, settings: Settings, stack: AsyncExitStack) -
     app.state.grpc_server = server
 
 
-async def _start_optional(app: FastAPI, settings: Settings, handle: StoreHandle, stack: AsyncExitStack) -> None:
-    """Engine scraper and in-process alert evaluator, when their packages provide them."""
-    scraper_cls = _optional("collector.scraper", "EngineScraper")
-    if scraper_cls is not None:
-        app.state.scraper = await stack.enter_async_context(scraper_cls.from_settings(handle, settings))
+async def _start_components(app: FastAPI, settings: Settings, handle: StoreHandle, stack: AsyncExitStack) -> None:
+    """Engine scraper, GPU sampler and the in-process alert evaluator (unless its interval is 0)."""
+    app.state.scraper = await stack.enter_async_context(EngineScraper.from_settings(handle, settings))
     _start_gpu_sampler(app, settings, handle, stack)
-    start_alerts = _optional("alerts.evaluator", "start_in_process")
-    if start_alerts is not None and settings.alert_interval_s > 0:
-        evaluator = await start_alerts(app) if asyncio.iscoroutinefunction(start_alerts) else start_alerts(app)
-        if hasattr(evaluator, "__aexit__"):
-            await stack.enter_async_context(evaluator)
-        elif evaluator is not None and hasattr(evaluator, "aclose"):
-            stack.push_async_callback(evaluator.aclose)
+    if settings.alert_interval_s > 0:
+        await stack.enter_async_context(start_in_process(app))
 
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -9,7 +9,6 @@ the store directly.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import os
@@ -20,23 +19,14 @@ from typing import Any, Protocol
 
 import httpx
 
+from collector.reprice import register_reprice
 from collector.settings import Settings
-
-_REPRICE_MODULES = ("collector.reprice", "collector.storage.reprice")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     _register_collector(sub)
     _register_keys(sub)
-    for name in _REPRICE_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue
-            raise
-        module.register_reprice(sub)
-        break
+    register_reprice(sub)
 
 
 def _register_collector(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -1,33 +1,25 @@
 """``agentwatch engine``: the simulated engine (``--sim``) or a real vLLM (``--vllm MODEL_PATH``).
 
 ``register(sub)`` adds ``engine`` and then the agent's commands (``agent``, ``loadgen``,
-``demo``) from ``reference_agent.commands_agent.register(sub)`` when that module exists: the
-agent's engineer owns that module; this file only calls it.
+``demo``) from ``reference_agent.commands_agent``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
 
+from reference_agent import commands_agent
 from reference_agent.engine.profiles import PROFILES
 from reference_agent.engine.scheduler import POLICIES
 
-AGENT_COMMANDS = "reference_agent.commands_agent"  # provides register(sub): agent, loadgen, demo
-
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """``engine`` here; ``agent``, ``loadgen`` and ``demo`` from the agent's own module."""
     register_engine(sub)
-    try:
-        module = importlib.import_module(AGENT_COMMANDS)
-    except ModuleNotFoundError as exc:
-        if exc.name != AGENT_COMMANDS:
-            raise
-        return
-    module.register(sub)
+    commands_agent.register(sub)
 
 
 def register_engine(sub: argparse._SubParsersAction) -> None:

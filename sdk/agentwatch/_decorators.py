@@ -22,6 +22,7 @@ Run outcome: ``run.set_outcome(...)`` wins; otherwise a run that passed its budg
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextvars
 import functools
@@ -128,7 +129,7 @@ def record_error(span: Span, exc: BaseException) -> None:
     span.record_exception(exc)
 
 
-class _Scope:
+class _Scope(abc.ABC):
     """One span around a block, a call or a whole (async) iteration."""
 
     kind = sc.KIND_OTHER
@@ -140,32 +141,40 @@ class _Scope:
         self._run: Run | None = None
 
     # -- what each kind defines ---------------------------------------------------------
+    @abc.abstractmethod
     def _clone(self) -> _Scope:
-        raise NotImplementedError
+        """Defined by each kind of span."""
 
+    @abc.abstractmethod
     def _span_name(self) -> str:
-        raise NotImplementedError
+        """Defined by each kind of span."""
 
+    @abc.abstractmethod
     def _attributes(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """Defined by each kind of span."""
 
     def _after_start(self) -> None:
         """Hook: runs once the span exists."""
+        return None  # optional: a no-op unless a kind overrides it
 
     def _before_end(self, exc: BaseException | None) -> None:
         """Hook: last attributes before the span ends."""
+        return None  # optional: a no-op unless a kind overrides it
 
     def _handle(self) -> Any:
         return self
 
     def _capture_call(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
         """Hook: decorated call's arguments (only tools record them)."""
+        return None  # optional: a no-op unless a kind overrides it
 
     def _capture_result(self, result: Any) -> None:
         """Hook: decorated call's result (only tools record it)."""
+        return None  # optional: a no-op unless a kind overrides it
 
     def _check_sync(self) -> None:
         """Hook: refuse options that sync code cannot honour (a tool's timeout)."""
+        return None  # optional: a no-op unless a kind overrides it
 
     # -- lifecycle -------------------------------------------------------------------------
     def _start(self) -> None:
