@@ -160,12 +160,14 @@ def _lifespan(settings: Settings, handle: StoreHandle, ingestor: Ingestor, clock
             stack.callback(handle.close)
             stack.callback(ingestor.spool.close)
             recovery = _open_spool(ingestor.spool)
-            await _open_store(handle)
+            available = await _open_store(handle)
+            ingestor.metrics.store_up.set(1 if available else 0)
             writer = Writer(
                 store=handle.get, spool=ingestor.spool, reload=ingestor.reload, metrics=ingestor.metrics,
                 flush_rows=settings.flush_rows, flush_interval_s=settings.flush_interval_s,
                 max_queue_spans=settings.max_queue_spans, clock=clock,
             )
+            writer.store_available = available  # known from the start, not only after a failed insert
             writer.replay(recovery, ingestor.spool.estimate_spans)
             await stack.enter_async_context(writer)
             ingestor.writer = writer
@@ -188,11 +190,14 @@ def _open_spool(spool: Spool) -> Recovery:
         return Recovery()
 
 
-async def _open_store(handle: StoreHandle) -> None:
+async def _open_store(handle: StoreHandle) -> bool:
+    """Whether the store could be opened now; when not, spans wait in the spool."""
     try:
         await asyncio.to_thread(handle.get)
     except StoreError as exc:
         log.error("%s; accepting spans into the spool and retrying", exc)
+        return False
+    return True
 
 
 def _runtime_files(app: FastAPI, settings: Settings, stack: AsyncExitStack) -> None:
