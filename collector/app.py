@@ -119,7 +119,7 @@ def create_app(settings: Settings, *, store: Store | None = None, clock: Callabl
         redactor=Redactor.from_setting(settings.redact_patterns),
         pricer=sdk_pricer(settings.prices_file),
     )
-    ingestor = Ingestor(settings, normalizer=normalizer, spool=spool, metrics=metrics)
+    ingestor = Ingestor(settings, normalizer=normalizer, spool=spool, metrics=metrics, clock=clock)
     keyring = KeyRing(handle)
 
     app = FastAPI(title="agentwatch collector", version="0.1.0", lifespan=_lifespan(settings, handle, ingestor, clock))

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import zlib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from collector.metrics import Metrics
@@ -42,8 +44,9 @@ def gunzip(body: bytes, limit: int) -> bytes:
 class Ingestor:
     """Accepts export requests for a project; ``writer`` is attached when the app starts."""
 
-    def __init__(self, settings: Settings, *, normalizer: Normalizer, spool: Spool, metrics: Metrics) -> None:
+    def __init__(self, settings: Settings, *, normalizer: Normalizer, spool: Spool, metrics: Metrics, clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
+        self._clock = clock
         self.normalizer = normalizer
         self.spool = spool
         self.metrics = metrics
@@ -82,7 +85,12 @@ class Ingestor:
         return payload, self._convert(payload, fmt, project)
 
     def _convert(self, payload: bytes, fmt: str, project: str) -> Converted:
-        return convert(payload, fmt, project, self.normalizer, max_spans=self.settings.max_spans_per_request)
+        return convert(payload, fmt, project, self.normalizer, max_spans=self.settings.max_spans_per_request, not_before_ns=self._retention_start_ns())
+
+    def _retention_start_ns(self) -> int:
+        """Spans older than this would be dropped by the retention TTL at once: 0 keeps all."""
+        days = self.settings.retention_days
+        return int((self._clock() - days * 86_400) * 1e9) if days > 0 else 0
 
     def reload(self, seq: int) -> list[SpanRow]:
         """The rows of a spooled request (replay after a restart, or rows not kept in memory)."""

@@ -59,11 +59,15 @@ class Converted:
         return "; ".join(self.messages) + (f"; and {more} more" if more > 0 else "")
 
 
-def convert(payload: bytes, fmt: str, project: str, normalizer: Normalizer, *, max_spans: int) -> Converted:
-    """Decode and normalise one export request body (already decompressed)."""
+def convert(payload: bytes, fmt: str, project: str, normalizer: Normalizer, *, max_spans: int, not_before_ns: int = 0) -> Converted:
+    """Decode and normalise one export request body (already decompressed).
+
+    Spans that started before ``not_before_ns`` (older than the retention) are rejected:
+    the store's TTL would drop them right after they were acknowledged.
+    """
     if fmt == PROTOBUF:
-        return _convert_protobuf(payload, project, normalizer, max_spans)
-    return _convert_json(payload, project, normalizer, max_spans)
+        return convert_message(parse_protobuf(payload), project, normalizer, max_spans=max_spans, not_before_ns=not_before_ns)
+    return _convert_json(payload, project, normalizer, max_spans, not_before_ns)
 
 
 def response_body(converted: Converted, fmt: str) -> bytes:
@@ -100,11 +104,7 @@ def parse_protobuf(payload: bytes) -> ExportTraceServiceRequest:
     return request
 
 
-def _convert_protobuf(payload: bytes, project: str, nz: Normalizer, max_spans: int) -> Converted:
-    return convert_message(parse_protobuf(payload), project, nz, max_spans=max_spans)
-
-
-def convert_message(request: ExportTraceServiceRequest, project: str, nz: Normalizer, *, max_spans: int) -> Converted:
+def convert_message(request: ExportTraceServiceRequest, project: str, nz: Normalizer, *, max_spans: int, not_before_ns: int = 0) -> Converted:
     """Normalise a parsed request (also what the gRPC service receives)."""
     count = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
     if count > max_spans:
@@ -120,8 +120,8 @@ def convert_message(request: ExportTraceServiceRequest, project: str, nz: Normal
                 index += 1
                 tid, sid, pid = span.trace_id, span.span_id, span.parent_span_id
                 start, end = span.start_time_unix_nano, span.end_time_unix_nano
-                if not _valid(tid, sid, pid, start, end):  # one cheap test for the common case
-                    out.reject(f"span {index - 1}", _bad_ids(tid, sid, pid) or _bad_times(start, end))
+                if not _valid(tid, sid, pid, start, end, not_before_ns):  # one cheap test for the common case
+                    out.reject(f"span {index - 1}", _bad_ids(tid, sid, pid) or _bad_times(start, end, not_before_ns))
                     continue
                 events = [_event_pb(e) for e in span.events] if span.events else None
                 status = span.status
@@ -136,10 +136,10 @@ def convert_message(request: ExportTraceServiceRequest, project: str, nz: Normal
     return out
 
 
-def _valid(tid: bytes, sid: bytes, pid: bytes, start: int, end: int) -> bool:
+def _valid(tid: bytes, sid: bytes, pid: bytes, start: int, end: int, not_before_ns: int) -> bool:
     return (
         len(tid) == 16 and len(sid) == 8 and len(pid) in (0, 8) and tid != _ZERO_TRACE and sid != _ZERO_SPAN
-        and 0 <= start <= _MAX_NS and 0 <= end <= _MAX_NS
+        and not_before_ns <= start <= _MAX_NS and 0 <= end <= _MAX_NS
     )
 
 
@@ -153,10 +153,12 @@ def _bad_ids(tid: bytes, sid: bytes, pid: bytes) -> str:
     return ""
 
 
-def _bad_times(start: int, end: int) -> str:
+def _bad_times(start: int, end: int, not_before_ns: int) -> str:
     """Times a DateTime64(9) column cannot hold would fail the insert after the 2xx: refuse them now."""
     if not (0 <= start <= _MAX_NS and 0 <= end <= _MAX_NS):
         return f"start and end times must be between 0 and {_MAX_NS} ns since the epoch (got {start}, {end})"
+    if start < not_before_ns:
+        return f"span started before the retention window (start {start} ns < {not_before_ns} ns, AGENTWATCH_RETENTION_DAYS); it would be dropped, not stored"
     return ""
 
 
@@ -195,7 +197,7 @@ def _resource(nz: Normalizer, attrs: dict[str, Any]) -> Resource:
 # --- JSON ------------------------------------------------------------------------------------
 
 
-def _convert_json(payload: bytes, project: str, nz: Normalizer, max_spans: int) -> Converted:
+def _convert_json(payload: bytes, project: str, nz: Normalizer, max_spans: int, not_before_ns: int) -> Converted:
     try:
         doc = json.loads(payload)
     except UnicodeDecodeError as exc:
@@ -221,11 +223,11 @@ def _convert_json(payload: bytes, project: str, nz: Normalizer, max_spans: int) 
         for span_list in lists:
             for span in span_list:
                 index += 1
-                _json_span(out, nz, project, resource, span, index - 1)
+                _json_span(out, nz, project, resource, span, index - 1, not_before_ns)
     return out
 
 
-def _json_span(out: Converted, nz: Normalizer, project: str, resource: Resource, span: Any, index: int) -> None:
+def _json_span(out: Converted, nz: Normalizer, project: str, resource: Resource, span: Any, index: int, not_before_ns: int) -> None:
     try:
         if not isinstance(span, dict):
             raise TypeError("span must be an object")
@@ -239,7 +241,7 @@ def _json_span(out: Converted, nz: Normalizer, project: str, resource: Resource,
         events = [_json_event(e) for e in _jget(span, "events", "events") or ()] or None
         start = int(_jget(span, "startTimeUnixNano", "start_time_unix_nano") or 0)
         end = int(_jget(span, "endTimeUnixNano", "end_time_unix_nano") or 0)
-        if why := _bad_times(start, end):
+        if why := _bad_times(start, end, not_before_ns):
             raise ValueError(why)
         row = nz.normalize(
             project, resource, tid, sid, pid, _jstr(_jget(span, "name", "name")), start, end,

@@ -21,7 +21,7 @@ from collector.model import SpanRow
 from collector.storage import queries, schema
 from collector.storage.base import QueryError
 from collector.storage.columns import spans_table
-from collector.storage.recent import RecentKeys, key_hashes
+from collector.storage.recent import RecentKeys, key_hashes, start_times
 
 log = logging.getLogger(__name__)
 
@@ -83,15 +83,15 @@ class SqlStore(ABC):
         """
         with self._insert_lock:
             rows = _unique(rows)
-            hashes = key_hashes(rows)
-            new = self._recent.certainly_new(rows, hashes) if self._recent else np.zeros(len(rows), dtype=bool)
+            hashes, starts = key_hashes(rows), start_times(rows)
+            new = self._recent.certainly_new(hashes, starts) if self._recent else np.zeros(len(rows), dtype=bool)
             stored = self._stored_keys([r for r, sure in zip(rows, new, strict=True) if not sure])
             keep = new | np.fromiter(((r.project, r.trace_id, r.span_id) not in stored for r in rows), dtype=bool, count=len(rows))
             fresh = [r for r, k in zip(rows, keep, strict=True) if k]
             if fresh:
                 self._insert_arrow("spans", spans_table(fresh), dedup_token=dedup_token)
                 if self._recent:
-                    self._recent.add(hashes[keep])
+                    self._recent.add(hashes[keep], starts[keep])
             return len(fresh)
 
     def _stored_keys(self, rows: list[SpanRow]) -> set[tuple[str, str, str]]:

@@ -138,6 +138,25 @@ def test_wrong_id_lengths_partial_success_keeps_valid_spans(collector: Running, 
     assert [s["span_id"] for s in spans] == [good.hex()]
 
 
+
+def test_spans_older_than_the_retention_are_rejected_not_silently_dropped(collector: Running, key: str) -> None:
+    """The TTL would drop such a span right after the 2xx: it is refused in partial_success instead."""
+    trace_id, fresh, stale = os.urandom(16), os.urandom(8), os.urandom(8)
+    days_ago = (collector.settings.retention_days + 1) * 86_400 * 10**9
+    old = time.time_ns() - days_ago
+    request = otlp_request(trace_id, [{"span_id": fresh, "name": "fresh"}, {"span_id": stale, "name": "stale", "start": old, "end": old + 10**9}])
+    response = _post(collector, key, request.SerializeToString())
+    assert response.status_code == 200
+    partial = ExportTraceServiceResponse.FromString(response.content).partial_success
+    assert partial.rejected_spans == 1
+    assert "retention" in partial.error_message and "AGENTWATCH_RETENTION_DAYS" in partial.error_message
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": trace_id.hex(), "spanId": os.urandom(8).hex(), "name": "stale-json", "startTimeUnixNano": str(old), "endTimeUnixNano": str(old + 1)},
+    ]}]}]}
+    answer = _post(collector, key, json.dumps(doc).encode(), {"Content-Type": "application/json"}).json()
+    assert answer["partialSuccess"]["rejectedSpans"] == "1" and "retention" in answer["partialSuccess"]["errorMessage"]
+    assert [s["span_id"] for s in run_spans(collector.url, key, trace_id.hex(), expect=1)] == [fresh.hex()]
+
 def test_empty_request_is_ok(collector: Running, key: str) -> None:
     assert _post(collector, key, b"").status_code == 200
     assert _post(collector, key, b"{}", {"Content-Type": "application/json"}).json() == {}

@@ -9,6 +9,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from collector.model import SpanRow
@@ -187,18 +188,31 @@ def test_second_process_on_the_same_data_dir_gets_store_unavailable(tmp_path: Pa
 def test_recent_keys_vouch_only_for_recent_unseen_spans() -> None:
     now = [1_000.0]
     recent = RecentKeys(60, clock=lambda: now[0])
-    rows = [SpanRow("p", new_trace_id(), f"{i:016x}", "", "s", "llm", int((now[0] - 5) * 1e9), int(now[0] * 1e9)) for i in range(4)]
-    hashes = key_hashes(rows)
-    assert not recent.certainly_new(rows, hashes).any()  # just opened: a previous process may have stored them
+    hashes = key_hashes([SpanRow("p", new_trace_id(), f"{i:016x}", "", "s", "llm", 0, 0) for i in range(4)])
+
+    def starts(*offsets_s: float) -> np.ndarray:
+        return np.array([int((now[0] + o) * 1e9) for o in offsets_s], dtype=np.int64)
+
+    assert not recent.certainly_new(hashes, starts(-5, -5, -5, -5)).any()  # just opened: a previous process may have stored them
     now[0] += 70
-    fresh = [replace(r, start_time_ns=int((now[0] - 5) * 1e9)) for r in rows]
-    assert recent.certainly_new(fresh, hashes).all()
-    recent.add(hashes[:2])
-    assert recent.certainly_new(fresh, hashes).tolist() == [False, False, True, True]
-    old_or_future = [replace(fresh[2], start_time_ns=int((now[0] - 61) * 1e9)), replace(fresh[3], start_time_ns=int((now[0] + 5) * 1e9))]
-    assert not recent.certainly_new(old_or_future, hashes[2:]).any()
+    assert recent.certainly_new(hashes, starts(-5, -5, -5, -5)).all()
+    recent.add(hashes[:2], starts(-5, -5))
+    assert recent.certainly_new(hashes, starts(-5, -5, -5, -5)).tolist() == [False, False, True, True]
+    assert not recent.certainly_new(hashes[2:], starts(-61, 5)).any()  # too old, or in the future: ask the store
     now[0] += 70  # the slot ages out, and so do the start times of every span in it
-    assert recent.certainly_new([replace(r, start_time_ns=int((now[0] - 1) * 1e9)) for r in fresh], hashes).all()
+    assert recent.certainly_new(hashes, starts(-1, -1, -1, -1)).all()
+
+
+def test_recent_keys_keep_a_future_dated_span_until_its_start_time_ages_out() -> None:
+    """A span dated 30 s ahead (clock skew) and retried 70 s later must still be looked up."""
+    now = [1_000.0]
+    recent = RecentKeys(60, clock=lambda: now[0])
+    now[0] += 70
+    [key] = key_hashes([SpanRow("p", new_trace_id(), "1" * 16, "", "s", "llm", 0, 0)])
+    start = np.array([int((now[0] + 30) * 1e9)], dtype=np.int64)
+    recent.add(np.array([key]), start)
+    now[0] += 70  # insert time is past the window, the start time is not
+    assert not recent.certainly_new(np.array([key]), start).any()
 
 
 def test_fast_path_keeps_totals_on_duplicate_delivery(tmp_path: Path) -> None:

@@ -18,7 +18,10 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
+from collector.settings import Settings
+
 MAX_NS = 2**63 - 1  # the latest time a DateTime64(9) column holds (2262-04-11)
+RETENTION_NS = Settings.__dataclass_fields__["retention_days"].default * 86_400 * 10**9  # the collector's default
 SEMCONV_KEYS = sorted({v for k, v in vars(sc).items() if k.isupper() and isinstance(v, str) and "." in v})
 _TEXT = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=40)
 
@@ -39,7 +42,8 @@ class SpanSpec:
         """What OTLP and the store allow: the collector must store it, or else reject it."""
         ids = len(self.trace_id) == 16 and any(self.trace_id) and len(self.span_id) == 8 and any(self.span_id)
         parent = len(self.parent) in (0, 8)
-        return ids and parent and 0 <= self.start <= MAX_NS and 0 <= self.end <= MAX_NS
+        retained = self.start >= time.time_ns() - RETENTION_NS  # older: rejected, the TTL would drop it
+        return ids and parent and retained and 0 <= self.start <= MAX_NS and 0 <= self.end <= MAX_NS
 
     @property
     def recent(self) -> bool:
