@@ -22,7 +22,7 @@ from alerts.errors import RulesError
 from alerts.model import Alert, Delivery
 from alerts.rules import RulesConfig, load_rules
 from alerts.sources import alert_row, delivery_row
-from collector.api.routes import End, Start, _window
+from collector.api.params import End, Start, time_window
 from collector.api.schemas import AlertOut, AlertRuleOut
 from collector.deps import ProjectDep, SettingsDep, StoreDep
 from collector.storage import queries_alerts as qa
@@ -79,7 +79,7 @@ def list_alerts(
     limit: Annotated[int, Query(ge=1, le=MAX_ALERTS)] = 200,
 ) -> list[AlertOut]:
     """Alerts whose episode overlaps [start, end), newest first."""
-    lo, hi = (min(max(t, 0.0), MAX_EPOCH_S) for t in _window(start, end))
+    lo, hi = (min(max(t, 0.0), MAX_EPOCH_S) for t in time_window(start, end))
     params = {"project": project, "state": state or "", "start_ms": int(lo * 1000), "end_ms": int(hi * 1000), "limit": limit}
     return [Alert(**row).to_out() for row in store.query(qa.LIST_ALERTS, params)]
 

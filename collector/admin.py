@@ -1,5 +1,9 @@
 """Operational endpoints of the collector: ``/metrics``, ``/api/ingest`` and key administration.
 
+``/api/ingest`` answers a project key with that project's own span counts and the collector's
+health (queue, spool, lag, store), never another project's figures; the collector-wide span
+counters are internals for the operator, who asks with the admin token.
+
 Key administration (``/admin/keys``) lets ``agentwatch keys ...`` work while the collector
 owns the embedded data directory. It is authenticated by the admin token the collector
 writes, readable only by its user, into the data directory at start: whoever can read the
@@ -9,6 +13,7 @@ data files anyway can manage keys, nobody else.
 from __future__ import annotations
 
 import hmac
+import logging
 import os
 import secrets
 from pathlib import Path
@@ -18,11 +23,17 @@ from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from pydantic import BaseModel, Field
 
 from collector.api.schemas import IngestStatus
-from collector.deps import ProjectDep, bearer_token
+from collector.deps import bearer_token, get_project
 from collector.keys import KeyAdminError, KeyRing
 from collector.metrics import CONTENT_TYPE
+from collector.storage.base import StoreError
 
 ADMIN_TOKEN_FILE = "admin.token"
+# The project's rows; ``project`` leads the spans table's sort key, so this reads the index only.
+# (Belongs in ``collector.storage.queries`` once the storage rewrite has landed.)
+PROJECT_SPANS = "SELECT count() AS n FROM spans WHERE project = {project:String}"
+
+log = logging.getLogger(__name__)
 
 router = APIRouter()
 
@@ -45,12 +56,21 @@ def read_admin_token(data_dir: Path) -> str | None:
         return None
 
 
-def _admin(request: Request) -> KeyRing:
+def _is_admin(request: Request) -> bool:
     expected = request.app.state.admin_token
     given = bearer_token(request) or ""
-    if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
+    return bool(expected) and hmac.compare_digest(given.encode(), expected.encode())
+
+
+def _admin(request: Request) -> KeyRing:
+    if not _is_admin(request):
         raise HTTPException(401, "admin endpoints need the token from <data dir>/admin.token", headers={"WWW-Authenticate": "Bearer"})
     return request.app.state.keyring
+
+
+def _ingest_scope(request: Request) -> str | None:
+    """None for the operator (the admin token); otherwise the caller's project (401 without a key)."""
+    return None if _is_admin(request) else get_project(request)
 
 
 AdminDep = Annotated[KeyRing, Depends(_admin)]
@@ -67,17 +87,37 @@ def metrics(request: Request) -> Response:
 
 
 @router.get("/api/ingest", response_model=IngestStatus, tags=["ingest"])
-def ingest_status(request: Request, project: ProjectDep) -> IngestStatus:
-    """Collector-wide ingestion figures (lag, queue, spool): shown on the dashboard."""
+def ingest_status(request: Request, project: Annotated[str | None, Depends(_ingest_scope)]) -> IngestStatus:
+    """Ingestion figures for the dashboard; what a caller sees depends on who asks.
+
+    A project key: its own ``received_spans`` and ``rejected_spans`` (since this collector
+    started) and ``stored_spans``, the project's spans in the store (0 while the store is
+    unreachable). ``queued_spans``, ``spool_bytes``, the lag quantiles and ``store_available``
+    describe the collector's health: collector-wide, they hold no project's data or identity,
+    only how busy the collector is. The admin token (``<data dir>/admin.token``) gets the
+    collector-wide span counters.
+    """
     state = request.app.state
     p50, p95 = state.metrics.lag_quantiles()
-    totals = state.metrics.totals
     writer = state.ingestor.writer
-    return IngestStatus(
-        received_spans=totals["received"], stored_spans=totals["stored"], rejected_spans=totals["rejected"],
-        queued_spans=writer.queued_spans if writer else 0, spool_bytes=state.ingestor.spool.bytes,
-        lag_p50_s=p50, lag_p95_s=p95, store_available=bool(writer and writer.store_available),
-    )
+    health = {"queued_spans": writer.queued_spans if writer else 0, "spool_bytes": state.ingestor.spool.bytes,
+              "lag_p50_s": p50, "lag_p95_s": p95, "store_available": bool(writer and writer.store_available)}
+    if project is None:
+        totals = state.metrics.totals
+        return IngestStatus(received_spans=totals["received"], stored_spans=totals["stored"],
+                            rejected_spans=totals["rejected"], scope="collector", **health)
+    mine = state.metrics.by_project.get(project, {})
+    return IngestStatus(received_spans=mine.get("received", 0), stored_spans=_stored_spans(request, project),
+                        rejected_spans=mine.get("rejected", 0), scope="project", **health)
+
+
+def _stored_spans(request: Request, project: str) -> int:
+    try:
+        rows = request.app.state.store.query(PROJECT_SPANS, {"project": project})
+    except StoreError as exc:  # the health figures still answer; the count waits for the store
+        log.warning("/api/ingest: cannot count the spans of project %r: %s", project, exc)
+        return 0
+    return int(rows[0]["n"]) if rows else 0
 
 
 @router.post("/admin/keys", include_in_schema=False)

@@ -69,7 +69,7 @@ class GrpcServer:
             raise AssertionError("unreachable") from None  # context.abort raises
         spans = len(converted.rows) + converted.rejected
         state.rate_limiter.spend(rate_key, spans)
-        metrics.on_request("grpc", 200, spans, converted.rejected)
+        metrics.on_request("grpc", 200, spans, converted.rejected, project=project)
         return response_message(converted).SerializeToString()
 
     async def _project(self, context: Any) -> tuple[str, str]:

@@ -41,19 +41,25 @@ class Metrics:
         self.store_up.set(1)
         self._recent_lags: deque[float] = deque(maxlen=4096)
         self.totals = {"received": 0, "rejected": 0, "stored": 0}
+        # per project (projects come from API keys, so this stays small): what /api/ingest shows a key
+        self.by_project: dict[str, dict[str, int]] = {}
 
     def bind(self, *, queued: Callable[[], float], spool_bytes: Callable[[], float]) -> None:
         """Gauges read live values at scrape time."""
         self.queued.set_function(queued)
         self.spool_bytes.set_function(spool_bytes)
 
-    def on_request(self, transport: str, code: int, received: int, rejected: int, reason: str = "invalid") -> None:
+    def on_request(self, transport: str, code: int, received: int, rejected: int, reason: str = "invalid", *, project: str = "") -> None:
         self.requests.labels(transport, str(code)).inc()
         if received:
             self.received.labels(transport).inc(received)
             self.totals["received"] += received
         if rejected:
             self.on_rejected(reason, rejected)
+        if project and (received or rejected):
+            mine = self.by_project.setdefault(project, {"received": 0, "rejected": 0})
+            mine["received"] += received
+            mine["rejected"] += rejected
 
     def on_rejected(self, reason: str, spans: int) -> None:
         self.rejected.labels(reason).inc(spans)

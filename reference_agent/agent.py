@@ -15,14 +15,13 @@ Two modes the field compares:
 Cost levers it demonstrates: tool results are cached (hits traced with the tokens they
 saved), the easy "what next / do I have enough?" decisions go to the small model and only the
 synthesis to the large one (each LLM span says which: ``agentwatch.llm.model_tier``, set
-through the client from ``make_client``), a step limit and an ``agentwatch.Budget`` stop
-runaway runs.
+with ``agentwatch.llm_attributes`` around the call), a step limit and an ``agentwatch.Budget``
+stop runaway runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import random
 import time
@@ -30,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import agentwatch
-import httpx
 import openai
 from opentelemetry import trace
 
@@ -44,7 +42,6 @@ AGENT_NAME = "research-agent"
 CACHE_HIT = "agentwatch.tool.cache_hit"
 TOKENS_SAVED = "agentwatch.tool.tokens_saved"
 MODEL_TIER = "agentwatch.llm.model_tier"
-_TIER: contextvars.ContextVar[str | None] = contextvars.ContextVar("research_agent_model_tier", default=None)
 
 TOOL_SCHEMAS: list[dict[str, Any]] = [
     {
@@ -249,13 +246,10 @@ class ResearchAgent:
                     *, tools: list[dict[str, Any]] | None = None) -> _Reply:
         """One streamed chat completion; usage comes in the final chunk."""
         extra: dict[str, Any] = {"tools": tools, "tool_choice": "auto"} if tools else {}
-        routed = _TIER.set(self._tier(model))
-        try:
+        with agentwatch.llm_attributes({MODEL_TIER: self._tier(model)}):  # the router's choice, on the LLM span
             stream = await self.client.chat.completions.create(
                 model=model, messages=messages, stream=True, stream_options={"include_usage": True},
                 max_tokens=self.config.max_output_tokens, temperature=self.config.temperature, **extra)
-        finally:
-            _TIER.reset(routed)
         reply = await _collect(stream, fallback_input=count_tokens(json.dumps(messages)))
         result.llm_calls += 1
         result.input_tokens += reply.input_tokens
@@ -360,21 +354,8 @@ class ResearchAgent:
 
 
 def make_client(base_url: str, api_key: str, *, timeout_s: float = 120.0, max_retries: int = 2) -> openai.AsyncOpenAI:
-    """An OpenAI client whose LLM spans carry the router's choice (``agentwatch.llm.model_tier``).
-
-    The SDK opens the LLM span inside ``create()`` and keeps it current while the HTTP request
-    goes out (as OpenTelemetry does for client spans), so a request hook can label it. Any
-    other ``AsyncOpenAI`` works too, without the label.
-    """
-    http_client = httpx.AsyncClient(timeout=timeout_s, event_hooks={"request": [_label_tier]})
-    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=max_retries, timeout=timeout_s,
-                              http_client=http_client)
-
-
-async def _label_tier(request: httpx.Request) -> None:
-    tier = _TIER.get()
-    if tier is not None:
-        trace.get_current_span().set_attribute(MODEL_TIER, tier)
+    """A plain OpenAI client for any OpenAI-compatible endpoint (the SDK traces it by itself)."""
+    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=max_retries, timeout=timeout_s)
 
 
 def _annotate(attributes: dict[str, Any]) -> None:

@@ -9,9 +9,7 @@ project; a bad parameter is a 422 naming it, a store that cannot be reached a 50
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Annotated, Literal, TypeVar
 from urllib.parse import urlsplit
 
@@ -19,6 +17,7 @@ from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, Field, field_validator
 
 from collector import query, reprice
+from collector.api.params import Agent, End, Model, Start, time_window
 from collector.api.schemas import (
     CostBreakdown,
     EngineInfo,
@@ -38,14 +37,8 @@ from collector.storage.base import StoreUnavailable
 router = APIRouter(prefix="/api", tags=["query"])
 router.include_router(reprice.router)  # POST /api/admin/reprice (admin token)
 
-DEFAULT_RANGE_S = 3600
 DEFAULT_POINTS = 120
 T = TypeVar("T")
-
-Start = Annotated[str | None, Query(description="RFC 3339 time or epoch seconds; default: end minus one hour")]
-End = Annotated[str | None, Query(description="RFC 3339 time or epoch seconds; default: now")]
-Agent = Annotated[str | None, Query(max_length=256)]
-Model = Annotated[str | None, Query(max_length=256)]
 
 
 class EngineIn(BaseModel):
@@ -62,28 +55,6 @@ class EngineIn(BaseModel):
         if not parts.hostname or parts.port is None and ":" in parts.netloc.rsplit("]", 1)[-1]:
             raise ValueError("expected http(s)://host[:port][/path]")
         return url
-
-
-def _time(name: str, value: str | None, default: float) -> float:
-    """Epoch seconds from an RFC 3339 string or a number; naive times are UTC."""
-    if value is None or value == "":
-        return default
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise HTTPException(422, f"{name}: expected an RFC 3339 time or epoch seconds, got {value[:64]!r}") from None
-        seconds = (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
-    if not math.isfinite(seconds):
-        raise HTTPException(422, f"{name}: must be finite")
-    return seconds
-
-
-def _window(start: str | None, end: str | None) -> tuple[float, float]:
-    stop = _time("end", end, time.time())
-    return _time("start", start, stop - DEFAULT_RANGE_S), stop
 
 
 def _run(call: Callable[[], T]) -> T:
@@ -114,7 +85,7 @@ def list_runs(
     limit: Annotated[int, Query(ge=1, le=query.MAX_PAGE)] = 50,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> RunsPage:
-    lo, hi = _window(start, end)
+    lo, hi = time_window(start, end)
     filters = {"agent": agent, "model": model, "status": status, "outcome": outcome, "min_cost": min_cost,
                "max_cost": max_cost, "min_steps": min_steps, "max_steps": max_steps}
     return _run(lambda: query.list_runs(store, project, start=lo, end=hi, sort=sort, limit=limit, offset=offset, **filters))
@@ -135,7 +106,7 @@ def add_feedback(store: StoreDep, project: ProjectDep, trace_id: str, body: Feed
 
 @router.get("/overview", response_model=Overview)
 def overview(store: StoreDep, project: ProjectDep, start: Start = None, end: End = None, agent: Agent = None, model: Model = None) -> Overview:
-    lo, hi = _window(start, end)
+    lo, hi = time_window(start, end)
     return _run(lambda: query.overview(store, project, start=lo, end=hi, agent=agent, model=model))
 
 
@@ -151,7 +122,7 @@ def timeseries(
     agent: Agent = None,
     model: Model = None,
 ) -> TimeSeries:
-    lo, hi = _window(start, end)
+    lo, hi = time_window(start, end)
     step = step_s or max(1, math.ceil((hi - lo) / DEFAULT_POINTS))
     return _run(lambda: query.timeseries(store, project, metric, lo, hi, step, group_by, agent, model))
 
@@ -167,7 +138,7 @@ def cost(
     model: Model = None,
     gpu_hour_usd: Annotated[float | None, Query(ge=0, le=1e6)] = None,
 ) -> CostBreakdown:
-    lo, hi = _window(start, end)
+    lo, hi = time_window(start, end)
     price = settings.gpu_hour_usd if gpu_hour_usd is None else gpu_hour_usd
     return _run(lambda: query.cost_breakdown(store, project, start=lo, end=hi, agent=agent, model=model, gpu_hour_usd=price))
 
@@ -194,11 +165,11 @@ def engine_metrics(
     end: End = None,
     step_s: Annotated[int | None, Query(ge=1, le=86_400)] = None,
 ) -> EngineSeries:
-    lo, hi = _window(start, end)
+    lo, hi = time_window(start, end)
     return _run(lambda: query.engine_series(store, project, engine, start=lo, end=hi, step_s=step_s))
 
 
 @router.get("/filters", response_model=FilterValues)
 def filters(store: StoreDep, project: ProjectDep, start: Start = None, end: End = None) -> FilterValues:
-    lo, hi = _window(start, end)
+    lo, hi = time_window(start, end)
     return _run(lambda: query.filters(store, project, start=lo, end=hi))

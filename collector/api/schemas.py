@@ -19,7 +19,8 @@ times are RFC 3339 strings or epoch seconds; ``start``/``end`` default to the la
 - ``GET  /api/alerts`` -> ``list[AlertOut]`` (state=firing|resolved, start, end);
   ``GET /api/alerts/rules`` -> ``list[AlertRuleOut]``
 - ``GET  /api/filters`` -> ``FilterValues`` (agents and models seen in the range)
-- ``GET  /api/ingest`` -> ``IngestStatus`` (lag, queue, spool: shown on the dashboard)
+- ``GET  /api/ingest`` -> ``IngestStatus`` (lag, queue, spool: shown on the dashboard; span
+  counters of the caller's project only, all projects' with the admin token)
 """
 
 from __future__ import annotations
@@ -271,6 +272,8 @@ class IngestStatus(BaseModel):
     lag_p50_s: float | None
     lag_p95_s: float | None
     store_available: bool
+    # "project": the span counters are the caller's project's; "collector": all projects' (admin token)
+    scope: Literal["project", "collector"] = "collector"
 
 
 class ErrorOut(BaseModel):

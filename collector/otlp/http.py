@@ -98,5 +98,5 @@ async def export_traces(request: Request, project: ProjectDep) -> Response:
         return error_response(exc, fmt)
     spans = len(converted.rows) + converted.rejected
     request.app.state.rate_limiter.spend(rate_key, spans)
-    metrics.on_request("http", 200, spans, converted.rejected)
+    metrics.on_request("http", 200, spans, converted.rejected, project=project)
     return Response(response_body(converted, fmt), media_type=_CONTENT_TYPES[fmt])

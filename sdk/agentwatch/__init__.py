@@ -15,6 +15,7 @@ from ._budget import AgentwatchError, Budget, BudgetExceeded
 from ._config import VARIABLES as ENVIRONMENT_VARIABLES
 from ._decorators import Run, current_run, llm, run, step, tool
 from ._feedback import feedback
+from ._llm_attributes import llm_attributes
 from ._openai import instrument_openai, uninstrument_openai
 from ._pricing import Price, PriceTable
 from ._redact import builtin_redact as redact_text
@@ -37,6 +38,7 @@ __all__ = [
     "init",
     "instrument_openai",
     "llm",
+    "llm_attributes",
     "redact_text",
     "run",
     "shutdown",

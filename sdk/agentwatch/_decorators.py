@@ -38,6 +38,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 from . import _semconv as sc
 from ._budget import Budget, BudgetExceeded
+from ._llm_attributes import current_llm_attributes
 from ._stats import COUNTERS, internal_error
 from ._tracing import STATE
 
@@ -535,7 +536,7 @@ class llm(_Scope):  # noqa: N801
             run_._check_budget(extra_steps=1 if step_index is None else 0)
             if step_index is None:
                 step_index = run_._next_step()
-        attributes = _child_attributes(run_, step_index)
+        attributes = {**current_llm_attributes(), **_child_attributes(run_, step_index)}  # ours win
         attributes[sc.AGENTWATCH_SPAN_KIND] = sc.KIND_LLM
         attributes[sc.GEN_AI_OPERATION_NAME] = self.operation
         if self.model:

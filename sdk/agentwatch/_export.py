@@ -6,7 +6,11 @@ thread drains the queue in batches through ``OtlpHttpExporter``, which speaks OT
 protobuf to ``<endpoint>/v1/traces`` with a short timeout and a few retries with backoff.
 Shutdown and flush are bounded in time; after ``fork()`` the child starts with an empty
 queue and a fresh worker. Both classes must not block the caller and must not raise: they
-return results (``SpanExportResult``, ``bool``) and count what went wrong.
+return results (``Delivery``, ``bool``) and count what went wrong.
+
+Accounting: a span counts as ``spans_pending`` from ``on_end`` until its batch is settled as
+exported or failed, and each move is one atomic ``COUNTERS.update``, so ``stats()`` adds up
+at every instant, also while a batch is in flight and after a ``force_flush`` that timed out.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import urllib.error
 import urllib.request
 import weakref
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from opentelemetry import context as otel_context
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -45,6 +50,17 @@ def instrumentation_suppressed() -> bool:
     return bool(otel_context.get_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY))
 
 
+class Delivery(NamedTuple):
+    """What became of one batch: ``ok`` once the collector answered 2xx, of which it rejected
+    ``rejected`` spans (an OTLP partial success)."""
+
+    ok: bool
+    rejected: int = 0
+
+
+_FAILED = Delivery(ok=False)
+
+
 class OtlpHttpExporter:
     """POST encoded spans; retry connection errors and 408/429/5xx with jittered backoff.
 
@@ -59,24 +75,24 @@ class OtlpHttpExporter:
         self._retries = config.export_retries
         self._stop = threading.Event()
 
-    def export(self, spans: Sequence[ReadableSpan], deadline: float | None = None) -> SpanExportResult:
+    def export(self, spans: Sequence[ReadableSpan], deadline: float | None = None) -> Delivery:
         try:
             body = encode_spans(spans).SerializeToString()
         except Exception as exc:  # a span we cannot encode is our bug, not the agent's
             internal_error("encoding spans", exc)
-            return SpanExportResult.FAILURE
+            return _FAILED
         for attempt in range(self._retries + 1):
             if attempt:
                 COUNTERS.add("export_retries")
-            ok, retry_after = self._post(body, deadline)
-            if ok is not None:
-                return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
+            delivery, retry_after = self._post(body, deadline)
+            if delivery is not None:
+                return delivery
             if attempt == self._retries or not self._backoff(attempt, retry_after, deadline):
                 break
-        return SpanExportResult.FAILURE
+        return _FAILED
 
-    def _post(self, body: bytes, deadline: float | None) -> tuple[bool | None, float | None]:
-        """One attempt: (True|False, None) when final, (None, retry_after) when worth retrying."""
+    def _post(self, body: bytes, deadline: float | None) -> tuple[Delivery | None, float | None]:
+        """One attempt: (Delivery, None) when final, (None, retry_after) when worth retrying."""
         timeout = self._timeout if deadline is None else min(self._timeout, deadline - time.monotonic())
         if timeout <= 0 or (self._stop.is_set() and deadline is None):
             return None, None
@@ -84,13 +100,12 @@ class OtlpHttpExporter:
         request = urllib.request.Request(self._url, data=body, headers=self._headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
-                _count_rejected(response.read())
-                return True, None
+                return Delivery(ok=True, rejected=_rejected(response.read())), None
         except urllib.error.HTTPError as exc:
             if exc.code in _RETRYABLE_STATUS:
                 return None, _retry_after(exc.headers.get("Retry-After"))
             logger.warning("agentwatch: collector rejected spans: HTTP %s %s", exc.code, exc.reason)
-            return False, None
+            return _FAILED, None
         except (OSError, ValueError) as exc:  # refused, reset, timed out, bad URL
             logger.debug("agentwatch: export attempt failed: %r", exc)
             return None, None
@@ -113,20 +128,19 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-def _count_rejected(body: bytes) -> None:
-    """OTLP partial success: the collector accepted the request but rejected some spans."""
+def _rejected(body: bytes) -> int:
+    """OTLP partial success: how many spans of an accepted request the collector rejected."""
     if not body:
-        return
+        return 0
     try:
         response = ExportTraceServiceResponse.FromString(body)
     except Exception:  # a non-OTLP 200 body (a proxy page): nothing to learn from it
-        return
+        return 0
     rejected = response.partial_success.rejected_spans
     if rejected:
-        COUNTERS.add("spans_failed", rejected)
-        COUNTERS.add("spans_exported", -rejected)
         logger.warning("agentwatch: collector rejected %d spans: %s", rejected,
                        response.partial_success.error_message)
+    return max(rejected, 0)
 
 
 class _Flush:
@@ -138,7 +152,11 @@ class _Flush:
 
 
 class BoundedBatchProcessor(SpanProcessor):
-    """Queue ended spans (bounded, drop-and-count) and export them from one daemon thread."""
+    """Queue ended spans (bounded, drop-and-count) and export them from one daemon thread.
+
+    The exporter is ours (returning a ``Delivery``) or any OpenTelemetry-style stand-in whose
+    ``export(spans, deadline)`` returns a ``SpanExportResult`` (the benchmarks use one).
+    """
 
     def __init__(self, exporter: OtlpHttpExporter, config: Config) -> None:
         self._exporter = exporter
@@ -185,7 +203,7 @@ class BoundedBatchProcessor(SpanProcessor):
                 COUNTERS.add("spans_dropped")
                 return
             self._queue.append(span)
-            COUNTERS.add("spans_ended")
+            COUNTERS.update(spans_ended=1, spans_pending=1)
             self._ensure_worker()
             if len(self._queue) >= self._batch:
                 self._cond.notify()
@@ -208,9 +226,9 @@ class BoundedBatchProcessor(SpanProcessor):
             if self._shutdown and not self._queue and not self._flushes:
                 return False
             batch = [self._queue.popleft() for _ in range(min(self._batch, len(self._queue)))]
-            flushes = self._flushes if not self._queue else []
-            if flushes:
-                self._flushes = []
+            flushes: list[_Flush] = []
+            if not self._queue:  # this batch empties the queue: it completes the flushes asked so far
+                flushes, self._flushes = self._flushes, []  # a new list: later flushes wait for later spans
         ok = self._export(batch)
         for flush in flushes:
             flush.ok = flush.ok and ok
@@ -229,17 +247,14 @@ class BoundedBatchProcessor(SpanProcessor):
         if not batch:
             return True
         try:
-            result = self._exporter.export(batch, self._deadline)
+            delivery = _as_delivery(self._exporter.export(batch, self._deadline))
         except Exception as exc:
             internal_error("exporting spans", exc)
-            result = SpanExportResult.FAILURE
-        if result is SpanExportResult.SUCCESS:
-            COUNTERS.add("spans_exported", len(batch))
-            return True
-        COUNTERS.add("spans_failed", len(batch))
-        COUNTERS.add("export_failures")
-        self._warn_failed(len(batch))
-        return False
+            delivery = _FAILED
+        _settle(len(batch), delivery)
+        if not delivery.ok:
+            self._warn_failed(len(batch))
+        return delivery.ok
 
     def _warn_failed(self, lost: int) -> None:
         """One warning per ``_WARN_EVERY_S`` (the counters have the full story)."""
@@ -250,7 +265,11 @@ class BoundedBatchProcessor(SpanProcessor):
                            "(see agentwatch.stats(): %s)", lost, self._exporter_url, COUNTERS.snapshot())
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        """Export everything queued now; True when it all reached the collector in time."""
+        """Export everything queued now; True when it all reached the collector in time.
+
+        On a timeout the spans not yet settled keep being exported in the background and
+        count as ``spans_pending`` meanwhile.
+        """
         if self._shutdown:  # the shutdown flush already ran (or is running) with its deadline
             return not self._queue
         return self._flush(timeout_millis / 1000)
@@ -283,3 +302,18 @@ class BoundedBatchProcessor(SpanProcessor):
 
     def queue_size(self) -> int:
         return len(self._queue)
+
+
+def _as_delivery(result: Delivery | SpanExportResult) -> Delivery:
+    if isinstance(result, Delivery):
+        return result
+    return Delivery(ok=result is SpanExportResult.SUCCESS)
+
+
+def _settle(n: int, delivery: Delivery) -> None:
+    """Move a finished batch of ``n`` spans out of pending, in one step (see the module doc)."""
+    if delivery.ok:
+        rejected = min(delivery.rejected, n)
+        COUNTERS.update(spans_pending=-n, spans_exported=n - rejected, spans_failed=rejected)
+    else:
+        COUNTERS.update(spans_pending=-n, spans_failed=n, export_failures=1)

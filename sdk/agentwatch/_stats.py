@@ -3,6 +3,11 @@
 One process-wide ``Counters`` object; ``agentwatch.stats()`` returns a snapshot dict.
 Increments take a lock: uncontended it costs tens of nanoseconds, and counts stay exact
 when many agent threads end spans at once.
+
+Every span handed to the export processor is in exactly one state, and a span changes state
+in one ``add`` call (one lock), so any snapshot satisfies
+``spans_ended == spans_exported + spans_failed + spans_pending``; spans refused at the
+buffer are ``spans_dropped`` instead of ended.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ NAMES = (
     "spans_ended",  # spans handed to the export processor (any tracer of our provider)
     "spans_exported",  # spans the collector accepted
     "spans_dropped",  # spans dropped because the export queue was full (or after shutdown)
-    "spans_failed",  # spans lost because export failed after all retries
+    "spans_failed",  # spans lost because export failed after all retries (or the collector rejected them)
+    "spans_pending",  # ended spans not yet settled: queued, or in an export request still in flight
     "export_requests",  # HTTP export attempts
     "export_retries",  # attempts that were retries
     "export_failures",  # batches given up on
@@ -42,13 +48,24 @@ class Counters:
         with self._lock:
             self._values[name] += n
 
+    def update(self, **deltas: int) -> None:
+        """Several counters at once, atomically: how a span moves from one state to another."""
+        with self._lock:
+            for name, delta in deltas.items():
+                self._values[name] += delta
+
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(self._values)
 
     def reset_after_fork(self) -> None:
-        """A fork can copy the lock held; the child gets a fresh one and keeps the counts."""
+        """A forked child counts from zero, with a fresh lock (a fork can copy it held).
+
+        The parent's counts, its pending spans included, stay the parent's: the child's
+        export queue starts empty, so its counters must too for the accounting to hold.
+        """
         self._lock = threading.Lock()
+        self._values = dict.fromkeys(NAMES, 0)
 
 
 COUNTERS = Counters()

@@ -138,13 +138,21 @@ def shutdown(timeout_s: float | None = None) -> bool:
 
 
 def force_flush(timeout_s: float = 5.0) -> bool:
-    """Export what is queued now; True when it all reached the collector within ``timeout_s``."""
+    """Export what is queued now; True when it all reached the collector within ``timeout_s``.
+
+    On False the rest is still being exported in the background (``stats()["spans_pending"]``).
+    """
     processor = STATE.processor
     return True if processor is None else processor.force_flush(int(timeout_s * 1000))
 
 
 def stats() -> dict[str, int]:
-    """The SDK's counters (spans started/exported/dropped, failed exports, ...) and queue size."""
+    """The SDK's counters (spans started/exported/dropped, failed exports, ...) and queue size.
+
+    The span counters add up in every snapshot: ``spans_ended == spans_exported + spans_failed
+    + spans_pending`` (pending: queued or in an export still in flight; ``queue_size`` is only
+    the queued part), and every sampled span agentwatch opened and closed is ended or dropped.
+    """
     snapshot = COUNTERS.snapshot()
     processor = STATE.processor
     snapshot["queue_size"] = processor.queue_size() if processor is not None else 0

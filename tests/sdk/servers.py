@@ -2,7 +2,8 @@
 
 ``OtlpReceiver``: an OTLP/HTTP trace receiver that decodes ``ExportTraceServiceRequest``
 protobuf bodies (and, on other paths, records JSON bodies, e.g. feedback). Its answers can be
-scripted: a list of status codes to return first, and a delay per request.
+scripted: a list of status codes to return first, a delay per request, a gate that holds
+requests in flight until released, and a number of spans to reject in an OTLP partial success.
 
 ``FakeOpenAI``: an OpenAI-compatible ``/v1/chat/completions`` that streams SSE chunks with
 real delays (first chunk after ``ttft_s``, then one token every ``token_s``), answers with a
@@ -18,7 +19,10 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 
 from tests.conftest import free_port
 
@@ -56,19 +60,33 @@ class _OtlpHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         state = self.server_state
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        state.arrived.set()
+        state.release.wait(10)
         if state.delay_s:
             time.sleep(state.delay_s)
         status = state.next_status()
+        answer = b""
         with state.lock:
             state.requests.append({"path": self.path, "headers": dict(self.headers), "body": body,
                                    "status": status})
             if status == 200 and self.path == "/v1/traces":
                 state.spans.extend(_decode_spans(body))
+                answer = _partial_success(state.reject)
         self.send_response(status)
         if status in (429, 503):
             self.send_header("Retry-After", "0")
-        self.send_header("Content-Length", "0")
+        self.send_header("Content-Length", str(len(answer)))
         self.end_headers()
+        self.wfile.write(answer)
+
+
+def _partial_success(rejected: int) -> bytes:
+    if not rejected:
+        return b""
+    response = ExportTraceServiceResponse()
+    response.partial_success.rejected_spans = rejected
+    response.partial_success.error_message = "rejected by the test receiver"
+    return response.SerializeToString()
 
 
 def _decode_spans(body: bytes) -> list[dict[str, Any]]:
@@ -101,13 +119,17 @@ def _value(value: Any) -> Any:
 class OtlpReceiver(_Server):
     handler = _OtlpHandler
 
-    def __init__(self, statuses: list[int] | None = None, delay_s: float = 0.0) -> None:
+    def __init__(self, statuses: list[int] | None = None, delay_s: float = 0.0, reject: int = 0) -> None:
         super().__init__()
         self.lock = threading.Lock()
         self.spans: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         self.statuses = list(statuses or [])
         self.delay_s = delay_s
+        self.reject = reject  # spans each accepted request reports rejected (partial success)
+        self.arrived = threading.Event()  # set by every request
+        self.release = threading.Event()  # cleared: requests wait (in flight) until it is set
+        self.release.set()
 
     def next_status(self) -> int:
         with self.lock:

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,6 +118,72 @@ def test_hung_collector_never_blocks_the_agent_and_full_queue_drops(silent_port:
     assert time.monotonic() - started < 2.0
 
 
+def _settled(before: dict[str, int]) -> dict[str, int]:
+    """Deltas of the span counters since ``before``, from one snapshot."""
+    now = agentwatch.stats()
+    names = ("spans_ended", "spans_exported", "spans_failed", "spans_pending", "queue_size")
+    return {name: now[name] - (before[name] if name != "queue_size" else 0) for name in names}
+
+
+def test_spans_of_an_export_in_flight_count_as_pending(receiver: OtlpReceiver) -> None:
+    """The race behind the outage test's unaccounted spans: the worker takes a batch off the queue,
+    then POSTs it; until the answer those spans were neither queued nor exported nor failed, and
+    a force_flush that timed out (a slow collector) left stats() short of exactly that batch."""
+    agentwatch.init(endpoint=receiver.url, export_timeout_s=10, instrument_openai=False)
+    before = agentwatch.stats()
+    receiver.release.clear()  # the collector holds the request: the batch stays in flight
+    for _ in range(7):
+        with agentwatch.tool("t"):
+            pass
+    assert agentwatch.force_flush(0.2) is False
+    assert receiver.arrived.wait(5)
+    held = _settled(before)
+    assert held == {"spans_ended": 7, "spans_exported": 0, "spans_failed": 0, "spans_pending": 7, "queue_size": 0}
+    receiver.release.set()
+    assert agentwatch.force_flush(5) is True
+    assert _settled(before) == {"spans_ended": 7, "spans_exported": 7, "spans_failed": 0, "spans_pending": 0,
+                                "queue_size": 0}
+
+
+def test_a_flush_asked_while_a_batch_is_in_flight_waits_for_the_spans_queued_after_it(receiver: OtlpReceiver) -> None:
+    """The race behind the outage test's unaccounted spans: the worker took the whole queue into
+    one batch and kept the (empty) list of waiting flushes by reference; a flush registered
+    during that export landed in the same list and was released when the batch returned, so
+    force_flush() said True while spans ended meanwhile were still queued."""
+    agentwatch.init(endpoint=receiver.url, export_interval_s=0.01, export_timeout_s=10, instrument_openai=False)
+    before = agentwatch.stats()
+    receiver.release.clear()
+    for _ in range(2):
+        with agentwatch.tool("in-flight"):
+            pass
+    assert receiver.arrived.wait(5)  # the worker holds those two in an export the receiver keeps open
+    for _ in range(3):
+        with agentwatch.tool("queued-behind"):
+            pass
+    flushed: list[bool] = []
+    flusher = threading.Thread(target=lambda: flushed.append(agentwatch.force_flush(5)), name="test-flusher")
+    flusher.start()
+    time.sleep(0.2)  # the flush is registered while the first export is still open
+    receiver.release.set()
+    flusher.join(10)
+    assert flushed == [True]
+    assert len(receiver.spans) == 5, "force_flush returned before the spans queued behind the batch were sent"
+    assert _settled(before) == {"spans_ended": 5, "spans_exported": 5, "spans_failed": 0, "spans_pending": 0,
+                                "queue_size": 0}
+
+
+def test_partial_success_counts_the_rejected_spans_failed_and_the_rest_exported() -> None:
+    with OtlpReceiver(reject=2) as receiver:
+        agentwatch.init(endpoint=receiver.url, instrument_openai=False)
+        before = agentwatch.stats()
+        for _ in range(5):
+            with agentwatch.tool("t"):
+                pass
+        assert agentwatch.force_flush(5) is True
+        assert _settled(before) == {"spans_ended": 5, "spans_exported": 3, "spans_failed": 2, "spans_pending": 0,
+                                    "queue_size": 0}
+
+
 def test_shutdown_twice_and_force_flush_after_shutdown(receiver: OtlpReceiver) -> None:
     agentwatch.init(endpoint=receiver.url, instrument_openai=False)
     with agentwatch.tool("t"):
@@ -194,11 +261,14 @@ def test_forked_child_exports_its_own_spans_once(receiver: OtlpReceiver) -> None
     with agentwatch.tool("parent-before-fork"):
         pass
     pid = os.fork()
-    if pid == 0:  # child: its queue starts empty; it sends only its own span
+    if pid == 0:  # child: its queue and its counters start empty; it sends only its own span
         try:
             with agentwatch.tool("child"):
                 pass
-            os._exit(0 if agentwatch.force_flush(5) else 1)
+            flushed = agentwatch.force_flush(5)
+            stats = agentwatch.stats()
+            own = stats["spans_ended"] == stats["spans_exported"] == 1 and stats["spans_pending"] == 0
+            os._exit(0 if flushed and own else 1)
         finally:
             os._exit(2)
     assert _wait_child(pid, timeout_s=15) == 0

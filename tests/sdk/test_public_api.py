@@ -28,6 +28,7 @@ PUBLIC = [
     "init",
     "instrument_openai",
     "llm",
+    "llm_attributes",
     "redact_text",
     "run",
     "shutdown",
@@ -51,8 +52,8 @@ def test_public_names_come_from_private_modules() -> None:
 
 def test_stats_has_the_documented_counters() -> None:
     stats = agentwatch.stats()
-    for key in ("spans_started", "spans_exported", "spans_dropped", "spans_failed", "export_failures",
-                "internal_errors", "queue_size"):
+    for key in ("spans_started", "spans_ended", "spans_exported", "spans_dropped", "spans_failed", "spans_pending",
+                "export_failures", "internal_errors", "queue_size"):
         assert isinstance(stats[key], int)
 
 
