@@ -12,7 +12,9 @@ pass with one byte replacement (every trace id starts with a fixed marker), so a
 run costs the sender a memory copy per batch instead of re-encoding. Span ids then repeat
 across passes, which is still a distinct span to any store keyed on (trace, span).
 
-Everything is a function of ``(spans, seed, batch_spans, end_time_ns, unique_spans)``: the
+``content=False`` leaves out all captured text (the shape the disk target is stated for).
+
+Everything is a function of ``(spans, seed, batch_spans, end_time_ns, unique_spans, content)``: the
 same arguments give the same bytes, and ``totals`` says what a correct back end must answer.
 """
 
@@ -94,6 +96,7 @@ class Workload:
         end_time_ns: int,
         unique_spans: int = 200_000,
         project: str = "bench",
+        content: bool = True,
     ) -> None:
         if spans < 1:
             raise ValueError(f"spans must be at least 1, got {spans}")
@@ -105,7 +108,7 @@ class Workload:
         self.project = project
         pool_spans = min(spans, unique_spans)
         self.passes = -(-spans // pool_spans)  # rounds up to whole passes over the pool
-        builder = _Builder(random.Random(seed), end_time_ns, project)
+        builder = _Builder(random.Random(seed), end_time_ns, project, content)
         self._pool, tally = builder.build(pool_spans, batch_spans)
         self.first_trace_id = builder.first_trace_id
         self.first_trace_spans = builder.first_trace_spans
@@ -159,8 +162,9 @@ def _kv(key: str, value: str | int | float | bool) -> KeyValue:
 class _Builder:
     """Generates the pool: whole traces, grouped into batches of about ``batch_spans`` spans."""
 
-    def __init__(self, rng: random.Random, end_time_ns: int, project: str) -> None:
+    def __init__(self, rng: random.Random, end_time_ns: int, project: str, content: bool) -> None:
         self.rng = rng
+        self.content = content  # captured prompt/completion/tool text, or none at all
         self.end_ns = end_time_ns
         self.tally = _Tally()
         self.first_trace_id = ""
@@ -215,7 +219,7 @@ class _Builder:
             )
             clock = child.end_time_unix_nano + self.rng.randrange(1_000_000, 20_000_000)
             spans.append(child)
-        question = self._text(CONTENT_BYTES)
+        question = self._text(CONTENT_BYTES) if self.content else ""
         run.end_time_unix_nano = clock
         run.attributes.extend(
             [
@@ -223,7 +227,7 @@ class _Builder:
                 _kv(sc.OPENINFERENCE_SPAN_KIND, "AGENT"),
                 _kv(sc.GEN_AI_OPERATION_NAME, sc.OP_INVOKE_AGENT),
                 _kv(sc.GEN_AI_AGENT_NAME, AGENT_NAME),
-                _kv(sc.INPUT_VALUE, question),
+                *([_kv(sc.INPUT_VALUE, question)] if self.content else []),
                 _kv(sc.AW_RUN_OUTCOME, "success"),
             ]
         )
@@ -256,7 +260,7 @@ class _Builder:
         span.end_time_unix_nano = start + int(
             (ttft + output_tokens * rng.uniform(0.005, 0.03)) * 1e9
         )
-        prompt, completion = self._text(CONTENT_BYTES), self._text(CONTENT_BYTES)
+        prompt, completion = (self._text(CONTENT_BYTES), self._text(CONTENT_BYTES)) if self.content else ("", "")
         span.attributes.extend(
             [
                 _kv(sc.AGENTWATCH_SPAN_KIND, sc.KIND_LLM),
@@ -274,8 +278,7 @@ class _Builder:
                 _kv(sc.LLM_TOKEN_COUNT_TOTAL, input_tokens + output_tokens),
                 _kv(sc.AW_TTFT, ttft),
                 _kv(sc.AW_STEP_INDEX, step),
-                _kv(sc.INPUT_VALUE, prompt),
-                _kv(sc.OUTPUT_VALUE, completion),
+                *([_kv(sc.INPUT_VALUE, prompt), _kv(sc.OUTPUT_VALUE, completion)] if self.content else []),
             ]
         )
         span.status.code = Status.STATUS_CODE_OK
@@ -290,7 +293,7 @@ class _Builder:
         tool = rng.choice(TOOLS)
         span = self._span(trace_id, parent, f"execute_tool {tool}", start)
         span.end_time_unix_nano = start + rng.randrange(5 * 10**7, 10**9)
-        arguments, result = self._text(60), self._text(200)
+        arguments, result = (self._text(60), self._text(200)) if self.content else ("", "")
         span.attributes.extend(
             [
                 _kv(sc.AGENTWATCH_SPAN_KIND, sc.KIND_TOOL),
@@ -299,8 +302,7 @@ class _Builder:
                 _kv(sc.GEN_AI_AGENT_NAME, AGENT_NAME),
                 _kv(sc.GEN_AI_TOOL_NAME, tool),
                 _kv(sc.TOOL_NAME, tool),
-                _kv(sc.INPUT_VALUE, arguments),
-                _kv(sc.OUTPUT_VALUE, result),
+                *([_kv(sc.INPUT_VALUE, arguments), _kv(sc.OUTPUT_VALUE, result)] if self.content else []),
             ]
         )
         t.tool += 1

@@ -116,3 +116,12 @@ def test_bad_sizes_are_rejected_by_name() -> None:
         Workload(0, end_time_ns=END_NS)
     with pytest.raises(ValueError, match="batch_spans"):
         Workload(10, end_time_ns=END_NS, batch_spans=0)
+
+
+def test_without_content_no_span_carries_captured_text() -> None:
+    workload = Workload(2000, seed=5, end_time_ns=END_NS, content=False)
+    spans, _ = _decode(workload)
+    assert len(spans) == workload.totals.spans == 2000
+    assert workload.totals.content_bytes == 0
+    assert not [s for s in spans if {sc.INPUT_VALUE, sc.OUTPUT_VALUE} & set(_attrs(s))]
+    assert sum(1 for s in spans if sc.GEN_AI_USAGE_INPUT_TOKENS in _attrs(s)) == workload.totals.llm_spans > 0
