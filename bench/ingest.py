@@ -11,7 +11,9 @@ Phases (each prints its figures; all are written to ``bench/results/ingest.json`
    ``SpanRow`` batches of 20k (the writer's batch size) and inserted with
    ``Store.insert_spans``: the storage side's own rate, and bytes on disk per span.
 3. ``query``: the store filled to ``--spans`` spans over the last 24 hours (generated inside
-   ClickHouse), then p50/p95 of the overview and runs-list queries, the way the API runs them.
+   ClickHouse), then p50/p95 of the overview and runs-list queries, the way the API runs them,
+   with the store's result cache off (each call plans and runs its SQL; the collector's cache
+   would answer a repeated question from memory).
 
 Targets (2-core machine): >= 100k spans/s, <= 60 bytes/span on disk without content,
 overview p95 < 300 ms at 10M spans.
@@ -374,6 +376,7 @@ def phase_query(store: ChdbStore, spans: int, repeats: int) -> dict[str, Any]:
     now = time.time()
     fill_s = fill(store, spans, end_ns=int(now * 1e9))
     big = _big_trace(store, now)
+    settle_s = settle(store)
     hour, day = (now - 3600, now), (now - 86_400, now)
     cases = {
         "overview_1h": lambda: query.overview(store, "bench", start=hour[0], end=hour[1]),
@@ -403,9 +406,21 @@ def phase_query(store: ChdbStore, spans: int, repeats: int) -> dict[str, Any]:
         "spans": stored,
         "runs": runs,
         "fill_s": fill_s,
+        "settle_s": settle_s,
         "queries": results,
         "disk": disk_bytes(store, "spans"),
     }
+
+
+def settle(store: ChdbStore, timeout_s: float = 300) -> float:
+    """Wait for the background merges the fill started: a store that took a day of traffic
+    merged its parts as they came, so timing queries amid the fill's merges would measure those."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout_s:
+        if not store.query("SELECT count() AS n FROM system.merges")[0]["n"]:
+            break
+        time.sleep(1)
+    return time.perf_counter() - started
 
 
 def _big_trace(store: ChdbStore, now: float) -> str:
@@ -474,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{os.cpu_count()} CPUs, {sys.platform}, load average {os.getloadavg()[0]:.1f} at start (shared machine)",
     }
     with tempfile.TemporaryDirectory() as tmp:
-        store = ChdbStore(Path(tmp) / "chdb")
+        store = ChdbStore(Path(tmp) / "chdb", result_cache_s=0)  # every query figure runs its SQL
         store.migrate()
         opened = time.monotonic()
         try:

@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from bench.ingest import FILL, SPANS_PER_TRACE, Collector, _big_trace, latency
+from bench.ingest import FILL, SPANS_PER_TRACE, Collector, _big_trace, latency, settle
 from collector import query
 from collector.storage.chdb_store import ChdbStore
 
@@ -81,6 +81,7 @@ def measure_store(data_dir: Path, info: dict[str, Any], repeats: int, *, result_
     """Each question repeated through ``collector.query``; ``result_cache_s`` = 0: every call runs its SQL."""
     store = ChdbStore(data_dir / "chdb", result_cache_s=result_cache_s)
     try:
+        settle(store)
         return {name: latency(lambda c=call: c(store), repeats) for name, (call, _, _) in cases(info).items()}
     finally:
         store.close()

@@ -66,6 +66,7 @@ SPAN_METRICS = frozenset(
     {"cost_usd", "input_tokens", "output_tokens", "tokens_per_s", "ttft_p50", "ttft_p95",
      "tpot_p50", "tpot_p95", "tool_calls", "tool_failure_rate", "timeout_rate"}
 )
+QUANTILE_METRICS = frozenset({"ttft_p50", "ttft_p95", "tpot_p50", "tpot_p95"})
 HEAD_METRICS = frozenset({"runs", "run_latency_p50", "run_latency_p95", "error_rate", "success_rate"})
 TOTAL_METRICS = frozenset({"steps_per_run", "max_steps", "max_run_cost_usd", "feedback_score"})
 ADDITIVE = frozenset({"runs", "cost_usd", "input_tokens", "output_tokens", "tokens_per_s", "tool_calls"})
@@ -140,15 +141,14 @@ def list_runs(
     _choice("sort", field, q.RUN_SORTS)
     start_ns, end_ns = _range(start, end)
     params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "limit": limit, "offset": offset, **filters}
+    descending = sort.startswith("-")
     if field in q.HEAD_SORTS and set(_given(filters)) <= set(q.RUN_HEAD_FILTERS):
-        rows, total = _page_from_heads(store, params, field, sort.startswith("-"))
+        where = q.where(q.RUN_HEAD_FILTERS, params)
+        page, count = q.head_page(where, field, descending), q.head_count(where)
     else:
         where = q.where(q.RUN_FILTERS, params)
-        rows = store.query(q.runs_page(where, field, sort.startswith("-")), params)
-        if rows:
-            total = int(rows[0]["total"])
-        else:  # an empty first page has no total column to read; a page past the end must count
-            total = int(store.query(q.runs_count(where), params)[0]["total"]) if offset else 0
+        page, count = q.runs_page(where, field, descending), q.runs_count(where)
+    rows, total = _page(store, params, page, count, field, descending)
     return RunsPage(items=_with_feedback(store, project, rows), total=total, limit=limit, offset=offset)
 
 
@@ -156,15 +156,15 @@ def _given(filters: dict[str, Any]) -> list[str]:
     return [name for name, value in filters.items() if value is not None]
 
 
-def _page_from_heads(store: Store, params: dict[str, Any], field: str, descending: bool) -> tuple[list[dict[str, Any]], int]:
-    """Pick the page from run heads, then merge only its runs: a page costs the same at any size."""
-    where = q.where(q.RUN_HEAD_FILTERS, params)
-    heads = store.query(q.head_page(where, field, descending), params)
-    if not heads:
-        total = int(store.query(q.head_count(where), params)[0]["total"]) if params["offset"] else 0
+def _page(store: Store, params: dict[str, Any], page: str, count: str, field: str, descending: bool) -> tuple[list[dict[str, Any]], int]:
+    """Pick the page's trace ids (``page``: from run heads alone where the sort and filters
+    allow, else from lean whole-run merges), then merge whole summaries for its runs only."""
+    ids = store.query(page, params)
+    if not ids:  # an empty first page has no total column to read; a page past the end must count
+        total = int(store.query(count, params)[0]["total"]) if params["offset"] else 0
         return [], total
-    rows = store.query(q.runs_of_page(field, descending), params | {"trace_ids": [h["trace_id"] for h in heads]})
-    return rows, int(heads[0]["total"])
+    rows = store.query(q.runs_of_page(field, descending), params | {"trace_ids": [r["trace_id"] for r in ids]})
+    return rows, int(ids[0]["total"])
 
 
 def _with_feedback(store: Store, project: str, rows: list[dict[str, Any]]) -> list[RunSummary]:
@@ -239,18 +239,23 @@ Figures = dict[tuple[int, str], dict[str, float | None]]
 
 
 def _span_figures(row: dict[str, Any], step_s: float) -> dict[str, float | None]:
-    ttft, tpot = row["ttft_q"], row["tpot_q"]
     return {
         "cost_usd": float(row["cost_usd"]),
         "input_tokens": float(row["input_tokens"]),
         "output_tokens": float(row["output_tokens"]),
         "tokens_per_s": row["output_tokens"] / step_s,
-        "ttft_p50": _num(ttft[0]), "ttft_p95": _num(ttft[1]),
-        "tpot_p50": _num(tpot[0]), "tpot_p95": _num(tpot[1]),
         "tool_calls": float(row["tool_calls"]),
         "tool_failure_rate": _ratio(row["tool_failures"], row["tool_calls"]),
         "timeout_rate": _ratio(row["timeouts"], row["calls"]),
-    }
+    } | _quantile_figures(row)
+
+
+def _quantile_figures(row: dict[str, Any]) -> dict[str, float | None]:
+    """TTFT/TPOT quantiles, where the query merged them (``QUANTILE_METRICS`` wanted)."""
+    if "ttft_q" not in row:
+        return {}
+    ttft, tpot = row["ttft_q"], row["tpot_q"]
+    return {"ttft_p50": _num(ttft[0]), "ttft_p95": _num(ttft[1]), "tpot_p50": _num(tpot[0]), "tpot_p95": _num(tpot[1])}
 
 
 def _head_figures(row: dict[str, Any], step_s: float) -> dict[str, float | None]:
@@ -285,7 +290,8 @@ def _plans(wanted: set[str], group_by: str, params: dict[str, Any]) -> list[tupl
     plans: list[tuple[str, Shaper]] = []
     if wanted & SPAN_METRICS:
         filters = q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params)
-        plans.append((q.span_metrics(group_by, *filters, rollup=params["step_ns"] >= 60 * 10**9), _span_figures))
+        source = "spans" if params["step_ns"] < 60 * 10**9 else _rollup_source(params)  # buckets under a minute: exact
+        plans.append((q.span_metrics(group_by, *filters, source=source, quantiles=bool(wanted & QUANTILE_METRICS)), _span_figures))
     if group_by == "model" and wanted & (HEAD_METRICS | TOTAL_METRICS):
         plans.append((q.run_metrics(group_by, q.where(q.RUN_FILTERS, params)), _all_run_figures))
         return plans
@@ -297,13 +303,28 @@ def _plans(wanted: set[str], group_by: str, params: dict[str, Any]) -> list[tupl
 
 
 def _rollup_params(start: float, end: float, step_s: float) -> dict[str, Any]:
-    """The whole minutes that cover [start, end): call-level figures are read per minute.
+    """The whole minutes that cover [start, end): call-level figures are read per minute (per
+    hour where a whole hour of them falls in one bucket).
 
-    So a day's overview reads thousands of rows, not millions of spans; the price is that a
+    So a day's overview reads hundreds of rows, not millions of spans; the price is that a
     range's call-level figures include the rest of its first and last minute.
     """
     buckets = max(1, math.ceil((end - start) / step_s))
-    return {"lo_s": math.floor(start / 60) * 60, "hi_s": math.ceil(end / 60) * 60, "last_bucket": buckets - 1}
+    return {"lo_s": math.floor(start / 60) * 60, "hi_s": math.ceil(end / 60) * 60, "last_bucket": buckets - 1, "step_ns": int(step_s * 1e9)}
+
+
+def _rollup_source(params: dict[str, Any]) -> str:
+    """How to read the minutes that cover the range (``queries.SPAN_SOURCES``): through
+    span_hours where some whole hour of them falls in one bucket. Both give the same figures
+    (the query itself picks, hour by hour, the rows to read); this only spares reading
+    span_hours when it has nothing to give."""
+    start_ns, step_ns, last = params["start_ns"], params["step_ns"], params["last_bucket"]
+
+    def bucket(t_s: int) -> int:  # as queries._bucket_of
+        return min((max(t_s * 10**9, start_ns) - start_ns) // step_ns, last)
+
+    hours = range(-(-params["lo_s"] // 3600) * 3600, params["hi_s"] - 3600 + 1, 3600)
+    return "hours" if any(bucket(h) == bucket(h + 3540) for h in hours) else "minutes"
 
 
 def _figures(
@@ -311,7 +332,7 @@ def _figures(
 ) -> Figures:
     """Every figure ``metrics`` needs, per (bucket, group), from as few queries as it takes."""
     start_ns, end_ns = _range(start, end)
-    params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "step_ns": int(step_s * 1e9), "agent": agent, "model": model}
+    params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "agent": agent, "model": model}
     params |= _rollup_params(start, end, step_s)
     wanted = set(metrics) | ({"cost_usd", "runs"} if "cost_per_success_usd" in metrics else set())
     out: Figures = {}
@@ -390,7 +411,7 @@ def cost_breakdown(
 ) -> CostBreakdown:
     """Where the money went in [start, end), what the levers saved, and the month's forecast."""
     params = _call_params(project, start, end, agent, model)
-    filters = q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params)
+    filters = q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params), _rollup_source(params)
     by = {key: [CostRow(**r) for r in store.query(q.cost_by(key, *filters), params)] for key in q.COST_KEYS}
     totals = store.query(q.cost_totals(*filters), params)[0]
     mtd, projected = _month(store, project, agent, model, time.time() if now is None else now)
@@ -436,7 +457,8 @@ def _month(store: Store, project: str, agent: str | None, model: str | None, now
     first = datetime(today.year, today.month, 1, tzinfo=UTC).timestamp()
     month_s = monthrange(today.year, today.month)[1] * 86_400
     params = _call_params(project, first, max(now, first + 1), agent, model)
-    mtd = float(store.query(q.cost_totals(q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params)), params)[0]["cost_usd"])
+    totals = q.cost_totals(q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params), _rollup_source(params))
+    mtd = float(store.query(totals, params)[0]["cost_usd"])
     elapsed = max(now - first, 3600.0)  # a projection from the first minutes would be noise
     return mtd, mtd * month_s / elapsed
 

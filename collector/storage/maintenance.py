@@ -16,5 +16,5 @@ def rebuild_totals(store: Store, *, since: float, project: str = "") -> None:
     racing it (the writer calls it from its own loop).
     """
     params: dict[str, Any] = {"since_ns": int(since * 1e9), "project": project}
-    for statement in (queries.DROP_RUNS, queries.REBUILD_RUNS, queries.DROP_MINUTES, queries.REBUILD_MINUTES):
+    for statement in (queries.DROP_RUNS, queries.REBUILD_RUNS, queries.DROP_MINUTES, queries.DROP_HOURS, queries.REBUILD_MINUTES):
         store.command(statement, params)

@@ -8,7 +8,13 @@ epoch seconds, so neither back end has to agree with Python on time zones.
 
 from __future__ import annotations
 
-from collector.storage.schema import BILLABLE, ROLLUP_COLUMNS, RUN_PARTIALS, SPAN_PARTIALS
+from collector.storage.schema import (
+    BILLABLE,
+    EPOCH_HOUR,
+    ROLLUP_COLUMNS,
+    RUN_PARTIALS,
+    SPAN_PARTIALS,
+)
 
 # Tables that ``Store.insert_rows`` may write (the spans table has its own columnar path).
 SMALL_TABLES = frozenset(
@@ -119,12 +125,14 @@ def where(fragments: dict[str, str], params: dict[str, object]) -> str:
 
 
 def runs_page(filters: str, sort: str, descending: bool) -> str:
-    """A page of runs; ``sort`` must be one of ``RUN_SORTS`` (checked here, not by callers)."""
+    """The trace ids of a page of runs; ``sort`` must be one of ``RUN_SORTS`` (checked here,
+    not by callers). Only the partials the filters and the sort read are merged (ClickHouse
+    drops unused aggregates), so a page costs a fraction of whole summaries for every run."""
     if sort not in RUN_SORTS:
         raise ValueError(f"sort must be one of {RUN_SORTS}, got {sort!r}")
     direction = "DESC" if descending else "ASC"
     return f"""
-SELECT *, count() OVER () AS total FROM ({RUNS_IN_RANGE})
+SELECT trace_id, count() OVER () AS total FROM ({RUNS_IN_RANGE})
 WHERE {filters}
 ORDER BY {sort} {direction}, trace_id
 LIMIT {{limit:UInt32}} OFFSET {{offset:UInt32}}"""
@@ -186,38 +194,69 @@ ROLLUP_FILTERS = {"agent": "agent = {agent:String}", "model": "model = {model:St
 ROLLUP_GROUPS = {"none": "''", "agent": "toString(agent)", "model": "toString(model)"}
 
 
-def span_source(key_rollup: str, key_spans: str, filters_rollup: str, filters_spans: str, *, rollup: bool) -> str:
-    """Call-level partials per key ``k``: from ``span_minutes`` over the whole minutes that
-    cover [start, end) (``{lo_s}``..``{hi_s}``), or, for buckets under a minute, from spans."""
-    if rollup:
+# A rollup row's bucket: a minute (or hour) counts in the bucket its start falls in, the
+# minutes before ``start`` in the first.
+def _bucket_of(t: str) -> str:
+    return f"""least(intDiv(greatest(toInt64(toUnixTimestamp({t})) * 1000000000, {{start_ns:Int64}}) - {{start_ns:Int64}}, {{step_ns:Int64}}),
+        {{last_bucket:Int64}})"""
+
+
+# An hour whose minutes are all in [lo, hi) and all in one bucket: read from span_hours.
+def _whole_hour(hour: str) -> str:
+    return f"""({hour} >= toDateTime({{lo_s:Int64}}) AND {hour} + INTERVAL 1 HOUR <= toDateTime({{hi_s:Int64}})
+        AND {_bucket_of(hour)} = {_bucket_of(f"{hour} + INTERVAL 59 MINUTE")})"""
+
+
+# The minutes that cover [start, end) (``{lo_s}``..``{hi_s}``), as they are or with the whole
+# hours read from span_hours and only the other minutes from span_minutes: the same figures from
+# fewer rows. (Hours only where some exist: an empty branch still costs a read.)
+_MINUTE_ROWS = f"""
+        SELECT agent, model, minute, {ROLLUP_COLUMNS} FROM span_minutes
+        WHERE project = {{project:String}}
+          AND minute >= toDateTime({{lo_s:Int64}}) AND minute < toDateTime({{hi_s:Int64}})"""
+_HOUR_ROWS = f"""
+        SELECT agent, model, hour AS minute, {ROLLUP_COLUMNS} FROM span_hours
+        WHERE project = {{project:String}} AND {_whole_hour("hour")}
+        UNION ALL {_MINUTE_ROWS}
+          AND NOT {_whole_hour(EPOCH_HOUR.format("minute"))}"""
+SPAN_SOURCES = ("spans", "minutes", "hours")
+
+
+def span_source(key_rollup: str, key_spans: str, filters_rollup: str, filters_spans: str, *, source: str) -> str:
+    """Call-level partials per key ``k``, from ``source`` (one of ``SPAN_SOURCES``): the
+    rollups over the whole minutes that cover [start, end) (``minutes``, or ``hours`` with
+    whole hours from span_hours), or, for buckets under a minute, ``spans``."""
+    if source not in SPAN_SOURCES:
+        raise ValueError(f"source must be one of {SPAN_SOURCES}, got {source!r}")
+    if source != "spans":
         return f"""
-    SELECT {key_rollup} AS k, {ROLLUP_COLUMNS} FROM span_minutes
-    WHERE project = {{project:String}}
-      AND minute >= toDateTime({{lo_s:Int64}}) AND minute < toDateTime({{hi_s:Int64}})
-      AND {filters_rollup}"""
+    SELECT {key_rollup} AS k, {ROLLUP_COLUMNS} FROM ({_HOUR_ROWS if source == "hours" else _MINUTE_ROWS})
+    WHERE {filters_rollup}"""
     return f"""
     SELECT {key_spans} AS k, {SPAN_PARTIALS} FROM spans
     WHERE {_SPAN_RANGE} AND {filters_spans}
     GROUP BY k"""
 
 
-_SPAN_FIGURES = """
+# Sums are cheap; merging TDigest states is not, so quantiles are merged only when asked for.
+_SPAN_SUMS = """
     sum(cost_usd) AS cost_usd, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
-    quantilesTDigestIfMerge(0.5, 0.95)(ttft) AS ttft_q, quantilesTDigestIfMerge(0.5, 0.95)(tpot) AS tpot_q,
     sum(llm_calls) AS llm_calls, sum(tool_calls) AS tool_calls, sum(tool_failures) AS tool_failures,
     sum(calls) AS calls, sum(timeouts) AS timeouts, sum(tool_cache_hits) AS tool_cache_hits,
     sum(tokens_saved) AS tokens_saved, sum(small_model_calls) AS small_model_calls"""
+_SPAN_QUANTILES = """,
+    quantilesTDigestIfMerge(0.5, 0.95)(ttft) AS ttft_q, quantilesTDigestIfMerge(0.5, 0.95)(tpot) AS tpot_q"""
 
 
-def span_metrics(group: str, filters_rollup: str, filters_spans: str, *, rollup: bool) -> str:
-    """Per (bucket, group): call-level figures. ``group`` is from ``ROLLUP_GROUPS``; a minute
-    counts in the bucket it starts in (the edge minutes in the first and last)."""
-    minute = "greatest(toInt64(toUnixTimestamp(minute)) * 1000000000, {start_ns:Int64})"
-    key_rollup = f"(least(intDiv({minute} - {{start_ns:Int64}}, {{step_ns:Int64}}), {{last_bucket:Int64}}), {ROLLUP_GROUPS[group]})"
+def span_metrics(group: str, filters_rollup: str, filters_spans: str, *, source: str, quantiles: bool) -> str:
+    """Per (bucket, group): call-level figures, with TTFT/TPOT quantiles if ``quantiles``.
+    ``group`` is from ``ROLLUP_GROUPS``; a minute counts in the bucket it starts in (the edge
+    minutes in the first and last)."""
+    key_rollup = f"({_bucket_of('minute')}, {ROLLUP_GROUPS[group]})"
     key_spans = f"(intDiv(toUnixTimestamp64Nano(start_time) - {{start_ns:Int64}}, {{step_ns:Int64}}), {SPAN_GROUPS[group]})"
     return f"""
-SELECT k.1 AS bucket, k.2 AS grp, {_SPAN_FIGURES}
-FROM ({span_source(key_rollup, key_spans, filters_rollup, filters_spans, rollup=rollup)})
+SELECT k.1 AS bucket, k.2 AS grp, {_SPAN_SUMS}{_SPAN_QUANTILES if quantiles else ""}
+FROM ({span_source(key_rollup, key_spans, filters_rollup, filters_spans, source=source)})
 GROUP BY k"""
 
 
@@ -232,10 +271,14 @@ RUN_HEAD_FILTERS = {
     "outcome": "outcome = {outcome:String}",
 }
 HEAD_SORTS = {"start_time": "start_time", "duration_s": "toUnixTimestamp64Nano(end_time) - toUnixTimestamp64Nano(start_time)"}
-_HEADS_IN_RANGE = f"""
+# A head's hour is that of its earliest span, so no later than its start: heads need only the
+# range's own hours, not the day after it that whole-run merges read.
+_HEADS_IN_RANGE = """
 FROM runs_agg
-WHERE {_RUN_HOURS} AND roots > 0
-  AND start_time >= fromUnixTimestamp64Nano({{start_ns:Int64}}) AND start_time < fromUnixTimestamp64Nano({{end_ns:Int64}})"""
+WHERE project = {project:String}
+  AND hour >= toStartOfHour(fromUnixTimestamp64Nano({start_ns:Int64})) AND hour < fromUnixTimestamp64Nano({end_ns:Int64})
+  AND roots > 0
+  AND start_time >= fromUnixTimestamp64Nano({start_ns:Int64}) AND start_time < fromUnixTimestamp64Nano({end_ns:Int64})"""
 
 
 def head_page(filters: str, sort: str, descending: bool) -> str:
@@ -275,37 +318,44 @@ SELECT intDiv(toUnixTimestamp64Nano(start_time) - {{start_ns:Int64}}, {{step_ns:
 GROUP BY bucket, grp"""
 
 
-_FEEDBACK_JOIN = """
-LEFT JOIN (
-    SELECT trace_id, sum(score) AS fb_sum, count(score) AS fb_n
-    FROM feedback WHERE project = {project:String} GROUP BY trace_id
-) AS fb ON fb.trace_id = r.trace_id"""
+# Feedback per run without a join: the project's scored traces as constant arrays, looked up
+# per run with transform() (a hash lookup; a JOIN against every run in range cost more than
+# the runs themselves).
+_FEEDBACK = """
+WITH (
+    SELECT (groupArray(trace_id), groupArray(fb_sum), groupArray(fb_n)) FROM (
+        SELECT trace_id, toFloat64(ifNull(sum(score), 0)) AS fb_sum, count(score) AS fb_n
+        FROM feedback WHERE project = {project:String} AND score IS NOT NULL GROUP BY trace_id)
+) AS fb"""
+_FEEDBACK_FIGURES = """
+    sum(transform(trace_id, fb.1, fb.2, toFloat64(0))) AS fb_sum, sum(transform(trace_id, fb.1, fb.3, toUInt64(0))) AS fb_n"""
 
 RUN_TOTAL_FILTERS = {"agent": "agent = {agent:String}", "model": "has(models, {model:String})"}
 
 
 def run_totals(group: str, filters: str) -> str:
-    """Per (bucket, group): figures that need each run's totals (steps, cost) and its feedback."""
+    """Per (bucket, group): figures that need each run's totals (steps, cost) and its feedback.
+    A run's agent and models are merged only when the group or the filters use them."""
+    agent = ", max(agent) AS agent" if group == "agent" or "agent" in filters else ""
     models = ", groupUniqArrayArray(models) AS models" if group == "model" or "models" in filters else ""
-    return f"""
+    return f"""{_FEEDBACK}
 SELECT intDiv(start_ns - {{start_ns:Int64}}, {{step_ns:Int64}}) AS bucket,
     {RUN_GROUPS[group]} AS grp,
-    avg(run_steps) AS steps_per_run, max(run_steps) AS max_steps, max(run_cost) AS max_run_cost_usd,
-    sum(fb.fb_sum) AS fb_sum, sum(fb.fb_n) AS fb_n
+    avg(run_steps) AS steps_per_run, max(run_steps) AS max_steps, max(run_cost) AS max_run_cost_usd,{_FEEDBACK_FIGURES}
 FROM (
-    SELECT trace_id, toUnixTimestamp64Nano(min(start_time)) AS start_ns, sum(roots) AS n_roots, max(agent) AS agent,
-        if(sum(steps) > 0, sum(steps), sum(llm_calls)) AS run_steps, sum(cost_usd) AS run_cost{models}
+    SELECT trace_id, toUnixTimestamp64Nano(min(start_time)) AS start_ns, sum(roots) AS n_roots,
+        if(sum(steps) > 0, sum(steps), sum(llm_calls)) AS run_steps, sum(cost_usd) AS run_cost{agent}{models}
     FROM runs_agg WHERE {_RUN_HOURS}
     GROUP BY trace_id
     HAVING n_roots > 0 AND start_ns >= {{start_ns:Int64}} AND start_ns < {{end_ns:Int64}}
-) AS r {_FEEDBACK_JOIN}
+)
 WHERE {filters}
 GROUP BY bucket, grp"""
 
 
 def run_metrics(group: str, filters: str) -> str:
     """Per (bucket, group): every run-level figure from whole runs (grouping by model)."""
-    return f"""
+    return f"""{_FEEDBACK}
 SELECT intDiv(start_ns - {{start_ns:Int64}}, {{step_ns:Int64}}) AS bucket,
     {RUN_GROUPS[group]} AS grp,
     count() AS runs,
@@ -313,9 +363,8 @@ SELECT intDiv(start_ns - {{start_ns:Int64}}, {{step_ns:Int64}}) AS bucket,
     countIf(status != 'ok') AS failed_runs,
     countIf(outcome = 'success') AS successes,
     countIf(outcome != '') AS with_outcome,
-    avg(steps) AS steps_per_run, max(steps) AS max_steps, max(cost_usd) AS max_run_cost_usd,
-    sum(fb.fb_sum) AS fb_sum, sum(fb.fb_n) AS fb_n
-FROM ({RUNS_IN_RANGE}) AS r {_FEEDBACK_JOIN}
+    avg(steps) AS steps_per_run, max(steps) AS max_steps, max(cost_usd) AS max_run_cost_usd,{_FEEDBACK_FIGURES}
+FROM ({RUNS_IN_RANGE})
 WHERE {filters}
 GROUP BY bucket, grp"""
 
@@ -328,22 +377,25 @@ COST_KEYS = {
 }
 
 
-def cost_by(key: str, filters_rollup: str, filters_spans: str) -> str:
-    """Cost, tokens and LLM calls per model, agent or day (``key`` from ``COST_KEYS``)."""
+def cost_by(key: str, filters_rollup: str, filters_spans: str, source: str) -> str:
+    """Cost, tokens and LLM calls per model, agent or day (``key`` from ``COST_KEYS``). Days
+    are the server's local days, which a UTC hour may straddle (zones half an hour off UTC),
+    so days are summed from minutes (sums only: cheap, unlike quantile merges)."""
     key_rollup, key_spans = COST_KEYS[key]
+    source = "minutes" if key == "day" and source == "hours" else source
     return f"""
 SELECT k AS key, sum(cost_usd) AS cost_usd, sum(input_tokens) AS input_tokens,
     sum(output_tokens) AS output_tokens, sum(llm_calls) AS calls
-FROM ({span_source(key_rollup, key_spans, filters_rollup, filters_spans, rollup=True)})
+FROM ({span_source(key_rollup, key_spans, filters_rollup, filters_spans, source=source)})
 GROUP BY k
 HAVING cost_usd > 0 OR calls > 0
 ORDER BY cost_usd DESC, key
 LIMIT 500"""
 
 
-def cost_totals(filters_rollup: str, filters_spans: str) -> str:
+def cost_totals(filters_rollup: str, filters_spans: str, source: str) -> str:
     """Every call-level total of the range in one row (levers, tokens, cost)."""
-    return f"SELECT {_SPAN_FIGURES} FROM ({span_source('0', '0', filters_rollup, filters_spans, rollup=True)})"
+    return f"SELECT {_SPAN_SUMS} FROM ({span_source('0', '0', filters_rollup, filters_spans, source=source)})"
 
 
 FILTER_VALUES = f"""
@@ -448,12 +500,15 @@ WHERE {_REPRICE_SCOPE}
 SETTINGS mutations_sync = 2"""
 
 # Run totals are rebuilt from the re-priced spans, hour by hour from the first affected hour.
-_REBUILD_SCOPE = """hour >= toStartOfHour(fromUnixTimestamp64Nano({since_ns:Int64}))
-    AND ({project:String} = '' OR project = {project:String})"""
+_PROJECT_SCOPE = "({project:String} = '' OR project = {project:String})"
+_REBUILD_SCOPE = f"hour >= toStartOfHour(fromUnixTimestamp64Nano({{since_ns:Int64}})) AND {_PROJECT_SCOPE}"
 DROP_RUNS = f"ALTER TABLE runs_agg DELETE WHERE {_REBUILD_SCOPE} SETTINGS mutations_sync = 2"
-_MINUTES_SCOPE = """minute >= toStartOfMinute(fromUnixTimestamp64Nano({since_ns:Int64}))
-    AND ({project:String} = '' OR project = {project:String})"""
+# Per-minute figures are rebuilt from the first affected hour, so that span_hours, dropped from
+# that hour on, is refilled whole by its view from the rebuilt minutes.
+_SINCE_HOUR = EPOCH_HOUR.format("intDiv({since_ns:Int64}, 1000000000)")
+_MINUTES_SCOPE = f"minute >= {_SINCE_HOUR} AND {_PROJECT_SCOPE}"
 DROP_MINUTES = f"ALTER TABLE span_minutes DELETE WHERE {_MINUTES_SCOPE} SETTINGS mutations_sync = 2"
+DROP_HOURS = f"ALTER TABLE span_hours DELETE WHERE hour >= {_SINCE_HOUR} AND {_PROJECT_SCOPE} SETTINGS mutations_sync = 2"
 REBUILD_MINUTES = f"""
 INSERT INTO span_minutes
 SELECT project, minute, agent, model, {SPAN_PARTIALS}

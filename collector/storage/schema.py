@@ -21,6 +21,11 @@ Design (why the tables look like this):
   merge; only the page's runs (or figures that need whole-run totals) are merged.
 - ``span_minutes`` is filled by another view: call-level figures per minute, agent and model,
   so an overview or a time series over a day reads thousands of rows, not millions.
+- ``span_hours`` holds the same figures per hour, filled from ``span_minutes`` by a view on
+  it (each block the minute view writes is folded into its hours), so a range of days reads
+  hundreds of rows: merging tens of thousands of per-minute TDigest states was most of an
+  overview's time. Queries read whole hours from it and the other minutes of the range from
+  ``span_minutes``, so every figure is what the minutes alone would give.
 - Retention is a TTL on the day partitions, dropped whole (``ttl_only_drop_parts``).
 """
 
@@ -194,6 +199,41 @@ GROUP BY project, minute, agent, model"""
 SPAN_MINUTES_MV = f"CREATE MATERIALIZED VIEW IF NOT EXISTS span_minutes_mv TO span_minutes AS {_SPAN_MINUTES_SELECT}"
 SPAN_MINUTES_BACKFILL = f"INSERT INTO span_minutes {_SPAN_MINUTES_SELECT}"
 
+
+def _merge_state(name: str, kind: str) -> str:
+    """The expression that folds rollup column ``name`` (of type ``kind``) over rows into one state."""
+    if kind.startswith("SimpleAggregateFunction(sum,"):
+        return f"sum({name}) AS {name}"
+    # AggregateFunction(quantilesTDigestIf(0.5, 0.95), Float32, UInt8) -> quantilesTDigestIfMergeState(0.5, 0.95)
+    function, params = kind.removeprefix("AggregateFunction(").split(")", 1)[0].split("(")
+    return f"{function}MergeState({params})({name}) AS {name}"
+
+
+# A UTC hour by epoch arithmetic, whatever the server's time zone (toStartOfHour works in local
+# time, whose hours need not be whole UTC hours, nor 60 minutes long at a DST change).
+EPOCH_HOUR = "toDateTime(intDiv(toUInt32({}), 3600) * 3600)"
+
+SPAN_HOURS = f"""
+CREATE TABLE IF NOT EXISTS span_hours (
+    project LowCardinality(String),
+    hour DateTime,
+    agent LowCardinality(String),
+    model LowCardinality(String),
+    {", ".join(f"{name} {kind}" for name, kind, _ in SPAN_ROLLUP)}
+)
+ENGINE = AggregatingMergeTree
+PARTITION BY toYYYYMM(hour)
+ORDER BY (project, hour, agent, model)
+SETTINGS ttl_only_drop_parts = 1
+"""
+
+_SPAN_HOURS_SELECT = f"""
+SELECT project, {EPOCH_HOUR.format("minute")} AS hour, agent, model, {", ".join(_merge_state(name, kind) for name, kind, _ in SPAN_ROLLUP)}
+FROM span_minutes
+GROUP BY project, hour, agent, model"""
+SPAN_HOURS_MV = f"CREATE MATERIALIZED VIEW IF NOT EXISTS span_hours_mv TO span_hours AS {_SPAN_HOURS_SELECT}"
+SPAN_HOURS_BACKFILL = f"INSERT INTO span_hours {_SPAN_HOURS_SELECT}"
+
 API_KEYS = """
 CREATE TABLE IF NOT EXISTS api_keys (
     project LowCardinality(String),
@@ -321,13 +361,14 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial", (SPANS, RUNS_AGG, RUNS_MV, API_KEYS, FEEDBACK, ENGINE_METRICS, ENGINES, ALERTS, ALERT_DELIVERIES, PRICE_VERSIONS)),
     # The view first, then the backfill: a migration runs before the collector ingests.
     Migration(2, "span_minutes", (SPAN_MINUTES, SPAN_MINUTES_MV, SPAN_MINUTES_BACKFILL)),
+    Migration(3, "span_hours", (SPAN_HOURS, SPAN_HOURS_MV, SPAN_HOURS_BACKFILL)),
 )
 
 APPLIED_VERSIONS = "SELECT version FROM schema_migrations"
 RECORD_MIGRATION = "INSERT INTO schema_migrations (version, name) VALUES ({version:UInt32}, {name:String})"
 
 # TTLs follow Settings.retention_days; applied on every start (cheap: metadata only).
-TTL_TABLES = {"spans": "start_time", "runs_agg": "hour", "span_minutes": "minute", "engine_metrics": "ts"}
+TTL_TABLES = {"spans": "start_time", "runs_agg": "hour", "span_minutes": "minute", "span_hours": "hour", "engine_metrics": "ts"}
 
 
 def ttl_statements(retention_days: int) -> list[str]:
