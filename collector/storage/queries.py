@@ -22,6 +22,9 @@ SMALL_TABLES = frozenset(
 )
 
 # The keys of a batch that are already stored: the insert-time guard of idempotency.
+# A project's spans (``/api/ingest``); ``project`` leads the sort key, so this reads the index only.
+PROJECT_SPANS = "SELECT count() AS n FROM spans WHERE project = {project:String}"
+
 STORED_SPAN_KEYS = """
 SELECT trace_id, span_id FROM spans
 WHERE project = {project:String}
