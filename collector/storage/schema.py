@@ -178,19 +178,26 @@ SPAN_ROLLUP: tuple[tuple[str, str, str], ...] = (
 SPAN_PARTIALS = ",\n    ".join(f"{expr} AS {name}" for name, _, expr in SPAN_ROLLUP)
 ROLLUP_COLUMNS = ", ".join(name for name, _, _ in SPAN_ROLLUP)
 
-SPAN_MINUTES = f"""
-CREATE TABLE IF NOT EXISTS span_minutes (
+
+
+def _rollup_table(table: str, bucket: str) -> str:
+    """DDL of a table of ``SPAN_ROLLUP`` states per project, time bucket, agent and model."""
+    return f"""
+CREATE TABLE IF NOT EXISTS {table} (
     project LowCardinality(String),
-    minute DateTime,
+    {bucket} DateTime,
     agent LowCardinality(String),
     model LowCardinality(String),
     {", ".join(f"{name} {kind}" for name, kind, _ in SPAN_ROLLUP)}
 )
 ENGINE = AggregatingMergeTree
-PARTITION BY toYYYYMM(minute)
-ORDER BY (project, minute, agent, model)
+PARTITION BY toYYYYMM({bucket})
+ORDER BY (project, {bucket}, agent, model)
 SETTINGS ttl_only_drop_parts = 1
 """
+
+
+SPAN_MINUTES = _rollup_table("span_minutes", "minute")
 
 _SPAN_MINUTES_SELECT = f"""
 SELECT project, minute, agent, model, {SPAN_PARTIALS}
@@ -213,19 +220,7 @@ def _merge_state(name: str, kind: str) -> str:
 # time, whose hours need not be whole UTC hours, nor 60 minutes long at a DST change).
 EPOCH_HOUR = "toDateTime(intDiv(toUInt32({}), 3600) * 3600)"
 
-SPAN_HOURS = f"""
-CREATE TABLE IF NOT EXISTS span_hours (
-    project LowCardinality(String),
-    hour DateTime,
-    agent LowCardinality(String),
-    model LowCardinality(String),
-    {", ".join(f"{name} {kind}" for name, kind, _ in SPAN_ROLLUP)}
-)
-ENGINE = AggregatingMergeTree
-PARTITION BY toYYYYMM(hour)
-ORDER BY (project, hour, agent, model)
-SETTINGS ttl_only_drop_parts = 1
-"""
+SPAN_HOURS = _rollup_table("span_hours", "hour")
 
 _SPAN_HOURS_SELECT = f"""
 SELECT project, {EPOCH_HOUR.format("minute")} AS hour, agent, model, {", ".join(_merge_state(name, kind) for name, kind, _ in SPAN_ROLLUP)}
