@@ -190,12 +190,12 @@ class ProcessGroup:
         return "\n".join(text.splitlines()[-lines:])
 
     def stop(self) -> None:
-        """SIGTERM every child (newest first), wait, then SIGKILL what is left."""
-        for _, proc in reversed(self._children):
+        """Stop the children one by one, newest first (SIGTERM, wait, then SIGKILL), so each
+        stops while what it reports to still runs: the engine's last spans reach the collector."""
+        for name, proc in reversed(self._children):
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGTERM)
-        for name, proc in reversed(self._children):
             try:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
