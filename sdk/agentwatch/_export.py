@@ -144,9 +144,11 @@ def _rejected(body: bytes) -> int:
 
 
 class _Flush:
-    """One flush request: the worker sets ``done`` once everything queued before it is out."""
+    """One flush request: the worker sets ``done`` once the first ``upto`` spans ever queued are
+    out (FIFO, one worker), so spans ended later never hold it back."""
 
-    def __init__(self) -> None:
+    def __init__(self, upto: int) -> None:
+        self.upto = upto
         self.done = threading.Event()
         self.ok = True
 
@@ -174,6 +176,8 @@ class BoundedBatchProcessor(SpanProcessor):
     def _init_state(self) -> None:
         self._cond = threading.Condition(threading.Lock())
         self._queue: collections.deque[ReadableSpan] = collections.deque()
+        self._queued_total = 0  # spans ever queued ...
+        self._taken_total = 0  # ... and ever taken for export, in queue order
         self._flushes: list[_Flush] = []
         self._worker: threading.Thread | None = None
 
@@ -203,6 +207,7 @@ class BoundedBatchProcessor(SpanProcessor):
                 COUNTERS.add("spans_dropped")
                 return
             self._queue.append(span)
+            self._queued_total += 1
             COUNTERS.update(spans_ended=1, spans_pending=1)
             self._ensure_worker()
             if len(self._queue) >= self._batch:
@@ -226,9 +231,11 @@ class BoundedBatchProcessor(SpanProcessor):
             if self._shutdown and not self._queue and not self._flushes:
                 return False
             batch = [self._queue.popleft() for _ in range(min(self._batch, len(self._queue)))]
-            flushes: list[_Flush] = []
-            if not self._queue:  # this batch empties the queue: it completes the flushes asked so far
-                flushes, self._flushes = self._flushes, []  # a new list: later flushes wait for later spans
+            self._taken_total += len(batch)
+            # the flushes whose spans are all taken by now: earlier batches are settled, this one next
+            flushes = [f for f in self._flushes if f.upto <= self._taken_total]
+            if flushes:
+                self._flushes = [f for f in self._flushes if f.upto > self._taken_total]
         ok = self._export(batch)
         for flush in flushes:
             flush.ok = flush.ok and ok
@@ -275,10 +282,10 @@ class BoundedBatchProcessor(SpanProcessor):
         return self._flush(timeout_millis / 1000)
 
     def _flush(self, timeout_s: float) -> bool:
-        flush = _Flush()
         with self._cond:
             if not self._queue and self._worker is None:
                 return True
+            flush = _Flush(self._queued_total)
             self._flushes.append(flush)
             self._ensure_worker()
             self._cond.notify()

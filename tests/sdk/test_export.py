@@ -172,6 +172,37 @@ def test_a_flush_asked_while_a_batch_is_in_flight_waits_for_the_spans_queued_aft
                                 "queue_size": 0}
 
 
+def test_a_flush_completes_while_other_threads_keep_ending_spans(receiver: OtlpReceiver) -> None:
+    """A flush waits for the spans queued before it, not for an empty queue: an agent whose
+    threads never stop producing spans (the demo's load at Ctrl-C) still gets its flush."""
+    agentwatch.init(endpoint=receiver.url, max_export_batch_size=4, instrument_openai=False)
+    stop = threading.Event()
+
+    def produce() -> None:
+        while not stop.is_set():
+            with agentwatch.tool("busy"):
+                time.sleep(0.0005)
+
+    producers = [threading.Thread(target=produce, name=f"test-producer-{i}") for i in range(3)]
+    for thread in producers:
+        thread.start()
+    try:
+        time.sleep(0.2)
+        for _ in range(3):
+            with agentwatch.tool("before-flush"):
+                pass
+        started = time.monotonic()
+        assert agentwatch.force_flush(10) is True
+        took = time.monotonic() - started
+        assert agentwatch.stats()["queue_size"] > 0 or receiver.spans, "the producers kept the queue busy"
+    finally:
+        stop.set()
+        for thread in producers:
+            thread.join(5)
+    assert took < 5, f"the flush waited {took:.1f} s for spans ended after it"
+    assert sum(1 for s in receiver.spans if s["name"] == "execute_tool before-flush") == 3
+
+
 def test_partial_success_counts_the_rejected_spans_failed_and_the_rest_exported() -> None:
     with OtlpReceiver(reject=2) as receiver:
         agentwatch.init(endpoint=receiver.url, instrument_openai=False)
