@@ -68,8 +68,11 @@ def test_short_demo_stores_runs_and_fires_a_cost_alert(data_dir: Path) -> None:
 
 def test_demo_runs_again_on_the_same_data_and_stops_on_ctrl_c(data_dir: Path) -> None:
     offset = _free_offset()
+    # As from a terminal: a runner that started pytest in the background (SIGINT ignored, which
+    # children inherit) must not make the demo deaf to the Ctrl-C this test sends.
     proc = subprocess.Popen(_demo(data_dir, offset, "--duration", "120"), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         lines = []
         for line in proc.stdout:  # type: ignore[union-attr]
