@@ -30,7 +30,6 @@ from opentelemetry import context as otel_context
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
-from opentelemetry.sdk.trace.export import SpanExportResult
 
 from ._config import Config, logger
 from ._stats import COUNTERS, internal_error
@@ -154,11 +153,7 @@ class _Flush:
 
 
 class BoundedBatchProcessor(SpanProcessor):
-    """Queue ended spans (bounded, drop-and-count) and export them from one daemon thread.
-
-    The exporter is ours (returning a ``Delivery``) or any OpenTelemetry-style stand-in whose
-    ``export(spans, deadline)`` returns a ``SpanExportResult`` (the benchmarks use one).
-    """
+    """Queue ended spans (bounded, drop-and-count) and export them from one daemon thread."""
 
     def __init__(self, exporter: OtlpHttpExporter, config: Config) -> None:
         self._exporter = exporter
@@ -254,7 +249,7 @@ class BoundedBatchProcessor(SpanProcessor):
         if not batch:
             return True
         try:
-            delivery = _as_delivery(self._exporter.export(batch, self._deadline))
+            delivery = self._exporter.export(batch, self._deadline)
         except Exception as exc:
             internal_error("exporting spans", exc)
             delivery = _FAILED
@@ -309,12 +304,6 @@ class BoundedBatchProcessor(SpanProcessor):
 
     def queue_size(self) -> int:
         return len(self._queue)
-
-
-def _as_delivery(result: Delivery | SpanExportResult) -> Delivery:
-    if isinstance(result, Delivery):
-        return result
-    return Delivery(ok=result is SpanExportResult.SUCCESS)
 
 
 def _settle(n: int, delivery: Delivery) -> None:

@@ -5,7 +5,7 @@ Increments take a lock: uncontended it costs tens of nanoseconds, and counts sta
 when many agent threads end spans at once.
 
 Every span handed to the export processor is in exactly one state, and a span changes state
-in one ``add`` call (one lock), so any snapshot satisfies
+in one ``update`` call (one lock), so any snapshot satisfies
 ``spans_ended == spans_exported + spans_failed + spans_pending``; spans refused at the
 buffer are ``spans_dropped`` instead of ended.
 """
