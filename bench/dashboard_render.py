@@ -23,6 +23,7 @@ from typing import Any
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from bench import report
 from bench.ingest import Collector, _big_trace, fill
 from collector.storage.chdb_store import ChdbStore
 from dashboard.client import CollectorClient
@@ -125,14 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=RESULTS / "dashboard_render")
     args = parser.parse_args(argv)
-    machine = f"{os.cpu_count()} CPUs, {sys.platform}, load average {os.getloadavg()[0]:.1f} at start (shared machine)"
-    result = {"command": " ".join(["python -m bench.dashboard_render", *sys.argv[1:]]), "machine": machine, **run(args.spans, args.repeats)}
+    result = {"command": " ".join(["python -m bench.dashboard_render", *sys.argv[1:]]), "machine": report.machine(), **run(args.spans, args.repeats)}
     result["targets_met"] = {k: result["pages"][k]["p50_ms"] < TARGET_MS for k in ("overview_1h", "overview_24h", "run_detail_10k_spans")}
     result["load_average_at_end"] = os.getloadavg()[0]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(result, indent=2))
-    args.out.with_suffix(".md").write_text(render(result))
-    print(render(result))
+    report.write(args.out, result, render(result))
     return 0
 
 

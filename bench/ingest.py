@@ -38,6 +38,7 @@ from typing import Any
 
 import httpx
 
+from bench import report
 from collector import query
 from collector.model import SpanRow
 from collector.storage.chdb_store import ChdbStore
@@ -504,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = json.loads(previous.read_text()) if previous.exists() and phases != {"http", "store", "query"} else {}
     result.update({
         "command": " ".join(["python -m bench.ingest", *sys.argv[1:]]),
-        "machine": f"{os.cpu_count()} CPUs, {sys.platform}, load average {os.getloadavg()[0]:.1f} at start (shared machine)",
+        "machine": report.machine(),
     })
     with tempfile.TemporaryDirectory() as tmp:
         store = ChdbStore(Path(tmp) / "chdb", result_cache_s=0)  # every query figure runs its SQL
@@ -537,10 +538,7 @@ def main(argv: list[str] | None = None) -> int:
         < TARGETS["overview_p95_ms"],
     }
     result["load_average_at_end"] = os.getloadavg()[0]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(result, indent=2))
-    args.out.with_suffix(".md").write_text(render(result))
-    print(render(result))
+    report.write(args.out, result, render(result))
     return 0
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from bench import report
 from bench.ingest import FILL, SPANS_PER_TRACE, Collector, _big_trace, latency, settle
 from collector import query
 from collector.storage.chdb_store import ChdbStore
@@ -163,17 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     run = {
         "command": " ".join(["python -m bench.query_latency", *sys.argv[1:]]),
-        "machine": f"{os.cpu_count()} CPUs, {sys.platform}, load average {os.getloadavg()[0]:.1f} at start (shared machine)",
+        "machine": report.machine(),
         "sizes": {size: run_size(int(size), args.repeats, http=not args.no_http, cached=not args.no_cache) for size in args.spans.split(",")},
     }
     run["load_average_at_end"] = os.getloadavg()[0]
     path = args.out.with_suffix(".json")
     results = json.loads(path.read_text()) if path.exists() else {}
     results[args.label] = run
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2))
-    args.out.with_suffix(".md").write_text(render(results))
-    print(render({args.label: run}))
+    report.write(args.out, results, render(results))
     return 0
 
 
