@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -13,21 +12,13 @@ from collector import cli
 from collector.auth import Authenticator, RateLimiter
 from collector.keys import KeyAdminError, KeyRing
 from collector.otlp.errors import RateLimited
-from collector.storage.chdb_store import ChdbStore
+from collector.storage.base import Store
 from tests.collector.ingest_helpers import CollectorProcess, agent_trace, serve, settings_for
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[ChdbStore]:
-    store = ChdbStore(tmp_path / "chdb")
-    store.migrate()
-    yield store
-    store.close()
-
-
-def test_keys_are_random_hashed_and_verified(store: ChdbStore) -> None:
+def test_keys_are_random_hashed_and_verified(store: Store) -> None:
     ring = KeyRing(store)
     first, second = ring.create("alpha", name="ci"), ring.create("alpha")
     assert first.key != second.key and first.key.startswith(f"aw_{first.info.key_id}_")
@@ -39,7 +30,7 @@ def test_keys_are_random_hashed_and_verified(store: ChdbStore) -> None:
     assert ring.verify("not-a-key") is None
 
 
-def test_revoked_key_stops_working_at_once(store: ChdbStore) -> None:
+def test_revoked_key_stops_working_at_once(store: Store) -> None:
     ring = KeyRing(store)
     new = ring.create("alpha")
     auth = Authenticator(lambda: ring)
