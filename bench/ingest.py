@@ -9,8 +9,9 @@ Phases (each prints its figures; all are written to ``bench/results/ingest.json`
    project API key, 4 concurrent senders), with ``bench.workload``'s agent-like traces: once
    with ~700 B of captured prompt/completion text per span, once without captured text.
 2. ``store``: the same count of agent-like spans without captured content, generated as
-   ``SpanRow`` batches of 20k (the writer's batch size) and inserted with
-   ``Store.insert_spans``: the storage side's own rate, and bytes on disk per span.
+   ``SpanRow`` batches of 20k (the writer's batch size), made into Arrow tables (the form
+   decode hands on, not timed) and inserted with ``Store.insert_spans``: the storage side's
+   own rate, and bytes on disk per span.
 3. ``query``: the store filled to ``--spans`` spans over the last 24 hours (generated inside
    ClickHouse), then p50/p95 of the overview and runs-list queries, the way the API runs them,
    with the store's result cache off (each call plans and runs its SQL; the collector's cache
@@ -42,6 +43,7 @@ from bench import report
 from collector import query
 from collector.model import SpanRow
 from collector.storage.chdb_store import ChdbStore
+from collector.storage.columns import spans_table
 
 RESULTS = Path(__file__).parent / "results"
 BATCH = 20_000
@@ -198,8 +200,9 @@ def phase_store(store: ChdbStore, spans: int) -> dict[str, Any]:
     """insert_spans rate at the writer's batch size, then bytes on disk per span."""
     elapsed = 0.0
     for batch in span_batches(spans):
+        table = spans_table(batch)
         started = time.perf_counter()
-        store.insert_spans(batch)
+        store.insert_spans(table)
         elapsed += time.perf_counter() - started
     stored = store.query("SELECT count() AS n FROM spans")[0]["n"]
     before = disk_bytes(store, "spans")

@@ -1,8 +1,9 @@
 """Where ingestion time goes, stage by stage, on the agent-like workload of ``bench/workload.py``.
 
-1. decode + normalise (+ price, redact) in one thread: the collector's per-span Python cost;
-2. store: the decoded rows as Arrow columns (``spans_table``), then ``ChdbStore.insert_spans``
-   in the writer's batches of 20k (deduplication look-up, insert, materialized views);
+1. decode + normalise (+ price, redact) in one thread, to one Arrow table per request: the
+   collector's per-span Python cost;
+2. store: the requests' tables concatenated into the writer's batches of 20k, then
+   ``ChdbStore.insert_spans`` (deduplication look-up, insert, materialized views);
 3. spool: append + group-committed fsync of the request bodies (4 concurrent writers);
 4. end to end: a real collector process, 4 concurrent OTLP/HTTP senders, from the first send
    until ``/api/ingest`` counts every span as stored (spans/s acknowledged and queryable).
@@ -28,17 +29,16 @@ import time
 from pathlib import Path
 
 import httpx
+import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.workload import Workload  # noqa: E402
-from collector.model import SpanRow  # noqa: E402
 from collector.normalize import Normalizer, sdk_pricer  # noqa: E402
 from collector.otlp.decode import PROTOBUF, convert  # noqa: E402
 from collector.redact import Redactor  # noqa: E402
 from collector.spool import Spool  # noqa: E402
 from collector.storage.chdb_store import ChdbStore  # noqa: E402
-from collector.storage.columns import spans_table  # noqa: E402
 from tests.collector.ingest_helpers import CollectorProcess  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -48,28 +48,36 @@ def _rates(spans: int, seconds: float, cpu_s: float) -> dict[str, float]:
     return {"spans": spans, "seconds": round(seconds, 3), "spans_per_s": round(spans / seconds), "cpu_us_per_span": round(cpu_s / spans * 1e6, 1)}
 
 
-def decode_stage(bodies: list[bytes]) -> tuple[dict[str, float], list[SpanRow]]:
+def decode_stage(bodies: list[bytes]) -> tuple[dict[str, float], list[pa.Table]]:
     normalizer = Normalizer(redactor=Redactor.from_setting("default"), pricer=sdk_pricer())
     started, cpu = time.perf_counter(), time.process_time()
-    rows = [row for body in bodies for row in convert(body, PROTOBUF, "bench", normalizer, max_spans=1 << 30).rows]
-    return _rates(len(rows), time.perf_counter() - started, time.process_time() - cpu), rows
+    tables = [convert(body, PROTOBUF, "bench", normalizer, max_spans=1 << 30).table for body in bodies]
+    spans = sum(t.num_rows for t in tables)
+    return _rates(spans, time.perf_counter() - started, time.process_time() - cpu), tables
 
 
-def store_stage(rows: list[SpanRow], directory: Path, batch: int = 20_000) -> dict[str, dict[str, float]]:
-    started, cpu = time.perf_counter(), time.process_time()
-    for i in range(0, len(rows), batch):
-        spans_table(rows[i : i + batch])
-    arrow = _rates(len(rows), time.perf_counter() - started, time.process_time() - cpu)
+def writer_batches(tables: list[pa.Table], batch: int) -> list[pa.Table]:
+    """Request tables grouped into batches of at most ``batch`` spans, concatenated as the writer does."""
+    batches: list[list[pa.Table]] = [[]]
+    for table in tables:
+        if batches[-1] and sum(t.num_rows for t in batches[-1]) + table.num_rows > batch:
+            batches.append([])
+        batches[-1].append(table)
+    return [pa.concat_tables(group) for group in batches]
+
+
+def store_stage(tables: list[pa.Table], directory: Path, batch: int = 20_000) -> dict[str, dict[str, float]]:
+    spans = sum(t.num_rows for t in tables)
     store = ChdbStore(directory)
     try:
         store.migrate()
         started, cpu = time.perf_counter(), time.process_time()
-        for i in range(0, len(rows), batch):
-            store.insert_spans(rows[i : i + batch], dedup_token=f"bench:{i}")
-        insert = _rates(len(rows), time.perf_counter() - started, time.process_time() - cpu)
+        for i, table in enumerate(writer_batches(tables, batch)):
+            store.insert_spans(table, dedup_token=f"bench:{i}")
+        insert = _rates(spans, time.perf_counter() - started, time.process_time() - cpu)
     finally:
         store.close()
-    return {"arrow": arrow, "insert": insert}
+    return {"insert": insert}
 
 
 async def spool_stage(bodies: list[bytes], directory: Path) -> dict[str, float]:
@@ -129,12 +137,12 @@ def main() -> None:
     workload = Workload(args.spans, batch_spans=args.batch, end_time_ns=time.time_ns())
     bodies = list(workload.batches())
     with tempfile.TemporaryDirectory(prefix="agentwatch-bench-") as tmp:
-        decoded, rows = decode_stage(bodies)
+        decoded, tables = decode_stage(bodies)
         results = {
             "spans": args.spans, "batch_spans": args.batch,
             "bytes_per_span_on_wire": round(sum(map(len, bodies)) / args.spans, 1),
             "decode_normalize": decoded,
-            "store": store_stage(rows, Path(tmp) / "store"),
+            "store": store_stage(tables, Path(tmp) / "store"),
             "spool": asyncio.run(spool_stage(bodies, Path(tmp) / "spool")),
             "end_to_end": asyncio.run(end_to_end(bodies, args.spans, Path(tmp) / "data")),
         }
@@ -145,8 +153,7 @@ def main() -> None:
         "# Ingestion pipeline, stage by stage", "",
         f"{args.spans} agent-like spans ({results['bytes_per_span_on_wire']} bytes/span on the wire), {args.batch} per request, this machine (2 cores, shared).", "",
         "| stage | figure |", "|---|---|",
-        f"| decode + normalise (1 thread) | {dec['spans_per_s']:,} spans/s, {dec['cpu_us_per_span']} µs CPU/span |",
-        f"| Arrow columns (`spans_table`) | {store['arrow']['spans_per_s']:,} spans/s, {store['arrow']['cpu_us_per_span']} µs CPU/span |",
+        f"| decode + normalise to Arrow (1 thread) | {dec['spans_per_s']:,} spans/s, {dec['cpu_us_per_span']} µs CPU/span |",
         f"| `insert_spans` (chDB, 20k batches) | {store['insert']['spans_per_s']:,} spans/s, {store['insert']['cpu_us_per_span']} µs CPU/span (all threads) |",
         f"| spool append + fsync (4 writers) | {spool['requests_per_s']:,} requests/s, {spool['mb_per_s']} MB/s |",
         f"| end to end, acknowledged | {e2e['acked_spans_per_s']:,} spans/s |",

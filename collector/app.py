@@ -18,6 +18,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
@@ -89,8 +90,8 @@ class StoreHandle:
     def migrate(self) -> None:
         self.get().migrate()
 
-    def insert_spans(self, rows: Sequence[SpanRow], *, dedup_token: str | None = None) -> int:
-        return self.get().insert_spans(rows, dedup_token=dedup_token)
+    def insert_spans(self, spans: pa.Table | Sequence[SpanRow], *, dedup_token: str | None = None) -> int:
+        return self.get().insert_spans(spans, dedup_token=dedup_token)
 
     def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         return self.get().query(sql, params)

@@ -67,7 +67,7 @@ class GrpcServer:
             metrics.on_request("grpc", exc.status, 0, 0)
             await context.abort(_CODES.get(exc.status, grpc.StatusCode.INTERNAL), exc.message)
             raise AssertionError("unreachable") from None  # context.abort raises
-        spans = len(converted.rows) + converted.rejected
+        spans = converted.spans + converted.rejected
         state.rate_limiter.spend(rate_key, spans)
         metrics.on_request("grpc", 200, spans, converted.rejected, project=project)
         return response_message(converted).SerializeToString()

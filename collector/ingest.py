@@ -14,13 +14,15 @@ import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+import pyarrow as pa
+
 from collector.metrics import Metrics
-from collector.model import SpanRow
 from collector.normalize import Normalizer
 from collector.otlp.decode import Converted, convert
 from collector.otlp.errors import BadRequest, PayloadTooLarge, Unavailable, UnsupportedMediaType
 from collector.settings import Settings
 from collector.spool import Spool, SpoolError
+from collector.storage.columns import empty_spans_table
 from collector.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -72,11 +74,11 @@ class Ingestor:
         else:
             loop = asyncio.get_running_loop()
             payload, converted = await loop.run_in_executor(self._pool, self._decode, payload, fmt, project, encoding)
-        if converted.rows:
+        if converted.spans:
             self.check_capacity()
             seq = await self.spool.append(project, fmt, payload)
             assert self.writer is not None
-            self.writer.enqueue(seq, converted.rows)
+            self.writer.enqueue(seq, converted.table)
         return converted
 
     def _decode(self, payload: bytes, fmt: str, project: str, encoding: str) -> tuple[bytes, Converted]:
@@ -85,21 +87,24 @@ class Ingestor:
         return payload, self._convert(payload, fmt, project)
 
     def _convert(self, payload: bytes, fmt: str, project: str) -> Converted:
-        return convert(payload, fmt, project, self.normalizer, max_spans=self.settings.max_spans_per_request, not_before_ns=self._retention_start_ns())
+        return convert(
+            payload, fmt, project, self.normalizer, max_spans=self.settings.max_spans_per_request,
+            not_before_ns=self._retention_start_ns(), native=self.settings.native_decode,
+        )
 
     def _retention_start_ns(self) -> int:
         """Spans older than this would be dropped by the retention TTL at once: 0 keeps all."""
         days = self.settings.retention_days
         return int((self._clock() - days * 86_400) * 1e9) if days > 0 else 0
 
-    def reload(self, seq: int) -> list[SpanRow]:
-        """The rows of a spooled request (replay after a restart, or rows not kept in memory)."""
+    def reload(self, seq: int) -> pa.Table:
+        """The spans of a spooled request (replay after a restart, or spans not kept in memory)."""
         project, fmt, payload = self.spool.read(seq)
         try:
-            return convert(payload, fmt, project, self.normalizer, max_spans=1 << 62).rows
+            return convert(payload, fmt, project, self.normalizer, max_spans=1 << 62, native=self.settings.native_decode).table
         except Exception:
             log.exception("spooled request %d cannot be decoded any more; skipped", seq)
-            return []
+            return empty_spans_table()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

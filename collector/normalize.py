@@ -279,28 +279,36 @@ class Normalizer:
                 extra[key] = redact(value)
 
     def _events(self, row: SpanRow, events: list[dict[str, Any]]) -> None:
-        """Events as JSON; an exception event also gives the error type when none was set."""
+        row.events, row.error_type = self.events(events, row.error_type)
+        if not row.is_timeout and "timeout" in row.error_type.lower():
+            row.is_timeout = True
+
+    def events(self, events: list[dict[str, Any]], error_type: str) -> tuple[str, str]:
+        """(events as JSON, error type): an exception event gives the error type when none was set."""
         for event in events:
             attrs = event.get("attributes")
             if not attrs:
                 continue
-            if event.get("name") == "exception" and not row.error_type:
-                row.error_type = self.text(attrs.get("exception.type") or "")
+            if event.get("name") == "exception" and not error_type:
+                error_type = self.text(attrs.get("exception.type") or "")
             event["attributes"] = {k: self.captured(v) if k.startswith(_CONTENT_PREFIXES) else self.text(v) for k, v in attrs.items()}
-        row.events = json.dumps(events, separators=(",", ":"), ensure_ascii=False)
-        if not row.is_timeout and "timeout" in row.error_type.lower():
-            row.is_timeout = True
+        return json.dumps(events, separators=(",", ":"), ensure_ascii=False), error_type
 
     def _price(self, row: SpanRow) -> None:
         """The collector's price wins; the SDK's estimate stays when the model is unknown."""
-        assert self.pricer is not None
-        try:
-            priced = self.pricer(row.model, row.provider, row.input_tokens, row.output_tokens, row.cached_tokens)
-        except Exception:  # a price table bug must not lose the span
-            log.exception("pricing failed for model %r", row.model)
-            return
+        priced = self.price(row.model, row.provider, row.input_tokens, row.output_tokens, row.cached_tokens)
         if priced is not None:
             row.cost_usd, row.price_version = priced
+
+    def price(self, model: str, provider: str, input_tokens: int, output_tokens: int, cached_tokens: int) -> tuple[float, str] | None:
+        """(cost_usd, price_version) of an LLM span, or None: unknown model, or no pricer."""
+        if self.pricer is None:
+            return None
+        try:
+            return self.pricer(model, provider, input_tokens, output_tokens, cached_tokens)
+        except Exception:  # a price table bug must not lose the span
+            log.exception("pricing failed for model %r", model)
+            return None
 
 
 def _kind(cols: dict[str, Any], name: str, parent: str) -> str:

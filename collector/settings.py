@@ -28,6 +28,7 @@ class Settings:
     max_body_bytes: int = field(default=16 * 1024 * 1024, metadata={"env": "MAX_BODY_BYTES", "doc": "largest accepted request body, after decompression"})
     max_spans_per_request: int = field(default=50_000, metadata={"env": "MAX_SPANS_PER_REQUEST", "doc": "spans accepted per export request"})
     max_attribute_length: int = field(default=32_768, metadata={"env": "MAX_ATTRIBUTE_LENGTH", "doc": "longer attribute values are truncated with a marker"})
+    native_decode: bool = field(default=True, metadata={"env": "NATIVE_DECODE", "doc": "decode OTLP protobuf with the built-in C decoder (false: the Python path, same results, ~3x the CPU)"})
     flush_rows: int = field(default=20_000, metadata={"env": "FLUSH_ROWS", "doc": "insert when this many spans are queued"})
     flush_interval_s: float = field(default=0.5, metadata={"env": "FLUSH_INTERVAL_S", "doc": "insert at least this often"})
     max_queue_spans: int = field(default=500_000, metadata={"env": "MAX_QUEUE_SPANS", "doc": "in-memory queue bound; beyond it 429/503"})

@@ -1,4 +1,8 @@
-"""Decoding of OTLP ``ExportTraceServiceRequest`` bodies into ``SpanRow``s.
+"""Decoding of OTLP ``ExportTraceServiceRequest`` bodies into one spans table per request.
+
+The result is an Arrow table of ``SPANS_SCHEMA`` (``collector.storage.columns``): what the
+spool replay, the writer and the store work on. These decoders normalise each span to a
+``SpanRow`` and convert the rows once at the end (``spans_table``).
 
 Two encodings, one result: protobuf (parsed by upb) and the OTLP JSON mapping (ids as
 hex strings, 64-bit integers as strings or numbers, enums as numbers or names, lowerCamelCase
@@ -13,9 +17,12 @@ import base64
 import binascii
 import json
 import logging
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -24,7 +31,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from collector.model import SpanRow
 from collector.normalize import Normalizer, Resource
+from collector.otlp import native
 from collector.otlp.errors import BadRequest, PayloadTooLarge
+from collector.otlp.native import NativeDecoder, NativeFallback
+from collector.storage.columns import SPAN_FIELDS, empty_spans_table, spans_table
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +50,15 @@ _STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR
 
 @dataclass(slots=True)
 class Converted:
-    """The rows of one request and what was rejected in it, and why."""
+    """The spans of one request (a ``SPANS_SCHEMA`` table) and what was rejected in it, and why."""
 
-    rows: list[SpanRow] = field(default_factory=list)
+    table: pa.Table = field(default_factory=empty_spans_table)
     rejected: int = 0
     messages: list[str] = field(default_factory=list)
+
+    @property
+    def spans(self) -> int:
+        return self.table.num_rows
 
     def reject(self, where: str, why: str) -> None:
         self.rejected += 1
@@ -59,15 +73,56 @@ class Converted:
         return "; ".join(self.messages) + (f"; and {more} more" if more > 0 else "")
 
 
-def convert(payload: bytes, fmt: str, project: str, normalizer: Normalizer, *, max_spans: int, not_before_ns: int = 0) -> Converted:
+def convert(
+    payload: bytes, fmt: str, project: str, normalizer: Normalizer, *, max_spans: int, not_before_ns: int = 0, native: bool = True
+) -> Converted:
     """Decode and normalise one export request body (already decompressed).
 
     Spans that started before ``not_before_ns`` (older than the retention) are rejected:
-    the store's TTL would drop them right after they were acknowledged.
+    the store's TTL would drop them right after they were acknowledged. Protobuf goes through
+    the native decoder when it is built and ``native`` is set; the Python path is the reference
+    it falls back to, for a span or a whole request.
     """
     if fmt == PROTOBUF:
+        decoder = _native_decoder(normalizer) if native else None
+        if decoder is not None:
+            try:
+                return _convert_native(decoder, payload, project, normalizer, max_spans, not_before_ns)
+            except NativeFallback:
+                pass  # something unusual in the request: the Python path decides
         return convert_message(parse_protobuf(payload), project, normalizer, max_spans=max_spans, not_before_ns=not_before_ns)
     return _convert_json(payload, project, normalizer, max_spans, not_before_ns)
+
+
+_NATIVE: weakref.WeakKeyDictionary[Normalizer, NativeDecoder] = weakref.WeakKeyDictionary()
+
+
+def _native_decoder(normalizer: Normalizer) -> NativeDecoder | None:
+    if not native.AVAILABLE:
+        return None
+    decoder = _NATIVE.get(normalizer)
+    if decoder is None:
+        decoder = _NATIVE[normalizer] = NativeDecoder(normalizer)
+    return decoder
+
+
+def _convert_native(decoder: NativeDecoder, payload: bytes, project: str, nz: Normalizer, max_spans: int, not_before_ns: int) -> Converted:
+    """The decoder's table, plus the spans it declined normalised by the Python path, in request order."""
+    decoded = decoder.decode(payload, project, not_before_ns)
+    if decoded.spans > max_spans:
+        raise _too_many(decoded.spans, max_spans)
+    out = Converted(table=decoded.table)
+    if not decoded.declined:
+        return out
+    declined = set(decoded.declined)
+    rows, positions = _normalize_message(out, parse_protobuf(payload), project, nz, not_before_ns, declined)
+    if rows:
+        table = _spans_table(out, rows)
+        out.table = pa.concat_tables([decoded.table, table])
+        if table.num_rows == len(rows):  # none dropped as invalid text: restore the request's order
+            taken = [i for i in range(decoded.spans) if i not in declined]
+            out.table = out.table.take(np.argsort(np.array(taken + positions, dtype=np.int64), kind="stable"))
+    return out
 
 
 def response_body(converted: Converted, fmt: str) -> bytes:
@@ -86,6 +141,33 @@ def response_message(converted: Converted) -> ExportTraceServiceResponse:
         response.partial_success.rejected_spans = converted.rejected
         response.partial_success.error_message = converted.error_message
     return response
+
+
+def _spans_table(out: Converted, rows: list[SpanRow]) -> pa.Table:
+    """The rows as one table; a span with text that is not valid Unicode (a lone surrogate from
+    a JSON escape) cannot be stored, so it is rejected alone rather than sinking the request."""
+    try:
+        return spans_table(rows)
+    except UnicodeEncodeError:
+        kept = []
+        for row in rows:
+            if why := _not_unicode(row):
+                out.reject(f"span {row.span_id}", why)
+            else:
+                kept.append(row)
+        return spans_table(kept)
+
+
+def _not_unicode(row: SpanRow) -> str:
+    """Why the row's text cannot be encoded as UTF-8, or "" when it can."""
+    for name in SPAN_FIELDS:
+        value = getattr(row, name)
+        texts = (*value, *value.values()) if isinstance(value, dict) else (value,)
+        try:
+            "".join(text for text in texts if isinstance(text, str)).encode()
+        except UnicodeEncodeError as exc:
+            return f"{name} is not valid Unicode: {exc}"
+    return ""
 
 
 def _too_many(count: int, max_spans: int) -> PayloadTooLarge:
@@ -110,14 +192,28 @@ def convert_message(request: ExportTraceServiceRequest, project: str, nz: Normal
     if count > max_spans:
         raise _too_many(count, max_spans)
     out = Converted()
-    rows = out.rows
+    rows, _ = _normalize_message(out, request, project, nz, not_before_ns, None)
+    out.table = _spans_table(out, rows)
+    return out
+
+
+def _normalize_message(
+    out: Converted, request: ExportTraceServiceRequest, project: str, nz: Normalizer, not_before_ns: int, only: set[int] | None
+) -> tuple[list[SpanRow], list[int]]:
+    """Rows of the spans at the indices in ``only`` (all when None), and their indices; rejects go to ``out``."""
+    rows: list[SpanRow] = []
+    positions: list[int] = []
     normalize = nz.normalize
     index = 0
     for rs in request.resource_spans:
-        resource = _resource(nz, {kv.key: _any_pb(kv.value) for kv in rs.resource.attributes})
+        resource = None
         for ss in rs.scope_spans:
             for span in ss.spans:
                 index += 1
+                if only is not None and index - 1 not in only:
+                    continue
+                if resource is None:
+                    resource = _resource(nz, {kv.key: _any_pb(kv.value) for kv in rs.resource.attributes})
                 tid, sid, pid = span.trace_id, span.span_id, span.parent_span_id
                 start, end = span.start_time_unix_nano, span.end_time_unix_nano
                 if not _valid(tid, sid, pid, start, end, not_before_ns):  # one cheap test for the common case
@@ -133,7 +229,9 @@ def convert_message(request: ExportTraceServiceRequest, project: str, nz: Normal
                 except Exception as exc:  # one bad span never sinks the request
                     log.exception("span %d could not be normalised", index - 1)
                     out.reject(f"span {index - 1}", f"could not be normalised: {exc}")
-    return out
+                    continue
+                positions.append(index - 1)
+    return rows, positions
 
 
 def _valid(tid: bytes, sid: bytes, pid: bytes, start: int, end: int, not_before_ns: int) -> bool:
@@ -213,6 +311,7 @@ def _convert_json(payload: bytes, project: str, nz: Normalizer, max_spans: int, 
     if count > max_spans:
         raise _too_many(count, max_spans)
     out = Converted()
+    rows: list[SpanRow] = []
     index = 0
     for rs, lists in spans:
         try:
@@ -223,11 +322,14 @@ def _convert_json(payload: bytes, project: str, nz: Normalizer, max_spans: int, 
         for span_list in lists:
             for span in span_list:
                 index += 1
-                _json_span(out, nz, project, resource, span, index - 1, not_before_ns)
+                if (row := _json_span(out, nz, project, resource, span, index - 1, not_before_ns)) is not None:
+                    rows.append(row)
+    out.table = _spans_table(out, rows)
     return out
 
 
-def _json_span(out: Converted, nz: Normalizer, project: str, resource: Resource, span: Any, index: int, not_before_ns: int) -> None:
+def _json_span(out: Converted, nz: Normalizer, project: str, resource: Resource, span: Any, index: int, not_before_ns: int) -> SpanRow | None:
+    """The normalised span, or None when it is rejected (recorded in ``out``)."""
     try:
         if not isinstance(span, dict):
             raise TypeError("span must be an object")
@@ -243,14 +345,13 @@ def _json_span(out: Converted, nz: Normalizer, project: str, resource: Resource,
         end = int(_jget(span, "endTimeUnixNano", "end_time_unix_nano") or 0)
         if why := _bad_times(start, end, not_before_ns):
             raise ValueError(why)
-        row = nz.normalize(
+        return nz.normalize(
             project, resource, tid, sid, pid, _jstr(_jget(span, "name", "name")), start, end,
             code, _jstr(status.get("message")), _jpairs(span), events,
         )
     except (TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:
         out.reject(f"span {index}", str(exc) or type(exc).__name__)
-        return
-    out.rows.append(row)
+        return None
 
 
 def _hex_id(value: Any, size: int, name: str) -> str:

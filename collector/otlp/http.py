@@ -96,7 +96,7 @@ async def export_traces(request: Request, project: ProjectDep) -> Response:
         if exc.status >= 500:
             log.warning("export refused (%d): %s", exc.status, exc.message)
         return error_response(exc, fmt)
-    spans = len(converted.rows) + converted.rejected
+    spans = converted.spans + converted.rejected
     request.app.state.rate_limiter.spend(rate_key, spans)
     metrics.on_request("http", 200, spans, converted.rejected, project=project)
     return Response(response_body(converted, fmt), media_type=_CONTENT_TYPES[fmt])

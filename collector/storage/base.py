@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+import pyarrow as pa
+
 from collector.model import SpanRow
 
 
@@ -29,11 +31,12 @@ class Store(Protocol):
     def migrate(self) -> None:
         """Create or upgrade the schema to the current version; idempotent."""
 
-    def insert_spans(self, rows: Sequence[SpanRow], *, dedup_token: str | None = None) -> int:
-        """Insert rows columnar; a repeated dedup_token (a retried request) inserts nothing.
+    def insert_spans(self, spans: pa.Table | Sequence[SpanRow], *, dedup_token: str | None = None) -> int:
+        """Insert a ``SPANS_SCHEMA`` table (or rows, converted first); a repeated dedup_token
+        (a retried request) inserts nothing.
 
         Storage stays idempotent on (project, trace_id, span_id) for every total.
-        Returns the number of rows written.
+        Returns the number of spans written.
         """
 
     def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:

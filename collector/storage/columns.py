@@ -1,7 +1,9 @@
-"""SpanRow lists to one columnar Arrow table: the batch format both back ends insert.
+"""The spans batch format from decode to insert: one Arrow table of ``SPANS_SCHEMA``.
 
 Arrow is what chDB's ``Python()`` table function and clickhouse-connect's ``insert_arrow``
-both take without a per-row conversion on their side, so the only Python loop is here.
+both take without a per-row conversion on their side. A decoder hands the pipeline one table
+per request, and everything after it (spool replay, writer batches, deduplication) works on
+columns; ``spans_table`` is the only Python loop over rows, for decoders that build ``SpanRow``s.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ _TYPES: dict[str, pa.DataType] = {
 # Column names in the spans table (times drop their unit suffix).
 COLUMN_NAMES: tuple[str, ...] = tuple(name.removesuffix("_ns") for name in SPAN_FIELDS)
 
+SPANS_SCHEMA: pa.Schema = pa.schema([(column, _TYPES.get(name, _STR)) for name, column in zip(SPAN_FIELDS, COLUMN_NAMES, strict=True)])
+_EMPTY = SPANS_SCHEMA.empty_table()
+
 
 def _map_column(values: list[dict[str, str]]) -> pa.Array:
     """Dicts as one Arrow map array, built from flat key and value lists (no per-row pairs)."""
@@ -54,7 +59,7 @@ def _map_column(values: list[dict[str, str]]) -> pa.Array:
         offsets.append(total)
     keys = pa.array(list(chain.from_iterable(values)), type=_STR)
     items = pa.array(list(chain.from_iterable(item.values() for item in values)), type=_STR)
-    return pa.MapArray.from_arrays(pa.array(offsets, type=pa.int32()), keys, items)
+    return pa.MapArray.from_arrays(pa.array(offsets, type=pa.int32()), keys, items, type=_MAP)
 
 
 def _tokens_column(values: list[int]) -> pa.Array:
@@ -73,6 +78,24 @@ def _column(name: str, rows: Sequence[SpanRow]) -> pa.Array:
 
 
 def spans_table(rows: Sequence[SpanRow]) -> pa.Table:
-    """One Arrow table with the spans table's columns, in its order (one C-level pass per field)."""
-    arrays = [_column(name, rows) for name in SPAN_FIELDS]
-    return pa.Table.from_arrays(arrays, names=list(COLUMN_NAMES))
+    """One ``SPANS_SCHEMA`` table of ``rows`` (one C-level pass per field)."""
+    return pa.Table.from_arrays([_column(name, rows) for name in SPAN_FIELDS], schema=SPANS_SCHEMA)
+
+
+def empty_spans_table() -> pa.Table:
+    """A ``SPANS_SCHEMA`` table of no spans (tables are immutable: one shared instance)."""
+    return _EMPTY
+
+
+def table_rows(table: pa.Table) -> list[SpanRow]:
+    """The ``SpanRow``s of a spans table: the inverse of ``spans_table`` (float32 columns keep their rounding)."""
+    columns = [_values(table.column(column), _TYPES.get(name, _STR)) for name, column in zip(SPAN_FIELDS, COLUMN_NAMES, strict=True)]
+    return [SpanRow(*values) for values in zip(*columns, strict=True)]
+
+
+def _values(column: pa.ChunkedArray, kind: pa.DataType) -> list:
+    if kind is _NS:
+        return column.cast(pa.int64()).to_pylist()
+    if kind is _MAP:
+        return [dict(pairs or ()) for pairs in column.to_pylist()]
+    return column.to_pylist()

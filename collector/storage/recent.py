@@ -20,20 +20,82 @@ A span may skip the store look-up only when all of this holds (single writer onl
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
+import pyarrow as pa
 
-from collector.model import SpanRow
-
-
-def key_hashes(rows: Sequence[SpanRow]) -> np.ndarray:
-    """64-bit hashes of (project, trace_id, span_id), stable within this process."""
-    return np.fromiter((hash((r.project, r.trace_id, r.span_id)) for r in rows), dtype=np.int64, count=len(rows))
+_M1 = np.uint64(0xBF58476D1CE4E5B9)  # splitmix64's finaliser
+_M2 = np.uint64(0x94D049BB133111EB)
+_TRACE_ID_CHARS, _SPAN_ID_CHARS = 32, 16
 
 
-def start_times(rows: Sequence[SpanRow]) -> np.ndarray:
-    return np.fromiter((r.start_time_ns for r in rows), dtype=np.int64, count=len(rows))
+def key_hashes(spans: pa.Table) -> np.ndarray:
+    """64-bit hashes of (project, trace_id, span_id), stable within this process (int64).
+
+    Ids of the usual width are hashed from the Arrow buffers, 8 bytes at a time, onto a hash
+    of the project; a row whose ids have another width gets Python's hash of its key instead.
+    Either way a key always gets the same hash, whatever batch it arrives in.
+    """
+    if not spans.num_rows:
+        return np.zeros(0, dtype=np.int64)
+    project, trace, span = (spans.column(name).combine_chunks() for name in ("project", "trace_id", "span_id"))
+    hashes = _project_hashes(project)
+    usual = _has_width(trace, _TRACE_ID_CHARS) & _has_width(span, _SPAN_ID_CHARS)
+    rows = None if usual.all() else np.flatnonzero(usual)
+    for ids, width in ((trace, _TRACE_ID_CHARS), (span, _SPAN_ID_CHARS)):
+        words = _words(ids, width, rows)
+        for j in range(width // 8):
+            if rows is None:
+                hashes = _fmix(hashes ^ words[:, j])
+            else:
+                hashes[rows] = _fmix(hashes[rows] ^ words[:, j])
+    hashes = hashes.view(np.int64)
+    if rows is not None:
+        odd = np.flatnonzero(~usual)
+        keys = zip(*(column.take(odd).to_pylist() for column in (project, trace, span)), strict=True)
+        hashes[odd] = np.fromiter(map(hash, keys), dtype=np.int64, count=len(odd))
+    return hashes
+
+
+def start_times(spans: pa.Table) -> np.ndarray:
+    """Start times in ns since the epoch (int64)."""
+    return spans.column("start_time").cast(pa.int64()).to_numpy()
+
+
+def _project_hashes(project: pa.Array) -> np.ndarray:
+    encoded = project.dictionary_encode()
+    per_name = np.array([hash(name) for name in encoded.dictionary.to_pylist()], dtype=np.int64).view(np.uint64)
+    return per_name[encoded.indices.to_numpy(zero_copy_only=False)]
+
+
+def _offsets(ids: pa.Array) -> np.ndarray:
+    return np.frombuffer(ids.buffers()[1], dtype=np.int32, count=len(ids) + 1, offset=4 * ids.offset)
+
+
+def _has_width(ids: pa.Array, width: int) -> np.ndarray:
+    usual = np.diff(_offsets(ids)) == width
+    if ids.null_count:
+        usual &= ids.is_valid().to_numpy(zero_copy_only=False)
+    return usual
+
+
+def _words(ids: pa.Array, width: int, rows: np.ndarray | None) -> np.ndarray:
+    """The ids of ``rows`` (None: all, each ``width`` bytes) as ``width / 8`` 64-bit words."""
+    offsets = _offsets(ids)
+    data = ids.buffers()[2]
+    raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)
+    if rows is None:
+        chars = raw[offsets[0]:offsets[0] + width * len(ids)]
+    else:
+        chars = raw[(offsets[rows][:, None] + np.arange(width)).ravel()]
+    return chars.view(np.uint64).reshape(-1, width // 8)
+
+
+def _fmix(x: np.ndarray) -> np.ndarray:
+    x = (x ^ (x >> 30)) * _M1
+    x = (x ^ (x >> 27)) * _M2
+    return x ^ (x >> 31)
 
 
 class RecentKeys:

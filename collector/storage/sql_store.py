@@ -10,18 +10,20 @@ from __future__ import annotations
 import logging
 import threading
 from abc import ABC, abstractmethod
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from collector.model import SpanRow
 from collector.storage import queries, schema
 from collector.storage.base import QueryError
-from collector.storage.columns import spans_table
+from collector.storage.columns import SPANS_SCHEMA, spans_table
 from collector.storage.recent import RecentKeys, key_hashes, start_times
+
+_KEY = ("project", "trace_id", "span_id")
 
 log = logging.getLogger(__name__)
 
@@ -74,35 +76,52 @@ class SqlStore(ABC):
                     raise
 
     # --- spans -----------------------------------------------------------------------------
-    def insert_spans(self, rows: Sequence[SpanRow], *, dedup_token: str | None = None) -> int:
+    def insert_spans(self, spans: pa.Table | Sequence[SpanRow], *, dedup_token: str | None = None) -> int:
         """Insert the spans whose (project, trace_id, span_id) is not stored yet.
 
-        The check and the insert run under one lock, so this process never writes a key
-        twice; a repeated ``dedup_token`` is also ignored by the table itself. Spans that
-        ``RecentKeys`` vouches for skip the look-up in the store.
+        The first occurrence of a key within the batch counts. The check and the insert run
+        under one lock, so this process never writes a key twice; a repeated ``dedup_token``
+        is also ignored by the table itself. Spans that ``RecentKeys`` vouches for skip the
+        look-up in the store. Works on columns: no Python per span.
         """
+        table = spans if isinstance(spans, pa.Table) else spans_table(spans)
+        if not table.schema.equals(SPANS_SCHEMA):
+            table = table.cast(SPANS_SCHEMA)
         with self._insert_lock:
-            rows = _unique(rows)
-            hashes, starts = key_hashes(rows), start_times(rows)
-            new = self._recent.certainly_new(hashes, starts) if self._recent else np.zeros(len(rows), dtype=bool)
-            stored = self._stored_keys([r for r, sure in zip(rows, new, strict=True) if not sure])
-            keep = new | np.fromiter(((r.project, r.trace_id, r.span_id) not in stored for r in rows), dtype=bool, count=len(rows))
-            fresh = [r for r, k in zip(rows, keep, strict=True) if k]
-            if fresh:
-                self._insert_arrow("spans", spans_table(fresh), dedup_token=dedup_token)
+            hashes, starts = key_hashes(table), start_times(table)
+            first = _first_occurrences(table, hashes)
+            sure = self._recent.certainly_new(hashes, starts) if self._recent else np.zeros(len(hashes), dtype=bool)
+            keep = first & ~self._stored(table, first & ~sure)
+            fresh = table if keep.all() else table.filter(keep)
+            if fresh.num_rows:
+                self._insert_arrow("spans", fresh, dedup_token=dedup_token)
                 if self._recent:
                     self._recent.add(hashes[keep], starts[keep])
-            return len(fresh)
+            return fresh.num_rows
 
-    def _stored_keys(self, rows: list[SpanRow]) -> set[tuple[str, str, str]]:
-        """The keys among ``rows`` that the store already holds (exact)."""
-        by_project: dict[str, list[SpanRow]] = defaultdict(list)
-        for row in rows:
-            by_project[row.project].append(row)
-        stored: set[tuple[str, str, str]] = set()
-        for project, group in by_project.items():
-            stored.update((project, r["trace_id"], r["span_id"]) for r in self.query(queries.STORED_SPAN_KEYS, _key_params(project, group)))
+    def _stored(self, table: pa.Table, ask: np.ndarray) -> np.ndarray:
+        """True for the rows in ``ask`` whose key the store already holds (exact, by a join)."""
+        stored = np.zeros(table.num_rows, dtype=bool)
+        rows = np.flatnonzero(ask)
+        if not len(rows):
+            return stored
+        asked = _with_rows(table, rows)
+        keys = self._stored_keys(asked.append_column("start_time", table.column("start_time").take(rows)))
+        if keys.num_rows:
+            found = asked.join(keys, keys=list(_KEY), join_type="left semi", use_threads=False)
+            stored[found.column("row").to_numpy()] = True
         return stored
+
+    def _stored_keys(self, spans: pa.Table) -> pa.Table:
+        """The keys among ``spans`` that the store already holds, one look-up per project."""
+        projects = pc.unique(spans.column("project")).to_pylist()
+        found = []
+        for project in projects:
+            group = spans if len(projects) == 1 else spans.filter(pc.equal(spans.column("project"), project))
+            rows = self.query(queries.STORED_SPAN_KEYS, _key_params(project, group))
+            columns = [[project] * len(rows), [r["trace_id"] for r in rows], [r["span_id"] for r in rows]]
+            found.append(pa.table([pa.array(c, type=pa.string()) for c in columns], names=list(_KEY)))
+        return pa.concat_tables(found)
 
     # --- small tables ----------------------------------------------------------------------
     def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
@@ -115,21 +134,30 @@ class SqlStore(ABC):
         self._insert_arrow(table, pa.Table.from_arrays(arrays, names=list(columns)))
 
 
-def _unique(rows: Sequence[SpanRow]) -> list[SpanRow]:
-    """First occurrence of each span key within one batch."""
-    seen: set[tuple[str, str, str]] = set()
-    out: list[SpanRow] = []
-    for row in rows:
-        key = (row.project, row.trace_id, row.span_id)
-        if key not in seen:
-            seen.add(key)
-            out.append(row)
-    return out
+def _first_occurrences(table: pa.Table, hashes: np.ndarray) -> np.ndarray:
+    """True for the first row of each key in the batch.
+
+    Rows whose hash is unique have a unique key; only rows whose hash repeats are grouped by key.
+    """
+    first = np.ones(len(hashes), dtype=bool)
+    _, inverse, counts = np.unique(hashes, return_inverse=True, return_counts=True)
+    shared = np.flatnonzero(counts[inverse] > 1)
+    if len(shared):
+        first[shared] = False
+        groups = _with_rows(table, shared).group_by(list(_KEY), use_threads=False).aggregate([("row", "min")])
+        first[groups.column("row_min").to_numpy()] = True
+    return first
 
 
-def _key_params(project: str, rows: list[SpanRow]) -> dict[str, Any]:
-    starts = [r.start_time_ns for r in rows]
-    return {"project": project, "lo_ns": min(starts), "hi_ns": max(starts), "trace_ids": sorted({r.trace_id for r in rows})}
+def _with_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """The keys of ``rows`` and their row numbers in ``table``."""
+    return table.select(list(_KEY)).take(rows).append_column("row", pa.array(rows))
+
+
+def _key_params(project: str, spans: pa.Table) -> dict[str, Any]:
+    bounds = pc.min_max(spans.column("start_time").cast(pa.int64())).as_py()
+    trace_ids = pc.unique(spans.column("trace_id")).sort().to_pylist()
+    return {"project": project, "lo_ns": bounds["min"], "hi_ns": bounds["max"], "trace_ids": trace_ids}
 
 
 def _is_map(values: tuple) -> bool:

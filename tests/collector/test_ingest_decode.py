@@ -15,6 +15,7 @@ from collector.ingest import gunzip
 from collector.normalize import Normalizer
 from collector.otlp.decode import JSON, PROTOBUF, convert, response_body
 from collector.otlp.errors import BadRequest, IngestError, PayloadTooLarge
+from collector.storage.columns import SPANS_SCHEMA, table_rows
 from tests.collector.ingest_helpers import agent_trace, otlp_request
 
 NZ = Normalizer()
@@ -28,25 +29,27 @@ def _json_span(**fields: object) -> bytes:
 def test_protobuf_round_trip() -> None:
     trace_id = os.urandom(16)
     out = convert(agent_trace(trace_id, llm_calls=2).SerializeToString(), PROTOBUF, "p", NZ, max_spans=100)
-    assert out.rejected == 0 and len(out.rows) == 3
-    assert {r.trace_id for r in out.rows} == {trace_id.hex()}
-    assert sorted(r.kind for r in out.rows) == ["llm", "llm", "run"]
-    assert out.rows[0].service_name == "test-agent"
+    rows = table_rows(out.table)
+    assert out.rejected == 0 and out.spans == 3 and out.table.schema.equals(SPANS_SCHEMA)
+    assert {r.trace_id for r in rows} == {trace_id.hex()}
+    assert sorted(r.kind for r in rows) == ["llm", "llm", "run"]
+    assert rows[0].service_name == "test-agent"
 
 
 def test_json_mapping_ids_ints_enums_and_snake_case() -> None:
     body = _json_span(parentSpanId="ef" * 8, status={"code": 2}, attributes=[
         {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "9007199254740993"}},
+        {"key": "n", "value": {"intValue": "9007199254740993"}},
         {"key": "b", "value": {"bytesValue": base64.b64encode(b"\x01").decode()}},
         {"key": "d", "value": {"doubleValue": 1.5}},
         {"key": "kv", "value": {"kvlistValue": {"values": [{"key": "x", "value": {"boolValue": True}}]}}},
     ])
-    [row] = convert(body, JSON, "p", NZ, max_spans=10).rows
+    [row] = table_rows(convert(body, JSON, "p", NZ, max_spans=10).table)
     assert (row.trace_id, row.parent_span_id, row.status_code) == ("ab" * 16, "ef" * 8, "error")
-    assert row.input_tokens == 9007199254740993
-    assert row.attributes == {"b": "01", "d": "1.5", "kv": '{"x":true}'}
+    assert row.input_tokens == 0xFFFFFFFF  # clamped to the column's UInt32
+    assert row.attributes == {"n": "9007199254740993", "b": "01", "d": "1.5", "kv": '{"x":true}'}
     snake = json.dumps({"resource_spans": [{"scope_spans": [{"spans": [{"trace_id": "ab" * 16, "span_id": "cd" * 8, "start_time_unix_nano": 5}]}]}]})
-    assert convert(snake.encode(), JSON, "p", NZ, max_spans=10).rows[0].start_time_ns == 5
+    assert table_rows(convert(snake.encode(), JSON, "p", NZ, max_spans=10).table)[0].start_time_ns == 5
 
 
 @pytest.mark.parametrize("fields, why", [
@@ -56,12 +59,20 @@ def test_json_mapping_ids_ints_enums_and_snake_case() -> None:
     ({"parentSpanId": "ab"}, "parentSpanId must be 16 hex"),
     ({"startTimeUnixNano": "soon"}, "invalid literal"),
     ({"attributes": [{"key": "k", "value": {"weirdValue": 1}}]}, "unknown AnyValue"),
+    ({"name": "lone \ud800"}, "name is not valid Unicode"),
+    ({"attributes": [{"key": "k\udfff", "value": {"stringValue": "v"}}]}, "attributes is not valid Unicode"),
 ])
 def test_bad_json_span_is_rejected_alone(fields: dict[str, object], why: str) -> None:
     doc = json.loads(_json_span(**fields))
     doc["resourceSpans"][0]["scopeSpans"][0]["spans"].append({"traceId": "12" * 16, "spanId": "34" * 8})
     out = convert(json.dumps(doc).encode(), JSON, "p", NZ, max_spans=10)
-    assert out.rejected == 1 and len(out.rows) == 1 and why in out.error_message
+    assert out.rejected == 1 and out.spans == 1 and why in out.error_message
+    assert json.loads(response_body(out, JSON))["partialSuccess"]["rejectedSpans"] == "1"
+
+
+def test_request_with_every_span_rejected_gives_an_empty_table() -> None:
+    out = convert(_json_span(traceId="00" * 16), JSON, "p", NZ, max_spans=10)
+    assert (out.rejected, out.spans) == (1, 0) and out.table.schema.equals(SPANS_SCHEMA)
     assert json.loads(response_body(out, JSON))["partialSuccess"]["rejectedSpans"] == "1"
 
 
@@ -96,4 +107,4 @@ def test_fuzzed_protobuf_never_raises_anything_but_ingest_errors(data: bytes, cu
         except IngestError as exc:
             assert exc.status in (400, 413) and exc.message
         else:
-            assert out.rejected + len(out.rows) >= 0
+            assert out.table.schema.equals(SPANS_SCHEMA) and out.rejected + out.spans >= 0

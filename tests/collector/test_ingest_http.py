@@ -230,18 +230,21 @@ def test_spool_is_empty_after_flush(collector: Running, key: str) -> None:
     assert len(segments) == 1  # only the active segment remains
 
 
-def test_one_span_the_store_refuses_does_not_sink_its_batch(collector: Running, key: str) -> None:
-    """A lone surrogate (valid JSON escape, not encodable UTF-8) fails at insert: only that span is dropped."""
+def test_one_span_that_cannot_be_stored_does_not_sink_its_request(collector: Running, key: str) -> None:
+    """A lone surrogate (valid JSON escape, not encodable UTF-8) cannot become an Arrow string:
+    that span is rejected at decode, in partial_success, and the rest is stored."""
     trace_id, now = os.urandom(16).hex(), time.time_ns()
     spans = [{"traceId": trace_id, "spanId": os.urandom(8).hex(), "name": name, "startTimeUnixNano": now - 10**9, "endTimeUnixNano": now}
              for name in ("fine-1", "bad-\ud800", "fine-2")]
     body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
     response = _post(collector, key, body.encode(), {"Content-Type": "application/json"})
     assert response.status_code == 200
+    partial = response.json()["partialSuccess"]
+    assert partial["rejectedSpans"] == "1" and "name is not valid Unicode" in partial["errorMessage"]
     stored = run_spans(collector.url, key, trace_id, expect=2)
     assert sorted(s["name"] for s in stored) == ["fine-1", "fine-2"]
     text = httpx.get(collector.url + "/metrics").text
-    assert 'agentwatch_collector_rejected_spans_total{reason="store_rejected"} 1.0' in text
+    assert 'agentwatch_collector_rejected_spans_total{reason="store_rejected"}' not in text
 
 
 _SDK_AGENT = """

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from collector.model import SpanRow
@@ -17,6 +18,7 @@ from collector.settings import Settings
 from collector.storage import open_store
 from collector.storage.base import QueryError, Store, StoreUnavailable
 from collector.storage.chdb_store import ChdbStore
+from collector.storage.columns import SPANS_SCHEMA, empty_spans_table, spans_table, table_rows
 from collector.storage.recent import RecentKeys, key_hashes
 from collector.storage.schema import MIGRATIONS
 from tests.collector.factories import agent_run, new_trace_id, with_project
@@ -111,6 +113,41 @@ def test_duplicates_are_ignored_after_reopening(tmp_path: Path) -> None:
         second.close()
 
 
+def test_duplicates_within_and_across_table_batches_change_no_total(store: Store) -> None:
+    a = spans_table(agent_run(start_s=time.time() - 90, steps=3))
+    b = spans_table(agent_run(start_s=time.time() - 80, steps=2))
+    assert store.insert_spans(pa.concat_tables([a, a.slice(2, 3), a.slice(0, 1)])) == a.num_rows  # within the batch
+    assert store.insert_spans(pa.concat_tables([a.slice(4), b, b])) == b.num_rows  # across batches, and within
+    assert store.insert_spans(b) == 0
+    spans, runs = totals(store)
+    assert spans["spans"] == a.num_rows + b.num_rows and runs == {"runs": 2, "cost": 0.05, "tokens": 500, "steps": 5}
+
+
+def test_first_occurrence_of_a_key_within_a_batch_is_the_one_stored(store: Store) -> None:
+    row = full_row()
+    assert store.insert_spans(spans_table([row, replace(row, name="second", input_tokens=1)])) == 1
+    assert store.query("SELECT name, input_tokens FROM spans") == [{"name": row.name, "input_tokens": row.input_tokens}]
+
+
+def test_a_sliced_table_inserts_only_its_spans(store: Store) -> None:
+    rows = agent_run(start_s=time.time() - 60, steps=3)
+    table = spans_table(rows)
+    assert store.insert_spans(table.slice(3, 4)) == 4
+    assert {r["span_id"] for r in store.query("SELECT span_id FROM spans")} == {r.span_id for r in rows[3:7]}
+    assert store.insert_spans(table.slice(1)) == len(rows) - 5
+    assert store.insert_spans(table) == 1 and totals(store)[0]["spans"] == len(rows)
+
+
+def test_ids_of_another_width_are_deduplicated_too(store: Store) -> None:
+    t0 = time.time_ns() - 10**9
+    ids = [("abc", "1"), ("ab" * 20, "12" * 9), (new_trace_id(), "1" * 16), (new_trace_id()[:31] + "é", "2" * 16)]
+    table = spans_table([SpanRow("p1", t, s, "", "s", "llm", t0, t0 + 1, input_tokens=10) for t, s in ids])
+    assert store.insert_spans(pa.concat_tables([table, table.slice(0, 1), table.slice(3)])) == len(ids)
+    assert store.insert_spans(table.slice(1)) == 0
+    assert store.insert_spans(pa.concat_tables([table.slice(2, 1), table.slice(0, 2)])) == 0
+    assert totals(store)[0] == {"spans": len(ids), "tokens": 10 * len(ids), "cost": 0}
+
+
 def test_same_span_ids_in_another_project_are_separate(store: Store) -> None:
     rows = agent_run(start_s=time.time() - 60)
     store.insert_spans(rows)
@@ -185,10 +222,34 @@ def test_second_process_on_the_same_data_dir_gets_store_unavailable(tmp_path: Pa
     assert "UNAVAILABLE:" in out.stdout and "in use by another process" in out.stdout, out.stdout + out.stderr
 
 
+def test_spans_table_and_table_rows_round_trip_with_the_schema() -> None:
+    rows = [replace(full_row(), tpot_s=0.015625), SpanRow("p2", new_trace_id(), "1" * 16, "", "s", "llm", 1, 2)]
+    for batch in ([], rows):
+        table = spans_table(batch)
+        assert table.schema.equals(SPANS_SCHEMA) and table.num_rows == len(batch)
+        assert table_rows(table) == batch
+    assert table_rows(spans_table(rows).slice(1)) == rows[1:]
+    assert empty_spans_table().schema.equals(SPANS_SCHEMA) and table_rows(empty_spans_table()) == []
+    assert SPANS_SCHEMA.field("start_time").type == pa.timestamp("ns") and SPANS_SCHEMA.field("trace_id").type == pa.string()
+
+
+def test_key_hashes_do_not_depend_on_the_batch() -> None:
+    """RecentKeys compares hashes across batches: a key must hash alike in a slice, in chunks, beside odd ids."""
+    rows = [SpanRow(p, new_trace_id(), f"{i:016x}", "", "s", "llm", 0, 0) for i, p in enumerate("pqpqpq")]
+    rows.append(SpanRow("p", "abc", "1", "", "s", "llm", 0, 0))
+    table = spans_table(rows)
+    whole = key_hashes(table)
+    assert len(set(whole.tolist())) == len(rows)
+    parts = [key_hashes(table.slice(0, 3)), key_hashes(pa.concat_tables([table.slice(3, 2), table.slice(5)]))]
+    assert np.concatenate(parts).tolist() == whole.tolist()
+    assert key_hashes(spans_table(rows[:6])).tolist() == whole[:6].tolist()
+    assert not set(key_hashes(spans_table(with_project(rows, "r"))).tolist()) & set(whole.tolist())
+
+
 def test_recent_keys_vouch_only_for_recent_unseen_spans() -> None:
     now = [1_000.0]
     recent = RecentKeys(60, clock=lambda: now[0])
-    hashes = key_hashes([SpanRow("p", new_trace_id(), f"{i:016x}", "", "s", "llm", 0, 0) for i in range(4)])
+    hashes = key_hashes(spans_table([SpanRow("p", new_trace_id(), f"{i:016x}", "", "s", "llm", 0, 0) for i in range(4)]))
 
     def starts(*offsets_s: float) -> np.ndarray:
         return np.array([int((now[0] + o) * 1e9) for o in offsets_s], dtype=np.int64)
@@ -208,7 +269,7 @@ def test_recent_keys_keep_a_future_dated_span_until_its_start_time_ages_out() ->
     now = [1_000.0]
     recent = RecentKeys(60, clock=lambda: now[0])
     now[0] += 70
-    [key] = key_hashes([SpanRow("p", new_trace_id(), "1" * 16, "", "s", "llm", 0, 0)])
+    [key] = key_hashes(spans_table([SpanRow("p", new_trace_id(), "1" * 16, "", "s", "llm", 0, 0)]))
     start = np.array([int((now[0] + 30) * 1e9)], dtype=np.int64)
     recent.add(np.array([key]), start)
     now[0] += 70  # insert time is past the window, the start time is not
@@ -221,10 +282,12 @@ def test_fast_path_keeps_totals_on_duplicate_delivery(tmp_path: Path) -> None:
     try:
         time.sleep(0.6)
         t0 = time.time_ns() - 300_000_000
-        rows = [SpanRow("p1", new_trace_id(), f"{i:016x}", "", "llm", "llm", t0, t0 + 1000, input_tokens=10, cost_usd=0.5) for i in range(50)]
-        assert store.insert_spans(rows[:30]) == 30
-        assert store.insert_spans(rows[20:]) == 20  # 10 of them vouched for as seen, checked exactly
-        assert store.insert_spans(rows) == 0
+        span_ids = [f"{i:016x}" if i % 7 else f"{i:x}" for i in range(50)]  # some of another width
+        table = spans_table([SpanRow("p1", new_trace_id(), s, "", "llm", "llm", t0, t0 + 1000, input_tokens=10, cost_usd=0.5) for s in span_ids])
+        assert store.insert_spans(table.slice(0, 30)) == 30
+        assert store.insert_spans(table.slice(20)) == 20  # 10 of them vouched for as seen, checked exactly
+        assert store.insert_spans(table) == 0
+        assert store.insert_spans(table_rows(table)) == 0
         assert totals(store)[0] == {"spans": 50, "tokens": 500, "cost": 25.0}
     finally:
         store.close()

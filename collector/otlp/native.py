@@ -1,0 +1,120 @@
+"""The native OTLP protobuf decoder (``_native.c``) wired to a ``Normalizer``.
+
+The C decoder reads the wire format and applies ``collector.normalize``'s mapping table,
+handed to it here as data, into one list per ``SpanRow`` field; this module turns those lists
+into the spans Arrow table. Spans it declines (links, engine timings, invalid ids or
+times, a converter that raises) come back by index for the Python path; a request whose
+structure it does not vouch for raises ``NativeFallback`` and goes the Python way whole.
+The Python path is the reference: tests/collector/test_native_decode.py checks both agree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from agentwatch import _semconv as sc
+
+from collector import normalize
+from collector.model import SpanRow
+from collector.normalize import Normalizer, Resource
+from collector.storage.columns import _MAP, _STR, _TYPES, SPAN_FIELDS, SPANS_SCHEMA, _tokens_column
+
+try:
+    from collector.otlp._native import Decoder, NativeFallback
+except ImportError:  # not built (e.g. a source checkout without a compiler): the Python path does it all
+    Decoder = None  # type: ignore[assignment,misc]
+    NativeFallback = RuntimeError  # type: ignore[assignment,misc]
+
+AVAILABLE = Decoder is not None
+
+# The slots the C decoder fills itself, in the order of its F_* enum.
+NAMED_FIELDS = (
+    "project", "trace_id", "span_id", "parent_span_id", "name", "kind", "start_time_ns", "end_time_ns",
+    "service_name", "status_code", "status_message", "error_type", "is_timeout", "model", "provider",
+    "input_tokens", "output_tokens", "cached_tokens", "cost_usd", "price_version", "tool_name",
+    "request_id", "decode_s", "queue_s", "attributes", "resource", "events",
+)
+# Kind signals, in the order of its S_* enum; they live after the row's fields.
+SIGNALS = ("@kind", "@op", "@oi", "@tl", "@llm", "@project")
+_CONV_NSTR, _CONV_CALL, _CONV_CAPTURED = 0, 1, 2
+
+
+@dataclass(slots=True)
+class Decoded:
+    """The natively decoded part of a request, and which spans the Python path must take."""
+
+    table: pa.Table
+    declined: list[int]
+    spans: int  # all spans in the request, declined included
+
+
+def _defaults() -> tuple[Any, ...]:
+    out = []
+    for f in dataclasses.fields(SpanRow):
+        out.append(None if f.default is dataclasses.MISSING else f.default)
+    return tuple(out)
+
+
+def _spec() -> dict[str, tuple[int, int, int, Any]]:
+    slot_of = {name: i for i, name in enumerate(SPAN_FIELDS)}
+    slot_of.update({name: len(SPAN_FIELDS) + i for i, name in enumerate(SIGNALS)})
+    spec = {}
+    for key, (column, rank, convert) in normalize._SPEC.items():
+        if convert is None:
+            conv = _CONV_CAPTURED
+        elif convert is normalize._nstr:
+            conv = _CONV_NSTR
+        else:
+            conv = _CONV_CALL
+        spec[key] = (slot_of[column], rank, conv, convert)
+    return spec
+
+
+class NativeDecoder:
+    """One per ``Normalizer``: the same limits, redaction and prices as its Python path."""
+
+    def __init__(self, normalizer: Normalizer) -> None:
+        if Decoder is None:
+            raise RuntimeError("collector.otlp._native is not built")
+        nz = normalizer
+
+        def resource(attrs: dict[str, Any]) -> Resource:
+            return Resource(nz.text(attrs.get("service.name") or ""), {k: nz.text(v) for k, v in attrs.items()})
+
+        self.resource = resource
+        self._decoder = Decoder(
+            _spec(), _defaults(), tuple(SPAN_FIELDS.index(name) for name in NAMED_FIELDS),
+            normalize._CONTENT_PREFIXES, nz.text, nz.captured, nz.redact,
+            nz.price if nz.pricer is not None else None, resource, nz.events,
+            set(normalize._KINDS), dict(normalize._OPERATION_KINDS), dict(normalize._OPENINFERENCE_KINDS),
+            dict(normalize._TRACELOOP_KINDS), sc.VLLM_SPAN_NAME,
+            (sc.KIND_RUN, sc.KIND_STEP, sc.KIND_LLM, sc.KIND_TOOL, sc.KIND_OTHER),
+            normalize.STATUS_CODES, nz.max_len,
+        )
+
+    def decode(self, payload: bytes, project: str, not_before_ns: int = 0) -> Decoded:
+        """Raises ``NativeFallback`` when the whole request should take the Python path."""
+        columns, attributes, resource, declined, spans = self._decoder.decode(payload, project, max(0, not_before_ns))
+        return Decoded(_table(columns, attributes, resource), declined, spans)
+
+
+def _map_array(offsets: list[int], keys: list[str], values: list[str]) -> pa.Array:
+    return pa.MapArray.from_arrays(pa.array(offsets, type=pa.int32()), pa.array(keys, type=_STR), pa.array(values, type=_STR), type=_MAP)
+
+
+def _table(columns: list[list[Any]], attributes: tuple, resource: tuple) -> pa.Table:
+    arrays = []
+    for name, values in zip(SPAN_FIELDS, columns, strict=True):
+        kind = _TYPES.get(name, _STR)
+        if kind is _MAP and name == "attributes":
+            arrays.append(_map_array(*attributes))
+        elif name == "resource":
+            arrays.append(_map_array(*resource))
+        elif name.endswith("_tokens"):
+            arrays.append(_tokens_column(values))
+        else:
+            arrays.append(pa.array(values, type=kind))
+    return pa.Table.from_arrays(arrays, schema=SPANS_SCHEMA)

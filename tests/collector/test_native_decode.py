@@ -1,0 +1,133 @@
+"""The native OTLP decoder agrees with the Python path, span for span, on any request.
+
+The Python path (upb + ``Normalizer.normalize``) is the reference; the C decoder must give
+the same Arrow table, the same rejections and the same errors, whether it takes a span itself,
+declines it to the Python path, or hands the whole request over.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from agentwatch import _semconv as sc
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from bench.workload import Workload
+from collector import normalize
+from collector.normalize import Normalizer, sdk_pricer
+from collector.otlp import native
+from collector.otlp.decode import PROTOBUF, convert
+from collector.otlp.errors import BadRequest, IngestError
+from collector.redact import Redactor
+from tests.reliability import otlp_gen as gen
+
+NORMALIZERS = {
+    "plain": Normalizer(),
+    "priced-redacted-short": Normalizer(max_attribute_length=24, redactor=Redactor.from_setting("default"), pricer=sdk_pricer()),
+}
+KEYS = sorted(set(normalize._SPEC) | set(gen.SEMCONV_KEYS)) + ["input.mime_type", "gen_ai.prompt.0.content", "exception.type", "custom.key"]
+_TEXT = st.one_of(
+    st.text(max_size=30), st.sampled_from(["", "llm", "run", "step", "tool", "TOOL", "CHAIN", "chat", "workflow", "gpt-4o-mini",
+                                           "openai", "TimeoutError", "a@b.example", "sk-" + "x" * 30, "é" * 30]),
+)
+_SCALARS = st.one_of(_TEXT, st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.binary(max_size=9))
+_VALUES = st.one_of(_SCALARS, st.none(), st.lists(_SCALARS, max_size=3), st.dictionaries(st.text(max_size=5), _SCALARS, max_size=2))
+
+
+def _any(value: object) -> AnyValue:
+    return AnyValue() if value is None else gen._any(value)
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> bytes:
+    request = ExportTraceServiceRequest()
+    for _ in range(draw(st.integers(1, 2))):
+        rs = request.resource_spans.add()
+        for key, value in draw(st.lists(st.tuples(st.sampled_from(["service.name", "host.name", "process.command_args"]), _VALUES), max_size=3)):
+            rs.resource.attributes.append(KeyValue(key=key, value=_any(value)))
+        for _ in range(draw(st.integers(1, 2))):
+            scope = rs.scope_spans.add()
+            scope.scope.name = draw(st.text(max_size=5))
+            for spec in draw(st.lists(gen.spans(), max_size=5)):
+                span = scope.spans.add()
+                span.trace_id, span.span_id, span.parent_span_id = spec.trace_id, spec.span_id, spec.parent
+                span.name = draw(st.one_of(st.just(spec.name), st.sampled_from([sc.VLLM_SPAN_NAME, "x" * 40])))
+                span.start_time_unix_nano, span.end_time_unix_nano = spec.start, spec.end
+                span.status.code = spec.status % 4
+                span.status.message = draw(st.sampled_from(["", "boom", "m" * 40]))
+                for key, value in draw(st.lists(st.tuples(st.sampled_from(KEYS), _VALUES), max_size=10)):
+                    span.attributes.append(KeyValue(key=key, value=_any(value)))
+                for _ in range(draw(st.integers(0, 2))):
+                    event = span.events.add()
+                    event.name = draw(st.sampled_from(["exception", "log", ""]))
+                    event.time_unix_nano = draw(st.integers(0, 2**64 - 1))
+                    for key, value in draw(st.lists(st.tuples(st.sampled_from(["exception.type", "exception.message", "k"]), _VALUES), max_size=3)):
+                        event.attributes.append(KeyValue(key=key, value=_any(value)))
+                if draw(st.integers(0, 9)) == 0:
+                    span.links.add(trace_id=spec.trace_id, span_id=spec.span_id)
+    return request.SerializeToString()
+
+
+def _both(payload: bytes, normalizer: Normalizer, not_before_ns: int = 0) -> tuple[object, object]:
+    out = []
+    for use_native in (False, True):
+        try:
+            out.append(convert(payload, PROTOBUF, "p", normalizer, max_spans=1000, not_before_ns=not_before_ns, native=use_native))
+        except IngestError as exc:
+            out.append((type(exc), str(exc)))
+    return out[0], out[1]
+
+
+def _assert_same(python: object, fast: object) -> None:
+    if isinstance(python, tuple) or isinstance(fast, tuple):
+        assert python == fast
+        return
+    assert fast.rejected == python.rejected and fast.messages == python.messages
+    assert fast.table.schema == python.table.schema
+    for name in python.table.column_names:
+        assert fast.table[name].to_pylist() == python.table[name].to_pylist(), name
+
+
+def test_the_native_decoder_is_built() -> None:
+    """CI builds it at install (gcc and the Python headers); without it ingestion is 3x slower."""
+    assert native.AVAILABLE
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(payload=requests(), which=st.sampled_from(sorted(NORMALIZERS)), retention=st.booleans())
+def test_generated_requests_decode_the_same_natively(payload: bytes, which: str, retention: bool) -> None:
+    not_before = time.time_ns() - 3600 * 10**9 if retention else 0
+    _assert_same(*_both(payload, NORMALIZERS[which], not_before))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), payload=requests())
+def test_mutated_requests_decode_or_fail_the_same_natively(data: st.DataObject, payload: bytes) -> None:
+    _assert_same(*_both(gen.mutate(payload, data), NORMALIZERS["plain"]))
+
+
+@pytest.mark.parametrize("content", [True, False], ids=["content", "no-content"])
+def test_agent_workload_is_decoded_natively_without_declines(content: bool) -> None:
+    """The common case never reaches the Python path: that is what the ingest rate rests on."""
+    normalizer = Normalizer(redactor=Redactor.from_setting("default"), pricer=sdk_pricer())
+    decoder = native.NativeDecoder(normalizer)
+    for body in Workload(3000, batch_spans=500, end_time_ns=time.time_ns(), content=content).batches():
+        decoded = decoder.decode(body, "p")
+        assert decoded.declined == [] and decoded.table.num_rows == decoded.spans > 0
+        _assert_same(*_both(body, normalizer))
+
+
+@pytest.mark.parametrize("body", [
+    pytest.param(b"\n\x05\x12\x03\n\x01\xff", id="invalid-utf8"),
+    pytest.param(b"\n\x03\x08\x01\x02", id="wrong-wire-type"),
+    pytest.param(b"\n\xff\xff\xff\xff\x0f", id="length-past-end"),
+    pytest.param(b"\x0b", id="group"),
+])
+def test_malformed_bodies_are_refused_the_same(body: bytes) -> None:
+    python, fast = _both(body, NORMALIZERS["plain"])
+    assert python == fast
+    assert isinstance(python, tuple) and python[0] is BadRequest

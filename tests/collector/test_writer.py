@@ -1,0 +1,69 @@
+"""The writer over a real spool, ingestor and chDB store: request tables batched, tables not kept
+in memory read back from the spool, and a batch the store rejects split rather than dropped."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from collector.ingest import Ingestor
+from collector.metrics import Metrics
+from collector.normalize import Normalizer
+from collector.otlp.decode import PROTOBUF
+from collector.settings import Settings
+from collector.spool import Spool
+from collector.storage.chdb_store import ChdbStore
+from collector.writer import Writer
+from tests.collector.ingest_helpers import otlp_request
+
+DAY_NS = 86_400 * 10**9
+
+
+def _request(names: list[str], days: Sequence[int]) -> bytes:
+    """One trace; span i starts ``days[i]`` days from now (each day is a partition of ``spans``)."""
+    now = time.time_ns()
+    spans = [{"span_id": os.urandom(8), "name": name, "start": now + d * DAY_NS, "end": now + d * DAY_NS + 1000} for name, d in zip(names, days, strict=True)]
+    return otlp_request(os.urandom(16), spans).SerializeToString()
+
+
+async def _ingest(tmp_path: Path, bodies: list[bytes], *, max_queue_spans: int) -> tuple[list[str], Metrics]:
+    """Export ``bodies`` and stop the writer (one flush of everything); the names stored, sorted."""
+    settings = Settings.from_env(data_dir=tmp_path, max_queue_spans=max_queue_spans)
+    spool, metrics = Spool(tmp_path / "spool", max_bytes=1 << 26), Metrics()
+    spool.open()
+    ingestor = Ingestor(settings, normalizer=Normalizer(), spool=spool, metrics=metrics)
+    store = ChdbStore(tmp_path / "chdb")
+    store.migrate()
+    try:
+        writer = Writer(store=lambda: store, spool=spool, reload=ingestor.reload, metrics=metrics, flush_rows=10_000,
+                        flush_interval_s=60.0, max_queue_spans=max_queue_spans)
+        async with writer:
+            ingestor.writer = writer
+            for body in bodies:
+                await ingestor.export("p1", body, PROTOBUF)
+        return sorted(r["name"] for r in store.query("SELECT name FROM spans")), metrics
+    finally:
+        ingestor.close()
+        spool.close()
+        store.close()
+
+
+async def test_tables_not_kept_in_memory_are_read_back_from_the_spool(tmp_path: Path) -> None:
+    bodies = [_request([f"r{r}-s{s}" for s in range(4)], [0] * 4) for r in range(3)]
+    stored, metrics = await _ingest(tmp_path, bodies, max_queue_spans=5)  # only the first request stays in memory
+    assert stored == sorted(f"r{r}-s{s}" for r in range(3) for s in range(4))
+    assert metrics.totals["stored"] == 12
+
+
+async def test_a_batch_the_store_rejects_is_split_and_no_span_is_lost(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """150 spans on 150 days exceed the store's 100 partitions per insert: the halves go in."""
+    bodies = [_request([f"a{d:03}" for d in range(75)], range(75)), _request([f"b{d:03}" for d in range(75)], range(75, 150))]
+    stored, metrics = await _ingest(tmp_path, bodies, max_queue_spans=1_000)
+    assert stored == sorted([f"a{d:03}" for d in range(75)] + [f"b{d:03}" for d in range(75)])
+    assert metrics.totals["stored"] == 150
+    assert metrics.rejected.labels("store_rejected")._value.get() == 0
+    assert "the store rejected a batch of 150 spans" in caplog.text
