@@ -286,6 +286,8 @@ enum {
 /* Kind signals, after the row's fields. */
 enum { S_KIND, S_OP, S_OI, S_TL, S_LLM, S_IGNORED, N_SIGNALS };
 enum { CONV_NSTR = 0, CONV_CALL = 1, CONV_CAPTURED = 2 };
+/* Column types, as collector.otlp.native.COLUMN_TYPES maps SPANS_SCHEMA's. */
+enum { T_STR, T_TIME, T_TOKENS, T_F64, T_F32N, T_BOOL, T_I32, T_MAP, N_TYPES };
 
 #define KEY_CACHE 4096 /* power of two */
 #define MAX_SLOTS 64
@@ -316,6 +318,7 @@ typedef struct {
     Py_ssize_t max_len;
     int nfields;
     int named[N_NAMED];
+    int types[MAX_SLOTS]; /* column type of each field (T_*) */
     KeyEntry cache[KEY_CACHE];
     int cached;
 } Decoder;
@@ -454,12 +457,12 @@ static void Decoder_dealloc(Decoder *d) {
     Py_TYPE(d)->tp_free((PyObject *)d);
 }
 
-/* Decoder(spec, defaults, named, prefixes, text_fn, captured_fn, redact_fn, price_fn,
+/* Decoder(spec, defaults, types, named, prefixes, text_fn, captured_fn, redact_fn, price_fn,
  *         resource_fn, events_fn, kinds, op_kinds, oi_kinds, tl_kinds, vllm_name, kind_names, status_names, max_len) */
 static int Decoder_init(Decoder *d, PyObject *args, PyObject *kw) {
-    PyObject *named, *kind_names;
+    PyObject *named, *kind_names, *types;
     Py_ssize_t max_len;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OOOOOOO!O!O!O!UO!O!n", &PyDict_Type, &d->spec, &PyTuple_Type, &d->defaults,
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!OOOOOOO!O!O!O!UO!O!n", &PyDict_Type, &d->spec, &PyTuple_Type, &d->defaults, &PyTuple_Type, &types,
                           &PyTuple_Type, &named, &PyTuple_Type, &d->prefixes, &d->text_fn, &d->captured_fn,
                           &d->redact_fn, &d->price_fn, &d->resource_fn, &d->events_fn, &PySet_Type, &d->kinds, &PyDict_Type,
                           &d->op_kinds, &PyDict_Type, &d->oi_kinds, &PyDict_Type, &d->tl_kinds, &d->vllm_name,
@@ -470,6 +473,17 @@ static int Decoder_init(Decoder *d, PyObject *args, PyObject *kw) {
         PyTuple_GET_SIZE(d->status_names) != 3) {
         PyErr_SetString(PyExc_ValueError, "Decoder: wrong number of fields, named slots, kinds or status names");
         return -1;
+    }
+    if (PyTuple_GET_SIZE(types) != d->nfields) {
+        PyErr_SetString(PyExc_ValueError, "Decoder: one column type per field");
+        return -1;
+    }
+    for (int i = 0; i < d->nfields; i++) {
+        d->types[i] = (int)PyLong_AsLong(PyTuple_GET_ITEM(types, i));
+        if (d->types[i] < 0 || d->types[i] >= N_TYPES) {
+            PyErr_SetString(PyExc_ValueError, "Decoder: unknown column type");
+            return -1;
+        }
     }
     for (int i = 0; i < N_NAMED; i++) {
         d->named[i] = (int)PyLong_AsLong(PyTuple_GET_ITEM(named, i));
@@ -507,16 +521,181 @@ static int Decoder_init(Decoder *d, PyObject *args, PyObject *kw) {
     return d->timeout == NULL ? -1 : 0;
 }
 
+/* ---- Arrow column builders ------------------------------------------------------------------ */
+
+/* One Arrow array being built: data (fixed-width values, string bytes or a bool bitmap),
+ * int32 offsets for strings and maps, a validity bitmap for nullable floats. */
+typedef struct {
+    int type;
+    Py_ssize_t n, nulls;
+    char *data;
+    Py_ssize_t len, cap;
+    int32_t *off;
+    Py_ssize_t offcap;
+    uint8_t *valid;
+    Py_ssize_t validcap;
+} Col;
+
+typedef struct {
+    Py_ssize_t n, nulls, len;
+} ColMark;
+
+static int grow(void **buf, Py_ssize_t *cap, Py_ssize_t need) {
+    if (need <= *cap) return 0;
+    Py_ssize_t cap2 = *cap ? *cap : 256;
+    while (cap2 < need) cap2 *= 2;
+    void *grown = PyMem_Realloc(*buf, cap2);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *buf = grown;
+    *cap = cap2;
+    return 0;
+}
+
+static int col_offset(Col *c) { /* records the end of item n-1 as offset n */
+    if (grow((void **)&c->off, &c->offcap, (c->n + 2) * (Py_ssize_t)sizeof(int32_t))) return -1;
+    if (c->n == 0) c->off[0] = 0;
+    if (c->len > INT32_MAX) return fallback("more than 2 GiB of text in one request");
+    c->off[c->n + 1] = (int32_t)c->len;
+    return 0;
+}
+
+static int col_bytes(Col *c, const char *p, Py_ssize_t len) {
+    if (grow((void **)&c->data, &c->cap, c->len + len)) return -1;
+    memcpy(c->data + c->len, p, len);
+    c->len += len;
+    if (col_offset(c)) return -1;
+    c->n++;
+    return 0;
+}
+
+static int col_str(Col *c, PyObject *o) {
+    Py_ssize_t len;
+    const char *p;
+    if (!PyUnicode_Check(o)) {
+        PyErr_SetString(PyExc_TypeError, "text column value is not a str");
+        return -1;
+    }
+    if ((p = PyUnicode_AsUTF8AndSize(o, &len)) == NULL) return -1; /* a lone surrogate: the Python path rejects it */
+    return col_bytes(c, p, len);
+}
+
+static int col_fixed(Col *c, const void *v, Py_ssize_t size) {
+    if (grow((void **)&c->data, &c->cap, c->len + size)) return -1;
+    memcpy(c->data + c->len, v, size);
+    c->len += size;
+    c->n++;
+    return 0;
+}
+
+static int set_bit(uint8_t **bits, Py_ssize_t *cap, Py_ssize_t i, int on) {
+    if (grow((void **)bits, cap, i / 8 + 1)) return -1;
+    if (on)
+        (*bits)[i / 8] |= (uint8_t)(1u << (i % 8));
+    else
+        (*bits)[i / 8] &= (uint8_t)~(1u << (i % 8));
+    return 0;
+}
+
+/* A row's value into its column, converted as pyarrow converts the Python path's lists. */
+static int col_value(Col *c, PyObject *o) {
+    switch (c->type) {
+    case T_STR: return col_str(c, o);
+    case T_TIME: {
+        long long v = PyLong_AsLongLong(o);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        int64_t x = v;
+        return col_fixed(c, &x, 8);
+    }
+    case T_TOKENS: { /* clamped to UInt32 through a double, as columns._tokens_column */
+        double v = PyFloat_Check(o) ? PyFloat_AS_DOUBLE(o) : PyLong_AsDouble(o);
+        if (v == -1.0 && PyErr_Occurred()) return -1;
+        uint32_t x = v != v ? 0 : v <= 0 ? 0 : v >= 4294967295.0 ? 4294967295u : (uint32_t)v;
+        return col_fixed(c, &x, 4);
+    }
+    case T_F64: {
+        double v = PyFloat_AsDouble(o);
+        if (v == -1.0 && PyErr_Occurred()) return -1;
+        return col_fixed(c, &v, 8);
+    }
+    case T_F32N: {
+        float x = 0;
+        int present = o != Py_None;
+        if (present) {
+            double v = PyFloat_AsDouble(o);
+            if (v == -1.0 && PyErr_Occurred()) return -1;
+            x = (float)v;
+        } else {
+            c->nulls++;
+        }
+        if (set_bit(&c->valid, &c->validcap, c->n, present)) return -1;
+        return col_fixed(c, &x, 4);
+    }
+    case T_BOOL: {
+        if (!PyBool_Check(o)) {
+            PyErr_SetString(PyExc_TypeError, "bool column value is not a bool");
+            return -1;
+        }
+        Py_ssize_t size = c->cap;
+        if (set_bit((uint8_t **)&c->data, &size, c->n, o == Py_True)) return -1;
+        c->cap = size;
+        c->len = c->n / 8 + 1;
+        c->n++;
+        return 0;
+    }
+    case T_I32: {
+        long v = PyLong_AsLong(o);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        if (v < INT32_MIN || v > INT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "Int32 column value out of range");
+            return -1;
+        }
+        int32_t x = (int32_t)v;
+        return col_fixed(c, &x, 4);
+    }
+    }
+    PyErr_SetString(PyExc_TypeError, "unknown column type");
+    return -1;
+}
+
+/* (n, null_count, validity or None, offsets or None, data): what pa.Array.from_buffers takes. */
+static PyObject *col_export(Col *c) {
+    PyObject *valid = c->valid != NULL && c->nulls ? PyBytes_FromStringAndSize((char *)c->valid, (c->n + 7) / 8) : Py_NewRef(Py_None);
+    PyObject *off;
+    if (c->type == T_STR || c->type == T_MAP) {
+        if (c->off == NULL && grow((void **)&c->off, &c->offcap, sizeof(int32_t)) == 0) c->off[0] = 0;
+        off = c->off == NULL ? NULL : PyBytes_FromStringAndSize((char *)c->off, (c->n + 1) * (Py_ssize_t)sizeof(int32_t));
+    } else {
+        off = Py_NewRef(Py_None);
+    }
+    Py_ssize_t size = c->type == T_BOOL ? (c->n + 7) / 8 : c->type == T_MAP ? 0 : c->len;
+    PyObject *data = c->data == NULL && size == 0 ? PyBytes_FromStringAndSize("", 0) : PyBytes_FromStringAndSize(c->data, size);
+    if (valid == NULL || off == NULL || data == NULL) {
+        Py_XDECREF(valid);
+        Py_XDECREF(off);
+        Py_XDECREF(data);
+        return NULL;
+    }
+    return Py_BuildValue("(nnNNN)", c->n, c->nulls, valid, off, data);
+}
+
+static void col_free(Col *c) {
+    PyMem_Free(c->data);
+    PyMem_Free(c->off);
+    PyMem_Free(c->valid);
+    memset(c, 0, sizeof(*c));
+}
+
 /* ---- one request --------------------------------------------------------------------------- */
 
 typedef struct {
     Decoder *d;
     PyObject *project;
     uint64_t not_before;
-    PyObject **columns;     /* nfields lists (attributes/resource slots unused) */
-    PyObject *attr_offsets, *attr_keys, *attr_values;
-    PyObject *res_offsets, *res_keys, *res_values;
-    Py_ssize_t attr_total, res_total;
+    Col cols[MAX_SLOTS];    /* one per field; the two map fields keep only their offsets */
+    Col attr_keys, attr_values, res_keys, res_values;
     PyObject *declined;
     Py_ssize_t index;       /* span index in the request */
     Py_ssize_t accepted;
@@ -747,35 +926,57 @@ static PyObject *kind_of(Decoder *d, PyObject **values, int *set, SpanFields *f)
     return Py_NewRef(kind);
 }
 
-static int append_row(Request *r, PyObject **values, PyObject *extra) {
+static int append_map(Col *map, Col *keys, Col *values, PyObject *k, PyObject *v) {
+    (void)map;
+    return col_str(keys, k) || col_str(values, v) ? -1 : 0;
+}
+
+static int append_row_cols(Request *r, PyObject **values, PyObject *extra) {
     Decoder *d = r->d;
+    int attributes = d->named[F_ATTRIBUTES], resource = d->named[F_RESOURCE];
     for (int i = 0; i < d->nfields; i++) {
-        if (i == d->named[F_ATTRIBUTES] || i == d->named[F_RESOURCE]) continue;
-        if (PyList_Append(r->columns[i], values[i])) return -1;
+        if (i == attributes || i == resource) continue;
+        if (col_value(&r->cols[i], values[i])) return -1;
     }
     PyObject *key, *value;
     Py_ssize_t pos = 0;
-    while (PyDict_Next(extra, &pos, &key, &value)) {
-        if (PyList_Append(r->attr_keys, key) || PyList_Append(r->attr_values, value)) return -1;
-        r->attr_total++;
-    }
-    PyObject *off = PyLong_FromSsize_t(r->attr_total);
-    if (off == NULL || PyList_Append(r->attr_offsets, off)) {
-        Py_XDECREF(off);
-        return -1;
-    }
-    Py_DECREF(off);
+    while (PyDict_Next(extra, &pos, &key, &value))
+        if (append_map(&r->cols[attributes], &r->attr_keys, &r->attr_values, key, value)) return -1;
+    Col *m = &r->cols[attributes];
+    m->len = r->attr_keys.n;
+    if (col_offset(m)) return -1;
+    m->n++;
     Py_ssize_t nres = PyTuple_GET_SIZE(r->res_k);
     for (Py_ssize_t i = 0; i < nres; i++)
-        if (PyList_Append(r->res_keys, PyTuple_GET_ITEM(r->res_k, i)) || PyList_Append(r->res_values, PyTuple_GET_ITEM(r->res_v, i)))
+        if (append_map(&r->cols[resource], &r->res_keys, &r->res_values, PyTuple_GET_ITEM(r->res_k, i), PyTuple_GET_ITEM(r->res_v, i)))
             return -1;
-    r->res_total += nres;
-    off = PyLong_FromSsize_t(r->res_total);
-    if (off == NULL || PyList_Append(r->res_offsets, off)) {
-        Py_XDECREF(off);
+    m = &r->cols[resource];
+    m->len = r->res_keys.n;
+    if (col_offset(m)) return -1;
+    m->n++;
+    return 0;
+}
+
+/* Appends the row to every column, or to none (a value that cannot be stored declines the span). */
+static int append_row(Request *r, PyObject **values, PyObject *extra) {
+    Decoder *d = r->d;
+    ColMark marks[MAX_SLOTS + 4];
+    Col *all[MAX_SLOTS + 4];
+    int ncols = 0;
+    for (int i = 0; i < d->nfields; i++) all[ncols++] = &r->cols[i];
+    all[ncols++] = &r->attr_keys;
+    all[ncols++] = &r->attr_values;
+    all[ncols++] = &r->res_keys;
+    all[ncols++] = &r->res_values;
+    for (int i = 0; i < ncols; i++) marks[i] = (ColMark){all[i]->n, all[i]->nulls, all[i]->len};
+    if (append_row_cols(r, values, extra)) {
+        for (int i = 0; i < ncols; i++) {
+            all[i]->n = marks[i].n;
+            all[i]->nulls = marks[i].nulls;
+            all[i]->len = marks[i].len;
+        }
         return -1;
     }
-    Py_DECREF(off);
     r->accepted++;
     return 0;
 }
@@ -1140,17 +1341,9 @@ static PyObject *Decoder_decode(Decoder *d, PyObject *args) {
     r.not_before = not_before;
     PyObject *result = NULL;
     SpanFields f = {0};
-    r.columns = PyMem_Calloc(d->nfields, sizeof(PyObject *));
-    if (r.columns == NULL) {
-        PyErr_NoMemory();
-        goto out;
-    }
-    for (int i = 0; i < d->nfields; i++)
-        if ((r.columns[i] = PyList_New(0)) == NULL) goto out;
-    if (!(r.attr_offsets = Py_BuildValue("[i]", 0)) || !(r.attr_keys = PyList_New(0)) || !(r.attr_values = PyList_New(0)) ||
-        !(r.res_offsets = Py_BuildValue("[i]", 0)) || !(r.res_keys = PyList_New(0)) || !(r.res_values = PyList_New(0)) ||
-        !(r.declined = PyList_New(0)))
-        goto out;
+    for (int i = 0; i < d->nfields; i++) r.cols[i].type = d->types[i];
+    r.attr_keys.type = r.attr_values.type = r.res_keys.type = r.res_values.type = T_STR;
+    if (!(r.declined = PyList_New(0))) goto out;
     Buf b = {(const uint8_t *)payload.buf, (const uint8_t *)payload.buf + payload.len};
     while (b.p < b.end) {
         uint32_t n;
@@ -1171,25 +1364,24 @@ static PyObject *Decoder_decode(Decoder *d, PyObject *args) {
     PyObject *columns = PyList_New(d->nfields);
     if (columns == NULL) goto out;
     for (int i = 0; i < d->nfields; i++) {
-        PyList_SET_ITEM(columns, i, r.columns[i]);
-        r.columns[i] = NULL;
+        PyObject *c = col_export(&r.cols[i]);
+        if (c == NULL) {
+            Py_DECREF(columns);
+            goto out;
+        }
+        PyList_SET_ITEM(columns, i, c);
     }
-    result = Py_BuildValue("(N(OOO)(OOO)On)", columns, r.attr_offsets, r.attr_keys, r.attr_values, r.res_offsets, r.res_keys,
-                           r.res_values, r.declined, r.index);
+    result = Py_BuildValue("(NNNNNOn)", columns, col_export(&r.attr_keys), col_export(&r.attr_values), col_export(&r.res_keys),
+                           col_export(&r.res_values), r.declined, r.index);
 out:
     PyBuffer_Release(&payload);
     PyMem_Free(f.attrs);
     PyMem_Free(f.events);
-    if (r.columns != NULL) {
-        for (int i = 0; i < d->nfields; i++) Py_XDECREF(r.columns[i]);
-        PyMem_Free(r.columns);
-    }
-    Py_XDECREF(r.attr_offsets);
-    Py_XDECREF(r.attr_keys);
-    Py_XDECREF(r.attr_values);
-    Py_XDECREF(r.res_offsets);
-    Py_XDECREF(r.res_keys);
-    Py_XDECREF(r.res_values);
+    for (int i = 0; i < d->nfields; i++) col_free(&r.cols[i]);
+    col_free(&r.attr_keys);
+    col_free(&r.attr_values);
+    col_free(&r.res_keys);
+    col_free(&r.res_values);
     Py_XDECREF(r.declined);
     Py_XDECREF(r.service);
     Py_XDECREF(r.res_k);
@@ -1199,7 +1391,8 @@ out:
 
 static PyMethodDef Decoder_methods[] = {
     {"decode", (PyCFunction)Decoder_decode, METH_VARARGS,
-     "decode(payload, project, not_before_ns) -> (columns, attributes, resource, declined, span_count)"},
+     "decode(payload, project, not_before_ns) -> (columns, attribute keys, attribute values, resource keys, resource values, "
+     "declined, span_count); each column is (n, null_count, validity, offsets, data) for pa.Array.from_buffers"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -20,7 +20,7 @@ from agentwatch import _semconv as sc
 from collector import normalize
 from collector.model import SpanRow
 from collector.normalize import Normalizer, Resource
-from collector.storage.columns import _MAP, _STR, _TYPES, SPAN_FIELDS, SPANS_SCHEMA, _tokens_column
+from collector.storage.columns import _MAP, _STR, SPAN_FIELDS, SPANS_SCHEMA
 
 try:
     from collector.otlp._native import Decoder, NativeFallback
@@ -40,6 +40,20 @@ NAMED_FIELDS = (
 # Kind signals, in the order of its S_* enum; they live after the row's fields.
 SIGNALS = ("@kind", "@op", "@oi", "@tl", "@llm", "@project")
 _CONV_NSTR, _CONV_CALL, _CONV_CAPTURED = 0, 1, 2
+
+
+def _column_type(field: pa.Field) -> int:
+    """The C decoder's T_* code of a SPANS_SCHEMA column."""
+    name, kind = field.name, field.type
+    if pa.types.is_map(kind):
+        return 7
+    if pa.types.is_string(kind):
+        return 0
+    if pa.types.is_timestamp(kind):
+        return 1
+    if name.endswith("_tokens"):
+        return 2  # UInt32, clamped as columns._tokens_column does
+    return {pa.float64(): 3, pa.float32(): 4, pa.bool_(): 5, pa.int32(): 6}[kind]
 
 
 @dataclass(slots=True)
@@ -86,7 +100,8 @@ class NativeDecoder:
 
         self.resource = resource
         self._decoder = Decoder(
-            _spec(), _defaults(), tuple(SPAN_FIELDS.index(name) for name in NAMED_FIELDS),
+            _spec(), _defaults(), tuple(_column_type(f) for f in SPANS_SCHEMA),
+            tuple(SPAN_FIELDS.index(name) for name in NAMED_FIELDS),
             normalize._CONTENT_PREFIXES, nz.text, nz.captured, nz.redact,
             nz.price if nz.pricer is not None else None, resource, nz.events,
             set(normalize._KINDS), dict(normalize._OPERATION_KINDS), dict(normalize._OPENINFERENCE_KINDS),
@@ -97,24 +112,33 @@ class NativeDecoder:
 
     def decode(self, payload: bytes, project: str, not_before_ns: int = 0) -> Decoded:
         """Raises ``NativeFallback`` when the whole request should take the Python path."""
-        columns, attributes, resource, declined, spans = self._decoder.decode(payload, project, max(0, not_before_ns))
-        return Decoded(_table(columns, attributes, resource), declined, spans)
+        columns, attr_keys, attr_values, res_keys, res_values, declined, spans = self._decoder.decode(payload, project, max(0, not_before_ns))
+        return Decoded(_table(columns, attr_keys, attr_values, res_keys, res_values), declined, spans)
 
 
-def _map_array(offsets: list[int], keys: list[str], values: list[str]) -> pa.Array:
-    return pa.MapArray.from_arrays(pa.array(offsets, type=pa.int32()), pa.array(keys, type=_STR), pa.array(values, type=_STR), type=_MAP)
+def _array(kind: pa.DataType, column: tuple) -> pa.Array:
+    n, nulls, validity, offsets, data = column
+    buffers = [None if validity is None else pa.py_buffer(validity)]
+    if offsets is not None:
+        buffers.append(pa.py_buffer(offsets))
+    buffers.append(pa.py_buffer(data))
+    return pa.Array.from_buffers(kind, n, buffers, null_count=nulls)
 
 
-def _table(columns: list[list[Any]], attributes: tuple, resource: tuple) -> pa.Table:
+def _map(column: tuple, keys: tuple, values: tuple) -> pa.Array:
+    n, _, _, offsets, _ = column
+    return pa.MapArray.from_arrays(
+        pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(offsets)]), _array(_STR, keys), _array(_STR, values), type=_MAP
+    )
+
+
+def _table(columns: list[tuple], attr_keys: tuple, attr_values: tuple, res_keys: tuple, res_values: tuple) -> pa.Table:
     arrays = []
-    for name, values in zip(SPAN_FIELDS, columns, strict=True):
-        kind = _TYPES.get(name, _STR)
-        if kind is _MAP and name == "attributes":
-            arrays.append(_map_array(*attributes))
-        elif name == "resource":
-            arrays.append(_map_array(*resource))
-        elif name.endswith("_tokens"):
-            arrays.append(_tokens_column(values))
+    for field, column in zip(SPANS_SCHEMA, columns, strict=True):
+        if field.name == "attributes":
+            arrays.append(_map(column, attr_keys, attr_values))
+        elif field.name == "resource":
+            arrays.append(_map(column, res_keys, res_values))
         else:
-            arrays.append(pa.array(values, type=kind))
+            arrays.append(_array(field.type, column))
     return pa.Table.from_arrays(arrays, schema=SPANS_SCHEMA)
