@@ -563,9 +563,11 @@ static int col_offset(Col *c) { /* records the end of item n-1 as offset n */
 }
 
 static int col_bytes(Col *c, const char *p, Py_ssize_t len) {
-    if (grow((void **)&c->data, &c->cap, c->len + len)) return -1;
-    memcpy(c->data + c->len, p, len);
-    c->len += len;
+    if (len > 0) {
+        if (grow((void **)&c->data, &c->cap, c->len + len)) return -1;
+        memcpy(c->data + c->len, p, len);
+        c->len += len;
+    }
     if (col_offset(c)) return -1;
     c->n++;
     return 0;
