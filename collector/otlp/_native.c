@@ -3,8 +3,9 @@
  * Why: decoding with upb and normalising in Python costs ~20-30 us per span, which caps
  * ingestion near 27k spans/s on two cores. This reads the protobuf wire format directly and
  * applies the mapping table of collector.normalize (passed in as data, so there is one
- * source of truth) into one Python list per SpanRow field, which collector.otlp.native
- * turns into Arrow arrays.
+ * source of truth; converters, redaction, pricing and events stay the Python functions, called
+ * only for the values that need them) straight into Arrow buffers, one array per SpanRow
+ * field, which collector.otlp.native wraps as the spans table without touching a value.
  *
  * It only takes the common case. A span it cannot handle exactly as the Python path would
  * (links, engine timings, invalid ids or times, a converter that raises) is

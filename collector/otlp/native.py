@@ -1,8 +1,9 @@
 """The native OTLP protobuf decoder (``_native.c``) wired to a ``Normalizer``.
 
 The C decoder reads the wire format and applies ``collector.normalize``'s mapping table,
-handed to it here as data, into one list per ``SpanRow`` field; this module turns those lists
-into the spans Arrow table. Spans it declines (links, engine timings, invalid ids or
+handed to it here as data (with the normaliser's own converters, redaction, pricing and event
+handling as callables), into Arrow buffers, one per ``SpanRow`` field; this module wraps them
+as the spans table (``SPANS_SCHEMA``) without copying. Spans it declines (links, engine timings, invalid ids or
 times, a converter that raises) come back by index for the Python path; a request whose
 structure it does not vouch for raises ``NativeFallback`` and goes the Python way whole.
 The Python path is the reference: tests/collector/test_native_decode.py checks both agree.
