@@ -186,6 +186,18 @@ static int kv_read(Buf *b, Buf *key, AnyValue *value) {
     return 0;
 }
 
+/* One KeyValue into ``dict`` as key -> Python value (later keys win, as in a dict display). */
+static int kv_into(PyObject *dict, Buf kv, int depth) {
+    Buf key;
+    AnyValue value;
+    PyObject *k = NULL, *o = NULL;
+    if (kv_read(&kv, &key, &value) == 0 && (k = str_of(&key)) != NULL) o = any_object(&value, depth);
+    int rc = o == NULL ? -1 : PyDict_SetItem(dict, k, o);
+    Py_XDECREF(k);
+    Py_XDECREF(o);
+    return rc;
+}
+
 /* A KeyValueList or ArrayValue as a dict or list, like collector.otlp.decode._any_pb. */
 static PyObject *any_object(AnyValue *v, int depth) {
     if (depth > 16) { /* upb's own limit counts three messages per level: let it judge deep values */
@@ -203,72 +215,37 @@ static PyObject *any_object(AnyValue *v, int depth) {
         return PyFloat_FromDouble(d);
     }
     case AV_BYTES: return PyBytes_FromStringAndSize((const char *)v->buf.p, v->buf.end - v->buf.p);
-    case AV_ARRAY: {
-        PyObject *list = PyList_New(0);
-        if (list == NULL) return NULL;
-        Buf b = v->buf;
-        while (b.p < b.end) {
-            uint32_t n;
-            int wt;
-            Buf sub = {0};
-            uint64_t scalar;
-            if (next_field(&b, &n, &wt, &sub, &scalar)) {
-                Py_DECREF(list);
-                fallback("malformed ArrayValue");
-                return NULL;
-            }
-            if (n != 1) continue;
-            if (wt != WT_LEN) {
-                Py_DECREF(list);
-                fallback("ArrayValue item with an unexpected wire type");
-                return NULL;
-            }
-            AnyValue item;
-            PyObject *o = NULL;
-            if (read_any(&sub, &item) == 0) o = any_object(&item, depth + 1);
-            if (o == NULL || PyList_Append(list, o)) {
-                Py_XDECREF(o);
-                Py_DECREF(list);
-                return NULL;
-            }
-            Py_DECREF(o);
-        }
-        return list;
-    }
+    case AV_ARRAY:
     case AV_KVLIST: {
-        PyObject *dict = PyDict_New();
-        if (dict == NULL) return NULL;
+        int array = v->type == AV_ARRAY;
+        PyObject *out = array ? PyList_New(0) : PyDict_New();
+        if (out == NULL) return NULL;
         Buf b = v->buf;
         while (b.p < b.end) {
             uint32_t n;
-            int wt;
+            int wt, rc;
             Buf sub = {0};
             uint64_t scalar;
-            if (next_field(&b, &n, &wt, &sub, &scalar)) {
-                Py_DECREF(dict);
-                fallback("malformed KeyValueList");
+            if (next_field(&b, &n, &wt, &sub, &scalar) || (n == 1 && wt != WT_LEN)) {
+                Py_DECREF(out);
+                fallback(array ? "malformed ArrayValue" : "malformed KeyValueList");
                 return NULL;
             }
             if (n != 1) continue;
-            if (wt != WT_LEN) {
-                Py_DECREF(dict);
-                fallback("KeyValueList item with an unexpected wire type");
-                return NULL;
-            }
-            Buf key;
-            AnyValue item;
-            PyObject *k = NULL, *o = NULL;
-            if (kv_read(&sub, &key, &item) == 0 && (k = str_of(&key)) != NULL) o = any_object(&item, depth + 1);
-            if (o == NULL || PyDict_SetItem(dict, k, o)) {
-                Py_XDECREF(k);
+            if (array) {
+                AnyValue item;
+                PyObject *o = read_any(&sub, &item) == 0 ? any_object(&item, depth + 1) : NULL;
+                rc = o == NULL ? -1 : PyList_Append(out, o);
                 Py_XDECREF(o);
-                Py_DECREF(dict);
+            } else {
+                rc = kv_into(out, sub, depth + 1);
+            }
+            if (rc) {
+                Py_DECREF(out);
                 return NULL;
             }
-            Py_DECREF(k);
-            Py_DECREF(o);
         }
-        return dict;
+        return out;
     }
     }
     Py_RETURN_NONE;
@@ -859,14 +836,7 @@ static PyObject *event_object(Decoder *d, Buf b) {
             Py_XSETREF(name, s);
         } else if (n == 3) {
             if (wt != WT_LEN) goto wrong;
-            Buf key;
-            AnyValue v;
-            PyObject *k = NULL, *o = NULL;
-            if (kv_read(&sub, &key, &v) == 0 && (k = str_of(&key)) != NULL) o = any_object(&v, 0);
-            int rc = o == NULL ? -1 : PyDict_SetItem(attrs, k, o);
-            Py_XDECREF(k);
-            Py_XDECREF(o);
-            if (rc) goto out;
+            if (kv_into(attrs, sub, 0)) goto out;
         } else if (n == 4 && wt != WT_VARINT) {
             goto wrong;
         }
@@ -1249,18 +1219,10 @@ static int set_resource(Request *r, Buf *resource) {
         if (next_field(&b, &n, &wt, &sub, &scalar)) goto malformed;
         if (n == 1) {
             if (wt != WT_LEN) goto malformed;
-            Buf key;
-            AnyValue v;
-            PyObject *k = NULL, *o = NULL;
-            if (kv_read(&sub, &key, &v) == 0 && (k = str_of(&key)) != NULL) o = any_object(&v, 0);
-            if (o == NULL || PyDict_SetItem(attrs, k, o)) {
-                Py_XDECREF(k);
-                Py_XDECREF(o);
+            if (kv_into(attrs, sub, 0)) {
                 Py_DECREF(attrs);
                 return -1;
             }
-            Py_DECREF(k);
-            Py_DECREF(o);
         } else if (n == 2 && wt != WT_VARINT) {
             goto malformed;
         }
