@@ -76,7 +76,7 @@ def _float(value: Any) -> float | None:
         return None
     try:
         f = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return f if f == f and f not in (float("inf"), float("-inf")) else None
 

@@ -317,7 +317,7 @@ def _convert_json(payload: bytes, project: str, nz: Normalizer, max_spans: int, 
         try:
             res = _jget(rs, "resource", "resource") or {}
             resource = _resource(nz, _jattrs(res))
-        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        except (TypeError, ValueError, AttributeError, KeyError, OverflowError, RecursionError) as exc:
             raise BadRequest(f"resourceSpans[].resource is malformed: {exc}") from None
         for span_list in lists:
             for span in span_list:
@@ -349,8 +349,12 @@ def _json_span(out: Converted, nz: Normalizer, project: str, resource: Resource,
             project, resource, tid, sid, pid, _jstr(_jget(span, "name", "name")), start, end,
             code, _jstr(status.get("message")), _jpairs(span), events,
         )
-    except (TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError, RecursionError) as exc:
         out.reject(f"span {index}", str(exc) or type(exc).__name__)
+        return None
+    except Exception as exc:  # one bad span never sinks the request
+        log.exception("span %d could not be normalised", index)
+        out.reject(f"span {index}", f"could not be normalised: {exc}")
         return None
 
 

@@ -61,6 +61,7 @@ def test_json_mapping_ids_ints_enums_and_snake_case() -> None:
     ({"attributes": [{"key": "k", "value": {"weirdValue": 1}}]}, "unknown AnyValue"),
     ({"name": "lone \ud800"}, "name is not valid Unicode"),
     ({"attributes": [{"key": "k\udfff", "value": {"stringValue": "v"}}]}, "attributes is not valid Unicode"),
+    ({"attributes": [{"key": "k", "value": {"intValue": float("inf")}}]}, "cannot convert float infinity"),  # JSON 1e400
 ])
 def test_bad_json_span_is_rejected_alone(fields: dict[str, object], why: str) -> None:
     doc = json.loads(_json_span(**fields))
@@ -68,6 +69,13 @@ def test_bad_json_span_is_rejected_alone(fields: dict[str, object], why: str) ->
     out = convert(json.dumps(doc).encode(), JSON, "p", NZ, max_spans=10)
     assert out.rejected == 1 and out.spans == 1 and why in out.error_message
     assert json.loads(response_body(out, JSON))["partialSuccess"]["rejectedSpans"] == "1"
+
+
+def test_json_number_too_large_for_a_float_is_not_a_timing() -> None:
+    body = _json_span(attributes=[{"key": "gen_ai.latency.time_to_first_token", "value": {"intValue": str(10**400)}}])
+    out = convert(body, JSON, "p", NZ, max_spans=10)
+    [row] = table_rows(out.table)
+    assert out.rejected == 0 and row.ttft_s is None
 
 
 def test_request_with_every_span_rejected_gives_an_empty_table() -> None:
