@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: setup browser demo test lint bench clean
 
-$(STAMP): pyproject.toml sdk/pyproject.toml collector/otlp/_native.c
+$(STAMP): pyproject.toml sdk/pyproject.toml collector/otlp/_native.c collector/otlp/_json_wire.c collector/otlp/_native.h
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e ./sdk -e '.[dev]'

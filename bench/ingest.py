@@ -1,6 +1,6 @@
 """Storage benchmark: ingestion rate, bytes on disk per span, query latency at scale.
 
-    python -m bench.ingest [--ingest-spans 1000000] [--spans 10000000] [--phases http,store,query]
+    python -m bench.ingest [--ingest-spans 1000000] [--spans 10000000] [--phases http,http_json,store,query]
 
 Phases (each prints its figures; all are written to ``bench/results/ingest.json`` and ``.md``):
 
@@ -8,6 +8,8 @@ Phases (each prints its figures; all are written to ``bench/results/ingest.json`
    through the real collector (``agentwatch collector`` in a subprocess, OTLP/HTTP protobuf,
    project API key, 4 concurrent senders), with ``bench.workload``'s agent-like traces: once
    with ~700 B of captured prompt/completion text per span, once without captured text.
+   ``http_json``: the same without captured text, sent as OTLP/HTTP JSON (``application/json``,
+   as the JavaScript exporter sends it).
 2. ``store``: the same count of agent-like spans without captured content, generated as
    ``SpanRow`` batches of 20k (the writer's batch size), made into Arrow tables (the form
    decode hands on, not timed) and inserted with ``Store.insert_spans``: the storage side's
@@ -219,16 +221,16 @@ def phase_store(store: ChdbStore, spans: int) -> dict[str, Any]:
     }
 
 
-def phase_http(spans: int, senders: int = 4, *, content: bool = True) -> dict[str, Any]:
+def phase_http(spans: int, senders: int = 4, *, content: bool = True, encoding: str = "protobuf") -> dict[str, Any]:
     """The real collector in a subprocess: first send to every span stored."""
-    from bench.workload import Workload
+    from bench.workload import Workload, otlp_json
 
     workload = Workload(spans, end_time_ns=time.time_ns(), batch_spans=1000, project="bench", content=content)
     with tempfile.TemporaryDirectory() as tmp, Collector(Path(tmp)) as collector:
         key = collector.key("bench")
-        bodies = list(workload.batches())
+        bodies = [otlp_json(body) for body in workload.batches()] if encoding == "json" else list(workload.batches())
         started = time.perf_counter()
-        accepted = _send_all(collector.url, key, bodies, senders)
+        accepted = _send_all(collector.url, key, bodies, senders, encoding)
         sent_s = time.perf_counter() - started
         stored_s = _wait_stored(collector, workload.totals.spans, started)
         runs = httpx.get(
@@ -246,14 +248,16 @@ def phase_http(spans: int, senders: int = 4, *, content: bool = True) -> dict[st
         "stored_s": stored_s,
         "spans_per_s": workload.totals.spans / stored_s,
         "content_bytes_per_span": workload.totals.content_bytes / workload.totals.spans,
-        "wire_bytes_per_span": workload.request_bytes / workload.totals.spans,
+        "wire_bytes_per_span": sum(map(len, bodies)) / workload.totals.spans,
+        "encoding": encoding,
         "senders": senders,
         "load_average_after": os.getloadavg()[0],
     }
 
 
-def _send_all(url: str, key: str, bodies: list[bytes], senders: int) -> int:
-    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/x-protobuf"}
+def _send_all(url: str, key: str, bodies: list[bytes], senders: int, encoding: str) -> int:
+    content_type = "application/json" if encoding == "json" else "application/x-protobuf"
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": content_type}
     accepted = [0] * senders
 
     def send(worker: int) -> None:
@@ -450,10 +454,11 @@ def render(result: dict[str, Any]) -> str:
         f"Machine: {result['machine']}",
         "",
     ]
-    for key, what in (("http", "with captured text"), ("http_no_content", "without captured text")):
+    for key, what in (("http", "with captured text"), ("http_no_content", "without captured text"),
+                      ("http_json_no_content", "without captured text")):
         if http := result.get(key):
             lines.append(
-                f"- HTTP path, agent-like spans {what} (real collector, OTLP/HTTP protobuf, {http['senders']} senders): "
+                f"- HTTP path, agent-like spans {what} (real collector, OTLP/HTTP {http.get('encoding', 'protobuf')}, {http['senders']} senders): "
                 f"**{http['spans_per_s']:,.0f} spans/s** from first send until all {http['spans']:,} spans were stored "
                 f"({http.get('wire_bytes_per_span', 0):.0f} B/span on the wire, {http['content_bytes_per_span']:.0f} B of it captured text; "
                 f"{http['runs_listed']:,} runs listed of {http['traces']:,})"
@@ -496,8 +501,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument(
         "--phases",
-        default="http,store,query",
-        help="comma-separated subset of http, store, query; figures of phases not run are kept "
+        default="http,http_json,store,query",
+        help="comma-separated subset of http, http_json, store, query; figures of phases not run are kept "
         "from the existing results file",
     )
     parser.add_argument(
@@ -505,11 +510,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=RESULTS / "ingest")
     args = parser.parse_args(argv)
-    phases = set(args.phases.split(",")) - ({"http"} if args.no_http else set())
-    if unknown := phases - {"http", "store", "query"}:
-        parser.error(f"--phases: unknown phase(s) {sorted(unknown)}; choose from http, store, query")
+    every = {"http", "http_json", "store", "query"}
+    phases = set(args.phases.split(",")) - ({"http", "http_json"} if args.no_http else set())
+    if unknown := phases - every:
+        parser.error(f"--phases: unknown phase(s) {sorted(unknown)}; choose from {', '.join(sorted(every))}")
     previous = args.out.with_suffix(".json")
-    result: dict[str, Any] = json.loads(previous.read_text()) if previous.exists() and phases != {"http", "store", "query"} else {}
+    result: dict[str, Any] = json.loads(previous.read_text()) if previous.exists() and phases != every else {}
     result.update({
         "command": " ".join(["python -m bench.ingest", *sys.argv[1:]]),
         "machine": report.machine(),
@@ -524,6 +530,9 @@ def main(argv: list[str] | None = None) -> int:
                 print("http:", json.dumps(result["http"]))
                 result["http_no_content"] = phase_http(args.ingest_spans, content=False)
                 print("http_no_content:", json.dumps(result["http_no_content"]))
+            if "http_json" in phases:
+                result["http_json_no_content"] = phase_http(args.ingest_spans, content=False, encoding="json")
+                print("http_json_no_content:", json.dumps(result["http_json_no_content"]))
             if "store" in phases:
                 # Steady state: a collector up for a minute vouches for the keys it stored (RecentKeys).
                 time.sleep(max(0.0, opened + store.recent_window_s + 1 - time.monotonic()))

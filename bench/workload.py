@@ -130,6 +130,29 @@ class Workload:
                 yield body if pass_no == 0 else _rewrite_pass(body, pass_no)
 
 
+def otlp_json(body: bytes) -> bytes:
+    """A protobuf request body as the OTLP JSON mapping sends it (what OTLP/HTTP JSON exporters,
+    the JavaScript one among them, post): proto3 JSON with trace and span ids in hex."""
+    import json
+
+    from google.protobuf.json_format import MessageToDict
+
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(body)
+    return json.dumps(hex_ids(MessageToDict(request))).encode()
+
+
+def hex_ids(node: object) -> object:
+    """MessageToDict writes bytes fields in base64; OTLP JSON wants trace and span ids in hex."""
+    import base64
+
+    if isinstance(node, dict):
+        return {k: base64.b64decode(v).hex() if k in ("traceId", "spanId", "parentSpanId") else hex_ids(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [hex_ids(v) for v in node]
+    return node
+
+
 def _rewrite_pass(body: bytes, pass_no: int) -> bytes:
     return body.replace(TRACE_MARKER + _PASS_SLOT, TRACE_MARKER + pass_no.to_bytes(4, "big"))
 

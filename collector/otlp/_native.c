@@ -20,7 +20,9 @@
 #include <stdint.h>
 #include <string.h>
 
-static PyObject *NativeFallback;
+#include "_native.h"
+
+PyObject *NativeFallback;
 
 /* ---- wire format ------------------------------------------------------------------------ */
 
@@ -1372,10 +1374,17 @@ static PyTypeObject DecoderType = {
     .tp_doc = "OTLP protobuf -> span columns, configured by collector.otlp.native",
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "Native OTLP span decoder.", -1, NULL};
+static PyMethodDef module_methods[] = {
+    {"json_wire", json_wire, METH_O,
+     "json_wire(doc) -> (ExportTraceServiceRequest bytes, span count) for a json.loads'ed OTLP JSON request; "
+     "NativeFallback when the Python JSON path must read it"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "Native OTLP span decoder.", -1, module_methods};
 
 PyMODINIT_FUNC PyInit__native(void) {
-    if (PyType_Ready(&DecoderType) < 0) return NULL;
+    if (PyType_Ready(&DecoderType) < 0 || json_wire_init() < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     NativeFallback = PyErr_NewException("collector.otlp._native.NativeFallback", NULL, NULL);

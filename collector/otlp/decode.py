@@ -6,7 +6,8 @@ spool replay, the writer and the store work on. These decoders normalise each sp
 
 Two encodings, one result: protobuf (parsed by upb) and the OTLP JSON mapping (ids as
 hex strings, 64-bit integers as strings or numbers, enums as numbers or names, lowerCamelCase
-or snake_case field names). A body that cannot be read as a request is a ``BadRequest``;
+or snake_case field names). With the native decoder built, both go through it: a JSON
+document in the common forms is re-encoded as protobuf (``native.json_wire``) first. A body that cannot be read as a request is a ``BadRequest``;
 a span that is wrong on its own (ids of the wrong length, wrong types) is rejected and
 reported in ``partial_success`` while the rest of the request is kept.
 """
@@ -33,7 +34,7 @@ from collector.model import SpanRow
 from collector.normalize import Normalizer, Resource
 from collector.otlp import native
 from collector.otlp.errors import BadRequest, PayloadTooLarge
-from collector.otlp.native import NativeDecoder, NativeFallback
+from collector.otlp.native import NativeDecoder, NativeFallback, json_wire
 from collector.storage.columns import SPAN_FIELDS, empty_spans_table, spans_table
 
 log = logging.getLogger(__name__)
@@ -83,15 +84,24 @@ def convert(
     the native decoder when it is built and ``native`` is set; the Python path is the reference
     it falls back to, for a span or a whole request.
     """
+    decoder = _native_decoder(normalizer) if native else None
     if fmt == PROTOBUF:
-        decoder = _native_decoder(normalizer) if native else None
         if decoder is not None:
             try:
                 return _convert_native(decoder, payload, project, normalizer, max_spans, not_before_ns)
             except NativeFallback:
                 pass  # something unusual in the request: the Python path decides
         return convert_message(parse_protobuf(payload), project, normalizer, max_spans=max_spans, not_before_ns=not_before_ns)
-    return _convert_json(payload, project, normalizer, max_spans, not_before_ns)
+    doc = parse_json(payload)
+    if decoder is not None:
+        try:
+            wire, count = json_wire(doc)  # the same request as protobuf, for the same decoder
+            if count > max_spans:
+                raise _too_many(count, max_spans)
+            return _convert_native(decoder, wire, project, normalizer, max_spans, not_before_ns)
+        except NativeFallback:
+            pass  # a form only the Python JSON path reads (or rejects with a precise message)
+    return _convert_json(doc, project, normalizer, max_spans, not_before_ns)
 
 
 _NATIVE: weakref.WeakKeyDictionary[Normalizer, NativeDecoder] = weakref.WeakKeyDictionary()
@@ -295,7 +305,7 @@ def _resource(nz: Normalizer, attrs: dict[str, Any]) -> Resource:
 # --- JSON ------------------------------------------------------------------------------------
 
 
-def _convert_json(payload: bytes, project: str, nz: Normalizer, max_spans: int, not_before_ns: int) -> Converted:
+def parse_json(payload: bytes) -> dict[str, Any]:
     try:
         doc = json.loads(payload)
     except UnicodeDecodeError as exc:
@@ -304,6 +314,10 @@ def _convert_json(payload: bytes, project: str, nz: Normalizer, max_spans: int, 
         raise BadRequest(f"body is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise BadRequest("JSON body must be an object with 'resourceSpans'")
+    return doc
+
+
+def _convert_json(doc: dict[str, Any], project: str, nz: Normalizer, max_spans: int, not_before_ns: int) -> Converted:
     resource_spans = _jlist(doc, "resourceSpans", "resource_spans", "request")
     scopes = [(rs, _jlist(_jobj(rs, "resourceSpans[]"), "scopeSpans", "scope_spans", "resourceSpans[]")) for rs in resource_spans]
     spans = [(rs, [_jlist(_jobj(ss, "scopeSpans[]"), "spans", "spans", "scopeSpans[]") for ss in sss]) for rs, sss in scopes]
@@ -376,11 +390,11 @@ def _json_event(event: Any) -> dict[str, Any]:
 
 
 def _jattrs(obj: dict[str, Any]) -> dict[str, Any]:
-    return {_jstr(kv["key"]): _any_json(kv.get("value")) for kv in obj.get("attributes") or ()}
+    return {_jstr(kv.get("key")): _any_json(kv.get("value")) for kv in obj.get("attributes") or ()}
 
 
 def _jpairs(obj: dict[str, Any]) -> list[tuple[str, Any]]:
-    return [(_jstr(kv["key"]), _any_json(kv.get("value"))) for kv in obj.get("attributes") or ()]
+    return [(_jstr(kv.get("key")), _any_json(kv.get("value"))) for kv in obj.get("attributes") or ()]
 
 
 def _any_json(value: Any) -> Any:
@@ -399,7 +413,7 @@ def _any_json(value: Any) -> Any:
         if key in ("arrayValue", "array_value"):
             return [_any_json(v) for v in (item or {}).get("values") or ()]
         if key in ("kvlistValue", "kvlist_value"):
-            return {_jstr(kv["key"]): _any_json(kv.get("value")) for kv in (item or {}).get("values") or ()}
+            return {_jstr(kv.get("key")): _any_json(kv.get("value")) for kv in (item or {}).get("values") or ()}
         if key in ("bytesValue", "bytes_value"):
             return base64.b64decode(item, validate=True)
     raise ValueError(f"unknown AnyValue {sorted(value)!r}")

@@ -7,6 +7,10 @@ as the spans table (``SPANS_SCHEMA``) without copying. Spans it declines (links,
 times, a converter that raises) come back by index for the Python path; a request whose
 structure it does not vouch for raises ``NativeFallback`` and goes the Python way whole.
 The Python path is the reference: tests/collector/test_native_decode.py checks both agree.
+
+``json_wire`` (``_json_wire.c``) re-encodes a parsed OTLP JSON document as protobuf, so JSON
+bodies take the same decoder; a document in a form it does not vouch for raises
+``NativeFallback`` and is read by the Python JSON path.
 """
 
 from __future__ import annotations
@@ -24,10 +28,11 @@ from collector.normalize import Normalizer, Resource
 from collector.storage.columns import _MAP, _STR, SPAN_FIELDS, SPANS_SCHEMA
 
 try:
-    from collector.otlp._native import Decoder, NativeFallback
+    from collector.otlp._native import Decoder, NativeFallback, json_wire
 except ImportError:  # not built (e.g. a source checkout without a compiler): the Python path does it all
     Decoder = None  # type: ignore[assignment,misc]
     NativeFallback = RuntimeError  # type: ignore[assignment,misc]
+    json_wire = None  # type: ignore[assignment]
 
 AVAILABLE = Decoder is not None
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from bench.workload import Workload
+from bench.workload import Workload, hex_ids, otlp_json
 from collector import normalize
 from collector.normalize import Normalizer, sdk_pricer
 from collector.otlp import native
@@ -131,3 +131,111 @@ def test_malformed_bodies_are_refused_the_same(body: bytes) -> None:
     python, fast = _both(body, NORMALIZERS["plain"])
     assert python == fast
     assert isinstance(python, tuple) and python[0] is BadRequest
+
+
+# --- JSON bodies: re-encoded as protobuf (native.json_wire) for the same decoder -------------------
+
+_ODD_VALUES = st.sampled_from([
+    None, "", 0, -1, 1.5, True, False, [], {}, "zz", "12", "-12", "+3", " 7", "1e3", "0" * 32, "AB" * 16, "ab" * 8, "ab",
+    2**63, 2**64, -(2**63) - 1, 10**30, float("nan"), float("inf"), "NaN", "STATUS_CODE_OK", "STATUS_CODE_NOPE", "\ud800",
+    {"stringValue": "s"}, {"intValue": "5"}, {"values": []}, {"key": "k"}, {"key": "k", "value": {"boolValue": True}},
+    [{"key": "k", "value": {"doubleValue": 2}}], {"bytesValue": "AQ=="}, {"weirdValue": 1}, {"x": 1, "stringValue": "late"},
+])
+
+
+def _dialect(node: object, data: st.DataObject) -> object:
+    """The forms exporters really send: snake_case names, 64-bit integers as numbers or strings,
+    status codes as numbers, NaN and infinities as JSON literals."""
+    import re
+
+    if isinstance(node, list):
+        return [_dialect(v, data) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key in ("intValue", "startTimeUnixNano", "endTimeUnixNano", "timeUnixNano") and data.draw(st.booleans()):
+            value = int(value)
+        elif key == "doubleValue" and isinstance(value, str):
+            value = float(value)
+        elif key == "code" and data.draw(st.booleans()):
+            value = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}.get(value, value)
+        if data.draw(st.integers(0, 9)) == 0:
+            key = re.sub(r"(?<!^)([A-Z])", r"_\1", key).lower()
+        out[key] = _dialect(value, data)
+    return out
+
+
+def _paths(node: object, path: tuple = ()) -> list[tuple]:
+    found = [path]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found += _paths(value, (*path, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            found += _paths(value, (*path, i))
+    return found
+
+
+def _json_body(payload: bytes, data: st.DataObject, *, odd: int) -> bytes:
+    import copy
+    import json
+
+    from google.protobuf.json_format import MessageToDict
+
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(payload)
+    doc = _dialect(hex_ids(MessageToDict(request)), data)
+    if data.draw(st.booleans()):  # spans with bad ids send a request the Python way whole: leave them out
+        for rs in doc.get("resourceSpans", ()):
+            for ss in rs.get("scopeSpans", ()):
+                ss["spans"] = [s for s in ss.get("spans", ()) if len(s.get("traceId", "")) == 32 and len(s.get("spanId", "")) == 16
+                               and len(s.get("parentSpanId", "")) in (0, 16) and s["traceId"] != "0" * 32 and s["spanId"] != "0" * 16]
+    for _ in range(odd):  # a value somewhere replaced by one of an odd type or form
+        path = data.draw(st.sampled_from(_paths(doc)[1:] or [()]))
+        if path:
+            parent = doc
+            for step in path[:-1]:
+                parent = parent[step]
+            parent[path[-1]] = copy.deepcopy(data.draw(_ODD_VALUES))  # never change the shared constant
+    return json.dumps(doc).encode("utf-8", "surrogatepass")
+
+
+def _both_json(body: bytes, normalizer: Normalizer, not_before_ns: int = 0) -> tuple[object, object]:
+    from collector.otlp.decode import JSON
+
+    out = []
+    for use_native in (False, True):
+        try:
+            out.append(convert(body, JSON, "p", normalizer, max_spans=1000, not_before_ns=not_before_ns, native=use_native))
+        except IngestError as exc:
+            out.append((type(exc), str(exc)))
+    return out[0], out[1]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data(), payload=requests(), which=st.sampled_from(sorted(NORMALIZERS)), retention=st.booleans())
+def test_generated_json_requests_decode_the_same_natively(data: st.DataObject, payload: bytes, which: str, retention: bool) -> None:
+    not_before = time.time_ns() - 3600 * 10**9 if retention else 0
+    _assert_same(*_both_json(_json_body(payload, data, odd=0), NORMALIZERS[which], not_before))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data(), payload=requests(), odd=st.integers(1, 3))
+def test_json_requests_with_odd_values_decode_or_fail_the_same_natively(data: st.DataObject, payload: bytes, odd: int) -> None:
+    _assert_same(*_both_json(_json_body(payload, data, odd=odd), NORMALIZERS["plain"]))
+
+
+@pytest.mark.parametrize("content", [True, False], ids=["content", "no-content"])
+def test_agent_workload_as_json_is_decoded_natively(content: bool) -> None:
+    """JSON from a real exporter takes the native decoder whole: no fallback, no declines."""
+    import json
+
+    normalizer = Normalizer(redactor=Redactor.from_setting("default"), pricer=sdk_pricer())
+    decoder = native.NativeDecoder(normalizer)
+    for body in Workload(2000, batch_spans=500, end_time_ns=time.time_ns(), content=content).batches():
+        json_body = otlp_json(body)
+        wire, count = native.json_wire(json.loads(json_body))
+        decoded = decoder.decode(wire, "p")
+        assert decoded.declined == [] and decoded.table.num_rows == decoded.spans == count > 0
+        _assert_same(*_both_json(json_body, normalizer))
