@@ -66,9 +66,9 @@ def _admin(request: Request) -> KeyRing:
     return request.app.state.keyring
 
 
-def _ingest_scope(request: Request) -> str | None:
+async def _ingest_scope(request: Request) -> str | None:
     """None for the operator (the admin token); otherwise the caller's project (401 without a key)."""
-    return None if _is_admin(request) else get_project(request)
+    return None if _is_admin(request) else await get_project(request)
 
 
 AdminDep = Annotated[KeyRing, Depends(_admin)]

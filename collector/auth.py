@@ -8,6 +8,7 @@ verified before keep working and unknown ones get a 503 (retry) rather than a 40
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +29,17 @@ class Authenticator:
         self._clock = clock
         self._cache: dict[str, tuple[str | None, str, float]] = {}  # token -> (project, key_id, expiry)
         self._lock = threading.Lock()
+
+    async def authenticate_async(self, token: str | None) -> str | None:
+        """``authenticate`` for the event loop: a key verified lately is answered from memory at
+        once; only a cache miss (a store query) goes to a worker thread. The thread hop it saves
+        was a third of a small export request's time."""
+        if token:
+            with self._lock:
+                cached = self._cache.get(token)
+            if cached is not None and cached[2] > self._clock():
+                return cached[0]
+        return await asyncio.to_thread(self.authenticate, token)
 
     def authenticate(self, token: str | None) -> str | None:
         parts = split_key(token) if token else None

@@ -14,11 +14,11 @@ from collector.settings import Settings
 from collector.storage.base import Store
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def get_store(request: Request) -> Store:
+async def get_store(request: Request) -> Store:
     return request.app.state.store
 
 
@@ -30,11 +30,12 @@ def bearer_token(request: Request) -> str | None:
     return request.headers.get("x-agentwatch-key") or None
 
 
-def get_project(request: Request) -> str:
+async def get_project(request: Request) -> str:
     """The project of the caller's API key; 401 without a valid one.
 
-    ``request.app.state.authenticator`` is an object with ``authenticate(token) -> str | None``
-    (the project, or None when the key is unknown or revoked).
+    ``request.app.state.authenticator`` (``collector.auth.Authenticator``) answers with the
+    project, or None when the key is unknown or revoked. Async, so that a key verified lately
+    costs no trip to FastAPI's thread pool.
     """
     settings: Settings = request.app.state.settings
     token = bearer_token(request)
@@ -42,7 +43,7 @@ def get_project(request: Request) -> str:
         return "default"
     if token is None:
         raise HTTPException(status_code=401, detail="missing API key: send 'Authorization: Bearer <key>'", headers={"WWW-Authenticate": "Bearer"})
-    project = request.app.state.authenticator.authenticate(token)
+    project = await request.app.state.authenticator.authenticate_async(token)
     if project is None:
         raise HTTPException(status_code=401, detail="invalid or revoked API key", headers={"WWW-Authenticate": "Bearer"})
     return project

@@ -8,7 +8,6 @@ compression itself; the key comes in the ``authorization`` metadata.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -83,7 +82,7 @@ class GrpcServer:
             if state.settings.require_auth:
                 raise Unauthenticated("missing API key: send 'authorization: Bearer <key>' metadata")
             return "default", "default"
-        project = await asyncio.to_thread(state.authenticator.authenticate, token)
+        project = await state.authenticator.authenticate_async(token)
         if project is None:
             raise Unauthenticated("invalid or revoked API key")
         key = split_key(token)

@@ -46,8 +46,9 @@ def _ingestor(request: Request) -> Ingestor:
     return request.app.state.ingestor
 
 
-def capacity(request: Request) -> None:
-    """Back-pressure before anything is read: 503 + Retry-After when the spool cannot take more."""
+async def capacity(request: Request) -> None:
+    """Back-pressure before anything is read: 503 + Retry-After when the spool cannot take more.
+    (Async: a plain ``def`` dependency would cost every request a thread-pool hop.)"""
     _ingestor(request).check_capacity()
 
 

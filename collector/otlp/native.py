@@ -138,13 +138,15 @@ def _map(column: tuple, keys: tuple, values: tuple) -> pa.Array:
     )
 
 
+# Resolved once: a pa.Field's name and type are new Python objects at every access.
+_PLAIN = [(i, f.type) for i, f in enumerate(SPANS_SCHEMA) if not pa.types.is_map(f.type)]
+_ATTRIBUTES, _RESOURCE = SPANS_SCHEMA.get_field_index("attributes"), SPANS_SCHEMA.get_field_index("resource")
+
+
 def _table(columns: list[tuple], attr_keys: tuple, attr_values: tuple, res_keys: tuple, res_values: tuple) -> pa.Table:
-    arrays = []
-    for field, column in zip(SPANS_SCHEMA, columns, strict=True):
-        if field.name == "attributes":
-            arrays.append(_map(column, attr_keys, attr_values))
-        elif field.name == "resource":
-            arrays.append(_map(column, res_keys, res_values))
-        else:
-            arrays.append(_array(field.type, column))
+    arrays: list[pa.Array | None] = [None] * len(columns)
+    for i, kind in _PLAIN:
+        arrays[i] = _array(kind, columns[i])
+    arrays[_ATTRIBUTES] = _map(columns[_ATTRIBUTES], attr_keys, attr_values)
+    arrays[_RESOURCE] = _map(columns[_RESOURCE], res_keys, res_values)
     return pa.Table.from_arrays(arrays, schema=SPANS_SCHEMA)
