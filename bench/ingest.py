@@ -1,6 +1,6 @@
 """Storage benchmark: ingestion rate, bytes on disk per span, query latency at scale.
 
-    python -m bench.ingest [--ingest-spans 1000000] [--spans 10000000] [--phases http,http_json,store,query]
+    python -m bench.ingest [--ingest-spans 1000000] [--spans 10000000] [--phases http,http_json,http_small,store,query]
 
 Phases (each prints its figures; all are written to ``bench/results/ingest.json`` and ``.md``):
 
@@ -9,7 +9,8 @@ Phases (each prints its figures; all are written to ``bench/results/ingest.json`
    project API key, 4 concurrent senders), with ``bench.workload``'s agent-like traces: once
    with ~700 B of captured prompt/completion text per span, once without captured text.
    ``http_json``: the same without captured text, sent as OTLP/HTTP JSON (``application/json``,
-   as the JavaScript exporter sends it).
+   as the JavaScript exporter sends it). ``http_small``: 300k spans, one agent run (~40 spans)
+   a request, 8 senders: requests per second, what the per-request costs allow.
 2. ``store``: the same count of agent-like spans without captured content, generated as
    ``SpanRow`` batches of 20k (the writer's batch size), made into Arrow tables (the form
    decode hands on, not timed) and inserted with ``Store.insert_spans``: the storage side's
@@ -221,11 +222,13 @@ def phase_store(store: ChdbStore, spans: int) -> dict[str, Any]:
     }
 
 
-def phase_http(spans: int, senders: int = 4, *, content: bool = True, encoding: str = "protobuf") -> dict[str, Any]:
+def phase_http(
+    spans: int, senders: int = 4, *, content: bool = True, encoding: str = "protobuf", batch_spans: int = 1000
+) -> dict[str, Any]:
     """The real collector in a subprocess: first send to every span stored."""
     from bench.workload import Workload, otlp_json
 
-    workload = Workload(spans, end_time_ns=time.time_ns(), batch_spans=1000, project="bench", content=content)
+    workload = Workload(spans, end_time_ns=time.time_ns(), batch_spans=batch_spans, project="bench", content=content)
     with tempfile.TemporaryDirectory() as tmp, Collector(Path(tmp)) as collector:
         key = collector.key("bench")
         bodies = [otlp_json(body) for body in workload.batches()] if encoding == "json" else list(workload.batches())
@@ -250,6 +253,8 @@ def phase_http(spans: int, senders: int = 4, *, content: bool = True, encoding: 
         "content_bytes_per_span": workload.totals.content_bytes / workload.totals.spans,
         "wire_bytes_per_span": sum(map(len, bodies)) / workload.totals.spans,
         "encoding": encoding,
+        "requests": len(bodies),
+        "requests_per_s": len(bodies) / stored_s,
         "senders": senders,
         "load_average_after": os.getloadavg()[0],
     }
@@ -446,6 +451,10 @@ def _big_trace(store: ChdbStore, now: float) -> str:
     return rows[0].trace_id
 
 
+SMALL_BATCH = 1  # http_small: one whole trace (one agent run, ~40 spans) a request
+SMALL_REQUEST_SPANS = 300_000
+
+
 # --- report ----------------------------------------------------------------------------------
 def render(result: dict[str, Any]) -> str:
     lines = [
@@ -463,6 +472,12 @@ def render(result: dict[str, Any]) -> str:
                 f"({http.get('wire_bytes_per_span', 0):.0f} B/span on the wire, {http['content_bytes_per_span']:.0f} B of it captured text; "
                 f"{http['runs_listed']:,} runs listed of {http['traces']:,})"
             )
+    if small := result.get("http_small_requests"):
+        lines.append(
+            f"- HTTP path, small requests (one agent run a request, ~{small['spans'] / small['requests']:.0f} spans; "
+            f"{small['senders']} senders, no captured text): **{small['requests_per_s']:,.0f} requests/s** "
+            f"({small['spans_per_s']:,.0f} spans/s) over {small['requests']:,} requests"
+        )
     store = result["store"]
     lines += [
         f"- Store insert (`insert_spans`, batches of {BATCH:,}, no content): **{store['spans_per_s']:,.0f} spans/s** over {store['spans']:,} spans",
@@ -501,8 +516,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument(
         "--phases",
-        default="http,http_json,store,query",
-        help="comma-separated subset of http, http_json, store, query; figures of phases not run are kept "
+        default="http,http_json,http_small,store,query",
+        help="comma-separated subset of http, http_json, http_small, store, query; figures of phases not run are kept "
         "from the existing results file",
     )
     parser.add_argument(
@@ -510,8 +525,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=RESULTS / "ingest")
     args = parser.parse_args(argv)
-    every = {"http", "http_json", "store", "query"}
-    phases = set(args.phases.split(",")) - ({"http", "http_json"} if args.no_http else set())
+    every = {"http", "http_json", "http_small", "store", "query"}
+    phases = set(args.phases.split(",")) - ({"http", "http_json", "http_small"} if args.no_http else set())
     if unknown := phases - every:
         parser.error(f"--phases: unknown phase(s) {sorted(unknown)}; choose from {', '.join(sorted(every))}")
     previous = args.out.with_suffix(".json")
@@ -530,6 +545,11 @@ def main(argv: list[str] | None = None) -> int:
                 print("http:", json.dumps(result["http"]))
                 result["http_no_content"] = phase_http(args.ingest_spans, content=False)
                 print("http_no_content:", json.dumps(result["http_no_content"]))
+            if "http_small" in phases:
+                result["http_small_requests"] = phase_http(
+                    min(args.ingest_spans, SMALL_REQUEST_SPANS), senders=8, content=False, batch_spans=SMALL_BATCH
+                )
+                print("http_small_requests:", json.dumps(result["http_small_requests"]))
             if "http_json" in phases:
                 result["http_json_no_content"] = phase_http(args.ingest_spans, content=False, encoding="json")
                 print("http_json_no_content:", json.dumps(result["http_json_no_content"]))
