@@ -24,15 +24,8 @@ browser:
 demo: setup
 	$(BIN)/agentwatch demo
 
-# The store tests again on the clickhouse-connect back end (ClickHouseStore), over
-# clickhouse-connect's embedded chDB client: its code path without a server. Point
-# AGENTWATCH_CLICKHOUSE_URL at a ClickHouse server to run the whole suite against one.
-CLICKHOUSE_CONNECT_TESTS := tests/collector/test_store.py tests/collector/test_query.py \
-	tests/collector/test_rollup.py tests/collector/test_reprice.py tests/alerts
-
 test: setup browser
 	$(BIN)/python -m pytest -q tests
-	AGENTWATCH_CLICKHOUSE_URL=chdb:// $(BIN)/python -m pytest -q $(CLICKHOUSE_CONNECT_TESTS) -k clickhouse
 
 lint: setup
 	$(BIN)/ruff check sdk collector dashboard alerts reference_agent tests bench

@@ -1,7 +1,9 @@
-"""Store fixtures over every back end: chDB always, a ClickHouse server when
-``AGENTWATCH_CLICKHOUSE_URL`` is set (each test then gets its own database). A ``chdb://``
-URL runs the clickhouse-connect back end over clickhouse-connect's own embedded client, in a
-fresh directory per test: the driver path without a server.
+"""Store fixtures over both back ends: ``ChdbStore``, and ``ClickHouseStore`` over HTTP (each
+test in its own database).
+
+``ClickHouseStore`` talks to ``AGENTWATCH_CLICKHOUSE_URL`` when it is set (a ClickHouse server);
+otherwise to ``tests.collector.clickhouse_http``, the ClickHouse HTTP interface over chDB in a
+subprocess, so clickhouse-connect's HTTP client and the shared SQL run in every test run.
 
 Import the fixtures into a test module (``from tests.collector.store_fixtures import store``).
 """
@@ -9,6 +11,8 @@ Import the fixtures into a test module (``from tests.collector.store_fixtures im
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,52 +23,70 @@ import pytest
 from collector.storage.base import Store
 from collector.storage.chdb_store import ChdbStore
 
-CLICKHOUSE_URL = os.environ.get("AGENTWATCH_CLICKHOUSE_URL", "")
-BACKENDS = ["chdb"] + (["clickhouse"] if CLICKHOUSE_URL else [])
+REPO = Path(__file__).resolve().parents[2]
+BACKENDS = ["chdb", "clickhouse"]
 
 
-def open_backend(backend: str, tmp: Path, *, retention_days: int = 30) -> Store:
+def open_backend(backend: str, tmp: Path, *, retention_days: int = 30, clickhouse_url: str = "") -> Store:
     """A migrated, empty store of the given back end."""
     if backend == "chdb":
         store: Store = ChdbStore(tmp / "chdb", retention_days=retention_days)
-    elif CLICKHOUSE_URL.startswith("chdb:"):
-        from collector.storage.clickhouse_store import ClickHouseStore
-
-        store = ClickHouseStore(f"chdb://{tmp / 'clickhouse-connect'}", retention_days=retention_days)
     else:
-        store = _server_store(retention_days)
+        store = _server_store(clickhouse_url, retention_days)
     store.migrate()
     return store
 
 
-def _server_store(retention_days: int) -> Store:
+def _server_store(url: str, retention_days: int) -> Store:
     import clickhouse_connect
 
     from collector.storage.clickhouse_store import ClickHouseStore
 
     database = f"aw_test_{uuid.uuid4().hex[:12]}"
-    admin = clickhouse_connect.get_client(dsn=CLICKHOUSE_URL)
+    admin = clickhouse_connect.get_client(dsn=url)
     admin.command(f"CREATE DATABASE {database}")
     admin.close()
-    parts = urlsplit(CLICKHOUSE_URL)
-    return ClickHouseStore(urlunsplit(parts._replace(path=f"/{database}")), retention_days=retention_days)
+    return ClickHouseStore(urlunsplit(urlsplit(url)._replace(path=f"/{database}")), retention_days=retention_days)
 
 
 def _drop(store: Store) -> None:
     store.close()
-    if not CLICKHOUSE_URL or CLICKHOUSE_URL.startswith("chdb:") or isinstance(store, ChdbStore):
+    if isinstance(store, ChdbStore):
         return
     import clickhouse_connect
 
-    database = urlsplit(store.url).path.strip("/")  # type: ignore[attr-defined]
-    admin = clickhouse_connect.get_client(dsn=CLICKHOUSE_URL)
-    admin.command(f"DROP DATABASE IF EXISTS {database}")
+    parts = urlsplit(store.url)  # type: ignore[attr-defined]
+    admin = clickhouse_connect.get_client(dsn=urlunsplit(parts._replace(path="/default")))
+    admin.command(f"DROP DATABASE IF EXISTS {parts.path.strip('/')}")
     admin.close()
+
+
+@pytest.fixture(scope="session")
+def clickhouse_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The server's URL, or the chDB-backed HTTP interface's, started for this test session."""
+    if url := os.environ.get("AGENTWATCH_CLICKHOUSE_URL", ""):
+        yield url
+        return
+    data = tmp_path_factory.mktemp("clickhouse-http")
+    proc = subprocess.Popen([sys.executable, "-m", "tests.collector.clickhouse_http", str(data)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    port = proc.stdout.readline().strip()
+    if not port.isdigit():
+        proc.kill()
+        raise RuntimeError(f"the ClickHouse HTTP interface over chDB did not start (said {port!r})")
+    yield f"http://127.0.0.1:{port}/default"
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def _open(request: pytest.FixtureRequest, tmp: Path) -> Store:
+    url = request.getfixturevalue("clickhouse_url") if request.param == "clickhouse" else ""
+    return open_backend(request.param, tmp, clickhouse_url=url)
 
 
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s = open_backend(request.param, tmp_path)
+    s = _open(request, tmp_path)
     yield s
     _drop(s)
 
@@ -72,6 +94,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 @pytest.fixture(scope="module", params=BACKENDS)
 def module_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     """One store for a module whose tests only read what the module seeded."""
-    s = open_backend(request.param, tmp_path_factory.mktemp("store"))
+    s = _open(request, tmp_path_factory.mktemp("store"))
     yield s
     _drop(s)
