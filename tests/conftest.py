@@ -6,6 +6,8 @@ import socket
 
 import pytest
 
+from tests.collector.store_fixtures import clickhouse_url  # noqa: F401 (one ClickHouse HTTP interface a session, for every directory)
+
 
 def free_port() -> int:
     with socket.socket() as sock:

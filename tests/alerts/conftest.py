@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from aiosmtpd.controller import Controller
 
-from tests.collector.store_fixtures import clickhouse_url, store  # noqa: F401 (ChdbStore, and ClickHouseStore over HTTP)
+from tests.collector.store_fixtures import store  # noqa: F401 (ChdbStore, and ClickHouseStore over HTTP)
 from tests.conftest import free_port
 
 
