@@ -80,9 +80,10 @@ def convert(
     """Decode and normalise one export request body (already decompressed).
 
     Spans that started before ``not_before_ns`` (older than the retention) are rejected:
-    the store's TTL would drop them right after they were acknowledged. Protobuf goes through
-    the native decoder when it is built and ``native`` is set; the Python path is the reference
-    it falls back to, for a span or a whole request.
+    the store's TTL would drop them right after they were acknowledged. Both encodings go
+    through the native decoder when it is built and ``native`` is set (JSON re-encoded as
+    protobuf first); the Python path is the reference it falls back to, for a span or a whole
+    request.
     """
     decoder = _native_decoder(normalizer) if native else None
     if fmt == PROTOBUF:
