@@ -102,6 +102,24 @@ class CollectorProcess:
         return create_key(self.url, self.data_dir, project)
 
 
+# An agent run through the real SDK and OTLP exporter: argv endpoint, key, service name. The
+# key's project wins over the one the SDK is told; the prompt carries an address to redact.
+SDK_AGENT = """
+import sys, agentwatch
+agentwatch.init(endpoint=sys.argv[1], api_key=sys.argv[2], project="ignored", service_name=sys.argv[3], capture_content=True)
+with agentwatch.run("research"):
+    with agentwatch.llm("sim-large") as call:
+        call.record_usage(input_tokens=2000, output_tokens=100, ttft=0.25)
+        call.record_messages(input="mail me at ann@example.com", output="ok")
+    try:
+        with agentwatch.tool("fetch"):
+            raise TimeoutError("fetch timed out")
+    except TimeoutError:
+        pass
+agentwatch.shutdown()
+"""
+
+
 def create_key(url: str, data_dir: Path, project: str) -> str:
     token = read_admin_token(Path(data_dir))
     response = httpx.post(url + "/admin/keys", json={"project": project}, headers={"Authorization": f"Bearer {token}"}, timeout=30)

@@ -20,22 +20,14 @@ import httpx
 import pytest
 
 from collector.storage.clickhouse_store import ClickHouseStore
-from tests.collector.ingest_helpers import REPO, agent_trace, run_spans, serve, settings_for
-
-_SDK_AGENT = """
-import sys, agentwatch
-agentwatch.init(endpoint=sys.argv[1], api_key=sys.argv[2], service_name="ch-agent", capture_content=True)
-with agentwatch.run("research"):
-    with agentwatch.llm("sim-large") as call:
-        call.record_usage(input_tokens=2000, output_tokens=100, ttft=0.25)
-        call.record_messages(input="mail me at ann@example.com", output="ok")
-    try:
-        with agentwatch.tool("fetch"):
-            raise TimeoutError("fetch timed out")
-    except TimeoutError:
-        pass
-agentwatch.shutdown()
-"""
+from tests.collector.ingest_helpers import (
+    REPO,
+    SDK_AGENT,
+    agent_trace,
+    run_spans,
+    serve,
+    settings_for,
+)
 
 
 def _database(url: str) -> str:
@@ -57,7 +49,7 @@ def test_sdk_run_lands_through_the_collector_on_clickhouse(clickhouse_url: str, 
     with serve(settings) as collector:
         assert isinstance(collector.app.state.store.get(), ClickHouseStore)
         key = collector.key("alpha")  # keys live in the ClickHouse store too
-        done = subprocess.run([sys.executable, "-c", _SDK_AGENT, collector.url, key], cwd=REPO, capture_output=True, text=True, timeout=120)
+        done = subprocess.run([sys.executable, "-c", SDK_AGENT, collector.url, key, "ch-agent"], cwd=REPO, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         deadline = time.monotonic() + 20
         while not (runs := _runs(collector.url, key, "ch-agent")) and time.monotonic() < deadline:

@@ -20,6 +20,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from collector.normalize import TRUNCATION_MARKER
 from tests.collector.ingest_helpers import (
+    REPO,
+    SDK_AGENT,
     Running,
     agent_trace,
     otlp_request,
@@ -247,29 +249,13 @@ def test_one_span_that_cannot_be_stored_does_not_sink_its_request(collector: Run
     assert 'agentwatch_collector_rejected_spans_total{reason="store_rejected"}' not in text
 
 
-_SDK_AGENT = """
-import sys, agentwatch
-agentwatch.init(endpoint=sys.argv[1], api_key=sys.argv[2], project="ignored", service_name="sdk-agent", capture_content=True)
-with agentwatch.run("research") as run:
-    with agentwatch.llm("sim-large") as call:
-        call.record_usage(input_tokens=2000, output_tokens=100, ttft=0.25)
-        call.record_messages(input="mail me at ann@example.com", output="ok")
-    try:
-        with agentwatch.tool("fetch"):
-            raise TimeoutError("fetch timed out")
-    except TimeoutError:
-        pass
-agentwatch.shutdown()
-"""
 
 
 def test_agentwatch_sdk_run_lands_normalised(collector: Running, key: str) -> None:
     import subprocess
     import sys
 
-    from tests.collector.ingest_helpers import REPO
-
-    done = subprocess.run([sys.executable, "-c", _SDK_AGENT, collector.url, key], cwd=REPO, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", SDK_AGENT, collector.url, key, "sdk-agent"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     # Other tests of this module store "research" runs too: wait for this one, not for any.
     deadline = time.monotonic() + 20

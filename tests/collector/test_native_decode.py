@@ -20,7 +20,7 @@ from bench.workload import Workload, hex_ids, otlp_json
 from collector import normalize
 from collector.normalize import Normalizer, sdk_pricer
 from collector.otlp import native
-from collector.otlp.decode import PROTOBUF, convert
+from collector.otlp.decode import JSON, PROTOBUF, convert
 from collector.otlp.errors import BadRequest, IngestError
 from collector.redact import Redactor
 from tests.reliability import otlp_gen as gen
@@ -72,11 +72,12 @@ def requests(draw: st.DrawFn) -> bytes:
     return request.SerializeToString()
 
 
-def _both(payload: bytes, normalizer: Normalizer, not_before_ns: int = 0) -> tuple[object, object]:
+def _both(payload: bytes, normalizer: Normalizer, not_before_ns: int = 0, fmt: str = PROTOBUF) -> tuple[object, object]:
+    """What the Python path and the native decoder make of one body: results, or (error type, message)."""
     out = []
     for use_native in (False, True):
         try:
-            out.append(convert(payload, PROTOBUF, "p", normalizer, max_spans=1000, not_before_ns=not_before_ns, native=use_native))
+            out.append(convert(payload, fmt, "p", normalizer, max_spans=1000, not_before_ns=not_before_ns, native=use_native))
         except IngestError as exc:
             out.append((type(exc), str(exc)))
     return out[0], out[1]
@@ -201,29 +202,17 @@ def _json_body(payload: bytes, data: st.DataObject, *, odd: int) -> bytes:
     return json.dumps(doc).encode("utf-8", "surrogatepass")
 
 
-def _both_json(body: bytes, normalizer: Normalizer, not_before_ns: int = 0) -> tuple[object, object]:
-    from collector.otlp.decode import JSON
-
-    out = []
-    for use_native in (False, True):
-        try:
-            out.append(convert(body, JSON, "p", normalizer, max_spans=1000, not_before_ns=not_before_ns, native=use_native))
-        except IngestError as exc:
-            out.append((type(exc), str(exc)))
-    return out[0], out[1]
-
-
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), payload=requests(), which=st.sampled_from(sorted(NORMALIZERS)), retention=st.booleans())
 def test_generated_json_requests_decode_the_same_natively(data: st.DataObject, payload: bytes, which: str, retention: bool) -> None:
     not_before = time.time_ns() - 3600 * 10**9 if retention else 0
-    _assert_same(*_both_json(_json_body(payload, data, odd=0), NORMALIZERS[which], not_before))
+    _assert_same(*_both(_json_body(payload, data, odd=0), NORMALIZERS[which], not_before, JSON))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), payload=requests(), odd=st.integers(1, 3))
 def test_json_requests_with_odd_values_decode_or_fail_the_same_natively(data: st.DataObject, payload: bytes, odd: int) -> None:
-    _assert_same(*_both_json(_json_body(payload, data, odd=odd), NORMALIZERS["plain"]))
+    _assert_same(*_both(_json_body(payload, data, odd=odd), NORMALIZERS["plain"], fmt=JSON))
 
 
 @pytest.mark.parametrize("content", [True, False], ids=["content", "no-content"])
@@ -238,4 +227,4 @@ def test_agent_workload_as_json_is_decoded_natively(content: bool) -> None:
         wire, count = native.json_wire(json.loads(json_body))
         decoded = decoder.decode(wire, "p")
         assert decoded.declined == [] and decoded.table.num_rows == decoded.spans == count > 0
-        _assert_same(*_both_json(json_body, normalizer))
+        _assert_same(*_both(json_body, normalizer, fmt=JSON))
