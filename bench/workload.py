@@ -139,17 +139,17 @@ def otlp_json(body: bytes) -> bytes:
 
     request = ExportTraceServiceRequest()
     request.ParseFromString(body)
-    return json.dumps(hex_ids(MessageToDict(request))).encode()
+    return json.dumps(_hex_ids(MessageToDict(request))).encode()
 
 
-def hex_ids(node: object) -> object:
+def _hex_ids(node: object) -> object:
     """MessageToDict writes bytes fields in base64; OTLP JSON wants trace and span ids in hex."""
     import base64
 
     if isinstance(node, dict):
-        return {k: base64.b64decode(v).hex() if k in ("traceId", "spanId", "parentSpanId") else hex_ids(v) for k, v in node.items()}
+        return {k: base64.b64decode(v).hex() if k in ("traceId", "spanId", "parentSpanId") else _hex_ids(v) for k, v in node.items()}
     if isinstance(node, list):
-        return [hex_ids(v) for v in node]
+        return [_hex_ids(v) for v in node]
     return node
 
 

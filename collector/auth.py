@@ -34,12 +34,13 @@ class Authenticator:
         """``authenticate`` for the event loop: a key verified lately is answered from memory at
         once; only a cache miss (a store query) goes to a worker thread. The thread hop it saves
         was a third of a small export request's time."""
-        if token:
-            with self._lock:
-                cached = self._cache.get(token)
-            if cached is not None and cached[2] > self._clock():
-                return cached[0]
+        if token and (cached := self._cached(token)) is not None and cached[2] > self._clock():
+            return cached[0]
         return await asyncio.to_thread(self.authenticate, token)
+
+    def _cached(self, token: str) -> tuple[str | None, str, float] | None:
+        with self._lock:
+            return self._cache.get(token)
 
     def authenticate(self, token: str | None) -> str | None:
         parts = split_key(token) if token else None
@@ -47,8 +48,7 @@ class Authenticator:
             return None
         assert token is not None
         now = self._clock()
-        with self._lock:
-            cached = self._cache.get(token)
+        cached = self._cached(token)
         if cached is not None and cached[2] > now:
             return cached[0]
         try:

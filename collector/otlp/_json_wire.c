@@ -9,8 +9,8 @@
  * numbers or decimal strings; status codes as numbers or names) and nothing it ignores (span
  * kind, links, scopes, dropped counts). Anything outside the common, valid forms (a wrong type,
  * an id that is not 32/16 hex digits or is all zero, a number out of range, an unknown AnyValue,
- * bytes values, text that is not valid Unicode) raises NativeFallback: the Python JSON path
- * then takes the whole request and says precisely what is wrong with it.
+ * bytes that are not padded base64, text that is not valid Unicode) raises NativeFallback: the
+ * Python JSON path then takes the whole request and says precisely what is wrong with it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -119,7 +119,8 @@ static PyObject *ANY_KEYS; /* AnyValue key name -> its AV_* */
 #define MAX_DEPTH 16 /* as the native decoder's AnyValue nesting limit */
 
 /* obj.get(camel), or obj.get(snake) when that is null or absent (decode._jget); NULL when
- * neither is there. Keys are str and the dict is json's, so a lookup cannot fail. */
+ * neither is there. snake < 0: a name that is the same in both spellings. Keys are str and the
+ * dict is json's, so a lookup cannot fail. */
 static PyObject *jget(PyObject *obj, int camel, int snake) {
     PyObject *v = PyDict_GetItemWithError(obj, K[camel]);
     if ((v == NULL || v == Py_None) && snake >= 0) v = PyDict_GetItemWithError(obj, K[snake]);
@@ -379,7 +380,7 @@ static int any_value(Out *o, PyObject *value, int depth) {
 }
 
 static int status_of(Out *o, PyObject *span) {
-    PyObject *status = jget(span, K_STATUS, K_STATUS);
+    PyObject *status = jget(span, K_STATUS, -1);
     if (status == NULL) return 0;
     if (!PyDict_CheckExact(status)) return fb("a status that is not an object");
     if (PyDict_GET_SIZE(status) == 0) return 0;
@@ -425,11 +426,11 @@ static int span_of(Out *o, PyObject *span) {
         return -1;
     PyObject *parent = jget(span, K_PARENT_SPAN_ID, K_PARENT_SPAN_ID_);
     if (parent != NULL && PyObject_IsTrue(parent) && id_field(o, 4, parent, 8)) return -1;
-    if (str_field(o, 5, jget(span, K_NAME, K_NAME), 0) || time_field(o, 7, jget(span, K_START, K_START_)) ||
+    if (str_field(o, 5, jget(span, K_NAME, -1), 0) || time_field(o, 7, jget(span, K_START, K_START_)) ||
         time_field(o, 8, jget(span, K_END, K_END_)) || attributes(o, 9, span, 0))
         return -1;
     int bad;
-    PyObject *events = jlist(span, K_EVENTS, K_EVENTS, &bad);
+    PyObject *events = jlist(span, K_EVENTS, -1, &bad);
     if (bad) return fb("events that are not a list");
     for (Py_ssize_t i = 0; events != NULL && i < PyList_GET_SIZE(events); i++)
         if (event_of(o, PyList_GET_ITEM(events, i))) return -1;
@@ -442,7 +443,7 @@ static int resource_spans_of(Out *o, PyObject *rs, Py_ssize_t *count) {
     if (!PyDict_CheckExact(rs)) return fb("resourceSpans[] that is not an object");
     Py_ssize_t start = open_len(o, 1);
     if (start < 0) return -1;
-    PyObject *resource = jget(rs, K_RESOURCE, K_RESOURCE);
+    PyObject *resource = jget(rs, K_RESOURCE, -1);
     if (resource != NULL) {
         if (!PyDict_CheckExact(resource)) return fb("a resource that is not an object");
         Py_ssize_t rstart = open_len(o, 1);
@@ -454,7 +455,7 @@ static int resource_spans_of(Out *o, PyObject *rs, Py_ssize_t *count) {
     for (Py_ssize_t i = 0; scopes != NULL && i < PyList_GET_SIZE(scopes); i++) {
         PyObject *ss = PyList_GET_ITEM(scopes, i);
         if (!PyDict_CheckExact(ss)) return fb("scopeSpans[] that is not an object");
-        PyObject *spans = jlist(ss, K_SPANS, K_SPANS, &bad);
+        PyObject *spans = jlist(ss, K_SPANS, -1, &bad);
         if (bad) return fb("spans that are not a list");
         Py_ssize_t sstart = open_len(o, 2);
         if (sstart < 0) return -1;

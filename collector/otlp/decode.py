@@ -7,9 +7,10 @@ spool replay, the writer and the store work on. These decoders normalise each sp
 Two encodings, one result: protobuf (parsed by upb) and the OTLP JSON mapping (ids as
 hex strings, 64-bit integers as strings or numbers, enums as numbers or names, lowerCamelCase
 or snake_case field names). With the native decoder built, both go through it: a JSON
-document in the common forms is re-encoded as protobuf (``native.json_wire``) first. A body that cannot be read as a request is a ``BadRequest``;
-a span that is wrong on its own (ids of the wrong length, wrong types) is rejected and
-reported in ``partial_success`` while the rest of the request is kept.
+document in the common forms is re-encoded as protobuf (``native.json_wire``) first. A body
+that cannot be read as a request is a ``BadRequest``; a span that is wrong on its own (ids of
+the wrong length, wrong types) is rejected and reported in ``partial_success`` while the rest
+of the request is kept.
 """
 
 from __future__ import annotations
