@@ -104,7 +104,7 @@ class CollectorProcess:
 
 # An agent run through the real SDK and OTLP exporter: argv endpoint, key, service name. The
 # key's project wins over the one the SDK is told; the prompt carries an address to redact.
-SDK_AGENT = """
+_SDK_AGENT = """
 import sys, agentwatch
 agentwatch.init(endpoint=sys.argv[1], api_key=sys.argv[2], project="ignored", service_name=sys.argv[3], capture_content=True)
 with agentwatch.run("research"):
@@ -118,6 +118,22 @@ with agentwatch.run("research"):
         pass
 agentwatch.shutdown()
 """
+
+
+def sdk_agent_run(url: str, key: str, service: str, *, timeout: float = 20.0) -> dict[str, Any]:
+    """Runs ``_SDK_AGENT`` in a subprocess against the collector at ``url``; its run's summary
+    from ``/api/runs`` once listed (other "research" runs may be there: this one is by service)."""
+    done = subprocess.run([sys.executable, "-c", _SDK_AGENT, url, key, service], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = httpx.get(url + "/api/runs", params={"agent": "research"}, headers={"Authorization": f"Bearer {key}"}, timeout=30).json()
+        mine = [r for r in runs["items"] if r["service"] == service]
+        if mine or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    [summary] = mine
+    return summary
 
 
 def create_key(url: str, data_dir: Path, project: str) -> str:

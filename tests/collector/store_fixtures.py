@@ -37,16 +37,21 @@ def open_backend(backend: str, tmp: Path, *, retention_days: int = 30, clickhous
     return store
 
 
-def _server_store(url: str, retention_days: int) -> Store:
+def scratch_database(url: str) -> str:
+    """A new, empty database on the ClickHouse at ``url``; its URL."""
     import clickhouse_connect
-
-    from collector.storage.clickhouse_store import ClickHouseStore
 
     database = f"aw_test_{uuid.uuid4().hex[:12]}"
     admin = clickhouse_connect.get_client(dsn=url)
     admin.command(f"CREATE DATABASE {database}")
     admin.close()
-    return ClickHouseStore(urlunsplit(urlsplit(url)._replace(path=f"/{database}")), retention_days=retention_days)
+    return urlunsplit(urlsplit(url)._replace(path=f"/{database}"))
+
+
+def _server_store(url: str, retention_days: int) -> Store:
+    from collector.storage.clickhouse_store import ClickHouseStore
+
+    return ClickHouseStore(scratch_database(url), retention_days=retention_days)
 
 
 def _drop(store: Store) -> None:

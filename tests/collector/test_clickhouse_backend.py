@@ -8,53 +8,29 @@ ClickHouse HTTP interface over chDB (``tests.collector.clickhouse_http``).
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
-import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-import clickhouse_connect
 import httpx
 import pytest
 
 from collector.storage.clickhouse_store import ClickHouseStore
 from tests.collector.ingest_helpers import (
-    REPO,
-    SDK_AGENT,
     agent_trace,
     run_spans,
+    sdk_agent_run,
     serve,
     settings_for,
 )
-
-
-def _database(url: str) -> str:
-    """A scratch database on the server; its URL."""
-    name = f"aw_e2e_{uuid.uuid4().hex[:12]}"
-    admin = clickhouse_connect.get_client(dsn=url)
-    admin.command(f"CREATE DATABASE {name}")
-    admin.close()
-    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
-
-
-def _runs(url: str, key: str, service: str) -> list[dict]:
-    response = httpx.get(url + "/api/runs", params={"agent": "research"}, headers={"Authorization": f"Bearer {key}"}, timeout=30)
-    return [r for r in response.json()["items"] if r["service"] == service]
+from tests.collector.store_fixtures import scratch_database
 
 
 def test_sdk_run_lands_through_the_collector_on_clickhouse(clickhouse_url: str, tmp_path: Path) -> None:
-    settings = settings_for(tmp_path / "data", clickhouse_url=_database(clickhouse_url))
+    settings = settings_for(tmp_path / "data", clickhouse_url=scratch_database(clickhouse_url))
     with serve(settings) as collector:
         assert isinstance(collector.app.state.store.get(), ClickHouseStore)
         key = collector.key("alpha")  # keys live in the ClickHouse store too
-        done = subprocess.run([sys.executable, "-c", SDK_AGENT, collector.url, key, "ch-agent"], cwd=REPO, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-        deadline = time.monotonic() + 20
-        while not (runs := _runs(collector.url, key, "ch-agent")) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        [summary] = runs
+        summary = sdk_agent_run(collector.url, key, "ch-agent")
         spans = {s["kind"]: s for s in run_spans(collector.url, key, summary["trace_id"], expect=3)}
         assert (spans["llm"]["model"], spans["llm"]["input_tokens"], spans["llm"]["ttft_s"]) == ("sim-large", 2000, 0.25)
         assert spans["llm"]["cost_usd"] == pytest.approx((2000 * 2.5 + 100 * 10.0) / 1e6)
@@ -64,7 +40,7 @@ def test_sdk_run_lands_through_the_collector_on_clickhouse(clickhouse_url: str, 
 
 
 def test_duplicate_delivery_changes_no_total_on_clickhouse(clickhouse_url: str, tmp_path: Path) -> None:
-    settings = settings_for(tmp_path / "data", clickhouse_url=_database(clickhouse_url))
+    settings = settings_for(tmp_path / "data", clickhouse_url=scratch_database(clickhouse_url))
     with serve(settings) as collector:
         key = collector.key("alpha")
         trace_id = os.urandom(16)

@@ -20,12 +20,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from collector.normalize import TRUNCATION_MARKER
 from tests.collector.ingest_helpers import (
-    REPO,
-    SDK_AGENT,
     Running,
     agent_trace,
     otlp_request,
     run_spans,
+    sdk_agent_run,
     serve,
     settings_for,
 )
@@ -249,23 +248,8 @@ def test_one_span_that_cannot_be_stored_does_not_sink_its_request(collector: Run
     assert 'agentwatch_collector_rejected_spans_total{reason="store_rejected"}' not in text
 
 
-
-
 def test_agentwatch_sdk_run_lands_normalised(collector: Running, key: str) -> None:
-    import subprocess
-    import sys
-
-    done = subprocess.run([sys.executable, "-c", SDK_AGENT, collector.url, key, "sdk-agent"], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    # Other tests of this module store "research" runs too: wait for this one, not for any.
-    deadline = time.monotonic() + 20
-    while True:
-        runs = httpx.get(collector.url + "/api/runs", params={"agent": "research"}, headers={"Authorization": f"Bearer {key}"}).json()
-        mine = [r for r in runs["items"] if r["service"] == "sdk-agent"]
-        if mine or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    [summary] = mine
+    summary = sdk_agent_run(collector.url, key, "sdk-agent")
     spans = run_spans(collector.url, key, summary["trace_id"], expect=3)
     by_kind = {s["kind"]: s for s in spans}
     assert set(by_kind) == {"run", "llm", "tool"}
