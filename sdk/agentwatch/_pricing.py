@@ -114,6 +114,21 @@ class PriceTable:
         found = self._overrides.get(name) or BUILTIN_PRICES.get(name)
         if found is None and self._hosted:
             found = _hosted_price(name, provider)
+        if found is None and "/" in name:
+            found = self._prefixed(name, provider)
+        return found
+
+    def _prefixed(self, name: str, provider: str | None) -> Price | None:
+        """``openai/gpt-4o-mini`` (OpenRouter, LiteLLM, an OpenAI-compatible gateway): the bare
+        model's price when the prefix is the call's provider or one genai-prices knows; an
+        organisation prefix (``meta-llama/...``, self-hosted weights) stays unpriced."""
+        prefix, bare = name.split("/", 1)
+        if not bare:
+            return None
+        own = provider is not None and prefix == provider.strip().lower()
+        found = self._overrides.get(bare) or BUILTIN_PRICES.get(bare) if own else None
+        if found is None and self._hosted:
+            found = _hosted_price(bare, prefix, any_provider=own or provider is None)
         return found
 
     def _compute_version(self) -> str:
@@ -134,11 +149,10 @@ def _genai_prices_version() -> str:
         return "absent"
 
 
-def _hosted_price(name: str, provider: str | None) -> Price | None:
-    """Linear per-1M prices from genai-prices, probed once with a small usage."""
-    if provider is None and "/" in name:  # "openai/gpt-4o" style references
-        provider, name = name.split("/", 1)
-    for provider_id in dict.fromkeys((provider, None)):
+def _hosted_price(name: str, provider: str | None, *, any_provider: bool = True) -> Price | None:
+    """Linear per-1M prices from genai-prices, probed once with a small usage: the provider's,
+    else (``any_provider``) the model's under any provider."""
+    for provider_id in dict.fromkeys((provider, None) if any_provider else (provider,)):
         try:
             return Price(_probe(name, provider_id, input_tokens=_PROBE_TOKENS),
                          _probe(name, provider_id, output_tokens=_PROBE_TOKENS),

@@ -33,6 +33,32 @@ def test_hosted_models_come_from_genai_prices() -> None:
     assert table.cost("gpt-4o", 1000, 500, provider="vllm") == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("model, provider", [
+    ("openai/gpt-4o-mini", "openai"),  # gen_ai.system=openai with a gateway's model id
+    ("OpenAI/gpt-4o-mini", "openai"),
+    ("openai/gpt-4o-mini", None),
+    ("openai/gpt-4o-mini", "vllm"),  # the prefix names a provider genai-prices knows
+])
+def test_a_provider_prefixed_model_is_priced_as_the_bare_model(model: str, provider: str | None) -> None:
+    table = PriceTable()
+    assert table.cost(model, 1000, 500, 200, provider=provider) == pytest.approx(table.cost("gpt-4o-mini", 1000, 500, 200, provider="openai"))
+    assert table.cost(model, 1000, 500, provider=provider) > 0
+
+
+def test_a_prefix_that_is_the_provider_finds_overrides_and_builtins() -> None:
+    table = PriceTable({"my-finetune": {"input": 1.0, "output": 2.0}})
+    assert table.cost("openai/my-finetune", 1_000_000, 0, provider="openai") == pytest.approx(1.0)
+    assert table.cost("openai/sim-small", 1_000_000, 0, provider="openai") == pytest.approx(0.10)
+    assert table.cost("vllm/sim-small", 1_000_000, 0, provider="openai") == 0.0  # not the call's provider
+
+
+def test_an_organisation_prefix_is_not_stripped() -> None:
+    """Self-hosted weights (``meta-llama/...`` served by vLLM) have no list price: GPU time, by override."""
+    table = PriceTable()
+    assert table.price("meta-llama/Llama-3.1-8B-Instruct", "openai") is None
+    assert table.price("openai/", "openai") is None
+
+
 def test_unknown_model_costs_zero_and_is_counted() -> None:
     table = PriceTable()
     before = agentwatch.stats()["unknown_models"]
