@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from collector.engine_join import EngineJoin
 from collector.metrics import Metrics
 from collector.spool import Recovery, Spool, SpoolError
 from collector.storage.base import Store, StoreError, StoreUnavailable
@@ -64,6 +65,7 @@ class Writer:
         max_queue_spans: int,
         clock: Callable[[], float] = time.time,
         drain_timeout_s: float = 10.0,
+        engine_join: EngineJoin | None = None,
     ) -> None:
         self._store = store
         self._spool = spool
@@ -74,6 +76,7 @@ class Writer:
         self._max_memory = max_queue_spans
         self._clock = clock
         self._drain_timeout = drain_timeout_s
+        self._join = engine_join
         self._entries: deque[_Entry] = deque()
         self._replays: deque[tuple[str, list[_Entry]]] = deque()
         self._queued = 0  # spans waiting (in memory or only in the spool)
@@ -84,6 +87,11 @@ class Writer:
         self._task: asyncio.Task[None] | None = None
         self._epoch = uuid.uuid4().hex[:12]  # tokens never repeat across restarts
         self.store_available = True
+
+    @property
+    def running(self) -> bool:
+        """Whether the writer's task is alive (entered, not stopped, not crashed)."""
+        return self._task is not None and not self._task.done() and not self._stopping
 
     @property
     def queued_spans(self) -> int:
@@ -145,6 +153,8 @@ class Writer:
                 await self._flush(entries, token, repair=True)
             elif self._entries and self._due():
                 await self._flush(self._take(), None)
+            elif self._join is not None and self._join.due() == 0 and self.store_available and not self._stopping:
+                await self._reconcile()
             elif not self._stopping:
                 await self._idle()
             if self._stopping and (not self.store_available or not (self._entries or self._replays)):
@@ -154,6 +164,8 @@ class Writer:
         """Sleep until more spans arrive or the oldest waiting ones are due."""
         self._wake.clear()
         timeout = self._interval - (time.monotonic() - self._oldest) if self._entries else None
+        if self._join is not None:
+            timeout = self._join.due() if timeout is None else min(timeout, self._join.due())
         try:
             await asyncio.wait_for(self._wake.wait(), timeout)
         except TimeoutError:
@@ -187,6 +199,8 @@ class Writer:
         except SpoolError as exc:
             log.error("writer: cannot log batch %s in the spool (%s); inserting anyway", token, exc)
         table = await self._table(batch)
+        if self._join is not None:
+            table = await asyncio.to_thread(self._join.prepare, table)
         written = await self._insert_until_stored(table, token)
         if written is None:
             return  # shutting down with the store away: the spool keeps the batch
@@ -195,6 +209,14 @@ class Writer:
         self._spool.commit(token)
         self._queued = max(0, self._queued - sum(e.spans for e in batch))
         self._in_memory -= sum(e.spans for e in batch if e.table is not None)
+
+    async def _reconcile(self) -> None:
+        """Bill engine-only calls (``collector.engine_join``); a failure waits for the next pass."""
+        assert self._join is not None
+        try:
+            await asyncio.to_thread(lambda: self._join.reconcile(self._store()) if self._join else 0)
+        except StoreError as exc:
+            log.warning("writer: engine join pass skipped: %s", exc)
 
     def _rebuild_totals(self, table: pa.Table) -> None:
         starts = pa.table({"project": table.column("project"), "since_ns": table.column("start_time").cast(pa.int64())})

@@ -73,7 +73,8 @@ def _under_llm(span: SpanOut, by_id: dict[str, SpanOut]) -> bool:
 
 
 def is_engine_span(span: SpanOut) -> bool:
-    return span.name == sc.VLLM_SPAN_NAME or any(v is not None for v in (span.queue_s, span.prefill_s, span.decode_s))
+    """The engine's own record of a call (the collector makes vLLM's ``llm_request`` kind "engine")."""
+    return span.kind == sc.KIND_ENGINE
 
 
 def step_rows(spans: Sequence[SpanOut]) -> list[dict[str, object]]:
@@ -152,16 +153,24 @@ def engine_shares(spans: Sequence[SpanOut]) -> list[dict[str, object]]:
     """Queue, prefill, decode and the rest of each LLM call, from the engine's spans."""
     by_id = {s.span_id: s for s in spans}
     rows = []
-    for span in sorted(spans, key=lambda s: s.start_time):
-        if not any(v is not None for v in (span.queue_s, span.prefill_s, span.decode_s)):
-            continue
+    seen: set[str] = set()
+    timed = [s for s in spans if any(v is not None for v in (s.queue_s, s.prefill_s, s.decode_s))]
+    # A client LLM span carries the engine's timings itself when the collector joined them in;
+    # an engine span under it then describes the same call: one row per call.
+    for span in sorted(timed, key=lambda s: (s.kind == sc.KIND_ENGINE, s.start_time)):
         parent = by_id.get(span.parent_span_id)
         call = parent if parent is not None and parent.kind == sc.KIND_LLM else span
+        if call.span_id in seen:
+            continue
+        seen.add(call.span_id)
         parts = {"queue_s": span.queue_s or 0.0, "prefill_s": span.prefill_s or 0.0, "decode_s": span.decode_s or 0.0}
         total = max(call.duration_s, sum(parts.values()))
         parts["other_s"] = max(0.0, total - sum(parts.values()))
         label = f"step {call.step_index} · {call.model or span.model}" if call.step_index >= 0 else f"{call.name} @{span.start_time:.0f}"
-        rows.append({"call": label, "span_id": call.span_id, "total_s": total, **parts})
+        rows.append({"call": label, "span_id": call.span_id, "total_s": total, "start": call.start_time, **parts})
+    rows.sort(key=lambda r: r["start"])
+    for row in rows:
+        del row["start"]
     return rows
 
 

@@ -19,7 +19,7 @@ KIND_COLOURS = {
     sc.KIND_TOOL: "#2ca02c",
     sc.KIND_RETRIEVAL: "#17becf",
     sc.KIND_OTHER: "#bcbd22",
-    "engine": "#ff7f0e",  # the engine's own spans (queue, prefill, decode) under an LLM call
+    sc.KIND_ENGINE: "#ff7f0e",  # the engine's own spans (queue, prefill, decode) under an LLM call
 }
 ERROR_COLOUR = "#d62728"
 _LAYOUT = {"margin": {"l": 10, "r": 30, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}, "modebar": {"orientation": "v"}}

@@ -1,0 +1,325 @@
+"""One LLM call counts once: the engine's record of a call joins the client's.
+
+An inference engine that traces (vLLM's ``llm_request`` span, the simulated engine's too) and
+an instrumented client both record the same call. The normaliser makes the engine's record
+kind ``engine``: never a run, never billed (``schema.BILLABLE``). What it knows that the client
+does not (queue, prefill and decode time, TTFT, cached tokens) is joined into the client's LLM
+span here, and a call no client recorded is billed once, by a row of its own. The join key, in
+order of precedence:
+
+1. trace context: the engine span's parent is the client's LLM span (``traceparent`` sent);
+2. the id both sides record: the engine's ``gen_ai.request.id`` is the id of the response the
+   client receives (``gen_ai.response.id``); both land in the ``request_id`` column;
+3. otherwise the same model and token counts, the engine span inside the client span's time.
+
+Two halves, because the two records arrive in either order, seconds apart:
+
+- ``prepare`` (every batch, before insert): remembers the engine spans' facts and copies them
+  into client LLM spans that arrive later and lack them (an engine TTFT fills a missing client
+  TTFT, and is marked ``agentwatch.ttft.source = engine``).
+- ``reconcile`` (every few seconds, from the store, so it survives restarts and sees spans from
+  any collector): an engine span still without a client LLM span ``wait_s`` after it ended is an
+  engine-only call; it gets one kind-``llm`` row (``agentwatch.engine.only = true``) under the
+  engine span, with the engine's tokens, cost and latencies, so totals, the TTFT quantiles and the
+  engine views count it once. Its span id derives from the engine span's, so a repeat is deduplicated.
+  A client span that arrives later than ``wait_s`` would count the call a second time: the wait
+  (``AGENTWATCH_ENGINE_JOIN_WAIT_S``) should exceed the client's export delay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from agentwatch import _semconv as sc
+
+from collector.model import SpanRow
+from collector.storage import queries
+from collector.storage.base import Store, StoreError
+
+log = logging.getLogger(__name__)
+
+ENGINE_ONLY = "agentwatch.engine.only"
+ENGINE_SPAN = "agentwatch.engine.span_id"
+ENGINE_TRACE = "agentwatch.engine.trace_id"
+TTFT_SOURCE = "agentwatch.ttft.source"
+_TIMINGS = ("ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s")
+_SLACK_NS = 1_000_000_000  # clocks of client and engine differ: 1 s either side of the client span
+_MAX_FACTS = 100_000
+_FACT_TTL_S = 600.0
+_LOOKBACK_S = 3600.0  # at start, engine spans this old are checked again
+_MAX_PER_PASS = 5000
+
+Pricer = Callable[[str, str, int, int, int], "tuple[float, str] | None"]
+
+
+@dataclass(slots=True)
+class _Fact:
+    """What an engine span knows about its call."""
+
+    project: str
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    request_id: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    start_ns: int
+    end_ns: int
+    timings: dict[str, float | None]
+    seen: float
+
+    @property
+    def usage_key(self) -> tuple[str, str, int, int]:
+        return (self.project, self.model, self.input_tokens, self.output_tokens)
+
+
+class EngineJoin:
+    """Shared by the writer's flushes (``prepare``) and its reconcile passes; thread-safe."""
+
+    def __init__(self, *, wait_s: float = 30.0, pricer: Pricer | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.wait_s = wait_s
+        self._pricer = pricer
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._facts: OrderedDict[tuple[str, str], _Fact] = OrderedDict()  # (project, span id), oldest first
+        self._by_request: dict[tuple[str, str], _Fact] = {}
+        self._by_parent: dict[tuple[str, str], _Fact] = {}
+        self._by_usage: dict[tuple[str, str, int, int], list[_Fact]] = {}
+        self._started = clock()
+        self._watermark_ns = int((self._started - _LOOKBACK_S) * 1e9)
+        self._next_pass = self._started + wait_s
+        self.billed = 0
+
+    # --- prepare: engine facts into client LLM spans --------------------------------------------
+
+    def prepare(self, table: pa.Table) -> pa.Table:
+        """The batch with engine facts copied into the client LLM spans they belong to."""
+        if not table.num_rows:
+            return table
+        kinds = table.column("kind")
+        engine = pc.equal(kinds, sc.KIND_ENGINE)
+        if pc.any(engine).as_py():
+            self._remember(table.filter(engine).to_pylist())
+        with self._lock:
+            if not self._facts:
+                return table
+            mask = self._candidates(table, pc.equal(kinds, sc.KIND_LLM))
+        if not pc.any(mask).as_py():
+            return table
+        rows = table.filter(mask).to_pylist()
+        for row in rows:
+            self._enrich(row)
+        return pa.concat_tables([table.filter(pc.invert(mask)), pa.Table.from_pylist(rows, schema=table.schema)])
+
+    def _remember(self, rows: list[dict[str, Any]]) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for row in rows:
+                fact = _fact(row, now)
+                if (fact.project, fact.span_id) in self._facts:
+                    continue  # a redelivery
+                self._facts[(fact.project, fact.span_id)] = fact
+                if fact.parent_span_id:
+                    self._by_parent[(fact.project, fact.parent_span_id)] = fact
+                if fact.request_id:
+                    self._by_request[(fact.project, fact.request_id)] = fact
+                if fact.model and fact.input_tokens:
+                    self._by_usage.setdefault(fact.usage_key, []).append(fact)
+            self._expire(now)
+
+    def _expire(self, now: float) -> None:
+        while self._facts:
+            fact = next(iter(self._facts.values()))
+            if len(self._facts) <= _MAX_FACTS and fact.seen >= now - _FACT_TTL_S:
+                return
+            self._forget(fact)
+
+    def _candidates(self, table: pa.Table, llm: pa.Array) -> pa.Array:
+        """LLM rows that may have an engine fact waiting (checked exactly in ``_enrich``)."""
+        wanted = pc.is_in(table.column("request_id"), value_set=pa.array([k[1] for k in self._by_request], pa.string()))
+        wanted = pc.or_(wanted, pc.is_in(table.column("span_id"), value_set=pa.array([k[1] for k in self._by_parent], pa.string())))
+        if self._by_usage:
+            models = pa.array(sorted({k[1] for k in self._by_usage}), pa.string())
+            wanted = pc.or_(wanted, pc.is_in(table.column("model"), value_set=models))
+        return pc.fill_null(pc.and_(llm, wanted), False)
+
+    def _enrich(self, row: dict[str, Any]) -> None:
+        fact = self._claim(row)
+        if fact is None:
+            return
+        attributes = dict(row["attributes"] or [])
+        for name in _TIMINGS:
+            if row[name] is None and fact.timings.get(name) is not None:
+                row[name] = fact.timings[name]
+                if name == "ttft_s":
+                    attributes[TTFT_SOURCE] = "engine"
+        if not row["cached_tokens"] and fact.cached_tokens:
+            row["cached_tokens"] = fact.cached_tokens
+            self._reprice(row)
+        attributes[ENGINE_SPAN] = fact.span_id
+        if fact.trace_id != row["trace_id"]:
+            attributes[ENGINE_TRACE] = fact.trace_id
+        row["attributes"] = list(attributes.items())
+
+    def _claim(self, row: dict[str, Any]) -> _Fact | None:
+        """The engine fact of this client span (removed from every index), or None."""
+        project = row["project"]
+        with self._lock:
+            fact = self._by_parent.get((project, row["span_id"]))
+            if fact is None and row["request_id"]:
+                fact = self._by_request.get((project, row["request_id"]))
+            if fact is None and not row["request_id"]:
+                fact = self._by_usage_match(row)
+            if fact is not None:
+                self._forget(fact)
+            return fact
+
+    def _by_usage_match(self, row: dict[str, Any]) -> _Fact | None:
+        facts = self._by_usage.get((row["project"], row["model"], row["input_tokens"], row["output_tokens"])) or []
+        start, end = _ns(row["start_time"]), _ns(row["end_time"])
+        return next((f for f in facts if _inside(f.start_ns, f.end_ns, start, end)), None)
+
+    def _forget(self, fact: _Fact) -> None:
+        self._facts.pop((fact.project, fact.span_id), None)
+        self._by_parent.pop((fact.project, fact.parent_span_id), None)
+        self._by_request.pop((fact.project, fact.request_id), None)
+        facts = self._by_usage.get(fact.usage_key)
+        if facts is not None and fact in facts:
+            facts.remove(fact)
+            if not facts:
+                del self._by_usage[fact.usage_key]
+
+    def _reprice(self, row: dict[str, Any]) -> None:
+        if self._pricer is None or not row["model"]:
+            return
+        try:
+            priced = self._pricer(row["model"], row["provider"], row["input_tokens"], row["output_tokens"], row["cached_tokens"])
+        except Exception:  # a price table bug must not lose the span
+            log.exception("engine join: pricing failed for model %r", row["model"])
+            return
+        if priced is not None:
+            row["cost_usd"], row["price_version"] = priced
+
+    # --- reconcile: engine-only calls billed once -----------------------------------------------
+
+    def due(self) -> float:
+        """Seconds until the next reconcile pass (0: now)."""
+        return max(0.0, self._next_pass - self._clock())
+
+    def reconcile(self, store: Store) -> int:
+        """Bill the engine spans that no client LLM span joined within ``wait_s``; returns how many."""
+        now = self._clock()
+        self._next_pass = now + max(1.0, self.wait_s / 4)
+        until_ns = int((now - self.wait_s) * 1e9)
+        if until_ns <= self._watermark_ns:
+            return 0
+        try:
+            engine = store.query(queries.ENGINE_SPANS_ENDED, {"since_ns": self._watermark_ns, "until_ns": until_ns, "limit": _MAX_PER_PASS})
+            bills = [_bill(e) for e in self._unmatched(store, engine)]
+            if bills:
+                store.insert_spans(bills)
+        except StoreError as exc:
+            log.warning("engine join: reconcile pass failed (%s); retried next pass", exc)
+            return 0
+        if len(engine) < _MAX_PER_PASS:
+            self._watermark_ns = until_ns
+        else:  # more than one pass can take: resume after the last one seen
+            self._watermark_ns = max(_ns(e["end_time"]) for e in engine)
+        self.billed += len(bills)
+        return len(bills)
+
+    def _unmatched(self, store: Store, engine: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        left = []
+        by_project: dict[str, list[dict[str, Any]]] = {}
+        for e in engine:
+            by_project.setdefault(e["project"], []).append(e)
+        for project, spans in by_project.items():
+            clients = store.query(queries.CLIENT_LLM_SPANS_FOR_ENGINE, _client_params(project, spans))
+            left.extend(match_engine_spans(spans, clients))
+        return left
+
+
+def match_engine_spans(engine: list[dict[str, Any]], clients: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The engine spans no client LLM span accounts for (each client span accounts for one)."""
+    free = list(clients)
+    rules: tuple[Callable[[dict[str, Any], dict[str, Any]], bool], ...] = (
+        lambda e, c: c["engine_span_id"] == e["span_id"],
+        lambda e, c: bool(e["parent_span_id"]) and c["trace_id"] == e["trace_id"] and c["span_id"] == e["parent_span_id"],
+        lambda e, c: bool(e["request_id"]) and c["request_id"] == e["request_id"],
+        lambda e, c: c["trace_id"] == e["trace_id"] and _inside(_ns(e["start_time"]), _ns(e["end_time"]), _ns(c["start_time"]), _ns(c["end_time"])),
+        lambda e, c: (c["model"], c["input_tokens"], c["output_tokens"]) == (e["model"], e["input_tokens"], e["output_tokens"])
+        and not c["request_id"] and _inside(_ns(e["start_time"]), _ns(e["end_time"]), _ns(c["start_time"]), _ns(c["end_time"])),
+    )
+    unmatched = list(engine)
+    for rule in rules:
+        still = []
+        for e in unmatched:
+            client = next((c for c in free if rule(e, c)), None)
+            if client is None:
+                still.append(e)
+            else:
+                free.remove(client)
+        unmatched = still
+    return unmatched
+
+
+def _client_params(project: str, spans: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "project": project,
+        "lo_ns": min(_ns(e["start_time"]) for e in spans) - 3600 * 10**9,
+        "hi_ns": max(_ns(e["end_time"]) for e in spans) + 3600 * 10**9,
+        "trace_ids": sorted({e["trace_id"] for e in spans}),
+        "request_ids": sorted({e["request_id"] for e in spans if e["request_id"]}),
+        "span_ids": sorted({e["span_id"] for e in spans}),
+        "models": sorted({e["model"] for e in spans if e["model"]}),
+    }
+
+
+def _bill(e: dict[str, Any]) -> SpanRow:
+    """The row that counts an engine-only call: kind llm, under the engine span, its figures."""
+    return SpanRow(
+        e["project"], e["trace_id"], billing_span_id(e["span_id"]), e["span_id"], sc.VLLM_SPAN_NAME, sc.KIND_LLM,
+        _ns(e["start_time"]), _ns(e["end_time"]), service_name=e["service_name"], status_code=e["status_code"],
+        error_type=e["error_type"], model=e["model"], provider=e["provider"], input_tokens=e["input_tokens"],
+        output_tokens=e["output_tokens"], cached_tokens=e["cached_tokens"], cost_usd=e["cost_usd"],
+        price_version=e["price_version"], ttft_s=e["ttft_s"], tpot_s=e["tpot_s"], queue_s=e["queue_s"],
+        prefill_s=e["prefill_s"], decode_s=e["decode_s"], finish_reason=e["finish_reason"], request_id=e["request_id"],
+        agent_name=e["agent_name"], attributes={ENGINE_ONLY: "true", ENGINE_SPAN: e["span_id"]},
+    )
+
+
+def billing_span_id(engine_span_id: str) -> str:
+    """A span id derived from the engine span's: the same call is billed by the same row."""
+    return hashlib.blake2b(f"agentwatch-engine-bill:{engine_span_id}".encode(), digest_size=8).hexdigest()
+
+
+def _fact(row: dict[str, Any], now: float) -> _Fact:
+    return _Fact(
+        row["project"], row["trace_id"], row["span_id"], row["parent_span_id"], row["request_id"], row["model"],
+        row["input_tokens"], row["output_tokens"], row["cached_tokens"], _ns(row["start_time"]), _ns(row["end_time"]),
+        {name: row[name] for name in _TIMINGS}, now,
+    )
+
+
+def _inside(start: int, end: int, outer_start: int, outer_end: int) -> bool:
+    return outer_start - _SLACK_NS <= start and end <= outer_end + _SLACK_NS
+
+
+def _ns(value: Any) -> int:
+    """Epoch nanoseconds from what Arrow (datetime/Timestamp) or a query (ns int) gives."""
+    if isinstance(value, int):
+        return value
+    if hasattr(value, "value"):  # pandas Timestamp
+        return int(value.value)
+    return int(value.timestamp() * 1e9) if value is not None else 0
