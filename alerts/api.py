@@ -50,6 +50,8 @@ class AlertIn(AlertOut):
     resolved_at: Epoch | None = None
     last_notified_at: Epoch | None = None
     updated_at: Epoch
+    last_breach_at: Epoch | None = None
+    no_data_since: Epoch | None = None
 
 
 class DeliveryIn(BaseModel):
@@ -59,6 +61,7 @@ class DeliveryIn(BaseModel):
     ok: bool
     error: str = Field(default="", max_length=10_000)
     at: Epoch
+    event: str = Field(default="", max_length=32)
 
 
 class DeliveryOut(DeliveryIn):
@@ -113,7 +116,7 @@ def list_deliveries(
 @router.post("", status_code=201)
 def save_alerts(store: StoreDep, project: ProjectDep, body: Annotated[list[AlertIn], Field(max_length=MAX_ALERTS)]) -> dict[str, int]:
     for i, item in enumerate(body):
-        for name in ("value", "baseline", "threshold"):
+        for name in ("value", "baseline", "threshold", "peak"):
             figure = getattr(item, name)
             if figure is not None and not math.isfinite(figure):
                 raise HTTPException(422, f"body[{i}].{name}: must be a finite number or null")

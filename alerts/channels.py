@@ -33,6 +33,7 @@ log = logging.getLogger("agentwatch.alerts")
 
 SIGNATURE_HEADER = "X-Agentwatch-Signature"
 EVENT_HEADER = "X-Agentwatch-Event"
+IDEMPOTENCY_HEADER = "Idempotency-Key"  # the same on every retry and after a restart
 _USER_AGENT = "agentwatch-alerts/1"
 
 
@@ -70,7 +71,7 @@ class WebhookChannel:
 
     def send(self, notification: Notification) -> None:
         body = json.dumps(notification.payload(), sort_keys=True, separators=(",", ":")).encode()
-        headers = {EVENT_HEADER: notification.event, **self.headers}
+        headers = {EVENT_HEADER: notification.event, IDEMPOTENCY_HEADER: notification.key(), **self.headers}
         if self.secret:
             headers[SIGNATURE_HEADER] = sign(self.secret, body)
         _post_json(self.url, body, headers, self.timeout_s)
@@ -152,15 +153,28 @@ CHANNEL_TYPES: dict[str, type] = {c.type: c for c in (WebhookChannel, SlackChann
 
 
 def _details(notification: Notification) -> str:
+    """The human text (Slack, e-mail): message, figures, scope, times, and the dashboard link."""
     alert = notification.alert
     lines = [alert.message]
     if notification.description:
         lines.append(notification.description)
-    lines.append(f"started {time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime(alert.started_at))}")
+    figures = [f"{name} {value:.4g}" for name, value in (("value", alert.value), ("baseline", alert.baseline), ("threshold", alert.threshold), ("peak", alert.peak)) if value is not None]
+    if figures:
+        lines.append(f"{alert.metric}: {', '.join(figures)}")
+    lines.append("scope: " + (", ".join(f"{k}={v}" for k, v in sorted(alert.scope.items())) or "whole project"))
+    lines.append(f"incident started {_when(alert.started_at)}")
     if alert.resolved_at is not None:
-        lines.append(f"resolved {time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime(alert.resolved_at))}")
+        lines.append(f"resolved {_when(alert.resolved_at)}")
+    if alert.no_data_since is not None:
+        lines.append(f"no data since {_when(alert.no_data_since)}")
+    if notification.link:
+        lines.append(f"runs in the incident window: {notification.link}")
     lines.append(f"fingerprint {alert.fingerprint}, alert {alert.alert_id}")
     return "\n".join(lines)
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(t))
 
 
 @dataclass(frozen=True)

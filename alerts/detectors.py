@@ -72,8 +72,9 @@ class Detector(Protocol):
     def history_buckets(self, step_s: int) -> int:
         """How many buckets before the one under test the detector wants to see."""
 
-    def detect(self, values: Sequence[float | None], *, step_s: int, firing: bool = False) -> Verdict:
-        """Judge ``values[-1]``; ``firing`` says whether the alert is firing now (hysteresis)."""
+    def detect(self, values: Sequence[float | None], *, step_s: int, firing: bool = False, hidden: int = 0) -> Verdict:
+        """Judge ``values[-1]``; ``firing`` says whether the alert is firing now (hysteresis);
+        ``hidden`` buckets of the history were blanked (an open incident's): look that much further back."""
 
     def describe(self) -> dict[str, object]:
         """The condition as plain data (served by ``GET /api/alerts/rules``)."""
@@ -110,7 +111,7 @@ class ThresholdDetector:
     def history_buckets(self, step_s: int) -> int:
         return 0
 
-    def detect(self, values: Sequence[float | None], *, step_s: int, firing: bool = False) -> Verdict:
+    def detect(self, values: Sequence[float | None], *, step_s: int, firing: bool = False, hidden: int = 0) -> Verdict:
         value = _last_value(values)
         if value is None:
             return Verdict(False, False, None, threshold=self.threshold, reason="no data")
@@ -165,11 +166,11 @@ class AnomalyDetector:
     def describe(self) -> dict[str, object]:
         return {"kind": self.kind, **asdict(self)}
 
-    def detect(self, values: Sequence[float | None], *, step_s: int, firing: bool = False) -> Verdict:
+    def detect(self, values: Sequence[float | None], *, step_s: int, firing: bool = False, hidden: int = 0) -> Verdict:
         value = _last_value(values)
         if value is None:
             return Verdict(False, False, None, reason="no data")
-        x = np.array([np.nan if v is None else v for v in values[-self.history_buckets(step_s) - 1 :]], dtype=float)
+        x = np.array([np.nan if v is None else v for v in values[-self.history_buckets(step_s) - max(hidden, 0) - 1 :]], dtype=float)
         learned, required = int(np.count_nonzero(np.isfinite(x[:-1]))), self.required_history(step_s)
         if learned < required:
             return Verdict(False, False, value, reason=f"learning baseline: {learned}/{required} buckets")

@@ -1,22 +1,40 @@
-"""The scheduled evaluator: rules over metrics, one state machine per fingerprint, notifications.
+"""The scheduled evaluator: rules over metrics, one incident at a time per (rule, scope), notifications.
 
-Each (project, rule, scope) has a fingerprint. Its state machine:
+Each (project, rule, scope) has a fingerprint, and at most one open *incident* (an ``Alert``
+row). Its lifecycle, the way an on-call engineer expects a pager to behave:
 
-- not firing, condition breached -> a new alert (state ``firing``), notified once (``firing``);
-- firing, still breached -> notified again (``repeat``) only once ``cooldown`` has passed
-  since the last notification;
-- firing, no longer breached (or no data any more) -> ``resolved``, notified once.
+- *pending*: the condition holds, but not yet for the rule's ``for`` (kept in memory);
+- *firing*: the incident opened (``firing``, notified once on every channel of the rule). It
+  stays firing while the condition holds, judged with the detector's lower resolve bound
+  (hysteresis: ``z_resolve``, a relaxed ``min_ratio``/``min_delta``), and re-notifies
+  (``repeat``) only every ``repeat_interval`` (``cooldown``; 0 = never);
+- *clearing*: the condition no longer holds; the incident resolves once ``resolve_after``
+  windows in a row were clear **and** ``keep_firing_for`` has passed since the condition last
+  held (the hold-down), then notifies ``resolved`` once. A breach while clearing resets both;
+- *no data*: the metric of a firing incident has no value (the scope vanished, a bucket with
+  fewer than ``min_runs`` runs): the incident stays firing and is marked ``no_data_since``;
+  missing data never resolves it. With ``no_data: notify`` one ``no_data`` message goes out.
+
+While an incident is open the anomaly detector does not learn from it: the incident's buckets
+are hidden from the baseline's history, so a three-hour spike is still judged against the
+level before it rather than becoming "normal". Only once the incident is older than the
+detector's ``relearn_after`` windows does the detector see them, and a lasting step becomes
+the new normal (and resolves) as the detector documents.
 
 A rule whose data cannot be read is skipped for this round and changes nothing (unknown is
-not resolved). State changes are rows in ClickHouse (``alerts``); firing alerts are reloaded
-from there on start, so a restart neither re-notifies nor forgets to resolve. Notifications
-go to the ``Dispatcher``, which delivers in the background: evaluation never waits on a
-channel.
+not resolved). State changes are rows in ClickHouse (``alerts``); firing incidents are reloaded
+from there on start, so a restart neither re-notifies nor forgets to resolve, and a
+notification that no attempt delivered before the restart (a ``firing`` or ``resolved``
+without a successful ``alert_deliveries`` row for its channel) is sent again, once.
+Notifications go to the ``Dispatcher``, which delivers in the background: evaluation never
+waits on a channel. A restart forgets only what lives in memory: a pending condition starts
+its ``for`` again, and the count of clear windows starts again (resolution may come up to
+``resolve_after`` windows later).
 
 Buckets: a rule with ``window: 1h`` reads buckets of one hour aligned to the epoch. The
 last *complete* bucket is judged; for additive or maximum metrics with an ``above`` condition
 the current *partial* bucket is judged too (a partial sum or max only grows), so a spike can
-fire before its hour is over. Resolution waits for a complete bucket. A rule is read at most
+fire before its hour is over. Resolution counts complete buckets. A rule is read at most
 every sixth of its window (``RUNS_PER_WINDOW``), however short the evaluation interval.
 """
 
@@ -30,6 +48,7 @@ import json
 import logging
 import math
 import time
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +67,7 @@ MONOTONE = frozenset({"runs", "cost_usd", "input_tokens", "output_tokens", "tool
 ADDITIVE = frozenset({"runs", "cost_usd", "input_tokens", "output_tokens", "tokens_per_s", "tool_calls"})
 
 RUNS_PER_WINDOW = 6
+REDELIVER_WITHIN_S = 86_400  # on start, notifications of the last day that no attempt delivered are re-sent
 Observation = tuple[dict[str, str], Verdict]
 
 
@@ -65,6 +85,8 @@ class Evaluator:
         self.config, self.source, self.history, self.dispatcher, self.clock = config, source, history, dispatcher, clock
         self._active: dict[str, dict[str, Alert]] = {}  # project -> fingerprint -> firing alert
         self._last_run: dict[tuple[str, str], float] = {}  # (project, rule) -> last evaluation
+        self._pending: dict[str, float] = {}  # fingerprint -> since when the condition holds (``for``)
+        self._clear: dict[str, tuple[int, int]] = {}  # fingerprint -> (last window counted, clear windows in a row)
         self.errors = 0
         self.rounds = 0
 
@@ -111,13 +133,10 @@ class Evaluator:
             if alert.rule in names:
                 continue
             del active[fp]
-            alert.state, alert.resolved_at, alert.updated_at = "resolved", now, max(now, alert.updated_at + 0.001)
+            alert.state, alert.resolved_at = "resolved", now
             alert.message = f"{alert.rule}: resolved, the rule is no longer configured"
             log.info("alert %s of project %s resolved: its rule is gone", alert.rule, project)
-            try:
-                self.history.save(dataclasses.replace(alert))
-            except AlertsError as exc:
-                self._error(f"saving alert {alert.alert_id}", exc)
+            self._save(alert, now)
 
     def _due(self, rule: Rule, project: str, now: float) -> bool:
         """A rule is read at most every sixth of its window (a 1 h rule every 10 min): its
@@ -136,7 +155,26 @@ class Evaluator:
             except AlertsError as exc:
                 self._error(f"loading firing alerts of {project}", exc)
                 return None
+            self._redeliver(project)
         return self._active[project]
+
+    def _redeliver(self, project: str) -> None:
+        """Re-send what a previous process recorded but never delivered (it stopped mid-retry)."""
+        now = self.clock()
+        try:
+            alerts, delivered = self.history.owed(project, now - REDELIVER_WITHIN_S)
+        except AlertsError as exc:
+            self._error(f"reading undelivered notifications of {project}", exc)
+            return
+        rules = {rule.name: rule for rule in self.config.rules}
+        for alert in sorted(alerts, key=lambda a: a.started_at):
+            rule = rules.get(alert.rule)
+            events: tuple[Event, ...] = ("firing",) if alert.state == "firing" else ("firing", "resolved")
+            for event in events if rule is not None else ():
+                channels = tuple(c for c in rule.channels if (alert.alert_id, event, c) not in delivered)
+                if channels:
+                    log.info("alert %s: re-sending %s on %s (not delivered before the restart)", alert.rule, event, ", ".join(channels))
+                    self.dispatcher.submit(Notification(event, alert, now, rule.description, self._link(rule, alert, now)), channels)
 
     # --- observing -------------------------------------------------------------------------
     def _observe(self, rule: Rule, project: str, now: float, active: dict[str, Alert]) -> list[Observation]:
@@ -158,7 +196,7 @@ class Evaluator:
     def _observe_series(self, rule: Rule, project: str, now: float, active: dict[str, Alert], agent: str | None, model: str | None) -> list[Observation]:
         step = rule.window_s
         current = math.floor(now / step) * step  # start of the partial bucket
-        count = rule.condition.history_buckets(step) + 1
+        count = rule.condition.history_buckets(step) + 1 + _extra_history(rule, active)
         start = current - count * step
         end = max(now, current + 1e-3)
         series = self.source.timeseries(project, rule.metric, start, end, step, rule.group_by, agent, model)
@@ -169,70 +207,187 @@ class Evaluator:
         observations = []
         for group, values in groups.items():
             scope = {**rule.filters(), **({rule.group_by: group} if rule.group_by != "none" else {})}
-            firing = fingerprint(project, rule.name, scope) in active
-            observations.append((scope, self._judge(rule, values, firing)))
+            alert = active.get(fingerprint(project, rule.name, scope))
+            hide = _incident_buckets(rule, alert, start, len(values)) if alert is not None else None
+            observations.append((scope, self._judge(rule, values, alert is not None, hide)))
         return observations
 
-    def _judge(self, rule: Rule, values: list[float | None], firing: bool) -> Verdict:
-        """The last complete bucket; for monotone 'above' rules also the partial one."""
+    def _judge(self, rule: Rule, values: list[float | None], firing: bool, hide: int | None = None) -> Verdict:
+        """The last complete bucket; for monotone 'above' rules also the partial one. History
+        from index ``hide`` on (an open incident's buckets) is blanked: no learning the spike."""
         complete, partial = values[:-1], values[-1]
-        verdict = rule.condition.detect(complete, step_s=rule.window_s, firing=firing)
+        hidden = 0 if hide is None else max(len(complete) - 1 - hide, 0)
+        verdict = rule.condition.detect(_hidden(complete, hide), step_s=rule.window_s, firing=firing, hidden=hidden)
         if verdict.firing or partial is None or rule.metric not in MONOTONE or rule.condition.direction != "above":
             return verdict
-        early = rule.condition.detect(complete[1:] + [partial], step_s=rule.window_s, firing=firing)
+        early = rule.condition.detect(_hidden(values[1:], None if hide is None else hide - 1), step_s=rule.window_s, firing=firing, hidden=hidden + 1)
         return early if early.firing else verdict
 
-    # --- the state machine -----------------------------------------------------------------
+    # --- the incident lifecycle -----------------------------------------------------------
     def _step(self, rule: Rule, project: str, scope: dict[str, str], verdict: Verdict, active: dict[str, Alert], now: float) -> list[tuple[Event, Alert]]:
         fp = fingerprint(project, rule.name, scope)
         alert = active.get(fp)
-        if verdict.firing and alert is None:
-            alert = Alert(project, _alert_id(fp, now), fp, rule.name, rule.severity, "firing", scope, rule.metric, None, None, None, "", now)
-            active[fp] = alert
-            return self._change(rule, alert, verdict, "firing", now)
-        if verdict.firing and alert is not None:
-            last = alert.last_notified_at if alert.last_notified_at is not None else alert.started_at
-            if now - last >= rule.cooldown_s:
-                return self._change(rule, alert, verdict, "repeat", now)
-            _update(alert, verdict, rule)
+        if alert is None:
+            return self._open(rule, project, fp, scope, verdict, active, now)
+        if not verdict.ready:
+            return self._no_data(rule, alert, verdict, now)
+        if verdict.firing:
+            return self._hold(rule, fp, alert, verdict, now)
+        return self._clearing(rule, fp, alert, verdict, active, now)
+
+    def _open(self, rule: Rule, project: str, fp: str, scope: dict[str, str], verdict: Verdict, active: dict[str, Alert], now: float) -> list[tuple[Event, Alert]]:
+        """Pending while the condition has held for less than ``for``; then a new incident."""
+        if not verdict.firing:
+            self._pending.pop(fp, None)
             return []
-        if alert is not None:
-            del active[fp]
-            alert.state, alert.resolved_at = "resolved", now
-            return self._change(rule, alert, verdict, "resolved", now)
+        since = self._pending.setdefault(fp, now)
+        if now - since < rule.for_s:
+            return []
+        del self._pending[fp]
+        alert = Alert(project, _alert_id(fp, since), fp, rule.name, rule.severity, "firing", dict(scope), rule.metric, None, None, None, "", since)
+        alert.peak, alert.last_breach_at = verdict.value, now
+        self._clear.pop(fp, None)
+        active[fp] = alert
+        return self._change(rule, alert, verdict, "firing", now)
+
+    def _hold(self, rule: Rule, fp: str, alert: Alert, verdict: Verdict, now: float) -> list[tuple[Event, Alert]]:
+        """Still breached (at the resolve bound): the incident goes on; repeat on the interval."""
+        self._clear.pop(fp, None)
+        alert.last_breach_at, alert.no_data_since = now, None
+        alert.peak = _peak(alert.peak, verdict.value, rule.condition.direction)
+        last = alert.last_notified_at if alert.last_notified_at is not None else alert.started_at
+        if rule.repeat_interval_s > 0 and now - last >= rule.repeat_interval_s:
+            return self._change(rule, alert, verdict, "repeat", now)
+        _update(alert, verdict, rule)
+        alert.message = _message(rule, alert, verdict, "firing")
+        self._save(alert, now)
         return []
+
+    def _clearing(self, rule: Rule, fp: str, alert: Alert, verdict: Verdict, active: dict[str, Alert], now: float) -> list[tuple[Event, Alert]]:
+        """Clear: count windows in a row; resolve after ``resolve_after`` of them and the hold-down."""
+        window = math.floor(now / rule.window_s)
+        last, count = self._clear.get(fp, (window - 1, 0))
+        count += window != last
+        self._clear[fp] = (window, count)
+        alert.no_data_since = None
+        held = now - (alert.last_breach_at if alert.last_breach_at is not None else alert.started_at)
+        if count < rule.resolve_after or held < rule.keep_firing_for_s:
+            _update(alert, verdict, rule)
+            alert.message = _message(rule, alert, verdict, "firing")
+            self._save(alert, now)
+            return []
+        del active[fp]
+        self._clear.pop(fp, None)
+        alert.state, alert.resolved_at = "resolved", now
+        return self._change(rule, alert, verdict, "resolved", now)
+
+    def _no_data(self, rule: Rule, alert: Alert, verdict: Verdict, now: float) -> list[tuple[Event, Alert]]:
+        """No value for a firing incident: shown (``no_data_since``), never resolved by it."""
+        if alert.no_data_since is not None:
+            return []
+        alert.no_data_since = now
+        if rule.no_data == "notify":
+            return self._change(rule, alert, verdict, "no_data", now)
+        alert.message = _message(rule, alert, verdict, "no_data")
+        self._save(alert, now)
+        return []
+
+    def _save(self, alert: Alert, now: float) -> None:
+        alert.updated_at = max(now, alert.updated_at + 0.001)  # a strictly newer version
+        try:
+            self.history.save(dataclasses.replace(alert, scope=dict(alert.scope)))
+        except AlertsError as exc:
+            self._error(f"saving alert {alert.alert_id}", exc)
 
     def _change(self, rule: Rule, alert: Alert, verdict: Verdict, event: Event, now: float) -> list[tuple[Event, Alert]]:
         """Record the new state, then hand the notification to the dispatcher."""
-        _update(alert, verdict, rule, resolved=event == "resolved")
+        if event in ("firing", "repeat"):
+            _update(alert, verdict, rule)
+        alert.message = _message(rule, alert, verdict, event)
         alert.last_notified_at = now
-        alert.updated_at = max(now, alert.updated_at + 0.001)  # a strictly newer version
+        self._save(alert, now)
         snapshot = dataclasses.replace(alert, scope=dict(alert.scope))
-        try:
-            self.history.save(snapshot)
-        except AlertsError as exc:
-            self._error(f"saving alert {alert.alert_id}", exc)
-        self.dispatcher.submit(Notification(event, snapshot, now, rule.description), rule.channels)
+        self.dispatcher.submit(Notification(event, snapshot, now, rule.description, self._link(rule, snapshot, now)), rule.channels)
         log.info("alert %s %s: %s", event, rule.name, alert.message)
         return [(event, snapshot)]
 
+    def _link(self, rule: Rule, alert: Alert, now: float) -> str:
+        """The dashboard's runs page on the incident's window and scope, most expensive first."""
+        if not self.config.dashboard_url:
+            return ""
+        onset = math.floor(alert.started_at / rule.window_s) * rule.window_s - rule.window_s
+        end = (alert.resolved_at if alert.resolved_at is not None else now) + rule.window_s
+        params = {"start": int(onset), "end": math.ceil(end), **{k: v for k, v in sorted(alert.scope.items()) if k != "project"}, "sort": "cost", "alert": alert.alert_id}
+        return f"{self.config.dashboard_url}/runs?{urllib.parse.urlencode(params)}"
 
-def _update(alert: Alert, verdict: Verdict, rule: Rule, *, resolved: bool = False) -> None:
-    """Carry the latest figures and message; a resolution keeps the figures that fired."""
-    if not resolved:
-        alert.value, alert.baseline, alert.threshold = verdict.value, verdict.baseline, verdict.threshold
-    alert.message = _message(rule, alert.scope, verdict, resolved)
+
+def _peak(peak: float | None, value: float | None, direction: str) -> float | None:
+    if value is None or peak is None:
+        return peak if value is None else value
+    return max(peak, value) if direction == "above" else min(peak, value)
 
 
-def _message(rule: Rule, scope: dict[str, str], verdict: Verdict, resolved: bool) -> str:
-    where = f" [{', '.join(f'{k}={v}' for k, v in sorted(scope.items()))}]" if scope else ""
-    if resolved:
-        now_value = "no data" if verdict.value is None else f"{verdict.value:.4g}"
-        return f"{rule.name}{where}: resolved, {rule.metric} now {now_value}"
-    figures = [f"baseline {verdict.baseline:.4g}"] if verdict.baseline is not None else []
-    figures += [f"threshold {verdict.threshold:.4g}"] if verdict.threshold is not None else []
-    value = "n/a" if verdict.value is None else f"{verdict.value:.4g}"
-    return f"{rule.name}{where}: {rule.metric} = {value} ({', '.join(figures)})"
+def _incident_buckets(rule: Rule, alert: Alert, start: float, count: int) -> int | None:
+    """Index of the first bucket of ``alert``'s incident among ``count`` buckets from ``start``
+    (the bucket before the one it fired in), or None once the detector may relearn from it."""
+    step = rule.window_s
+    onset = round((math.floor(alert.started_at / step) * step - step - start) / step)
+    relearn = getattr(rule.condition, "relearn_after", None)
+    if relearn is None or count - 1 - onset > relearn:
+        return None
+    return max(onset, 0)
+
+
+def _extra_history(rule: Rule, active: dict[str, Alert]) -> int:
+    """Buckets to read beyond the detector's history while the rule has an open incident: the
+    incident's own buckets are hidden, so the baseline needs as many more from before it."""
+    relearn = getattr(rule.condition, "relearn_after", None)
+    if relearn is None or not any(alert.rule == rule.name for alert in active.values()):
+        return 0
+    return int(relearn) + 2
+
+
+def _hidden(values: list[float | None], hide: int | None) -> list[float | None]:
+    """``values`` with the history from ``hide`` on blanked; the last value (under test) kept."""
+    if hide is None or hide >= len(values) - 1:
+        return values
+    return values[:hide] + [None] * (len(values) - 1 - hide) + values[-1:]
+
+
+def _update(alert: Alert, verdict: Verdict, rule: Rule) -> None:
+    """Carry the latest value and baseline; the threshold stays the one the incident fired on."""
+    alert.value, alert.baseline = verdict.value, verdict.baseline if verdict.baseline is not None else alert.baseline
+    if alert.threshold is None:
+        alert.threshold = verdict.threshold
+    alert.peak = _peak(alert.peak, verdict.value, rule.condition.direction)
+
+
+def _fmt(value: float | None) -> str:
+    return "no data" if value is None else f"{value:.4g}"
+
+
+def _message(rule: Rule, alert: Alert, verdict: Verdict, event: Event) -> str:
+    """One line a person can act on: what, where, how far from usual, since when."""
+    where = f" [{', '.join(f'{k}={v}' for k, v in sorted(alert.scope.items()))}]" if alert.scope else ""
+    since = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(alert.started_at))
+    if event == "resolved":
+        duration = (alert.resolved_at or alert.started_at) - alert.started_at
+        return f"{rule.name}{where}: resolved after {_duration(duration)} (since {since}), peak {_fmt(alert.peak)}, {rule.metric} now {_fmt(verdict.value)}"
+    if event == "no_data":
+        return f"{rule.name}{where}: no data for {rule.metric} (firing since {since}, peak {_fmt(alert.peak)}); the incident stays open"
+    figures = [f"baseline {alert.baseline:.4g}"] if alert.baseline is not None else []
+    figures += [f"{'above' if rule.condition.direction == 'above' else 'below'} {alert.threshold:.4g} fires"] if alert.threshold is not None else []
+    if alert.last_notified_at is not None and verdict.threshold is not None and verdict.threshold != alert.threshold:
+        figures.append(f"resolves past {verdict.threshold:.4g}")
+    return f"{rule.name}{where}: {rule.metric} = {_fmt(alert.value)} ({', '.join(figures)}; peak {_fmt(alert.peak)}, since {since})"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _enough_runs(values: list[float | None], runs: list[float | None], min_runs: int) -> list[float | None]:

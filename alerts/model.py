@@ -7,12 +7,13 @@ from typing import Literal
 
 from collector.api.schemas import AlertOut
 
-Event = Literal["firing", "repeat", "resolved", "test"]
+Event = Literal["firing", "repeat", "resolved", "no_data", "test"]
 
 
 @dataclass
 class Alert:
-    """One episode of one fingerprint: fired at ``started_at``, maybe resolved later."""
+    """One incident of one fingerprint (rule and scope): opened at ``started_at``, held while
+    the condition holds plus the rule's hold-down, resolved once (``resolved_at``)."""
 
     project: str
     alert_id: str
@@ -30,6 +31,9 @@ class Alert:
     resolved_at: float | None = None
     last_notified_at: float | None = None
     updated_at: float = 0.0
+    peak: float | None = None
+    last_breach_at: float | None = None
+    no_data_since: float | None = None
 
     def to_out(self) -> AlertOut:
         data = asdict(self)
@@ -42,14 +46,17 @@ class Alert:
 class Notification:
     """What a channel sends: the event, the alert as it stands, and when it was sent.
 
-    Events: ``firing`` (new alert), ``repeat`` (still firing after the cool-down),
-    ``resolved``, ``test`` (``agentwatch alerts test``).
+    Events: ``firing`` (an incident opened), ``repeat`` (still firing after the repeat
+    interval), ``no_data`` (a firing incident's metric went silent; only with ``no_data:
+    notify``), ``resolved``, ``test`` (``agentwatch alerts test``). ``link`` opens the
+    dashboard on the incident's window and scope.
     """
 
     event: Event
     alert: Alert
     sent_at: float
     description: str = ""  # the rule's description, for humans
+    link: str = ""
 
     def payload(self) -> dict[str, object]:
         """The generic JSON body (webhook); stable field names, epoch-second times."""
@@ -61,10 +68,17 @@ class Notification:
             "project": self.alert.project,
             "alert": self.alert.to_out().model_dump(),
             "description": self.description,
+            "link": self.link,
+            "idempotency_key": self.key(),
         }
 
+    def key(self) -> str:
+        """The same for every attempt and every restart: a receiver can drop a repeat with it."""
+        at = self.alert.last_notified_at if self.event == "repeat" else None
+        return f"{self.alert.alert_id}:{self.event}" + (f":{at:.3f}" if at is not None else "")
+
     def title(self) -> str:
-        label = {"firing": "FIRING", "repeat": "STILL FIRING", "resolved": "RESOLVED", "test": "TEST"}[self.event]
+        label = {"firing": "FIRING", "repeat": "STILL FIRING", "resolved": "RESOLVED", "no_data": "NO DATA", "test": "TEST"}[self.event]
         scope = ", ".join(f"{k}={v}" for k, v in sorted(self.alert.scope.items()))
         return f"[agentwatch {label}] {self.alert.severity}: {self.alert.rule} ({self.alert.project}{', ' + scope if scope else ''})"
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from alerts.detectors import Detector
+from alerts.evaluator import Evaluator
+from alerts.rules import RulesConfig
 
 KINDS = ("noise", "seasonal", "drift", "spike", "step")
 
@@ -153,3 +155,204 @@ def _attribute(s: Series, starts: list[int], result: Score) -> dict[int, int]:
             first[owner] = start
             result.true_positives += 1
     return first
+
+
+# --- incidents: the whole evaluator, not the detector alone -------------------------------------
+# ``bench/alerts_quality.py`` runs the real ``Evaluator`` (masking of the incident's buckets,
+# hysteresis, hold-down, repeat interval) over a synthetic source, once per window, and scores
+# what an on-call engineer sees: incidents and pages.
+INCIDENT_KINDS = ("noise", "seasonal", "drift", "spike", "plateau", "step")
+MUST_RESOLVE = ("spike", "plateau")  # events with an end: the incident must end with them
+
+
+def generate_incidents(n_series: int, *, days: int = 21, seed: int = 11, step_s: int = 3600, max_spike: int = 30) -> list[Series]:
+    """Seeded series, ``INCIDENT_KINDS`` in turn: spikes of 1..``max_spike`` windows (3-8x),
+    noisy plateaus (5..``max_spike`` windows at 3-6x with 25-45 % noise inside), lasting steps."""
+    rng = np.random.default_rng(seed)
+    per_day = 86400 // step_s
+    out = []
+    for i in range(n_series):
+        kind = INCIDENT_KINDS[i % len(INCIDENT_KINDS)]
+        base = _one_series(rng, "seasonal" if kind in ("spike", "plateau", "step") else kind, i, days * per_day, per_day)
+        values = np.array(base.values)
+        events = _incident_events(rng, kind, len(values), per_day, max_spike)
+        for event in events:
+            values[event.start : event.end] *= event.factor
+            if kind == "plateau":
+                values[event.start : event.end] *= np.exp(rng.normal(0.0, rng.uniform(0.25, 0.45), event.end - event.start))
+        out.append(Series(f"{kind}-{i}", kind, values.tolist(), events))
+    return out
+
+
+def _incident_events(rng: np.random.Generator, kind: str, n: int, per_day: int, max_spike: int) -> list[Event]:
+    if kind in ("spike", "plateau"):
+        low = 1 if kind == "spike" else 5
+        first = int(rng.integers(3 * per_day, n // 2 - max_spike - 2))
+        second = int(rng.integers(n // 2 + per_day, n - max_spike - 4))
+        return [Event(kind, s, s + int(rng.integers(low, max_spike + 1)), float(rng.uniform(3.0, 8.0) if kind == "spike" else rng.uniform(3.0, 6.0))) for s in (first, second)]
+    if kind == "step":
+        start = int(rng.integers(3 * per_day, n - 3 * per_day))
+        return [Event("step", start, n, float(rng.uniform(2.5, 4.0)))]
+    return []
+
+
+@dataclass
+class Incident:
+    series: str
+    kind: str
+    start: int  # the window index whose end it fired at, minus one (delay 1 = fired on the event's first window)
+    end: int | None  # likewise for its resolution; None = still open at the end of the series
+    pages: int  # firing + repeat notifications
+    repeats: int
+
+
+class SyntheticSource:
+    """``MetricSource`` and ``AlertHistory`` over in-memory series: one agent per series."""
+
+    def __init__(self, series: list[Series], t0: float, step_s: int) -> None:
+        self.series, self.t0, self.step = series, t0, step_s
+        self.saved: dict[str, object] = {}
+
+    def projects(self, now: float) -> list[str]:
+        return ["bench"]
+
+    def timeseries(self, project: str, metric: str, start: float, end: float, step_s: int, group_by: str = "none", agent: str | None = None, model: str | None = None) -> object:
+        first, last = round((start - self.t0) / step_s), math.floor((end - self.t0) / step_s)  # complete buckets only
+        points = [
+            _Point(self.t0 + i * step_s, s.name, s.values[i])
+            for s in self.series
+            for i in range(max(first, 0), min(last, len(s.values)))
+        ]
+        return _Points(points)
+
+    def projected_month_cost(self, project: str, now: float, agent: str | None = None, model: str | None = None) -> float:
+        return 0.0
+
+    def firing(self, project: str) -> list:
+        return []
+
+    def save(self, alert: object) -> None:
+        pass
+
+    def record(self, delivery: object) -> None:
+        pass
+
+    def owed(self, project: str, since: float) -> tuple[list, set]:
+        return [], set()
+
+
+@dataclass(frozen=True)
+class _Point:
+    t: float
+    group: str
+    value: float | None
+
+
+@dataclass(frozen=True)
+class _Points:
+    points: list[_Point]
+
+
+class Pager:
+    """The dispatcher's ``submit``: keeps every notification instead of delivering it."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str, str]] = []  # (event, series, alert_id)
+
+    def submit(self, notification: object, channels: object) -> None:
+        alert = notification.alert  # type: ignore[attr-defined]
+        self.sent.append((notification.event, alert.scope.get("agent", ""), alert.alert_id))  # type: ignore[attr-defined]
+
+
+def run_incidents(rule: object, series: list[Series], *, step_s: int) -> list[Incident]:
+    """Evaluate ``rule`` (agent scope ``*``) over every series, once per window, at the start
+    of the next window; return the incidents with their windows and pages."""
+    t0 = 1_700_006_400 // step_s * step_s
+    source, pager = SyntheticSource(series, t0, step_s), Pager()
+    config = RulesConfig((rule,), {}, None, "bench")  # type: ignore[arg-type]
+    evaluator = Evaluator(config, source, source, pager, clock=lambda: 0.0)  # type: ignore[arg-type]
+    incidents: dict[str, Incident] = {}
+    kinds = {s.name: s.kind for s in series}
+    for i in range(len(series[0].values)):
+        for event, alert in evaluator.run_once(now=t0 + (i + 1) * step_s + 1):
+            name = alert.scope["agent"]
+            if event == "firing":
+                incidents[alert.alert_id] = Incident(name, kinds[name], i, None, 1, 0)
+            elif event == "repeat":
+                incidents[alert.alert_id].pages += 1
+                incidents[alert.alert_id].repeats += 1
+            elif event == "resolved":
+                incidents[alert.alert_id].end = i
+    return list(incidents.values())
+
+
+def score_incidents(series: list[Series], incidents: list[Incident], *, max_delay_windows: int = 2) -> dict[str, object]:
+    """Per seeded event: incidents opened for it (1 = no flap), delay, duration error; precision
+    over all incidents; the figures per event kind."""
+    by_series: dict[str, list[Incident]] = {}
+    for incident in incidents:
+        by_series.setdefault(incident.series, []).append(incident)
+    rows, false_positives = [], dict.fromkeys(INCIDENT_KINDS, 0)
+    for s in series:
+        mine = sorted(by_series.get(s.name, []), key=lambda x: x.start)
+        owned = set()
+        for event in s.events:
+            hits = [x for x in mine if event.start <= x.start <= event.end]
+            owned.update(id(x) for x in hits)
+            rows.append(_event_row(s, event, hits, len(s.values), max_delay_windows))
+        false_positives[s.kind] += sum(id(x) not in owned for x in mine)
+    return _summary(rows, false_positives, len(incidents))
+
+
+def _event_row(s: Series, event: Event, hits: list[Incident], n: int, max_delay: int) -> dict[str, object]:
+    first = hits[0] if hits else None
+    row: dict[str, object] = {"series": s.name, "kind": event.kind, "length": event.end - event.start, "incidents": len(hits)}
+    if first is not None:
+        row["delay"] = first.start - event.start + 1
+        row["pages"] = first.pages
+        row["repeats"] = first.repeats
+        end = first.end if first.end is not None else n
+        row["duration"] = end - first.start
+        row["duration_error"] = (end - first.start) - (event.end - event.start) if event.kind in MUST_RESOLVE else None
+        row["detected"] = row["delay"] <= max_delay  # type: ignore[operator]
+    else:
+        row.update(delay=None, pages=0, repeats=0, duration=None, duration_error=None, detected=False)
+    return row
+
+
+def _summary(rows: list[dict[str, object]], false_positives: dict[str, int], n_incidents: int) -> dict[str, object]:
+    detected = [r for r in rows if r["incidents"]]
+    true_positives = len(detected)
+    errors = [abs(r["duration_error"]) for r in rows if r["duration_error"] is not None]  # type: ignore[arg-type]
+    delays = [r["delay"] for r in detected]
+    out: dict[str, object] = {
+        "events": len(rows),
+        "incidents": n_incidents,
+        "true_positives": true_positives,
+        "false_positives": sum(false_positives.values()),
+        "false_positives_by_kind": false_positives,
+        "extra_incidents_for_one_event (flaps)": sum(max(int(r["incidents"]) - 1, 0) for r in rows),  # type: ignore[call-overload]
+        "precision": round(true_positives / n_incidents, 4) if n_incidents else 1.0,
+        "recall": round(sum(bool(r["detected"]) for r in rows) / len(rows), 4) if rows else 1.0,
+        "incidents_per_detected_event": round(sum(int(r["incidents"]) for r in detected) / len(detected), 4) if detected else None,  # type: ignore[call-overload]
+        "delay_windows_median": statistics.median(delays) if delays else None,
+        "delay_windows_max": max(delays) if delays else None,  # type: ignore[type-var]
+        "duration_error_windows_median": statistics.median(errors) if errors else None,
+        "duration_error_windows_max": max(errors) if errors else None,
+        "duration_within_2_windows": round(sum(e <= 2 for e in errors) / len(errors), 4) if errors else None,
+        "by_kind": {},
+    }
+    for kind in sorted({str(r["kind"]) for r in rows}):
+        mine = [r for r in rows if r["kind"] == kind]
+        errs = [abs(r["duration_error"]) for r in mine if r["duration_error"] is not None]  # type: ignore[arg-type]
+        out["by_kind"][kind] = {  # type: ignore[index]
+            "events": len(mine),
+            "detected_in_time": sum(bool(r["detected"]) for r in mine),
+            "incidents_per_event_max": max(int(r["incidents"]) for r in mine),  # type: ignore[call-overload]
+            "pages_per_incident_max": max(int(r["pages"]) for r in mine),  # type: ignore[call-overload]
+            "repeats": sum(int(r["repeats"]) for r in mine),  # type: ignore[call-overload]
+            "duration_error_max": max(errs) if errs else None,
+            "duration_median": statistics.median([r["duration"] for r in mine if r["duration"] is not None]) if any(r["duration"] is not None for r in mine) else None,  # type: ignore[type-var]
+        }
+    out["rows"] = rows
+    return out

@@ -15,8 +15,16 @@ Format (``alerts/default_rules.yaml`` is the annotated reference)::
         condition: {kind: anomaly, transform: log, min_ratio: 2}
         severity: critical            # info | warning | critical
         channels: [log, ops]
-        cooldown: 6h                  # repeat a still-firing alert at most this often
         min_runs: 0                   # buckets with fewer runs count as "no data"
+        # the incident lifecycle (alerts/evaluator.py; all optional):
+        for: 0s                       # the condition must hold this long before the incident opens
+        keep_firing_for: 10m          # hold-down: stays firing this long after the condition last held
+        resolve_after: 2              # ...and until this many windows in a row are clear
+        repeat_interval: 6h           # re-notify a still-firing incident this often (0 = never)
+        no_data: keep                 # keep (shown, silent) | notify (one "no data" message)
+
+``cooldown`` is the older name of ``repeat_interval`` (same meaning; give one of them). An
+incident never resolves on missing data: "no data" is a state of its own (see the evaluator).
 
 Durations are seconds or ``30s``/``5m``/``1h``/``1d``/``1w``. String values may use
 ``${NAME}`` or ``${NAME:-default}`` (environment variables); an unset variable without a
@@ -52,8 +60,10 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, None: 1}
-_TOP_KEYS = ("version", "defaults", "delivery", "channels", "rules")
-_RULE_KEYS = ("name", "description", "metric", "scope", "window", "condition", "severity", "channels", "cooldown", "min_runs", "enabled")
+_TOP_KEYS = ("version", "defaults", "delivery", "channels", "rules", "dashboard_url")
+_LIFECYCLE_KEYS = ("for", "keep_firing_for", "resolve_after", "repeat_interval", "cooldown", "no_data")
+_RULE_KEYS = ("name", "description", "metric", "scope", "window", "condition", "severity", "channels", "min_runs", "enabled", *_LIFECYCLE_KEYS)
+NO_DATA = ("keep", "notify")
 
 KeyPath = tuple[str | int, ...]
 
@@ -70,6 +80,15 @@ class Rule:
     cooldown_s: int
     description: str = ""
     min_runs: int = 0  # buckets with fewer runs are "no data" (a rate of 1 failure in 2 is noise)
+    for_s: int = 0  # pending: the condition must hold this long before an incident opens
+    keep_firing_for_s: int = 0  # hold-down after the condition last held
+    resolve_after: int = 1  # clear windows in a row needed to resolve
+    no_data: str = "keep"  # keep | notify
+
+    @property
+    def repeat_interval_s(self) -> int:
+        """Re-notify a still-firing incident this often; 0 = never (``cooldown`` in the file)."""
+        return self.cooldown_s
 
     @property
     def group_by(self) -> str:
@@ -89,6 +108,10 @@ class Rule:
             severity=self.severity,
             channels=list(self.channels),
             cooldown_s=self.cooldown_s,
+            for_s=self.for_s,
+            keep_firing_for_s=self.keep_firing_for_s,
+            resolve_after=self.resolve_after,
+            no_data=self.no_data,
         )
 
 
@@ -98,6 +121,7 @@ class RulesConfig:
     channels: dict[str, Channel]
     delivery: DeliveryPolicy
     source: str = ""
+    dashboard_url: str = ""  # base of the links in notifications ("" = no link)
 
 
 def load_rules(path: str | Path | None = None, *, env: dict[str, str] | None = None) -> RulesConfig:
@@ -272,7 +296,7 @@ class _Doc:
         if top.get("version", 1) not in (1, "1"):
             raise self.error(("version",), f"unsupported version {top['version']!r} (this agentwatch reads version 1)")
         channels = self._channels(top.get("channels"))
-        defaults = self.mapping(top.get("defaults"), ("defaults",), ("channels", "cooldown", "severity", "window"))
+        defaults = self.mapping(top.get("defaults"), ("defaults",), ("channels", "severity", "window", *_LIFECYCLE_KEYS))
         rules_value = top.get("rules")
         if not isinstance(rules_value, list) or not rules_value:
             raise self.error(("rules",), "expected a non-empty list of rules")
@@ -284,7 +308,8 @@ class _Doc:
             if rule is not None:
                 rules[rule.name] = rule
         delivery = self.dataclass(DeliveryPolicy, top.get("delivery"), ("delivery",))
-        return RulesConfig(tuple(rules.values()), channels, delivery, self.source)
+        dashboard_url = self.string(top.get("dashboard_url", ""), ("dashboard_url",)).rstrip("/")
+        return RulesConfig(tuple(rules.values()), channels, delivery, self.source, dashboard_url)
 
     def _channels(self, value: Any) -> dict[str, Channel]:
         channels: dict[str, Channel] = {"log": LogChannel()}
@@ -323,10 +348,26 @@ class _Doc:
             condition=condition,
             severity=self.choice(data.get("severity", "warning"), (*path, "severity"), SEVERITIES),
             channels=self._rule_channels(data.get("channels", ["log"]), (*path, "channels"), channels),
-            cooldown_s=int(self.duration(data.get("cooldown", "1h"), (*path, "cooldown"))),
             description=self.string(data.get("description", ""), (*path, "description")),
             min_runs=self._min_runs(data.get("min_runs", 0), (*path, "min_runs"), metric),
+            **self._lifecycle(data, path, item_keys=self.mapping(value, path)),
         )
+
+    def _lifecycle(self, data: dict[str, Any], path: KeyPath, *, item_keys: dict[str, Any]) -> dict[str, Any]:
+        """for, keep_firing_for, resolve_after, repeat_interval (alias cooldown), no_data."""
+        if "repeat_interval" in item_keys and "cooldown" in item_keys:
+            raise self.error((*path, "cooldown"), "give repeat_interval or cooldown (its older name), not both")
+        repeat_key = "repeat_interval" if "repeat_interval" in item_keys or ("repeat_interval" in data and "cooldown" not in item_keys) else "cooldown"
+        resolve_after = int(self.number(data.get("resolve_after", 1), (*path, "resolve_after"), integer=True))
+        if resolve_after < 1:
+            raise self.error((*path, "resolve_after"), f"must be >= 1 (clear windows in a row), got {resolve_after}")
+        return {
+            "cooldown_s": int(self.duration(data.get(repeat_key, "1h"), (*path, repeat_key))),
+            "for_s": int(self.duration(data.get("for", 0), (*path, "for"))),
+            "keep_firing_for_s": int(self.duration(data.get("keep_firing_for", 0), (*path, "keep_firing_for"))),
+            "resolve_after": resolve_after,
+            "no_data": self.choice(data.get("no_data", "keep"), (*path, "no_data"), NO_DATA),
+        }
 
     def _min_runs(self, value: Any, path: KeyPath, metric: str) -> int:
         count = int(self.number(value, path, integer=True))

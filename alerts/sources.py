@@ -51,6 +51,11 @@ class AlertHistory(Protocol):
 
     def record(self, delivery: Delivery) -> None: ...
 
+    def owed(self, project: str, since: float) -> tuple[list[Alert], set[tuple[str, str, str]]]:
+        """Incidents firing or resolved since ``since``, and the (alert_id, event, channel)
+        notifications delivered so far: what a restarted evaluator may still owe."""
+        ...
+
 
 def alert_row(alert: Alert) -> tuple[Any, ...]:
     """An ``alerts`` row, in ``queries_alerts.ALERT_COLUMNS`` order."""
@@ -96,6 +101,12 @@ class StoreBackend:
 
     def record(self, delivery: Delivery) -> None:
         self._guard("record delivery", lambda: self.store.insert_rows("alert_deliveries", qa.DELIVERY_COLUMNS, [delivery_row(delivery)]))
+
+    def owed(self, project: str, since: float) -> tuple[list[Alert], set[tuple[str, str, str]]]:
+        params = {"project": project, "since_ms": int(since * 1000)}
+        alerts = self._guard("recent alerts", lambda: self.store.query(qa.OWED_ALERTS, params))
+        delivered = self._guard("deliveries", lambda: self.store.query(qa.DELIVERED, params))
+        return [Alert(**row) for row in alerts], {(r["alert_id"], r["event"], r["channel"]) for r in delivered}
 
 
 class HttpBackend:
@@ -154,3 +165,8 @@ class HttpBackend:
     def record(self, delivery: Delivery) -> None:
         body = [{k: getattr(delivery, k) for k in qa.DELIVERY_COLUMNS if k != "project"}]
         self._call("POST", "/api/alerts/deliveries", self._key(delivery.project), json=body)
+
+    def owed(self, project: str, since: float) -> tuple[list[Alert], set[tuple[str, str, str]]]:
+        """Out of process nothing is re-sent after a restart (at most once: a notification
+        cut off mid-retry is lost, never duplicated)."""
+        return [], set()

@@ -244,6 +244,9 @@ class AlertOut(BaseModel):
     started_at: float
     resolved_at: float | None = None
     last_notified_at: float | None = None
+    peak: float | None = None  # the incident's most extreme value so far
+    last_breach_at: float | None = None  # when the condition last held (the hold-down counts from here)
+    no_data_since: float | None = None  # set while a firing incident's metric has no data
 
 
 class AlertRuleOut(BaseModel):
@@ -254,7 +257,11 @@ class AlertRuleOut(BaseModel):
     condition: dict[str, object]
     severity: str
     channels: list[str]
-    cooldown_s: int
+    cooldown_s: int  # the repeat interval of a still-firing incident (0 = never)
+    for_s: int = 0
+    keep_firing_for_s: int = 0
+    resolve_after: int = 1
+    no_data: str = "keep"
 
 
 class FilterValues(BaseModel):

@@ -10,8 +10,9 @@ from __future__ import annotations
 ALERT_COLUMNS = (
     "project", "alert_id", "fingerprint", "rule", "severity", "state", "scope", "metric",
     "value", "baseline", "threshold", "message", "started_at", "resolved_at", "last_notified_at", "updated_at",
+    "peak", "last_breach_at", "no_data_since",
 )
-DELIVERY_COLUMNS = ("project", "alert_id", "channel", "attempt", "ok", "error", "at")
+DELIVERY_COLUMNS = ("project", "alert_id", "channel", "attempt", "ok", "error", "at", "event")
 
 # Projects worth evaluating: traffic in the lookback, or an alert still firing (so it can resolve).
 ACTIVE_PROJECTS = """
@@ -25,7 +26,10 @@ _ALERT_FIELDS = """
     toUnixTimestamp64Milli(started_at) / 1e3 AS started_at,
     toUnixTimestamp64Milli(resolved_at) / 1e3 AS resolved_at,
     toUnixTimestamp64Milli(last_notified_at) / 1e3 AS last_notified_at,
-    toUnixTimestamp64Milli(updated_at) / 1e3 AS updated_at"""
+    toUnixTimestamp64Milli(updated_at) / 1e3 AS updated_at,
+    peak,
+    toUnixTimestamp64Milli(last_breach_at) / 1e3 AS last_breach_at,
+    toUnixTimestamp64Milli(no_data_since) / 1e3 AS no_data_since"""
 
 FIRING_ALERTS = f"""
 SELECT {_ALERT_FIELDS}
@@ -46,9 +50,24 @@ LIMIT {{limit:UInt32}}
 """
 
 LIST_DELIVERIES = """
-SELECT alert_id, channel, attempt, ok, error, toUnixTimestamp64Milli(at) / 1e3 AS at
+SELECT alert_id, channel, attempt, ok, error, toUnixTimestamp64Milli(at) / 1e3 AS at, event
 FROM alert_deliveries
 WHERE project = {project:String} AND ({alert_id:String} = '' OR alert_id = {alert_id:String})
 ORDER BY at, channel, attempt
 LIMIT {limit:UInt32}
+"""
+
+# Incidents a restarted evaluator may still owe a notification for: firing ones, and those
+# resolved since ``since_ms``; with the (alert, event, channel) triples delivered so far.
+OWED_ALERTS = f"""
+SELECT {_ALERT_FIELDS}
+FROM alerts FINAL
+WHERE project = {{project:String}}
+  AND (state = 'firing' OR resolved_at >= fromUnixTimestamp64Milli({{since_ms:Int64}}))
+"""
+
+DELIVERED = """
+SELECT DISTINCT alert_id, event, channel
+FROM alert_deliveries
+WHERE project = {project:String} AND ok AND at >= fromUnixTimestamp64Milli({since_ms:Int64})
 """

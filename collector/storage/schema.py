@@ -321,6 +321,13 @@ ENGINE = MergeTree
 ORDER BY (project, alert_id, at)
 """
 
+ALERT_INCIDENT_COLUMNS = (
+    "ALTER TABLE alerts ADD COLUMN IF NOT EXISTS peak Nullable(Float64)",
+    "ALTER TABLE alerts ADD COLUMN IF NOT EXISTS last_breach_at Nullable(DateTime64(3))",
+    "ALTER TABLE alerts ADD COLUMN IF NOT EXISTS no_data_since Nullable(DateTime64(3))",
+    "ALTER TABLE alert_deliveries ADD COLUMN IF NOT EXISTS event LowCardinality(String) DEFAULT ''",
+)
+
 PRICE_VERSIONS = """
 CREATE TABLE IF NOT EXISTS price_versions (
     version String,
@@ -357,6 +364,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     # The view first, then the backfill: a migration runs before the collector ingests.
     Migration(2, "span_minutes", (SPAN_MINUTES, SPAN_MINUTES_MV, SPAN_MINUTES_BACKFILL)),
     Migration(3, "span_hours", (SPAN_HOURS, SPAN_HOURS_MV, SPAN_HOURS_BACKFILL)),
+    # Alerts are incidents: their peak, when the condition last held (the hold-down counts from
+    # it), a "no data" stretch; each delivery names its event, so a restart re-sends only what
+    # no attempt delivered.
+    Migration(5, "alert_incidents", ALERT_INCIDENT_COLUMNS),
 )
 
 APPLIED_VERSIONS = "SELECT version FROM schema_migrations"

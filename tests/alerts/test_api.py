@@ -67,7 +67,7 @@ def test_extreme_time_range_is_not_an_error(collector: Running) -> None:
 
 def test_deliveries_round_trip(collector: Running) -> None:
     c = client(collector, "c")
-    body = [{"alert_id": "a9", "channel": "hook", "attempt": 1, "ok": False, "error": "HTTP 500", "at": 1_790_000_000.5}]
+    body = [{"alert_id": "a9", "channel": "hook", "attempt": 1, "ok": False, "error": "HTTP 500", "at": 1_790_000_000.5, "event": "firing"}]
     assert c.post("/api/alerts/deliveries", json=body).status_code == 201
     assert c.get("/api/alerts/deliveries", params={"alert_id": "a9"}).json() == body
     assert client(collector, "a").get("/api/alerts/deliveries", params={"alert_id": "a9"}).json() == []
