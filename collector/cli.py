@@ -23,12 +23,24 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module_name in _COMMAND_MODULES:
         importlib.import_module(module_name).register(sub)
+    _remember_parsers(parser)
     return parser
+
+
+def _remember_parsers(parser: argparse.ArgumentParser) -> None:
+    """Every (sub)parser puts itself in ``args.parser_``; the innermost one parsed wins."""
+    parser.set_defaults(parser_=parser)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in set(action.choices.values()):
+                _remember_parsers(child)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the (sub)command that was meant, with its usage, not the top level's
+        args.parser_.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         result = args.func(args)
     except KeyboardInterrupt:

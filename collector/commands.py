@@ -171,10 +171,22 @@ def _open_keys(args: argparse.Namespace) -> _Keys:
     running = None if settings.clickhouse_url else _running_collector(Path(settings.data_dir))
     if running is not None:
         return _RemoteKeys(*running)
+    if not settings.clickhouse_url:
+        _check_data_dir(Path(settings.data_dir), may_create=args.func is keys_create)
     try:
         return _LocalKeys(settings)
-    except (StoreError, KeyAdminError) as exc:
-        raise SystemExit(f"agentwatch keys: cannot open the store ({exc})") from None
+    except (StoreError, KeyAdminError, OSError) as exc:
+        raise SystemExit(f"agentwatch keys: cannot open the store in {settings.data_dir} ({exc})") from None
+
+
+def _check_data_dir(data_dir: Path, *, may_create: bool) -> None:
+    """A data dir that cannot hold a store, or (except for ``create``) holds none, is a typo to
+    name, not a store to create empty."""
+    if data_dir.exists() and not data_dir.is_dir():
+        raise SystemExit(f"agentwatch keys: --data-dir {data_dir} is not a directory")
+    if not may_create and not (data_dir / "chdb").is_dir():
+        raise SystemExit(f"agentwatch keys: no collector data in {data_dir} (pass the collector's --data-dir, "
+                         "e.g. .agentwatch/demo for the demo)")
 
 
 def _run(args: argparse.Namespace, action: Any) -> Any:

@@ -15,8 +15,11 @@ The demo's alert rules (``demo_rules.yaml`` next to this module, evaluated every
 default cost rules with buckets of seconds instead of hours, so that the spike fires within a
 40-second demo: the agent's cost per 5 s and its most expensive run per 10 s, each against a
 baseline learned from the last few buckets. At the end it prints the runs recorded (from the
-collector's ``/api/runs``) and each alert that fired (from ``/api/alerts``). Ctrl-C (or
-SIGTERM) stops every child. The data directory and its project key are reused by the next
+collector's ``/api/runs``) and each alert that fired (from ``/api/alerts``), then keeps the
+collector, the engine and the dashboard serving (so that one can look around and run one's
+own agent against them: it prints a ready ``export`` line) until Ctrl-C or SIGTERM stops
+every child; ``--exit-when-done`` stops them at once instead. A child that dies is reported by
+name with the end of its log. The data directory and its project key are reused by the next
 run; children's logs are in ``<data-dir>/logs``.
 """
 
@@ -34,11 +37,11 @@ import sys
 import threading
 import time
 import webbrowser
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import agentwatch
 import httpx
@@ -54,6 +57,7 @@ DEMO_PROJECT = "demo"
 BASELINE_SHARE = 0.55
 ALERT_INTERVAL_S = 2.0
 SERVICE_NAME = "research-agent"
+T = TypeVar("T")
 
 
 class DemoError(Exception):
@@ -68,6 +72,7 @@ class DemoOptions:
     port_offset: int = 0
     users: int = 3
     engine_speed: float = 4.0
+    exit_when_done: bool = False
     log: Callable[[str], None] = functools.partial(print, flush=True)
 
     @property
@@ -81,6 +86,7 @@ class DemoReport:
     runs_recorded: int
     alerts: list[dict[str, Any]]
     phases: dict[str, LoadSummary] = field(default_factory=dict)
+    stopped_by_user: bool = False  # Ctrl-C while serving after the traffic: a normal end
 
 
 def register_demo(sub: argparse._SubParsersAction) -> None:
@@ -93,12 +99,15 @@ def register_demo(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--users", type=int, default=3, help="simulated users in the baseline phase (default 3)")
     demo.add_argument("--engine-speed", type=float, default=4.0,
                       help="the simulated engine runs this many times faster than real time (default 4)")
+    demo.add_argument("--exit-when-done", action="store_true",
+                      help="stop everything when the traffic ends (default: keep serving until Ctrl-C)")
     demo.set_defaults(func=run_demo_command)
 
 
 def run_demo_command(args: argparse.Namespace) -> int:
     options = DemoOptions(duration_s=args.duration, data_dir=args.data_dir, open_browser=not args.no_browser,
-                          port_offset=args.port_offset, users=args.users, engine_speed=args.engine_speed)
+                          port_offset=args.port_offset, users=args.users, engine_speed=args.engine_speed,
+                          exit_when_done=args.exit_when_done)
     signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl-C: children first, then exit
     try:
         report = run_demo(options)
@@ -108,6 +117,8 @@ def run_demo_command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("agentwatch demo: interrupted; every child process was stopped", file=sys.stderr)
         return 130
+    if report.stopped_by_user:
+        print("agentwatch demo: stopped; every child process was stopped", file=sys.stderr)
     return 0 if report.runs_recorded else 1
 
 
@@ -124,7 +135,10 @@ def run_demo(options: DemoOptions) -> DemoReport:
     group = ProcessGroup(options.data_dir / "logs", options.log)
     try:
         urls, key = _start_stack(group, options)
-        return asyncio.run(_drive(options, urls, key))
+        report = asyncio.run(_drive(options, group, urls, key))
+        if not options.exit_when_done:
+            report.stopped_by_user = _serve(group, urls, options.log)
+        return report
     finally:
         with _interrupts_ignored():  # a second Ctrl-C must not leave children behind
             agentwatch.shutdown(timeout_s=5.0)  # flush while the collector still runs
@@ -184,6 +198,18 @@ class ProcessGroup:
                     return
             time.sleep(0.2)
         raise DemoError(f"{name} did not answer {url} within {timeout_s:.0f} s:\n{self.log_tail(name)}")
+
+    def dead(self) -> list[tuple[str, int]]:
+        """(name, exit code) of each child that has exited."""
+        return [(name, code) for name, proc in self._children if (code := proc.poll()) is not None]
+
+    def check_alive(self, names: Iterable[str]) -> None:
+        """Raise a DemoError naming the first of ``names`` that has exited, with the end of its log."""
+        wanted = set(names)
+        for name, code in self.dead():
+            if name in wanted:
+                raise DemoError(f"the {name} process exited with code {code}; the end of its log "
+                                f"({self._log_dir / (name + '.log')}):\n{self.log_tail(name)}")
 
     def log_tail(self, name: str, lines: int = 20) -> str:
         text = (self._log_dir / f"{name}.log").read_text(errors="replace")
@@ -296,12 +322,21 @@ def _agent(base_url: str, config: AgentConfig, cache: ToolCache, corpus: Corpus,
     return ResearchAgent(client, tools, config=config, cache=cache, seed=seed)
 
 
-async def _drive(options: DemoOptions, urls: dict[str, str], key: str) -> DemoReport:
+def export_line(urls: dict[str, str], key: str) -> str:
+    """The shell line that points the SDK (``agentwatch.init()``) at the demo's collector with its
+    project's key, and the OpenAI client (``OpenAI()``) at the simulated engine."""
+    return (f"export AGENTWATCH_ENDPOINT={urls['collector']} AGENTWATCH_API_KEY={key} "
+            f"OPENAI_BASE_URL={urls['engine']}/v1 OPENAI_API_KEY=sim")
+
+
+async def _drive(options: DemoOptions, group: ProcessGroup, urls: dict[str, str], key: str) -> DemoReport:
     log = options.log
     log("agentwatch demo (the LLM engine is a simulation)")
     for name, url in urls.items():
         log(f"  {name:<10} {url}")
     log(f"  data       {options.data_dir}  (project key in {options.data_dir / (DEMO_PROJECT + '-project-key')})")
+    log("  your agent: in another terminal, run the README's 'Instrumenting an agent' snippet after")
+    log(f"    {export_line(urls, key)}")
     if options.duration_s < 40:
         log("note: under 40 s of traffic the cost-spike rules may lack the baseline they learn first")
     if options.open_browser and "dashboard" in urls:
@@ -310,16 +345,47 @@ async def _drive(options: DemoOptions, urls: dict[str, str], key: str) -> DemoRe
     started = time.time()
     watcher = asyncio.create_task(_watch(urls["collector"], key, started, log))
     try:
-        phases = await _phases(options, urls["engine"])
+        phases = await _guarded(group, urls, _phases(options, urls["engine"]))
     finally:
         agentwatch.force_flush()
         watcher.cancel()
     log("traffic done; waiting for the collector to store the spans and evaluate the alerts")
     completed = sum(summary.runs for summary in phases.values())
-    report = await _final_report(urls["collector"], key, started, completed)
+    report = await _guarded(group, urls, _final_report(urls["collector"], key, started, completed))
     report.phases = phases
     _print_report(report, log)
     return report
+
+
+async def _guarded(group: ProcessGroup, urls: dict[str, str], work: Coroutine[Any, Any, T]) -> T:
+    """Await ``work`` while checking every second that every child still runs; a dead child
+    cancels the work and is reported by name (not as "0 runs recorded" later)."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=1.0)
+            if done:
+                return task.result()
+            group.check_alive(urls)
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+def _serve(group: ProcessGroup, urls: dict[str, str], log: Callable[[str], None]) -> bool:
+    """After the traffic: keep every child serving until Ctrl-C (True) or a child dies (DemoError)."""
+    if "dashboard" in urls:
+        log(f"the dashboard keeps serving at {urls['dashboard']}: open Runs, sort by cost and click the most")
+        log("  expensive run to see its steps, spans and errors; Cost and Alerts show the spike")
+    log("your agent's runs are welcome too (the export line above); Ctrl-C stops everything")
+    try:
+        while True:
+            group.check_alive(urls)
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        return True
 
 
 async def _phases(options: DemoOptions, engine_url: str) -> dict[str, LoadSummary]:

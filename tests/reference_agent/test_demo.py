@@ -2,11 +2,14 @@
 
 A 40-second demo on free ports in a temporary data directory must store runs and fire a
 cost-spike alert; run again on the same data directory it must start (the key and the data
-are reused) and stop every child on Ctrl-C; a taken port is a clear error.
+are reused) and stop every child on Ctrl-C; after its traffic it keeps serving, with a ready
+``export`` line for one's own agent, and a child that dies is reported by name; a taken port
+is a clear error.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -55,7 +58,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_short_demo_stores_runs_and_fires_a_cost_alert(data_dir: Path) -> None:
     offset = _free_offset()
-    done = subprocess.run(_demo(data_dir, offset, "--duration", "40"), capture_output=True, text=True, timeout=240)
+    done = subprocess.run(_demo(data_dir, offset, "--duration", "40", "--exit-when-done"), capture_output=True, text=True, timeout=240)
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
     assert out.index(f"http://127.0.0.1:{8501 + offset}") < out.index("phase 1/2")  # URLs first
@@ -86,6 +89,34 @@ def test_demo_runs_again_on_the_same_data_and_stops_on_ctrl_c(data_dir: Path) ->
     finally:
         if proc.poll() is None:
             proc.kill()
+    time.sleep(0.5)
+    assert all(_port_free(port + offset) for port in PORTS)
+
+
+def test_demo_keeps_serving_after_its_traffic_and_names_a_dead_child(tmp_path: Path) -> None:
+    offset = _free_offset()
+    proc = subprocess.Popen(_demo(tmp_path, offset, "--duration", "10", "--users", "1"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            if "Ctrl-C stops everything" in line:
+                break
+        out = "".join(lines)
+        assert f"export AGENTWATCH_ENDPOINT=http://127.0.0.1:{4318 + offset} AGENTWATCH_API_KEY=aw_" in out, out
+        assert "keeps serving" in out and proc.poll() is None, out
+        time.sleep(2)
+        assert proc.poll() is None, "the demo stopped after its traffic"
+        collector_pid = json.loads((tmp_path / "collector.json").read_text())["pid"]
+        os.kill(collector_pid, signal.SIGKILL)
+        assert proc.wait(timeout=30) == 1
+        err = proc.stderr.read()  # type: ignore[union-attr]
+        assert "the collector process exited with code -9" in err and "Traceback" not in err, err
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=45)
     time.sleep(0.5)
     assert all(_port_free(port + offset) for port in PORTS)
 
