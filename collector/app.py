@@ -29,9 +29,11 @@ from alerts.evaluator import start_in_process
 from collector import admin
 from collector.api import routes as api_routes
 from collector.auth import Authenticator, RateLimiter
+from collector.engine_join import EngineJoin
 from collector.gpu import GpuSampler
 from collector.ingest import Ingestor
 from collector.keys import KeyRing
+from collector.live_runs import LiveRuns
 from collector.metrics import Metrics
 from collector.model import SpanRow
 from collector.normalize import Normalizer, sdk_pricer
@@ -167,6 +169,8 @@ def _lifespan(settings: Settings, handle: StoreHandle, ingestor: Ingestor, clock
                 store=handle.get, spool=ingestor.spool, reload=ingestor.reload, metrics=ingestor.metrics,
                 flush_rows=settings.flush_rows, flush_interval_s=settings.flush_interval_s,
                 max_queue_spans=settings.max_queue_spans, clock=clock,
+                engine_join=EngineJoin(wait_s=settings.engine_join_wait_s, pricer=ingestor.normalizer.price, clock=clock),
+                live_runs=LiveRuns(),
             )
             writer.store_available = available  # known from the start, not only after a failed insert
             writer.replay(recovery, ingestor.spool.estimate_spans)

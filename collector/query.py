@@ -118,6 +118,14 @@ def _ratio(num: float, den: float) -> float | None:
 
 
 # --- runs ------------------------------------------------------------------------------------
+DEFAULT_RUN_IDLE_TIMEOUT_S = 300.0
+"""A run without its root span is "running" while a span arrived this recently, else "incomplete"."""
+
+
+def _idle_cutoff_ns(idle_timeout_s: float) -> int:
+    return int((time.time() - idle_timeout_s) * 1e9)
+
+
 def list_runs(
     store: Store,
     project: str,
@@ -127,6 +135,7 @@ def list_runs(
     sort: str = "-start_time",
     limit: int = 50,
     offset: int = 0,
+    idle_timeout_s: float = DEFAULT_RUN_IDLE_TIMEOUT_S,
     **filters: Any,
 ) -> RunsPage:
     """One page of the runs that started in [start, end), filtered (``queries.RUN_FILTERS``)."""
@@ -140,9 +149,11 @@ def list_runs(
     field = sort.removeprefix("-")
     _choice("sort", field, q.RUN_SORTS)
     start_ns, end_ns = _range(start, end)
-    params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "limit": limit, "offset": offset, **filters}
+    params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "limit": limit, "offset": offset,
+              "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s), **filters}
     descending = sort.startswith("-")
-    if field in q.HEAD_SORTS and set(_given(filters)) <= set(q.RUN_HEAD_FILTERS):
+    open_state = filters.get("status") in ("running", "incomplete")  # known only from whole-run merges
+    if field in q.HEAD_SORTS and set(_given(filters)) <= set(q.RUN_HEAD_FILTERS) and not open_state:
         where = q.where(q.RUN_HEAD_FILTERS, params)
         page, count = q.head_page(where, field, descending), q.head_count(where)
     else:
@@ -175,11 +186,11 @@ def _with_feedback(store: Store, project: str, rows: list[dict[str, Any]]) -> li
     return [RunSummary(**r, feedback_score=scores.get(r["trace_id"])) for r in rows]
 
 
-def get_run(store: Store, project: str, trace_id: str) -> RunDetail | None:
+def get_run(store: Store, project: str, trace_id: str, *, idle_timeout_s: float = DEFAULT_RUN_IDLE_TIMEOUT_S) -> RunDetail | None:
     """A run with its spans and feedback; None when the trace is not in this project."""
     trace_id = _trace_id(trace_id)
     params = {"project": project, "trace_id": trace_id}
-    runs = store.query(q.RUN_OF_TRACE, params)
+    runs = store.query(q.RUN_OF_TRACE, params | {"idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s)})
     if not runs:
         return None
     spans = store.query(q.SPANS_OF_TRACE, {**params, "limit": MAX_TRACE_SPANS})
@@ -328,11 +339,13 @@ def _rollup_source(params: dict[str, Any]) -> str:
 
 
 def _figures(
-    store: Store, project: str, metrics: Iterable[str], start: float, end: float, step_s: float, group_by: str, agent: str | None, model: str | None
+    store: Store, project: str, metrics: Iterable[str], start: float, end: float, step_s: float, group_by: str, agent: str | None, model: str | None,
+    idle_timeout_s: float = DEFAULT_RUN_IDLE_TIMEOUT_S,
 ) -> Figures:
     """Every figure ``metrics`` needs, per (bucket, group), from as few queries as it takes."""
     start_ns, end_ns = _range(start, end)
-    params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "agent": agent, "model": model}
+    params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "agent": agent, "model": model,
+              "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s)}
     params |= _rollup_params(start, end, step_s)
     wanted = set(metrics) | ({"cost_usd", "runs"} if "cost_per_success_usd" in metrics else set())
     out: Figures = {}
@@ -375,13 +388,22 @@ def timeseries(
     return TimeSeries(metric=metric, unit=UNITS[metric], step_s=step_s, group_by=group_by, points=points)
 
 
-def overview(store: Store, project: str, *, start: float, end: float, agent: str | None = None, model: str | None = None) -> Overview:
-    """Every headline figure for [start, end) and for the range of equal length before it."""
+def overview(
+    store: Store, project: str, *, start: float, end: float, agent: str | None = None, model: str | None = None,
+    idle_timeout_s: float = DEFAULT_RUN_IDLE_TIMEOUT_S,
+) -> Overview:
+    """Every headline figure for [start, end) and for the range of equal length before it,
+    and how many of the range's runs are still running or never finished."""
     length = end - start
-    _range(start, end)
-    figures = _figures(store, project, TIMESERIES_METRICS, start - length, end, length, "none", agent, model)
+    start_ns, end_ns = _range(start, end)
+    figures = _figures(store, project, TIMESERIES_METRICS, start - length, end, length, "none", agent, model, idle_timeout_s)
     previous, current = (_with_rates(figures.get((i, ""), {}), length) for i in (0, 1))
-    return Overview(start=start, end=end, figures={name: _headline(name, current, previous) for name in UNITS})
+    params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s)}
+    states = store.query(q.OPEN_RUN_STATES, params)[0]
+    return Overview(
+        start=start, end=end, figures={name: _headline(name, current, previous) for name in UNITS},
+        running_runs=int(states["running"]), incomplete_runs=int(states["incomplete"]),
+    )
 
 
 def _with_rates(figures: dict[str, float | None], length_s: float) -> dict[str, float | None]:

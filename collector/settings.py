@@ -39,6 +39,7 @@ class Settings:
     scrape_targets: str = field(default="", metadata={"env": "SCRAPE_TARGETS", "doc": "engine /metrics to scrape: name=url,name=url"})
     scrape_interval_s: float = field(default=5.0, metadata={"env": "SCRAPE_INTERVAL_S", "doc": "engine scrape period"})
     alert_rules: str = field(default="", metadata={"env": "ALERT_RULES", "doc": "alert rules YAML file (empty = built-in defaults)"})
+    run_idle_timeout_s: float = field(default=300.0, metadata={"env": "RUN_IDLE_TIMEOUT_S", "doc": "a run whose root span has not arrived is 'running' while a span arrived this recently, then 'incomplete'"})
     engine_join_wait_s: float = field(default=30.0, metadata={"env": "ENGINE_JOIN_WAIT_S", "doc": "how long an engine span waits for the client LLM span that records the same call before it is counted as an engine-only call"})
     alert_interval_s: float = field(default=30.0, metadata={"env": "ALERT_INTERVAL_S", "doc": "alert evaluation period; 0 disables the in-process evaluator"})
     prices_file: str = field(default="", metadata={"env": "PRICES_FILE", "doc": "price overrides (JSON/YAML), also self-hosted GPU-hour prices"})

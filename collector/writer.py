@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from collector.engine_join import EngineJoin
+from collector.live_runs import LiveRuns
 from collector.metrics import Metrics
 from collector.spool import Recovery, Spool, SpoolError
 from collector.storage.base import Store, StoreError, StoreUnavailable
@@ -66,6 +67,7 @@ class Writer:
         clock: Callable[[], float] = time.time,
         drain_timeout_s: float = 10.0,
         engine_join: EngineJoin | None = None,
+        live_runs: LiveRuns | None = None,
     ) -> None:
         self._store = store
         self._spool = spool
@@ -77,6 +79,7 @@ class Writer:
         self._clock = clock
         self._drain_timeout = drain_timeout_s
         self._join = engine_join
+        self._live = live_runs
         self._entries: deque[_Entry] = deque()
         self._replays: deque[tuple[str, list[_Entry]]] = deque()
         self._queued = 0  # spans waiting (in memory or only in the spool)
@@ -206,6 +209,8 @@ class Writer:
             return  # shutting down with the store away: the spool keeps the batch
         if repair and table.num_rows:
             await asyncio.to_thread(self._rebuild_totals, table)
+        if self._live is not None:
+            await asyncio.to_thread(self._open_runs, table)
         self._spool.commit(token)
         self._queued = max(0, self._queued - sum(e.spans for e in batch))
         self._in_memory -= sum(e.spans for e in batch if e.table is not None)
@@ -217,6 +222,14 @@ class Writer:
             await asyncio.to_thread(lambda: self._join.reconcile(self._store()) if self._join else 0)
         except StoreError as exc:
             log.warning("writer: engine join pass skipped: %s", exc)
+
+    def _open_runs(self, table: pa.Table) -> None:
+        """Runs whose root has not arrived are listed from now on (``collector.live_runs``)."""
+        assert self._live is not None
+        try:
+            self._live.after_insert(self._store(), table)
+        except StoreError as exc:
+            log.warning("writer: opening runs skipped: %s", exc)
 
     def _rebuild_totals(self, table: pa.Table) -> None:
         starts = pa.table({"project": table.column("project"), "since_ns": table.column("start_time").cast(pa.int64())})

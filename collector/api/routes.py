@@ -70,12 +70,13 @@ def _run(call: Callable[[], T]) -> T:
 @router.get("/runs", response_model=RunsPage)
 def list_runs(
     store: StoreDep,
+    settings: SettingsDep,
     project: ProjectDep,
     start: Start = None,
     end: End = None,
     agent: Agent = None,
     model: Model = None,
-    status: Literal["ok", "error", "timeout", "budget"] | None = None,
+    status: Literal["ok", "error", "timeout", "budget", "running", "incomplete"] | None = None,
     outcome: Annotated[str | None, Query(max_length=64)] = None,
     min_cost: Annotated[float | None, Query(ge=0)] = None,
     max_cost: Annotated[float | None, Query(ge=0)] = None,
@@ -88,12 +89,13 @@ def list_runs(
     lo, hi = time_window(start, end)
     filters = {"agent": agent, "model": model, "status": status, "outcome": outcome, "min_cost": min_cost,
                "max_cost": max_cost, "min_steps": min_steps, "max_steps": max_steps}
-    return _run(lambda: query.list_runs(store, project, start=lo, end=hi, sort=sort, limit=limit, offset=offset, **filters))
+    idle = settings.run_idle_timeout_s
+    return _run(lambda: query.list_runs(store, project, start=lo, end=hi, sort=sort, limit=limit, offset=offset, idle_timeout_s=idle, **filters))
 
 
 @router.get("/runs/{trace_id}", response_model=RunDetail, responses={404: {"description": "no such run in this project"}})
-def get_run(store: StoreDep, project: ProjectDep, trace_id: str) -> RunDetail:
-    detail = _run(lambda: query.get_run(store, project, trace_id))
+def get_run(store: StoreDep, project: ProjectDep, settings: SettingsDep, trace_id: str) -> RunDetail:
+    detail = _run(lambda: query.get_run(store, project, trace_id, idle_timeout_s=settings.run_idle_timeout_s))
     if detail is None:
         raise HTTPException(404, f"run {trace_id} not found in this project")
     return detail
@@ -105,9 +107,11 @@ def add_feedback(store: StoreDep, project: ProjectDep, trace_id: str, body: Feed
 
 
 @router.get("/overview", response_model=Overview)
-def overview(store: StoreDep, project: ProjectDep, start: Start = None, end: End = None, agent: Agent = None, model: Model = None) -> Overview:
+def overview(
+    store: StoreDep, project: ProjectDep, settings: SettingsDep, start: Start = None, end: End = None, agent: Agent = None, model: Model = None,
+) -> Overview:
     lo, hi = time_window(start, end)
-    return _run(lambda: query.overview(store, project, start=lo, end=hi, agent=agent, model=model))
+    return _run(lambda: query.overview(store, project, start=lo, end=hi, agent=agent, model=model, idle_timeout_s=settings.run_idle_timeout_s))
 
 
 @router.get("/timeseries", response_model=TimeSeries)

@@ -65,7 +65,7 @@ class RunSummary(BaseModel):
     start_time: float  # epoch seconds
     end_time: float
     duration_s: float
-    status: Literal["ok", "error", "timeout", "budget"]
+    status: Literal["ok", "error", "timeout", "budget", "running", "incomplete"]  # running/incomplete: root not arrived
     outcome: str = ""
     budget_exceeded: str = ""
     steps: int
@@ -153,6 +153,8 @@ class Overview(BaseModel):
     start: float
     end: float
     figures: dict[str, Headline]  # keys: names from TIMESERIES_METRICS plus "runs_per_min", "cost_per_hour_usd"
+    running_runs: int = 0  # runs of the range whose root has not arrived and that had a span within the idle timeout
+    incomplete_runs: int = 0  # runs of the range whose root never arrived, idle for longer
 
 
 class SeriesPoint(BaseModel):

@@ -24,12 +24,22 @@ SMALL_TABLES = frozenset(
 # The keys of a batch that are already stored: the insert-time guard of idempotency.
 # A project's spans (``/api/ingest``); ``project`` leads the sort key, so this reads the index only.
 PROJECT_SPANS = "SELECT count() AS n FROM spans WHERE project = {project:String}"
+# /ready: the store answers and has the spans table (no data read).
+STORE_READY = "SELECT count() AS n FROM system.tables WHERE database = currentDatabase() AND name = 'spans'"
 
+# Identity look-up for idempotent inserts: any start time (the primary key narrows each hour
+# to the granules that may hold the trace ids, the trace_id bloom filter skips the rest).
 STORED_SPAN_KEYS = """
 SELECT trace_id, span_id FROM spans
 WHERE project = {project:String}
-  AND start_time BETWEEN fromUnixTimestamp64Nano({lo_ns:Int64}) AND fromUnixTimestamp64Nano({hi_ns:Int64})
   AND trace_id IN {trace_ids:Array(String)}
+  AND span_id IN {span_ids:Array(String)}
+"""
+
+# Every stored trace id as recent.RecentKeys hashes it: its first 16 hex digits as a UInt64.
+STORED_TRACE_HASHES = """
+SELECT groupArray(h) AS hashes
+FROM (SELECT DISTINCT reinterpretAsUInt64(unhex(substring(trace_id, 1, 16))) AS h FROM spans)
 """
 
 # --- runs ------------------------------------------------------------------------------------
@@ -38,6 +48,7 @@ _RUN_MERGE = """
     min(start_time) AS start_t,
     max(end_time) AS end_t,
     sum(roots) AS n_roots,
+    sum(opened) AS n_opened,
     argMinMerge(name) AS run_name,
     max(agent) AS agent,
     max(service) AS service,
@@ -64,7 +75,8 @@ _RUN_FIELDS = """
     start_ns / 1e9 AS start_time,
     toUnixTimestamp64Nano(end_t) / 1e9 AS end_time,
     greatest(toUnixTimestamp64Nano(end_t) - start_ns, 0) / 1e9 AS duration_s,
-    multiIf(budget_exceeded != '', 'budget', root_timeout = 1, 'timeout', root_error = 1, 'error', 'ok') AS status,
+    multiIf(n_roots = 0, if(toUnixTimestamp64Nano(end_t) >= {idle_cutoff_ns:Int64}, 'running', 'incomplete'),
+        budget_exceeded != '', 'budget', root_timeout = 1, 'timeout', root_error = 1, 'error', 'ok') AS status,
     outcome, budget_exceeded,
     if(step_spans > 0, step_spans, llm_calls) AS steps,
     llm_calls, tool_calls, tool_failures, input_tokens, output_tokens, cached_tokens,
@@ -78,7 +90,9 @@ _RUN_HOURS = """project = {project:String}
 
 # Runs that started in [start, end): the hours from the start's hour on (a run's spans all
 # start after its root), a day past the end (spans of long runs), and only traces whose root
-# span is in those hours, so a run begun before the range never appears with partial totals.
+# span, or whose opening head (``LiveRuns``: a run whose root has not arrived), is in those
+# hours, so a run begun before the range never appears with partial totals. A run without its
+# root is "running" until no span arrived for the idle timeout, then "incomplete".
 def runs_in_range(traces: str = "1") -> str:
     """Run summaries; ``traces`` optionally narrows the traces merged (a constant condition)."""
     return f"""
@@ -87,7 +101,7 @@ SELECT {_RUN_FIELDS} FROM (
     FROM runs_agg
     WHERE {_RUN_HOURS} AND {traces}
     GROUP BY trace_id
-    HAVING n_roots > 0
+    HAVING (n_roots > 0 OR n_opened > 0)
        AND start_t >= fromUnixTimestamp64Nano({{start_ns:Int64}})
        AND start_t < fromUnixTimestamp64Nano({{end_ns:Int64}})
 )"""
@@ -266,7 +280,7 @@ GROUP BY k"""
 # Run heads: the partial row holding a run's root span has its start, end, status and outcome,
 # so counting runs needs no merge of partials. (Its model list may be partial: a model filter
 # looks the traces up; grouping by model takes the exact path, ``run_metrics``.)
-_HEAD_STATUS = "multiIf(budget_exceeded != '', 'budget', root_timeout = 1, 'timeout', root_error = 1, 'error', 'ok')"
+_HEAD_STATUS = "multiIf(roots = 0, 'open', budget_exceeded != '', 'budget', root_timeout = 1, 'timeout', root_error = 1, 'error', 'ok')"
 RUN_HEAD_FILTERS = {
     "agent": "agent = {agent:String}",
     "model": f"trace_id IN (SELECT trace_id FROM runs_agg WHERE {_RUN_HOURS} AND has(models, {{model:String}}))",
@@ -276,12 +290,19 @@ RUN_HEAD_FILTERS = {
 HEAD_SORTS = {"start_time": "start_time", "duration_s": "toUnixTimestamp64Nano(end_time) - toUnixTimestamp64Nano(start_time)"}
 # A head's hour is that of its earliest span, so no later than its start: heads need only the
 # range's own hours, not the day after it that whole-run merges read.
+# A run has up to two heads an hour (its opening head and its root's), merged per trace.
 _HEADS_IN_RANGE = """
-FROM runs_agg
-WHERE project = {project:String}
-  AND hour >= toStartOfHour(fromUnixTimestamp64Nano({start_ns:Int64})) AND hour < fromUnixTimestamp64Nano({end_ns:Int64})
-  AND roots > 0
-  AND start_time >= fromUnixTimestamp64Nano({start_ns:Int64}) AND start_time < fromUnixTimestamp64Nano({end_ns:Int64})"""
+FROM (
+    SELECT trace_id, min(runs_agg.start_time) AS start_time, max(runs_agg.end_time) AS end_time, sum(runs_agg.roots) AS roots,
+        max(runs_agg.agent) AS agent, max(runs_agg.outcome) AS outcome, max(runs_agg.budget_exceeded) AS budget_exceeded,
+        max(runs_agg.root_error) AS root_error, max(runs_agg.root_timeout) AS root_timeout
+    FROM runs_agg
+    WHERE runs_agg.project = {project:String}
+      AND runs_agg.hour >= toStartOfHour(fromUnixTimestamp64Nano({start_ns:Int64})) AND runs_agg.hour < fromUnixTimestamp64Nano({end_ns:Int64})
+      AND (runs_agg.roots > 0 OR runs_agg.opened > 0)
+    GROUP BY trace_id
+)
+WHERE start_time >= fromUnixTimestamp64Nano({start_ns:Int64}) AND start_time < fromUnixTimestamp64Nano({end_ns:Int64})"""
 
 
 def head_page(filters: str, sort: str, descending: bool) -> str:
@@ -313,8 +334,8 @@ def run_heads(group: str, filters: str) -> str:
 SELECT intDiv(toUnixTimestamp64Nano(start_time) - {{start_ns:Int64}}, {{step_ns:Int64}}) AS bucket,
     {RUN_HEAD_GROUPS[group]} AS grp,
     count() AS runs,
-    quantiles(0.5, 0.95)(greatest(toUnixTimestamp64Nano(end_time) - toUnixTimestamp64Nano(start_time), 0) / 1e9) AS latency_q,
-    countIf({_HEAD_STATUS} != 'ok') AS failed_runs,
+    quantilesIf(0.5, 0.95)(greatest(toUnixTimestamp64Nano(end_time) - toUnixTimestamp64Nano(start_time), 0) / 1e9, roots > 0) AS latency_q,
+    countIf({_HEAD_STATUS} NOT IN ('ok', 'open')) AS failed_runs,
     countIf(outcome = 'success') AS successes,
     countIf(outcome != '') AS with_outcome
 {_HEADS_IN_RANGE} AND {filters}
@@ -346,11 +367,11 @@ SELECT intDiv(start_ns - {{start_ns:Int64}}, {{step_ns:Int64}}) AS bucket,
     {RUN_GROUPS[group]} AS grp,
     avg(run_steps) AS steps_per_run, max(run_steps) AS max_steps, max(run_cost) AS max_run_cost_usd,{_FEEDBACK_FIGURES}
 FROM (
-    SELECT trace_id, toUnixTimestamp64Nano(min(start_time)) AS start_ns, sum(roots) AS n_roots,
+    SELECT trace_id, toUnixTimestamp64Nano(min(start_time)) AS start_ns, sum(roots) AS n_roots, sum(opened) AS n_opened,
         if(sum(steps) > 0, sum(steps), sum(llm_calls)) AS run_steps, sum(cost_usd) AS run_cost{agent}{models}
     FROM runs_agg WHERE {_RUN_HOURS}
     GROUP BY trace_id
-    HAVING n_roots > 0 AND start_ns >= {{start_ns:Int64}} AND start_ns < {{end_ns:Int64}}
+    HAVING (n_roots > 0 OR n_opened > 0) AND start_ns >= {{start_ns:Int64}} AND start_ns < {{end_ns:Int64}}
 )
 WHERE {filters}
 GROUP BY bucket, grp"""
@@ -362,8 +383,8 @@ def run_metrics(group: str, filters: str) -> str:
 SELECT intDiv(start_ns - {{start_ns:Int64}}, {{step_ns:Int64}}) AS bucket,
     {RUN_GROUPS[group]} AS grp,
     count() AS runs,
-    quantiles(0.5, 0.95)(duration_s) AS latency_q,
-    countIf(status != 'ok') AS failed_runs,
+    quantilesIf(0.5, 0.95)(duration_s, status NOT IN ('running', 'incomplete')) AS latency_q,
+    countIf(status NOT IN ('ok', 'running', 'incomplete')) AS failed_runs,
     countIf(outcome = 'success') AS successes,
     countIf(outcome != '') AS with_outcome,
     avg(steps) AS steps_per_run, max(steps) AS max_steps, max(cost_usd) AS max_run_cost_usd,{_FEEDBACK_FIGURES}
@@ -524,3 +545,66 @@ SELECT project, hour, trace_id, {RUN_PARTIALS}
 FROM (SELECT *, toStartOfHour(start_time) AS hour FROM spans)
 WHERE {_REBUILD_SCOPE}
 GROUP BY project, hour, trace_id"""
+
+# --- engine spans joined to client LLM spans (collector.engine_join) ---------------------------
+_ENGINE_COLUMNS = """project, trace_id, span_id, parent_span_id, request_id, toString(model) AS model,
+    toString(provider) AS provider, input_tokens, output_tokens, cached_tokens, cost_usd,
+    toString(price_version) AS price_version, ttft_s, tpot_s, queue_s, prefill_s, decode_s,
+    toString(service_name) AS service_name, toString(status_code) AS status_code,
+    toString(error_type) AS error_type, toString(finish_reason) AS finish_reason,
+    toString(agent_name) AS agent_name,
+    toUnixTimestamp64Nano(spans.start_time) AS start_time, toUnixTimestamp64Nano(spans.end_time) AS end_time"""
+
+# Engine spans that ended in a window (every project): candidates to bill as engine-only calls.
+ENGINE_SPANS_ENDED = f"""
+SELECT {_ENGINE_COLUMNS}
+FROM spans
+WHERE kind = 'engine'
+  AND spans.start_time >= fromUnixTimestamp64Nano({{since_ns:Int64}}) - INTERVAL 15 MINUTE
+  AND spans.end_time > fromUnixTimestamp64Nano({{since_ns:Int64}})
+  AND spans.end_time <= fromUnixTimestamp64Nano({{until_ns:Int64}})
+ORDER BY spans.end_time
+LIMIT {{limit:UInt32}}"""
+
+# Client LLM spans that may account for some engine spans of a project: same trace, same
+# request id, or same model (matched on tokens and time in Python); engine-only rows excluded.
+CLIENT_LLM_SPANS_FOR_ENGINE = """
+SELECT trace_id, span_id, request_id, toString(model) AS model, input_tokens, output_tokens,
+    attributes['agentwatch.engine.span_id'] AS engine_span_id,
+    toUnixTimestamp64Nano(spans.start_time) AS start_time, toUnixTimestamp64Nano(spans.end_time) AS end_time
+FROM spans
+WHERE project = {project:String} AND kind = 'llm'
+  AND spans.start_time BETWEEN fromUnixTimestamp64Nano({lo_ns:Int64}) AND fromUnixTimestamp64Nano({hi_ns:Int64})
+  AND attributes['agentwatch.engine.only'] != 'true'
+  AND (trace_id IN {trace_ids:Array(String)} OR request_id IN {request_ids:Array(String)}
+       OR attributes['agentwatch.engine.span_id'] IN {span_ids:Array(String)}
+       OR (request_id = '' AND model IN {models:Array(String)}))"""
+
+# --- runs whose root has not arrived (collector.live_runs) --------------------------------------
+# An opening head in runs_agg for each trace of ``trace_ids`` with spans but no root stored yet:
+# what lists a running run (and, after the idle timeout, an incomplete one) before its root.
+OPEN_RUN_HEADS = """
+INSERT INTO runs_agg (project, hour, trace_id, start_time, end_time, roots, opened, name, agent, service, session_id, user_id)
+SELECT project, toStartOfHour(min(start_time)) AS hour, trace_id, min(start_time), max(end_time), toUInt64(0), toUInt64(1),
+    argMinState(if(attributes['agentwatch.run.start'] = 'true', attributes['agentwatch.run.name'], toString(name)),
+        toUInt8(multiIf(kind = 'run', 0, attributes['agentwatch.run.start'] = 'true', 1, 3))),
+    max(agent_name), max(service_name), max(session_id), max(user_id)
+FROM spans
+WHERE project = {project:String} AND trace_id IN {trace_ids:Array(String)}
+  AND start_time >= fromUnixTimestamp64Nano({lo_ns:Int64}) - INTERVAL 1 DAY
+  AND kind != 'engine'
+GROUP BY project, trace_id
+HAVING countIf(kind = 'run' OR parent_span_id = '') = 0"""
+
+# Runs of the range without their root: running (a span arrived within the idle timeout) or incomplete.
+OPEN_RUN_STATES = f"""
+SELECT countIf(last_ns >= {{idle_cutoff_ns:Int64}}) AS running, countIf(last_ns < {{idle_cutoff_ns:Int64}}) AS incomplete
+FROM (
+    SELECT trace_id, sum(roots) AS n_roots, toUnixTimestamp64Nano(min(start_time)) AS start_ns,
+        toUnixTimestamp64Nano(max(end_time)) AS last_ns
+    FROM runs_agg
+    WHERE {_RUN_HOURS}
+      AND trace_id IN (SELECT trace_id FROM runs_agg WHERE {_RUN_HOURS} AND opened > 0)
+    GROUP BY trace_id
+    HAVING n_roots = 0 AND start_ns >= {{start_ns:Int64}} AND start_ns < {{end_ns:Int64}}
+)"""

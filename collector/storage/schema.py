@@ -34,10 +34,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Spans whose tokens and cost count: all but the run span, which may carry the SDK's own
-# totals. (Ingestion zeroes the tokens of an engine span that sits under a client LLM span
-# and makes it kind "other", so an LLM call is never counted twice.)
-BILLABLE = "(kind != 'run')"
-ROOT = "(kind = 'run' OR parent_span_id = '')"
+# totals, and engine spans (kind "engine": the engine's record of a call the client's LLM span
+# already counts; an engine-only call is counted by the "llm" row ``collector.engine_join``
+# writes for it), so an LLM call is never counted twice.
+BILLABLE = "(kind NOT IN ('run', 'engine'))"
+# A run's root: the run span, or a trace's parentless span unless it is an engine's record.
+ROOT = "(kind = 'run' OR (parent_span_id = '' AND kind != 'engine'))"
 
 SPAN_COLUMNS = """
     project LowCardinality(String),
@@ -99,6 +101,7 @@ CREATE TABLE IF NOT EXISTS runs_agg (
     start_time SimpleAggregateFunction(min, DateTime64(9)),
     end_time SimpleAggregateFunction(max, DateTime64(9)),
     roots SimpleAggregateFunction(sum, UInt64),
+    opened SimpleAggregateFunction(sum, UInt64) DEFAULT 0,
     name AggregateFunction(argMin, String, UInt8),
     agent SimpleAggregateFunction(max, LowCardinality(String)),
     service SimpleAggregateFunction(max, LowCardinality(String)),
@@ -129,6 +132,7 @@ RUN_PARTIALS = f"""
     min(start_time) AS start_time,
     max(end_time) AS end_time,
     toUInt64(countIf({ROOT})) AS roots,
+    toUInt64(0) AS opened,
     argMinState(toString(name), toUInt8(multiIf(kind = 'run', 0, parent_span_id = '', 1, 2))) AS name,
     max(agent_name) AS agent,
     max(service_name) AS service,
@@ -364,6 +368,13 @@ MIGRATIONS: tuple[Migration, ...] = (
     # The view first, then the backfill: a migration runs before the collector ingests.
     Migration(2, "span_minutes", (SPAN_MINUTES, SPAN_MINUTES_MV, SPAN_MINUTES_BACKFILL)),
     Migration(3, "span_hours", (SPAN_HOURS, SPAN_HOURS_MV, SPAN_HOURS_BACKFILL)),
+    # Engine spans (kind "engine") are neither billed nor runs, and a run is listed from its first
+    # span (runs_agg.opened, collector.live_runs): the views are recreated with today's BILLABLE,
+    # ROOT and RUN_PARTIALS (rows already folded keep what they were folded with).
+    Migration(4, "engine_kind_and_open_runs", (
+        "ALTER TABLE runs_agg ADD COLUMN IF NOT EXISTS opened SimpleAggregateFunction(sum, UInt64) DEFAULT 0 AFTER roots",
+        "DROP VIEW IF EXISTS runs_mv", RUNS_MV, "DROP VIEW IF EXISTS span_minutes_mv", SPAN_MINUTES_MV,
+    )),
     # Alerts are incidents: their peak, when the condition last held (the hold-down counts from
     # it), a "no data" stretch; each delivery names its event, so a restart re-sends only what
     # no attempt delivered.

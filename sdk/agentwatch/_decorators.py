@@ -424,6 +424,20 @@ class run(_Scope):  # noqa: N801 - used as agentwatch.run(...), like a function
 
     def _after_start(self) -> None:
         self._handle_obj = Run(self.name, self.budget, self._span)  # type: ignore[arg-type]
+        self._mark_start()
+
+    def _mark_start(self) -> None:
+        """A zero-length ``agentwatch.run.start`` child span, exported at the next batch: the
+        run span itself is exported only when it ends, and a long run should be visible while
+        it runs (the collector lists the run from this span on)."""
+        try:
+            now = time.time_ns()
+            attributes = {sc.AW_RUN_START: True, sc.AW_RUN_NAME: self._span_name(), sc.GEN_AI_AGENT_NAME: self.name}
+            attributes.update({k: v for k, v in ((sc.USER_ID, self.user_id), (sc.SESSION_ID, self.session_id)) if v is not None})
+            STATE.tracer.start_span(sc.AW_RUN_START, context=self._ctx, start_time=now, attributes=attributes).end(end_time=now)
+            COUNTERS.add("spans_started")
+        except Exception as bug:  # ours: the run goes on without its start marker
+            internal_error("marking a run's start", bug)
 
     def _handle(self) -> Run | None:
         return self._handle_obj

@@ -16,6 +16,9 @@ KIND_TOOL = "tool"
 KIND_RETRIEVAL = "retrieval"
 KIND_OTHER = "other"
 SPAN_KINDS = (KIND_RUN, KIND_STEP, KIND_LLM, KIND_TOOL, KIND_RETRIEVAL, KIND_OTHER)
+# The inference engine's own record of an LLM call (vLLM's ``llm_request`` span): set by the
+# collector, never by a client; its tokens count once, through the client's LLM span it joins.
+KIND_ENGINE = "engine"
 
 AGENTWATCH_SPAN_KIND = "agentwatch.span.kind"
 
@@ -67,6 +70,12 @@ GEN_AI_LATENCY_TIME_IN_MODEL_PREFILL = "gen_ai.latency.time_in_model_prefill"
 GEN_AI_LATENCY_TIME_IN_MODEL_DECODE = "gen_ai.latency.time_in_model_decode"
 GEN_AI_LATENCY_TIME_IN_MODEL_INFERENCE = "gen_ai.latency.time_in_model_inference"
 GEN_AI_REQUEST_N = "gen_ai.request.n"
+# Client-side stream latency, seconds: the newer GenAI name, and openlit's (which records a
+# non-streamed call's whole duration as its TTFT, and 0 as its TPOT).
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
+GEN_AI_SERVER_TIME_TO_FIRST_TOKEN = "gen_ai.server.time_to_first_token"
+GEN_AI_SERVER_TIME_PER_OUTPUT_TOKEN = "gen_ai.server.time_per_output_token"
+GEN_AI_REQUEST_STREAM = "gen_ai.request.stream"  # openlit: bool
 GEN_AI_REQUEST_TOP_P = "gen_ai.request.top_p"
 
 # --- OpenInference (Arize Phoenix) --------------------------------------------------------
@@ -83,10 +92,18 @@ INPUT_VALUE = "input.value"
 OUTPUT_VALUE = "output.value"
 OI_SESSION_ID = "session.id"
 OI_USER_ID = "user.id"
+OI_AGENT_NAME = "agent.name"
+OI_FIRST_TOKEN_EVENT = "First Token Stream Event"  # span event at a stream's first chunk
 
 # --- OpenLLMetry (Traceloop) --------------------------------------------------------------
 TRACELOOP_SPAN_KIND = "traceloop.span.kind"  # workflow, task, agent, tool
 TRACELOOP_ENTITY_NAME = "traceloop.entity.name"
+# The enclosing workflow's name, or the enclosing @agent's (every span under it carries it).
+TRACELOOP_WORKFLOW_NAME = "traceloop.workflow.name"
+# The chain of enclosing tasks/tools ("outer.inner"); absent outside any task or tool.
+TRACELOOP_ENTITY_PATH = "traceloop.entity.path"
+TRACELOOP_CHUNK_EVENT = "llm.content.completion.chunk"  # span event at every streamed chunk
+LLM_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read_input_tokens"
 LLM_USAGE_PROMPT_TOKENS = "llm.usage.prompt_tokens"
 LLM_USAGE_COMPLETION_TOKENS = "llm.usage.completion_tokens"
 LLM_USAGE_TOTAL_TOKENS = "llm.usage.total_tokens"
@@ -103,6 +120,10 @@ AW_PRICE_VERSION = "agentwatch.cost.price_version"
 AW_STEP_INDEX = "agentwatch.step.index"  # 0-based index of the step/LLM call within its run
 AW_STEP_NAME = "agentwatch.step.name"
 AW_RUN_TAGS = "agentwatch.run.tags"  # string array
+# A zero-length child span sent when a run starts (its root span is exported only when it ends),
+# so a backend can list the run while it runs; any OTel backend reads it as a plain span.
+AW_RUN_START = "agentwatch.run.start"  # bool; also the marker span's name
+AW_RUN_NAME = "agentwatch.run.name"  # on the marker: the name of the run span it announces
 AW_RUN_OUTCOME = "agentwatch.run.outcome"  # success | failure | abandoned
 AW_RUN_OUTCOME_REASON = "agentwatch.run.outcome_reason"
 AW_RUN_STEPS = "agentwatch.run.steps"

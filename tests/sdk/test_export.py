@@ -45,8 +45,8 @@ def test_spans_reach_the_receiver_as_otlp_protobuf_with_the_key(receiver: OtlpRe
     with agentwatch.run("exported"), agentwatch.tool("t"):
         pass
     assert agentwatch.force_flush(5) is True
-    spans = receiver.wait_for_spans(2)
-    assert {s["name"] for s in spans} == {"invoke_agent exported", "execute_tool t"}
+    spans = receiver.wait_for_spans(3)
+    assert {s["name"] for s in spans} == {"invoke_agent exported", "execute_tool t", sc.AW_RUN_START}
     request = receiver.requests[0]
     assert request["path"] == "/v1/traces"
     assert request["headers"]["Authorization"] == "Bearer aw_test_key"
@@ -55,7 +55,7 @@ def test_spans_reach_the_receiver_as_otlp_protobuf_with_the_key(receiver: OtlpRe
     assert resource["service.name"] == "svc-a" and resource[sc.AW_PROJECT] == "proj-a"
     run_span = next(s for s in spans if s["name"] == "invoke_agent exported")
     assert run_span["attributes"][sc.AW_RUN_OUTCOME] == "success"
-    assert _delta(before, "spans_exported") == 2
+    assert _delta(before, "spans_exported") == 3  # the run, its tool and the run's start marker
 
 
 def test_retries_503_with_backoff_then_delivers() -> None:
@@ -261,7 +261,7 @@ print("done")
 def test_spans_are_flushed_at_exit(receiver: OtlpReceiver) -> None:
     proc, _ = _run_script(SCRIPT, {"AGENTWATCH_ENDPOINT": receiver.url})
     assert proc.returncode == 0, proc.stderr
-    assert {s["name"] for s in receiver.wait_for_spans(2)} == {"invoke_agent exiting", "execute_tool t"}
+    assert {s["name"] for s in receiver.wait_for_spans(3)} == {"invoke_agent exiting", "execute_tool t", sc.AW_RUN_START}
 
 
 def test_exit_is_bounded_when_the_collector_hangs(silent_port: int) -> None:

@@ -311,3 +311,19 @@ def test_threads_sharing_a_run_count_exactly(spans: Spans) -> None:
     tools = spans.kind(sc.KIND_TOOL)
     assert len(tools) == 800
     assert {t.context.trace_id for t in tools} == {spans.one("invoke_agent fan-out").context.trace_id}
+
+
+def test_a_run_announces_its_start_with_a_zero_length_child_span(spans: Spans) -> None:
+    """The run span is exported only when it ends: the marker lets a collector list a running run."""
+
+    @agentwatch.run("long", user_id="u1", session_id="s1")
+    def long_run() -> None:
+        assert len([s for s in spans.all() if s.name == sc.AW_RUN_START]) == 1  # ended while the run runs
+
+    long_run()
+    marker, run = spans.one(sc.AW_RUN_START), spans.one("invoke_agent long")
+    assert marker.parent is not None and marker.parent.span_id == run.context.span_id
+    assert marker.start_time == marker.end_time
+    attrs = _attrs(marker)
+    assert attrs[sc.AW_RUN_NAME] == "invoke_agent long"
+    assert (attrs[sc.GEN_AI_AGENT_NAME], attrs[sc.USER_ID], attrs[sc.SESSION_ID]) == ("long", "u1", "s1")
