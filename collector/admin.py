@@ -1,4 +1,8 @@
-"""Operational endpoints of the collector: ``/metrics``, ``/api/ingest`` and key administration.
+"""Operational endpoints of the collector: ``/health``, ``/ready``, ``/metrics``, ``/api/ingest``, key administration.
+
+``/health`` (liveness: the process answers) and ``/ready`` (readiness: the store answers and
+the writer runs, else 503 with a reason) need no key, for probes and load balancers; they
+say nothing about any project, and a reason names a part, never a path, URL or error text.
 
 ``/api/ingest`` answers a project key with that project's own span counts and the collector's
 health (queue, spool, lag, store), never another project's figures; the collector-wide span
@@ -12,6 +16,7 @@ data files anyway can manage keys, nobody else.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import os
@@ -20,6 +25,7 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from collector.api.schemas import IngestStatus
@@ -30,6 +36,7 @@ from collector.storage import queries
 from collector.storage.base import StoreError
 
 ADMIN_TOKEN_FILE = "admin.token"
+READY_TIMEOUT_S = 2.0  # a store slower than this to answer ``/ready`` counts as unreachable
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +84,46 @@ AdminDep = Annotated[KeyRing, Depends(_admin)]
 class KeyCreate(BaseModel):
     project: str = Field(min_length=1, max_length=64)
     name: str = Field(default="", max_length=200)
+
+
+@router.get("/health", tags=["health"])
+def health() -> dict[str, str]:
+    """Liveness: 200 while the process serves requests; no key needed, nothing about any data."""
+    return {"status": "ok"}
+
+
+@router.get("/ready", tags=["health"], responses={503: {"description": "not ready; `reason` says which part"}})
+async def ready(request: Request) -> JSONResponse:
+    """Readiness: 200 when spans can be accepted and stored (writer running, spool writable,
+    store answering within ``READY_TIMEOUT_S``), else 503 with ``Retry-After`` and a reason."""
+    reason = _not_ready(request) or await _store_not_ready(request)
+    if reason:
+        return JSONResponse({"status": "not ready", "reason": reason}, status_code=503, headers={"Retry-After": "5"})
+    return JSONResponse({"status": "ready"})
+
+
+def _not_ready(request: Request) -> str:
+    ingestor = request.app.state.ingestor
+    writer = ingestor.writer
+    if writer is None or not writer.running:
+        return "writer not running (collector starting or stopping)"
+    if ingestor.spool.error:
+        return "spool not writable"
+    return ""
+
+
+async def _store_not_ready(request: Request) -> str:
+    try:
+        rows = await asyncio.wait_for(asyncio.to_thread(request.app.state.store.query, queries.STORE_READY), READY_TIMEOUT_S)
+    except TimeoutError:
+        log.warning("/ready: the store did not answer within %.1f s", READY_TIMEOUT_S)
+        return "store not answering"
+    except StoreError as exc:
+        log.warning("/ready: store unreachable: %s", exc)
+        return "store unreachable"
+    if not rows or not int(rows[0]["n"]):
+        return "store not migrated (no spans table)"
+    return ""
 
 
 @router.get("/metrics", include_in_schema=False)

@@ -29,18 +29,41 @@ log = logging.getLogger(__name__)
 
 _INLINE_BYTES = 32 * 1024  # smaller bodies are decoded on the event loop; larger ones in a thread
 _ENCODINGS = ("", "identity", "gzip")
+_MAX_GZIP_MEMBERS = 1024  # a body of many empty members costs a zlib object each
 
 
 def gunzip(body: bytes, limit: int) -> bytes:
-    """Decompress a gzip body, refusing to inflate past ``limit`` bytes (gzip bombs)."""
+    """Decompress a gzip body, every member of it, refusing to inflate past ``limit`` bytes (gzip bombs).
+
+    A body may be several gzip members one after the other (RFC 1952 allows it, ``cat a.gz
+    b.gz`` makes one); all are read, and ``limit`` bounds what they inflate to together.
+    Bytes after a member that are not a whole gzip member are refused with 400, never ignored.
+    """
+    parts: list[bytes] = []
+    size, rest = 0, body
+    while rest:
+        if len(parts) == _MAX_GZIP_MEMBERS:
+            raise BadRequest(f"body has more than {_MAX_GZIP_MEMBERS} gzip members; send one")
+        data, rest = _gunzip_member(rest, limit - size)
+        if data is None:
+            raise PayloadTooLarge(f"decompressed body exceeds the limit of {limit} bytes (AGENTWATCH_MAX_BODY_BYTES)")
+        parts.append(data)
+        size += len(data)
+    return b"".join(parts)
+
+
+def _gunzip_member(body: bytes, room: int) -> tuple[bytes | None, bytes]:
+    """The first gzip member of ``body`` inflated (None past ``room`` bytes), and the bytes after it."""
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
-        data = inflater.decompress(body, limit + 1)
+        data = inflater.decompress(body, room + 1)
     except zlib.error as exc:
         raise BadRequest(f"body is not valid gzip: {exc}") from None
-    if len(data) > limit or inflater.unconsumed_tail:
-        raise PayloadTooLarge(f"decompressed body exceeds the limit of {limit} bytes (AGENTWATCH_MAX_BODY_BYTES)")
-    return data
+    if len(data) > room or inflater.unconsumed_tail:
+        return None, b""
+    if not inflater.eof:
+        raise BadRequest("body is not valid gzip: it ends inside a gzip member (truncated?)")
+    return data, inflater.unused_data
 
 
 class Ingestor:

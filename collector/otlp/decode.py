@@ -36,6 +36,7 @@ from collector.normalize import Normalizer, Resource
 from collector.otlp import native
 from collector.otlp.errors import BadRequest, PayloadTooLarge
 from collector.otlp.native import NativeDecoder, NativeFallback, json_wire
+from collector.otlp.wire import split_request
 from collector.storage.columns import SPAN_FIELDS, empty_spans_table, spans_table
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,8 @@ def convert(
                 return _convert_native(decoder, payload, project, normalizer, max_spans, not_before_ns)
             except NativeFallback:
                 pass  # something unusual in the request: the Python path decides
-        return convert_message(parse_protobuf(payload), project, normalizer, max_spans=max_spans, not_before_ns=not_before_ns)
+        request, unreadable = parse_protobuf_spans(payload)
+        return convert_message(request, project, normalizer, max_spans=max_spans, not_before_ns=not_before_ns, unreadable=unreadable)
     doc = parse_json(payload)
     if decoder is not None:
         try:
@@ -126,8 +128,11 @@ def _convert_native(decoder: NativeDecoder, payload: bytes, project: str, nz: No
     out = Converted(table=decoded.table)
     if not decoded.declined:
         return out
-    declined = set(decoded.declined)
-    rows, positions = _normalize_message(out, parse_protobuf(payload), project, nz, not_before_ns, declined)
+    request, unreadable = parse_protobuf_spans(payload)
+    for index in sorted(unreadable.keys() & set(decoded.declined)):
+        out.reject(f"span {index}", unreadable[index])
+    declined = set(decoded.declined) - unreadable.keys()
+    rows, positions = _normalize_message(out, request, project, nz, not_before_ns, declined)
     if rows:
         table = _spans_table(out, rows)
         out.table = pa.concat_tables([decoded.table, table])
@@ -198,13 +203,33 @@ def parse_protobuf(payload: bytes) -> ExportTraceServiceRequest:
     return request
 
 
-def convert_message(request: ExportTraceServiceRequest, project: str, nz: Normalizer, *, max_spans: int, not_before_ns: int = 0) -> Converted:
-    """Normalise a parsed request (also what the gRPC service receives)."""
+def parse_protobuf_spans(payload: bytes) -> tuple[ExportTraceServiceRequest, dict[int, str]]:
+    """The request, and {span index: why} for the spans that cannot be read on their own.
+
+    When the whole message does not parse (a string that is not UTF-8, attribute values nested
+    too deeply), ``wire.split_request`` parses it span by span so only the bad spans are
+    rejected; framing that cannot be read is still a ``BadRequest``.
+    """
+    try:
+        return parse_protobuf(payload), {}
+    except BadRequest as exc:
+        return split_request(payload, exc.message)
+
+
+def convert_message(
+    request: ExportTraceServiceRequest, project: str, nz: Normalizer, *, max_spans: int, not_before_ns: int = 0,
+    unreadable: dict[int, str] | None = None,
+) -> Converted:
+    """Normalise a parsed request; the spans at the indices in ``unreadable`` (left empty by
+    ``parse_protobuf_spans``) are rejected with their reason."""
     count = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
     if count > max_spans:
         raise _too_many(count, max_spans)
     out = Converted()
-    rows, _ = _normalize_message(out, request, project, nz, not_before_ns, None)
+    for index, why in sorted((unreadable or {}).items()):
+        out.reject(f"span {index}", why)
+    only = set(range(count)) - unreadable.keys() if unreadable else None
+    rows, _ = _normalize_message(out, request, project, nz, not_before_ns, only)
     out.table = _spans_table(out, rows)
     return out
 

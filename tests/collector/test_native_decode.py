@@ -122,8 +122,14 @@ def test_agent_workload_is_decoded_natively_without_declines(content: bool) -> N
         _assert_same(*_both(body, normalizer))
 
 
+def test_invalid_utf8_in_a_scope_name_loses_only_the_scope_the_same() -> None:
+    """Not framing: the request is read part by part (``wire.split_request``) and the scope, which is not stored, dropped."""
+    python, fast = _both(b"\n\x05\x12\x03\n\x01\xff", NORMALIZERS["plain"])
+    assert python == fast
+    assert not isinstance(python, tuple) and python.spans == python.rejected == 0
+
+
 @pytest.mark.parametrize("body", [
-    pytest.param(b"\n\x05\x12\x03\n\x01\xff", id="invalid-utf8"),
     pytest.param(b"\n\x03\x08\x01\x02", id="wrong-wire-type"),
     pytest.param(b"\n\xff\xff\xff\xff\x0f", id="length-past-end"),
     pytest.param(b"\x0b", id="group"),
