@@ -1,20 +1,24 @@
-"""Which spans are certainly new: hashes of the span keys this process stored lately.
+"""Which spans are certainly new, so the store need not be asked: what this process knows.
 
-Idempotency on (project, trace_id, span_id) is checked against the store before every insert,
-but that look-up reads a granule per trace and grows with the table. Nearly every span is new,
-and a duplicate (an exporter's retry) follows its original within seconds, so the writer keeps
-the keys it stored in the last ``window_s`` and asks the store only about the rest.
+A span's identity is (project, trace_id, span_id), whatever its start time: a redelivery
+dated seconds or days apart (a clock re-read, sub-microsecond rounding) is the same span.
+``SqlStore.insert_spans`` looks identities up in the store by trace id (primary key and bloom
+filter, over the retention window), but nearly every span is new, and asking costs a query a
+batch. So the single writer of a store (chDB) keeps, per process:
 
-A span may skip the store look-up only when all of this holds (single writer only):
-- the store has been open in this process for ``window_s`` at least, so nothing stored by
-  a previous process can have started within the window;
-- its start time lies in the last ``window_s`` (not in the future); a key is filed under the
-  later of its insert time and its start time, and a slot is dropped once those times are
-  older than the window, so a key leaves only when its span can no longer skip the look-up
-  (a span dated in the future by a skewed clock stays vouched for until its start time has
-  aged past the window, not just its insert time);
-- its key's hash is not among the recent ones (a hash hit goes to the exact look-up, so a
-  collision can never drop a span).
+- ``traces``: a 64-bit hash of every trace id in the store within retention, read once from
+  the store at the first insert, then extended by every insert (single writer only);
+- ``owned``: the traces this process created (no span of them was stored when their first
+  span was), for ``window_s`` after their creation, and the key hashes of every span this
+  process stored in the last ``window_s`` (at least as long as the trace they belong to).
+
+A span may skip the store look-up when its trace id has the usual form (32 lowercase hex
+digits, so its hash is the one the store computes) and either its trace is not in ``traces``
+(no span of the trace is stored, so neither is this one), or its trace is owned and its key
+hash is not among the recent ones (every span of an owned trace was stored by this process
+and is remembered). Anything else, a hash hit included, goes to the exact look-up, so a
+collision can only cost a query, never drop a span. After a failed insert (whose effect is
+unknown) the filter forgets everything and reads the trace ids again.
 """
 
 from __future__ import annotations
@@ -58,9 +62,31 @@ def key_hashes(spans: pa.Table) -> np.ndarray:
     return hashes
 
 
-def start_times(spans: pa.Table) -> np.ndarray:
-    """Start times in ns since the epoch (int64)."""
-    return spans.column("start_time").cast(pa.int64()).to_numpy()
+def trace_hashes(spans: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(hash, usual) per span: the first 16 hex digits of its trace id as a uint64 (the store's
+    ``TRACE_HASH``), and whether the id has the usual form (32 lowercase hex digits)."""
+    n = spans.num_rows
+    if not n:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=bool)
+    trace = spans.column("trace_id").combine_chunks()
+    usual = _has_width(trace, _TRACE_ID_CHARS)
+    rows = np.flatnonzero(usual)
+    if not len(rows):
+        return np.zeros(n, dtype=np.uint64), usual
+    offsets, data = _offsets(trace), trace.buffers()[2]
+    raw = np.frombuffer(data, dtype=np.uint8)
+    chars = raw[(offsets[rows][:, None] + np.arange(_TRACE_ID_CHARS)).ravel()].reshape(-1, _TRACE_ID_CHARS)
+    nibbles = _HEX[chars]
+    usual[rows] = (nibbles < 16).all(axis=1)
+    pairs = (nibbles[:, 0:16:2].astype(np.uint8) << 4) | nibbles[:, 1:16:2].astype(np.uint8)
+    hashes = np.zeros(n, dtype=np.uint64)
+    hashes[rows] = np.ascontiguousarray(pairs).view("<u8").ravel()
+    return hashes, usual
+
+
+_HEX = np.full(256, 255, dtype=np.uint8)
+_HEX[np.frombuffer(b"0123456789", dtype=np.uint8)] = np.arange(10)
+_HEX[np.frombuffer(b"abcdef", dtype=np.uint8)] = np.arange(10, 16)
 
 
 def _project_hashes(project: pa.Array) -> np.ndarray:
@@ -98,44 +124,99 @@ def _fmix(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> 31)
 
 
-class RecentKeys:
-    """Key hashes per time slot (``slots`` per window), each slot sorted on first use."""
+class _HashSet:
+    """A set of 64-bit hashes as a few sorted arrays (merged when there are more than ``parts``)."""
 
-    def __init__(self, window_s: float = 60.0, *, slots: int = 8, clock: Callable[[], float] = time.time) -> None:
-        self.window_s = window_s
-        self._slot_s = window_s / slots
-        self._clock = clock
-        self._opened = clock()
-        self._slots: dict[int, list[np.ndarray]] = {}
+    def __init__(self, hashes: np.ndarray | None = None, *, parts: int = 8) -> None:
+        self._parts = [np.unique(hashes)] if hashes is not None and len(hashes) else []
+        self._max_parts = parts
 
-    def certainly_new(self, hashes: np.ndarray, starts: np.ndarray) -> np.ndarray:
-        """A bool per key (with its span's start time, ns): True where the store need not be asked."""
-        now = self._clock()
-        if now - self._opened < self.window_s or not len(hashes):
-            return np.zeros(len(hashes), dtype=bool)
-        self._evict(now)
-        recent = (starts >= int((now - self.window_s) * 1e9)) & (starts <= int(now * 1e9))
-        return recent & ~self._seen(hashes)
+    def __len__(self) -> int:
+        return sum(len(p) for p in self._parts)
 
-    def add(self, hashes: np.ndarray, starts: np.ndarray) -> None:
-        """Remember stored keys, each under the later of now and its span's start time."""
-        if not len(hashes):
-            return
-        slots = np.maximum(starts // int(self._slot_s * 1e9), int(self._clock() // self._slot_s))
-        for slot in np.unique(slots):
-            self._slots.setdefault(int(slot), []).append(hashes[slots == slot])
+    def add(self, hashes: np.ndarray) -> None:
+        if len(hashes):
+            self._parts.append(np.unique(hashes))
+        if len(self._parts) > self._max_parts:
+            self._parts = [np.unique(np.concatenate(self._parts))]
 
-    def _seen(self, hashes: np.ndarray) -> np.ndarray:
-        seen = np.zeros(len(hashes), dtype=bool)
-        for parts in self._slots.values():
-            if len(parts) > 1:
-                parts[:] = [np.concatenate(parts)]
-            keys = parts[0] = np.sort(parts[0])
+    def contains(self, hashes: np.ndarray) -> np.ndarray:
+        found = np.zeros(len(hashes), dtype=bool)
+        for keys in self._parts:
             positions = np.minimum(np.searchsorted(keys, hashes), len(keys) - 1)
-            seen |= keys[positions] == hashes
-        return seen
+            found |= keys[positions] == hashes
+        return found
 
-    def _evict(self, now: float) -> None:
-        """Drop slots whose every insert time is older than the window."""
+
+class _Slots:
+    """Hashes filed by insert time in ``slots`` slots per window; a slot goes once wholly older."""
+
+    def __init__(self, window_s: float, slots: int) -> None:
+        self.window_s, self._slot_s = window_s, window_s / slots
+        self._slots: dict[int, _HashSet] = {}
+
+    def add(self, hashes: np.ndarray, now: float) -> None:
+        if len(hashes):
+            self._slots.setdefault(int(now // self._slot_s), _HashSet()).add(hashes)
+
+    def contains(self, hashes: np.ndarray) -> np.ndarray:
+        found = np.zeros(len(hashes), dtype=bool)
+        for part in self._slots.values():
+            found |= part.contains(hashes)
+        return found
+
+    def evict(self, now: float) -> None:
         for slot in [s for s in self._slots if (s + 1) * self._slot_s <= now - self.window_s]:
             del self._slots[slot]
+
+
+class RecentKeys:
+    """The stored trace ids, and the traces and keys this process stored lately (module doc)."""
+
+    def __init__(
+        self, window_s: float = 60.0, *, slots: int = 8, reload_s: float = 86_400.0, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.window_s = window_s
+        self._clock = clock
+        self._slots = slots
+        self._reload_s = reload_s  # read the trace ids again now and then: the TTL drops old ones
+        self._traces: _HashSet | None = None  # None: not read from the store yet
+        self._loaded_at = 0.0
+        self._owned = _Slots(window_s, slots)
+        self._keys = _Slots(window_s, slots)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the stored trace ids have been read (``load``) lately and not forgotten since."""
+        return self._traces is not None and self._clock() - self._loaded_at < self._reload_s
+
+    def load(self, stored_trace_hashes: np.ndarray) -> None:
+        """The ``TRACE_HASH`` of every trace id in the store (within retention)."""
+        self._traces = _HashSet(stored_trace_hashes.astype(np.uint64, copy=False))
+        self._loaded_at = self._clock()
+
+    def forget(self) -> None:
+        """Drop all knowledge (after an insert whose effect on the store is unknown)."""
+        self._traces = None
+        self._owned = _Slots(self.window_s, self._slots)
+        self._keys = _Slots(self.window_s, self._slots)
+
+    def certainly_new(self, hashes: np.ndarray, traces: np.ndarray, usual: np.ndarray) -> np.ndarray:
+        """A bool per span (key hash, trace hash, usual trace id): True where the store need not be asked."""
+        if self._traces is None or not len(hashes):
+            return np.zeros(len(hashes), dtype=bool)
+        now = self._clock()
+        self._owned.evict(now)
+        self._keys.evict(now)
+        unknown = ~self._traces.contains(traces)
+        return usual & (unknown | (self._owned.contains(traces) & ~self._keys.contains(hashes)))
+
+    def add(self, hashes: np.ndarray, traces: np.ndarray, usual: np.ndarray) -> None:
+        """Remember stored spans (call right after the insert, under the same lock as the check)."""
+        if self._traces is None or not len(hashes):
+            return
+        now = self._clock()
+        created = usual & ~self._traces.contains(traces)
+        self._owned.add(traces[created], now)
+        self._keys.add(hashes, now)
+        self._traces.add(traces[usual])

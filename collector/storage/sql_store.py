@@ -21,7 +21,7 @@ from collector.model import SpanRow
 from collector.storage import queries, schema
 from collector.storage.base import QueryError
 from collector.storage.columns import SPANS_SCHEMA, spans_table
-from collector.storage.recent import RecentKeys, key_hashes, start_times
+from collector.storage.recent import RecentKeys, key_hashes, trace_hashes
 
 _KEY = ("project", "trace_id", "span_id")
 
@@ -77,43 +77,62 @@ class SqlStore(ABC):
 
     # --- spans -----------------------------------------------------------------------------
     def insert_spans(self, spans: pa.Table | Sequence[SpanRow], *, dedup_token: str | None = None) -> int:
-        """Insert the spans whose (project, trace_id, span_id) is not stored yet.
+        """Insert the spans whose identity (project, trace_id, span_id) is not stored yet.
 
-        The first occurrence of a key within the batch counts. The check and the insert run
-        under one lock, so this process never writes a key twice; a repeated ``dedup_token``
-        is also ignored by the table itself. Spans that ``RecentKeys`` vouches for skip the
-        look-up in the store. Works on columns: no Python per span.
+        Identity does not depend on the start time: a span re-sent with another start time is
+        the stored one. The first occurrence of a key within the batch counts. The check and the
+        insert run under one lock, so this process never writes a key twice; a repeated
+        ``dedup_token`` is also ignored by the table itself. Spans that ``RecentKeys`` vouches
+        for skip the look-up in the store. Works on columns: no Python per span.
         """
         table = spans if isinstance(spans, pa.Table) else spans_table(spans)
         if not table.schema.equals(SPANS_SCHEMA):
             table = table.cast(SPANS_SCHEMA)
         with self._insert_lock:
-            hashes, starts = key_hashes(table), start_times(table)
+            hashes = key_hashes(table)
             first = _first_occurrences(table, hashes)
-            sure = self._recent.certainly_new(hashes, starts) if self._recent else np.zeros(len(hashes), dtype=bool)
+            traces, usual, sure = self._certainly_new(table, hashes)
             keep = first & ~self._stored(table, first & ~sure)
             fresh = table if keep.all() else table.filter(keep)
             if fresh.num_rows:
-                self._insert_arrow("spans", fresh, dedup_token=dedup_token)
+                self._insert_fresh(fresh, dedup_token)
                 if self._recent:
-                    self._recent.add(hashes[keep], starts[keep])
+                    self._recent.add(hashes[keep], traces[keep], usual[keep])
             return fresh.num_rows
 
+    def _certainly_new(self, table: pa.Table, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(trace hashes, usual trace ids, certainly new) per row; none certainly new without ``RecentKeys``."""
+        traces, usual = trace_hashes(table) if self._recent else (np.zeros(len(hashes), dtype=np.uint64), np.zeros(len(hashes), dtype=bool))
+        if self._recent is None:
+            return traces, usual, np.zeros(len(hashes), dtype=bool)
+        if not self._recent.loaded:
+            rows = self.query(queries.STORED_TRACE_HASHES)
+            self._recent.load(np.array(rows[0]["hashes"] if rows else [], dtype=np.uint64))
+        return traces, usual, self._recent.certainly_new(hashes, traces, usual)
+
+    def _insert_fresh(self, fresh: pa.Table, dedup_token: str | None) -> None:
+        try:
+            self._insert_arrow("spans", fresh, dedup_token=dedup_token)
+        except BaseException:
+            if self._recent:  # the insert may have landed in part: what this process knew may be wrong
+                self._recent.forget()
+            raise
+
     def _stored(self, table: pa.Table, ask: np.ndarray) -> np.ndarray:
-        """True for the rows in ``ask`` whose key the store already holds (exact, by a join)."""
+        """True for the rows in ``ask`` whose identity the store already holds (exact, by a join)."""
         stored = np.zeros(table.num_rows, dtype=bool)
         rows = np.flatnonzero(ask)
         if not len(rows):
             return stored
         asked = _with_rows(table, rows)
-        keys = self._stored_keys(asked.append_column("start_time", table.column("start_time").take(rows)))
+        keys = self._stored_keys(asked)
         if keys.num_rows:
             found = asked.join(keys, keys=list(_KEY), join_type="left semi", use_threads=False)
             stored[found.column("row").to_numpy()] = True
         return stored
 
     def _stored_keys(self, spans: pa.Table) -> pa.Table:
-        """The keys among ``spans`` that the store already holds, one look-up per project."""
+        """The keys among ``spans`` that the store already holds, at any start time; one look-up per project."""
         projects = pc.unique(spans.column("project")).to_pylist()
         found = []
         for project in projects:
@@ -155,9 +174,9 @@ def _with_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
 
 
 def _key_params(project: str, spans: pa.Table) -> dict[str, Any]:
-    bounds = pc.min_max(spans.column("start_time").cast(pa.int64())).as_py()
     trace_ids = pc.unique(spans.column("trace_id")).sort().to_pylist()
-    return {"project": project, "lo_ns": bounds["min"], "hi_ns": bounds["max"], "trace_ids": trace_ids}
+    span_ids = pc.unique(spans.column("span_id")).sort().to_pylist()
+    return {"project": project, "trace_ids": trace_ids, "span_ids": span_ids}
 
 
 def _is_map(values: tuple) -> bool:

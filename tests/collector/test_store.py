@@ -19,7 +19,8 @@ from collector.storage import open_store
 from collector.storage.base import QueryError, Store, StoreUnavailable
 from collector.storage.chdb_store import ChdbStore
 from collector.storage.columns import SPANS_SCHEMA, empty_spans_table, spans_table, table_rows
-from collector.storage.recent import RecentKeys, key_hashes
+from collector.storage.queries import STORED_TRACE_HASHES
+from collector.storage.recent import RecentKeys, key_hashes, trace_hashes
 from collector.storage.schema import MIGRATIONS
 from tests.collector.factories import agent_run, new_trace_id, with_project
 from tests.collector.store_fixtures import open_backend
@@ -246,34 +247,43 @@ def test_key_hashes_do_not_depend_on_the_batch() -> None:
     assert not set(key_hashes(spans_table(with_project(rows, "r"))).tolist()) & set(whole.tolist())
 
 
-def test_recent_keys_vouch_only_for_recent_unseen_spans() -> None:
+def _recent_batch(trace_id: str, n: int, first: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    table = spans_table([SpanRow("p", trace_id, f"{i:016x}", "", "s", "llm", 0, 0) for i in range(first, first + n)])
+    return (key_hashes(table), *trace_hashes(table))
+
+
+def test_recent_keys_vouch_only_for_new_traces_and_unseen_spans_of_owned_ones() -> None:
     now = [1_000.0]
     recent = RecentKeys(60, clock=lambda: now[0])
-    hashes = key_hashes(spans_table([SpanRow("p", new_trace_id(), f"{i:016x}", "", "s", "llm", 0, 0) for i in range(4)]))
-
-    def starts(*offsets_s: float) -> np.ndarray:
-        return np.array([int((now[0] + o) * 1e9) for o in offsets_s], dtype=np.int64)
-
-    assert not recent.certainly_new(hashes, starts(-5, -5, -5, -5)).any()  # just opened: a previous process may have stored them
-    now[0] += 70
-    assert recent.certainly_new(hashes, starts(-5, -5, -5, -5)).all()
-    recent.add(hashes[:2], starts(-5, -5))
-    assert recent.certainly_new(hashes, starts(-5, -5, -5, -5)).tolist() == [False, False, True, True]
-    assert not recent.certainly_new(hashes[2:], starts(-61, 5)).any()  # too old, or in the future: ask the store
-    now[0] += 70  # the slot ages out, and so do the start times of every span in it
-    assert recent.certainly_new(hashes, starts(-1, -1, -1, -1)).all()
+    stored, fresh = new_trace_id(), new_trace_id()
+    assert not recent.certainly_new(*_recent_batch(fresh, 3)).any()  # stored trace ids not read yet: ask the store
+    recent.load(trace_hashes(spans_table([SpanRow("p", stored, "1" * 16, "", "s", "llm", 0, 0)]))[0])
+    assert not recent.certainly_new(*_recent_batch(stored, 3)).any()  # a stored trace: any span of it may be stored
+    assert recent.certainly_new(*_recent_batch(fresh, 3)).all()
+    recent.add(*_recent_batch(fresh, 2))  # this process creates the trace: it owns it
+    assert recent.certainly_new(*_recent_batch(fresh, 4)).tolist() == [False, False, True, True]
+    now[0] += 70  # ownership ages out: the trace is a stored one like any other
+    assert not recent.certainly_new(*_recent_batch(fresh, 4)).any()
+    recent.forget()  # after a failed insert: nothing is vouched for until the trace ids are read again
+    assert not recent.loaded and not recent.certainly_new(*_recent_batch(new_trace_id(), 2)).any()
 
 
-def test_recent_keys_keep_a_future_dated_span_until_its_start_time_ages_out() -> None:
-    """A span dated 30 s ahead (clock skew) and retried 70 s later must still be looked up."""
-    now = [1_000.0]
-    recent = RecentKeys(60, clock=lambda: now[0])
-    now[0] += 70
-    [key] = key_hashes(spans_table([SpanRow("p", new_trace_id(), "1" * 16, "", "s", "llm", 0, 0)]))
-    start = np.array([int((now[0] + 30) * 1e9)], dtype=np.int64)
-    recent.add(np.array([key]), start)
-    now[0] += 70  # insert time is past the window, the start time is not
-    assert not recent.certainly_new(np.array([key]), start).any()
+def test_recent_keys_never_vouch_for_unusual_trace_ids() -> None:
+    recent = RecentKeys(60)
+    recent.load(np.zeros(0, dtype=np.uint64))
+    for trace_id in ("abc", "0" * 31 + "G", "A" * 32, "ab" * 20):
+        assert not recent.certainly_new(*_recent_batch(trace_id, 2)).any(), trace_id
+
+
+def test_trace_hashes_match_the_stores_hash(store: Store) -> None:
+    trace_ids = [new_trace_id() for _ in range(20)] + ["abc", "F" * 32]
+    t0 = time.time_ns() - 60 * 10**9
+    table = spans_table([SpanRow("p1", t, "1" * 16, "", "s", "llm", t0, t0) for t in trace_ids])
+    store.insert_spans(table)
+    [row] = store.query(STORED_TRACE_HASHES)
+    hashes, usual = trace_hashes(table)
+    assert usual.tolist() == [True] * 20 + [False, False]
+    assert set(hashes[usual].tolist()) <= {int(h) for h in row["hashes"]}
 
 
 def test_fast_path_keeps_totals_on_duplicate_delivery(tmp_path: Path) -> None:
