@@ -40,6 +40,7 @@ from collector.api.schemas import (
     SeriesPoint,
     SpanOut,
     TimeSeries,
+    finite_total,
 )
 from collector.storage import queries as q
 from collector.storage.base import QueryError, Store
@@ -197,10 +198,31 @@ def get_run(store: Store, project: str, trace_id: str, *, idle_timeout_s: float 
     run = runs[0]
     return RunDetail(
         run=RunSummary(**run, feedback_score=_mean_score(feedback)) if (feedback := _feedback(store, params)) else RunSummary(**run),
-        spans=_SPANS.validate_python(spans),  # one call into pydantic-core: 10k spans must load fast
+        spans=flag_broken_parents(_SPANS.validate_python(spans)),  # one call into pydantic-core: 10k spans must load fast
         feedback=feedback,
         agent_median_cost_usd=_agent_median(store, project, run),
     )
+
+
+def flag_broken_parents(spans: list[SpanOut]) -> list[SpanOut]:
+    """Mark spans whose parent is not in the trace, and spans on a parent cycle."""
+    parent_of = {s.span_id: s.parent_span_id for s in spans}
+    state: dict[str, int] = {}  # 1: on the current path, 2: resolved, not on a cycle, 3: on a cycle
+    for span in spans:
+        if span.parent_span_id and span.parent_span_id not in parent_of:
+            span.parent_missing = True
+        path: list[str] = []
+        node = span.span_id
+        while node in parent_of and node not in state:
+            state[node] = 1
+            path.append(node)
+            node = parent_of[node]
+        cycle = set(path[path.index(node):]) if state.get(node) == 1 else set()
+        for visited in path:
+            state[visited] = 3 if visited in cycle else 2
+    for span in spans:
+        span.in_cycle = state.get(span.span_id) == 3
+    return spans
 
 
 def _trace_id(trace_id: str) -> str:
@@ -251,7 +273,7 @@ Figures = dict[tuple[int, str], dict[str, float | None]]
 
 def _span_figures(row: dict[str, Any], step_s: float) -> dict[str, float | None]:
     return {
-        "cost_usd": float(row["cost_usd"]),
+        "cost_usd": finite_total(float(row["cost_usd"])),
         "input_tokens": float(row["input_tokens"]),
         "output_tokens": float(row["output_tokens"]),
         "tokens_per_s": row["output_tokens"] / step_s,

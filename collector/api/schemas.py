@@ -25,9 +25,11 @@ times are RFC 3339 strings or epoch seconds; ``start``/``end`` default to the la
 
 from __future__ import annotations
 
-from typing import Literal
+import logging
+import math
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 TIMESERIES_METRICS = (
     "runs",  # count per bucket
@@ -55,6 +57,19 @@ TIMESERIES_METRICS = (
 MetricName = Literal[TIMESERIES_METRICS]  # type: ignore[valid-type]
 
 
+def finite_total(value: float) -> float:
+    """A sum of costs is finite and never negative: ingestion bounds every value it stores
+    (``collector.bounds``). Only rows stored before the bounds could sum to inf, NaN or a
+    negative figure; such a total reads 0.0 (and is logged), never null in the JSON."""
+    if math.isfinite(value) and value >= 0:
+        return value
+    logging.getLogger(__name__).error("a cost total is %r: stored spans predate collector.bounds; shown as 0", value)
+    return 0.0
+
+
+Total = Annotated[float, AfterValidator(finite_total)]
+
+
 class RunSummary(BaseModel):
     trace_id: str
     agent: str
@@ -76,7 +91,7 @@ class RunSummary(BaseModel):
     output_tokens: int
     cached_tokens: int
     total_tokens: int
-    cost_usd: float
+    cost_usd: Total
     models: list[str] = Field(default_factory=list)
     feedback_score: float | None = None
 
@@ -104,7 +119,7 @@ class SpanOut(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: Total = 0.0
     ttft_s: float | None = None
     tpot_s: float | None = None
     queue_s: float | None = None
@@ -120,6 +135,10 @@ class SpanOut(BaseModel):
     output_text: str = ""
     attributes: dict[str, str] = Field(default_factory=dict)
     events: str = ""
+    # Broken parent links, still counted in the run's totals: a parent that never arrived (or
+    # is not stored), and spans whose parents lead back to themselves (shown under the run).
+    parent_missing: bool = False
+    in_cycle: bool = False
 
 
 class FeedbackIn(BaseModel):
@@ -173,7 +192,7 @@ class TimeSeries(BaseModel):
 
 class CostRow(BaseModel):
     key: str
-    cost_usd: float
+    cost_usd: Total
     input_tokens: int = 0
     output_tokens: int = 0
     calls: int = 0
@@ -200,12 +219,12 @@ class SelfHostedCost(BaseModel):
 class CostBreakdown(BaseModel):
     start: float
     end: float
-    total_usd: float
+    total_usd: Total
     by_model: list[CostRow]
     by_agent: list[CostRow]
     by_day: list[CostRow]  # key = YYYY-MM-DD
-    month_to_date_usd: float
-    projected_month_usd: float
+    month_to_date_usd: Total
+    projected_month_usd: Total
     top_runs: list[RunSummary]
     levers: CostLevers
     cost_per_success_usd: float | None = None

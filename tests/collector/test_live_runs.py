@@ -79,3 +79,24 @@ def test_late_spans_after_the_root_open_nothing(store: Store, t0: float) -> None
     (run,) = runs(store, t0)
     assert (run.status, run.steps) == ("ok", 2)
     assert store.query("SELECT sum(opened) AS n FROM runs_agg WHERE project = {p:String}", {"p": P})[0]["n"] == 0
+
+
+def test_spans_with_a_missing_parent_or_a_parent_cycle_are_counted_and_flagged(store: Store, t0: float) -> None:
+    from dataclasses import replace
+
+    live = LiveRuns()
+    spans = agent_run(project=P, start_s=t0, steps=2)
+    by_kind = {s.kind: s for s in spans}
+    orphan = replace(by_kind["tool"], parent_span_id="ff" * 8)  # its parent never arrived
+    a, b = by_kind["step"], by_kind["llm"]
+    cycle = [replace(a, parent_span_id=b.span_id), replace(b, parent_span_id=a.span_id)]
+    ids = {orphan.span_id, a.span_id, b.span_id}
+    ingest(store, live, [s for s in spans if s.span_id not in ids] + [orphan, *cycle])
+    (run,) = runs(store, t0)
+    assert run.status == "ok" and run.tool_calls == 2 and run.llm_calls == 2  # all counted
+    detail = query.get_run(store, P, run.trace_id)
+    assert detail is not None
+    flags = {s.span_id: (s.parent_missing, s.in_cycle) for s in detail.spans}
+    assert flags[orphan.span_id] == (True, False)
+    assert flags[a.span_id] == flags[b.span_id] == (False, True)
+    assert sum(1 for f in flags.values() if f != (False, False)) == 3
