@@ -208,6 +208,7 @@ class _Worker:
         self._cond = threading.Condition()
         self._busy = False
         self._stopping = False
+        self._closed = False  # after stop's join: the history's store may be closed now
         self.dropped = 0
         self._thread = threading.Thread(target=self._loop, name=f"agentwatch-alerts-{name}", daemon=True)
         self._thread.start()
@@ -230,6 +231,7 @@ class _Worker:
             self._stopping = True
             self._cond.notify()
         self._thread.join(timeout)
+        self._closed = True
 
     def _next(self) -> tuple[Notification, int] | None:
         with self._cond:
@@ -268,7 +270,7 @@ class _Worker:
             log.error("alert delivery on %s gave up after %d attempts: %s", self.name, attempt, error)
 
     def _record(self, delivery: Delivery) -> None:
-        if self._stopping:  # after close the history's store may be closed: do not reopen it
+        if self._closed:  # after close the history's store may be closed: do not reopen it
             log.warning("alert delivery on %s finished during shutdown, not recorded: ok=%s %s", self.name, delivery.ok, delivery.error)
             return
         try:

@@ -1,0 +1,156 @@
+"""Per incident, per channel: exactly one firing and one resolved delivery, to a real webhook
+receiver (HMAC-signed, retried after failures), a Slack-compatible hook and a real SMTP
+server; across an evaluator restart nothing is sent twice, and what a stopped process left
+undelivered is sent once by the next one. Spans and alert state live in a real store."""
+
+from __future__ import annotations
+
+import random
+import time
+from email import message_from_bytes
+
+from alerts.channels import IDEMPOTENCY_HEADER, SIGNATURE_HEADER, Dispatcher, sign
+from alerts.evaluator import Evaluator
+from alerts.rules import RulesConfig, parse_rules
+from alerts.sources import StoreBackend
+from collector.storage import queries_alerts as qa
+from collector.storage.base import Store
+from tests.alerts.conftest import Mailbox, Receiver
+from tests.collector.factories import agent_run
+
+T0 = int(time.time()) // 60 * 60 - 3600
+SPIKE = range(20, 26)  # six minutes of 20x spend...
+DIP = 23  # ...with one ordinary minute inside: one incident, not two
+
+
+def rules(hook_url: str, smtp_port: int) -> RulesConfig:
+    return parse_rules(f"""
+dashboard_url: http://dash.example:8501/
+delivery: {{attempts: 4, backoff: 50ms, max_backoff: 100ms}}
+channels:
+  hook: {{type: webhook, url: "{hook_url}", secret: s3cret}}
+  slack: {{type: slack, url: "{hook_url.replace('/hook', '/slack')}"}}
+  mail: {{type: email, host: 127.0.0.1, port: {smtp_port}, from: agentwatch@example.com, to: [oncall@example.com]}}
+rules:
+  - name: spend
+    metric: cost_usd
+    scope: {{agent: "*"}}
+    window: 1m
+    condition: {{kind: anomaly, transform: log, z: 5, z_resolve: 2, min_ratio: 2, history: 30m, season: 0, min_history: 10}}
+    severity: critical
+    channels: [hook, slack, mail, log]
+    resolve_after: 2
+    repeat_interval: 0
+""")
+
+
+def seed(store: Store) -> None:
+    rng = random.Random(5)
+    rows = []
+    for minute in range(32):
+        for agent in ("researcher", "writer"):
+            spike = agent == "researcher" and minute in SPIKE and minute != DIP
+            for k in range(3):
+                cost = rng.uniform(0.008, 0.012) * (20 if spike else 1)
+                rows += agent_run(project="p1", agent=agent, start_s=T0 + minute * 60 + k * 15, steps=1, cost_per_call=cost)
+    store.insert_spans(rows)
+
+
+def make(store: Store, config: RulesConfig) -> tuple[Evaluator, Dispatcher]:
+    backend = StoreBackend(store)
+    dispatcher = Dispatcher(config.channels, record=backend.record, policy=config.delivery)
+    return Evaluator(config, backend, backend, dispatcher), dispatcher
+
+
+def drive(evaluator: Evaluator, minutes: range) -> list[tuple[str, int]]:
+    """Six evaluations a minute, as the collector's schedule does."""
+    out = []
+    for minute in minutes:
+        for tenth in range(6):
+            out += [(event, minute) for event, _ in evaluator.run_once(now=T0 + minute * 60 + 5 + tenth * 10)]
+    return out
+
+
+def by_path(receiver: Receiver, path: str) -> list[dict]:
+    return [r.json() for r in receiver.requests if r.path == path]
+
+
+def test_one_firing_and_one_resolved_per_channel_signed_and_retried(store: Store, receiver: Receiver, smtp_server: tuple[Mailbox, int]) -> None:
+    mailbox, port = smtp_server
+    seed(store)
+    receiver.fail_first = 3  # the first deliveries fail: retried
+    evaluator, dispatcher = make(store, rules(receiver.url, port))
+    try:
+        events = drive(evaluator, range(15, 31))
+        assert dispatcher.flush(15)
+    finally:
+        dispatcher.close()
+    assert events == [("firing", 20), ("resolved", 28)]
+    hooks = [r for r in receiver.requests if r.path == "/hook"]
+    assert [r.json()["event"] for r in hooks] == ["firing", "resolved"]
+    for request in hooks:
+        assert request.headers[SIGNATURE_HEADER.lower()] == sign("s3cret", request.body)
+        assert request.headers[IDEMPOTENCY_HEADER.lower()] == request.json()["idempotency_key"]
+    fired, resolved = (r.json() for r in hooks)
+    alert = fired["alert"]
+    assert alert["scope"] == {"agent": "researcher"} and alert["value"] > 2 * alert["baseline"] and alert["threshold"] is not None
+    assert alert["started_at"] == T0 + 20 * 60 + 5
+    assert fired["link"].startswith("http://dash.example:8501/runs?") and "agent=researcher" in fired["link"] and f"start={T0 + 19 * 60}" in fired["link"]
+    assert resolved["alert"]["alert_id"] == alert["alert_id"] and resolved["alert"]["peak"] >= alert["value"]
+    assert [p["text"].split("]")[0] for p in by_path(receiver, "/slack")] == ["[agentwatch FIRING", "[agentwatch RESOLVED"]
+    mails = mailbox.wait_for(2)
+    assert len(mails) == 2
+    subjects = [message_from_bytes(content)["Subject"] for _, _, content in mails]
+    assert ["FIRING" in subjects[0], "RESOLVED" in subjects[1]] == [True, True]
+    body = message_from_bytes(mails[0][2]).get_payload(decode=True).decode()
+    assert "scope: agent=researcher" in body and "incident started" in body and "baseline" in body and "http://dash.example:8501/runs?" in body
+    rows = store.query(qa.LIST_DELIVERIES, {"project": "p1", "alert_id": alert["alert_id"], "limit": 100})
+    assert sum(not r["ok"] for r in rows) == 3
+    assert sorted((r["channel"], r["event"]) for r in rows if r["ok"]) == sorted(
+        (c, e) for c in ("hook", "slack", "mail", "log") for e in ("firing", "resolved")
+    )
+
+
+def test_a_restart_mid_incident_sends_nothing_twice(store: Store, receiver: Receiver, smtp_server: tuple[Mailbox, int]) -> None:
+    mailbox, port = smtp_server
+    seed(store)
+    first, dispatcher = make(store, rules(receiver.url, port))
+    try:
+        assert drive(first, range(15, 22)) == [("firing", 20)]
+        assert dispatcher.flush(15)
+    finally:
+        dispatcher.close()  # the collector stops mid-incident
+    second, dispatcher = make(store, rules(receiver.url, port))
+    try:
+        assert drive(second, range(22, 31)) == [("resolved", 28)]
+        assert dispatcher.flush(15)
+    finally:
+        dispatcher.close()
+    assert [r["event"] for r in by_path(receiver, "/hook")] == ["firing", "resolved"]
+    assert [p["text"].split("]")[0] for p in by_path(receiver, "/slack")] == ["[agentwatch FIRING", "[agentwatch RESOLVED"]
+    assert len(mailbox.wait_for(2)) == 2
+
+
+def test_a_notification_cut_off_by_a_stop_is_sent_once_after_the_restart(store: Store, receiver: Receiver, smtp_server: tuple[Mailbox, int]) -> None:
+    mailbox, port = smtp_server
+    seed(store)
+    config = rules(receiver.url, port)
+    receiver.fail_first = 10_000  # the webhook receiver is down while the incident opens
+    first, dispatcher = make(store, config)
+    try:
+        assert drive(first, range(15, 22)) == [("firing", 20)]
+        assert dispatcher.flush(15)  # every attempt failed
+    finally:
+        dispatcher.close()
+    assert by_path(receiver, "/hook") == []
+    receiver.fail_first = 0
+    for _ in range(2):  # two restarts: the owed notification goes out once, on the first
+        evaluator, dispatcher = make(store, config)
+        try:
+            assert drive(evaluator, range(22, 23)) == []
+            assert dispatcher.flush(15)
+        finally:
+            dispatcher.close()
+    hooks = by_path(receiver, "/hook")
+    assert [r["event"] for r in hooks] == ["firing"] and hooks[0]["alert"]["started_at"] == T0 + 20 * 60 + 5
+    assert len(by_path(receiver, "/slack")) == 1 and len(mailbox.wait_for(1)) == 1  # delivered before the stop: not again
