@@ -45,7 +45,9 @@ _OPENINFERENCE_KINDS = {
     "LLM": sc.KIND_LLM, "EMBEDDING": sc.KIND_LLM, "TOOL": sc.KIND_TOOL, "RETRIEVER": sc.KIND_RETRIEVAL,
     "RERANKER": sc.KIND_RETRIEVAL, "AGENT": sc.KIND_RUN, "CHAIN": sc.KIND_STEP,
 }
-_TRACELOOP_KINDS = {"workflow": sc.KIND_RUN, "agent": sc.KIND_STEP, "task": sc.KIND_STEP, "tool": sc.KIND_TOOL}
+# A traceloop @agent is the agent, under a @workflow or not (its steps are its tasks); like any
+# run-kind span it is never billed, so an agent span that sums its calls' tokens counts nothing twice.
+_TRACELOOP_KINDS = {"workflow": sc.KIND_RUN, "agent": sc.KIND_RUN, "task": sc.KIND_STEP, "tool": sc.KIND_TOOL}
 _KINDS = frozenset(sc.SPAN_KINDS)
 _TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens")
 
@@ -131,7 +133,7 @@ _map("provider", _nstr, sc.GEN_AI_PROVIDER_NAME, sc.GEN_AI_SYSTEM, sc.LLM_PROVID
 _map("input_tokens", _nint, sc.GEN_AI_USAGE_INPUT_TOKENS, sc.GEN_AI_USAGE_PROMPT_TOKENS, sc.LLM_TOKEN_COUNT_PROMPT, sc.LLM_USAGE_PROMPT_TOKENS)
 _map("output_tokens", _nint, sc.GEN_AI_USAGE_OUTPUT_TOKENS, sc.GEN_AI_USAGE_COMPLETION_TOKENS, sc.LLM_TOKEN_COUNT_COMPLETION, sc.LLM_USAGE_COMPLETION_TOKENS)
 _map("cached_tokens", _nint, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, sc.LLM_TOKEN_COUNT_CACHE_READ, "gen_ai.usage.cache_read_input_tokens")
-_map("agent_name", _nstr, sc.GEN_AI_AGENT_NAME)
+_map("agent_name", _nstr, sc.GEN_AI_AGENT_NAME, sc.OI_AGENT_NAME, sc.TRACELOOP_WORKFLOW_NAME)
 _map("session_id", _nstr, sc.GEN_AI_CONVERSATION_ID, sc.SESSION_ID)
 _map("user_id", _nstr, sc.USER_ID)
 _map("error_type", _nstr, sc.ERROR_TYPE)
@@ -143,7 +145,8 @@ _map("finish_reason", _finish_reason, sc.GEN_AI_RESPONSE_FINISH_REASONS)
 _map("outcome", _nstr, sc.AW_RUN_OUTCOME)
 _map("budget_exceeded", _nstr, sc.AW_BUDGET_EXCEEDED)
 _map("request_id", _nstr, sc.GEN_AI_REQUEST_ID)
-_map("ttft_s", _float, sc.AW_TTFT, sc.GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN)
+# TTFT: then, where none of these is present, openlit's and the stream events' (_stream_latency).
+_map("ttft_s", _float, sc.AW_TTFT, sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, sc.GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN)
 _map("tpot_s", _float, sc.AW_TPOT)
 _map("queue_s", _float, sc.GEN_AI_LATENCY_TIME_IN_QUEUE)
 _map("prefill_s", _float, sc.GEN_AI_LATENCY_TIME_IN_MODEL_PREFILL)
@@ -153,6 +156,19 @@ _map("price_version", _nstr, sc.AW_PRICE_VERSION)
 _map("input_text", _CAPTURED, sc.GEN_AI_INPUT_MESSAGES, sc.INPUT_VALUE, sc.GEN_AI_TOOL_CALL_ARGUMENTS, "gen_ai.prompt")
 _map("output_text", _CAPTURED, sc.GEN_AI_OUTPUT_MESSAGES, sc.OUTPUT_VALUE, sc.GEN_AI_TOOL_CALL_RESULT, "gen_ai.completion")
 _TOKEN_KEYS = tuple(k for k, spec in _SPEC.items() if spec[0] in _TOKEN_COLUMNS)
+
+# Rules the mapping table cannot express (README "Attribute dialects"). The native decoder
+# declines a span that carries one of these signal values, attributes or events, so the rules
+# live here only: a traceloop tool's name is its entity name, a traceloop task inside another
+# task or tool (``traceloop.entity.path`` set) is part of that step; openlit's latencies count
+# for streamed calls only; TTFT and TPOT come from OpenInference's first-token and traceloop's
+# chunk events. (One more, an OpenInference AGENT run without an agent name is named by its
+# span name, is mirrored in the native decoder's finish_span: SDK-style run spans carry it.)
+PYTHON_RULE_SIGNALS: dict[str, frozenset[str]] = {sc.TRACELOOP_SPAN_KIND: frozenset({"task", "tool"})}
+PYTHON_RULE_KEYS = (sc.GEN_AI_SERVER_TIME_TO_FIRST_TOKEN, sc.GEN_AI_SERVER_TIME_PER_OUTPUT_TOKEN)
+STREAM_EVENTS = frozenset({sc.OI_FIRST_TOKEN_EVENT, sc.TRACELOOP_CHUNK_EVENT})
+_NAMED_BY_RULE = frozenset({"AGENT", "task", "tool"})
+
 
 
 class Resource:
@@ -243,6 +259,7 @@ class Normalizer:
                     ranks[column] = rank
         if extra and self.redact is not None:
             self._redact_extra(extra)
+        dialect = cols.get("@tl") or cols.get("@oi") if cols else None
         kind = _kind(cols, name, parent_span_id) if cols else sc.KIND_OTHER
         if len(name) > max_len or len(status_message) > max_len:
             name, status_message = self.text(name), self.text(status_message)
@@ -257,6 +274,10 @@ class Normalizer:
             self._events(row, events)
         elif row.error_type and not row.is_timeout and "timeout" in row.error_type.lower():
             row.is_timeout = True
+        if dialect in _NAMED_BY_RULE:
+            _names(row, dialect, extra)
+        if kind == sc.KIND_LLM and (row.ttft_s is None or row.tpot_s is None) and (events or extra):
+            _stream_latency(row, events, extra)
         if kind == sc.KIND_LLM and row.model and self.pricer is not None:
             self._price(row)
         return row
@@ -309,6 +330,49 @@ class Normalizer:
         except Exception:  # a price table bug must not lose the span
             log.exception("pricing failed for model %r", model)
             return None
+
+
+def _names(row: SpanRow, dialect: str, extra: dict[str, str]) -> None:
+    """Tool names, agent names and step boundaries the mapping table cannot express."""
+    if dialect == "tool" and row.kind == sc.KIND_TOOL and not row.tool_name:
+        row.tool_name = extra.get(sc.TRACELOOP_ENTITY_NAME, "")
+    elif dialect == "task" and row.kind == sc.KIND_STEP and sc.TRACELOOP_ENTITY_PATH in extra:
+        row.kind = sc.KIND_OTHER  # a task inside a task or tool is part of that step, not one more
+    elif dialect == "AGENT" and row.kind == sc.KIND_RUN and not row.agent_name:
+        row.agent_name = row.name
+
+
+def _seconds(value: str | None) -> float | None:
+    seconds = _float(value)
+    return seconds if seconds is not None and seconds >= 0 else None
+
+
+def _stream_latency(row: SpanRow, events: list[dict[str, Any]] | None, extra: dict[str, str]) -> None:
+    """TTFT and TPOT of an LLM span from openlit's attributes or from stream events.
+
+    openlit records a call it did not stream with its whole duration as TTFT and 0 as TPOT:
+    neither counts. Events: OpenInference's first-token event, traceloop's event per chunk;
+    TTFT is the first one's time after the span start, TPOT the time from it to the last chunk
+    (the span end when only the first is recorded) over the output tokens after the first.
+    """
+    if sc.GEN_AI_SERVER_TIME_TO_FIRST_TOKEN in extra and extra.get(sc.GEN_AI_REQUEST_STREAM) != "false":
+        if row.ttft_s is None:
+            row.ttft_s = _seconds(extra[sc.GEN_AI_SERVER_TIME_TO_FIRST_TOKEN]) or None
+        if row.tpot_s is None:
+            row.tpot_s = _seconds(extra.get(sc.GEN_AI_SERVER_TIME_PER_OUTPUT_TOKEN)) or None  # openlit's TPOT is 0 for one chunk
+    if not events or (row.ttft_s is not None and row.tpot_s is not None):
+        return
+    start, end = row.start_time_ns, row.end_time_ns
+    times = [t for e in events if e.get("name") in STREAM_EVENTS and type(t := e.get("time_ns")) is int and start <= t <= end]
+    if not times:
+        return
+    first, last = min(times), max(times)
+    if row.ttft_s is None:
+        row.ttft_s = (first - start) / 1e9
+    if row.tpot_s is None and row.output_tokens > 1:
+        last = last if last > first else end  # OpenInference records the first chunk only
+        if last > first:
+            row.tpot_s = (last - first) / 1e9 / (row.output_tokens - 1)
 
 
 def _kind(cols: dict[str, Any], name: str, parent: str) -> str:

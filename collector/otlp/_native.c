@@ -261,7 +261,7 @@ enum {
     F_PROJECT, F_TRACE_ID, F_SPAN_ID, F_PARENT, F_NAME, F_KIND, F_START, F_END, F_SERVICE,
     F_STATUS_CODE, F_STATUS_MESSAGE, F_ERROR_TYPE, F_IS_TIMEOUT, F_MODEL, F_PROVIDER,
     F_INPUT_TOKENS, F_OUTPUT_TOKENS, F_CACHED_TOKENS, F_COST, F_PRICE_VERSION, F_TOOL_NAME,
-    F_REQUEST_ID, F_DECODE_S, F_QUEUE_S, F_ATTRIBUTES, F_RESOURCE, F_EVENTS, N_NAMED
+    F_REQUEST_ID, F_DECODE_S, F_QUEUE_S, F_ATTRIBUTES, F_RESOURCE, F_EVENTS, F_AGENT_NAME, N_NAMED
 };
 /* Kind signals, after the row's fields. */
 enum { S_KIND, S_OP, S_OI, S_TL, S_LLM, S_IGNORED, N_SIGNALS };
@@ -1042,6 +1042,15 @@ static int finish_span(Request *r, SpanFields *f) {
         set_value(values, set, nm[F_NAME], name);
         set_value(values, set, nm[F_STATUS_MESSAGE], message);
         set_value(values, set, nm[F_KIND], kind);
+        /* collector.normalize._names: an OpenInference AGENT run without an agent name is named by its span */
+        int nf = d->nfields;
+        if (set[nf + S_OI] && !set[nf + S_TL] && !set[nm[F_AGENT_NAME]] && PyUnicode_Check(values[nf + S_OI]) &&
+            PyUnicode_CompareWithASCIIString(values[nf + S_OI], "AGENT") == 0 && PyUnicode_Compare(kind, d->k_run) == 0)
+            set_value(values, set, nm[F_AGENT_NAME], Py_NewRef(values[nm[F_NAME]]));
+        if (PyErr_Occurred()) {
+            rc = -1;
+            goto done;
+        }
         set_value(values, set, nm[F_STATUS_CODE], Py_NewRef(PyTuple_GET_ITEM(d->status_names, code >= 0 && code < 3 ? code : 0)));
         set_value(values, set, nm[F_PROJECT], Py_NewRef(r->project));
         set_value(values, set, nm[F_SERVICE], Py_NewRef(r->service));

@@ -41,7 +41,7 @@ NAMED_FIELDS = (
     "project", "trace_id", "span_id", "parent_span_id", "name", "kind", "start_time_ns", "end_time_ns",
     "service_name", "status_code", "status_message", "error_type", "is_timeout", "model", "provider",
     "input_tokens", "output_tokens", "cached_tokens", "cost_usd", "price_version", "tool_name",
-    "request_id", "decode_s", "queue_s", "attributes", "resource", "events",
+    "request_id", "decode_s", "queue_s", "attributes", "resource", "events", "agent_name",
 )
 # Kind signals, in the order of its S_* enum; they live after the row's fields.
 SIGNALS = ("@kind", "@op", "@oi", "@tl", "@llm", "@project")
@@ -78,11 +78,32 @@ def _defaults() -> tuple[Any, ...]:
     return tuple(out)
 
 
+class _PythonRule(Exception):
+    """Raised by a hook to decline a span whose dialect rule lives only in ``collector.normalize``."""
+
+
+def _python_rule(value: Any) -> None:
+    raise _PythonRule
+
+
+def _unless(values: frozenset[str], convert: Any) -> Any:
+    """``convert``, but a value in ``values`` declines the span (normalize.PYTHON_RULE_SIGNALS)."""
+
+    def checked(value: Any) -> Any:
+        if type(value) is str and value in values:
+            raise _PythonRule
+        return convert(value)
+
+    return checked
+
+
 def _spec() -> dict[str, tuple[int, int, int, Any]]:
     slot_of = {name: i for i, name in enumerate(SPAN_FIELDS)}
     slot_of.update({name: len(SPAN_FIELDS) + i for i, name in enumerate(SIGNALS)})
     spec = {}
     for key, (column, rank, convert) in normalize._SPEC.items():
+        if key in normalize.PYTHON_RULE_SIGNALS:
+            convert = _unless(normalize.PYTHON_RULE_SIGNALS[key], convert)
         if convert is None:
             conv = _CONV_CAPTURED
         elif convert is normalize._nstr:
@@ -90,7 +111,22 @@ def _spec() -> dict[str, tuple[int, int, int, Any]]:
         else:
             conv = _CONV_CALL
         spec[key] = (slot_of[column], rank, conv, convert)
+    for key in normalize.PYTHON_RULE_KEYS:  # never stored by C: its converter always declines
+        spec[key] = (slot_of["name"], -1, _CONV_CALL, _python_rule)
     return spec
+
+
+def _events_hook(events_fn: Any) -> Any:
+    """The normaliser's event handling, but stream events (TTFT, TPOT) decline the span."""
+    stream_events = normalize.STREAM_EVENTS
+
+    def events(events: list[dict[str, Any]], error_type: str) -> tuple[str, str]:
+        for event in events:
+            if event.get("name") in stream_events:
+                raise _PythonRule
+        return events_fn(events, error_type)
+
+    return events
 
 
 class NativeDecoder:
@@ -109,7 +145,7 @@ class NativeDecoder:
             _spec(), _defaults(), tuple(_column_type(f) for f in SPANS_SCHEMA),
             tuple(SPAN_FIELDS.index(name) for name in NAMED_FIELDS),
             normalize._CONTENT_PREFIXES, nz.text, nz.captured, nz.redact,
-            nz.price if nz.pricer is not None else None, resource, nz.events,
+            nz.price if nz.pricer is not None else None, resource, _events_hook(nz.events),
             set(normalize._KINDS), dict(normalize._OPERATION_KINDS), dict(normalize._OPENINFERENCE_KINDS),
             dict(normalize._TRACELOOP_KINDS), sc.VLLM_SPAN_NAME,
             (sc.KIND_RUN, sc.KIND_STEP, sc.KIND_LLM, sc.KIND_TOOL, sc.KIND_OTHER),

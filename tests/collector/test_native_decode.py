@@ -29,10 +29,13 @@ NORMALIZERS = {
     "plain": Normalizer(),
     "priced-redacted-short": Normalizer(max_attribute_length=24, redactor=Redactor.from_setting("default"), pricer=sdk_pricer()),
 }
-KEYS = sorted(set(normalize._SPEC) | set(gen.SEMCONV_KEYS)) + ["input.mime_type", "gen_ai.prompt.0.content", "exception.type", "custom.key"]
+KEYS = sorted(set(normalize._SPEC) | set(gen.SEMCONV_KEYS) | set(normalize.PYTHON_RULE_KEYS)) + [
+    "input.mime_type", "gen_ai.prompt.0.content", "exception.type", "custom.key"]
+_EVENT_NAMES = ["exception", "log", "", *sorted(normalize.STREAM_EVENTS)]
 _TEXT = st.one_of(
     st.text(max_size=30), st.sampled_from(["", "llm", "run", "step", "tool", "TOOL", "CHAIN", "chat", "workflow", "gpt-4o-mini",
-                                           "openai", "TimeoutError", "a@b.example", "sk-" + "x" * 30, "é" * 30]),
+                                           "openai", "TimeoutError", "a@b.example", "sk-" + "x" * 30, "é" * 30,
+                                           "AGENT", "agent", "task", "false", "openai/gpt-4o-mini"]),
 )
 _SCALARS = st.one_of(_TEXT, st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.binary(max_size=9))
 _VALUES = st.one_of(_SCALARS, st.none(), st.lists(_SCALARS, max_size=3), st.dictionaries(st.text(max_size=5), _SCALARS, max_size=2))
@@ -63,8 +66,10 @@ def requests(draw: st.DrawFn) -> bytes:
                     span.attributes.append(KeyValue(key=key, value=_any(value)))
                 for _ in range(draw(st.integers(0, 2))):
                     event = span.events.add()
-                    event.name = draw(st.sampled_from(["exception", "log", ""]))
-                    event.time_unix_nano = draw(st.integers(0, 2**64 - 1))
+                    event.name = draw(st.sampled_from(_EVENT_NAMES))
+                    after_start, ns = draw(st.one_of(st.tuples(st.just(False), st.integers(0, 2**64 - 1)),
+                                                     st.tuples(st.just(True), st.integers(0, 10**10))))  # a stream event
+                    event.time_unix_nano = min(spec.start + ns, 2**64 - 1) if after_start else ns
                     for key, value in draw(st.lists(st.tuples(st.sampled_from(["exception.type", "exception.message", "k"]), _VALUES), max_size=3)):
                         event.attributes.append(KeyValue(key=key, value=_any(value)))
                 if draw(st.integers(0, 9)) == 0:
@@ -230,3 +235,58 @@ def test_agent_workload_as_json_is_decoded_natively(content: bool) -> None:
         decoded = decoder.decode(wire, "p")
         assert decoded.declined == [] and decoded.table.num_rows == decoded.spans == count > 0
         _assert_same(*_both(json_body, normalizer, fmt=JSON))
+
+
+# --- dialect rules that live in Python only: the native decoder declines those spans ---------------
+
+def _dialect_request(spans: list[tuple[str, str, dict, list[tuple[str, int]]]]) -> bytes:
+    """(name, parent span id hex, attributes, [(event name, ms after start)]) -> one request."""
+    request = ExportTraceServiceRequest()
+    scope = request.resource_spans.add().scope_spans.add()
+    start = time.time_ns() - 60 * 10**9
+    for i, (name, parent, attributes, events) in enumerate(spans):
+        span = scope.spans.add(name=name, trace_id=bytes.fromhex("ab" * 16), span_id=(i + 1).to_bytes(8, "big"),
+                               parent_span_id=bytes.fromhex(parent), start_time_unix_nano=start, end_time_unix_nano=start + 900 * 10**6)
+        for key, value in attributes.items():
+            span.attributes.append(KeyValue(key=key, value=_any(value)))
+        for event_name, ms in events:
+            span.events.add(name=event_name, time_unix_nano=start + ms * 10**6)
+    return request.SerializeToString()
+
+
+def test_dialect_spans_decode_the_same_natively_and_only_rule_spans_are_declined() -> None:
+    from tests.collector import test_normalize_dialects as real
+
+    parent = "0a" * 8
+    chunks = [(sc.TRACELOOP_CHUNK_EVENT, 150 + 10 * i) for i in range(20)]
+    spans = [  # (name, parent, attributes, events), declined by the native decoder?
+        (("research.workflow", "", {"traceloop.span.kind": "workflow", "traceloop.entity.name": "research",
+                                    "traceloop.workflow.name": "research"}, []), False),
+        (("researcher.agent", parent, {"traceloop.span.kind": "agent", "traceloop.entity.name": "researcher",
+                                       "traceloop.workflow.name": "researcher"}, []), False),
+        (("plan.task", parent, {"traceloop.span.kind": "task", "traceloop.entity.name": "plan"}, []), True),
+        (("search.tool", parent, {"traceloop.span.kind": "tool", "traceloop.entity.name": "search",
+                                  "traceloop.entity.path": "plan"}, []), True),
+        (("openai.chat", parent, real.TRACELOOP_LLM, []), False),
+        (("openai.chat", parent, real.TRACELOOP_LLM, chunks), True),
+        (("ChatCompletion", parent, real.OPENINFERENCE_LLM, [(sc.OI_FIRST_TOKEN_EVENT, 180)]), True),
+        (("ChatCompletion", parent, real.OPENINFERENCE_LLM, [("exception", 5)]), False),
+        (("Agent.run", "", {"openinference.span.kind": "AGENT"}, []), False),  # named by its span name natively too
+        (("Agent.run", "", {"openinference.span.kind": "AGENT", "agent.name": "researcher"}, []), False),
+        (("Step 1", parent, {"openinference.span.kind": "CHAIN"}, []), False),
+        (("chat gpt-4o-mini", parent, real.OPENLIT_STREAM, []), True),
+        (("chat gpt-4o-mini", parent, {**real.OPENAI_V2, "gen_ai.response.model": "openai/gpt-4o-mini"}, []), False),
+        (("execute_tool search", parent, {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}, []), False),
+    ]
+    body = _dialect_request([span for span, _ in spans])
+    for normalizer in NORMALIZERS.values():
+        decoded = native.NativeDecoder(normalizer).decode(body, "p")
+        assert decoded.declined == [i for i, (_, declined) in enumerate(spans) if declined]
+        python, fast = _both(body, normalizer)
+        _assert_same(python, fast)
+    rows = python.table.to_pylist()
+    assert [r["kind"] for r in rows[:4]] == ["run", "run", "step", "tool"] and rows[3]["tool_name"] == "search"
+    assert rows[5]["ttft_s"] == pytest.approx(0.15) and rows[6]["ttft_s"] == pytest.approx(0.18)
+    assert (rows[8]["agent_name"], rows[9]["agent_name"]) == ("Agent.run", "researcher")
+    assert rows[11]["ttft_s"] == pytest.approx(0.2146)
+    assert rows[12]["cost_usd"] > 0  # priced-redacted-short was the last normaliser

@@ -54,7 +54,7 @@ def test_root_chain_is_the_run() -> None:
     assert normalize_span({"openinference.span.kind": "CHAIN"}).kind == "run"
 
 
-@pytest.mark.parametrize("tl_kind, kind", [("workflow", "run"), ("task", "step"), ("agent", "step"), ("tool", "tool")])
+@pytest.mark.parametrize("tl_kind, kind", [("workflow", "run"), ("task", "step"), ("agent", "run"), ("tool", "tool")])
 def test_openllmetry_kinds(tl_kind: str, kind: str) -> None:
     assert normalize_span({"traceloop.span.kind": tl_kind}, parent_span_id="d" * 16).kind == kind
 
