@@ -168,7 +168,7 @@ def _details(notification: Notification) -> str:
     if alert.no_data_since is not None:
         lines.append(f"no data since {_when(alert.no_data_since)}")
     if notification.link:
-        lines.append(f"runs in the incident window: {notification.link}")
+        lines.append(f"the incident and its most expensive runs: {notification.link}")
     lines.append(f"fingerprint {alert.fingerprint}, alert {alert.alert_id}")
     return "\n".join(lines)
 

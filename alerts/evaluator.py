@@ -312,13 +312,14 @@ class Evaluator:
         return [(event, snapshot)]
 
     def _link(self, rule: Rule, alert: Alert, now: float) -> str:
-        """The dashboard's runs page on the incident's window and scope, most expensive first."""
+        """The dashboard's Alerts page opened on this incident: its metric against the baseline
+        over the incident's window and scope, and the runs of that window, most expensive first."""
         if not self.config.dashboard_url:
             return ""
         onset = math.floor(alert.started_at / rule.window_s) * rule.window_s - rule.window_s
         end = (alert.resolved_at if alert.resolved_at is not None else now) + rule.window_s
-        params = {"start": int(onset), "end": math.ceil(end), **{k: v for k, v in sorted(alert.scope.items()) if k != "project"}, "sort": "cost", "alert": alert.alert_id}
-        return f"{self.config.dashboard_url}/runs?{urllib.parse.urlencode(params)}"
+        params = {"alert": alert.alert_id, "start": int(onset), "end": math.ceil(end), **{k: v for k, v in sorted(alert.scope.items()) if k != "project"}}
+        return f"{self.config.dashboard_url}/alerts?{urllib.parse.urlencode(params)}"
 
 
 def _peak(peak: float | None, value: float | None, direction: str) -> float | None:

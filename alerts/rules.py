@@ -337,7 +337,8 @@ class _Doc:
         window = self.duration(data.get("window", "5m"), (*path, "window"))
         if window < 1:
             raise self.error((*path, "window"), "must be at least 1s")
-        buckets = condition.history_buckets(int(window)) + 2
+        hidden = getattr(condition, "relearn_after", -2) + 2  # read on top while an incident hides its buckets
+        buckets = condition.history_buckets(int(window)) + 2 + hidden
         if buckets > MAX_BUCKETS:
             raise self.error((*path, "window"), f"the condition's history needs {buckets} buckets of this window; at most {MAX_BUCKETS} (longer window or shorter history)")
         return Rule(

@@ -1,59 +1,135 @@
-"""Alerts: firing and resolved alerts with their evidence (metric against baseline), and the rules."""
+"""Alerts: incidents (one per rule and scope, from firing to resolved) with their evidence: the
+metric against its baseline and threshold with the incident shaded, and the most expensive runs
+of the incident's window; firing, resolved and no-data counts; the rules in force.
+
+``?alert=<id>`` (the link in every notification) opens that incident."""
 
 from __future__ import annotations
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
-from collector.api.schemas import AlertOut, AlertRuleOut
+from collector.api.schemas import AlertOut, AlertRuleOut, RunsPage, TimeSeries
 from dashboard import charts, ui
+
+CONTEXT_WINDOWS = 12  # windows of the metric shown before an incident
+TOP_RUNS = 5
 
 
 def render() -> None:
     st.title("Alerts")
     win = ui.window()
+    rules: dict[str, AlertRuleOut] = {}
+    with ui.guarded("the alert rules"):
+        rules = {r.name: r for r in ui.fetch("alert_rules")}
     with ui.guarded("the alerts"):
         firing: list[AlertOut] = ui.fetch("alerts", state="firing")
-        resolved: list[AlertOut] = ui.fetch("alerts", state="resolved", start=win.start, end=win.end)
-        c = st.columns(2)
+        history: list[AlertOut] = ui.fetch("alerts", start=win.start, end=win.end)
+        resolved = [a for a in history if a.state == "resolved"]
+        c = st.columns(3)
         c[0].metric("Firing now", len(firing))
         c[1].metric(f"Resolved, {win.label.lower()}", len(resolved))
+        c[2].metric("No data now", sum(a.no_data_since is not None for a in firing))
+        focus = st.query_params.get("alert", "")
         st.subheader("Firing")
         if firing:
             for alert in firing:
-                _evidence(alert)
+                _incident(alert, rules.get(alert.rule), expanded=not focus or focus == alert.alert_id)
         else:
             st.success("No alert is firing.")
-        st.subheader("Resolved")
-        if resolved:
-            st.dataframe(alerts_frame(resolved), hide_index=True)
-        else:
-            st.caption("No alert resolved in this range.")
+        st.subheader(f"Incidents, {win.label.lower()}")
+        _history(history, rules, focus, {a.alert_id for a in firing})
     with ui.guarded("the alert rules"):
-        _rules(ui.fetch("alert_rules"))
+        _rules(list(rules.values()))
 
 
-def _evidence(alert: AlertOut) -> None:
+def _history(history: list[AlertOut], rules: dict[str, AlertRuleOut], focus: str, firing: set[str]) -> None:
+    if not history:
+        st.caption("No incident in this range.")
+        return
+    st.dataframe(incidents_frame(history), hide_index=True)
+    done = [a for a in history if a.alert_id not in firing]
+    if not done:
+        return
+    labels = {a.alert_id: f"{a.rule} {_scope(a)} · {ui.fmt_time(a.started_at)}" for a in done}
+    ids = list(labels)
+    chosen = st.selectbox("Show incident", ids, index=ids.index(focus) if focus in ids else 0, format_func=labels.__getitem__, key="alerts_incident")
+    alert = next(a for a in done if a.alert_id == chosen)
+    _incident(alert, rules.get(alert.rule), expanded=True)
+
+
+def _scope(alert: AlertOut) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(alert.scope.items())) or "whole project"
+
+
+def _duration(alert: AlertOut, now: float | None = None) -> float | None:
+    end = alert.resolved_at if alert.resolved_at is not None else now
+    return None if end is None else max(end - alert.started_at, 0.0)
+
+
+def _fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def _incident(alert: AlertOut, rule: AlertRuleOut | None, *, expanded: bool) -> None:
     unit = ui.unit_of(alert.metric)
-    with st.expander(f"[{alert.severity}] {alert.rule}: {alert.message}", expanded=True):
-        c = st.columns([1, 1, 1, 2])
+    state = "no data" if alert.no_data_since is not None and alert.state == "firing" else alert.state
+    with st.expander(f"[{alert.severity}] {alert.rule} · {_scope(alert)} · {state}: {alert.message}", expanded=expanded):
+        c = st.columns([1, 1, 1, 1, 2])
         change = (alert.value - alert.baseline) / alert.baseline if alert.value is not None and alert.baseline else None
         c[0].metric(f"{alert.metric} now", ui.fmt(alert.value, unit), delta=ui.fmt_change(change).replace("previous", "baseline") if change is not None else None, delta_color="inverse")
         c[1].metric("Baseline", ui.fmt(alert.baseline, unit))
         c[2].metric("Threshold", ui.fmt(alert.threshold, unit))
-        scope = ", ".join(f"{k}={v}" for k, v in alert.scope.items()) or "whole project"
-        c[3].markdown(f"Scope: **{scope}**  \nFiring since {ui.fmt_time(alert.started_at)}  \nLast notified {ui.fmt_time(alert.last_notified_at)}")
-        bars = [(k, v) for k, v in (("value", alert.value), ("baseline", alert.baseline), ("threshold", alert.threshold)) if v is not None]
-        if bars:
-            st.plotly_chart(charts.bar_figure([k for k, _ in bars], [v for _, v in bars], f"{alert.metric}: value against baseline", unit), key=f"alert-{alert.alert_id}")
+        c[3].metric("Peak", ui.fmt(alert.peak, unit))
+        ended = f"resolved {ui.fmt_time(alert.resolved_at)} after {_fmt_duration(_duration(alert))}" if alert.resolved_at is not None else "still firing"
+        no_data = f"  \nNo data since {ui.fmt_time(alert.no_data_since)}: missing data never resolves an incident" if alert.no_data_since is not None else ""
+        c[4].markdown(f"Scope: **{_scope(alert)}**  \nStarted {ui.fmt_time(alert.started_at)}, {ended}  \nLast notified {ui.fmt_time(alert.last_notified_at)}{no_data}")
+        step = rule.window_s if rule is not None else 60
+        start, end = _span(alert, step)
+        filters = {k: v for k, v in alert.scope.items() if k in ("agent", "model")}
+        with ui.guarded(f"the {alert.metric} series"):
+            series: TimeSeries = ui.fetch("timeseries", metric=alert.metric, start=start, end=end, step_s=step, **filters)
+            st.plotly_chart(incident_figure(series, alert, unit), key=f"alert-chart-{alert.alert_id}")
+        with ui.guarded("the incident's runs"):
+            page: RunsPage = ui.fetch("runs", start=start + (CONTEXT_WINDOWS - 1) * step, end=end, sort="-cost_usd", limit=TOP_RUNS, **filters)
+            if page.items:
+                st.caption(f"The {len(page.items)} most expensive runs of the incident's window (open one for its steps):")
+                frame = ui.runs_frame(page.items)
+                st.dataframe(frame, hide_index=True, column_config=ui.RUN_COLUMNS, column_order=[c for c in frame.columns if c != "trace_id"], key=f"alert-runs-{alert.alert_id}")
+            else:
+                st.caption("No run started in the incident's window.")
 
 
-def alerts_frame(alerts: list[AlertOut]) -> pd.DataFrame:
+def _span(alert: AlertOut, step: int) -> tuple[float, float]:
+    """The incident's window with ``CONTEXT_WINDOWS`` windows before it and two after, on bucket bounds."""
+    start = (alert.started_at // step - CONTEXT_WINDOWS) * step
+    end_at = alert.resolved_at if alert.resolved_at is not None else ui.window().end
+    return float(start), float((end_at // step + 2) * step)
+
+
+def incident_figure(series: TimeSeries, alert: AlertOut, unit: str) -> go.Figure:
+    """The metric over time, its baseline and threshold, and the incident shaded."""
+    fig = charts.series_figure([series], f"{alert.metric}: the incident against its baseline", unit)
+    end = alert.resolved_at if alert.resolved_at is not None else (series.points[-1].t + series.step_s if series.points else alert.started_at)
+    fig.add_vrect(x0=charts._dt(alert.started_at), x1=charts._dt(end), fillcolor=charts.ERROR_COLOUR, opacity=0.12, line_width=0, annotation_text="incident")
+    for name, value, dash in (("baseline", alert.baseline, "dot"), ("threshold", alert.threshold, "dash")):
+        if value is not None:
+            fig.add_hline(y=value, line_dash=dash, annotation_text=name, line_color="#7f7f7f")
+    return fig
+
+
+def incidents_frame(alerts: list[AlertOut]) -> pd.DataFrame:
     return pd.DataFrame([{
-        "rule": a.rule, "severity": a.severity, "metric": a.metric, "scope": ", ".join(f"{k}={v}" for k, v in a.scope.items()),
-        "value": ui.fmt(a.value, ui.unit_of(a.metric)), "baseline": ui.fmt(a.baseline, ui.unit_of(a.metric)),
-        "threshold": ui.fmt(a.threshold, ui.unit_of(a.metric)), "started": ui.fmt_time(a.started_at), "resolved": ui.fmt_time(a.resolved_at),
-        "message": a.message,
+        "rule": a.rule, "severity": a.severity, "scope": _scope(a),
+        "state": "no data" if a.no_data_since is not None and a.state == "firing" else a.state,
+        "started": ui.fmt_time(a.started_at), "ended": ui.fmt_time(a.resolved_at), "duration": _fmt_duration(_duration(a)),
+        "peak": ui.fmt(a.peak, ui.unit_of(a.metric)), "baseline": ui.fmt(a.baseline, ui.unit_of(a.metric)),
+        "threshold": ui.fmt(a.threshold, ui.unit_of(a.metric)), "metric": a.metric,
     } for a in alerts])
 
 
@@ -65,8 +141,17 @@ def _rules(rules: list[AlertRuleOut]) -> None:
     st.table(pd.DataFrame([{  # a few rows: a plain HTML table, readable and searchable in the page
         "name": r.name, "metric": r.metric, "scope": ", ".join(f"{k}={v}" for k, v in r.scope.items()) or "project",
         "window": f"{r.window_s} s", "condition": ", ".join(f"{k} {v}" for k, v in r.condition.items()), "severity": r.severity,
-        "channels": ", ".join(r.channels), "cool-down": f"{r.cooldown_s} s",
+        "channels": ", ".join(r.channels), "lifecycle": _lifecycle(r),
     } for r in rules]).set_index("name"))
+
+
+def _lifecycle(rule: AlertRuleOut) -> str:
+    parts = [f"for {rule.for_s} s"] if rule.for_s else []
+    parts.append(f"resolves after {rule.resolve_after} clear window{'s' if rule.resolve_after != 1 else ''}")
+    parts += [f"held {rule.keep_firing_for_s} s"] if rule.keep_firing_for_s else []
+    parts.append(f"repeats every {rule.cooldown_s} s" if rule.cooldown_s else "no repeats")
+    parts += ["notifies no data"] if rule.no_data == "notify" else []
+    return ", ".join(parts)
 
 
 render()

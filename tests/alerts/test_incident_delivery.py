@@ -95,7 +95,7 @@ def test_one_firing_and_one_resolved_per_channel_signed_and_retried(store: Store
     alert = fired["alert"]
     assert alert["scope"] == {"agent": "researcher"} and alert["value"] > 2 * alert["baseline"] and alert["threshold"] is not None
     assert alert["started_at"] == T0 + 20 * 60 + 5
-    assert fired["link"].startswith("http://dash.example:8501/runs?") and "agent=researcher" in fired["link"] and f"start={T0 + 19 * 60}" in fired["link"]
+    assert fired["link"].startswith(f"http://dash.example:8501/alerts?alert={alert['alert_id']}&") and "agent=researcher" in fired["link"] and f"start={T0 + 19 * 60}" in fired["link"]
     assert resolved["alert"]["alert_id"] == alert["alert_id"] and resolved["alert"]["peak"] >= alert["value"]
     assert [p["text"].split("]")[0] for p in by_path(receiver, "/slack")] == ["[agentwatch FIRING", "[agentwatch RESOLVED"]
     mails = mailbox.wait_for(2)
@@ -103,7 +103,7 @@ def test_one_firing_and_one_resolved_per_channel_signed_and_retried(store: Store
     subjects = [message_from_bytes(content)["Subject"] for _, _, content in mails]
     assert ["FIRING" in subjects[0], "RESOLVED" in subjects[1]] == [True, True]
     body = message_from_bytes(mails[0][2]).get_payload(decode=True).decode()
-    assert "scope: agent=researcher" in body and "incident started" in body and "baseline" in body and "http://dash.example:8501/runs?" in body
+    assert "scope: agent=researcher" in body and "incident started" in body and "baseline" in body and "http://dash.example:8501/alerts?alert=" in body
     rows = store.query(qa.LIST_DELIVERIES, {"project": "p1", "alert_id": alert["alert_id"], "limit": 100})
     assert sum(not r["ok"] for r in rows) == 3
     assert sorted((r["channel"], r["event"]) for r in rows if r["ok"]) == sorted(
