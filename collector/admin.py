@@ -8,10 +8,14 @@ say nothing about any project, and a reason names a part, never a path, URL or e
 health (queue, spool, lag, store), never another project's figures; the collector-wide span
 counters are internals for the operator, who asks with the admin token.
 
-Key administration (``/admin/keys``) lets ``agentwatch keys ...`` work while the collector
-owns the embedded data directory. It is authenticated by the admin token the collector
-writes, readable only by its user, into the data directory at start: whoever can read the
-data files anyway can manage keys, nobody else.
+Administration lives under one prefix, ``/api/admin`` (``collector.scopes.ADMIN_PREFIX``), behind
+one dependency (``AdminDep``): keys, engine scrape targets, re-pricing (``collector.reprice``)
+and the audit log. Callers are the operator's admin token, which the collector writes at
+start into the data directory readable only by its user (whoever can read the data files
+anyway; it lets ``agentwatch keys ...`` work while the collector owns the embedded data
+directory), or a project key with the ``admin`` scope, which manages its own project only.
+The old paths ``/admin/keys...`` stay as aliases for existing clients. Every change is
+recorded in ``audit_log`` (``GET /api/admin/audit``).
 """
 
 from __future__ import annotations
@@ -21,18 +25,21 @@ import hmac
 import logging
 import os
 import secrets
-from pathlib import Path
-from typing import Annotated
+from pathlib import Path as FilePath
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from collector.api.schemas import IngestStatus
-from collector.deps import bearer_token, get_project
+from collector.deps import SettingsDep, StoreDep, bearer_token, get_project
+from collector.engines import EngineLimit, TargetRefused, add_engine, audit, delete_engine
 from collector.keys import KeyAdminError, KeyRing
 from collector.metrics import CONTENT_TYPE
+from collector.scopes import ADMIN, ADMIN_PREFIX, Principal, ScopeError, principal
 from collector.storage import queries
+from collector.storage import queries_admin as qa
 from collector.storage.base import StoreError
 
 ADMIN_TOKEN_FILE = "admin.token"
@@ -41,9 +48,11 @@ READY_TIMEOUT_S = 2.0  # a store slower than this to answer ``/ready`` counts as
 log = logging.getLogger(__name__)
 
 router = APIRouter()
+admin_router = APIRouter(prefix=ADMIN_PREFIX, tags=["admin"])
+MAX_AUDIT = 1000
 
 
-def write_admin_token(data_dir: Path) -> str:
+def write_admin_token(data_dir: FilePath) -> str:
     """A fresh admin token for this run, in ``data_dir/admin.token`` with mode 0600."""
     token = secrets.token_urlsafe(32)
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -54,7 +63,7 @@ def write_admin_token(data_dir: Path) -> str:
     return token
 
 
-def read_admin_token(data_dir: Path) -> str | None:
+def read_admin_token(data_dir: FilePath) -> str | None:
     try:
         return (data_dir / ADMIN_TOKEN_FILE).read_text().strip() or None
     except OSError:
@@ -67,10 +76,23 @@ def _is_admin(request: Request) -> bool:
     return bool(expected) and hmac.compare_digest(given.encode(), expected.encode())
 
 
-def _admin(request: Request) -> KeyRing:
-    if not _is_admin(request):
-        raise HTTPException(401, "admin endpoints need the token from <data dir>/admin.token", headers={"WWW-Authenticate": "Bearer"})
-    return request.app.state.keyring
+async def admin_caller(request: Request) -> Principal:
+    """The one dependency of every admin route: the operator, or a key with the ``admin`` scope."""
+    caller = await principal(request)
+    if ADMIN not in caller.scopes:
+        raise HTTPException(403, "admin endpoints need a key with the 'admin' scope or the token from <data dir>/admin.token")
+    return caller
+
+
+def scoped_project(caller: Principal, requested: str | None, *, required: bool) -> str | None:
+    """The project an admin action applies to: an admin key's own; the operator names one."""
+    if caller.project is None:
+        if required and not requested:
+            raise HTTPException(422, "the admin token manages every project: name the project ('project')")
+        return requested or None
+    if requested and requested != caller.project:
+        raise HTTPException(403, f"this key manages project {caller.project!r} only")
+    return caller.project
 
 
 async def _ingest_scope(request: Request) -> str | None:
@@ -78,12 +100,54 @@ async def _ingest_scope(request: Request) -> str | None:
     return None if _is_admin(request) else await get_project(request)
 
 
-AdminDep = Annotated[KeyRing, Depends(_admin)]
+AdminDep = Annotated[Principal, Depends(admin_caller)]
+ProjectParam = Annotated[str | None, Query(min_length=1, max_length=64, description="the project (the admin token must name one; an admin key's own by default)")]
 
 
 class KeyCreate(BaseModel):
-    project: str = Field(min_length=1, max_length=64)
+    project: str = Field(default="", max_length=64, description="an admin key's own project by default")
     name: str = Field(default="", max_length=200)
+    scopes: list[Literal["ingest", "read", "admin"]] | None = Field(
+        default=None, max_length=3, description="default ingest and read, the rights of a key from before scopes (the CLI defaults to ingest)")
+
+
+class KeyOut(BaseModel):
+    key_id: str
+    project: str
+    name: str
+    created_at: float
+    revoked_at: float | None
+    scopes: list[str]
+    legacy: bool
+
+
+class NewKeyOut(KeyOut):
+    key: str = Field(description="the key itself, shown this once")
+
+
+class EngineAdd(BaseModel):
+    """An engine to scrape (``collector.scrape_guard`` decides which URLs are accepted)."""
+
+    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
+    url: str = Field(min_length=1, max_length=2048, pattern=r"^https?://[^\x00-\x20\x7f]+$")
+    project: str = Field(default="", max_length=64, description="an admin key's own project by default")
+
+
+class EngineStatus(BaseModel):
+    engine: str
+    url: str
+    ok: bool | None = Field(description="last scrape succeeded; null before the first")
+    error: str = Field(description="why the last scrape failed or was refused")
+    at: float | None
+
+
+class AuditEntry(BaseModel):
+    project: str
+    at: float
+    actor: str
+    action: str
+    target: str
+    detail: str
 
 
 @router.get("/health", tags=["health"])
@@ -165,25 +229,90 @@ def _stored_spans(request: Request, project: str) -> int:
     return int(rows[0]["n"]) if rows else 0
 
 
-@router.post("/admin/keys", include_in_schema=False)
-def create_key(body: KeyCreate, keys: AdminDep) -> dict[str, object]:
+# --- keys ----------------------------------------------------------------------------------------
+def create_key(body: KeyCreate, caller: AdminDep, request: Request) -> dict[str, object]:
+    """A new key of a project with ``scopes``; the key is in this answer only."""
+    project = scoped_project(caller, body.project or None, required=True) or ""
+    keys: KeyRing = request.app.state.keyring
     try:
-        new = keys.create(body.project, name=body.name)
-    except KeyAdminError as exc:
+        new = keys.create(project, name=body.name, **({"scopes": tuple(body.scopes)} if body.scopes is not None else {}))
+    except (KeyAdminError, ScopeError) as exc:
         raise HTTPException(400, str(exc)) from None
+    audit(request.app.state.store, project, caller.actor, "key.create", new.info.key_id, {"name": body.name, "scopes": list(new.info.scopes)})
     return {**new.info.as_dict(), "key": new.key}
 
 
-@router.get("/admin/keys", include_in_schema=False)
-def list_keys(keys: AdminDep) -> list[dict[str, object]]:
-    return [k.as_dict() for k in keys.list()]
+def list_keys(caller: AdminDep, request: Request) -> list[dict[str, object]]:
+    """Keys (ids, projects, scopes, state; never the keys): every project's for the operator."""
+    return [k.as_dict() for k in request.app.state.keyring.list(project=caller.project)]
 
 
-@router.post("/admin/keys/{key_id}/revoke", include_in_schema=False)
-def revoke_key(key_id: str, keys: AdminDep, request: Request) -> dict[str, object]:
+def revoke_key(key_id: Annotated[str, Path(max_length=64)], caller: AdminDep, request: Request) -> dict[str, object]:
+    keys: KeyRing = request.app.state.keyring
     try:
+        if caller.project is not None and keys.get(key_id).project != caller.project:
+            raise KeyAdminError(f"no API key with id {key_id!r} in project {caller.project!r}")
         info = keys.revoke(key_id)
     except KeyAdminError as exc:
         raise HTTPException(404, str(exc)) from None
     request.app.state.authenticator.forget(key_id)
+    audit(request.app.state.store, info.project, caller.actor, "key.revoke", key_id, {})
     return info.as_dict()
+
+
+for _prefix, _router, _public in (("", admin_router, True), ("/admin", router, False)):  # /admin/...: old paths, aliases
+    _router.add_api_route(_prefix + "/keys", create_key, methods=["POST"], response_model=NewKeyOut, include_in_schema=_public, deprecated=not _public)
+    _router.add_api_route(_prefix + "/keys", list_keys, methods=["GET"], response_model=list[KeyOut], include_in_schema=_public, deprecated=not _public)
+    _router.add_api_route(_prefix + "/keys/{key_id}/revoke", revoke_key, methods=["POST"], response_model=KeyOut,
+                          include_in_schema=_public, deprecated=not _public, responses={404: {"description": "no such key (in this project)"}})
+
+
+# --- engines -------------------------------------------------------------------------------------
+def register_engine_as(caller: Principal, body: EngineAdd, store: StoreDep, settings: SettingsDep, request: Request) -> dict[str, str]:
+    """Validate, cap and register an engine; 400 for a refused URL, 409 over the cap."""
+    project = scoped_project(caller, body.project or None, required=True) or ""
+    try:
+        add_engine(store, settings, project, body.name, body.url, actor=caller.actor, policy=request.app.state.scrape_policy)
+    except TargetRefused as exc:
+        raise HTTPException(400, f"engine URL refused: {exc}") from None
+    except EngineLimit as exc:
+        raise HTTPException(409, str(exc)) from None
+    return {"engine": body.name, "url": body.url, "project": project}
+
+
+@admin_router.post("/engines", status_code=201, responses={400: {"description": "URL refused"}, 409: {"description": "too many engines"}})
+def add_engine_route(body: EngineAdd, caller: AdminDep, store: StoreDep, settings: SettingsDep, request: Request) -> dict[str, str]:
+    """Scrape an engine's ``/metrics`` from the next cycle on."""
+    return register_engine_as(caller, body, store, settings, request)
+
+
+@admin_router.get("/engines", response_model=list[EngineStatus])
+def engine_status(caller: AdminDep, store: StoreDep, request: Request, project: ProjectParam = None) -> list[EngineStatus]:
+    """Registered engines with the outcome of their last scrape (why it failed or was refused)."""
+    name = scoped_project(caller, project, required=True) or ""
+    status = getattr(getattr(request.app.state, "scraper", None), "status", {})
+    rows = store.query(queries.ENGINES_REGISTERED, {"project": name})
+    return [EngineStatus(engine=r["engine"], url=r["url"], ok=status.get((name, r["engine"]), {}).get("ok"),
+                         error=status.get((name, r["engine"]), {}).get("error", ""), at=status.get((name, r["engine"]), {}).get("at"))
+            for r in rows]
+
+
+@admin_router.delete("/engines/{name}", status_code=204, responses={404: {"description": "no such registered engine"}})
+def remove_engine(name: Annotated[str, Path(max_length=128)], caller: AdminDep, store: StoreDep, project: ProjectParam = None) -> Response:
+    """Stop scraping a registered engine (one from ``AGENTWATCH_SCRAPE_TARGETS`` stays: it is configuration)."""
+    target = scoped_project(caller, project, required=True) or ""
+    if not delete_engine(store, target, name, actor=caller.actor):
+        raise HTTPException(404, f"no registered engine {name!r} in project {target!r}")
+    return Response(status_code=204)
+
+
+# --- audit ---------------------------------------------------------------------------------------
+@admin_router.get("/audit", response_model=list[AuditEntry])
+def audit_log(caller: AdminDep, store: StoreDep, project: ProjectParam = None,
+              limit: Annotated[int, Query(ge=1, le=MAX_AUDIT)] = 200) -> list[AuditEntry]:
+    """Admin actions, newest first: an admin key's project, or every project for the operator."""
+    name = scoped_project(caller, project, required=False) or ""
+    return [AuditEntry(**row) for row in store.query(qa.LIST_AUDIT, {"project": name, "limit": limit})]
+
+
+__all__ = ["AdminDep", "admin_router", "router", "scoped_project"]

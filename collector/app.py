@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
@@ -29,7 +29,9 @@ from alerts.evaluator import start_in_process
 from collector import admin
 from collector.api import routes as api_routes
 from collector.auth import Authenticator, RateLimiter
+from collector.body_timeout import BodyReadTimeout
 from collector.engine_join import EngineJoin
+from collector.engines import policy_for
 from collector.gpu import GpuSampler
 from collector.ingest import Ingestor
 from collector.keys import KeyRing
@@ -40,6 +42,7 @@ from collector.normalize import Normalizer, sdk_pricer
 from collector.otlp import http as otlp_http
 from collector.otlp.errors import IngestError
 from collector.redact import Redactor
+from collector.scopes import authorize, undeclared_routes
 from collector.scraper import DEFAULT_PROJECT, ENGINE_COLUMNS, EngineScraper, parse_targets
 from collector.settings import Settings
 from collector.spool import Recovery, Spool
@@ -125,12 +128,14 @@ def create_app(settings: Settings, *, store: Store | None = None, clock: Callabl
     ingestor = Ingestor(settings, normalizer=normalizer, spool=spool, metrics=metrics, clock=clock)
     keyring = KeyRing(handle)
 
-    app = FastAPI(title="agentwatch collector", version="0.1.0", lifespan=_lifespan(settings, handle, ingestor, clock))
+    app = FastAPI(title="agentwatch collector", version="0.1.0", lifespan=_lifespan(settings, handle, ingestor, clock),
+                  dependencies=[Depends(authorize)])  # every route's scope, from collector.scopes.ROUTE_SCOPES
     state = app.state
     state.settings, state.store, state.metrics, state.ingestor, state.keyring = settings, handle, metrics, ingestor, keyring
     state.authenticator = Authenticator(lambda: keyring)
     state.rate_limiter = RateLimiter(settings.rate_limit_spans_per_s)
     state.admin_token = None
+    state.scrape_policy = policy_for(settings)  # which hosts engines may be scraped at (collector.scrape_guard)
     state.clock = clock
     app.add_exception_handler(IngestError, _ingest_error)
     app.add_exception_handler(StoreUnavailable, _store_unavailable)
@@ -139,9 +144,13 @@ def create_app(settings: Settings, *, store: Store | None = None, clock: Callabl
         origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
         app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"], allow_headers=["*"])
     app.include_router(otlp_http.router)
+    app.add_middleware(BodyReadTimeout, timeout_s=settings.body_read_timeout_s)
     app.include_router(admin.router)
+    app.include_router(admin.admin_router)
     app.include_router(api_routes.router)
     app.include_router(alerts_api.router)
+    if missing := undeclared_routes(app.routes):
+        log.error("routes with no scope in collector.scopes.ROUTE_SCOPES are refused to every caller: %s", missing)
     return app
 
 
@@ -241,7 +250,7 @@ async def _start_grpc(app: FastAPI, settings: Settings, stack: AsyncExitStack) -
 
 async def _start_components(app: FastAPI, settings: Settings, handle: StoreHandle, stack: AsyncExitStack) -> None:
     """Engine scraper, GPU sampler and the in-process alert evaluator (unless its interval is 0)."""
-    app.state.scraper = await stack.enter_async_context(EngineScraper.from_settings(handle, settings))
+    app.state.scraper = await stack.enter_async_context(EngineScraper.from_settings(handle, settings, policy=app.state.scrape_policy))
     _start_gpu_sampler(app, settings, handle, stack)
     if settings.alert_interval_s > 0:
         await stack.enter_async_context(start_in_process(app))

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from collector.keys import KeyRing, split_key
+from collector.keys import Grant, KeyRing, split_key
 from collector.otlp.errors import RateLimited, Unavailable
 from collector.storage.base import StoreError
 
@@ -22,27 +22,36 @@ _NEGATIVE_TTL_S = 2.0
 
 
 class Authenticator:
-    """``authenticate(token) -> project | None`` with a small cache in front of the key ring."""
+    """``grant(token) -> Grant | None`` (project and scopes) with a small cache in front of the key ring;
+    ``authenticate(token) -> project | None`` for callers that need the project only."""
 
     def __init__(self, keys: Callable[[], KeyRing], *, clock: Callable[[], float] = time.monotonic) -> None:
         self._keys = keys
         self._clock = clock
-        self._cache: dict[str, tuple[str | None, str, float]] = {}  # token -> (project, key_id, expiry)
+        self._cache: dict[str, tuple[Grant | None, str, float]] = {}  # token -> (grant, key_id, expiry)
         self._lock = threading.Lock()
 
-    async def authenticate_async(self, token: str | None) -> str | None:
-        """``authenticate`` for the event loop: a key verified lately is answered from memory at
+    async def grant_async(self, token: str | None) -> Grant | None:
+        """``grant`` for the event loop: a key verified lately is answered from memory at
         once; only a cache miss (a store query) goes to a worker thread. The thread hop it saves
         was a third of a small export request's time."""
         if token and (cached := self._cached(token)) is not None and cached[2] > self._clock():
             return cached[0]
-        return await asyncio.to_thread(self.authenticate, token)
+        return await asyncio.to_thread(self.grant, token)
 
-    def _cached(self, token: str) -> tuple[str | None, str, float] | None:
+    async def authenticate_async(self, token: str | None) -> str | None:
+        grant = await self.grant_async(token)
+        return grant.project if grant else None
+
+    def authenticate(self, token: str | None) -> str | None:
+        grant = self.grant(token)
+        return grant.project if grant else None
+
+    def _cached(self, token: str) -> tuple[Grant | None, str, float] | None:
         with self._lock:
             return self._cache.get(token)
 
-    def authenticate(self, token: str | None) -> str | None:
+    def grant(self, token: str | None) -> Grant | None:
         parts = split_key(token) if token else None
         if parts is None:
             return None
@@ -52,17 +61,16 @@ class Authenticator:
         if cached is not None and cached[2] > now:
             return cached[0]
         try:
-            verified = self._keys().verify(token)
+            grant = self._keys().grant(token)
         except StoreError as exc:
             if cached is not None and cached[0] is not None:
                 return cached[0]  # the store is away: a key known good stays good
             raise Unavailable(f"cannot verify the API key now (store unavailable: {exc}); retry later", retry_after=5.0) from None
-        project, key_id = (verified[1] if verified else None), parts[0]
         with self._lock:
             if len(self._cache) > 10_000:
                 self._cache.clear()
-            self._cache[token] = (project, key_id, now + (_POSITIVE_TTL_S if project else _NEGATIVE_TTL_S))
-        return project
+            self._cache[token] = (grant, parts[0], now + (_POSITIVE_TTL_S if grant else _NEGATIVE_TTL_S))
+        return grant
 
     def forget(self, key_id: str) -> None:
         """Drop a key from the cache (after it was revoked)."""

@@ -45,9 +45,12 @@ def _register_keys(sub: argparse._SubParsersAction) -> None:  # type: ignore[typ
     create = ksub.add_parser("create", help="create a key; it is printed once, as the last line")
     create.add_argument("--project", required=True)
     create.add_argument("--name", default="", help="a note on what the key is for")
+    create.add_argument("--scope", default="ingest", metavar="SCOPES",
+                        help="comma-separated: ingest (send spans, feedback; what an agent needs), read (query API, "
+                             "dashboard), admin (keys, engines, reprice, alert writes). Default: ingest")
     revoke = ksub.add_parser("revoke", help="revoke a key by its id")
     revoke.add_argument("key_id")
-    listing = ksub.add_parser("list", help="list keys (ids, projects, state; never the keys)")
+    listing = ksub.add_parser("list", help="list keys (ids, projects, scopes, state; never the keys)")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     for parser, func in ((create, keys_create), (revoke, keys_revoke), (listing, keys_list)):
         parser.add_argument("--data-dir", type=Path, default=None, help="the collector's data dir (default .agentwatch)")
@@ -87,7 +90,7 @@ def run_collector(args: argparse.Namespace) -> int:
 
 
 class _Keys(Protocol):
-    def create(self, project: str, name: str) -> dict[str, Any]: ...
+    def create(self, project: str, name: str, scopes: tuple[str, ...]) -> dict[str, Any]: ...
     def revoke(self, key_id: str) -> dict[str, Any]: ...
     def list(self) -> list[dict[str, Any]]: ...
     def close(self) -> None: ...
@@ -105,14 +108,14 @@ class _RemoteKeys:
             raise SystemExit(f"agentwatch keys: the collector answered {response.status_code}: {_detail(response)}")
         return response.json()
 
-    def create(self, project: str, name: str) -> dict[str, Any]:
-        return self._call("POST", "/admin/keys", json={"project": project, "name": name})
+    def create(self, project: str, name: str, scopes: tuple[str, ...]) -> dict[str, Any]:
+        return self._call("POST", "/api/admin/keys", json={"project": project, "name": name, "scopes": list(scopes)})
 
     def revoke(self, key_id: str) -> dict[str, Any]:
-        return self._call("POST", f"/admin/keys/{key_id}/revoke")
+        return self._call("POST", f"/api/admin/keys/{key_id}/revoke")
 
     def list(self) -> list[dict[str, Any]]:
-        return self._call("GET", "/admin/keys")
+        return self._call("GET", "/api/admin/keys")
 
     def close(self) -> None:
         self._client.close()
@@ -128,12 +131,19 @@ class _LocalKeys:
         self._store = open_store(settings)
         self._ring = KeyRing(self._store)
 
-    def create(self, project: str, name: str) -> dict[str, Any]:
-        new = self._ring.create(project, name=name)
+    def create(self, project: str, name: str, scopes: tuple[str, ...]) -> dict[str, Any]:
+        from collector.engines import audit
+
+        new = self._ring.create(project, name=name, scopes=scopes)
+        audit(self._store, project, "cli", "key.create", new.info.key_id, {"name": name, "scopes": list(scopes)})
         return {**new.info.as_dict(), "key": new.key}
 
     def revoke(self, key_id: str) -> dict[str, Any]:
-        return self._ring.revoke(key_id).as_dict()
+        from collector.engines import audit
+
+        info = self._ring.revoke(key_id)
+        audit(self._store, info.project, "cli", "key.revoke", key_id, {})
+        return info.as_dict()
 
     def list(self) -> list[dict[str, Any]]:
         return [k.as_dict() for k in self._ring.list()]
@@ -202,8 +212,14 @@ def _run(args: argparse.Namespace, action: Any) -> Any:
 
 
 def keys_create(args: argparse.Namespace) -> int:
-    created = _run(args, lambda k: k.create(args.project, args.name))
-    print(f"Created API key {created['key_id']} for project {created['project']!r}.")
+    from collector.scopes import ScopeError, parse_scopes
+
+    try:
+        scopes = parse_scopes(args.scope)
+    except ScopeError as exc:
+        raise SystemExit(f"agentwatch keys: --scope: {exc}") from None
+    created = _run(args, lambda k: k.create(args.project, args.name, scopes))
+    print(f"Created API key {created['key_id']} for project {created['project']!r} with scopes {','.join(created.get('scopes', scopes))}.")
     print("Store it now: it is shown only this once (only a salted hash is kept).")
     print(created["key"])
     return 0
@@ -221,10 +237,11 @@ def keys_list(args: argparse.Namespace) -> int:
         json.dump(keys, sys.stdout, indent=2)
         print()
         return 0
-    print(f"{'KEY ID':<14}{'PROJECT':<20}{'CREATED':<22}{'STATE':<30}NAME")
+    print(f"{'KEY ID':<14}{'PROJECT':<20}{'SCOPES':<28}{'CREATED':<22}{'STATE':<30}NAME")
     for k in keys:
         state = "active" if k["revoked_at"] is None else f"revoked {_when(k['revoked_at'])}"
-        print(f"{k['key_id']:<14}{k['project']:<20}{_when(k['created_at']):<22}{state:<30}{k['name']}")
+        scopes = ",".join(k.get("scopes", ())) + (" (legacy)" if k.get("legacy") else "")
+        print(f"{k['key_id']:<14}{k['project']:<20}{scopes:<28}{_when(k['created_at']):<22}{state:<30}{k['name']}")
     return 0
 
 

@@ -10,6 +10,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 
+from collector.scopes import principal
 from collector.settings import Settings
 from collector.storage.base import Store
 
@@ -33,20 +34,14 @@ def bearer_token(request: Request) -> str | None:
 async def get_project(request: Request) -> str:
     """The project of the caller's API key; 401 without a valid one.
 
-    ``request.app.state.authenticator`` (``collector.auth.Authenticator``) answers with the
-    project, or None when the key is unknown or revoked. Async, so that a key verified lately
-    costs no trip to FastAPI's thread pool.
+    Who the caller is, and whether its scopes allow this route, is settled by
+    ``collector.scopes`` (the app-wide ``authorize`` dependency and ``principal``, cached on
+    the request). The operator's admin token names no project: 403 on a project's routes.
     """
-    settings: Settings = request.app.state.settings
-    token = bearer_token(request)
-    if token is None and not settings.require_auth:
-        return "default"
-    if token is None:
-        raise HTTPException(status_code=401, detail="missing API key: send 'Authorization: Bearer <key>'", headers={"WWW-Authenticate": "Bearer"})
-    project = await request.app.state.authenticator.authenticate_async(token)
-    if project is None:
-        raise HTTPException(status_code=401, detail="invalid or revoked API key", headers={"WWW-Authenticate": "Bearer"})
-    return project
+    caller = await principal(request)
+    if caller.project is None:
+        raise HTTPException(status_code=403, detail="the admin token names no project: use a project key with the scope this endpoint needs")
+    return caller.project
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]

@@ -3,7 +3,8 @@
 Many exporters (vLLM's among them) default to gRPC. The server runs on the collector's
 event loop (``grpc.aio``) and receives the raw request bytes, so the body is parsed once,
 by the same code as an HTTP protobuf body, and spooled as it came. gRPC handles message
-compression itself; the key comes in the ``authorization`` metadata.
+compression itself; the key comes in the ``authorization`` metadata and needs the ``ingest``
+scope (``collector.scopes``), as ``POST /v1/traces`` does.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from fastapi import FastAPI
 from collector.keys import split_key
 from collector.otlp.decode import PROTOBUF, response_message
 from collector.otlp.errors import IngestError, Unauthenticated
+from collector.scopes import ROUTE_SCOPES
 
 log = logging.getLogger(__name__)
 
@@ -24,11 +26,19 @@ SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 _CODES = {
     400: grpc.StatusCode.INVALID_ARGUMENT,
     401: grpc.StatusCode.UNAUTHENTICATED,
+    403: grpc.StatusCode.PERMISSION_DENIED,
     413: grpc.StatusCode.INVALID_ARGUMENT,
     415: grpc.StatusCode.INVALID_ARGUMENT,
     429: grpc.StatusCode.UNAVAILABLE,  # retryable for OTLP exporters
     503: grpc.StatusCode.UNAVAILABLE,
 }
+
+
+EXPORT_SCOPE = ROUTE_SCOPES[("POST", "/v1/traces")]  # the same right as OTLP/HTTP: ingest
+
+
+class Forbidden(IngestError):
+    status = 403
 
 
 class GrpcServer:
@@ -82,8 +92,10 @@ class GrpcServer:
             if state.settings.require_auth:
                 raise Unauthenticated("missing API key: send 'authorization: Bearer <key>' metadata")
             return "default", "default"
-        project = await state.authenticator.authenticate_async(token)
-        if project is None:
+        grant = await state.authenticator.grant_async(token)
+        if grant is None:
             raise Unauthenticated("invalid or revoked API key")
+        if EXPORT_SCOPE not in grant.scopes:
+            raise Forbidden(f"this key lacks the '{EXPORT_SCOPE}' scope needed to export spans; create one with 'agentwatch keys create --scope ingest'")
         key = split_key(token)
-        return project, key[0] if key else project
+        return grant.project, key[0] if key else grant.project

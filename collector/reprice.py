@@ -26,8 +26,9 @@ import httpx
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from collector.admin import AdminDep
+from collector.admin import AdminDep, scoped_project
 from collector.deps import SettingsDep, StoreDep
+from collector.engines import audit
 from collector.settings import Settings
 from collector.storage import queries
 from collector.storage.base import Store, StoreError
@@ -110,13 +111,17 @@ def parse_since(text: str, *, now: float | None = None) -> float:
 
 # --- HTTP (a running collector does the work) ------------------------------------------------
 class RepriceIn(BaseModel):
-    since: float = Field(description="epoch seconds")
+    since: float = Field(ge=0, le=1e10, description="epoch seconds")
     project: str = Field(default="", max_length=64, description="empty = every project")
 
 
-@router.post("/admin/reprice", include_in_schema=False)  # under /api, with the query routes
-def reprice_endpoint(body: RepriceIn, store: StoreDep, settings: SettingsDep, _: AdminDep) -> dict[str, Any]:
-    return asdict(reprice(store, price_table(settings), since=body.since, project=body.project))
+@router.post("/admin/reprice", tags=["admin"])  # /api/admin/reprice: under /api, with the query routes
+def reprice_endpoint(body: RepriceIn, store: StoreDep, settings: SettingsDep, caller: AdminDep) -> dict[str, Any]:
+    """Re-price since ``since``: an admin key's own project; the admin token's choice (empty = all)."""
+    project = scoped_project(caller, body.project or None, required=False) or ""
+    result = asdict(reprice(store, price_table(settings), since=body.since, project=project))
+    audit(store, project, caller.actor, "reprice", project or "*", {"since": body.since, "version": result["version"], "spans": result["spans"]})
+    return result
 
 
 # --- command line ----------------------------------------------------------------------------

@@ -6,6 +6,12 @@ comma-separated; project "default" when absent) and from ``POST /api/engines`` a
 (``vllm:*``) are kept: they are what the engine page reads, and the simulated engine
 exports the same names. A target that is down is logged when it goes down and when it
 comes back, never every cycle; the scraper itself never stops on an error.
+
+Every request goes through ``collector.scrape_guard``: the target's host is resolved and
+checked at each scrape (loopback, ``AGENTWATCH_SCRAPE_ALLOWED_HOSTS`` and the configured
+targets' hosts only; link-local and metadata addresses never), the checked address is the one
+connected to, redirects are not followed, and the response is bounded in size and time. Why
+a target failed last is kept in ``status`` and shown by ``GET /api/admin/engines``.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from urllib.parse import urlsplit
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from collector.scrape_guard import HostPolicy, TargetRefused, fetch_metrics
 from collector.storage import queries
 from collector.storage.base import Store, StoreError
 
@@ -72,6 +79,11 @@ def _metrics_url(url: str) -> str:
     return url if parts.path not in ("", "/") else url.rstrip("/") + "/metrics"
 
 
+def target_hosts(targets: list[Target]) -> list[str]:
+    """Host names of configured targets: the operator's configuration is trusted to name them."""
+    return [host for t in targets if (host := urlsplit(t.url).hostname)]
+
+
 def register_engine(store: Store, project: str, name: str, url: str) -> None:
     """Add (or re-point) an engine for the scraper's next cycle."""
     store.insert_rows("engines", ("project", "engine", "url", "updated_at"), [(project, name, _metrics_url(url), time.time())])
@@ -92,11 +104,15 @@ def parse_metrics(text: str, *, prefixes: tuple[str, ...] = KEEP_PREFIXES) -> li
 class EngineScraper:
     """Scrapes every target each ``interval_s``; an async context manager with a lifetime."""
 
-    def __init__(self, store: Store, targets: list[Target], interval_s: float = 5.0, *, timeout_s: float | None = None) -> None:
+    def __init__(self, store: Store, targets: list[Target], interval_s: float = 5.0, *, timeout_s: float | None = None,
+                 policy: HostPolicy | None = None, max_bytes: int = 4 * 1024 * 1024) -> None:
         self.store = store
         self.targets = list(targets)
         self.interval_s = interval_s
         self.timeout_s = timeout_s if timeout_s is not None else max(1.0, min(interval_s, 10.0))
+        self.policy = policy if policy is not None else HostPolicy.from_setting("", configured_hosts=target_hosts(self.targets))
+        self.max_bytes = max_bytes
+        self.status: dict[tuple[str, str], dict[str, Any]] = {}  # (project, engine) -> {"ok", "error", "at"}
         self.errors: Counter[str] = Counter()
         self.last_scrape: dict[tuple[str, str], float] = {}
         self._down: set[tuple[str, str]] = set()
@@ -104,11 +120,13 @@ class EngineScraper:
         self._client: httpx.AsyncClient | None = None
 
     @classmethod
-    def from_settings(cls, store: Store, settings: Settings) -> EngineScraper:
-        return cls(store, parse_targets(settings.scrape_targets), settings.scrape_interval_s)
+    def from_settings(cls, store: Store, settings: Settings, *, policy: HostPolicy | None = None) -> EngineScraper:
+        targets = parse_targets(settings.scrape_targets)
+        policy = policy or HostPolicy.from_setting(settings.scrape_allowed_hosts, configured_hosts=target_hosts(targets))
+        return cls(store, targets, settings.scrape_interval_s, policy=policy, max_bytes=settings.scrape_max_bytes)
 
     async def __aenter__(self) -> EngineScraper:
-        self._client = httpx.AsyncClient(timeout=self.timeout_s)
+        self._client = httpx.AsyncClient(timeout=self.timeout_s, follow_redirects=False, trust_env=False)
         self._task = asyncio.create_task(self._loop(), name="agentwatch-engine-scraper")
         return self
 
@@ -141,7 +159,7 @@ class EngineScraper:
         if self._client is not None:
             results = await asyncio.gather(*(self._scrape(self._client, t) for t in targets))
         else:
-            async with httpx.AsyncClient(timeout=self.timeout_s) as client:
+            async with httpx.AsyncClient(timeout=self.timeout_s, follow_redirects=False, trust_env=False) as client:
                 results = await asyncio.gather(*(self._scrape(client, t) for t in targets))
         rows = [row for batch in results for row in batch]
         if rows:
@@ -168,10 +186,9 @@ class EngineScraper:
     async def _scrape(self, client: httpx.AsyncClient, target: Target) -> list[tuple[Any, ...]]:
         key = (target.project, target.name)
         try:
-            response = await client.get(target.url)
-            response.raise_for_status()
-            samples = parse_metrics(response.text)
-        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:  # InvalidURL is no HTTPError
+            text = await fetch_metrics(client, self.policy, target.url, max_bytes=self.max_bytes, timeout_s=self.timeout_s)
+            samples = parse_metrics(text)
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:  # InvalidURL is no HTTPError; TargetRefused is a ValueError
             self._mark_down(key, target, exc)
             return []
         if key in self._down:
@@ -179,10 +196,13 @@ class EngineScraper:
             log.info("engine scraper: %s (%s) is back", target.name, target.url)
         now = time.time()
         self.last_scrape[key] = now
+        self.status[key] = {"ok": True, "error": "", "at": now}
         return [(target.project, target.name, now, metric, labels, value) for metric, labels, value in samples]
 
     def _mark_down(self, key: tuple[str, str], target: Target, exc: Exception) -> None:
         self.errors[target.name] += 1
+        reason = str(exc) if isinstance(exc, TargetRefused) else f"{type(exc).__name__}: {exc}"
+        self.status[key] = {"ok": False, "error": reason[:500] or type(exc).__name__, "at": time.time()}
         if key not in self._down:
             self._down.add(key)
             log.warning("engine scraper: cannot scrape %s (%s): %s", target.name, target.url, exc)

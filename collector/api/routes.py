@@ -13,10 +13,11 @@ from collections.abc import Callable
 from typing import Annotated, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel, Field, field_validator
 
 from collector import query, reprice
+from collector.admin import AdminDep, EngineAdd, register_engine_as
 from collector.api.params import Agent, End, Model, Start, time_window
 from collector.api.schemas import (
     CostBreakdown,
@@ -31,7 +32,7 @@ from collector.api.schemas import (
     TimeSeries,
 )
 from collector.deps import ProjectDep, SettingsDep, StoreDep
-from collector.scraper import parse_targets, register_engine
+from collector.scraper import parse_targets
 from collector.storage.base import StoreUnavailable
 
 router = APIRouter(prefix="/api", tags=["query"])
@@ -153,10 +154,11 @@ def engines(store: StoreDep, project: ProjectDep, settings: SettingsDep) -> list
     return _run(lambda: query.engines(store, project, configured=configured))
 
 
-@router.post("/engines", response_model=EngineInfo, status_code=201)
-def add_engine(store: StoreDep, project: ProjectDep, body: EngineIn) -> EngineInfo:
-    """Scrape another engine from the next cycle on, under the caller's project."""
-    _run(lambda: register_engine(store, project, body.name, body.url))
+@router.post("/engines", response_model=EngineInfo, status_code=201, deprecated=True,
+             responses={400: {"description": "URL refused"}, 409: {"description": "too many engines"}})
+def add_engine(store: StoreDep, settings: SettingsDep, caller: AdminDep, body: EngineIn, request: Request) -> EngineInfo:
+    """Old path of ``POST /api/admin/engines`` (``admin`` scope): scrape another engine of the caller's project."""
+    _run(lambda: register_engine_as(caller, EngineAdd(name=body.name, url=body.url), store, settings, request))
     return EngineInfo(engine=body.name, url=body.url)
 
 

@@ -143,7 +143,7 @@ class SpanOut(BaseModel):
 
 class FeedbackIn(BaseModel):
     score: float | None = None
-    label: str = ""
+    label: str = Field(default="", max_length=256)
     comment: str = Field(default="", max_length=10_000)
     source: Literal["user", "eval"] = "user"
 

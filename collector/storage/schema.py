@@ -345,6 +345,19 @@ ENGINE = ReplacingMergeTree(created_at)
 ORDER BY (version, model)
 """
 
+AUDIT_LOG = """
+CREATE TABLE IF NOT EXISTS audit_log (
+    project LowCardinality(String),
+    at DateTime64(3),
+    actor String,
+    action LowCardinality(String),
+    target String,
+    detail String
+)
+ENGINE = MergeTree
+ORDER BY (project, at)
+"""
+
 MIGRATIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     version UInt32,
@@ -379,6 +392,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     # it), a "no data" stretch; each delivery names its event, so a restart re-sends only what
     # no attempt delivered.
     Migration(5, "alert_incidents", ALERT_INCIDENT_COLUMNS),
+    # Keys carry scopes (collector.scopes; empty = a key from before scopes, ingest and read), and
+    # admin actions (key create/revoke, engine add/delete, reprice) leave an audit trail.
+    Migration(6, "key_scopes_and_audit", (
+        "ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS scopes String DEFAULT '' AFTER name", AUDIT_LOG,
+    )),
 )
 
 APPLIED_VERSIONS = "SELECT version FROM schema_migrations"

@@ -25,7 +25,8 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 
 
 def client(collector: Running, project: str) -> httpx.Client:
-    return httpx.Client(base_url=collector.url, headers={"Authorization": f"Bearer {collector.key(project)}"}, timeout=30)
+    """A client with a read and admin key: what ``agentwatch alerts run`` needs to read and to write history."""
+    return httpx.Client(base_url=collector.url, headers={"Authorization": f"Bearer {collector.key(project, ['read', 'admin'])}"}, timeout=30)
 
 
 def test_rules_are_the_defaults_without_a_file(collector: Running) -> None:

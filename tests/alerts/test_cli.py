@@ -76,8 +76,9 @@ def test_run_once_over_http_fires_and_stores_history_in_the_collector(tmp_path: 
         key, other = collector.key("watched"), collector.key("other")
         sent = export_traffic(collector.url, key, t0, minutes=21, spike_minutes={19, 20}, until=now)
         wait_for_runs(collector.url, key, t0 - 60, now + 60, sent)
-        code = main(["alerts", "run", "--once", "--url", collector.url, "--key", key, "--rules", str(rules)])
-        again = main(["alerts", "run", "--once", "--url", collector.url, "--key", key, "--rules", str(rules)])  # reloads it as firing
+        evaluator = collector.key("watched", ["read", "admin"])  # alerts run reads and writes alert history
+        code = main(["alerts", "run", "--once", "--url", collector.url, "--key", evaluator, "--rules", str(rules)])
+        again = main(["alerts", "run", "--once", "--url", collector.url, "--key", evaluator, "--rules", str(rules)])  # reloads it as firing
         headers = {"Authorization": f"Bearer {key}"}
         alerts = httpx.get(f"{collector.url}/api/alerts", params={"state": "firing", "start": t0}, headers=headers).json()
         deliveries = httpx.get(f"{collector.url}/api/alerts/deliveries", headers=headers).json()

@@ -36,8 +36,8 @@ class Running:
     app: Any = None
     grpc: str = ""
 
-    def key(self, project: str) -> str:
-        return create_key(self.url, self.settings.data_dir, project)
+    def key(self, project: str, scopes: list[str] | None = None) -> str:
+        return create_key(self.url, self.settings.data_dir, project, scopes)
 
 
 def settings_for(data_dir: Path, **overrides: Any) -> Settings:
@@ -136,9 +136,11 @@ def sdk_agent_run(url: str, key: str, service: str, *, timeout: float = 20.0) ->
     return summary
 
 
-def create_key(url: str, data_dir: Path, project: str) -> str:
+def create_key(url: str, data_dir: Path, project: str, scopes: list[str] | None = None) -> str:
+    """A key of ``project`` from the collector's key admin; ``scopes`` None: ingest and read (the API's default)."""
     token = read_admin_token(Path(data_dir))
-    response = httpx.post(url + "/admin/keys", json={"project": project}, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    body: dict[str, Any] = {"project": project} if scopes is None else {"project": project, "scopes": scopes}
+    response = httpx.post(url + "/api/admin/keys", json=body, headers={"Authorization": f"Bearer {token}"}, timeout=30)
     response.raise_for_status()
     return response.json()["key"]
 

@@ -118,12 +118,15 @@ def test_cost_filters_and_engines(q1: Api, q2: Api) -> None:
     assert {p["metric"] for p in points} == {"vllm:num_requests_running", "vllm:generation_tokens_total", "gpu:utilization"}
 
 
-def test_engines_register_at_runtime_under_the_callers_project(q1: Api, q2: Api) -> None:
-    created = q2.client.post("/api/engines", json={"name": "late", "url": "http://127.0.0.1:9"})
+def test_engines_register_at_runtime_under_the_callers_project(collector: tuple[Running, dict], q1: Api, q2: Api) -> None:
+    """Registering needs the admin scope (a read/ingest key gets 403); the engine is the admin key's project's."""
+    assert q2.client.post("/api/engines", json={"name": "late", "url": "http://127.0.0.1:9"}).status_code == 403
+    admin = Api(collector[0].url, collector[0].app.state.keyring.create("q2", scopes="admin").key)
+    created = admin.client.post("/api/engines", json={"name": "late", "url": "http://127.0.0.1:9"})
     assert created.status_code == 201 and created.json()["url"] == "http://127.0.0.1:9"
     assert [(e["engine"], e["url"]) for e in q2.get("/api/engines").json()] == [("e2", ""), ("late", "http://127.0.0.1:9/metrics")]
     assert "late" not in [e["engine"] for e in q1.get("/api/engines").json()]
-    assert q2.client.post("/api/engines", json={"name": "x y", "url": "ftp://nope"}).status_code == 422
+    assert admin.client.post("/api/engines", json={"name": "x y", "url": "ftp://nope"}).status_code == 422
 
 
 def test_openapi_lists_the_query_endpoints(collector: tuple[Running, dict]) -> None:

@@ -4,6 +4,7 @@ new endpoint is covered without touching this file). Real app in-process over ch
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import time
@@ -17,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
+from collector.scopes import SCOPES
 from collector.scraper import ENGINE_COLUMNS, register_engine
 from tests.collector.ingest_helpers import otlp_request
 from tests.reliability.helpers import PROTOBUF, InProcess, in_process
@@ -51,11 +53,24 @@ def _run(project_agent: str, model: str, *, user: str = "") -> bytes:
     return trace_id, otlp_request(trace_id, spans).SerializeToString()
 
 
+async def _no_dns(host: str, port: int) -> list[str]:
+    """Fuzzed engine URLs name random hosts: answer IPs and localhost, never ask a real resolver."""
+    try:
+        return [str(ipaddress.ip_address(host))]
+    except ValueError:
+        if host == "localhost":
+            return ["127.0.0.1"]
+        raise OSError(f"{host}: no DNS in this test") from None
+
+
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcess, dict[str, Any]]]:
     """Two projects: alpha (ordinary runs, plus one run per injection string used as agent and
     model name) and beta (secret names that must never reach alpha)."""
     with in_process(tmp_path_factory.mktemp("api") / "data", rate_limit_spans_per_s=0.0) as running:
+        for project in (ALPHA, BETA):  # every scope: the fuzzing and the isolation checks reach the admin endpoints too
+            running.keys[project] = running.app.state.keyring.create(project, scopes=SCOPES).key
+        running.app.state.scrape_policy.resolve = _no_dns
         seeded: dict[str, Any] = {"alpha": [], "beta": [], "literal": {}}
         for project, agent, model, user in ((ALPHA, "research", "sim-small", ""), (BETA, BETA_AGENT, BETA_MODEL, BETA_USER)):
             for _ in range(3):

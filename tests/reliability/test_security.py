@@ -79,10 +79,12 @@ def test_revoked_key_is_refused_at_once_everywhere(collector: InProcess) -> None
     assert collector.client.get("/api/runs", headers=headers).status_code == 401
 
 
-def test_admin_endpoints_need_the_admin_token(collector: InProcess) -> None:
-    for headers in ({}, collector.auth("someone"), {"Authorization": "Bearer " + "x" * 43}):
-        assert collector.client.get("/admin/keys", headers=headers).status_code == 401
-        assert collector.client.post("/admin/keys", json={"project": "evil"}, headers=headers).status_code == 401
+def test_admin_endpoints_need_the_admin_token_or_an_admin_key(collector: InProcess) -> None:
+    """No key or a bad one: 401; a project key without the admin scope: 403 (old and new paths)."""
+    for headers, status in (({}, 401), ({"Authorization": "Bearer " + "x" * 43}, 401), (collector.auth("someone"), 403)):
+        for path in ("/admin/keys", "/api/admin/keys"):
+            assert collector.client.get(path, headers=headers).status_code == status
+            assert collector.client.post(path, json={"project": "evil"}, headers=headers).status_code == status
 
 
 def test_rate_limit_per_key_is_429_with_retry_after_and_spares_other_keys(collector: InProcess) -> None:

@@ -1,0 +1,195 @@
+"""Who may call what: key scopes, and the one table that gives every endpoint its scope.
+
+A project key carries one or more scopes, each a right in its own project:
+
+- ``ingest``: write spans (OTLP over HTTP and gRPC) and feedback. What an agent ships with.
+- ``read``: the query API (runs, overview, cost, engines, alerts history); what the dashboard uses.
+- ``admin``: keys of its project, engine scrape targets, re-pricing, alert history writes
+  (``agentwatch alerts run``), the audit log.
+
+Scopes do not include each other: a key with ``admin`` alone cannot read runs; give a key
+every scope its holder needs (``--scope read,admin``). The operator's admin token
+(``<data dir>/admin.token``) holds every scope, over every project.
+
+``ROUTE_SCOPES`` is the only place an endpoint's scope is written: ``authorize``, a
+dependency of the whole app, looks the matched route up there before any route code runs. A
+route missing from it is refused to everyone (403 naming this module), so a new endpoint is
+closed until someone decides who may call it; ``tests/collector/test_scopes.py`` fails on it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from fastapi import HTTPException, Request
+from fastapi.routing import APIRoute
+
+INGEST: Final = "ingest"
+READ: Final = "read"
+ADMIN: Final = "admin"
+PUBLIC: Final = "public"  # no key: liveness, readiness, the collector's own /metrics
+SCOPES: tuple[str, ...] = (INGEST, READ, ADMIN)
+LEGACY_SCOPES: tuple[str, ...] = (INGEST, READ)  # a key created before scopes keeps these rights
+CLI_DEFAULT_SCOPES: tuple[str, ...] = (INGEST,)  # ``agentwatch keys create`` without --scope
+ADMIN_PREFIX = "/api/admin"
+
+ROUTE_SCOPES: dict[tuple[str, str], str] = {
+    # probes and the collector's own metrics
+    ("GET", "/health"): PUBLIC,
+    ("GET", "/ready"): PUBLIC,
+    ("GET", "/metrics"): PUBLIC,
+    # ingest
+    ("POST", "/v1/traces"): INGEST,
+    ("POST", "/api/runs/{trace_id}/feedback"): INGEST,
+    # read
+    ("GET", "/api/ingest"): READ,
+    ("GET", "/api/runs"): READ,
+    ("GET", "/api/runs/{trace_id}"): READ,
+    ("GET", "/api/overview"): READ,
+    ("GET", "/api/timeseries"): READ,
+    ("GET", "/api/cost"): READ,
+    ("GET", "/api/engines"): READ,
+    ("GET", "/api/engine/metrics"): READ,
+    ("GET", "/api/filters"): READ,
+    ("GET", "/api/alerts"): READ,
+    ("GET", "/api/alerts/rules"): READ,
+    ("GET", "/api/alerts/context"): READ,
+    ("GET", "/api/alerts/deliveries"): READ,
+    # admin, under ADMIN_PREFIX
+    ("POST", "/api/admin/keys"): ADMIN,
+    ("GET", "/api/admin/keys"): ADMIN,
+    ("POST", "/api/admin/keys/{key_id}/revoke"): ADMIN,
+    ("GET", "/api/admin/engines"): ADMIN,
+    ("POST", "/api/admin/engines"): ADMIN,
+    ("DELETE", "/api/admin/engines/{name}"): ADMIN,
+    ("POST", "/api/admin/reprice"): ADMIN,
+    ("GET", "/api/admin/audit"): ADMIN,
+    # admin writes kept at their old paths for existing clients (aliases, see README)
+    ("POST", "/admin/keys"): ADMIN,
+    ("GET", "/admin/keys"): ADMIN,
+    ("POST", "/admin/keys/{key_id}/revoke"): ADMIN,
+    ("POST", "/api/engines"): ADMIN,
+    ("POST", "/api/alerts"): ADMIN,
+    ("POST", "/api/alerts/deliveries"): ADMIN,
+}
+
+
+class ScopeError(ValueError):
+    """A scope list names something that is not a scope."""
+
+
+def parse_scopes(value: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """``"ingest,read"`` (or a sequence) -> ``("ingest", "read")`` in canonical order; at least one."""
+    names = [n.strip().lower() for n in (value.split(",") if isinstance(value, str) else value) if n.strip()]
+    unknown = sorted(set(names) - set(SCOPES))
+    if unknown or not names:
+        raise ScopeError(f"invalid scopes {value!r}: use one or more of {', '.join(SCOPES)}, comma-separated")
+    return tuple(s for s in SCOPES if s in names)
+
+
+def format_scopes(scopes: tuple[str, ...]) -> str:
+    return ",".join(scopes)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The caller: a project key's project and scopes, or the operator (``project`` None)."""
+
+    project: str | None
+    scopes: frozenset[str]
+    actor: str  # "key:<key_id>", "operator" or "anonymous"; what the audit log records
+
+    @property
+    def operator(self) -> bool:
+        return self.project is None
+
+
+OPERATOR = Principal(None, frozenset(SCOPES), "operator")
+
+
+def _template(path: str) -> re.Pattern[str]:
+    """``/api/runs/{trace_id}`` -> a regex matching what Starlette routes there (``{x}``: one segment)."""
+    return re.compile("^" + re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(path)) + "$")
+
+
+_PATTERNS = [(method, _template(path), path) for method, path in ROUTE_SCOPES]
+
+
+def route_scope(method: str, path: str) -> tuple[str, str] | None:
+    """(declared path, scope) of a request's method and concrete path; None when undeclared."""
+    method = "GET" if method.upper() == "HEAD" else method.upper()
+    for declared_method, pattern, declared in _PATTERNS:
+        if declared_method == method and pattern.match(path):
+            return declared, ROUTE_SCOPES[(declared_method, declared)]
+    return None
+
+
+def app_routes(routes: Sequence[Any]) -> list[tuple[str, str]]:
+    """(method, full path) of every API route of an app, routers included at any depth."""
+    try:
+        from fastapi.routing import (
+            iter_route_contexts,  # newer FastAPI keeps included routers nested
+        )
+    except ImportError:  # older FastAPI: routes are flattened into app.routes
+        contexts = [(r, r.path) for r in routes]
+    else:
+        contexts = [(c.original_route, c.path) for c in iter_route_contexts(routes)]
+    return sorted({(m, str(path)) for route, path in contexts if isinstance(route, APIRoute) for m in route.methods if m != "HEAD"})
+
+
+def undeclared_routes(routes: Sequence[Any]) -> list[tuple[str, str]]:
+    """(method, path) of every API route with no entry in ``ROUTE_SCOPES``."""
+    return [route for route in app_routes(routes) if route not in ROUTE_SCOPES]
+
+
+def _token(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return request.headers.get("x-agentwatch-key") or None
+
+
+def _unauthorized(detail: str) -> HTTPException:
+    return HTTPException(401, detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+async def principal(request: Request) -> Principal:
+    """The caller of this request (cached on ``request.state``); 401 without a valid key."""
+    found = getattr(request.state, "principal", None)
+    if found is not None:
+        return found
+    state = request.app.state
+    token = _token(request)
+    if token is None:
+        if state.settings.require_auth:
+            raise _unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+        found = Principal("default", frozenset(LEGACY_SCOPES), "anonymous")  # never admin without a key
+    elif state.admin_token and hmac.compare_digest(token.encode(), state.admin_token.encode()):
+        found = OPERATOR
+    else:
+        grant = await state.authenticator.grant_async(token)
+        if grant is None:
+            raise _unauthorized("invalid or revoked API key")
+        found = Principal(grant.project, grant.scopes, f"key:{grant.key_id}")
+    request.state.principal = found
+    return found
+
+
+async def authorize(request: Request) -> None:
+    """The app-wide dependency: the matched route's scope from ``ROUTE_SCOPES``, held by the caller."""
+    found = route_scope(request.method, request.url.path)
+    if found is None:
+        raise HTTPException(403, f"{request.method} {request.url.path} declares no scope (collector.scopes.ROUTE_SCOPES): refused")
+    path, needed = found
+    if needed == PUBLIC:
+        return
+    caller = await principal(request)
+    if needed not in caller.scopes:
+        have = ", ".join(s for s in SCOPES if s in caller.scopes) or "none"
+        raise HTTPException(403, f"this key lacks the '{needed}' scope needed by {request.method} {path} (it has: {have}); "
+                                 f"create one with 'agentwatch keys create --scope {needed}'")
