@@ -15,8 +15,7 @@ The demo's alert rules (``demo_rules.yaml`` next to this module, evaluated every
 default cost rules with buckets of seconds instead of hours, so that the spike fires within a
 40-second demo: the agent's cost per 5 s and its most expensive run per 10 s, each against a
 baseline learned from the last few buckets. At the end it prints the runs recorded (from the
-collector's ``/api/runs``) and one line per alert incident (from ``/api/alerts``; while it
-runs, each incident is printed once when it fires and once when it resolves), then keeps the
+collector's ``/api/runs``) and each alert that fired (from ``/api/alerts``), then keeps the
 collector, the engine and the dashboard serving (so that one can look around and run one's
 own agent against them: it prints a ready ``export`` line) until Ctrl-C or SIGTERM stops
 every child; ``--exit-when-done`` stops them at once instead. A child that dies is reported by
@@ -30,7 +29,6 @@ import argparse
 import asyncio
 import contextlib
 import functools
-import itertools
 import os
 import signal
 import socket
@@ -136,8 +134,8 @@ def run_demo(options: DemoOptions) -> DemoReport:
     options.data_dir.mkdir(parents=True, exist_ok=True)
     group = ProcessGroup(options.data_dir / "logs", options.log)
     try:
-        urls, key = _start_stack(group, options)
-        report = asyncio.run(_drive(options, group, urls, key))
+        urls, keys = _start_stack(group, options)
+        report = asyncio.run(_drive(options, group, urls, keys))
         if not options.exit_when_done:
             report.stopped_by_user = _serve(group, urls, options.log)
         return report
@@ -249,18 +247,22 @@ def start_collector(group: ProcessGroup, data_dir: Path, *, port: int, grpc_port
     return url
 
 
-def project_key(collector: str, data_dir: Path, project: str = DEMO_PROJECT) -> str:
-    """The project's key, saved in ``data_dir`` and reused while the collector accepts it; else a
-    new one from the running collector's key admin (``agentwatch keys create`` does the same)."""
-    key_path = data_dir / f"{project}-project-key"
+def project_key(collector: str, data_dir: Path, project: str = DEMO_PROJECT, *, scopes: tuple[str, ...] = ("ingest", "read")) -> str:
+    """A key of the project with ``scopes``, saved in ``data_dir`` and reused while the collector
+    accepts it; else a new one from the running collector's key admin (``agentwatch keys create
+    --scope ...`` does the same). The demo gives its agents an ``ingest`` key and its dashboard a
+    ``read`` one; the default (both) serves a test that sends and reads."""
+    key_path = data_dir / (f"{project}-project-key" if scopes == ("ingest", "read") else f"{project}-{'-'.join(scopes)}-key")
     if key_path.exists():
         key = key_path.read_text().strip()
-        if httpx.get(collector + "/api/ingest", headers=_auth(key), timeout=10.0).status_code == 200:
+        probe = (httpx.get(collector + "/api/ingest", headers=_auth(key), timeout=10.0) if "read" in scopes else
+                 httpx.post(collector + "/v1/traces", content=b"", headers={**_auth(key), "Content-Type": "application/x-protobuf"}, timeout=10.0))
+        if probe.status_code == 200:
             return key
     token = read_admin_token(data_dir)
     if token is None:
         raise DemoError(f"no admin token in {data_dir}: is the collector there running on this data directory?")
-    response = httpx.post(collector + "/admin/keys", json={"project": project, "name": "agentwatch demo"},
+    response = httpx.post(collector + "/api/admin/keys", json={"project": project, "name": "agentwatch demo", "scopes": list(scopes)},
                           headers=_auth(token), timeout=30.0)
     if response.status_code != 200:
         raise DemoError(f"creating a key for project {project!r} failed: {response.status_code} {response.text}")
@@ -278,7 +280,7 @@ def start_engine(group: ProcessGroup, *, port: int, speed: float, collector: str
     return f"http://127.0.0.1:{port}"
 
 
-def _start_stack(group: ProcessGroup, options: DemoOptions) -> tuple[dict[str, str], str]:
+def _start_stack(group: ProcessGroup, options: DemoOptions) -> tuple[dict[str, str], tuple[str, str]]:
     """Collector first (the key comes from it), then the engine and the dashboard side by side."""
     ports, data_dir = options.ports, options.data_dir
     options.log(f"starting the collector, the simulated engine and the dashboard (logs in {data_dir / 'logs'})")
@@ -287,17 +289,17 @@ def _start_stack(group: ProcessGroup, options: DemoOptions) -> tuple[dict[str, s
         "AGENTWATCH_SCRAPE_TARGETS": f"sim-engine={engine}/metrics@{DEMO_PROJECT}", "AGENTWATCH_SCRAPE_INTERVAL_S": "2",
         "AGENTWATCH_ALERT_RULES": str(DEMO_RULES), "AGENTWATCH_ALERT_INTERVAL_S": str(ALERT_INTERVAL_S),
         "AGENTWATCH_DEMO_COST_MIN_DELTA": f"{0.01 * options.users:g}"})
-    key = project_key(collector, data_dir)
+    key, read_key = project_key(collector, data_dir, scopes=("ingest",)), project_key(collector, data_dir, scopes=("read",))
     urls = {"dashboard": f"http://127.0.0.1:{ports['dashboard']}",
             "engine": start_engine(group, port=ports["engine"], speed=options.engine_speed, collector=collector, key=key),
             "collector": collector}
     if find_spec("dashboard.cli") is not None:
         group.start("dashboard", _agentwatch("dashboard", "--port", str(ports["dashboard"]),
-                                             "--collector", collector, "--api-key", key, "--open"), {})
+                                             "--collector", collector, "--api-key", read_key, "--open"), {})
     group.wait_ready("engine", engine + "/v1/models")
     if not _dashboard_ready(group, urls["dashboard"], options.log):
         urls.pop("dashboard")
-    return urls, key
+    return urls, (key, read_key)
 
 
 def _dashboard_ready(group: ProcessGroup, url: str, log: Callable[[str], None]) -> bool:
@@ -331,12 +333,14 @@ def export_line(urls: dict[str, str], key: str) -> str:
             f"OPENAI_BASE_URL={urls['engine']}/v1 OPENAI_API_KEY=sim")
 
 
-async def _drive(options: DemoOptions, group: ProcessGroup, urls: dict[str, str], key: str) -> DemoReport:
+async def _drive(options: DemoOptions, group: ProcessGroup, urls: dict[str, str], keys: tuple[str, str]) -> DemoReport:
+    """``keys``: the ingest key (agents, engine) and the read key (dashboard, the demo's report)."""
+    key, read_key = keys
     log = options.log
     log("agentwatch demo (the LLM engine is a simulation)")
     for name, url in urls.items():
         log(f"  {name:<10} {url}")
-    log(f"  data       {options.data_dir}  (project key in {options.data_dir / (DEMO_PROJECT + '-project-key')})")
+    log(f"  data       {options.data_dir}  (ingest and read keys in {options.data_dir / (DEMO_PROJECT + '-ingest-key')}, {DEMO_PROJECT}-read-key)")
     log("  your agent: in another terminal, run the README's 'Instrumenting an agent' snippet after")
     log(f"    {export_line(urls, key)}")
     if options.duration_s < 40:
@@ -345,8 +349,7 @@ async def _drive(options: DemoOptions, group: ProcessGroup, urls: dict[str, str]
         webbrowser.open(urls["dashboard"])
     agentwatch.init(endpoint=urls["collector"], api_key=key, project=DEMO_PROJECT, service_name=SERVICE_NAME)
     started = time.time()
-    printed: dict[str, str] = {}
-    watcher = asyncio.create_task(_watch(urls["collector"], key, started, log, printed=printed))
+    watcher = asyncio.create_task(_watch(urls["collector"], read_key, started, log))
     try:
         phases = await _guarded(group, urls, _phases(options, urls["engine"]))
     finally:
@@ -354,7 +357,7 @@ async def _drive(options: DemoOptions, group: ProcessGroup, urls: dict[str, str]
         watcher.cancel()
     log("traffic done; waiting for the collector to store the spans and evaluate the alerts")
     completed = sum(summary.runs for summary in phases.values())
-    report = await _guarded(group, urls, _final_report(urls["collector"], key, started, completed, printed, log))
+    report = await _guarded(group, urls, _final_report(urls["collector"], read_key, started, completed))
     report.phases = phases
     _print_report(report, log)
     return report
@@ -419,51 +422,32 @@ def _long_tasks() -> tuple[str, ...]:
     return tuple(q for q in make_questions(200, seed=2) if docs_wanted(q) == 5)
 
 
-async def _watch(collector: str, key: str, started: float, log: Callable[[str], None], *, printed: dict[str, str] | None = None) -> None:
-    """Every 10 s: runs and cost stored so far; every 2 s: each incident once when it fires and
-    once when it resolves (``printed``: incident id -> the last state printed)."""
-    printed = {} if printed is None else printed
+async def _watch(collector: str, key: str, started: float, log: Callable[[str], None]) -> None:
+    """Every 10 s: runs and cost stored so far, and any alert that started firing."""
+    seen: set[str] = set()
     async with httpx.AsyncClient(base_url=collector, headers=_auth(key), timeout=5.0) as client:
-        for tick in itertools.count(1):
-            await asyncio.sleep(ALERT_INTERVAL_S)
+        while True:
+            await asyncio.sleep(10)
             with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
-                if tick % 5 == 0:
-                    runs = (await client.get("/api/runs", params={"start": started, "limit": 1})).json()["total"]
-                    cost = (await client.get("/api/cost", params={"start": started})).json()["total_usd"]
-                    log(f"  [{time.time() - started:4.0f} s] {runs} runs stored, ${cost:.4f} so far")
-                _print_incidents((await client.get("/api/alerts", params={"start": started})).json(), printed, started, log)
+                runs = (await client.get("/api/runs", params={"start": started, "limit": 1})).json()["total"]
+                cost = (await client.get("/api/cost", params={"start": started})).json()["total_usd"]
+                log(f"  [{time.time() - started:4.0f} s] {runs} runs stored, ${cost:.4f} so far")
+                for alert in (await client.get("/api/alerts", params={"start": started})).json():
+                    if alert["alert_id"] not in seen:
+                        seen.add(alert["alert_id"])
+                        log(f"  ALERT {alert['state']}: {alert['rule']}: {alert['message']}")
 
 
-def _print_incidents(alerts: list[dict[str, Any]], printed: dict[str, str], started: float, log: Callable[[str], None]) -> None:
-    """One line when an incident fires, one when it resolves; nothing for an incident already told."""
-    for alert in sorted(alerts, key=lambda a: a["started_at"]):
-        state, last = alert["state"], printed.get(alert["alert_id"])
-        if last == state:
-            continue
-        if last is None:
-            log(f"  [{alert['started_at'] - started:4.0f} s] INCIDENT fired: {alert['message']}")
-        if state == "resolved":
-            log(f"  [{alert['resolved_at'] - started:4.0f} s] INCIDENT resolved: {alert['message']}")
-        printed[alert["alert_id"]] = state
-
-
-async def _final_report(
-    collector: str, key: str, started: float, completed: int, printed: dict[str, str] | None = None, log: Callable[[str], None] | None = None
-) -> DemoReport:
-    """Wait (bounded) until the runs are stored and an incident has fired, then until every
-    incident has resolved (traffic stopped: the spend is back to nothing) or has no data (no
-    run finishes any more, which never resolves an incident); read both."""
+async def _final_report(collector: str, key: str, started: float, completed: int) -> DemoReport:
+    """Wait (bounded) until the runs are stored and an alert has fired, then read both."""
     runs, alerts = 0, []
     deadline = time.monotonic() + max(15 * ALERT_INTERVAL_S, 30.0)
-    settle = time.monotonic() + max(30 * ALERT_INTERVAL_S, 60.0)
     async with httpx.AsyncClient(base_url=collector, headers=_auth(key), timeout=10.0) as client:
-        while time.monotonic() < max(deadline, settle if alerts else deadline):
+        while time.monotonic() < deadline:
             with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
                 runs = (await client.get("/api/runs", params={"start": started, "limit": 1})).json()["total"]
                 alerts = (await client.get("/api/alerts", params={"start": started})).json()
-                if log is not None:
-                    _print_incidents(alerts, {} if printed is None else printed, started, log)
-                if runs >= completed and alerts and all(a["state"] == "resolved" or a.get("no_data_since") for a in alerts):
+                if runs >= completed and alerts:
                     break
             await asyncio.sleep(1.0)
     return DemoReport(runs_recorded=runs, alerts=alerts)
@@ -476,14 +460,10 @@ def _print_report(report: DemoReport, log: Callable[[str], None]) -> None:
     log(f"runs recorded by the collector: {report.runs_recorded}")
     if not report.alerts:
         log("alerts fired: none")
-    for alert in sorted(report.alerts, key=lambda a: a["started_at"]):  # one line per incident
-        if alert.get("resolved_at"):
-            end = f"resolved after {alert['resolved_at'] - alert['started_at']:.0f} s"
-        else:
-            end = "still firing" + (" (no data: no run finished since)" if alert.get("no_data_since") else "")
-        peak = alert.get("peak", alert["value"])
-        log(f"alert fired: {alert['rule']} [{alert['severity']}] {alert['scope']}: {alert['metric']} peak "
-            f"{_number(peak)} against a baseline of {_number(alert['baseline'])}, {end}")
+    for alert in report.alerts:
+        resolved = f", resolved {alert['resolved_at'] - alert['started_at']:.0f} s later" if alert.get("resolved_at") else ""
+        log(f"alert fired: {alert['rule']} [{alert['severity']}] {alert['scope']}: {alert['metric']} = "
+            f"{_number(alert['value'])} against a baseline of {_number(alert['baseline'])}{resolved}")
 
 
 def _number(value: float | None) -> str:
