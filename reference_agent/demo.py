@@ -15,7 +15,8 @@ The demo's alert rules (``demo_rules.yaml`` next to this module, evaluated every
 default cost rules with buckets of seconds instead of hours, so that the spike fires within a
 40-second demo: the agent's cost per 5 s and its most expensive run per 10 s, each against a
 baseline learned from the last few buckets. At the end it prints the runs recorded (from the
-collector's ``/api/runs``) and each alert that fired (from ``/api/alerts``), then keeps the
+collector's ``/api/runs``) and one line per alert incident (from ``/api/alerts``; while it
+runs, each incident is printed once when it fires and once when it resolves), then keeps the
 collector, the engine and the dashboard serving (so that one can look around and run one's
 own agent against them: it prints a ready ``export`` line) until Ctrl-C or SIGTERM stops
 every child; ``--exit-when-done`` stops them at once instead. A child that dies is reported by
@@ -29,6 +30,7 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import itertools
 import os
 import signal
 import socket
@@ -349,7 +351,8 @@ async def _drive(options: DemoOptions, group: ProcessGroup, urls: dict[str, str]
         webbrowser.open(urls["dashboard"])
     agentwatch.init(endpoint=urls["collector"], api_key=key, project=DEMO_PROJECT, service_name=SERVICE_NAME)
     started = time.time()
-    watcher = asyncio.create_task(_watch(urls["collector"], read_key, started, log))
+    printed: dict[str, str] = {}
+    watcher = asyncio.create_task(_watch(urls["collector"], read_key, started, log, printed=printed))
     try:
         phases = await _guarded(group, urls, _phases(options, urls["engine"]))
     finally:
@@ -357,7 +360,7 @@ async def _drive(options: DemoOptions, group: ProcessGroup, urls: dict[str, str]
         watcher.cancel()
     log("traffic done; waiting for the collector to store the spans and evaluate the alerts")
     completed = sum(summary.runs for summary in phases.values())
-    report = await _guarded(group, urls, _final_report(urls["collector"], read_key, started, completed))
+    report = await _guarded(group, urls, _final_report(urls["collector"], read_key, started, completed, printed, log))
     report.phases = phases
     _print_report(report, log)
     return report
@@ -422,32 +425,51 @@ def _long_tasks() -> tuple[str, ...]:
     return tuple(q for q in make_questions(200, seed=2) if docs_wanted(q) == 5)
 
 
-async def _watch(collector: str, key: str, started: float, log: Callable[[str], None]) -> None:
-    """Every 10 s: runs and cost stored so far, and any alert that started firing."""
-    seen: set[str] = set()
+async def _watch(collector: str, key: str, started: float, log: Callable[[str], None], *, printed: dict[str, str] | None = None) -> None:
+    """Every 10 s: runs and cost stored so far; every 2 s: each incident once when it fires and
+    once when it resolves (``printed``: incident id -> the last state printed)."""
+    printed = {} if printed is None else printed
     async with httpx.AsyncClient(base_url=collector, headers=_auth(key), timeout=5.0) as client:
-        while True:
-            await asyncio.sleep(10)
+        for tick in itertools.count(1):
+            await asyncio.sleep(ALERT_INTERVAL_S)
             with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
-                runs = (await client.get("/api/runs", params={"start": started, "limit": 1})).json()["total"]
-                cost = (await client.get("/api/cost", params={"start": started})).json()["total_usd"]
-                log(f"  [{time.time() - started:4.0f} s] {runs} runs stored, ${cost:.4f} so far")
-                for alert in (await client.get("/api/alerts", params={"start": started})).json():
-                    if alert["alert_id"] not in seen:
-                        seen.add(alert["alert_id"])
-                        log(f"  ALERT {alert['state']}: {alert['rule']}: {alert['message']}")
+                if tick % 5 == 0:
+                    runs = (await client.get("/api/runs", params={"start": started, "limit": 1})).json()["total"]
+                    cost = (await client.get("/api/cost", params={"start": started})).json()["total_usd"]
+                    log(f"  [{time.time() - started:4.0f} s] {runs} runs stored, ${cost:.4f} so far")
+                _print_incidents((await client.get("/api/alerts", params={"start": started})).json(), printed, started, log)
 
 
-async def _final_report(collector: str, key: str, started: float, completed: int) -> DemoReport:
-    """Wait (bounded) until the runs are stored and an alert has fired, then read both."""
+def _print_incidents(alerts: list[dict[str, Any]], printed: dict[str, str], started: float, log: Callable[[str], None]) -> None:
+    """One line when an incident fires, one when it resolves; nothing for an incident already told."""
+    for alert in sorted(alerts, key=lambda a: a["started_at"]):
+        state, last = alert["state"], printed.get(alert["alert_id"])
+        if last == state:
+            continue
+        if last is None:
+            log(f"  [{alert['started_at'] - started:4.0f} s] INCIDENT fired: {alert['message']}")
+        if state == "resolved":
+            log(f"  [{alert['resolved_at'] - started:4.0f} s] INCIDENT resolved: {alert['message']}")
+        printed[alert["alert_id"]] = state
+
+
+async def _final_report(
+    collector: str, key: str, started: float, completed: int, printed: dict[str, str] | None = None, log: Callable[[str], None] | None = None
+) -> DemoReport:
+    """Wait (bounded) until the runs are stored and an incident has fired, then until every
+    incident has resolved (traffic stopped: the spend is back to nothing) or has no data (no
+    run finishes any more, which never resolves an incident); read both."""
     runs, alerts = 0, []
     deadline = time.monotonic() + max(15 * ALERT_INTERVAL_S, 30.0)
+    settle = time.monotonic() + max(30 * ALERT_INTERVAL_S, 60.0)
     async with httpx.AsyncClient(base_url=collector, headers=_auth(key), timeout=10.0) as client:
-        while time.monotonic() < deadline:
+        while time.monotonic() < max(deadline, settle if alerts else deadline):
             with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
                 runs = (await client.get("/api/runs", params={"start": started, "limit": 1})).json()["total"]
                 alerts = (await client.get("/api/alerts", params={"start": started})).json()
-                if runs >= completed and alerts:
+                if log is not None:
+                    _print_incidents(alerts, {} if printed is None else printed, started, log)
+                if runs >= completed and alerts and all(a["state"] == "resolved" or a.get("no_data_since") for a in alerts):
                     break
             await asyncio.sleep(1.0)
     return DemoReport(runs_recorded=runs, alerts=alerts)
@@ -460,10 +482,14 @@ def _print_report(report: DemoReport, log: Callable[[str], None]) -> None:
     log(f"runs recorded by the collector: {report.runs_recorded}")
     if not report.alerts:
         log("alerts fired: none")
-    for alert in report.alerts:
-        resolved = f", resolved {alert['resolved_at'] - alert['started_at']:.0f} s later" if alert.get("resolved_at") else ""
-        log(f"alert fired: {alert['rule']} [{alert['severity']}] {alert['scope']}: {alert['metric']} = "
-            f"{_number(alert['value'])} against a baseline of {_number(alert['baseline'])}{resolved}")
+    for alert in sorted(report.alerts, key=lambda a: a["started_at"]):  # one line per incident
+        if alert.get("resolved_at"):
+            end = f"resolved after {alert['resolved_at'] - alert['started_at']:.0f} s"
+        else:
+            end = "still firing" + (" (no data: no run finished since)" if alert.get("no_data_since") else "")
+        peak = alert.get("peak", alert["value"])
+        log(f"alert fired: {alert['rule']} [{alert['severity']}] {alert['scope']}: {alert['metric']} peak "
+            f"{_number(peak)} against a baseline of {_number(alert['baseline'])}, {end}")
 
 
 def _number(value: float | None) -> str:
