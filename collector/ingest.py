@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
+from collector.bounds import latest_start_ns
 from collector.metrics import Metrics
 from collector.normalize import Normalizer
 from collector.otlp.decode import Converted, convert
@@ -97,6 +98,8 @@ class Ingestor:
         else:
             loop = asyncio.get_running_loop()
             payload, converted = await loop.run_in_executor(self._pool, self._decode, payload, fmt, project, encoding)
+        if converted.warnings:
+            self.metrics.dropped_fields.inc(converted.warnings)  # named in the response's partial_success
         if converted.spans:
             self.check_capacity()
             seq = await self.spool.append(project, fmt, payload)
@@ -112,7 +115,8 @@ class Ingestor:
     def _convert(self, payload: bytes, fmt: str, project: str) -> Converted:
         return convert(
             payload, fmt, project, self.normalizer, max_spans=self.settings.max_spans_per_request,
-            not_before_ns=self._retention_start_ns(), native=self.settings.native_decode,
+            not_before_ns=self._retention_start_ns(), not_after_ns=latest_start_ns(self.settings.retention_days),
+            native=self.settings.native_decode,
         )
 
     def _retention_start_ns(self) -> int:
@@ -124,7 +128,10 @@ class Ingestor:
         """The spans of a spooled request (replay after a restart, or spans not kept in memory)."""
         project, fmt, payload = self.spool.read(seq)
         try:
-            return convert(payload, fmt, project, self.normalizer, max_spans=1 << 62, native=self.settings.native_decode).table
+            return convert(
+                payload, fmt, project, self.normalizer, max_spans=1 << 62, not_after_ns=latest_start_ns(self.settings.retention_days),
+                native=self.settings.native_decode,
+            ).table
         except Exception:
             log.exception("spooled request %d cannot be decoded any more; skipped", seq)
             return empty_spans_table()

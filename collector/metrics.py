@@ -29,6 +29,9 @@ class Metrics:
         r = self.registry
         self.received = Counter("agentwatch_collector_received_spans", "Spans received (valid or not)", ["transport"], registry=r)
         self.rejected = Counter("agentwatch_collector_rejected_spans", "Spans rejected, by reason", ["reason"], registry=r)
+        self.dropped_fields = Counter(
+            "agentwatch_collector_dropped_fields", "Span fields dropped or corrected as out of bounds (collector.bounds), the spans kept", registry=r
+        )
         self.requests = Counter("agentwatch_collector_requests", "Export requests answered, by transport and status code", ["transport", "code"], registry=r)
         self.flushed = Counter("agentwatch_collector_flushed_spans", "Spans written to the store", registry=r)
         self.flush_seconds = Histogram("agentwatch_collector_flush_seconds", "Duration of one batch insert", buckets=_FLUSH_BUCKETS, registry=r)

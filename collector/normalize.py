@@ -20,6 +20,8 @@ from typing import Any
 
 from agentwatch import _semconv as sc
 
+from collector import bounds
+from collector.bounds import BadValue
 from collector.model import SpanRow
 from collector.redact import Redactor
 
@@ -50,6 +52,7 @@ _OPENINFERENCE_KINDS = {
 _TRACELOOP_KINDS = {"workflow": sc.KIND_RUN, "agent": sc.KIND_RUN, "task": sc.KIND_STEP, "tool": sc.KIND_TOOL}
 _KINDS = frozenset(sc.SPAN_KINDS)
 _TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens")
+_INF = float("inf")
 
 
 def _nstr(value: Any) -> str | None:
@@ -130,9 +133,9 @@ _map("@llm", _nstr, sc.LLM_REQUEST_TYPE)
 _map("@project", _nstr, sc.AW_PROJECT)  # the API key decides the project, never the span
 _map("model", _nstr, sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_REQUEST_MODEL, sc.LLM_MODEL_NAME)
 _map("provider", _nstr, sc.GEN_AI_PROVIDER_NAME, sc.GEN_AI_SYSTEM, sc.LLM_PROVIDER, sc.LLM_SYSTEM)
-_map("input_tokens", _nint, sc.GEN_AI_USAGE_INPUT_TOKENS, sc.GEN_AI_USAGE_PROMPT_TOKENS, sc.LLM_TOKEN_COUNT_PROMPT, sc.LLM_USAGE_PROMPT_TOKENS)
-_map("output_tokens", _nint, sc.GEN_AI_USAGE_OUTPUT_TOKENS, sc.GEN_AI_USAGE_COMPLETION_TOKENS, sc.LLM_TOKEN_COUNT_COMPLETION, sc.LLM_USAGE_COMPLETION_TOKENS)
-_map("cached_tokens", _nint, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, sc.LLM_TOKEN_COUNT_CACHE_READ, "gen_ai.usage.cache_read_input_tokens")
+_map("input_tokens", bounds.tokens, sc.GEN_AI_USAGE_INPUT_TOKENS, sc.GEN_AI_USAGE_PROMPT_TOKENS, sc.LLM_TOKEN_COUNT_PROMPT, sc.LLM_USAGE_PROMPT_TOKENS)
+_map("output_tokens", bounds.tokens, sc.GEN_AI_USAGE_OUTPUT_TOKENS, sc.GEN_AI_USAGE_COMPLETION_TOKENS, sc.LLM_TOKEN_COUNT_COMPLETION, sc.LLM_USAGE_COMPLETION_TOKENS)
+_map("cached_tokens", bounds.tokens, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, sc.LLM_TOKEN_COUNT_CACHE_READ, "gen_ai.usage.cache_read_input_tokens")
 _map("agent_name", _nstr, sc.GEN_AI_AGENT_NAME, sc.OI_AGENT_NAME, sc.TRACELOOP_WORKFLOW_NAME)
 _map("session_id", _nstr, sc.GEN_AI_CONVERSATION_ID, sc.SESSION_ID)
 _map("user_id", _nstr, sc.USER_ID)
@@ -146,12 +149,12 @@ _map("outcome", _nstr, sc.AW_RUN_OUTCOME)
 _map("budget_exceeded", _nstr, sc.AW_BUDGET_EXCEEDED)
 _map("request_id", _nstr, sc.GEN_AI_REQUEST_ID)
 # TTFT: then, where none of these is present, openlit's and the stream events' (_stream_latency).
-_map("ttft_s", _float, sc.AW_TTFT, sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, sc.GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN)
-_map("tpot_s", _float, sc.AW_TPOT)
-_map("queue_s", _float, sc.GEN_AI_LATENCY_TIME_IN_QUEUE)
-_map("prefill_s", _float, sc.GEN_AI_LATENCY_TIME_IN_MODEL_PREFILL)
-_map("decode_s", _float, sc.GEN_AI_LATENCY_TIME_IN_MODEL_DECODE)
-_map("cost_usd", _float, sc.AW_COST_USD)
+_map("ttft_s", bounds.seconds, sc.AW_TTFT, sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, sc.GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN)
+_map("tpot_s", bounds.seconds, sc.AW_TPOT)
+_map("queue_s", bounds.seconds, sc.GEN_AI_LATENCY_TIME_IN_QUEUE)
+_map("prefill_s", bounds.seconds, sc.GEN_AI_LATENCY_TIME_IN_MODEL_PREFILL)
+_map("decode_s", bounds.seconds, sc.GEN_AI_LATENCY_TIME_IN_MODEL_DECODE)
+_map("cost_usd", bounds.cost_usd, sc.AW_COST_USD)
 _map("price_version", _nstr, sc.AW_PRICE_VERSION)
 _map("input_text", _CAPTURED, sc.GEN_AI_INPUT_MESSAGES, sc.INPUT_VALUE, sc.GEN_AI_TOOL_CALL_ARGUMENTS, "gen_ai.prompt")
 _map("output_text", _CAPTURED, sc.GEN_AI_OUTPUT_MESSAGES, sc.OUTPUT_VALUE, sc.GEN_AI_TOOL_CALL_RESULT, "gen_ai.completion")
@@ -179,6 +182,15 @@ class Resource:
     def __init__(self, service_name: str, attributes: dict[str, str]) -> None:
         self.service_name = service_name
         self.attributes = attributes
+
+
+Warn = Callable[[str, str], None]
+"""(where, why) of a field that was dropped or corrected: a warning in ``partial_success``."""
+
+
+def _warn(warn: Warn | None, span_id: str, why: str) -> None:
+    if warn is not None:
+        warn(f"span {span_id}", why)
 
 
 Pricer = Callable[[str, str, int, int, int], "tuple[float, str] | None"]
@@ -235,8 +247,13 @@ class Normalizer:
         status_message: str,
         attributes: Iterable[tuple[str, Any]],
         events: list[dict[str, Any]] | None = None,
+        warn: Warn | None = None,
     ) -> SpanRow:
-        """One row; ``attributes`` are (key, Python value) pairs, as decoded from OTLP."""
+        """One row; ``attributes`` are (key, Python value) pairs, as decoded from OTLP.
+
+        A value outside its bound (``collector.bounds``) is dropped and reported to ``warn``
+        (where, why), as is an end time before the start (set to the start): the span is kept.
+        """
         cols: dict[str, Any] = {}
         ranks: dict[str, int] = {}
         extra: dict[str, str] = {}
@@ -252,7 +269,11 @@ class Normalizer:
             column, rank, convert = spec
             if rank >= 0 and ranks.get(column, 99) <= rank:
                 continue  # a better-ranked attribute already filled this column
-            value = convert(value) if convert is not None else self.captured(value)
+            try:
+                value = convert(value) if convert is not None else self.captured(value)
+            except BadValue as bad:
+                _warn(warn, span_id, f"{key} {bad}; dropped")
+                continue
             if value is not None:
                 cols[column] = value
                 if rank >= 0:
@@ -261,6 +282,9 @@ class Normalizer:
             self._redact_extra(extra)
         dialect = cols.get("@tl") or cols.get("@oi") if cols else None
         kind = _kind(cols, name, parent_span_id) if cols else sc.KIND_OTHER
+        if end_time_ns < start_time_ns:
+            _warn(warn, span_id, f"end time {end_time_ns} ns is before the start time {start_time_ns} ns; set to the start time")
+            end_time_ns = start_time_ns
         if len(name) > max_len or len(status_message) > max_len:
             name, status_message = self.text(name), self.text(status_message)
         row = SpanRow(
@@ -326,10 +350,14 @@ class Normalizer:
         if self.pricer is None:
             return None
         try:
-            return self.pricer(model, provider, input_tokens, output_tokens, cached_tokens)
+            priced = self.pricer(model, provider, input_tokens, output_tokens, cached_tokens)
         except Exception:  # a price table bug must not lose the span
             log.exception("pricing failed for model %r", model)
             return None
+        if priced is not None and not 0.0 <= priced[0] < _INF:  # a price file's negative or NaN price
+            log.error("price of model %r is %r, not a cost; left unpriced", model, priced[0])
+            return None
+        return priced
 
 
 def _names(row: SpanRow, dialect: str, extra: dict[str, str]) -> None:
@@ -422,9 +450,10 @@ def normalize_span(
     resource: Resource | None = None,
     events: list[dict[str, Any]] | None = None,
     normalizer: Normalizer | None = None,
+    warn: Warn | None = None,
 ) -> SpanRow:
     """Normalise one span given as an attribute dict (the unit-testable front door)."""
     return (normalizer or _DEFAULT).normalize(
         project, resource or Resource("", {}), trace_id, span_id, parent_span_id, name,
-        start_time_ns, end_time_ns, status_code, status_message, attributes.items(), events,
+        start_time_ns, end_time_ns, status_code, status_message, attributes.items(), events, warn,
     )

@@ -675,7 +675,7 @@ static void col_free(Col *c) {
 typedef struct {
     Decoder *d;
     PyObject *project;
-    uint64_t not_before;
+    uint64_t not_before, not_after; /* the start times kept */
     Col cols[MAX_SLOTS];    /* one per field; the two map fields keep only their offsets */
     Col attr_keys, attr_values, res_keys, res_values;
     PyObject *declined;
@@ -714,12 +714,15 @@ static int all_zero(Buf *b) {
     return 1;
 }
 
-#define MAX_NS 0x7fffffffffffffffULL
+/* collector.bounds.MAX_TIME_NS: the end of ClickHouse's DateTime, 2106-02-07T06:28:15Z */
+#define MAX_NS 4294967295000000000ULL
 
+/* Ids and times the Python path takes as they are; anything else (an end before the start
+   included, which it corrects with a warning) is declined to it. */
 static int span_valid(Request *r, SpanFields *f) {
     Py_ssize_t t = f->trace_id.end - f->trace_id.p, s = f->span_id.end - f->span_id.p, p = f->parent.end - f->parent.p;
     return t == 16 && s == 8 && (p == 0 || p == 8) && !all_zero(&f->trace_id) && !all_zero(&f->span_id) &&
-           r->not_before <= f->start && f->start <= MAX_NS && f->end <= MAX_NS;
+           r->not_before <= f->start && f->start <= r->not_after && f->start <= f->end && f->end <= MAX_NS;
 }
 
 static int decline(Request *r) {
@@ -1309,12 +1312,13 @@ static int read_resource_spans(Request *r, Buf b, SpanFields *f) {
 static PyObject *Decoder_decode(Decoder *d, PyObject *args) {
     Py_buffer payload;
     PyObject *project;
-    unsigned long long not_before;
-    if (!PyArg_ParseTuple(args, "y*UK", &payload, &project, &not_before)) return NULL;
+    unsigned long long not_before, not_after = MAX_NS;
+    if (!PyArg_ParseTuple(args, "y*UK|K", &payload, &project, &not_before, &not_after)) return NULL;
     Request r = {0};
     r.d = d;
     r.project = project;
     r.not_before = not_before;
+    r.not_after = not_after;
     PyObject *result = NULL;
     SpanFields f = {0};
     for (int i = 0; i < d->nfields; i++) r.cols[i].type = d->types[i];
@@ -1367,7 +1371,7 @@ out:
 
 static PyMethodDef Decoder_methods[] = {
     {"decode", (PyCFunction)Decoder_decode, METH_VARARGS,
-     "decode(payload, project, not_before_ns) -> (columns, attribute keys, attribute values, resource keys, resource values, "
+     "decode(payload, project, not_before_ns, not_after_ns=MAX) -> (columns, attribute keys, attribute values, resource keys, resource values, "
      "declined, span_count); each column is (n, null_count, validity, offsets, data) for pa.Array.from_buffers"},
     {NULL, NULL, 0, NULL},
 };

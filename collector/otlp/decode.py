@@ -31,6 +31,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from collector.bounds import MAX_TIME_NS
 from collector.model import SpanRow
 from collector.normalize import Normalizer, Resource
 from collector.otlp import native
@@ -46,43 +47,56 @@ JSON = "json"
 _MAX_MESSAGES = 3
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
-_MAX_NS = 2**63 - 1  # the latest time a DateTime64(9) holds (2262-04-11)
+_MAX_NS = MAX_TIME_NS  # the latest time the store keeps (collector.bounds: DateTime ends in 2106)
 _SCALARS = frozenset({"string_value", "int_value", "double_value", "bool_value", "bytes_value"})
 _STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+_Window = tuple[int, int]  # (not before, not after): the span start times the store keeps, in ns
 
 
 @dataclass(slots=True)
 class Converted:
-    """The spans of one request (a ``SPANS_SCHEMA`` table) and what was rejected in it, and why."""
+    """The spans of one request (a ``SPANS_SCHEMA`` table), what was rejected in it and what
+    was dropped from the spans kept (fields out of bounds, ``collector.bounds``), and why."""
 
     table: pa.Table = field(default_factory=empty_spans_table)
     rejected: int = 0
     messages: list[str] = field(default_factory=list)
+    warnings: int = 0  # fields dropped or corrected in spans that were kept
+    _noted_rejections: int = field(default=0, repr=False)
 
     @property
     def spans(self) -> int:
         return self.table.num_rows
 
     def reject(self, where: str, why: str) -> None:
+        """A span not kept; its message goes before any warning's (a lost span matters more)."""
         self.rejected += 1
+        if self._noted_rejections < _MAX_MESSAGES:
+            self.messages.insert(self._noted_rejections, f"{where}: {why}")
+            self._noted_rejections += 1
+            del self.messages[_MAX_MESSAGES:]
+
+    def warn(self, where: str, why: str) -> None:
+        """A field dropped or corrected, the span kept: OTLP's warning (``rejected_spans`` 0)."""
+        self.warnings += 1
         if len(self.messages) < _MAX_MESSAGES:
             self.messages.append(f"{where}: {why}")
 
     @property
     def error_message(self) -> str:
-        if not self.rejected:
-            return ""
-        more = self.rejected - len(self.messages)
+        more = self.rejected + self.warnings - len(self.messages)
         return "; ".join(self.messages) + (f"; and {more} more" if more > 0 else "")
 
 
 def convert(
-    payload: bytes, fmt: str, project: str, normalizer: Normalizer, *, max_spans: int, not_before_ns: int = 0, native: bool = True
+    payload: bytes, fmt: str, project: str, normalizer: Normalizer, *, max_spans: int, not_before_ns: int = 0,
+    not_after_ns: int = MAX_TIME_NS, native: bool = True,
 ) -> Converted:
     """Decode and normalise one export request body (already decompressed).
 
-    Spans that started before ``not_before_ns`` (older than the retention) are rejected:
-    the store's TTL would drop them right after they were acknowledged. Both encodings go
+    Spans that started before ``not_before_ns`` (older than the retention) or after
+    ``not_after_ns`` (``collector.bounds.latest_start_ns``) are rejected: the store's TTL would
+    drop them right after they were acknowledged. Both encodings go
     through the native decoder when it is built and ``native`` is set (JSON re-encoded as
     protobuf first); the Python path is the reference it falls back to, for a span or a whole
     request.
@@ -91,21 +105,24 @@ def convert(
     if fmt == PROTOBUF:
         if decoder is not None:
             try:
-                return _convert_native(decoder, payload, project, normalizer, max_spans, not_before_ns)
+                return _convert_native(decoder, payload, project, normalizer, max_spans, (not_before_ns, not_after_ns))
             except NativeFallback:
                 pass  # something unusual in the request: the Python path decides
         request, unreadable = parse_protobuf_spans(payload)
-        return convert_message(request, project, normalizer, max_spans=max_spans, not_before_ns=not_before_ns, unreadable=unreadable)
+        return convert_message(
+            request, project, normalizer, max_spans=max_spans, not_before_ns=not_before_ns, not_after_ns=not_after_ns,
+            unreadable=unreadable,
+        )
     doc = parse_json(payload)
     if decoder is not None:
         try:
             wire, count = json_wire(doc)  # the same request as protobuf, for the same decoder
             if count > max_spans:
                 raise _too_many(count, max_spans)
-            return _convert_native(decoder, wire, project, normalizer, max_spans, not_before_ns)
+            return _convert_native(decoder, wire, project, normalizer, max_spans, (not_before_ns, not_after_ns))
         except NativeFallback:
             pass  # a form only the Python JSON path reads (or rejects with a precise message)
-    return _convert_json(doc, project, normalizer, max_spans, not_before_ns)
+    return _convert_json(doc, project, normalizer, max_spans, (not_before_ns, not_after_ns))
 
 
 _NATIVE: weakref.WeakKeyDictionary[Normalizer, NativeDecoder] = weakref.WeakKeyDictionary()
@@ -120,9 +137,9 @@ def _native_decoder(normalizer: Normalizer) -> NativeDecoder | None:
     return decoder
 
 
-def _convert_native(decoder: NativeDecoder, payload: bytes, project: str, nz: Normalizer, max_spans: int, not_before_ns: int) -> Converted:
+def _convert_native(decoder: NativeDecoder, payload: bytes, project: str, nz: Normalizer, max_spans: int, window: _Window) -> Converted:
     """The decoder's table, plus the spans it declined normalised by the Python path, in request order."""
-    decoded = decoder.decode(payload, project, not_before_ns)
+    decoded = decoder.decode(payload, project, *window)
     if decoded.spans > max_spans:
         raise _too_many(decoded.spans, max_spans)
     out = Converted(table=decoded.table)
@@ -132,7 +149,7 @@ def _convert_native(decoder: NativeDecoder, payload: bytes, project: str, nz: No
     for index in sorted(unreadable.keys() & set(decoded.declined)):
         out.reject(f"span {index}", unreadable[index])
     declined = set(decoded.declined) - unreadable.keys()
-    rows, positions = _normalize_message(out, request, project, nz, not_before_ns, declined)
+    rows, positions = _normalize_message(out, request, project, nz, window, declined)
     if rows:
         table = _spans_table(out, rows)
         out.table = pa.concat_tables([decoded.table, table])
@@ -143,18 +160,20 @@ def _convert_native(decoder: NativeDecoder, payload: bytes, project: str, nz: No
 
 
 def response_body(converted: Converted, fmt: str) -> bytes:
-    """``ExportTraceServiceResponse``; ``partial_success`` is set only when spans were rejected."""
+    """``ExportTraceServiceResponse``; ``partial_success`` is set only when spans were rejected
+    or fields dropped (then with ``rejected_spans`` 0, which OTLP reads as a warning)."""
     if fmt == JSON:
-        if not converted.rejected:
+        if not converted.messages:
             return b"{}"
-        doc = {"partialSuccess": {"rejectedSpans": str(converted.rejected), "errorMessage": converted.error_message}}
-        return json.dumps(doc).encode()
+        partial: dict[str, str] = {"rejectedSpans": str(converted.rejected)} if converted.rejected else {}
+        partial["errorMessage"] = converted.error_message
+        return json.dumps({"partialSuccess": partial}).encode()
     return response_message(converted).SerializeToString()
 
 
 def response_message(converted: Converted) -> ExportTraceServiceResponse:
     response = ExportTraceServiceResponse()
-    if converted.rejected:
+    if converted.messages:
         response.partial_success.rejected_spans = converted.rejected
         response.partial_success.error_message = converted.error_message
     return response
@@ -218,7 +237,7 @@ def parse_protobuf_spans(payload: bytes) -> tuple[ExportTraceServiceRequest, dic
 
 def convert_message(
     request: ExportTraceServiceRequest, project: str, nz: Normalizer, *, max_spans: int, not_before_ns: int = 0,
-    unreadable: dict[int, str] | None = None,
+    not_after_ns: int = MAX_TIME_NS, unreadable: dict[int, str] | None = None,
 ) -> Converted:
     """Normalise a parsed request; the spans at the indices in ``unreadable`` (left empty by
     ``parse_protobuf_spans``) are rejected with their reason."""
@@ -229,13 +248,13 @@ def convert_message(
     for index, why in sorted((unreadable or {}).items()):
         out.reject(f"span {index}", why)
     only = set(range(count)) - unreadable.keys() if unreadable else None
-    rows, _ = _normalize_message(out, request, project, nz, not_before_ns, only)
+    rows, _ = _normalize_message(out, request, project, nz, (not_before_ns, not_after_ns), only)
     out.table = _spans_table(out, rows)
     return out
 
 
 def _normalize_message(
-    out: Converted, request: ExportTraceServiceRequest, project: str, nz: Normalizer, not_before_ns: int, only: set[int] | None
+    out: Converted, request: ExportTraceServiceRequest, project: str, nz: Normalizer, window: _Window, only: set[int] | None
 ) -> tuple[list[SpanRow], list[int]]:
     """Rows of the spans at the indices in ``only`` (all when None), and their indices; rejects go to ``out``."""
     rows: list[SpanRow] = []
@@ -253,15 +272,15 @@ def _normalize_message(
                     resource = _resource(nz, {kv.key: _any_pb(kv.value) for kv in rs.resource.attributes})
                 tid, sid, pid = span.trace_id, span.span_id, span.parent_span_id
                 start, end = span.start_time_unix_nano, span.end_time_unix_nano
-                if not _valid(tid, sid, pid, start, end, not_before_ns):  # one cheap test for the common case
-                    out.reject(f"span {index - 1}", _bad_ids(tid, sid, pid) or _bad_times(start, end, not_before_ns))
+                if not _valid(tid, sid, pid, start, end, window):  # one cheap test for the common case
+                    out.reject(f"span {index - 1}", _bad_ids(tid, sid, pid) or _bad_times(start, end, window))
                     continue
                 events = [_event_pb(e) for e in span.events] if span.events else None
                 status = span.status
                 try:
                     rows.append(normalize(
                         project, resource, tid.hex(), sid.hex(), pid.hex(), span.name,
-                        start, end, status.code, status.message, _pairs_pb(span.attributes), events,
+                        start, end, status.code, status.message, _pairs_pb(span.attributes), events, out.warn,
                     ))
                 except Exception as exc:  # one bad span never sinks the request
                     log.exception("span %d could not be normalised", index - 1)
@@ -271,10 +290,10 @@ def _normalize_message(
     return rows, positions
 
 
-def _valid(tid: bytes, sid: bytes, pid: bytes, start: int, end: int, not_before_ns: int) -> bool:
+def _valid(tid: bytes, sid: bytes, pid: bytes, start: int, end: int, window: _Window) -> bool:
     return (
         len(tid) == 16 and len(sid) == 8 and len(pid) in (0, 8) and tid != _ZERO_TRACE and sid != _ZERO_SPAN
-        and not_before_ns <= start <= _MAX_NS and 0 <= end <= _MAX_NS
+        and window[0] <= start <= window[1] and start <= _MAX_NS and 0 <= end <= _MAX_NS
     )
 
 
@@ -288,12 +307,17 @@ def _bad_ids(tid: bytes, sid: bytes, pid: bytes) -> str:
     return ""
 
 
-def _bad_times(start: int, end: int, not_before_ns: int) -> str:
-    """Times a DateTime64(9) column cannot hold would fail the insert after the 2xx: refuse them now."""
+def _bad_times(start: int, end: int, window: _Window) -> str:
+    """Times the store cannot keep would be lost after the 2xx (a failed insert, a TTL that
+    drops them at once): refuse them now. "" when the times are kept."""
     if not (0 <= start <= _MAX_NS and 0 <= end <= _MAX_NS):
-        return f"start and end times must be between 0 and {_MAX_NS} ns since the epoch (got {start}, {end})"
-    if start < not_before_ns:
-        return f"span started before the retention window (start {start} ns < {not_before_ns} ns, AGENTWATCH_RETENTION_DAYS); it would be dropped, not stored"
+        return (f"start and end times must be between 0 and {_MAX_NS} ns since the epoch (2106-02-07T06:28:15Z, "
+                f"where the store's DateTime ends; got {start}, {end})")
+    if start < window[0]:
+        return f"span started before the retention window (start {start} ns < {window[0]} ns, AGENTWATCH_RETENTION_DAYS); it would be dropped, not stored"
+    if start > window[1]:
+        return (f"span starts too late for the store to keep (start {start} ns > {window[1]} ns: with AGENTWATCH_RETENTION_DAYS "
+                "its expiry would pass 2106-02-07T06:28:15Z, where the store's DateTime ends); it would be dropped, not stored")
     return ""
 
 
@@ -344,7 +368,7 @@ def parse_json(payload: bytes) -> dict[str, Any]:
     return doc
 
 
-def _convert_json(doc: dict[str, Any], project: str, nz: Normalizer, max_spans: int, not_before_ns: int) -> Converted:
+def _convert_json(doc: dict[str, Any], project: str, nz: Normalizer, max_spans: int, window: _Window) -> Converted:
     resource_spans = _jlist(doc, "resourceSpans", "resource_spans", "request")
     scopes = [(rs, _jlist(_jobj(rs, "resourceSpans[]"), "scopeSpans", "scope_spans", "resourceSpans[]")) for rs in resource_spans]
     spans = [(rs, [_jlist(_jobj(ss, "scopeSpans[]"), "spans", "spans", "scopeSpans[]") for ss in sss]) for rs, sss in scopes]
@@ -363,13 +387,13 @@ def _convert_json(doc: dict[str, Any], project: str, nz: Normalizer, max_spans: 
         for span_list in lists:
             for span in span_list:
                 index += 1
-                if (row := _json_span(out, nz, project, resource, span, index - 1, not_before_ns)) is not None:
+                if (row := _json_span(out, nz, project, resource, span, index - 1, window)) is not None:
                     rows.append(row)
     out.table = _spans_table(out, rows)
     return out
 
 
-def _json_span(out: Converted, nz: Normalizer, project: str, resource: Resource, span: Any, index: int, not_before_ns: int) -> SpanRow | None:
+def _json_span(out: Converted, nz: Normalizer, project: str, resource: Resource, span: Any, index: int, window: _Window) -> SpanRow | None:
     """The normalised span, or None when it is rejected (recorded in ``out``)."""
     try:
         if not isinstance(span, dict):
@@ -384,11 +408,11 @@ def _json_span(out: Converted, nz: Normalizer, project: str, resource: Resource,
         events = [_json_event(e) for e in _jget(span, "events", "events") or ()] or None
         start = int(_jget(span, "startTimeUnixNano", "start_time_unix_nano") or 0)
         end = int(_jget(span, "endTimeUnixNano", "end_time_unix_nano") or 0)
-        if why := _bad_times(start, end, not_before_ns):
+        if why := _bad_times(start, end, window):
             raise ValueError(why)
         return nz.normalize(
             project, resource, tid, sid, pid, _jstr(_jget(span, "name", "name")), start, end,
-            code, _jstr(status.get("message")), _jpairs(span), events,
+            code, _jstr(status.get("message")), _jpairs(span), events, out.warn,
         )
     except (TypeError, ValueError, AttributeError, KeyError, OverflowError, RecursionError) as exc:
         out.reject(f"span {index}", str(exc) or type(exc).__name__)

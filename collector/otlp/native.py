@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 from agentwatch import _semconv as sc
 
-from collector import normalize
+from collector import bounds, normalize
 from collector.model import SpanRow
 from collector.normalize import Normalizer, Resource
 from collector.storage.columns import _MAP, _STR, SPAN_FIELDS, SPANS_SCHEMA
@@ -152,9 +152,11 @@ class NativeDecoder:
             normalize.STATUS_CODES, nz.max_len,
         )
 
-    def decode(self, payload: bytes, project: str, not_before_ns: int = 0) -> Decoded:
-        """Raises ``NativeFallback`` when the whole request should take the Python path."""
-        columns, attr_keys, attr_values, res_keys, res_values, declined, spans = self._decoder.decode(payload, project, max(0, not_before_ns))
+    def decode(self, payload: bytes, project: str, not_before_ns: int = 0, not_after_ns: int = bounds.MAX_TIME_NS) -> Decoded:
+        """Spans that start outside [``not_before_ns``, ``not_after_ns``] are declined (the Python
+        path rejects them). Raises ``NativeFallback`` when the whole request should take the Python path."""
+        window = (max(0, not_before_ns), min(max(0, not_after_ns), bounds.MAX_TIME_NS))
+        columns, attr_keys, attr_values, res_keys, res_values, declined, spans = self._decoder.decode(payload, project, *window)
         return Decoded(_table(columns, attr_keys, attr_values, res_keys, res_values), declined, spans)
 
 

@@ -44,9 +44,10 @@ def test_json_mapping_ids_ints_enums_and_snake_case() -> None:
         {"key": "d", "value": {"doubleValue": 1.5}},
         {"key": "kv", "value": {"kvlistValue": {"values": [{"key": "x", "value": {"boolValue": True}}]}}},
     ])
-    [row] = table_rows(convert(body, JSON, "p", NZ, max_spans=10).table)
+    out = convert(body, JSON, "p", NZ, max_spans=10)
+    [row] = table_rows(out.table)
     assert (row.trace_id, row.parent_span_id, row.status_code) == ("ab" * 16, "ef" * 8, "error")
-    assert row.input_tokens == 0xFFFFFFFF  # clamped to the column's UInt32
+    assert row.input_tokens == 0 and "gen_ai.usage.input_tokens" in out.error_message  # beyond collector.bounds: dropped, warned
     assert row.attributes == {"n": "9007199254740993", "b": "01", "d": "1.5", "kv": '{"x":true}'}
     snake = json.dumps({"resource_spans": [{"scope_spans": [{"spans": [{"trace_id": "ab" * 16, "span_id": "cd" * 8, "start_time_unix_nano": 5}]}]}]})
     assert table_rows(convert(snake.encode(), JSON, "p", NZ, max_spans=10).table)[0].start_time_ns == 5

@@ -1,8 +1,8 @@
 """Hypothesis strategies for OTLP export requests, valid and broken, and their two encodings.
 
 A request is generated as plain data (``SpanSpec``s) so that the test knows, independently of
-the collector, which spans are valid (right id lengths, timestamps a ClickHouse DateTime64(9)
-can hold) and must be stored, and which must be reported in ``partial_success``.
+the collector, which spans are valid (right id lengths, timestamps the store can keep,
+``collector.bounds``) and must be stored, and which must be reported in ``partial_success``.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
+from collector.bounds import MAX_TIME_NS, latest_start_ns
 from collector.settings import Settings
 
-MAX_NS = 2**63 - 1  # the latest time a DateTime64(9) column holds (2262-04-11)
-RETENTION_NS = Settings.__dataclass_fields__["retention_days"].default * 86_400 * 10**9  # the collector's default
+MAX_NS = MAX_TIME_NS  # the latest time the store keeps (2106-02-07T06:28:15Z, where DateTime ends)
+RETENTION_DAYS = Settings.__dataclass_fields__["retention_days"].default  # the collector's default
+RETENTION_NS = RETENTION_DAYS * 86_400 * 10**9
 SEMCONV_KEYS = sorted({v for k, v in vars(sc).items() if k.isupper() and isinstance(v, str) and "." in v})
 _TEXT = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=40)
 
@@ -43,7 +45,7 @@ class SpanSpec:
         ids = len(self.trace_id) == 16 and any(self.trace_id) and len(self.span_id) == 8 and any(self.span_id)
         parent = len(self.parent) in (0, 8)
         retained = self.start >= time.time_ns() - RETENTION_NS  # older: rejected, the TTL would drop it
-        return ids and parent and retained and 0 <= self.start <= MAX_NS and 0 <= self.end <= MAX_NS
+        return ids and parent and retained and 0 <= self.start <= latest_start_ns(RETENTION_DAYS) and 0 <= self.end <= MAX_NS
 
     @property
     def recent(self) -> bool:
