@@ -125,20 +125,22 @@ def _fmix(x: np.ndarray) -> np.ndarray:
 
 
 class _HashSet:
-    """A set of 64-bit hashes as a few sorted arrays (merged when there are more than ``parts``)."""
+    """A set of 64-bit hashes as sorted arrays of decreasing size, each at least twice the next
+    (so a few dozen at most, and each hash is merged O(log n) times)."""
 
-    def __init__(self, hashes: np.ndarray | None = None, *, parts: int = 8) -> None:
+    def __init__(self, hashes: np.ndarray | None = None) -> None:
         self._parts = [np.unique(hashes)] if hashes is not None and len(hashes) else []
-        self._max_parts = parts
 
     def __len__(self) -> int:
         return sum(len(p) for p in self._parts)
 
     def add(self, hashes: np.ndarray) -> None:
-        if len(hashes):
-            self._parts.append(np.unique(hashes))
-        if len(self._parts) > self._max_parts:
-            self._parts = [np.unique(np.concatenate(self._parts))]
+        if not len(hashes):
+            return
+        self._parts.append(np.unique(hashes))
+        while len(self._parts) > 1 and 2 * len(self._parts[-1]) >= len(self._parts[-2]):
+            newest = self._parts.pop()
+            self._parts[-1] = np.union1d(self._parts[-1], newest)
 
     def contains(self, hashes: np.ndarray) -> np.ndarray:
         found = np.zeros(len(hashes), dtype=bool)

@@ -101,13 +101,14 @@ class SqlStore(ABC):
             return fresh.num_rows
 
     def _certainly_new(self, table: pa.Table, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(trace hashes, usual trace ids, certainly new) per row; none certainly new without ``RecentKeys``."""
-        traces, usual = trace_hashes(table) if self._recent else (np.zeros(len(hashes), dtype=np.uint64), np.zeros(len(hashes), dtype=bool))
+        """(trace hash, usual trace id, certainly new) per row; nothing is certainly new without ``RecentKeys``."""
         if self._recent is None:
-            return traces, usual, np.zeros(len(hashes), dtype=bool)
+            none = np.zeros(len(hashes), dtype=bool)
+            return np.zeros(len(hashes), dtype=np.uint64), none, none
         if not self._recent.loaded:
             rows = self.query(queries.STORED_TRACE_HASHES)
             self._recent.load(np.array(rows[0]["hashes"] if rows else [], dtype=np.uint64))
+        traces, usual = trace_hashes(table)
         return traces, usual, self._recent.certainly_new(hashes, traces, usual)
 
     def _insert_fresh(self, fresh: pa.Table, dedup_token: str | None) -> None:
