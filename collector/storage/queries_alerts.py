@@ -69,5 +69,9 @@ WHERE project = {{project:String}}
 DELIVERED = """
 SELECT DISTINCT alert_id, event, channel
 FROM alert_deliveries
-WHERE project = {project:String} AND ok AND at >= fromUnixTimestamp64Milli({since_ms:Int64})
+WHERE project = {project:String} AND ok
+  AND alert_id IN (
+    SELECT alert_id FROM alerts FINAL
+    WHERE project = {project:String} AND (state = 'firing' OR resolved_at >= fromUnixTimestamp64Milli({since_ms:Int64}))
+  )
 """
