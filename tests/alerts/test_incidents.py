@@ -8,7 +8,9 @@ window); the evaluator, rules parser and detector are the real ones."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from alerts.errors import RulesError
 from alerts.evaluator import Evaluator
 from alerts.quality import Pager, Series, SyntheticSource
 from alerts.rules import parse_rules
@@ -125,3 +127,15 @@ def test_no_data_keeps_the_incident_firing_and_notifies_once_when_asked() -> Non
 def test_scopes_are_separate_incidents() -> None:
     events = run({"researcher": with_spike(60, 30, 3), "writer": with_spike(60, 40, 3, seed=2)})
     assert [(e, i, a) for e, i, a in events] == [("firing", 30, "researcher"), ("resolved", 33, "researcher"), ("firing", 40, "writer"), ("resolved", 43, "writer")]
+
+
+def test_lifecycle_keys_parse_with_defaults_and_errors_name_the_key() -> None:
+    config = parse_rules(rule_text("for: 2m\n    keep_firing_for: 10m\n    resolve_after: 3\n    repeat_interval: 0\n    no_data: notify"))
+    (rule,) = config.rules
+    assert (rule.for_s, rule.keep_firing_for_s, rule.resolve_after, rule.repeat_interval_s, rule.no_data) == (120, 600, 3, 0, "notify")
+    assert rule.to_out().resolve_after == 3
+    assert parse_rules(rule_text("cooldown: 2h")).rules[0].repeat_interval_s == 7200  # the older name
+    for bad, key in (("resolve_after: 0", "resolve_after"), ("no_data: resolve", "no_data"), ("cooldown: 1h\n    repeat_interval: 2h", "cooldown")):
+        with pytest.raises(RulesError) as caught:
+            parse_rules(rule_text(bad))
+        assert caught.value.key == f"rules[0].{key}"
