@@ -49,7 +49,8 @@ class BodyReadTimeout:
             if state["body_done"]:
                 return await receive()  # after the body: waiting for a disconnect is the app's business
             try:
-                message = await asyncio.wait_for(receive(), self.timeout_s)
+                async with asyncio.timeout(self.timeout_s):  # no task per receive, unlike wait_for
+                    message = await receive()
             except TimeoutError:
                 raise BodyStalled(f"no request body data for {self.timeout_s:g} s") from None
             if message["type"] != "http.request" or not message.get("more_body", False):

@@ -1,0 +1,80 @@
+"""Bounded requests: a body that stalls mid-way gets 408 and its connection closed, 50 such
+connections do not delay a normal export, and string fields of the feedback API are bounded.
+A real collector (uvicorn on 127.0.0.1) and raw sockets for the stalling clients."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.collector.ingest_helpers import Running, agent_trace, serve, settings_for
+
+TIMEOUT_S = 1.0
+
+
+@pytest.fixture(scope="module")
+def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, str]]:
+    settings = settings_for(tmp_path_factory.mktemp("bounds") / "data", body_read_timeout_s=TIMEOUT_S, rate_limit_spans_per_s=0.0)
+    with serve(settings) as running:
+        yield running, running.app.state.keyring.create("bounded", scopes="ingest,read").key
+
+
+def _stall(running: Running, path: str, key: str) -> socket.socket:
+    """Headers promising 100 kB, 10 bytes of body, then nothing."""
+    sock = socket.create_connection(("127.0.0.1", running.settings.port), timeout=10)
+    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
+            "Content-Type: application/x-protobuf\r\nContent-Length: 100000\r\n\r\n")
+    sock.sendall(head.encode() + b"\n\x00" * 5)
+    return sock
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+@pytest.mark.parametrize("path", ["/v1/traces", "/api/runs/" + "0" * 32 + "/feedback"])
+def test_a_stalled_body_gets_408_and_the_connection_is_closed(collector: tuple[Running, str], path: str) -> None:
+    running, key = collector
+    started = time.monotonic()
+    sock = _stall(running, path, key)
+    answer = _answer(sock)
+    took = time.monotonic() - started
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert b"AGENTWATCH_BODY_READ_TIMEOUT_S" in answer
+    assert TIMEOUT_S * 0.9 <= took < TIMEOUT_S + 3
+
+
+def test_fifty_stalled_connections_do_not_delay_a_normal_export(collector: tuple[Running, str]) -> None:
+    running, key = collector
+    stalled = [_stall(running, "/v1/traces", key) for _ in range(50)]
+    try:
+        time.sleep(0.2)
+        body = agent_trace(os.urandom(16)).SerializeToString()
+        started = time.monotonic()
+        response = httpx.post(running.url + "/v1/traces", content=body, timeout=10,
+                              headers={"Authorization": f"Bearer {key}", "Content-Type": "application/x-protobuf"})
+        assert response.status_code == 200 and time.monotonic() - started < 1.0
+        answers = [_answer(sock) for sock in stalled]  # each freed: 408 and closed
+        assert all(a.startswith(b"HTTP/1.1 408") for a in answers)
+    finally:
+        for sock in stalled:
+            sock.close()
+
+
+def test_feedback_label_is_bounded(collector: tuple[Running, str]) -> None:
+    running, key = collector
+    url = running.url + "/api/runs/" + "0" * 32 + "/feedback"
+    headers = {"Authorization": f"Bearer {key}"}
+    response = httpx.post(url, json={"score": 1.0, "label": "x" * (1024 * 1024)}, headers=headers, timeout=30)
+    assert response.status_code == 422 and "label" in response.text
+    assert httpx.post(url, json={"score": 1.0, "label": "x" * 256}, headers=headers, timeout=30).status_code in (201, 404)
