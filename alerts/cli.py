@@ -2,7 +2,8 @@
 
 ``run`` evaluates against a running collector's query API (it never opens the store: chDB
 allows one process per data directory); it needs one project key per project to watch
-(``--key``, repeatable, or ``AGENTWATCH_API_KEY``), and it writes alert history back through
+(``--key``, repeatable, or ``AGENTWATCH_API_KEY``) with the ``read`` and ``admin`` scopes
+(``agentwatch keys create --scope read,admin``), and it writes alert history back through
 ``POST /api/alerts``. Run one evaluator per project: when ``alerts run`` watches a project,
 start that collector with ``AGENTWATCH_ALERT_INTERVAL_S=0`` so that its in-process evaluator
 (with possibly other rules) does not notify twice or resolve this one's alerts.
@@ -33,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     run = commands.add_parser("run", help="evaluate the rules on a schedule against a collector's query API")
     run.add_argument("--url", default=os.environ.get("AGENTWATCH_COLLECTOR_URL", DEFAULT_URL), help="collector base URL (AGENTWATCH_COLLECTOR_URL)")
-    run.add_argument("--key", action="append", default=[], help="project API key; repeat for several projects (AGENTWATCH_API_KEY)")
+    run.add_argument("--key", action="append", default=[], help="project API key with the read and admin scopes; repeat for several projects (AGENTWATCH_API_KEY)")
     run.add_argument("--rules", default=os.environ.get("AGENTWATCH_ALERT_RULES", ""), help="rules YAML (AGENTWATCH_ALERT_RULES; default: built-in rules)")
     run.add_argument("--interval", type=float, default=30.0, help="seconds between evaluation rounds (default 30)")
     run.add_argument("--once", action="store_true", help="one round, wait for deliveries, exit")

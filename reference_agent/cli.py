@@ -31,7 +31,7 @@ def register_engine(sub: argparse._SubParsersAction) -> None:
     engine.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     engine.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     engine.add_argument("--api-key", default=os.environ.get("AGENTWATCH_API_KEY"),
-                        help="the collector's project key for traces/registration (default $AGENTWATCH_API_KEY)")
+                        help="the collector's project key: ingest scope for traces, admin to register a vLLM engine (default $AGENTWATCH_API_KEY)")
     sim = engine.add_argument_group("simulated engine")
     sim.add_argument("--policy", choices=POLICIES, default="continuous", help="batching policy (default continuous)")
     sim.add_argument("--slots", type=int, default=32, help="sequence slots per model (default 32)")
