@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup browser demo test lint bench clean
+.PHONY: setup browser clients-venvs demo test lint bench clean
 
 $(STAMP): pyproject.toml sdk/pyproject.toml collector/otlp/_native.c collector/otlp/_json_wire.c collector/otlp/_native.h
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,6 +13,17 @@ $(STAMP): pyproject.toml sdk/pyproject.toml collector/otlp/_native.c collector/o
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# tests/clients: traceloop-sdk 0.45 and openlit pin OpenTelemetry (openlit also openai<3) apart from
+# the main environment and from each other, so each gets a virtual environment of its own, installed
+# from a full lock with --no-deps (nothing to resolve).
+.venv-%/.installed: tests/clients/requirements-%.txt
+	rm -rf .venv-$*
+	$(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install -q --no-deps -r $<
+	touch $@
+
+clients-venvs: .venv-traceloop/.installed .venv-openlit/.installed
 
 # Debian's Chromium and ChromeDriver for the dashboard's browser tests.
 browser:
@@ -24,7 +35,7 @@ browser:
 demo: setup
 	$(BIN)/agentwatch demo
 
-test: setup browser
+test: setup browser clients-venvs
 	$(BIN)/python -m pytest -q tests
 
 lint: setup
@@ -35,4 +46,4 @@ bench: setup
 	$(BIN)/python bench/batching.py
 
 clean:
-	rm -rf $(VENV) .agentwatch .pytest_cache
+	rm -rf $(VENV) .venv-traceloop .venv-openlit .agentwatch .pytest_cache
