@@ -7,6 +7,10 @@ openai-v2 and OpenInference are in the main environment's dev extras. traceloop-
 openlit pin OpenTelemetry (and openlit ``openai<3``) apart from it and from each other, so each
 has a virtual environment of its own that ``make test`` builds from the pinned
 ``requirements-*.txt`` beside this file (``make clients-venvs``).
+
+``AGENTWATCH_CLIENTS_DUMP=DIR`` writes each scenario's outcome (the usage the client received
+and every span it emitted, attributes and events) to ``DIR/<client>-<mode>.json``: what each
+dialect really sends, for whoever maps it.
 """
 
 from __future__ import annotations
