@@ -110,12 +110,22 @@ def test_json_body_with_otlp_mapping(collector: Running, key: str) -> None:
 @pytest.mark.parametrize("body, needle", [
     (os.urandom(300), "not a valid OTLP protobuf"),
     (agent_trace(os.urandom(16)).SerializeToString()[:-7], "not a valid OTLP protobuf"),
-    (otlp_request(os.urandom(16), [{"span_id": os.urandom(8), "attrs": {"x": "\u00e9"}}]).SerializeToString().replace("\u00e9".encode(), b"\xff\xfe"), "not a valid OTLP protobuf"),
 ])
 def test_malformed_protobuf_is_400_with_message(collector: Running, key: str, body: bytes, needle: str) -> None:
     response = _post(collector, key, body)
     assert response.status_code == 400
     assert needle in _status_message(response)
+
+
+def test_invalid_utf8_in_a_protobuf_span_rejects_that_span_only(collector: Running, key: str) -> None:
+    """Not framing: the span is rejected in partial_success (as JSON does), the others kept (test_ingest_robustness)."""
+    trace_id = os.urandom(16)
+    spans = [{"span_id": os.urandom(8), "attrs": {"x": "\u00e9"}}, {"span_id": os.urandom(8), "name": "kept"}]
+    body = otlp_request(trace_id, spans).SerializeToString().replace("\u00e9".encode(), b"\xff\xfe")
+    response = _post(collector, key, body)
+    assert response.status_code == 200
+    partial = ExportTraceServiceResponse.FromString(response.content).partial_success
+    assert partial.rejected_spans == 1 and partial.error_message == "span 0: a string field is not valid UTF-8"
 
 
 def test_invalid_utf8_json_is_400(collector: Running, key: str) -> None:
