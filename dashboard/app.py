@@ -24,5 +24,7 @@ authenticated = ui.login()
 page = st.navigation(PAGES, position="sidebar" if authenticated else "hidden")
 if not authenticated:
     st.stop()
+if page.url_path == "" and st.query_params.get("run"):  # a deep link to the root: ?run=<trace>&span=<span>
+    st.switch_page(PAGES[2], query_params=dict(st.query_params))
 ui.sidebar_filters()
 page.run()

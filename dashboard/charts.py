@@ -47,9 +47,21 @@ def series_figure(series: Sequence[TimeSeries], title: str, unit: str, *, stacke
             else:
                 fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines+markers", connectgaps=False))
     fig.update_layout(title=title, barmode="stack" if stacked else None, yaxis_title=unit, height=280, **_LAYOUT)
-    if unit == "ratio":
-        fig.update_yaxes(tickformat=".1%", title="share")
+    _clamp_y(fig, series, unit)
     return fig
+
+
+def _clamp_y(fig: go.Figure, series: Sequence[TimeSeries], unit: str) -> None:
+    """Keep the y axis inside the metric's domain: never below zero for costs, times, counts and
+    rates (plotly pads a single point to ±0.5); ratios between 0 and 100 %."""
+    values = [p.value for ts in series for p in ts.points if p.value is not None]
+    if any(v < 0 for v in values) or any(ts.metric == "feedback_score" for ts in series):
+        return  # a score may be negative: left to plotly
+    if unit == "ratio":
+        top = max(values, default=1.0)
+        fig.update_yaxes(tickformat=".0%", title="share", range=[0, 1.05 if top > 0.5 or not values else top * 1.2])
+    else:
+        fig.update_yaxes(rangemode="nonnegative")
 
 
 def bar_figure(keys: Sequence[str], values: Sequence[float], title: str, unit: str) -> go.Figure:
@@ -77,6 +89,7 @@ def waterfall_figure(items: Sequence[tuple[SpanOut, int]], total_spans: int) -> 
             x=[s.end_time - t0 for _, s in failed], y=[lab for lab, _ in failed], mode="markers", name="error / timeout",
             marker={"symbol": "x", "size": 10, "color": ERROR_COLOUR},
             hovertext=[f"{s.error_type or ('timeout' if s.is_timeout else 'error')}: {s.status_message}"[:200] for _, s in failed],
+            customdata=[s.span_id for _, s in failed],
         ))
     shown = f" (the {len(items)} most telling of {total_spans})" if len(items) < total_spans else ""
     fig.update_layout(title=f"Waterfall: {len(items)} spans{shown}", barmode="overlay", height=min(2000, 120 + 18 * len(items)), **_LAYOUT)
@@ -96,6 +109,7 @@ def _kind_bars(kind: str, rows: list[tuple[str, SpanOut]], t0: float) -> go.Bar:
         y=[lab for lab, _ in rows], x=[max(s.duration_s, 1e-4) for _, s in rows], base=[s.start_time - t0 for _, s in rows],
         orientation="h", name=kind, marker={"color": KIND_COLOURS[kind], "line": {"color": [ERROR_COLOUR if is_failed(s) else KIND_COLOURS[kind] for _, s in rows], "width": 2}},
         hovertext=[f"{s.name} · {s.duration_s * 1000:.0f} ms · {s.status}" + (f" · {s.model}" if s.model else "") for _, s in rows], hoverinfo="text",
+        customdata=[s.span_id for _, s in rows],  # a click selects the span (run detail's span panel)
     )
 
 

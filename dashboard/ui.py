@@ -238,22 +238,84 @@ def unit_of(metric: str, api_unit: str = "") -> str:
 
 
 def fmt(value: float | None, unit: str) -> str:
-    """A number with its unit, at a precision a person reads at a glance."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
+    """A number with its unit, short enough for a metric card (never cut off: "$12.3k",
+    "8.9/min") and precise where it is small (a cost of $0.00003 is not "$0.0000")."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return BLANK
     if unit == "USD":
-        return f"${value:,.2f}" if abs(value) >= 100 else f"${value:,.4f}"
+        return ("-" if value < 0 else "") + "$" + _money(abs(value))
     if unit == "s":
-        return f"{value * 1000:,.0f} ms" if abs(value) < 1 else f"{value:,.2f} s"
+        return _duration(value)
     if unit == "ratio":
         return f"{value * 100:.1f} %"
     if unit in ("", "1", "count"):
-        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+        return _count(value)
     if unit == "tokens/s":
-        return f"{value:,.0f} tok/s" if abs(value) >= 100 else f"{value:,.1f} tok/s"
+        return f"{_compact(value, 3)} tok/s"
     if unit.startswith("/"):
-        return f"{value:,.2f}{unit}"
-    return f"{value:,.2f} {unit}"
+        return f"{_compact(value, 2)}{unit}"
+    return f"{_compact(value, 3)} {unit}"
+
+
+BLANK = "–"  # the one marker of "no value"
+
+
+def _money(v: float) -> str:
+    if v >= 10_000:
+        return _si(v)
+    if v >= 100:
+        return f"{v:,.0f}"
+    if v >= 1:
+        return f"{v:.2f}"
+    if v == 0:
+        return "0"
+    decimals = max(2, 1 - math.floor(math.log10(v)))  # two significant digits, at least cents
+    text = f"{v:.{decimals}f}"
+    return text.rstrip("0") if decimals > 2 and "." in text else text
+
+
+def _duration(v: float) -> str:
+    if abs(v) < 0.01:
+        return f"{v * 1000:.2g} ms"
+    if abs(v) < 1:
+        return f"{v * 1000:.0f} ms"
+    if abs(v) < 100:
+        return f"{v:.2f} s"
+    if abs(v) < 6000:
+        return f"{v / 60:.1f} min"
+    if abs(v) < 360_000:
+        return f"{v / 3600:.1f} h"
+    return f"{_si(v / 86_400)} d"
+
+
+def _count(v: float) -> str:
+    if abs(v) >= 100_000:
+        return _si(v)
+    return f"{v:,.0f}" if float(v).is_integer() or abs(v) >= 100 else f"{v:,.2f}"
+
+
+def _compact(v: float, digits: int) -> str:
+    """``digits`` significant digits below 1,000 (8.9, 0.57, 123), else thousands with k/M."""
+    if abs(v) >= 1_000:
+        return _si(v)
+    if v == 0:
+        return "0"
+    if abs(v) < 0.01:
+        return "<0.01" if v > 0 else ">-0.01"
+    return f"{v:.{digits}g}" if abs(v) < 10 ** digits else f"{v:.0f}"
+
+
+def _si(v: float) -> str:
+    for size, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= size:
+            scaled = v / size
+            return f"{scaled:.3g}{suffix}" if abs(scaled) < 100 else f"{scaled:.0f}{suffix}"
+    return f"{v:g}"
+
+
+def fmt_delta(change: float | None) -> str | None:
+    """A relative change for a metric card's delta (the page says what it compares with)."""
+    return None if change is None or not math.isfinite(change) else f"{change * 100:+.1f} %"
 
 
 def fmt_change(change: float | None) -> str | None:
@@ -280,10 +342,23 @@ def runs_frame(runs: list[RunSummary]) -> pd.DataFrame:
             "duration_s": r.duration_s, "steps": r.steps, "llm calls": r.llm_calls, "tool calls": r.tool_calls,
             "tool failures": r.tool_failures, "tokens": r.total_tokens, "cost_usd": r.cost_usd,
             "budget stop": r.budget_exceeded, "models": ", ".join(r.models), "feedback": r.feedback_score,
-            "open": f"./run?trace_id={r.trace_id}", "trace_id": r.trace_id,
+            "user": r.user_id, "session": r.session_id, "open": f"./run?run={r.trace_id}", "trace_id": r.trace_id,
         }
         for r in runs
     ])
+
+
+def table_height(rows: int, *, most: int = 1800) -> int:
+    """A data frame's height that shows every row (header ~38 px, rows 35 px), up to ``most``."""
+    return min(most, 38 + 35 * max(rows, 1))
+
+
+def open_selected_run(event: Any, frame: pd.DataFrame) -> None:
+    """A row selected in a runs table (``on_select="rerun"``) opens that run's detail."""
+    selection = getattr(event, "selection", None)
+    rows = list(getattr(selection, "rows", None) or [])
+    if rows:
+        st.switch_page("views/run_detail.py", query_params={"run": str(frame.iloc[rows[0]]["trace_id"])})
 
 
 def fmt_time(t: float | None) -> str:

@@ -276,9 +276,11 @@ def project_key(collector: str, data_dir: Path, project: str = DEMO_PROJECT, *, 
 
 def start_engine(group: ProcessGroup, *, port: int, speed: float, collector: str | None = None,
                  key: str | None = None) -> str:
-    """``agentwatch engine --sim`` (its spans sent to ``collector``); returns its URL, not waiting."""
-    tracing = ["--otlp-endpoint", collector, "--api-key", key or ""] if collector else []
-    group.start("engine", _agentwatch("engine", "--sim", "--port", str(port), "--speed", str(speed), *tracing), {})
+    """``agentwatch engine --sim`` (its spans sent to ``collector``); returns its URL, not waiting.
+    The key goes in the environment, never on the command line (where ``ps`` shows it)."""
+    tracing = ["--otlp-endpoint", collector] if collector else []
+    group.start("engine", _agentwatch("engine", "--sim", "--port", str(port), "--speed", str(speed), *tracing),
+                {"AGENTWATCH_API_KEY": key or ""} if collector else {})
     return f"http://127.0.0.1:{port}"
 
 
@@ -296,8 +298,8 @@ def _start_stack(group: ProcessGroup, options: DemoOptions) -> tuple[dict[str, s
             "engine": start_engine(group, port=ports["engine"], speed=options.engine_speed, collector=collector, key=key),
             "collector": collector}
     if find_spec("dashboard.cli") is not None:
-        group.start("dashboard", _agentwatch("dashboard", "--port", str(ports["dashboard"]),
-                                             "--collector", collector, "--api-key", read_key, "--open"), {})
+        group.start("dashboard", _agentwatch("dashboard", "--port", str(ports["dashboard"]), "--collector", collector,
+                                             "--open"), {"AGENTWATCH_API_KEY": read_key})  # not in argv: ps shows it
     group.wait_ready("engine", engine + "/v1/models")
     if not _dashboard_ready(group, urls["dashboard"], options.log):
         urls.pop("dashboard")

@@ -78,8 +78,12 @@ def _top_runs(cost: CostBreakdown) -> None:
     if not cost.top_runs:
         st.info("No runs in range.")
         return
+    st.caption("Click a row's box to open the run: its steps, spans and errors show why it cost what it did.")
     frame = ui.runs_frame(cost.top_runs)
-    st.dataframe(frame, hide_index=True, column_config=ui.RUN_COLUMNS, column_order=[c for c in frame.columns if c != "trace_id"])
+    event = st.dataframe(frame, hide_index=True, column_config=ui.RUN_COLUMNS, on_select="rerun", selection_mode="single-row",
+                         key="cost_top_runs", height=ui.table_height(len(frame)),
+                         column_order=["open", "cost_usd", "agent", "status", "steps", "tool failures", "tokens", "duration_s", "models", "time"])
+    ui.open_selected_run(event, frame)
 
 
 render()

@@ -6,9 +6,11 @@ however many spans are stored.
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
-from collector.api.schemas import Overview, TimeSeries
+from collector.api.schemas import Overview, RunsPage, TimeSeries
 from dashboard import charts, ui
 from dashboard.overview_spec import CHARTS, HEADLINES
 
@@ -31,37 +33,87 @@ def _body() -> None:
             return
         specs = list(dict.fromkeys((m, g) for charts_ in CHARTS.values() for _, metrics, g, _ in charts_ for m in metrics))
         series = ui.fetch_series(specs, start=win.start, end=win.end, step_s=win.step_s, **filters)
-        st.caption(f"{win.label}{_scope(filters)}; changes compare with the {win.label.lower().replace('last ', 'previous ')}; buckets of {win.step_s} s.")
-        _headlines(overview, series)
+        st.caption(f"{win.label}{_scope(filters)}; changes compare with the {win.label.lower().replace('last ', 'previous ')} (rates: their last complete bucket with the range's average); buckets of {_span_text(win.step_s)}.")
+        _headlines(overview, series, win.step_s)
+        _costliest(win, filters)
         _charts(series, win.step_s)
+
+
+def _costliest(win: ui.Window, filters: dict[str, str | None]) -> None:
+    """The most expensive run of the range, one click away."""
+    top: RunsPage = ui.fetch("runs", start=win.start, end=win.end, sort="-cost_usd", limit=1, **filters)
+    if not top.items:
+        return
+    run = top.items[0]
+    text, button = st.columns([5, 1], vertical_alignment="center")
+    text.markdown(f"**Most expensive run:** {run.agent or run.name} · {ui.fmt(run.cost_usd, 'USD')} · {run.steps} steps · "
+                  f"{run.tool_failures} failed tool calls · {run.status} · {ui.fmt_time(run.start_time)}")
+    if button.button("Open it", key="overview_costliest", icon=":material/open_in_new:"):
+        st.switch_page("views/run_detail.py", query_params={"run": run.trace_id})
 
 
 def _scope(filters: dict[str, str | None]) -> str:
     return "".join(f", {k} {v}" for k, v in filters.items() if v)
 
 
-def _headlines(overview: Overview, series: dict[str, TimeSeries]) -> None:
+# Rates shown over the last complete bucket (what the chart beside them ends with), not averaged
+# over the whole range: figure key -> (seconds per unit of the rate).
+LAST_BUCKET_RATES = {"runs_per_min": 60.0, "cost_per_hour_usd": 3600.0}
+
+
+def _headlines(overview: Overview, series: dict[str, TimeSeries], step_s: int) -> None:
     cols = st.columns(6)
     for i, (key, label, spark, rise_is_good) in enumerate(HEADLINES):
         fig = overview.figures.get(key)
         unit = ui.unit_of(key, fig.unit if fig else "")
+        unit = "" if unit == "tokens/s" else unit  # the label says "/ s": a card has room for the number only
         sparkline = _sparkline(series.get(spark))
+        value, change, help_ = (fig.value, fig.change, None) if fig else (None, None, None)
+        if key in LAST_BUCKET_RATES and sparkline:
+            value, change, help_ = _last_bucket(series.get(spark), step_s, LAST_BUCKET_RATES[key], fig.value if fig else None, unit)
+
+        delta = ui.fmt_delta(change) if key not in LAST_BUCKET_RATES else _vs_average(change)
         cols[i % 6].metric(
-            label,
-            ui.fmt(fig.value if fig else None, unit),
-            delta=ui.fmt_change(fig.change if fig else None),
+            label, ui.fmt(value, unit), delta=delta, help=help_,
             delta_color="normal" if rise_is_good else "inverse",
             chart_data=sparkline or None, chart_type="area", border=True,
         )
 
 
-def _sparkline(ts: TimeSeries | None) -> list[float]:
-    if ts is None:
-        return []
+def _last_bucket(ts: TimeSeries | None, step_s: int, per_s: float, average: float | None,
+                 unit: str) -> tuple[float | None, float | None, str]:
+    """The rate in the last complete bucket, its change against the range's average, and a help
+    text that gives that average."""
+    now = time.time()
+    totals = _bucket_totals(ts)
+    complete = [t for t in totals if t + step_s <= now]
+    if not complete:
+        return average, None, "Average over the range (no complete bucket yet)."
+    rate = totals[max(complete)] / step_s * per_s
+    change = (rate - average) / average if average else None
+    return rate, change, f"Over the last complete bucket ({_span_text(step_s)}); the change compares it with the average over the range, {ui.fmt(average, unit)}."
+
+
+def _vs_average(change: float | None) -> str | None:
+    return None if change is None else f"{change * 100:+.0f} % vs avg"
+
+
+def _span_text(seconds: int) -> str:
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
+
+
+def _bucket_totals(ts: TimeSeries | None) -> dict[float, float]:
     totals: dict[float, float] = {}
-    for p in ts.points:
+    for p in ts.points if ts is not None else ():
         if p.value is not None:
             totals[p.t] = totals.get(p.t, 0.0) + p.value
+    return totals
+
+
+def _sparkline(ts: TimeSeries | None) -> list[float]:
+    totals = _bucket_totals(ts)
     return [totals[t] for t in sorted(totals)]
 
 

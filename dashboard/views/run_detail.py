@@ -1,28 +1,42 @@
-"""Run detail: waterfall, per-step figures, context growth, engine share, run graph, content.
+"""Run detail: a trace explorer (span tree and waterfall; a click opens the span panel with
+every attribute and event, the error in full, tokens, cost, TTFT/TPOT, engine queue/prefill/
+decode and the captured prompt and completion as chat messages), then per-step figures named
+by their steps, context growth, engine share, the run graph and the content.
 
-A run can hold 10,000 spans: the waterfall draws at most ``MAX_DRAWN`` of them (failures,
-steps and calls first) and the tables are plain data frames, so the page stays quick.
+Deep links: ``/run?run=<trace id>&span=<span id>`` opens that run with that span's panel open
+(``?trace_id=`` still works). A run can hold 10,000 spans: the waterfall draws at most
+``MAX_DRAWN`` of them (failures, steps and calls first) and the tree is a plain data frame.
 """
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import streamlit as st
 
-from collector.api.schemas import RunDetail
-from dashboard import analysis, charts, ui
+from collector.api.schemas import RunDetail, SpanOut
+from dashboard import analysis, charts, trace, ui
 
 MAX_DRAWN = 1000
 MAX_CONTENT = 50
+MAX_MESSAGE_CHARS = 20_000
+MAX_TABLE_ATTRIBUTES = 200
+ALL_DEPTHS = "all"
 
 
 def render() -> None:
     st.title("Run detail")
-    trace_id = st.text_input("Trace id", value=st.query_params.get("trace_id", ""), placeholder="32 hex characters; or pick a run on the Runs page").strip().lower()
+    params = st.query_params
+    wanted = params.get("trace_id") or params.get("run") or ""
+    trace_id = st.text_input("Trace id", value=wanted, placeholder="32 hex characters; or pick a run on the Runs page").strip().lower()
     if not trace_id:
         ui.empty("Pick a run on the Runs page (select a row) or paste its trace id.", "No runs yet? " + ui.DEMO_HINT)
         return
-    st.query_params["trace_id"] = trace_id
+    if trace_id != wanted:  # another run typed in: its own span, not the last run's
+        params.pop("span", None)
+    params.pop("trace_id", None)
+    params["run"] = trace_id
     with ui.guarded(f"run {trace_id}"):
         detail: RunDetail = ui.fetch("run", trace_id=trace_id)
         _summary(detail)
@@ -46,7 +60,7 @@ def _summary(detail: RunDetail) -> None:
         st.dataframe(pd.DataFrame([f.model_dump() for f in detail.feedback]), hide_index=True)
 
 
-VIEWS = ("Waterfall", "Steps", "Context growth", "Engine", "Graph", "Content", "Spans")
+VIEWS = ("Trace", "Steps", "Context growth", "Engine", "Graph", "Content", "Spans")
 
 
 def _views(detail: RunDetail) -> None:
@@ -56,8 +70,8 @@ def _views(detail: RunDetail) -> None:
         st.info("This run has no spans stored yet (they may still be in the collector's queue).")
         return
     view = st.radio("View", VIEWS, horizontal=True, key="run_view", label_visibility="collapsed")
-    if view == "Waterfall":
-        st.plotly_chart(charts.waterfall_figure(analysis.spans_to_draw(spans, MAX_DRAWN), len(spans)), key="waterfall")
+    if view == "Trace":
+        _explorer(detail)
     elif view == "Steps":
         _steps(spans)
     elif view == "Context growth":
@@ -72,11 +86,195 @@ def _views(detail: RunDetail) -> None:
         st.dataframe(_spans_frame(spans), hide_index=True)
 
 
+# --- the trace explorer ----------------------------------------------------------------------
+
+TREE_COLUMNS = {
+    "span": st.column_config.TextColumn("span", width="medium"),
+    "start_s": st.column_config.NumberColumn("start", format="+%.3f s"),
+    "duration_s": st.column_config.NumberColumn("duration", format="%.3f s"),
+    "share": st.column_config.ProgressColumn("of the run", min_value=0.0, max_value=1.0, format="percent"),
+    "cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.6f"),
+    "detail": st.column_config.TextColumn("detail", width="large"),
+}
+
+
+def _explorer(detail: RunDetail) -> None:
+    """The span tree and the waterfall (a click on a row or a bar selects a span), beside the
+    selected span's panel. The selection lives in the URL (``span=``), so it can be shared."""
+    spans = detail.spans
+    tree_col, panel_col = st.columns([1, 1], gap="medium")
+    with tree_col:
+        items, scope = _tree_items(spans)
+        frame = pd.DataFrame(trace.tree_rows(items, trace.step_names(spans)))
+        st.caption(f"{len(items):,} of {len(spans):,} spans · click a row (or a bar below) to inspect a span")
+        height = min(640, 38 + 35 * max(len(frame), 1))
+        table = st.dataframe(frame, hide_index=True, column_config=TREE_COLUMNS, on_select="rerun", selection_mode="single-row",
+                             key=f"tree-{detail.run.trace_id}-{scope}", height=height,
+                             column_order=["span", "duration_s", "share", "status", "detail", "cost_usd", "start_s", "step"])
+        _pick("tree", f"{detail.run.trace_id}-{scope}", [str(frame.iloc[r]["span_id"]) for r in _rows(table)])
+        drawn = analysis.spans_to_draw(spans, MAX_DRAWN)
+        chart = st.plotly_chart(charts.waterfall_figure(drawn, len(spans)), key=f"waterfall-{detail.run.trace_id}",
+                                on_select="rerun", selection_mode="points")
+        _pick("chart", detail.run.trace_id, _chart_span_ids(chart))
+    with panel_col:
+        chosen = trace.find(spans, st.query_params.get("span", ""))
+        if chosen is None:
+            _no_span_chosen(spans)
+        else:
+            _span_panel(chosen, spans)
+
+
+def _tree_items(spans: list[SpanOut]) -> tuple[list[tuple[SpanOut, int]], str]:
+    """The tree cut to what the controls ask for (depth, engine spans, failures) and a key for it."""
+    c = st.columns(3)
+    depth = c[0].selectbox("Expand to depth", [ALL_DEPTHS, 1, 2, 3, 4], key="tree_depth",
+                           help="Collapse the tree below this depth (1: the run's direct children).")
+    engine = c[1].toggle("Engine spans", value=True, key="tree_engine", help="The engine's own record of each LLM call.")
+    failures = c[2].toggle("Failures only", value=False, key="tree_failures")
+    items = analysis.tree_order(spans)
+    if depth != ALL_DEPTHS:
+        items = [(s, d) for s, d in items if d <= int(depth)]
+    if not engine:
+        items = [(s, d) for s, d in items if not analysis.is_engine_span(s)]
+    if failures:
+        items = [(s, d) for s, d in items if d == 0 or analysis.is_failed(s)]
+    return items, f"{depth}-{engine}-{failures}"
+
+
+def _rows(event: object) -> list[int]:
+    selection = getattr(event, "selection", None)
+    return list(getattr(selection, "rows", None) or [])
+
+
+def _chart_span_ids(event: object) -> list[str]:
+    selection = getattr(event, "selection", None)
+    points = getattr(selection, "points", None) or []
+    found = []
+    for point in points:
+        data = point.get("customdata") if isinstance(point, dict) else None
+        if isinstance(data, list | tuple):  # plotly hands back a point's customdata as a list at times
+            data = data[0] if data else None
+        if data:
+            found.append(str(data))
+    return found
+
+
+def _pick(source: str, scope: str, span_ids: list[str]) -> None:
+    """A new selection in ``source`` becomes the URL's span; an unchanged one leaves the URL's
+    (a deep link, or the other source's newer pick) alone."""
+    seen_key = f"aw_pick_{source}"
+    signature = (scope, tuple(span_ids))
+    if span_ids and st.session_state.get(seen_key) != signature:
+        st.query_params["span"] = span_ids[0]
+    st.session_state[seen_key] = signature
+
+
+def _no_span_chosen(spans: list[SpanOut]) -> None:
+    failed = [s for s in spans if analysis.is_failed(s) and s.kind != "run"]
+    st.info("Select a span in the tree or the waterfall to see its attributes, events, error, tokens, "
+            "timings and captured messages." + (f" This run has {len(failed)} failed spans ({trace.FAILED_MARK}): "
+                                                     "the Failures only switch lists them." if failed else ""))
+    if st.query_params.get("span"):
+        st.warning(f"Span {st.query_params['span']} is not part of this run.")
+
+
+def _span_panel(span: SpanOut, spans: list[SpanOut]) -> None:
+    names = trace.step_names(spans)
+    st.subheader(f"{trace.icon(span)} {span.name}")
+    t0 = min(s.start_time for s in spans)
+    st.caption(f"{span.kind} · step {trace.step_label(span.step_index, names)} · +{span.start_time - t0:.3f} s · "
+               f"span {span.span_id}" + (f" · parent {span.parent_span_id}" if span.parent_span_id else "")
+               + (f" · {span.service}" if span.service else ""))
+    if analysis.is_failed(span):
+        st.error(f"**{span.error_type or ('timeout' if span.is_timeout else 'error')}**" + (" (timeout)" if span.is_timeout and span.error_type else ""))
+        st.code(trace.error_text(span), language=None, wrap_lines=True)
+    engine = trace.engine_child(spans, span)
+    _facts(span, engine)
+    if engine is not None:
+        st.caption(f"Joined engine span {engine.name} ({engine.span_id}): queue {ui.fmt(engine.queue_s, 's')}, "
+                   f"prefill {ui.fmt(engine.prefill_s, 's')}, decode {ui.fmt(engine.decode_s, 's')}")
+    _chat("Prompt", trace.messages(span.input_text, default_role="user"))
+    _chat("Completion", trace.messages(span.output_text, default_role="assistant"))
+    _attributes(span)
+    _events(span)
+
+
+def _facts(span: SpanOut, engine: SpanOut | None) -> None:
+    details = [("Model", span.model), ("Finish", span.finish_reason), ("Tool", span.tool_name), ("Agent", span.agent)]
+    shown = " · ".join(f"{label} **{value}**" for label, value in details if value)
+    if span.tool_cache_hit:
+        shown += " · served from the tool cache"
+    if shown:
+        st.markdown(shown)
+    cards = trace.facts(span, engine)
+    for row in range(0, len(cards), 3):
+        cols = st.columns(3)
+        for col, (label, value, unit) in zip(cols, cards[row:row + 3], strict=False):
+            col.metric(label, _fact(value, unit))
+
+
+def _fact(value: object, unit: str) -> str:
+    if value is None:
+        return "–"
+    if unit == "" and isinstance(value, int):
+        return f"{value:,}"
+    return ui.fmt(float(value), unit)  # type: ignore[arg-type]
+
+
+_AVATARS = {"tool": ":material/build:", "system": ":material/settings:", "developer": ":material/settings:"}
+
+
+def _chat(title: str, messages: list[trace.Message]) -> None:
+    if not messages:
+        return
+    st.markdown(f"**{title}** ({len(messages)} message{'s' if len(messages) != 1 else ''})")
+    for message in messages:
+        with st.chat_message(message.role, avatar=_AVATARS.get(message.role)):
+            st.caption(message.role)
+            if message.text:
+                st.text(message.text[:MAX_MESSAGE_CHARS] + ("…" if len(message.text) > MAX_MESSAGE_CHARS else ""))
+            for call in message.tool_calls:
+                st.code(f"tool call: {call}", language=None, wrap_lines=True)
+
+
+def _attributes(span: SpanOut) -> None:
+    st.markdown("**Span fields** (as the collector read them)")
+    st.table(pd.DataFrame(trace.fields(span), columns=["field", "value"]).set_index("field"))
+    st.markdown(f"**Attributes** ({len(span.attributes)}, as sent, besides those read into the fields above)")
+    if not span.attributes:
+        st.caption("none")
+        return
+    frame = pd.DataFrame(sorted(span.attributes.items()), columns=["attribute", "value"]).set_index("attribute")
+    if len(frame) <= MAX_TABLE_ATTRIBUTES:  # a plain table: every value whole, wrapped, findable with Ctrl-F
+        st.table(frame)
+    else:
+        st.dataframe(frame, key=f"attrs-{span.span_id}", column_config={"value": st.column_config.TextColumn("value", width="large")})
+
+
+def _events(span: SpanOut) -> None:
+    events = trace.parse_events(span.events, span.start_time)
+    st.markdown(f"**Events** ({len(events)})")
+    if not events:
+        st.caption("none recorded")
+        return
+    for event in events:
+        when = "" if event.offset_s is None else f" at +{event.offset_s:.3f} s"
+        st.markdown(f"`{event.name}`{when}")
+        if event.attributes:
+            st.code(json.dumps(event.attributes, indent=2, ensure_ascii=False), language="json", wrap_lines=True)
+
+
+# --- the other views -------------------------------------------------------------------------
+
+
 def _steps(spans) -> None:
     steps = analysis.step_rows(spans)
     if not steps:
         st.info("No LLM or tool calls in this run.")
         return
+    names = trace.step_names(spans)
+    for row in steps:
+        row["step"] = trace.step_label(int(row["step"]), names)  # type: ignore[call-overload]
     st.dataframe(pd.DataFrame(steps), hide_index=True, column_config={
         "cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.5f"),
         "ttft_s": st.column_config.NumberColumn("TTFT (s)", format="%.3f s"),
@@ -84,7 +282,7 @@ def _steps(spans) -> None:
     calls = analysis.client_llm_calls(spans)
     st.caption(f"{len(calls)} LLM calls")
     st.dataframe(pd.DataFrame([{
-        "step": c.step_index, "model": c.model, "input tokens": c.input_tokens, "output tokens": c.output_tokens,
+        "step": trace.step_label(c.step_index, names), "model": c.model, "input tokens": c.input_tokens, "output tokens": c.output_tokens,
         "cached tokens": c.cached_tokens, "cost_usd": c.cost_usd, "ttft_s": c.ttft_s, "tpot_s": c.tpot_s,
         "duration_s": c.duration_s, "finish": c.finish_reason, "status": c.status,
     } for c in calls]), hide_index=True, column_config={
@@ -123,20 +321,20 @@ def _content(spans) -> None:
         st.info("No captured content: prompt and completion capture is off by default (`agentwatch.init(capture_content=True)`).")
         return
     st.caption(f"{len(captured)} spans with captured content" + (f"; the first {MAX_CONTENT} shown" if len(captured) > MAX_CONTENT else ""))
+    names = trace.step_names(spans)
     for span in captured[:MAX_CONTENT]:
-        with st.expander(f"{span.kind} · {span.name} · step {span.step_index}"):
-            if span.input_text:
-                st.text_area("input", span.input_text, height=150, disabled=True, key=f"in-{span.span_id}")
-            if span.output_text:
-                st.text_area("output", span.output_text, height=150, disabled=True, key=f"out-{span.span_id}")
+        with st.expander(f"{trace.icon(span)} {span.name} · {span.kind} · step {trace.step_label(span.step_index, names)}"):
+            _chat("Prompt" if span.kind != "tool" else "Arguments", trace.messages(span.input_text, default_role="user" if span.kind != "tool" else "tool"))
+            _chat("Completion" if span.kind != "tool" else "Result", trace.messages(span.output_text, default_role="assistant" if span.kind != "tool" else "tool"))
 
 
 def _spans_frame(spans) -> pd.DataFrame:
     t0 = min(s.start_time for s in spans)
+    names = trace.step_names(spans)
     return pd.DataFrame([{
         "offset_s": round(s.start_time - t0, 4), "duration_s": round(s.duration_s, 4), "kind": s.kind, "name": s.name,
-        "status": s.status, "error": s.error_type or s.status_message, "timeout": s.is_timeout, "model": s.model, "tool": s.tool_name,
-        "step": s.step_index, "input tokens": s.input_tokens, "output tokens": s.output_tokens, "cost_usd": s.cost_usd, "span_id": s.span_id,
+        "status": s.status, "error": trace.error_text(s) if analysis.is_failed(s) else "", "timeout": s.is_timeout, "model": s.model, "tool": s.tool_name,
+        "step": trace.step_label(s.step_index, names), "input tokens": s.input_tokens, "output tokens": s.output_tokens, "cost_usd": s.cost_usd, "span_id": s.span_id,
     } for s in sorted(spans, key=lambda s: s.start_time)])
 
 

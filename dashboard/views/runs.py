@@ -1,62 +1,110 @@
-"""Runs: a filterable, sortable table paged through the API (``limit``/``offset``); a click opens a run."""
+"""Runs: search, filters, sortable table; a click on a row opens the run.
+
+Status, outcome, cost, steps and the sort go to the query API and page through it
+(``limit``/``offset``). Search (trace id, user, session, agent, run name), user, session and
+"tool failed" are answered here, over the newest ``SCAN_LIMIT`` runs the API filters return
+(the API has no such filters); the caption says when that cap was reached. A full trace id
+typed into the search opens that run.
+"""
 
 from __future__ import annotations
 
+import re
+from typing import get_args
+
 import streamlit as st
 
-from collector.api.schemas import RunsPage
-from dashboard import ui
+from collector.api.schemas import RunsPage, RunSummary
+from dashboard import analysis, ui
 
 SORTS = {"Start time": "start_time", "Duration": "duration_s", "Cost": "cost_usd", "Steps": "steps", "Tokens": "total_tokens"}
 ANY = "any"
+SCAN_LIMIT = 500  # the query API's largest page
+STATUSES = [ANY, *get_args(RunSummary.model_fields["status"].annotation)]
+TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+DEFAULT_COLUMNS = ["time", "agent", "status", "outcome", "duration_s", "steps", "tool failures", "tokens", "cost_usd",
+                   "user", "session", "models", "open"]
 
 
 def render() -> None:
     st.title("Runs")
-    query = _filters()
+    search = st.text_input("Search", key="runs_search", placeholder="trace id, user id, session id, agent or run name").strip()
+    if TRACE_ID.match(search.lower()):
+        st.switch_page("views/run_detail.py", query_params={"run": search.lower()})
+    query, local = _filters()
     win = ui.window()
     with ui.guarded("the runs"):
-        page: RunsPage = ui.fetch("runs", start=win.start, end=win.end, **ui.agent_model(), **query)
-        if page.total == 0:
-            ui.empty(f"No runs match in the {win.label.lower()}.")
-            return
-        if not page.items:  # filters changed under a later page: start again at the first
-            st.session_state["runs_page"] = 1
-            st.rerun()
-        _table(page)
+        if search or any(local.values()):
+            _searched(win, query, search, local)
+        else:
+            _paged(win, query)
 
 
-def _filters() -> dict[str, object]:
-    c = st.columns([1, 1, 1, 1, 1.3, 0.8, 0.8])
-    status = c[0].selectbox("Status", [ANY, "ok", "error", "timeout", "budget"], key="runs_status")
+def _filters() -> tuple[dict[str, object], dict[str, object]]:
+    """(what the query API filters and sorts, what this page filters)."""
+    c = st.columns([1, 1, 1, 1, 1, 1])
+    status = c[0].selectbox("Status", STATUSES, key="runs_status", help="running: its root span has not arrived yet; incomplete: it never did.")
     outcome = c[1].selectbox("Outcome", [ANY, "success", "failure", "abandoned"], key="runs_outcome")
-    min_cost = c[2].number_input("Min cost (USD)", min_value=0.0, value=0.0, step=0.01, format="%.4f", key="runs_min_cost")
-    min_steps = c[3].number_input("Min steps", min_value=0, value=0, step=1, key="runs_min_steps")
+    failed_tools = c[2].toggle("Tool failed", key="runs_tool_failed", help="Runs with at least one failed or timed-out tool call, whatever their status.")
+    user = c[3].text_input("User id", key="runs_user").strip()
+    session = c[4].text_input("Session id", key="runs_session").strip()
+    size = c[5].selectbox("Rows", [5, 25, 50, 100, 200], index=2, key="runs_size")
+    c = st.columns([1, 1, 1, 1, 1.3, 0.8])
+    min_cost = c[0].number_input("Min cost (USD)", min_value=0.0, value=0.0, step=0.01, format="%.4f", key="runs_min_cost")
+    max_cost = c[1].number_input("Max cost (USD, 0 = none)", min_value=0.0, value=0.0, step=0.01, format="%.4f", key="runs_max_cost")
+    min_steps = c[2].number_input("Min steps", min_value=0, value=0, step=1, key="runs_min_steps")
+    max_steps = c[3].number_input("Max steps (0 = none)", min_value=0, value=0, step=1, key="runs_max_steps")
     sort = c[4].selectbox("Sort by", list(SORTS), key="runs_sort")
     descending = c[5].toggle("Descending", value=True, key="runs_desc")
-    size = c[6].selectbox("Rows", [5, 25, 50, 100, 200], index=2, key="runs_size")
     page = st.session_state.get("runs_page", 1)
-    return {
+    query = {
         "status": None if status == ANY else status, "outcome": None if outcome == ANY else outcome,
-        "min_cost": min_cost or None, "min_steps": min_steps or None,
+        "min_cost": min_cost or None, "max_cost": max_cost or None, "min_steps": min_steps or None, "max_steps": max_steps or None,
         "sort": ("-" if descending else "") + SORTS[sort], "limit": size, "offset": (page - 1) * size,
     }
+    return query, {"tool_failed": failed_tools, "user": user, "session": session}
 
 
-def _table(page: RunsPage) -> None:
-    pages = max(1, -(-page.total // page.limit))
-    first = page.offset + 1
-    st.caption(f"Runs {first}–{page.offset + len(page.items)} of {page.total:,} · page {page.offset // page.limit + 1} of {pages}. Select a row to open the run.")
-    frame = ui.runs_frame(page.items)
+def _paged(win: ui.Window, query: dict[str, object]) -> None:
+    page: RunsPage = ui.fetch("runs", start=win.start, end=win.end, **ui.agent_model(), **query)
+    if page.total == 0:
+        ui.empty(f"No runs match in the {win.label.lower()}.")
+        return
+    if not page.items:  # filters changed under a later page: start again at the first
+        st.session_state["runs_page"] = 1
+        st.rerun()
+    _table(page.items, page.total, page.offset, page.limit)
+
+
+def _searched(win: ui.Window, query: dict[str, object], search: str, local: dict[str, object]) -> None:
+    limit, offset = int(query.pop("limit")), int(query.pop("offset"))  # type: ignore[call-overload]
+    scanned: RunsPage = ui.fetch("runs", start=win.start, end=win.end, **ui.agent_model(), **query, limit=SCAN_LIMIT, offset=0)
+    found = [r for r in scanned.items if analysis.run_matches(r, search, **local)]  # type: ignore[arg-type]
+    if scanned.total > len(scanned.items):
+        st.caption(f"Searched the {len(scanned.items):,} newest of {scanned.total:,} runs that match the other filters; "
+                   "narrow the time range or the filters to search the rest.")
+    if not found:
+        ui.empty(f"No runs match in the {win.label.lower()}.")
+        return
+    if offset >= len(found):
+        st.session_state["runs_page"] = 1
+        st.rerun()
+    _table(found[offset:offset + limit], len(found), offset, limit)
+
+
+def _table(runs: list[RunSummary], total: int, offset: int, limit: int) -> None:
+    pages = max(1, -(-total // limit))
+    st.caption(f"Runs {offset + 1}–{offset + len(runs)} of {total:,} · page {offset // limit + 1} of {pages}. "
+               "Click a row's box to open the run; click a column header to sort this page.")
+    frame = ui.runs_frame(runs)
+    shown = st.multiselect("Columns", [c for c in frame.columns if c != "trace_id"], default=DEFAULT_COLUMNS, key="runs_columns")
     event = st.dataframe(
         frame, hide_index=True, column_config=ui.RUN_COLUMNS, on_select="rerun", selection_mode="single-row", key="runs_table",
-        column_order=[c for c in frame.columns if c != "trace_id"],
+        column_order=shown or DEFAULT_COLUMNS, height=ui.table_height(len(frame)),
     )
     st.session_state["runs_page"] = min(st.session_state.get("runs_page", 1), pages)
     st.columns(6)[0].number_input("Page", min_value=1, max_value=pages, step=1, key="runs_page")
-    rows = event.selection.rows if event is not None and hasattr(event, "selection") else []
-    if rows:
-        st.switch_page("views/run_detail.py", query_params={"trace_id": frame.iloc[rows[0]]["trace_id"]})
+    ui.open_selected_run(event, frame)
 
 
 render()

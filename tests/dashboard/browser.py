@@ -77,6 +77,15 @@ class Page:
             found[label] = box.find_element(By.CSS_SELECTOR, '[data-testid="stMetricValue"]').text.strip()
         return found
 
+    def truncated(self) -> list[str]:
+        """Metric values and deltas drawn wider than their box (cut off with "…")."""
+        return self.driver.execute_script("""
+            return [...document.querySelectorAll('[data-testid="stMetricValue"], [data-testid="stMetricDelta"]')]
+              .flatMap(box => [box, ...box.querySelectorAll('*')])
+              .filter(el => el.scrollWidth > el.clientWidth + 1)
+              .map(el => el.closest('[data-testid="stMetric"]').innerText.replace(/\\n/g, ' | '));
+        """)
+
     def text(self) -> str:
         return self.driver.find_element(By.CSS_SELECTOR, '[data-testid="stMain"]').text
 
@@ -88,10 +97,21 @@ class Page:
 
     def click_first_row(self) -> Page:
         """Click the row marker of the first row of the first table (a canvas grid: by offset)."""
-        grid = self.driver.find_element(By.CSS_SELECTOR, '[data-testid="stDataFrame"]')
-        x, y = -grid.size["width"] // 2 + 15, -grid.size["height"] // 2 + 35 + 18  # header ~35 px, rows ~35 px
+        return self.click_row(0)
+
+    def click_row(self, row: int, *, table: int = 0) -> Page:
+        """Click the row marker of ``row`` (from 0, as drawn) of the ``table``-th data frame."""
+        grid = self.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"]')[table]
+        self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", grid)
+        x, y = -grid.size["width"] // 2 + 15, -grid.size["height"] // 2 + 35 + 35 * row + 18  # header ~35 px, rows ~35 px
         ActionChains(self.driver).move_to_element_with_offset(grid, x, y).click().perform()
         time.sleep(0.5)
+        return self.settle()
+
+    def click_label(self, text: str) -> Page:
+        """Click a widget's label (a radio option, a toggle, a checkbox) by its text."""
+        self.driver.find_element(By.XPATH, f"//label[contains(., '{text}')]").click()
+        time.sleep(0.3)
         return self.settle()
 
     def screenshot(self, folder: Path, name: str) -> Path:

@@ -45,8 +45,8 @@ def test_dashboard_command_runs_streamlit_headless_with_the_flags(monkeypatch: p
 
 
 @pytest.mark.parametrize(("value", "unit", "shown"), [
-    (0.0123, "USD", "$0.0123"), (1234.5, "USD", "$1,234.50"), (0.25, "s", "250 ms"), (2.5, "s", "2.50 s"),
-    (0.125, "ratio", "12.5 %"), (12.0, "", "12"), (None, "USD", "–"), (1500.4, "tokens/s", "1,500 tok/s"),
+    (0.0123, "USD", "$0.012"), (1234.5, "USD", "$1,234"), (0.25, "s", "250 ms"), (2.5, "s", "2.50 s"),
+    (0.125, "ratio", "12.5 %"), (12.0, "", "12"), (None, "USD", "–"), (1500.4, "tokens/s", "1.5k tok/s"),
 ])
 def test_numbers_carry_their_units(value: float | None, unit: str, shown: str) -> None:
     assert ui.fmt(value, unit) == shown

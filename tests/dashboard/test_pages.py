@@ -133,7 +133,7 @@ def test_cost_page_totals_levers_and_self_hosted_cost(app: AppTest, seeded: Seed
     assert projected == pytest.approx(cost["projected_month_usd"], rel=0.05)  # it moves with the clock
     assert shown["LLM calls"] == f"{cost['levers']['llm_calls']:,}"
     at.number_input(key="cost_gpu_hour").set_value(2.5).run()
-    assert not at.exception and metrics(at)["GPU-hour price (USD)"] == "$2.5000"
+    assert not at.exception and metrics(at)["GPU-hour price (USD)"] == "$2.50"
 
 
 def test_engine_page_shows_load_rates_and_distributions(app: AppTest, seeded: SeededStack) -> None:
@@ -209,3 +209,24 @@ def test_key_login_checks_the_key_with_the_collector(seeded: SeededStack, monkey
     assert any("rejected this API key" in e.value for e in at.error)
     login(at, seeded.key)
     assert metrics(at)["Runs"] == str(seeded.runs)
+
+
+def test_runs_page_searches_and_finds_failed_tools(app: AppTest, seeded: SeededStack) -> None:
+    runs = seeded.get("/api/runs", limit=50)["items"]
+    at = page(app, "views/runs.py")
+    at.text_input(key="runs_search").set_value(runs[0]["trace_id"][:10]).run()
+    assert not at.exception and list(at.dataframe[0].value["trace_id"]) == [runs[0]["trace_id"]]
+    at.text_input(key="runs_search").set_value("").run()
+    at.toggle(key="runs_tool_failed").set_value(True).run()
+    failed = {r["trace_id"] for r in runs if r["tool_failures"]}
+    assert failed, "the seeded traffic has failed tool calls"
+    assert not at.exception and set(at.dataframe[0].value["trace_id"]) == failed
+    at.text_input(key="runs_search").set_value("no-such-run").run()
+    assert not at.exception and not at.dataframe and "No runs match" in text(at)
+
+
+def test_overview_offers_the_most_expensive_run(app: AppTest, seeded: SeededStack) -> None:
+    at = page(app, "views/overview.py")
+    top = seeded.get("/api/runs", sort="-cost_usd", limit=1)["items"][0]
+    assert f"**Most expensive run:** {top['agent']} · {ui.fmt(top['cost_usd'], 'USD')}" in text(at)
+    assert at.button(key="overview_costliest").label == "Open it"

@@ -1,0 +1,253 @@
+"""The trace explorer's pure side: the span tree's rows, step names, a span's facts, its
+events and its captured prompt and completion as chat messages.
+
+Free of Streamlit, so it is unit-tested directly; the run detail page draws what it returns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from agentwatch import _semconv as sc
+
+from collector.api.schemas import SpanOut
+from dashboard import analysis
+
+# Symbols every common font has (emoji fonts are often missing on servers and in CI browsers).
+ICONS = {sc.KIND_RUN: "◆", sc.KIND_STEP: "▸", sc.KIND_LLM: "✦", sc.KIND_TOOL: "⚒", sc.KIND_RETRIEVAL: "☰",
+         sc.KIND_ENGINE: "⚙", sc.KIND_OTHER: "•"}
+FAILED_MARK = "✖"
+
+
+def icon(span: SpanOut) -> str:
+    return ICONS.get(span.kind, ICONS[sc.KIND_OTHER])
+
+
+# --- step names --------------------------------------------------------------------------
+
+
+def step_names(spans: Sequence[SpanOut]) -> dict[int, str]:
+    """Step index -> the step span's name (the first one, by start time, per index)."""
+    names: dict[int, str] = {}
+    for span in sorted(spans, key=lambda s: s.start_time):
+        if span.kind == sc.KIND_STEP and span.step_index >= 0:
+            names.setdefault(span.step_index, span.name)
+    return names
+
+
+def step_label(index: int, names: dict[int, str]) -> str:
+    """``3 · search`` when the step has a name, ``3`` when not, ``–`` outside any step."""
+    if index < 0:
+        return "–"
+    return f"{index} · {names[index]}" if index in names else str(index)
+
+
+# --- the tree -----------------------------------------------------------------------------
+
+
+def tree_rows(items: Sequence[tuple[SpanOut, int]], names: dict[int, str]) -> list[dict[str, Any]]:
+    """One row per span in tree order: the indented name with its kind's icon, timing and a
+    duration bar relative to the run, the figures that matter for its kind, and its id."""
+    if not items:
+        return []
+    t0 = min(s.start_time for s, _ in items)
+    total = max(max(s.end_time for s, _ in items) - t0, 1e-9)
+    return [_tree_row(span, depth, t0, total, names) for span, depth in items]
+
+
+def _tree_row(span: SpanOut, depth: int, t0: float, total: float, names: dict[int, str]) -> dict[str, Any]:
+    failed = analysis.is_failed(span)
+    label = f"{'   ' * min(depth, 12)}{icon(span)} {span.name}" + (f" {FAILED_MARK}" if failed else "")
+    return {
+        "span": label, "kind": span.kind, "step": step_label(span.step_index, names),
+        "start_s": round(span.start_time - t0, 4), "duration_s": round(span.duration_s, 4),
+        "share": min(1.0, span.duration_s / total), "status": _status(span),
+        "detail": _detail(span), "cost_usd": span.cost_usd or None, "span_id": span.span_id,
+    }
+
+
+def _status(span: SpanOut) -> str:
+    if span.is_timeout:
+        return "timeout"
+    return "error" if span.status == "error" else "ok"  # OpenTelemetry's unset is no error
+
+
+def _detail(span: SpanOut) -> str:
+    """A few words a reader scans for: the error, else the model and tokens, else the tool."""
+    if analysis.is_failed(span):
+        return error_text(span)
+    if span.kind in (sc.KIND_LLM, sc.KIND_ENGINE):
+        return f"{span.model} · {span.input_tokens:,} in / {span.output_tokens:,} out".strip(" ·")
+    if span.kind == sc.KIND_TOOL:
+        return span.tool_name + (" (cache hit)" if span.tool_cache_hit else "")
+    return ""
+
+
+def error_text(span: SpanOut) -> str:
+    """The error's type and its whole message, as the span recorded them."""
+    kind = span.error_type or ("timeout" if span.is_timeout else "error")
+    message = span.status_message or exception_message(span)
+    return f"{kind}: {message}" if message else kind
+
+
+def exception_message(span: SpanOut) -> str:
+    for event in parse_events(span.events):
+        if event.name == "exception":
+            return str(event.attributes.get("exception.message", ""))
+    return ""
+
+
+# --- events --------------------------------------------------------------------------------
+
+
+@dataclass
+class Event:
+    name: str
+    offset_s: float | None  # seconds after the span started
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_events(raw: str, start_time: float | None = None) -> list[Event]:
+    """The span's events (the collector stores them as a JSON list); nothing when unreadable."""
+    if not raw:
+        return []
+    try:
+        items = json.loads(raw)
+    except ValueError:
+        return [Event("(unreadable events)", None, {"raw": raw[:2000]})]
+    events = []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
+            continue
+        t_ns = item.get("time_ns") or 0
+        offset = t_ns / 1e9 - start_time if start_time is not None and t_ns else None
+        attrs = item.get("attributes") if isinstance(item.get("attributes"), dict) else {}
+        events.append(Event(str(item.get("name", "")), offset, attrs))
+    return events
+
+
+# --- captured content as chat messages -------------------------------------------------------
+
+
+@dataclass
+class Message:
+    role: str
+    text: str = ""
+    tool_calls: list[str] = field(default_factory=list)  # "name(arguments)"
+
+
+def messages(raw: str, *, default_role: str) -> list[Message]:
+    """Captured prompt or completion as chat messages: OpenAI-style ``{role, content,
+    tool_calls}`` lists, GenAI ``{role, parts}`` lists, ``{"messages": [...]}``, a choices list,
+    or plain text (one message in ``default_role``)."""
+    if not raw:
+        return []
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return [Message(default_role, raw)]
+    if isinstance(value, dict):
+        value = value.get("messages") or value.get("choices") or [value]
+    if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
+        return [Message(default_role, value if isinstance(value, str) else raw)]
+    return [_message(m, default_role) for m in value]
+
+
+def _message(item: dict[str, Any], default_role: str) -> Message:
+    if isinstance(item.get("message"), dict):  # an OpenAI choice
+        item = item["message"]
+    role = str(item.get("role") or default_role)
+    text = _content_text(item.get("content"))
+    calls = [_call_text(c) for c in item.get("tool_calls") or () if isinstance(c, dict)]
+    for part in item.get("parts") or ():  # GenAI semantic conventions
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "tool_call":
+            calls.append(f"{part.get('name', '')}({_json(part.get('arguments'))})")
+        elif part.get("type") == "tool_call_response":
+            text += _json(part.get("response", part.get("result")))
+        else:
+            text += str(part.get("content", part.get("text", "")))
+    if not text and not calls and "content" not in item and "parts" not in item:
+        text = _json(item)
+    return Message(role, text, calls)
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts
+        return "".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
+    return _json(content)
+
+
+def _call_text(call: dict[str, Any]) -> str:
+    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    return f"{function.get('name', '')}({_json(function.get('arguments', ''))})"
+
+
+def _json(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+# --- the span panel's facts -------------------------------------------------------------------
+
+
+def facts(span: SpanOut, engine: SpanOut | None = None) -> list[tuple[str, Any, str]]:
+    """(label, value, unit) of the figures worth a card for this span's kind; None is blank.
+    An LLM call's engine timings are its own (copied by the collector's join) or, failing
+    that, those of the engine span joined under it."""
+    rows: list[tuple[str, Any, str]] = [("Duration", span.duration_s, "s")]
+    if span.kind in (sc.KIND_LLM, sc.KIND_ENGINE):
+        rows += [("Input tokens", span.input_tokens, ""), ("Cached tokens", span.cached_tokens, ""),
+                 ("Output tokens", span.output_tokens, ""), ("Cost", span.cost_usd, "USD"),
+                 ("TTFT", span.ttft_s, "s"), ("TPOT", span.tpot_s, "s")]
+    timings = [_either(span, engine, name) for name in ("queue_s", "prefill_s", "decode_s")]
+    if any(v is not None for v in timings):
+        rows += [("Engine queue", timings[0], "s"), ("Engine prefill", timings[1], "s"), ("Engine decode", timings[2], "s")]
+    return rows
+
+
+def _either(span: SpanOut, engine: SpanOut | None, name: str) -> float | None:
+    own = getattr(span, name)
+    return getattr(engine, name) if own is None and engine is not None else own
+
+
+_FIELDS = ("kind", "name", "status", "status_message", "error_type", "is_timeout", "model", "finish_reason", "tool_name",
+           "tool_cache_hit", "step_index", "agent", "service", "input_tokens", "output_tokens", "cached_tokens", "cost_usd",
+           "ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s", "start_time", "end_time", "duration_s", "span_id",
+           "parent_span_id")
+_UNSET = (None, "", -1)
+
+
+def fields(span: SpanOut) -> list[tuple[str, str]]:
+    """The span's stored columns that carry a value, as (name, text): every fact the collector
+    read from its attributes (model, tokens, tool, error...), whole."""
+    rows = []
+    for name in _FIELDS:
+        value = getattr(span, name)
+        if value in _UNSET or (value is False and name != "is_timeout") or (value == 0 and name.endswith(("tokens", "usd"))):
+            continue
+        rows.append((name, _field_text(name, value)))
+    return rows
+
+
+def _field_text(name: str, value: Any) -> str:
+    if name in ("start_time", "end_time"):
+        return datetime.fromtimestamp(value, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    return f"{value:.9g}" if isinstance(value, float) else str(value)
+
+
+def find(spans: Sequence[SpanOut], span_id: str) -> SpanOut | None:
+    return next((s for s in spans if s.span_id == span_id), None)
+
+
+def engine_child(spans: Sequence[SpanOut], span: SpanOut) -> SpanOut | None:
+    """The engine's own span joined under this client LLM span, if stored."""
+    return next((s for s in spans if s.parent_span_id == span.span_id and analysis.is_engine_span(s)), None)

@@ -1,0 +1,49 @@
+"""Numbers on the dashboard: short enough for a card, precise where small, one blank marker."""
+
+from __future__ import annotations
+
+import pytest
+
+from collector.api.schemas import RunSummary
+from dashboard import analysis, ui
+
+
+@pytest.mark.parametrize(("value", "unit", "shown"), [
+    (12_345.6, "USD", "$12.3k"), (1_234.5, "USD", "$1,234"), (123.4, "USD", "$123"), (12.345, "USD", "$12.35"),
+    (0.5, "USD", "$0.50"), (0.0045, "USD", "$0.0045"), (0.00003, "USD", "$0.00003"), (3.35e-5, "USD", "$0.000034"),
+    (0.0, "USD", "$0"), (2.5e6, "USD", "$2.5M"),
+    (8.9, "/min", "8.9/min"), (0.573, "/min", "0.57/min"), (123.4, "/min", "123/min"),
+    (0.00138, "s", "1.4 ms"), (0.311, "s", "311 ms"), (4.5, "s", "4.50 s"), (110, "s", "1.8 min"), (7200, "s", "2.0 h"),
+    (1234, "", "1,234"), (6.33, "", "6.33"), (1_234_567, "", "1.23M"),
+    (1500, "tokens/s", "1.5k tok/s"), (45.67, "tokens/s", "45.7 tok/s"), (0.123, "ratio", "12.3 %"),
+    (None, "USD", ui.BLANK), (float("nan"), "s", ui.BLANK), (float("inf"), "", ui.BLANK),
+])
+def test_fmt_is_short_and_keeps_small_values(value: float | None, unit: str, shown: str) -> None:
+    assert ui.fmt(value, unit) == shown
+
+
+def test_every_formatted_figure_fits_a_card() -> None:
+    for unit in ("USD", "s", "", "/min"):
+        for value in (0.000012345, 0.012345, 1.2345, 12.345, 123.45, 12_345.6, 1_234_567.8, 987_654_321.0):
+            assert len(ui.fmt(value, unit)) <= 9, (value, unit, ui.fmt(value, unit))
+    assert all(len(ui.fmt(v, "ratio")) <= 7 for v in (0.0, 0.0012, 0.5, 1.0))
+
+
+def test_delta_is_a_signed_percentage() -> None:
+    assert ui.fmt_delta(0.1234) == "+12.3 %" and ui.fmt_delta(None) is None and ui.fmt_delta(float("nan")) is None
+
+
+def _run(**kw: object) -> RunSummary:
+    base = dict(trace_id="ab" * 16, agent="researcher", name="research", user_id="u-42", session_id="s-7", start_time=0.0,
+                end_time=1.0, duration_s=1.0, status="ok", steps=3, llm_calls=3, tool_calls=2, tool_failures=0,
+                input_tokens=1, output_tokens=1, cached_tokens=0, total_tokens=2, cost_usd=0.01)
+    return RunSummary(**{**base, **kw})
+
+
+def test_run_search_matches_ids_user_session_agent_and_failed_tools() -> None:
+    run = _run()
+    assert all(analysis.run_matches(run, s) for s in ("", "ABAB", "u-4", "S-7", "search"))
+    assert not analysis.run_matches(run, "zzz")
+    assert not analysis.run_matches(run, "", tool_failed=True) and analysis.run_matches(_run(tool_failures=1), "", tool_failed=True)
+    assert analysis.run_matches(run, "", user="u-42", session="s-7") and not analysis.run_matches(run, "", user="u-1")
+    assert analysis.run_matches(_run(status="running"), "research")  # the lead's new states pass through
