@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -152,3 +153,22 @@ def test_scope_lists_are_validated() -> None:
     for bad in ("", "write", "ingest,root"):
         with pytest.raises(ValueError, match="ingest, read, admin"):
             parse_scopes(bad)
+
+
+def test_the_dashboard_client_needs_only_read_and_the_sdk_only_ingest(collector: tuple[Running, dict[str, str]]) -> None:
+    """Every call the dashboard makes works with a read-only key; an ingest-only key exports spans."""
+    from dashboard.client import CollectorClient, NotFound
+
+    running, keys = collector
+    trace_id = os.urandom(16)
+    exported = httpx.post(running.url + "/v1/traces", content=agent_trace(trace_id).SerializeToString(),
+                          headers={"Authorization": f"Bearer {keys['ingest']}", "Content-Type": "application/x-protobuf"})
+    assert exported.status_code == 200
+    end = time.time() + 60
+    start = end - 86_400
+    with CollectorClient(running.url, keys["read"]) as client:
+        client.runs(start=start, end=end), client.overview(start=start, end=end), client.cost(start=start, end=end)
+        client.timeseries("cost_usd", start=start, end=end, step_s=3600), client.engines(), client.filters()
+        client.engine_metrics("none", start=start, end=end), client.alerts(), client.alert_rules(), client.ingest()
+        with pytest.raises(NotFound):
+            client.run("f" * 32)
