@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -94,3 +95,17 @@ def test_keys_cli_with_and_without_a_running_collector(tmp_path: Path, capsys: p
         assert httpx.post(collector.url + "/admin/keys", json={"project": "x"}, headers={"Authorization": "Bearer wrong"}).status_code == 401
     finally:
         collector.kill()
+
+
+def test_keys_cli_scopes_default_to_ingest_and_are_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "data"
+    agent = _cli(capsys, "create", "--project", "alpha", "--name", "agent", data_dir=data)
+    assert "with scopes ingest." in agent
+    ops = _cli(capsys, "create", "--project", "alpha", "--name", "ops", "--scope", "read, admin", data_dir=data)
+    assert "with scopes read,admin." in ops
+    with pytest.raises(SystemExit, match="--scope: invalid scopes 'root'"):
+        cli.main(["keys", "create", "--project", "alpha", "--scope", "root", "--data-dir", str(data)])
+    listing = {line.split()[-1]: line for line in _cli(capsys, "list", data_dir=data).splitlines()[1:]}
+    assert "ingest " in listing["agent"] and "read,admin" in listing["ops"]
+    keys = json.loads(_cli(capsys, "list", "--json", data_dir=data))
+    assert sorted((k["name"], tuple(k["scopes"]), k["legacy"]) for k in keys) == [("agent", ("ingest",), False), ("ops", ("read", "admin"), False)]
