@@ -122,6 +122,8 @@ _PATTERNS = [(method, _template(path), path) for method, path in ROUTE_SCOPES]
 def route_scope(method: str, path: str) -> tuple[str, str] | None:
     """(declared path, scope) of a request's method and concrete path; None when undeclared."""
     method = "GET" if method.upper() == "HEAD" else method.upper()
+    if (scope := ROUTE_SCOPES.get((method, path))) is not None:  # a path without parameters: one look-up
+        return path, scope
     for declared_method, pattern, declared in _PATTERNS:
         if declared_method == method and pattern.match(path):
             return declared, ROUTE_SCOPES[(declared_method, declared)]
