@@ -16,11 +16,11 @@ setup: $(STAMP)
 
 # tests/clients: traceloop-sdk 0.45 and openlit pin OpenTelemetry (openlit also openai<3) apart from
 # the main environment and from each other, so each gets a virtual environment of its own, installed
-# from a full lock with --no-deps (nothing to resolve).
-.venv-%/.installed: tests/clients/requirements-%.txt
+# from a full lock with --no-deps (nothing to resolve) by the main environment's pip (no pip of its own).
+.venv-%/.installed: tests/clients/requirements-%.txt $(STAMP)
 	rm -rf .venv-$*
-	$(PYTHON) -m venv .venv-$*
-	.venv-$*/bin/python -m pip install -q --no-deps -r $<
+	$(PYTHON) -m venv --without-pip .venv-$*
+	$(BIN)/python -m pip --python .venv-$*/bin/python install -q --no-deps -r $<
 	touch $@
 
 clients-venvs: .venv-traceloop/.installed .venv-openlit/.installed
