@@ -75,7 +75,10 @@ def trace_hashes(spans: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(n, dtype=np.uint64), usual
     offsets, data = _offsets(trace), trace.buffers()[2]
     raw = np.frombuffer(data, dtype=np.uint8)
-    chars = raw[(offsets[rows][:, None] + np.arange(_TRACE_ID_CHARS)).ravel()].reshape(-1, _TRACE_ID_CHARS)
+    if len(rows) == n:  # every id 32 chars: they lie end to end in the buffer
+        chars = raw[offsets[0]:offsets[0] + n * _TRACE_ID_CHARS].reshape(n, _TRACE_ID_CHARS)
+    else:
+        chars = raw[(offsets[rows][:, None] + np.arange(_TRACE_ID_CHARS)).ravel()].reshape(-1, _TRACE_ID_CHARS)
     nibbles = _HEX[chars]
     usual[rows] = (nibbles < 16).all(axis=1)
     pairs = (nibbles[:, 0:16:2].astype(np.uint8) << 4) | nibbles[:, 1:16:2].astype(np.uint8)
@@ -126,21 +129,19 @@ def _fmix(x: np.ndarray) -> np.ndarray:
 
 class _HashSet:
     """A set of 64-bit hashes as sorted arrays of decreasing size, each at least twice the next
-    (so a few dozen at most, and each hash is merged O(log n) times)."""
+    (so a few dozen at most, and each hash is merged O(log n) times). Each part is deduplicated,
+    not the parts against each other: membership does not mind a hash held twice."""
 
     def __init__(self, hashes: np.ndarray | None = None) -> None:
-        self._parts = [np.unique(hashes)] if hashes is not None and len(hashes) else []
-
-    def __len__(self) -> int:
-        return sum(len(p) for p in self._parts)
+        self._parts = [_sorted_unique(hashes)] if hashes is not None and len(hashes) else []
 
     def add(self, hashes: np.ndarray) -> None:
         if not len(hashes):
             return
-        self._parts.append(np.unique(hashes))
+        self._parts.append(_sorted_unique(hashes))
         while len(self._parts) > 1 and 2 * len(self._parts[-1]) >= len(self._parts[-2]):
-            newest = self._parts.pop()
-            self._parts[-1] = np.union1d(self._parts[-1], newest)
+            newest = self._parts.pop()  # two sorted runs: a stable sort merges them in linear time
+            self._parts[-1] = np.sort(np.concatenate((self._parts[-1], newest)), kind="stable")
 
     def contains(self, hashes: np.ndarray) -> np.ndarray:
         found = np.zeros(len(hashes), dtype=bool)
@@ -148,6 +149,12 @@ class _HashSet:
             positions = np.minimum(np.searchsorted(keys, hashes), len(keys) - 1)
             found |= keys[positions] == hashes
         return found
+
+
+def _sorted_unique(hashes: np.ndarray) -> np.ndarray:
+    """``np.unique`` without its hash table (several times slower on 64-bit keys)."""
+    ordered = np.sort(hashes)
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) > 1 else ordered
 
 
 class _Slots:
