@@ -43,7 +43,7 @@ from collector.storage import queries_admin as qa
 from collector.storage.base import StoreError
 
 ADMIN_TOKEN_FILE = "admin.token"
-READY_TIMEOUT_S = 2.0  # a store slower than this to answer ``/ready`` counts as unreachable
+READY_TIMEOUT_S = 2.0  # a store slower than this to answer ``/ready`` is ready only if the writer's last insert succeeded
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,8 @@ def health() -> dict[str, str]:
 @router.get("/ready", tags=["health"], responses={503: {"description": "not ready; `reason` says which part"}})
 async def ready(request: Request) -> JSONResponse:
     """Readiness: 200 when spans can be accepted and stored (writer running, spool writable,
-    store answering within ``READY_TIMEOUT_S``), else 503 with ``Retry-After`` and a reason."""
+    store answering within ``READY_TIMEOUT_S``, or busy past it while the writer's last insert
+    succeeded), else 503 with ``Retry-After`` and a reason."""
     reason = _not_ready(request) or await _store_not_ready(request)
     if reason:
         return JSONResponse({"status": "not ready", "reason": reason}, status_code=503, headers={"Retry-After": "5"})
@@ -179,9 +180,11 @@ def _not_ready(request: Request) -> str:
 async def _store_not_ready(request: Request) -> str:
     try:
         rows = await asyncio.wait_for(asyncio.to_thread(request.app.state.store.query, queries.STORE_READY), READY_TIMEOUT_S)
-    except TimeoutError:
-        log.warning("/ready: the store did not answer within %.1f s", READY_TIMEOUT_S)
-        return "store not answering"
+    except TimeoutError:  # busy (an embedded store runs one statement at a time) or hung: the writer knows which
+        writer = request.app.state.ingestor.writer
+        log.warning("/ready: the store did not answer within %.1f s (writer's last insert %s)", READY_TIMEOUT_S,
+                    "succeeded" if writer and writer.store_available else "failed")
+        return "" if writer and writer.store_available else "store not answering"
     except StoreError as exc:
         log.warning("/ready: store unreachable: %s", exc)
         return "store unreachable"
