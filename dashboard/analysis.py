@@ -185,8 +185,9 @@ def engine_shares(spans: Sequence[SpanOut]) -> list[dict[str, object]]:
         label = f"step {call.step_index} · {call.model or span.model}" if call.step_index >= 0 else f"{call.name} @{span.start_time:.0f}"
         rows.append({"call": label, "span_id": call.span_id, "total_s": total, "start": call.start_time, **parts})
     rows.sort(key=lambda r: r["start"])
-    for row in rows:
+    for number, row in enumerate(rows, 1):
         del row["start"]
+        row["call"] = f"{number}. {row['call']}"  # one bar per call: calls of one step are not merged
     return rows
 
 
@@ -328,13 +329,16 @@ def histogram_distribution(points: Iterable, name: str) -> Distribution:
         if p.metric == name + "_bucket" and "le" in p.labels:
             rest = tuple(sorted((k, v) for k, v in p.labels.items() if k != "le"))
             per_le[float(p.labels["le"])][rest].append((p.t, p.value))
-    cumulative = []
-    for le in sorted(per_le):
-        increase = 0.0
-        for samples in per_le[le].values():
-            samples.sort()
-            first, last = samples[0][1], samples[-1][1]
-            increase += last - first if len(samples) > 1 and last >= first else last
-        cumulative.append(increase)
-    counts = np.diff([0.0, *cumulative]).clip(min=0).tolist()
+    cumulative = [sum(_increase(samples) for samples in per_le[le].values()) for le in sorted(per_le)]
+    counts = np.diff([0.0, *cumulative]).clip(min=0).round().tolist()  # whole requests
     return Distribution(sorted(per_le), counts)
+
+
+def _increase(samples: list[tuple[float, float]]) -> float:
+    """A counter's increase over its samples as Prometheus's ``increase()`` counts it across
+    resets: a drop is a restart from zero, so what it counted after the restart is added,
+    and nothing counted before the restart is lost."""
+    samples.sort()
+    if len(samples) == 1:
+        return samples[0][1]
+    return sum(v1 - v0 if v1 >= v0 else v1 for (_, v0), (_, v1) in zip(samples, samples[1:], strict=False))

@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
+import numpy as np
 import plotly.graph_objects as go
 from agentwatch import _semconv as sc
 
@@ -23,6 +24,8 @@ KIND_COLOURS = {
 }
 ERROR_COLOUR = "#d62728"
 _LAYOUT = {"margin": {"l": 10, "r": 30, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}, "modebar": {"orientation": "v"}}
+# Charts over time: the legend starts below the two-line date ticks (at -0.2 it covered them).
+_TIME_LAYOUT = {**_LAYOUT, "legend": {"orientation": "h", "y": -0.32, "yanchor": "top"}}
 
 
 def _dt(t: float) -> datetime:
@@ -32,12 +35,15 @@ def _dt(t: float) -> datetime:
 def series_figure(series: Sequence[TimeSeries], title: str, unit: str, *, stacked: bool = False) -> go.Figure:
     """Lines (or stacked bars) over time, one trace per series and group."""
     fig = go.Figure()
+    values = [p.value for ts in series for p in ts.points if p.value is not None]
+    scale = 1000.0 if unit == "s" and values and max(abs(v) for v in values) < 1 else 1.0
+    unit = "ms" if scale != 1.0 else unit  # as the cards show sub-second times
     for ts in series:
         groups: dict[str, tuple[list[datetime], list[float | None]]] = {}
         for p in ts.points:
             xs, ys = groups.setdefault(p.group, ([], []))
             xs.append(_dt(p.t))
-            ys.append(p.value)
+            ys.append(None if p.value is None else p.value * scale)
         if stacked and len(groups) > 1:
             groups.pop("", None)  # empty buckets of a grouped series carry no group
         for group, (xs, ys) in groups.items():
@@ -46,7 +52,7 @@ def series_figure(series: Sequence[TimeSeries], title: str, unit: str, *, stacke
                 fig.add_trace(go.Bar(x=xs, y=ys, name=name))
             else:
                 fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines+markers", connectgaps=False))
-    fig.update_layout(title=title, barmode="stack" if stacked else None, yaxis_title=unit, height=280, **_LAYOUT)
+    fig.update_layout(title=title, barmode="stack" if stacked else None, yaxis_title=unit, height=300, **_TIME_LAYOUT)
     _clamp_y(fig, series, unit)
     return fig
 
@@ -123,7 +129,8 @@ def growth_figure(fit: GrowthFit) -> go.Figure:
         fig.add_trace(go.Scatter(x=fit.calls, y=fit.fitted, name=f"{fit.chosen} fit", mode="lines", line={"dash": "dash"}, yaxis="y2"))
     fig.update_layout(
         title=f"Context growth: {fit.chosen}", height=340, xaxis_title="LLM call, in order (its step index on hover)",
-        yaxis={"title": "input tokens per call"}, yaxis2={"title": "cumulative input tokens", "overlaying": "y", "side": "right"}, **_LAYOUT,
+        yaxis={"title": "input tokens per call", "rangemode": "nonnegative"},
+        yaxis2={"title": "cumulative input tokens", "overlaying": "y", "side": "right", "rangemode": "nonnegative"}, **_LAYOUT,
     )
     return fig
 
@@ -140,6 +147,13 @@ def shares_figure(rows: Sequence[Mapping[str, object]]) -> go.Figure:
     return fig
 
 
+def _usd(value: float) -> str:
+    """Two significant digits below a dollar (the dashboard's cards do the same)."""
+    if value >= 1:
+        return f"${value:,.2f}"
+    return f"${value:.2g}" if value >= 1e-4 else f"${value:.7f}".rstrip("0")
+
+
 def graph_figure(graph: RunGraph) -> go.Figure:
     """Agents left, models and tools right; edge labels carry calls, failures and cost."""
     pos = _graph_layout(graph)
@@ -148,8 +162,10 @@ def graph_figure(graph: RunGraph) -> go.Figure:
         (x0, y0), (x1, y1) = pos[src], pos[dst]
         colour = ERROR_COLOUR if edge.failures else "#888"
         fig.add_trace(go.Scatter(x=[x0, x1], y=[y0, y1], mode="lines", line={"color": colour, "width": 1 + min(6, math.log2(1 + edge.calls))}, hoverinfo="skip", showlegend=False))
-        label = f"{edge.calls} calls" + (f", {edge.failures} failed" if edge.failures else "") + (f", ${edge.cost_usd:.4f}" if edge.cost_usd else "")
-        fig.add_trace(go.Scatter(x=[(x0 + x1) / 2], y=[(y0 + y1) / 2], mode="text", text=[label], textfont={"size": 11}, showlegend=False, hoverinfo="text"))
+        label = f"{edge.calls} calls" + (f", {edge.failures} failed" if edge.failures else "") + (f", {_usd(edge.cost_usd)}" if edge.cost_usd else "")
+        # on an opaque box, so the edge does not strike the label through
+        fig.add_annotation(x=(x0 + x1) / 2, y=(y0 + y1) / 2, text=label, showarrow=False, font={"size": 11},
+                           bgcolor="rgba(255,255,255,0.9)", borderpad=2)
     for kind, colour in (("agent", "#6c757d"), ("llm", KIND_COLOURS[sc.KIND_LLM]), ("tool", KIND_COLOURS[sc.KIND_TOOL])):
         nodes = [n for n, k in graph.nodes.items() if k == kind]
         if nodes:
@@ -189,12 +205,31 @@ def distribution_figure(dist: Distribution, title: str, unit: str) -> go.Figure:
     return fig
 
 
+def _with_gaps(values: Mapping[float, float], *, factor: float = 3.0) -> tuple[list[datetime | None], list[float | None]]:
+    """The points with a break (None) where scrapes stopped for longer than ``factor`` times the
+    usual interval: an engine that was down is drawn as a gap, not as a ramp across it."""
+    times = sorted(values)
+    steps = np.diff(times) if len(times) > 2 else np.array([])
+    usual = float(np.median(steps)) if steps.size else 0.0
+    xs: list[datetime | None] = []
+    ys: list[float | None] = []
+    for prev, t in zip([None, *times], times, strict=False):
+        if prev is not None and usual > 0 and t - prev > factor * usual:
+            xs.append(_dt((prev + t) / 2))
+            ys.append(None)
+        xs.append(_dt(t))
+        ys.append(values[t])
+    return xs, ys
+
+
 def points_figure(series: Mapping[str, Mapping[float, float]], title: str, unit: str) -> go.Figure:
     """Lines from ``{name: {t: value}}`` (engine gauges and counter rates)."""
     fig = go.Figure()
     for name, values in series.items():
-        fig.add_trace(go.Scatter(x=[_dt(t) for t in values], y=list(values.values()), name=name, mode="lines"))
-    fig.update_layout(title=title, yaxis_title=unit, height=280, **_LAYOUT)
+        xs, ys = _with_gaps(values)
+        fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines", connectgaps=False))
+    fig.update_layout(title=title, yaxis_title=unit, height=300, **_TIME_LAYOUT)
+    fig.update_yaxes(rangemode="nonnegative")
     if unit == "ratio":
         fig.update_yaxes(tickformat=".1%", title="share")
     return fig

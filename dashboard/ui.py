@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 import math
+import secrets
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+import streamlit.components.v1 as components
 
 from collector.api.schemas import RunSummary, TimeSeries
 from dashboard.client import (
@@ -57,7 +59,13 @@ def login() -> bool:
         st.session_state["aw_api_key"] = cfg.api_key
         return True
     if st.session_state.get("aw_api_key") is not None:
+        _sync_cookie()
         return True
+    restored = _sessions().get(st.context.cookies.get(SESSION_COOKIE) or "")
+    if restored is not None:  # a reload, or a deep link opened in the same browser
+        st.session_state["aw_api_key"] = restored
+        return True
+    _sync_cookie()
     st.title("agentwatch")
     with st.form("login"):
         label = "Dashboard password" if mode == "password" else "Project API key"
@@ -76,6 +84,7 @@ def _try_login(cfg: DashboardConfig, secret: str) -> None:
     if cfg.login_mode == "password":
         if hmac.compare_digest(secret.encode(), cfg.password.encode()):
             st.session_state["aw_api_key"] = cfg.api_key
+            _remember(cfg.api_key)
         else:
             time.sleep(_FAILED_LOGIN_DELAY_S)
             st.error("Wrong password.")
@@ -90,10 +99,67 @@ def _try_login(cfg: DashboardConfig, secret: str) -> None:
         st.error(f"Cannot check the key: {exc}")
     else:
         st.session_state["aw_api_key"] = secret
+        _remember(secret)
 
 
 def logout() -> None:
     st.session_state.pop("aw_api_key", None)
+    _sessions().drop(st.context.cookies.get(SESSION_COOKIE) or "")
+    _sessions().drop(st.session_state.pop("aw_session", ""))
+    st.session_state["aw_cookie"] = ""  # the next run clears the browser's cookie
+
+
+# --- sessions that survive a reload ------------------------------------------------------------
+
+SESSION_COOKIE = "agentwatch_session"
+SESSION_TTL_S = 12 * 3600
+
+
+class SessionStore:
+    """Login sessions of this dashboard process: a random token (the browser's cookie, which
+    carries no secret) -> the API key the session queries with, until it expires. A restart of
+    the dashboard forgets them all: everyone logs in again."""
+
+    def __init__(self, *, clock: Any = time.time) -> None:
+        self._sessions: dict[str, tuple[str, float]] = {}
+        self._clock = clock
+
+    def create(self, key: str) -> str:
+        token = secrets.token_urlsafe(32)
+        now = self._clock()
+        self._sessions = {t: v for t, v in self._sessions.items() if v[1] > now}  # expired ones go
+        self._sessions[token] = (key, now + SESSION_TTL_S)
+        return token
+
+    def get(self, token: str) -> str | None:
+        found = self._sessions.get(token) if token else None
+        return found[0] if found is not None and found[1] > self._clock() else None
+
+    def drop(self, token: str) -> None:
+        self._sessions.pop(token, None)
+
+
+@st.cache_resource(show_spinner=False)
+def _sessions() -> SessionStore:
+    return SessionStore()
+
+
+def _remember(key: str) -> None:
+    """After a login: a session token for the browser to keep (set by the next run)."""
+    token = _sessions().create(key)
+    st.session_state["aw_session"] = token
+    st.session_state["aw_cookie"] = token
+
+
+def _sync_cookie() -> None:
+    """Write (or clear, when empty) the session cookie the last login or logout asked for. A
+    script in a zero-height component sets it on the page's own origin."""
+    token = st.session_state.pop("aw_cookie", None)
+    if token is None:
+        return
+    age = SESSION_TTL_S if token else 0
+    components.html(f"<script>window.parent.document.cookie = '{SESSION_COOKIE}={token}; path=/; "
+                    f"max-age={age}; SameSite=Strict';</script>", height=0)
 
 
 # --- queries ---------------------------------------------------------------------------

@@ -114,3 +114,29 @@ def test_growth_fit_on_recorded_reference_agent_runs() -> None:
     evolving_report = [429, 585, 857, 548, 820, 794, 1066, 658, 930, 719, 991, 911, 409]
     assert analysis.context_growth(calls_with_inputs(react)).chosen == "quadratic"
     assert analysis.context_growth(calls_with_inputs(evolving_report)).chosen == "linear"
+
+
+def test_histogram_keeps_what_was_counted_before_an_engine_restart() -> None:
+    """1,108 requests, the engine restarting after the first 764: all 1,108 are counted (as
+    Prometheus's increase() counts across a reset), not only the 344 after the restart."""
+    pts = []
+    for t, counts in ((0, (0, 0)), (10, (500, 764)), (20, (3, 4)), (30, (300, 344))):
+        for le, c in zip(("1", "+Inf"), counts, strict=True):
+            pts.append(point(t, "vllm:e2e_request_latency_seconds_bucket", c, le=le))
+    dist = analysis.histogram_distribution(pts, "vllm:e2e_request_latency_seconds")
+    assert dist.total == 1108 and dist.counts == [800, 308]
+    assert all(float(c).is_integer() for c in dist.counts)
+
+
+def test_engine_lines_break_where_scrapes_stopped() -> None:
+    from dashboard.charts import points_figure
+
+    values = {0.0: 1.0, 2.0: 2.0, 4.0: 3.0, 6.0: 2.0, 60.0: 1.0, 62.0: 1.0}  # down between 6 and 60 s
+    (trace,) = points_figure({"running": values}, "Requests", "requests").data
+    assert list(trace.y) == [1.0, 2.0, 3.0, 2.0, None, 1.0, 1.0] and trace.connectgaps is False
+
+
+def test_engine_shares_keep_one_row_per_call_of_a_step() -> None:
+    spans = [span(f"l{i}", kind="llm", start=i, dur=0.5, step_index=0, model="m", queue_s=0.1) for i in range(3)]
+    rows = analysis.engine_shares(spans)
+    assert [r["call"] for r in rows] == ["1. step 0 · m", "2. step 0 · m", "3. step 0 · m"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -110,6 +111,19 @@ def test_login_asks_for_a_project_key(servers: dict[str, str], page: browser.Pag
     page.driver.find_element(By.XPATH, "//button[.//p[text()='Log in']]").click()
     page.settle()
     assert page.metrics().get("Runs") == str(seeded.runs) and page.exceptions() == []
+    time.sleep(1)  # the session cookie is written by the run after the login
+    page.driver.refresh()
+    page.settle()
+    assert page.metrics().get("Runs") == str(seeded.runs), "a reload forgot the login"
+    run = seeded.get("/api/runs", limit=1)["items"][0]
+    page.open(f"{servers['login']}/run?run={run['trace_id']}")  # a deep link, as an alert's, in the same browser
+    assert "Project API key" not in page.text() and "Run detail" in page.text() and page.exceptions() == []
+    page.driver.find_element(By.XPATH, "//button[.//p[text()='Log out']]").click()
+    time.sleep(1)
+    page.settle()
+    page.driver.refresh()
+    page.settle()
+    assert "Project API key" in page.text(), "logged out, a reload must ask again"
 
 
 def _failed_tool(seeded: SeededStack) -> tuple[dict, dict]:

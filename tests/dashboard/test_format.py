@@ -1,4 +1,4 @@
-"""Numbers on the dashboard: short enough for a card, precise where small, one blank marker."""
+"""Numbers on the dashboard (short enough for a card, precise where small, one blank marker), runs search, login sessions."""
 
 from __future__ import annotations
 
@@ -47,3 +47,15 @@ def test_run_search_matches_ids_user_session_agent_and_failed_tools() -> None:
     assert not analysis.run_matches(run, "", tool_failed=True) and analysis.run_matches(_run(tool_failures=1), "", tool_failed=True)
     assert analysis.run_matches(run, "", user="u-42", session="s-7") and not analysis.run_matches(run, "", user="u-1")
     assert analysis.run_matches(_run(status="running"), "research")  # the lead's new states pass through
+
+
+def test_login_sessions_expire_and_can_be_dropped() -> None:
+    now = [1000.0]
+    store = ui.SessionStore(clock=lambda: now[0])
+    token = store.create("aw_key")
+    assert store.get(token) == "aw_key" and store.get("") is None and store.get("forged") is None
+    now[0] += ui.SESSION_TTL_S + 1
+    assert store.get(token) is None
+    fresh = store.create("aw_key")
+    store.drop(fresh)
+    assert store.get(fresh) is None
