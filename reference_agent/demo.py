@@ -57,6 +57,10 @@ from reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
 DEMO_RULES = Path(__file__).with_name("demo_rules.yaml")
 DEMO_PROJECT = "demo"
 BASELINE_SHARE = 0.55
+RECOVERY_S = 30.0  # baseline traffic again after the spike (at most half of --duration): incidents resolve on data
+# The cost-rate rule's bucket (demo_rules.yaml): 10 s holds one incident through the spend of a
+# few long ReAct runs; a short demo's baseline phase is too short to learn from 10 s buckets.
+COST_WINDOW_ENV, SHORT_DEMO_S = "AGENTWATCH_DEMO_COST_WINDOW", 90.0
 ALERT_INTERVAL_S = 2.0
 SERVICE_NAME = "research-agent"
 T = TypeVar("T")
@@ -107,6 +111,7 @@ def register_demo(sub: argparse._SubParsersAction) -> None:
 
 
 def run_demo_command(args: argparse.Namespace) -> int:
+    os.environ.setdefault(COST_WINDOW_ENV, "5s" if args.duration < SHORT_DEMO_S else "10s")  # the collector child inherits it
     options = DemoOptions(duration_s=args.duration, data_dir=args.data_dir, open_browser=not args.no_browser,
                           port_offset=args.port_offset, users=args.users, engine_speed=args.engine_speed,
                           exit_when_done=args.exit_when_done)
@@ -400,10 +405,12 @@ def _serve(group: ProcessGroup, urls: dict[str, str], log: Callable[[str], None]
 
 
 async def _phases(options: DemoOptions, engine_url: str) -> dict[str, LoadSummary]:
-    """Baseline (routed, bounded context), then the spike (ReAct, everything on the large model).
+    """Baseline (routed, bounded context), then the spike (ReAct, everything on the large model),
+    then a short return to the baseline: the spike's incidents resolve on real traffic (a rule on
+    runs that finish has no data once nothing runs, and no data never resolves an incident).
 
     The spike starts on time while the last baseline runs finish, so the demo lasts about
-    ``duration_s`` plus one run.
+    ``duration_s`` plus the recovery plus one run.
     """
     corpus, cache = Corpus.load(), ToolCache()
     baseline_s = options.duration_s * BASELINE_SHARE
@@ -419,7 +426,10 @@ async def _phases(options: DemoOptions, engine_url: str) -> dict[str, LoadSummar
                 f"({spike_s:.0f} s)")
     second = await generate_load(spike, LoadConfig(users=2 * options.users, runs=1_000_000,
                                                    duration_s=spike_s, questions=_long_tasks()))
-    return {"baseline": await first, "spike": second}
+    recovery_s = min(RECOVERY_S, options.duration_s / 2)
+    options.log(f"after the spike: back to the baseline's {options.users} users ({recovery_s:.0f} s)")
+    third = await generate_load(baseline, LoadConfig(users=options.users, runs=1_000_000, think_time_s=0.5, duration_s=recovery_s, seed=3))
+    return {"baseline": await first, "spike": second, "recovery": third}
 
 
 def _long_tasks() -> tuple[str, ...]:
