@@ -14,9 +14,14 @@ order of precedence:
 
 Two halves, because the two records arrive in either order, seconds apart:
 
-- ``prepare`` (every batch, before insert): remembers the engine spans' facts and copies them
-  into client LLM spans that arrive later and lack them (an engine TTFT fills a missing client
-  TTFT, and is marked ``agentwatch.ttft.source = engine``).
+- ``prepare`` (every batch, before insert). An engine span whose client span is already stored
+  moves into the client's trace, under it (its own ids kept as ``agentwatch.engine.trace_id`` and
+  ``agentwatch.engine.parent_span_id``), and counts what the client missed: cached tokens the
+  client did not record (with the price difference they make, in its cost column) and its TTFT
+  when the client had none (``agentwatch.ttft.counted``). Otherwise its facts are remembered and
+  copied into the client LLM span when it arrives (an engine TTFT fills a missing client TTFT,
+  marked ``agentwatch.ttft.source = engine``; cached tokens re-price the call). The engine span's
+  own tokens and price stay in its ``agentwatch.engine.*`` attributes (``normalize``).
 - ``reconcile`` (every few seconds, from the store, so it survives restarts and sees spans from
   any collector): an engine span still without a client LLM span ``wait_s`` after it ended is an
   engine-only call; it gets one kind-``llm`` row (``agentwatch.engine.only = true``) under the
@@ -42,6 +47,7 @@ import pyarrow.compute as pc
 from agentwatch import _semconv as sc
 
 from collector.model import SpanRow
+from collector.normalize import ENGINE_PREFIX
 from collector.storage import queries
 from collector.storage.base import Store, StoreError
 
@@ -50,7 +56,10 @@ log = logging.getLogger(__name__)
 ENGINE_ONLY = "agentwatch.engine.only"
 ENGINE_SPAN = "agentwatch.engine.span_id"
 ENGINE_TRACE = "agentwatch.engine.trace_id"
+ENGINE_PARENT = "agentwatch.engine.parent_span_id"
+CLIENT_SPAN = "agentwatch.engine.client_span_id"
 TTFT_SOURCE = "agentwatch.ttft.source"
+TTFT_COUNTED = "agentwatch.ttft.counted"
 _TIMINGS = ("ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s")
 _SLACK_NS = 1_000_000_000  # clocks of client and engine differ: 1 s either side of the client span
 _MAX_FACTS = 100_000
@@ -103,14 +112,18 @@ class EngineJoin:
 
     # --- prepare: engine facts into client LLM spans --------------------------------------------
 
-    def prepare(self, table: pa.Table) -> pa.Table:
-        """The batch with engine facts copied into the client LLM spans they belong to."""
+    def prepare(self, table: pa.Table, store: Store | None = None) -> pa.Table:
+        """The batch with engine spans joined to stored client spans, and engine facts copied
+        into the batch's client LLM spans they belong to."""
         if not table.num_rows:
             return table
-        kinds = table.column("kind")
-        engine = pc.equal(kinds, sc.KIND_ENGINE)
+        engine = pc.equal(table.column("kind"), sc.KIND_ENGINE)
         if pc.any(engine).as_py():
-            self._remember(table.filter(engine).to_pylist())
+            rows = table.filter(engine).to_pylist()
+            waiting = self._join_stored(store, rows) if store is not None else rows
+            self._remember(waiting)
+            table = pa.concat_tables([table.filter(pc.invert(engine)), pa.Table.from_pylist(rows, schema=table.schema)])
+        kinds = table.column("kind")
         with self._lock:
             if not self._facts:
                 return table
@@ -121,6 +134,46 @@ class EngineJoin:
         for row in rows:
             self._enrich(row)
         return pa.concat_tables([table.filter(pc.invert(mask)), pa.Table.from_pylist(rows, schema=table.schema)])
+
+    def _join_stored(self, store: Store, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Join engine rows to client LLM spans already stored; returns the rows still waiting."""
+        waiting = []
+        by_project: dict[str, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_project.setdefault(row["project"], []).append(row)
+        for project, group in by_project.items():
+            try:
+                clients = store.query(queries.CLIENT_LLM_SPANS_OF_ENGINE_ROWS, _stored_params(project, group))
+            except StoreError as exc:  # the reconcile pass still counts the call once
+                log.warning("engine join: looking up client spans failed: %s", exc)
+                waiting.extend(group)
+                continue
+            by_parent = {c["span_id"]: c for c in clients}
+            by_request = {c["request_id"]: c for c in clients if c["request_id"]}
+            for row in group:
+                client = by_parent.get(row["parent_span_id"]) or (by_request.get(row["request_id"]) if row["request_id"] else None)
+                if client is None:
+                    waiting.append(row)
+                else:
+                    self._join_to(row, client)
+        return waiting
+
+    def _join_to(self, row: dict[str, Any], client: dict[str, Any]) -> None:
+        """An engine row under its stored client span, counting what the client missed."""
+        attributes = dict(row["attributes"] or [])
+        if row["trace_id"] != client["trace_id"] or row["parent_span_id"] != client["span_id"]:
+            attributes[ENGINE_TRACE], attributes[ENGINE_PARENT] = row["trace_id"], row["parent_span_id"]
+            row["trace_id"], row["parent_span_id"] = client["trace_id"], client["span_id"]
+        attributes[CLIENT_SPAN] = client["span_id"]
+        if client["no_ttft"] and row["ttft_s"] is not None:
+            attributes[TTFT_COUNTED] = "true"
+        cached = _int(attributes.get(ENGINE_PREFIX + "cached_tokens"))
+        if cached and not client["cached_tokens"]:
+            row["cached_tokens"] = cached
+            priced = self._price(client["model"], client["provider"], client["input_tokens"], client["output_tokens"], cached)
+            if priced is not None and client["cost_usd"] > 0:
+                row["cost_usd"] = priced[0] - client["cost_usd"]  # the discount the cached tokens make
+        row["attributes"] = list(attributes.items())
 
     def _remember(self, rows: list[dict[str, Any]]) -> None:
         now = time.monotonic()
@@ -201,15 +254,18 @@ class EngineJoin:
                 del self._by_usage[fact.usage_key]
 
     def _reprice(self, row: dict[str, Any]) -> None:
-        if self._pricer is None or not row["model"]:
-            return
-        try:
-            priced = self._pricer(row["model"], row["provider"], row["input_tokens"], row["output_tokens"], row["cached_tokens"])
-        except Exception:  # a price table bug must not lose the span
-            log.exception("engine join: pricing failed for model %r", row["model"])
-            return
+        priced = self._price(row["model"], row["provider"], row["input_tokens"], row["output_tokens"], row["cached_tokens"])
         if priced is not None:
             row["cost_usd"], row["price_version"] = priced
+
+    def _price(self, model: str, provider: str, inp: int, out: int, cached: int) -> tuple[float, str] | None:
+        if self._pricer is None or not model:
+            return None
+        try:
+            return self._pricer(model, provider, inp, out, cached)
+        except Exception:  # a price table bug must not lose the span
+            log.exception("engine join: pricing failed for model %r", model)
+            return None
 
     # --- reconcile: engine-only calls billed once -----------------------------------------------
 
@@ -305,11 +361,29 @@ def billing_span_id(engine_span_id: str) -> str:
 
 
 def _fact(row: dict[str, Any], now: float) -> _Fact:
+    engine = dict(row["attributes"] or [])
+    tokens = [_int(engine.get(ENGINE_PREFIX + name)) for name in ("input_tokens", "output_tokens", "cached_tokens")]
     return _Fact(
         row["project"], row["trace_id"], row["span_id"], row["parent_span_id"], row["request_id"], row["model"],
-        row["input_tokens"], row["output_tokens"], row["cached_tokens"], _ns(row["start_time"]), _ns(row["end_time"]),
-        {name: row[name] for name in _TIMINGS}, now,
+        *tokens, _ns(row["start_time"]), _ns(row["end_time"]), {name: row[name] for name in _TIMINGS}, now,
     )
+
+
+def _int(text: str | None) -> int:
+    try:
+        return int(text or 0)
+    except ValueError:
+        return 0
+
+
+def _stored_params(project: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "project": project,
+        "lo_ns": min(_ns(r["start_time"]) for r in rows) - 3600 * 10**9,
+        "hi_ns": max(_ns(r["end_time"]) for r in rows) + 3600 * 10**9,
+        "parents": sorted({r["parent_span_id"] for r in rows if r["parent_span_id"]}),
+        "request_ids": sorted({r["request_id"] for r in rows if r["request_id"]}),
+    }
 
 
 def _inside(start: int, end: int, outer_start: int, outer_end: int) -> bool:

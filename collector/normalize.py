@@ -147,7 +147,9 @@ _map("step_index", _int32, sc.AW_STEP_INDEX)
 _map("finish_reason", _finish_reason, sc.GEN_AI_RESPONSE_FINISH_REASONS)
 _map("outcome", _nstr, sc.AW_RUN_OUTCOME)
 _map("budget_exceeded", _nstr, sc.AW_BUDGET_EXCEEDED)
-_map("request_id", _nstr, sc.GEN_AI_REQUEST_ID)
+# The engine records the request id, a client the response id: vLLM answers with its request id,
+# so both name the same call and an engine span joins its client LLM span by it.
+_map("request_id", _nstr, sc.GEN_AI_REQUEST_ID, sc.GEN_AI_RESPONSE_ID)
 # TTFT: then, where none of these is present, openlit's and the stream events' (_stream_latency).
 _map("ttft_s", bounds.seconds, sc.AW_TTFT, sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, sc.GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN)
 _map("tpot_s", bounds.seconds, sc.AW_TPOT)
@@ -171,7 +173,6 @@ PYTHON_RULE_SIGNALS: dict[str, frozenset[str]] = {sc.TRACELOOP_SPAN_KIND: frozen
 PYTHON_RULE_KEYS = (sc.GEN_AI_SERVER_TIME_TO_FIRST_TOKEN, sc.GEN_AI_SERVER_TIME_PER_OUTPUT_TOKEN)
 STREAM_EVENTS = frozenset({sc.OI_FIRST_TOKEN_EVENT, sc.TRACELOOP_CHUNK_EVENT})
 _NAMED_BY_RULE = frozenset({"AGENT", "task", "tool"})
-
 
 
 class Resource:
@@ -301,20 +302,17 @@ class Normalizer:
         if dialect in _NAMED_BY_RULE:
             _names(row, dialect, extra)
         if kind == sc.KIND_LLM and (row.ttft_s is None or row.tpot_s is None) and (events or extra):
-            _stream_latency(row, events, extra)
-        if kind == sc.KIND_LLM and row.model and self.pricer is not None:
+            _stream_latency(row, events, extra, lambda why: _warn(warn, span_id, why))
+        if (kind == sc.KIND_LLM or kind == sc.KIND_ENGINE) and row.model and self.pricer is not None:
             self._price(row)
+        if kind == sc.KIND_ENGINE:
+            set_engine_figures_aside(row)
         return row
 
     def _engine(self, row: SpanRow, extra: dict[str, str]) -> None:
-        """vLLM server spans: TPOT from decode time; under a client LLM span, tokens count there."""
+        """Engine timings: TPOT from decode time."""
         if row.tpot_s is None and row.decode_s is not None and row.output_tokens > 1:
             row.tpot_s = row.decode_s / (row.output_tokens - 1)
-        if row.kind == sc.KIND_OTHER:
-            for column in _TOKEN_COLUMNS:
-                if getattr(row, column):
-                    extra[f"agentwatch.engine.{column}"] = str(getattr(row, column))
-            row.input_tokens = row.output_tokens = row.cached_tokens = 0
 
     def _redact_extra(self, extra: dict[str, str]) -> None:
         redact = self.redact
@@ -370,12 +368,7 @@ def _names(row: SpanRow, dialect: str, extra: dict[str, str]) -> None:
         row.agent_name = row.name
 
 
-def _seconds(value: str | None) -> float | None:
-    seconds = _float(value)
-    return seconds if seconds is not None and seconds >= 0 else None
-
-
-def _stream_latency(row: SpanRow, events: list[dict[str, Any]] | None, extra: dict[str, str]) -> None:
+def _stream_latency(row: SpanRow, events: list[dict[str, Any]] | None, extra: dict[str, str], warn: Callable[[str], None]) -> None:
     """TTFT and TPOT of an LLM span from openlit's attributes or from stream events.
 
     openlit records a call it did not stream with its whole duration as TTFT and 0 as TPOT:
@@ -384,10 +377,12 @@ def _stream_latency(row: SpanRow, events: list[dict[str, Any]] | None, extra: di
     (the span end when only the first is recorded) over the output tokens after the first.
     """
     if sc.GEN_AI_SERVER_TIME_TO_FIRST_TOKEN in extra and extra.get(sc.GEN_AI_REQUEST_STREAM) != "false":
-        if row.ttft_s is None:
-            row.ttft_s = _seconds(extra[sc.GEN_AI_SERVER_TIME_TO_FIRST_TOKEN]) or None
-        if row.tpot_s is None:
-            row.tpot_s = _seconds(extra.get(sc.GEN_AI_SERVER_TIME_PER_OUTPUT_TOKEN)) or None  # openlit's TPOT is 0 for one chunk
+        for column, key in (("ttft_s", sc.GEN_AI_SERVER_TIME_TO_FIRST_TOKEN), ("tpot_s", sc.GEN_AI_SERVER_TIME_PER_OUTPUT_TOKEN)):
+            if getattr(row, column) is None:
+                try:
+                    setattr(row, column, bounds.seconds(extra.get(key)) or None)  # openlit's TPOT is 0 for one chunk
+                except BadValue as bad:
+                    warn(f"{key} {bad}; dropped")
     if not events or (row.ttft_s is not None and row.tpot_s is not None):
         return
     start, end = row.start_time_ns, row.end_time_ns
@@ -401,6 +396,22 @@ def _stream_latency(row: SpanRow, events: list[dict[str, Any]] | None, extra: di
         last = last if last > first else end  # OpenInference records the first chunk only
         if last > first:
             row.tpot_s = (last - first) / 1e9 / (row.output_tokens - 1)
+
+
+# An engine span's own tokens and price, kept as attributes: its token and cost columns carry
+# only what ``collector.engine_join`` adds to the client's count (cached tokens the client did
+# not record, and the price difference they make), so the call's tokens count once.
+ENGINE_FIGURES = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "price_version")
+ENGINE_PREFIX = "agentwatch.engine."
+
+
+def set_engine_figures_aside(row: SpanRow) -> None:
+    for name in ENGINE_FIGURES:
+        value = getattr(row, name)
+        if value:
+            row.attributes[ENGINE_PREFIX + name] = value if isinstance(value, str) else repr(value)
+    row.input_tokens = row.output_tokens = row.cached_tokens = 0
+    row.cost_usd, row.price_version = 0.0, ""
 
 
 def _kind(cols: dict[str, Any], name: str, parent: str) -> str:
@@ -417,8 +428,9 @@ def _kind(cols: dict[str, Any], name: str, parent: str) -> str:
     if aw in _KINDS:
         return aw
     if name == sc.VLLM_SPAN_NAME and "request_id" in cols:
-        # The engine's view of a request; under a client LLM span it must not count twice.
-        return sc.KIND_OTHER if parent else sc.KIND_LLM
+        # The engine's view of a call, with or without the client's trace context: never a run,
+        # never billed itself (collector.engine_join joins it to the client's LLM span).
+        return sc.KIND_ENGINE
     kind = _OPERATION_KINDS.get(op) or _OPENINFERENCE_KINDS.get(oi) or _TRACELOOP_KINDS.get(tl)
     if kind is None:
         if llm is not None or "model" in cols:

@@ -198,10 +198,29 @@ def get_run(store: Store, project: str, trace_id: str, *, idle_timeout_s: float 
     run = runs[0]
     return RunDetail(
         run=RunSummary(**run, feedback_score=_mean_score(feedback)) if (feedback := _feedback(store, params)) else RunSummary(**run),
-        spans=flag_broken_parents(_SPANS.validate_python(spans)),  # one call into pydantic-core: 10k spans must load fast
+        spans=with_engine_facts(flag_broken_parents(_SPANS.validate_python(spans))),  # one call into pydantic-core: 10k spans must load fast
         feedback=feedback,
         agent_median_cost_usd=_agent_median(store, project, run),
     )
+
+
+_ENGINE_TIMINGS = ("ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s")
+
+
+def with_engine_facts(spans: list[SpanOut]) -> list[SpanOut]:
+    """Client LLM spans show the timings of the engine span under them where they lack their own
+    (an engine span that arrived after its client span was stored: ``collector.engine_join``)."""
+    by_id = {s.span_id: s for s in spans}
+    for engine in spans:
+        client = by_id.get(engine.parent_span_id) if engine.kind == "engine" else None
+        if client is None or client.kind != "llm":
+            continue
+        for name in _ENGINE_TIMINGS:
+            if getattr(client, name) is None and getattr(engine, name) is not None:
+                setattr(client, name, getattr(engine, name))
+                if name == "ttft_s":
+                    client.attributes["agentwatch.ttft.source"] = "engine"
+    return spans
 
 
 def flag_broken_parents(spans: list[SpanOut]) -> list[SpanOut]:

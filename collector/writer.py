@@ -203,7 +203,7 @@ class Writer:
             log.error("writer: cannot log batch %s in the spool (%s); inserting anyway", token, exc)
         table = await self._table(batch)
         if self._join is not None:
-            table = await asyncio.to_thread(self._join.prepare, table)
+            table = await asyncio.to_thread(self._prepare, table)
         written = await self._insert_until_stored(table, token)
         if written is None:
             return  # shutting down with the store away: the spool keeps the batch
@@ -214,6 +214,15 @@ class Writer:
         self._spool.commit(token)
         self._queued = max(0, self._queued - sum(e.spans for e in batch))
         self._in_memory -= sum(e.spans for e in batch if e.table is not None)
+
+    def _prepare(self, table: pa.Table) -> pa.Table:
+        """Engine spans joined to client LLM spans (``collector.engine_join``); the store may be away."""
+        assert self._join is not None
+        try:
+            store = self._store()
+        except StoreError:
+            store = None
+        return self._join.prepare(table, store)
 
     async def _reconcile(self) -> None:
         """Bill engine-only calls (``collector.engine_join``); a failure waits for the next pass."""

@@ -547,9 +547,13 @@ WHERE {_REBUILD_SCOPE}
 GROUP BY project, hour, trace_id"""
 
 # --- engine spans joined to client LLM spans (collector.engine_join) ---------------------------
+# An engine span's own tokens and price are attributes (normalize.set_engine_figures_aside).
 _ENGINE_COLUMNS = """project, trace_id, span_id, parent_span_id, request_id, toString(model) AS model,
-    toString(provider) AS provider, input_tokens, output_tokens, cached_tokens, cost_usd,
-    toString(price_version) AS price_version, ttft_s, tpot_s, queue_s, prefill_s, decode_s,
+    toString(provider) AS provider, toUInt32OrZero(attributes['agentwatch.engine.input_tokens']) AS input_tokens,
+    toUInt32OrZero(attributes['agentwatch.engine.output_tokens']) AS output_tokens,
+    toUInt32OrZero(attributes['agentwatch.engine.cached_tokens']) AS cached_tokens,
+    toFloat64OrZero(attributes['agentwatch.engine.cost_usd']) AS cost_usd,
+    attributes['agentwatch.engine.price_version'] AS price_version, ttft_s, tpot_s, queue_s, prefill_s, decode_s,
     toString(service_name) AS service_name, toString(status_code) AS status_code,
     toString(error_type) AS error_type, toString(finish_reason) AS finish_reason,
     toString(agent_name) AS agent_name,
@@ -559,7 +563,7 @@ _ENGINE_COLUMNS = """project, trace_id, span_id, parent_span_id, request_id, toS
 ENGINE_SPANS_ENDED = f"""
 SELECT {_ENGINE_COLUMNS}
 FROM spans
-WHERE kind = 'engine'
+WHERE kind = 'engine' AND attributes['agentwatch.engine.client_span_id'] = ''
   AND spans.start_time >= fromUnixTimestamp64Nano({{since_ns:Int64}}) - INTERVAL 15 MINUTE
   AND spans.end_time > fromUnixTimestamp64Nano({{since_ns:Int64}})
   AND spans.end_time <= fromUnixTimestamp64Nano({{until_ns:Int64}})
@@ -608,3 +612,14 @@ FROM (
     GROUP BY trace_id
     HAVING n_roots = 0 AND start_ns >= {{start_ns:Int64}} AND start_ns < {{end_ns:Int64}}
 )"""
+
+# Stored client LLM spans that engine rows of a batch belong to: their parent (traceparent), or
+# the same request id (vLLM's request id is the response id the client records).
+CLIENT_LLM_SPANS_OF_ENGINE_ROWS = """
+SELECT trace_id, span_id, request_id, ttft_s IS NULL AS no_ttft, cached_tokens, input_tokens, output_tokens,
+    toString(model) AS model, toString(provider) AS provider, cost_usd
+FROM spans
+WHERE project = {project:String} AND kind = 'llm'
+  AND spans.start_time BETWEEN fromUnixTimestamp64Nano({lo_ns:Int64}) AND fromUnixTimestamp64Nano({hi_ns:Int64})
+  AND attributes['agentwatch.engine.only'] != 'true'
+  AND (span_id IN {parents:Array(String)} OR (request_id != '' AND request_id IN {request_ids:Array(String)}))"""

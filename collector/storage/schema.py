@@ -34,10 +34,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Spans whose tokens and cost count: all but the run span, which may carry the SDK's own
-# totals, and engine spans (kind "engine": the engine's record of a call the client's LLM span
-# already counts; an engine-only call is counted by the "llm" row ``collector.engine_join``
-# writes for it), so an LLM call is never counted twice.
-BILLABLE = "(kind NOT IN ('run', 'engine'))"
+# totals. An engine span (kind "engine": the engine's record of a call) keeps its own figures
+# as attributes and counts only what it adds to the client's LLM span (collector.engine_join);
+# an engine-only call is counted by the "llm" row engine_join writes for it. So an LLM call is
+# never counted twice.
+BILLABLE = "(kind != 'run')"
 # A run's root: the run span, or a trace's parentless span unless it is an engine's record.
 ROOT = "(kind = 'run' OR (parent_span_id = '' AND kind != 'engine'))"
 
@@ -175,7 +176,7 @@ SPAN_ROLLUP: tuple[tuple[str, str, str], ...] = (
     ("tokens_saved", "SimpleAggregateFunction(sum, UInt64)", "sumIf(toUInt64OrZero(attributes['agentwatch.tool.tokens_saved']), kind = 'tool')"),
     ("small_model_calls", "SimpleAggregateFunction(sum, UInt64)", "toUInt64(countIf(kind = 'llm' AND attributes['agentwatch.llm.model_tier'] = 'small'))"),
     ("ttft", "AggregateFunction(quantilesTDigestIf(0.5, 0.95), Float32, UInt8)",
-     "quantilesTDigestIfState(0.5, 0.95)(toFloat32(ifNull(ttft_s, 0)), toUInt8(kind = 'llm' AND ttft_s IS NOT NULL))"),
+     "quantilesTDigestIfState(0.5, 0.95)(toFloat32(ifNull(ttft_s, 0)), toUInt8((kind = 'llm' OR (kind = 'engine' AND attributes['agentwatch.ttft.counted'] = 'true')) AND ttft_s IS NOT NULL))"),
     ("tpot", "AggregateFunction(quantilesTDigestIf(0.5, 0.95), Float32, UInt8)",
      "quantilesTDigestIfState(0.5, 0.95)(toFloat32(ifNull(tpot_s, 0)), toUInt8(kind = 'llm' AND tpot_s IS NOT NULL))"),
 )

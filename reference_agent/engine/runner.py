@@ -57,6 +57,7 @@ class Job:
             temperature=self.params.get("temperature"),
             top_p=self.params.get("top_p"),
             finish_reason=self.finish_reason,
+            cached_tokens=self.request.cached_tokens,
         )
 
 

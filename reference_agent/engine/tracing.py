@@ -49,6 +49,7 @@ class RequestRecord:
     temperature: float | None
     top_p: float | None
     finish_reason: str
+    cached_tokens: int = 0  # prompt tokens served from the prefix cache
 
 
 def span_attributes(record: RequestRecord) -> dict[str, str | int | float | tuple[str, ...]]:
@@ -61,6 +62,9 @@ def span_attributes(record: RequestRecord) -> dict[str, str | int | float | tupl
         sc.GEN_AI_REQUEST_N: 1,
         sc.GEN_AI_USAGE_PROMPT_TOKENS: record.prompt_tokens,
         sc.GEN_AI_USAGE_COMPLETION_TOKENS: record.completion_tokens,
+        # Not on vLLM's span (its usage reply has it): the simulation adds the prefix-cache hits
+        # under the GenAI name, so a client that records no cached tokens still gets them joined.
+        sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: record.cached_tokens,
         sc.GEN_AI_LATENCY_TIME_IN_QUEUE: record.scheduled - record.arrival,
         sc.GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN: record.first_token - record.arrival,
         sc.GEN_AI_LATENCY_E2E: record.finished - record.arrival,

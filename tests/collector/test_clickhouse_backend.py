@@ -31,7 +31,7 @@ def test_sdk_run_lands_through_the_collector_on_clickhouse(clickhouse_url: str, 
         assert isinstance(collector.app.state.store.get(), ClickHouseStore)
         key = collector.key("alpha")  # keys live in the ClickHouse store too
         summary = sdk_agent_run(collector.url, key, "ch-agent")
-        spans = {s["kind"]: s for s in run_spans(collector.url, key, summary["trace_id"], expect=3)}
+        spans = {s["kind"]: s for s in run_spans(collector.url, key, summary["trace_id"], expect=4)}  # with the run-start marker
         assert (spans["llm"]["model"], spans["llm"]["input_tokens"], spans["llm"]["ttft_s"]) == ("sim-large", 2000, 0.25)
         assert spans["llm"]["cost_usd"] == pytest.approx((2000 * 2.5 + 100 * 10.0) / 1e6)
         assert "ann@example.com" not in spans["llm"]["input_text"]

@@ -21,7 +21,7 @@ from collector.engine_join import (
     match_engine_spans,
 )
 from collector.model import SpanRow
-from collector.normalize import Normalizer, sdk_pricer
+from collector.normalize import Normalizer, sdk_pricer, set_engine_figures_aside
 from collector.storage.base import Store
 from collector.storage.columns import spans_table
 from tests.collector.factories import new_span_id, new_trace_id
@@ -56,16 +56,24 @@ def engine_span(call: SpanRow, *, parent: bool, request_id: str = "chatcmpl-1", 
     """vLLM's ``llm_request`` for the call: in the client's trace (traceparent) or in one of its own."""
     priced = PRICE("sim-small", "", call.input_tokens, call.output_tokens, cached)
     assert priced is not None
-    return SpanRow(
+    row = SpanRow(
         P, call.trace_id if parent else new_trace_id(), new_span_id(), call.span_id if parent else "", "llm_request", "engine",
         call.start_time_ns + 10_000_000, call.end_time_ns - 10_000_000, model="sim-small", input_tokens=call.input_tokens,
         output_tokens=call.output_tokens, cached_tokens=cached, cost_usd=priced[0], price_version=priced[1],
         request_id=request_id, ttft_s=0.042, queue_s=0.01, prefill_s=0.03, decode_s=0.5, tpot_s=0.017,
     )
+    set_engine_figures_aside(row)  # as the normaliser stores an engine span
+    return row
+
+
+def engine_cost(cached: int = 64) -> float:
+    priced = PRICE("sim-small", "", 120, 30, cached)
+    assert priced is not None
+    return priced[0]
 
 
 def ingest(store: Store, join: EngineJoin, rows: list[SpanRow]) -> None:
-    store.insert_spans(join.prepare(spans_table(rows)))
+    store.insert_spans(join.prepare(spans_table(rows), store))
 
 
 def totals(store: Store, t0: float) -> dict[str, float | None]:
@@ -74,6 +82,7 @@ def totals(store: Store, t0: float) -> dict[str, float | None]:
     return {
         "runs": len(runs), "input_tokens": figures["input_tokens"].value, "output_tokens": figures["output_tokens"].value,
         "cost_usd": figures["cost_usd"].value, "ttft_p50": figures["ttft_p50"].value,
+        "cached_tokens": store.query("SELECT sum(cached_tokens) AS n FROM spans WHERE project = {p:String} AND kind != 'run'", {"p": P})[0]["n"],
         "run_cost": runs[0].cost_usd if runs else None, "run_llm_calls": runs[0].llm_calls if runs else None,
     }
 
@@ -96,8 +105,11 @@ def test_client_and_engine_count_one_call(store: Store, t0: float, parent: bool,
     assert join.reconcile(store) == 0  # the client accounts for the call: nothing billed twice
     got = totals(store, t0)
     assert (got["runs"], got["input_tokens"], got["output_tokens"], got["run_llm_calls"]) == (1, 120, 30, 1)
-    assert got["cost_usd"] == pytest.approx(call.cost_usd if not engine_first else engine.cost_usd)
+    # the client recorded no cached tokens: the engine's 64 count once, at the cached price
+    assert got["cached_tokens"] == 64
+    assert got["cost_usd"] == pytest.approx(engine_cost())
     assert got["run_cost"] == pytest.approx(got["cost_usd"])
+    assert got["ttft_p50"] == pytest.approx(0.042, rel=1e-3)  # the engine's TTFT, counted once
 
 
 def test_engine_facts_fill_the_client_span_that_lacks_them(store: Store, t0: float) -> None:
@@ -149,7 +161,7 @@ def test_engine_only_call_is_billed_once_and_is_no_run(store: Store, t0: float) 
     assert EngineJoin(wait_s=30, clock=Clock(t0 + 700)).reconcile(store) == 1  # a restart re-bills: deduplicated
     got = totals(store, t0)
     assert (got["runs"], got["input_tokens"], got["output_tokens"]) == (0, 120, 30)
-    assert got["cost_usd"] == pytest.approx(engine.cost_usd)
+    assert got["cost_usd"] == pytest.approx(engine_cost())
     assert got["ttft_p50"] == pytest.approx(0.042, rel=1e-3)
     rows = store.query("SELECT span_id, kind, attributes FROM spans WHERE project = {p:String} ORDER BY kind", {"p": P})
     assert [(r["kind"], r["span_id"]) for r in rows] == [("engine", engine.span_id), ("llm", billing_span_id(engine.span_id))]
@@ -168,7 +180,7 @@ def test_engine_call_inside_a_run_without_client_llm_span_counts_in_the_run(stor
     assert join.reconcile(store) == 1
     got = totals(store, t0)
     assert (got["runs"], got["input_tokens"], got["run_llm_calls"]) == (1, 120, 1)
-    assert got["run_cost"] == pytest.approx(engine.cost_usd)
+    assert got["run_cost"] == pytest.approx(engine_cost())
 
 
 def test_matching_rules_pair_each_client_span_once() -> None:
@@ -186,3 +198,18 @@ def test_matching_rules_pair_each_client_span_once() -> None:
     assert "e1" not in left and "e4" in left and len(left) == 2  # c3 (no id) pairs with one of e2/e3
     # two identical engine calls, one client: one stays unmatched
     assert len(match_engine_spans([e("a"), e("b")], [c("c")])) == 1
+
+
+def test_run_detail_shows_the_engine_timings_of_a_client_span_stored_first(store: Store, t0: float) -> None:
+    join = EngineJoin(wait_s=30, pricer=PRICE, clock=Clock(t0 + 5))
+    run, call = run_with_call(t0, response_id="chatcmpl-11")
+    ingest(store, join, run)  # the client first (openai-v2 exports at once, the engine batches)
+    engine = engine_span(call, parent=False, request_id="chatcmpl-11")
+    ingest(store, join, [engine])
+    detail = query.get_run(store, P, call.trace_id)
+    assert detail is not None
+    (span,) = [s for s in detail.spans if s.kind == "llm"]
+    (moved,) = [s for s in detail.spans if s.kind == "engine"]  # moved under the client's span
+    assert moved.parent_span_id == call.span_id and moved.attributes["agentwatch.engine.trace_id"] == engine.trace_id
+    assert (span.ttft_s, span.queue_s, span.decode_s) == pytest.approx((0.042, 0.01, 0.5))
+    assert span.attributes[TTFT_SOURCE] == "engine"

@@ -260,9 +260,10 @@ def test_one_span_that_cannot_be_stored_does_not_sink_its_request(collector: Run
 
 def test_agentwatch_sdk_run_lands_normalised(collector: Running, key: str) -> None:
     summary = sdk_agent_run(collector.url, key, "sdk-agent")
-    spans = run_spans(collector.url, key, summary["trace_id"], expect=3)
+    spans = run_spans(collector.url, key, summary["trace_id"], expect=4)
     by_kind = {s["kind"]: s for s in spans}
-    assert set(by_kind) == {"run", "llm", "tool"}
+    assert set(by_kind) == {"run", "llm", "tool", "other"}
+    assert by_kind["other"]["name"] == "agentwatch.run.start"  # the SDK's run-start marker
     llm, tool = by_kind["llm"], by_kind["tool"]
     assert (llm["model"], llm["input_tokens"], llm["ttft_s"]) == ("sim-large", 2000, 0.25)
     assert llm["cost_usd"] == pytest.approx((2000 * 2.5 + 100 * 10.0) / 1e6)
