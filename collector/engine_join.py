@@ -150,11 +150,15 @@ class EngineJoin:
                 continue
             by_parent = {c["span_id"]: c for c in clients}
             by_request = {c["request_id"]: c for c in clients if c["request_id"]}
+            unnamed = [c for c in clients if not c["request_id"]]  # OpenInference: no response id
             for row in group:
                 client = by_parent.get(row["parent_span_id"]) or (by_request.get(row["request_id"]) if row["request_id"] else None)
+                client = client or _by_usage_and_time(row, unnamed)
                 if client is None:
                     waiting.append(row)
                 else:
+                    if client in unnamed:
+                        unnamed.remove(client)
                     self._join_to(row, client)
         return waiting
 
@@ -376,6 +380,15 @@ def _int(text: str | None) -> int:
         return 0
 
 
+def _by_usage_and_time(row: dict[str, Any], clients: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The client span with the engine row's model and token counts whose time holds it."""
+    engine = dict(row["attributes"] or [])
+    usage = (row["model"], _int(engine.get(ENGINE_PREFIX + "input_tokens")), _int(engine.get(ENGINE_PREFIX + "output_tokens")))
+    start, end = _ns(row["start_time"]), _ns(row["end_time"])
+    return next((c for c in clients if (c["model"], c["input_tokens"], c["output_tokens"]) == usage
+                 and _inside(start, end, c["start_time"], c["end_time"])), None)
+
+
 def _stored_params(project: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "project": project,
@@ -383,6 +396,7 @@ def _stored_params(project: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "hi_ns": max(_ns(r["end_time"]) for r in rows) + 3600 * 10**9,
         "parents": sorted({r["parent_span_id"] for r in rows if r["parent_span_id"]}),
         "request_ids": sorted({r["request_id"] for r in rows if r["request_id"]}),
+        "models": sorted({r["model"] for r in rows if r["model"]}),
     }
 
 

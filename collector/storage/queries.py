@@ -617,9 +617,11 @@ FROM (
 # the same request id (vLLM's request id is the response id the client records).
 CLIENT_LLM_SPANS_OF_ENGINE_ROWS = """
 SELECT trace_id, span_id, request_id, ttft_s IS NULL AS no_ttft, cached_tokens, input_tokens, output_tokens,
-    toString(model) AS model, toString(provider) AS provider, cost_usd
+    toString(model) AS model, toString(provider) AS provider, cost_usd,
+    toUnixTimestamp64Nano(spans.start_time) AS start_time, toUnixTimestamp64Nano(spans.end_time) AS end_time
 FROM spans
 WHERE project = {project:String} AND kind = 'llm'
   AND spans.start_time BETWEEN fromUnixTimestamp64Nano({lo_ns:Int64}) AND fromUnixTimestamp64Nano({hi_ns:Int64})
-  AND attributes['agentwatch.engine.only'] != 'true'
-  AND (span_id IN {parents:Array(String)} OR (request_id != '' AND request_id IN {request_ids:Array(String)}))"""
+  AND attributes['agentwatch.engine.only'] != 'true' AND attributes['agentwatch.engine.span_id'] = ''
+  AND (span_id IN {parents:Array(String)} OR (request_id != '' AND request_id IN {request_ids:Array(String)})
+       OR (request_id = '' AND model IN {models:Array(String)}))"""

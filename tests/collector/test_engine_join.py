@@ -213,3 +213,18 @@ def test_run_detail_shows_the_engine_timings_of_a_client_span_stored_first(store
     assert moved.parent_span_id == call.span_id and moved.attributes["agentwatch.engine.trace_id"] == engine.trace_id
     assert (span.ttft_s, span.queue_s, span.decode_s) == pytest.approx((0.042, 0.01, 0.5))
     assert span.attributes[TTFT_SOURCE] == "engine"
+
+
+def test_stored_client_without_response_id_joins_by_usage_and_time(store: Store, t0: float) -> None:
+    """OpenInference, client first: the engine span still finds its call by model, tokens and time."""
+    clock = Clock(t0 + 5)
+    join = EngineJoin(wait_s=30, pricer=PRICE, clock=clock)
+    run, call = run_with_call(t0, response_id="")
+    ingest(store, join, run)
+    ingest(store, join, [engine_span(call, parent=False, request_id="chatcmpl-12")])
+    detail = query.get_run(store, P, call.trace_id)
+    assert detail is not None
+    assert [s.kind for s in detail.spans if s.parent_span_id == call.span_id] == ["engine"]
+    clock.now = t0 + 600
+    assert join.reconcile(store) == 0
+    assert totals(store, t0)["cached_tokens"] == 64
