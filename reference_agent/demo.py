@@ -393,8 +393,9 @@ async def _guarded(group: ProcessGroup, urls: dict[str, str], work: Coroutine[An
 def _serve(group: ProcessGroup, urls: dict[str, str], log: Callable[[str], None]) -> bool:
     """After the traffic: keep every child serving until Ctrl-C (True) or a child dies (DemoError)."""
     if "dashboard" in urls:
-        log(f"the dashboard keeps serving at {urls['dashboard']}: open Runs, sort by cost and click the most")
-        log("  expensive run to see its steps, spans and errors; Cost and Alerts show the spike")
+        log(f"the dashboard keeps serving at {urls['dashboard']}: on the Overview, 'Open it' opens the most")
+        log("  expensive run (click a span for its error, tokens and timings); Runs searches and filters")
+        log("  (Tool failed, user, session); Cost and Alerts show the spike")
     log("your agent's runs are welcome too (the export line above); Ctrl-C stops everything")
     try:
         while True:
