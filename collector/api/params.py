@@ -15,8 +15,8 @@ __all__ = ["DEFAULT_RANGE_S", "Agent", "End", "Model", "Start", "parse_time", "t
 
 DEFAULT_RANGE_S = 3600
 
-Start = Annotated[str | None, Query(description="RFC 3339 time or epoch seconds; default: end minus one hour")]
-End = Annotated[str | None, Query(description="RFC 3339 time or epoch seconds; default: now")]
+Start = Annotated[str | None, Query(max_length=64, description="RFC 3339 time or epoch seconds; default: end minus one hour")]
+End = Annotated[str | None, Query(max_length=64, description="RFC 3339 time or epoch seconds; default: now")]
 Agent = Annotated[str | None, Query(max_length=256)]
 Model = Annotated[str | None, Query(max_length=256)]
 

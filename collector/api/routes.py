@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Annotated, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Path, Query, Request
 from pydantic import BaseModel, Field, field_validator
 
 from collector import query, reprice
@@ -39,6 +39,7 @@ router = APIRouter(prefix="/api", tags=["query"])
 router.include_router(reprice.router)  # POST /api/admin/reprice (admin token)
 
 DEFAULT_POINTS = 120
+TraceId = Annotated[str, Path(max_length=64, description="the run's trace id (32 hex digits)")]
 T = TypeVar("T")
 
 
@@ -83,7 +84,7 @@ def list_runs(
     max_cost: Annotated[float | None, Query(ge=0)] = None,
     min_steps: Annotated[int | None, Query(ge=0, le=2**31)] = None,
     max_steps: Annotated[int | None, Query(ge=0, le=2**31)] = None,
-    sort: Annotated[str, Query(description="start_time|duration_s|cost_usd|steps|total_tokens, '-' for descending")] = "-start_time",
+    sort: Annotated[str, Query(max_length=64, description="start_time|duration_s|cost_usd|steps|total_tokens, '-' for descending")] = "-start_time",
     limit: Annotated[int, Query(ge=1, le=query.MAX_PAGE)] = 50,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> RunsPage:
@@ -95,7 +96,7 @@ def list_runs(
 
 
 @router.get("/runs/{trace_id}", response_model=RunDetail, responses={404: {"description": "no such run in this project"}})
-def get_run(store: StoreDep, project: ProjectDep, settings: SettingsDep, trace_id: str) -> RunDetail:
+def get_run(store: StoreDep, project: ProjectDep, settings: SettingsDep, trace_id: TraceId) -> RunDetail:
     detail = _run(lambda: query.get_run(store, project, trace_id, idle_timeout_s=settings.run_idle_timeout_s))
     if detail is None:
         raise HTTPException(404, f"run {trace_id} not found in this project")
@@ -103,7 +104,7 @@ def get_run(store: StoreDep, project: ProjectDep, settings: SettingsDep, trace_i
 
 
 @router.post("/runs/{trace_id}/feedback", response_model=FeedbackOut, status_code=201)
-def add_feedback(store: StoreDep, project: ProjectDep, trace_id: str, body: FeedbackIn) -> FeedbackOut:
+def add_feedback(store: StoreDep, project: ProjectDep, trace_id: TraceId, body: FeedbackIn) -> FeedbackOut:
     return _run(lambda: query.add_feedback(store, project, trace_id, body))
 
 
@@ -119,7 +120,7 @@ def overview(
 def timeseries(
     store: StoreDep,
     project: ProjectDep,
-    metric: Annotated[str, Query(description="one of TIMESERIES_METRICS")],
+    metric: Annotated[str, Query(max_length=64, description="one of TIMESERIES_METRICS")],
     start: Start = None,
     end: End = None,
     step_s: Annotated[int | None, Query(ge=1, le=366 * 86_400)] = None,
