@@ -154,7 +154,8 @@ def _convert_native(decoder: NativeDecoder, payload: bytes, project: str, nz: No
         table = _spans_table(out, rows)
         out.table = pa.concat_tables([decoded.table, table])
         if table.num_rows == len(rows):  # none dropped as invalid text: restore the request's order
-            taken = [i for i in range(decoded.spans) if i not in declined]
+            sent_back = set(decoded.declined)  # read by the Python path, or unreadable and rejected
+            taken = [i for i in range(decoded.spans) if i not in sent_back]
             out.table = out.table.take(np.argsort(np.array(taken + positions, dtype=np.int64), kind="stable"))
     return out
 
