@@ -260,8 +260,12 @@ def _events(span: SpanOut) -> None:
     for event in events:
         when = "" if event.offset_s is None else f" at +{event.offset_s:.3f} s"
         st.markdown(f"`{event.name}`{when}")
-        if event.attributes:
-            st.code(json.dumps(event.attributes, indent=2, ensure_ascii=False), language="json", wrap_lines=True)
+        rest = {k: v for k, v in event.attributes.items() if k != "exception.stacktrace"}
+        if rest:
+            st.code(json.dumps(rest, indent=2, ensure_ascii=False), language="json", wrap_lines=True)
+        if "exception.stacktrace" in event.attributes:  # as the traceback it is, not one escaped line
+            st.caption("exception.stacktrace")
+            st.code(str(event.attributes["exception.stacktrace"]), language="python", wrap_lines=True)
 
 
 # --- the other views -------------------------------------------------------------------------
