@@ -862,7 +862,7 @@ out:
     return event;
 }
 
-static PyObject *kind_of(Decoder *d, PyObject **values, int *set, SpanFields *f) {
+static PyObject *kind_of(Decoder *d, PyObject **values, int *set, SpanFields *f, int *engine) {
     int nf = d->nfields;
     PyObject *aw = set[nf + S_KIND] ? values[nf + S_KIND] : NULL;
     if (aw != NULL) {
@@ -874,8 +874,10 @@ static PyObject *kind_of(Decoder *d, PyObject **values, int *set, SpanFields *f)
     if (set[d->named[F_REQUEST_ID]]) {
         Py_ssize_t n = f->name.end - f->name.p;
         const char *vllm = PyUnicode_AsUTF8(d->vllm_name);
-        if (vllm != NULL && (Py_ssize_t)strlen(vllm) == n && memcmp(vllm, f->name.p, n) == 0)
-            return Py_NewRef(parent ? d->k_other : d->k_llm);
+        if (vllm != NULL && (Py_ssize_t)strlen(vllm) == n && memcmp(vllm, f->name.p, n) == 0) {
+            *engine = 1; /* an engine span: the Python path makes it kind "engine" */
+            return Py_NewRef(d->k_other);
+        }
     }
     PyObject *kind = NULL;
     PyObject *tables[3] = {d->op_kinds, d->oi_kinds, d->tl_kinds};
@@ -1035,11 +1037,13 @@ static int finish_span(Request *r, SpanFields *f) {
                 goto done;
             }
         }
-        PyObject *kind = kind_of(d, values, set, f);
-        if (kind == NULL) {
+        int engine = 0;
+        PyObject *kind = kind_of(d, values, set, f, &engine);
+        if (kind == NULL || engine) {
+            Py_XDECREF(kind);
             Py_DECREF(name);
             Py_DECREF(message);
-            rc = -1;
+            rc = kind == NULL ? -1 : 1;
             goto done;
         }
         set_value(values, set, nm[F_NAME], name);

@@ -73,20 +73,27 @@ VLLM = {
 }
 
 
-def test_vllm_server_span_under_client_span_does_not_count_twice() -> None:
+def test_vllm_server_span_is_an_engine_record_with_its_own_figures() -> None:
     row = normalize_span(VLLM, name="llm_request", parent_span_id="e" * 16, normalizer=PRICED)
-    assert row.kind == "other"
+    assert row.kind == "engine"  # never billed, never a run (schema.BILLABLE, schema.ROOT)
     assert (row.queue_s, row.ttft_s, row.prefill_s, row.decode_s, row.request_id) == (0.5, 0.8, 0.25, 1.0, "chatcmpl-9")
     assert row.tpot_s == pytest.approx(1.0 / 20)
+    # its own figures are kept aside: its columns count only what engine_join adds to the client's
     assert (row.input_tokens, row.output_tokens, row.cost_usd) == (0, 0, 0.0)
-    assert row.attributes["agentwatch.engine.input_tokens"] == "100"
+    assert (row.attributes["agentwatch.engine.input_tokens"], row.attributes["agentwatch.engine.output_tokens"]) == ("100", "21")
+    assert float(row.attributes["agentwatch.engine.cost_usd"]) == pytest.approx((100 * 0.10 + 21 * 0.40) / 1e6)
     assert row.attributes["gen_ai.latency.e2e"] == "2.0"
 
 
-def test_vllm_root_span_is_the_llm_call() -> None:
+def test_vllm_root_span_is_an_engine_record_too() -> None:
     row = normalize_span(VLLM, name="llm_request", normalizer=PRICED)
-    assert (row.kind, row.input_tokens, row.output_tokens) == ("llm", 100, 21)
-    assert row.cost_usd == pytest.approx((100 * 0.10 + 21 * 0.40) / 1e6)
+    assert (row.kind, row.input_tokens, row.attributes["agentwatch.engine.input_tokens"]) == ("engine", 0, "100")
+
+
+def test_client_response_id_is_the_request_id() -> None:
+    row = normalize_span({"gen_ai.operation.name": "chat", "gen_ai.request.model": "m", "gen_ai.response.id": "chatcmpl-9"})
+    assert (row.kind, row.request_id) == ("llm", "chatcmpl-9")
+    assert "gen_ai.response.id" not in row.attributes
 
 
 def test_agentwatch_sdk_span() -> None:
