@@ -28,6 +28,7 @@ from collector.redact import Redactor
 log = logging.getLogger(__name__)
 
 TRUNCATION_MARKER = "…[truncated {n} chars]"
+MAX_KEY_LENGTH = 256  # attribute names longer than this are cut (names, not values: no real one is near it)
 
 STATUS_CODES = ("unset", "ok", "error")
 
@@ -265,6 +266,9 @@ class Normalizer:
             if spec is None:
                 if type(value) is not str or len(value) > max_len:
                     value = self.text(value)
+                if len(key) > MAX_KEY_LENGTH:  # the native decoder declines these spans
+                    _warn(warn, span_id, f"attribute key of {len(key)} characters cut to {MAX_KEY_LENGTH}")
+                    key = key[:MAX_KEY_LENGTH] + TRUNCATION_MARKER.format(n=len(key) - MAX_KEY_LENGTH)
                 extra[key] = value
                 continue
             column, rank, convert = spec

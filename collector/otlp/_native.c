@@ -22,6 +22,9 @@
 
 #include "_native.h"
 
+/* Attribute names longer than this go to the Python path, which cuts them (normalize.MAX_KEY_LENGTH). */
+#define MAX_KEY_BYTES 256
+
 PyObject *NativeFallback;
 
 /* ---- wire format ------------------------------------------------------------------------ */
@@ -747,6 +750,7 @@ static int map_attributes(Request *r, SpanFields *f, PyObject **values, int *set
         Buf kvb = f->attrs[a], key;
         AnyValue v;
         if (kv_read(&kvb, &key, &v)) return -1;
+        if (key.end - key.p > MAX_KEY_BYTES) return 1; /* an overlong name: the Python path cuts it */
         KeyEntry scratch, *e;
         int owned;
         if ((e = lookup_key(d, &key, &scratch, &owned)) == NULL) return -1;

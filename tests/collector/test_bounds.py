@@ -303,3 +303,19 @@ def test_no_stored_total_is_ever_null_negative_or_infinite(chdb_store: Store, sp
     for name in ("ttft_p50", "ttft_p95", "tpot_p50"):
         value = figures[name].value
         assert value is None or 0 <= value <= MAX_SECONDS
+
+
+def test_an_overlong_attribute_name_is_cut_with_a_warning_on_both_paths() -> None:
+    """A 1 MiB attribute name is stored cut to 256 characters and a marker, never whole."""
+    from collector.normalize import MAX_KEY_LENGTH
+    from collector.otlp.decode import PROTOBUF, convert
+    from tests.collector.ingest_helpers import otlp_request
+
+    name = "k" * (1 << 20)
+    request = otlp_request(os.urandom(16), [{"span_id": os.urandom(8), "name": "tool", "attrs": {name: "v", "fine": "x"}}])
+    for use_native in (True, False):
+        out = convert(request.SerializeToString(), PROTOBUF, "p", Normalizer(), max_spans=10, native=use_native)
+        (attributes,) = out.table.column("attributes").to_pylist()
+        keys = sorted(k for k, _ in attributes)
+        assert keys[0] == "fine" and keys[1].startswith("k" * MAX_KEY_LENGTH + "…[truncated") and len(keys[1]) < 300
+        assert out.rejected == 0 and "attribute key of 1048576 characters" in out.error_message
