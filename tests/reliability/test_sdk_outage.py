@@ -27,6 +27,7 @@ from tests.sdk.servers import OtlpReceiver
 SERVICE = "reliability-outage"
 QUEUE = 200
 TOOLS_PER_RUN = 3
+SPANS_PER_RUN = 2 + TOOLS_PER_RUN  # the run span, its start marker (agentwatch.run.start) and its tools
 
 
 @contextlib.contextmanager
@@ -89,10 +90,10 @@ def test_agent_is_unaffected_while_the_collector_is_down_and_spans_arrive_after(
     assert _delta(o.during, o.before, "export_retries") > 0, o.during
     assert statistics.median(o.down) <= statistics.median(o.up) * 1.5 + 0.005, (statistics.median(o.down), statistics.median(o.up))
     assert o.flushed, f"force_flush timed out: {o.after}"
-    produced = 240 * (1 + TOOLS_PER_RUN)
+    produced = 240 * SPANS_PER_RUN
     exported, dropped = _delta(o.after, o.before, "spans_exported"), _delta(o.after, o.before, "spans_dropped")
     assert dropped <= produced - QUEUE, "more dropped than the buffer bound explains"
-    assert exported >= 120 * (1 + TOOLS_PER_RUN), "spans after recovery did not arrive"
+    assert exported >= 120 * SPANS_PER_RUN, "spans after recovery did not arrive"
     wait_until(lambda: _stored_status(collector) >= exported, 30, "exported spans not stored")
     collector.kill(signal.SIGTERM)
     assert _stored_rows() == exported  # every span the SDK counts as exported is stored, once
@@ -103,7 +104,7 @@ def test_sdk_counters_account_for_every_span(outage: tuple[Outage, CollectorProc
     when the flush timed out): stats() says which. Under load this used to miss 12-19 spans: a
     flush asked during the last export returned True with the spans ended after it still queued."""
     o, _ = outage
-    produced = 240 * (1 + TOOLS_PER_RUN)
+    produced = 240 * SPANS_PER_RUN
     ended, exported, dropped, failed, pending = (_delta(o.after, o.before, n) for n in (
         "spans_ended", "spans_exported", "spans_dropped", "spans_failed", "spans_pending"))
     assert ended + dropped == produced == _delta(o.after, o.before, "spans_started"), o.after
@@ -113,7 +114,7 @@ def test_sdk_counters_account_for_every_span(outage: tuple[Outage, CollectorProc
 
 ROUNDS = 20
 AGENT_THREADS = 4
-RUNS_PER_THREAD = 10  # 4 x 10 runs x 4 spans: 160 spans a round into a queue of 64
+RUNS_PER_THREAD = 10  # 4 x 10 runs x 5 spans: 200 spans a round into a queue of 64
 
 
 def _unaccounted(stats: dict[str, int], before: dict[str, int]) -> int:
@@ -178,7 +179,7 @@ def _straggler_behind_the_last_batch() -> int:
     while agentwatch.stats()["queue_size"] and time.monotonic() < deadline:
         time.sleep(0.002)
     _agent_run_fast()
-    return 1 + TOOLS_PER_RUN
+    return SPANS_PER_RUN
 
 
 def _agent_run_fast() -> None:
@@ -213,7 +214,7 @@ def test_counters_add_up_at_every_instant_through_repeated_outages(receiver_sdk:
         for _ in range(ROUNDS):
             _collector_behaves(receiver_sdk, next(modes))
             _agents()
-            produced += AGENT_THREADS * RUNS_PER_THREAD * (1 + TOOLS_PER_RUN) + _straggler_behind_the_last_batch()
+            produced += AGENT_THREADS * RUNS_PER_THREAD * SPANS_PER_RUN + _straggler_behind_the_last_batch()
             flushed = agentwatch.force_flush(timeout_s=0.05)
             after_round = agentwatch.stats()
             assert _unaccounted(after_round, before) == 0, after_round
