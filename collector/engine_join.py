@@ -62,6 +62,9 @@ TTFT_SOURCE = "agentwatch.ttft.source"
 TTFT_COUNTED = "agentwatch.ttft.counted"
 _TIMINGS = ("ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s")
 _SLACK_NS = 1_000_000_000  # clocks of client and engine differ: 1 s either side of the client span
+# Matching by model and token counts alone: identical prompts are common, so the engine span must
+# lie inside the client span but for a quarter second (client and engine on synchronised clocks).
+_USAGE_SLACK_NS = 250_000_000
 _MAX_FACTS = 100_000
 _FACT_TTL_S = 600.0
 _LOOKBACK_S = 3600.0  # at start, engine spans this old are checked again
@@ -245,7 +248,7 @@ class EngineJoin:
     def _by_usage_match(self, row: dict[str, Any]) -> _Fact | None:
         facts = self._by_usage.get((row["project"], row["model"], row["input_tokens"], row["output_tokens"])) or []
         start, end = _ns(row["start_time"]), _ns(row["end_time"])
-        return next((f for f in facts if _inside(f.start_ns, f.end_ns, start, end)), None)
+        return next((f for f in facts if _inside(f.start_ns, f.end_ns, start, end, _USAGE_SLACK_NS)), None)
 
     def _forget(self, fact: _Fact) -> None:
         self._facts.pop((fact.project, fact.span_id), None)
@@ -319,7 +322,7 @@ def match_engine_spans(engine: list[dict[str, Any]], clients: list[dict[str, Any
         lambda e, c: bool(e["request_id"]) and c["request_id"] == e["request_id"],
         lambda e, c: c["trace_id"] == e["trace_id"] and _inside(_ns(e["start_time"]), _ns(e["end_time"]), _ns(c["start_time"]), _ns(c["end_time"])),
         lambda e, c: (c["model"], c["input_tokens"], c["output_tokens"]) == (e["model"], e["input_tokens"], e["output_tokens"])
-        and not c["request_id"] and _inside(_ns(e["start_time"]), _ns(e["end_time"]), _ns(c["start_time"]), _ns(c["end_time"])),
+        and not c["request_id"] and _inside(_ns(e["start_time"]), _ns(e["end_time"]), _ns(c["start_time"]), _ns(c["end_time"]), _USAGE_SLACK_NS),
     )
     unmatched = list(engine)
     for rule in rules:
@@ -386,7 +389,7 @@ def _by_usage_and_time(row: dict[str, Any], clients: list[dict[str, Any]]) -> di
     usage = (row["model"], _int(engine.get(ENGINE_PREFIX + "input_tokens")), _int(engine.get(ENGINE_PREFIX + "output_tokens")))
     start, end = _ns(row["start_time"]), _ns(row["end_time"])
     return next((c for c in clients if (c["model"], c["input_tokens"], c["output_tokens"]) == usage
-                 and _inside(start, end, c["start_time"], c["end_time"])), None)
+                 and _inside(start, end, c["start_time"], c["end_time"], _USAGE_SLACK_NS)), None)
 
 
 def _stored_params(project: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -400,8 +403,8 @@ def _stored_params(project: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _inside(start: int, end: int, outer_start: int, outer_end: int) -> bool:
-    return outer_start - _SLACK_NS <= start and end <= outer_end + _SLACK_NS
+def _inside(start: int, end: int, outer_start: int, outer_end: int, slack_ns: int = _SLACK_NS) -> bool:
+    return outer_start - slack_ns <= start and end <= outer_end + slack_ns
 
 
 def _ns(value: Any) -> int:

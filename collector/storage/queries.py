@@ -624,4 +624,6 @@ WHERE project = {project:String} AND kind = 'llm'
   AND spans.start_time BETWEEN fromUnixTimestamp64Nano({lo_ns:Int64}) AND fromUnixTimestamp64Nano({hi_ns:Int64})
   AND attributes['agentwatch.engine.only'] != 'true' AND attributes['agentwatch.engine.span_id'] = ''
   AND (span_id IN {parents:Array(String)} OR (request_id != '' AND request_id IN {request_ids:Array(String)})
-       OR (request_id = '' AND model IN {models:Array(String)}))"""
+       OR (request_id = '' AND model IN {models:Array(String)}
+           AND span_id NOT IN (SELECT parent_span_id FROM spans WHERE project = {project:String} AND kind = 'engine'
+               AND spans.start_time BETWEEN fromUnixTimestamp64Nano({lo_ns:Int64}) AND fromUnixTimestamp64Nano({hi_ns:Int64}))))"""
