@@ -35,8 +35,10 @@ browser:
 demo: setup
 	$(BIN)/agentwatch demo
 
+# Two workers, a test file per worker at a time (module fixtures stay whole; a process holds one
+# embedded chDB): most tests wait on servers and subprocesses, so this halves the wall time.
 test: setup browser clients-venvs
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25 tests
 
 lint: setup
 	$(BIN)/ruff check sdk collector dashboard alerts reference_agent tests bench
