@@ -11,10 +11,11 @@ Everything public is imported here; the modules starting with ``_`` are private.
 
 from __future__ import annotations
 
-from ._budget import AgentwatchError, Budget, BudgetExceeded
+from ._budget import AgentwatchError, Budget, BudgetExceeded, BudgetLeft
 from ._config import VARIABLES as ENVIRONMENT_VARIABLES
 from ._decorators import Run, current_run, llm, run, step, tool
 from ._feedback import feedback
+from ._levers import lever_attributes, record_lever
 from ._llm_attributes import llm_attributes
 from ._openai import instrument_openai, uninstrument_openai
 from ._pricing import Price, PriceTable
@@ -28,6 +29,7 @@ __all__ = [
     "AgentwatchError",
     "Budget",
     "BudgetExceeded",
+    "BudgetLeft",
     "Price",
     "PriceTable",
     "Run",
@@ -37,8 +39,10 @@ __all__ = [
     "force_flush",
     "init",
     "instrument_openai",
+    "lever_attributes",
     "llm",
     "llm_attributes",
+    "record_lever",
     "redact_text",
     "run",
     "shutdown",

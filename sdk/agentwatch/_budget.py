@@ -9,6 +9,7 @@ checked before a call, so a run overshoots by at most the call that crossed the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class AgentwatchError(Exception):
@@ -62,3 +63,12 @@ class Budget:
         if self.max_seconds is not None and elapsed_s > self.max_seconds:
             return BudgetExceeded("seconds", elapsed_s, self.max_seconds)
         return None
+
+
+class BudgetLeft(NamedTuple):
+    """What a run may still spend (``Run.budget_left()``); None where its budget has no limit.
+    A negative figure is an overshoot: the next LLM or tool call will raise."""
+
+    cost_usd: float | None
+    steps: int | None
+    seconds: float | None

@@ -37,7 +37,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 from . import _semconv as sc
-from ._budget import Budget, BudgetExceeded
+from ._budget import Budget, BudgetExceeded, BudgetLeft
 from ._llm_attributes import current_llm_attributes
 from ._stats import COUNTERS, internal_error
 from ._tracing import STATE
@@ -65,6 +65,7 @@ class Run:
         self.outcome: str | None = None
         self.outcome_reason = ""
         self.budget_exceeded: str | None = None
+        self.degraded = False  # set by agentwatch.record_lever("degradation", ...)
         self._lock = threading.Lock()
 
     def set_outcome(self, outcome: str, reason: str = "") -> None:
@@ -72,6 +73,29 @@ class Run:
         if outcome not in sc.OUTCOMES:
             raise ValueError(f"set_outcome({outcome!r}): outcome must be one of {', '.join(sc.OUTCOMES)}")
         self.outcome, self.outcome_reason = outcome, str(reason)
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds since the run started."""
+        return time.monotonic() - self.started
+
+    def budget_left(self) -> BudgetLeft:
+        """What the run may still spend before its budget stops it (None: no limit there)."""
+        budget = self.budget or Budget()
+        return BudgetLeft(
+            cost_usd=None if budget.max_cost_usd is None else budget.max_cost_usd - self.cost_usd,
+            steps=None if budget.max_steps is None else budget.max_steps - self.steps,
+            seconds=None if budget.max_seconds is None else budget.max_seconds - self.elapsed_s,
+        )
+
+    def budget_used(self) -> float | None:
+        """The largest share of any limit spent so far (1.0: at the limit); None without limits."""
+        budget = self.budget
+        if budget is None:
+            return None
+        shares = [used / limit for used, limit in ((self.cost_usd, budget.max_cost_usd), (self.steps, budget.max_steps),
+                                                   (self.elapsed_s, budget.max_seconds)) if limit]
+        return max(shares) if shares else None
 
     def add_cost(self, usd: float) -> None:
         """Add a cost the SDK cannot see (a paid API called by a tool) to the run and its budget."""
@@ -471,6 +495,8 @@ class run(_Scope):  # noqa: N801 - used as agentwatch.run(...), like a function
             attributes[sc.AW_RUN_OUTCOME_REASON] = reason
         if handle.budget_exceeded:
             attributes[sc.AW_BUDGET_EXCEEDED] = handle.budget_exceeded
+        if handle.degraded:
+            attributes[sc.AW_RUN_DEGRADED] = True
         self._span.set_attributes(attributes)  # type: ignore[union-attr]
         handle.outcome, handle.outcome_reason = outcome, reason
 

@@ -140,4 +140,21 @@ AW_TOOL_TOKENS_SAVED = "agentwatch.tool.tokens_saved"  # tokens a cache hit avoi
 AW_MODEL_TIER = "agentwatch.llm.model_tier"  # small | large: which model a router chose
 AW_ERROR_STACK = "exception.stacktrace"
 
+# Cost levers (agentwatch.lever.*): a decision an agent took to spend less, recorded on the span
+# where it took effect (``agentwatch.record_lever`` / ``lever_attributes``). The collector prices
+# each lever's counterfactual from these: routing prices the call's tokens on ``baseline_model``;
+# degradation compares ``projected_cost_usd`` (the run's projected cost at the switch) with the
+# run's final cost; rate limiting counts ``delay_s`` and ``refused`` requests at their
+# ``projected_cost_usd`` (an estimate of the refused run's cost).
+AW_LEVER = "agentwatch.lever.name"  # cache | routing | rate_limit | degradation
+AW_LEVER_REASON = "agentwatch.lever.reason"  # why, in words ("budget 82% spent", "engine queue 1.4 s")
+AW_LEVER_CHANGE = "agentwatch.lever.change"  # what it changed ("sim-large -> sim-small", "max_steps 12 -> 4")
+AW_LEVER_BASELINE_MODEL = "agentwatch.lever.baseline_model"  # the model the call would have used
+AW_LEVER_PROJECTED_COST_USD = "agentwatch.lever.projected_cost_usd"
+AW_LEVER_COST_SO_FAR_USD = "agentwatch.lever.cost_so_far_usd"  # the run's cost when it decided
+AW_LEVER_DELAY_S = "agentwatch.lever.delay_s"  # rate_limit: seconds the request waited
+AW_LEVER_REFUSED = "agentwatch.lever.refused"  # rate_limit: bool, the request was refused
+AW_RUN_DEGRADED = "agentwatch.run.degraded"  # bool on the run span: a degradation lever acted in it
+LEVERS = ("cache", "routing", "rate_limit", "degradation")
+
 OUTCOMES = ("success", "failure", "abandoned")
