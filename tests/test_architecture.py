@@ -1,0 +1,268 @@
+"""The parts' import rules (DESIGN.md, "Parts and their seams"), read from the source with ``ast``.
+
+Every import counts, also one inside a function (a lazy import still ties the parts together),
+except under ``if TYPE_CHECKING:`` for the cycle rules. A module that loads modules by name
+(``importlib.import_module``) imports each platform module named in its string constants.
+
+What does not hold yet is listed in ``KNOWN``, one entry per importing file and imported module.
+The list only shrinks: a new violation fails, and so does an entry that no longer occurs (take
+it out when you fix it).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PARTS = {  # import name -> folder
+    "agentwatch": ROOT / "sdk" / "agentwatch",
+    "collector": ROOT / "collector",
+    "dashboard": ROOT / "dashboard",
+    "alerts": ROOT / "alerts",
+    "reference_agent": ROOT / "reference_agent",
+    "bench": ROOT / "bench",
+}
+PLATFORM = {"collector", "dashboard", "alerts", "reference_agent", "bench"}
+SDK_PUBLIC = {"agentwatch"}  # the SDK's public modules; ``agentwatch._*`` are its private ones
+
+# Known violations: "importing file -> imported module". Shrink only.
+KNOWN: dict[str, set[str]] = {
+    "no_private_sdk_imports": {
+        "bench/sdk_overhead.py -> agentwatch._export",  # measures the exporter on its own
+        "bench/sdk_overhead.py -> agentwatch._tracing",
+        "bench/soak.py -> agentwatch._export",
+        "bench/workload.py -> agentwatch._semconv",
+        "collector/engine_join.py -> agentwatch._semconv",
+        "collector/live_runs.py -> agentwatch._semconv",
+        "collector/normalize.py -> agentwatch._semconv",
+        "collector/otlp/native.py -> agentwatch._semconv",
+        "dashboard/analysis.py -> agentwatch._semconv",
+        "dashboard/charts.py -> agentwatch._semconv",
+        "dashboard/live.py -> agentwatch._semconv",
+        "dashboard/trace.py -> agentwatch._semconv",
+        "reference_agent/engine/tracing.py -> agentwatch._semconv",
+    },
+    "dashboard_and_reference_stack_import_no_collector": {
+        "dashboard/analysis.py -> collector.api.schemas",
+        "dashboard/charts.py -> collector.api.schemas",
+        "dashboard/client.py -> collector.api.schemas",
+        "dashboard/live.py -> collector.api.schemas",
+        "dashboard/trace.py -> collector.api.schemas",
+        "dashboard/ui.py -> collector.api.schemas",
+        "dashboard/views/alerts.py -> collector.api.schemas",
+        "dashboard/views/cost.py -> collector.api.schemas",
+        "dashboard/views/engine.py -> collector.api.schemas",
+        "dashboard/views/overview.py -> collector.api.schemas",
+        "dashboard/views/run_detail.py -> collector.api.schemas",
+        "dashboard/views/runs.py -> collector.api.schemas",
+        "reference_agent/demo.py -> collector.admin",  # reads the admin token
+        "reference_agent/engine/vllm_launcher.py -> collector.gpu",
+    },
+    "collector_names_no_dashboard": {
+        "collector/cli.py -> dashboard.cli",  # the console script assembles every part's commands
+    },
+    "bench_imports_no_tests": {
+        "bench/batching.py -> tests.conftest",
+        "bench/ingest_pipeline.py -> tests.collector.ingest_helpers",
+        "bench/soak.py -> tests.conftest",
+    },
+    # an import that closes a cycle: leaving it out of the graph leaves none
+    "no_cycles_between_parts": {
+        "collector/app.py -> alerts.api",  # alerts run in the collector and read its store
+        "collector/app.py -> alerts.evaluator",
+        # the console script lives in the collector and loads every part's commands
+        "collector/cli.py -> alerts.cli",
+        "collector/cli.py -> dashboard.cli",
+        "collector/cli.py -> reference_agent.cli",
+    },
+    "no_cycles_between_modules": {
+        "collector/reprice.py -> collector.commands",
+        "collector/storage/cluster_ddl.py -> collector.storage.schema",  # a lazy import
+        "sdk/agentwatch/_tracing.py -> agentwatch._openai",
+    },
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    file: str  # relative to the repository root
+    source: str  # the importing module
+    target: str  # the imported module, as written (absolute)
+    type_checking: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.file} -> {self.target}"
+
+
+@dataclass
+class _Visitor:
+    module: str
+    is_package: bool
+    file: str
+    found: list[Import] = field(default_factory=list)
+
+    def visit(self, node: ast.AST, *, type_checking: bool = False) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                for inner in child.body:
+                    self.visit_one(inner, type_checking=True)
+                for inner in child.orelse:
+                    self.visit_one(inner, type_checking=type_checking)
+            else:
+                self.visit_one(child, type_checking=type_checking)
+
+    def visit_one(self, node: ast.AST, *, type_checking: bool) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                self.add(alias.name, type_checking)
+        elif isinstance(node, ast.ImportFrom):
+            base = self.absolute(node)
+            submodules = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules()]
+            for name in submodules:
+                self.add(name, type_checking)
+            if len(submodules) < len(node.names):
+                self.add(base, type_checking)
+        self.visit(node, type_checking=type_checking)
+
+    def absolute(self, node: ast.ImportFrom) -> str:
+        if not node.level:
+            return node.module or ""
+        package = self.module.split(".") if self.is_package else self.module.split(".")[:-1]
+        package = package[: len(package) - (node.level - 1)]
+        return ".".join(package + ([node.module] if node.module else []))
+
+    def add(self, target: str, type_checking: bool) -> None:
+        self.found.append(Import(self.file, self.module, target, type_checking))
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+@cache
+def modules() -> dict[str, Path]:
+    """Every module of every part, by its import name."""
+    found: dict[str, Path] = {}
+    for name, folder in PARTS.items():
+        for path in sorted(folder.rglob("*.py")):
+            parts = [name, *path.relative_to(folder).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+@cache
+def imports() -> tuple[Import, ...]:
+    found: list[Import] = []
+    for module, path in modules().items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        visitor = _Visitor(module, path.name == "__init__.py", str(path.relative_to(ROOT)))
+        visitor.visit(tree)
+        found += visitor.found + _loaded_by_name(tree, visitor)
+    return tuple(found)
+
+
+def _loaded_by_name(tree: ast.Module, visitor: _Visitor) -> list[Import]:
+    """Platform modules named in strings of a module that calls ``import_module``."""
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _called_name(n.func) == "import_module"]
+    if not calls:
+        return []
+    names = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    return [Import(visitor.file, visitor.module, name) for name in sorted(names & modules().keys())]
+
+
+def _called_name(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def part(module: str) -> str:
+    return module.split(".")[0]
+
+
+def known_module(target: str) -> str | None:
+    """The platform module ``target`` loads (itself, or the package holding a name it imports)."""
+    while target and target not in modules():
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+def _check(rule: str, violations: Iterator[Import]) -> None:
+    found = {v.key for v in violations}
+    new, fixed = sorted(found - KNOWN.get(rule, set())), sorted(KNOWN.get(rule, set()) - found)
+    assert not new, f"{rule}: new violations (see DESIGN.md, 'Parts and their seams'):\n  " + "\n  ".join(new)
+    assert not fixed, f"{rule}: fixed, take these out of KNOWN in tests/test_architecture.py:\n  " + "\n  ".join(fixed)
+
+
+def test_sdk_imports_nothing_of_the_platform() -> None:
+    _check("sdk_imports_no_platform", (i for i in imports() if part(i.source) == "agentwatch"
+                                       and part(i.target) in PLATFORM | {"tests"}))
+
+
+def test_only_the_sdk_imports_its_private_modules() -> None:
+    _check("no_private_sdk_imports", (i for i in imports() if part(i.source) != "agentwatch"
+                                      and part(i.target) == "agentwatch" and i.target not in SDK_PUBLIC
+                                      and any(p.startswith("_") for p in i.target.split(".")[1:])))
+
+
+def test_dashboard_and_reference_stack_import_no_collector_module() -> None:
+    _check("dashboard_and_reference_stack_import_no_collector",
+           (i for i in imports() if part(i.source) in {"dashboard", "reference_agent"} and part(i.target) == "collector"))
+
+
+def test_collector_never_names_the_dashboard() -> None:
+    _check("collector_names_no_dashboard",
+           (i for i in imports() if part(i.source) == "collector" and part(i.target) == "dashboard"))
+
+
+def test_benchmarks_import_no_tests() -> None:
+    """A benchmark runs after a plain ``pip install .``: no pytest, no test helpers."""
+    _check("bench_imports_no_tests", (i for i in imports() if part(i.source) == "bench" and part(i.target) == "tests"))
+
+
+def test_no_import_cycles_between_parts() -> None:
+    edges = [i for i in imports() if not i.type_checking and part(i.source) != "bench"
+             and part(i.target) in PARTS and part(i.target) != part(i.source)]
+    graph = _graph((part(i.source), part(i.target)) for i in edges if i.key not in KNOWN["no_cycles_between_parts"])
+    _check("no_cycles_between_parts", (i for i in edges if _closes_cycle(graph, part(i.source), part(i.target))))
+
+
+def test_no_import_cycles_between_modules() -> None:
+    edges = [(i, known_module(i.target)) for i in imports() if not i.type_checking]
+    edges = [(i, t) for i, t in edges if t is not None and t != i.source]
+    graph = _graph((i.source, t) for i, t in edges if i.key not in KNOWN["no_cycles_between_modules"])
+    _check("no_cycles_between_modules", (i for i, t in edges if _closes_cycle(graph, i.source, t)))
+
+
+def _graph(edges: Iterator[tuple[str, str]]) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for source, target in edges:
+        graph.setdefault(source, set()).add(target)
+    return graph
+
+
+def _closes_cycle(graph: dict[str, set[str]], source: str, target: str) -> bool:
+    """Whether ``target`` reaches ``source`` in ``graph`` (so the edge source -> target closes a cycle)."""
+    seen, todo = {target}, [target]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt == source:
+                return True
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return False
+
+
+def test_the_rules_see_known_imports() -> None:
+    """The reader itself: a relative, a lazy and a by-name import are all found."""
+    keys = {i.key for i in imports()}
+    assert "sdk/agentwatch/__init__.py -> agentwatch._tracing" in keys  # from ._tracing import ...
+    assert "collector/cli.py -> alerts.cli" in keys  # importlib.import_module over a tuple of names
+    assert "collector/commands.py -> collector.app" in keys  # inside a function
