@@ -19,7 +19,7 @@ def open_store(settings: Settings, *, migrate: bool = True) -> Store:
     if settings.clickhouse_url:
         from collector.storage.clickhouse_store import ClickHouseStore
 
-        store: Store = ClickHouseStore(settings.clickhouse_url, retention_days=settings.retention_days)
+        store: Store = ClickHouseStore(settings.clickhouse_url, retention_days=settings.retention_days, cluster=settings.clickhouse_cluster)
     else:
         from collector.storage.chdb_store import ChdbStore
 

@@ -1,7 +1,9 @@
 """A ClickHouse server or cluster through clickhouse-connect: the way to scale past one machine.
 
 Selected by ``AGENTWATCH_CLICKHOUSE_URL`` (``http://user:pass@host:8123/db``). Runs exactly
-the DDL and SQL that chDB runs; parameters are bound by the server.
+the DDL and SQL that chDB runs; parameters are bound by the server. With
+``AGENTWATCH_CLICKHOUSE_CLUSTER`` the DDL and mutations take their cluster form
+(``collector.storage.cluster_ddl``); queries are the same.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ from typing import Any
 import pyarrow as pa
 
 from collector.storage.base import QueryError, StoreUnavailable
+from collector.storage.cluster_ddl import check_cluster_name, for_cluster
 from collector.storage.sql_store import SqlStore, arrow_rows
 
 
 class ClickHouseStore(SqlStore):
     """One HTTP client (no server session, so concurrent queries from threads are allowed)."""
 
-    def __init__(self, url: str, *, retention_days: int = 30) -> None:
-        super().__init__(retention_days=retention_days)
+    def __init__(self, url: str, *, retention_days: int = 30, cluster: str = "") -> None:
+        super().__init__(retention_days=retention_days, cluster=check_cluster_name(cluster) if cluster else "")
         self.url = url
         self._closed = threading.Event()
         self._client = _connect(url)
@@ -28,11 +31,16 @@ class ClickHouseStore(SqlStore):
         return arrow_rows(self._call(self._client.query_arrow, sql, parameters=params or {}))
 
     def command(self, sql: str, params: dict[str, Any] | None = None) -> None:
-        self._call(self._client.command, sql, parameters=params or {})
+        """Run a statement; on a cluster a mutation (``ALTER``) goes to every shard's local table."""
+        statements = for_cluster(sql, self.cluster) if self.cluster and _is_alter(sql) else [sql]
+        for statement in statements:
+            self._call(self._client.command, statement, parameters=params or {})
 
     def _insert_arrow(self, table: str, data: pa.Table, *, dedup_token: str | None = None) -> None:
-        settings = {"insert_deduplication_token": dedup_token} if dedup_token else None
-        self._call(self._client.insert_arrow, table, data, settings=settings)
+        settings: dict[str, Any] = {"insert_deduplication_token": dedup_token} if dedup_token else {}
+        if self.cluster:  # acknowledged spans are on their shard, and visible to the identity look-up
+            settings["distributed_foreground_insert"] = 1
+        self._call(self._client.insert_arrow, table, data, settings=settings or None)
 
     def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
@@ -50,6 +58,10 @@ class ClickHouseStore(SqlStore):
         if not self._closed.is_set():
             self._closed.set()
             self._client.close()
+
+
+def _is_alter(sql: str) -> bool:
+    return sql.lstrip()[:12].upper() == "ALTER TABLE "
 
 
 def _connect(url: str) -> Any:

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from collector.storage.cluster_ddl import for_cluster
+
 # Spans whose tokens and cost count: all but the run span, which may carry the SDK's own
 # totals. An engine span (kind "engine": the engine's record of a call) keeps its own figures
 # as attributes and counts only what it adds to the client's LLM span (collector.engine_join);
@@ -400,6 +402,20 @@ MIGRATIONS: tuple[Migration, ...] = (
     )),
 )
 
+
+
+def migration_statements(migration: Migration, cluster: str = "") -> list[str]:
+    """The statements of ``migration``: as written for one node, or for ``cluster`` (``cluster_ddl``)."""
+    if not cluster:
+        return list(migration.statements)
+    return [out for statement in migration.statements for out in for_cluster(statement, cluster)]
+
+
+def bootstrap_statements(cluster: str = "") -> list[str]:
+    """What must exist before migrations are looked up: the table that records them."""
+    return for_cluster(MIGRATIONS_TABLE, cluster) if cluster else [MIGRATIONS_TABLE]
+
+
 APPLIED_VERSIONS = "SELECT version FROM schema_migrations"
 RECORD_MIGRATION = "INSERT INTO schema_migrations (version, name) VALUES ({version:UInt32}, {name:String})"
 
@@ -407,8 +423,11 @@ RECORD_MIGRATION = "INSERT INTO schema_migrations (version, name) VALUES ({versi
 TTL_TABLES = {"spans": "start_time", "runs_agg": "hour", "span_minutes": "minute", "span_hours": "hour", "engine_metrics": "ts"}
 
 
-def ttl_statements(retention_days: int) -> list[str]:
-    """``ALTER ... MODIFY/REMOVE TTL`` for the retention; the day count is a validated int."""
+def ttl_statements(retention_days: int, cluster: str = "") -> list[str]:
+    """``ALTER ... MODIFY/REMOVE TTL`` for the retention (on ``cluster``'s local tables when named);
+    the day count is a validated int."""
+    if cluster:
+        return [out for statement in ttl_statements(retention_days) for out in for_cluster(statement, cluster)]
     days = int(retention_days)
     if days < 0:
         raise ValueError(f"retention_days must be >= 0, got {retention_days}")

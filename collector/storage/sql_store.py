@@ -31,8 +31,9 @@ log = logging.getLogger(__name__)
 class SqlStore(ABC):
     """Store logic over three back-end primitives; see ``collector.storage.base.Store``."""
 
-    def __init__(self, *, retention_days: int = 30, recent_keys: RecentKeys | None = None) -> None:
+    def __init__(self, *, retention_days: int = 30, recent_keys: RecentKeys | None = None, cluster: str = "") -> None:
         self.retention_days = retention_days
+        self.cluster = cluster  # a ClickHouse cluster's name: DDL in its form (``schema.migration_statements``)
         self._insert_lock = threading.Lock()
         self._recent = recent_keys
 
@@ -56,19 +57,20 @@ class SqlStore(ABC):
     # --- schema ----------------------------------------------------------------------------
     def migrate(self) -> None:
         """Apply the migrations not yet recorded, then the retention TTL; idempotent."""
-        self.command(schema.MIGRATIONS_TABLE)
+        for statement in schema.bootstrap_statements(self.cluster):
+            self.command(statement)
         applied = {int(r["version"]) for r in self.query(schema.APPLIED_VERSIONS)}
         for migration in schema.MIGRATIONS:
             if migration.version in applied:
                 continue
-            for statement in migration.statements:
+            for statement in schema.migration_statements(migration, self.cluster):
                 self.command(statement)
             self.command(schema.RECORD_MIGRATION, {"version": migration.version, "name": migration.name})
             log.info("applied schema migration %d (%s)", migration.version, migration.name)
         self._apply_retention()
 
     def _apply_retention(self) -> None:
-        for statement in schema.ttl_statements(self.retention_days):
+        for statement in schema.ttl_statements(self.retention_days, self.cluster):
             try:
                 self.command(statement)
             except QueryError as exc:
