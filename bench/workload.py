@@ -24,7 +24,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from agentwatch import _semconv as sc
+from agentwatch import semconv as sc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status

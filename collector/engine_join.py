@@ -44,7 +44,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from agentwatch import _semconv as sc
+from agentwatch import semconv as sc
 
 from collector.model import SpanRow
 from collector.normalize import ENGINE_PREFIX

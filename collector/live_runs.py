@@ -18,7 +18,7 @@ from collections import OrderedDict
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from agentwatch import _semconv as sc
+from agentwatch import semconv as sc
 
 from collector.storage import queries
 from collector.storage.base import Store, StoreError

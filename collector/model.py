@@ -17,7 +17,7 @@ class SpanRow:
     span_id: str  # 16 lowercase hex chars
     parent_span_id: str  # "" for a root span
     name: str
-    kind: str  # run | step | llm | tool | retrieval | other (agentwatch._semconv.SPAN_KINDS)
+    kind: str  # run | step | llm | tool | retrieval | other (agentwatch.semconv.SPAN_KINDS)
     start_time_ns: int
     end_time_ns: int
     service_name: str = ""

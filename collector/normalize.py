@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
+from itertools import islice
 from typing import Any
 
-from agentwatch import _semconv as sc
+from agentwatch import semconv as sc
 
 from collector import bounds
 from collector.bounds import BadValue
@@ -28,7 +29,11 @@ from collector.redact import Redactor
 log = logging.getLogger(__name__)
 
 TRUNCATION_MARKER = "…[truncated {n} chars]"
+# Defaults of the per-span bounds (``collector.settings``: AGENTWATCH_MAX_ATTRIBUTE_KEY_LENGTH, ...).
 MAX_KEY_LENGTH = 256  # attribute names longer than this are cut (names, not values: no real one is near it)
+MAX_ATTRIBUTES = 1024  # unmapped attributes kept per span, and attributes per resource
+MAX_EVENTS = 1024  # events kept per span
+MAX_EVENT_ATTRIBUTES = 128  # attributes kept per event (OpenTelemetry's SDK default)
 
 STATUS_CODES = ("unset", "ok", "error")
 
@@ -215,10 +220,25 @@ def sdk_pricer(prices_file: str = "") -> Pricer:
 
 
 class Normalizer:
-    """Turns decoded spans into ``SpanRow``s; one per collector, shared by every transport."""
+    """Turns decoded spans into ``SpanRow``s; one per collector, shared by every transport.
 
-    def __init__(self, *, max_attribute_length: int = 32_768, redactor: Redactor | None = None, pricer: Pricer | None = None) -> None:
+    Everything a span brings is bounded here, each bound a setting: value length (truncated
+    with a marker), name length (cut with a marker), unmapped attributes per span and per
+    resource, events per span and attributes per event (the first ones kept). A cut is a
+    warning in ``partial_success``; the span is kept. Mapped attributes are never dropped:
+    each fills one column, so their number is bounded by the mapping table.
+    """
+
+    def __init__(
+        self, *, max_attribute_length: int = 32_768, max_key_length: int = MAX_KEY_LENGTH, max_attributes: int = MAX_ATTRIBUTES,
+        max_events: int = MAX_EVENTS, max_event_attributes: int = MAX_EVENT_ATTRIBUTES, redactor: Redactor | None = None,
+        pricer: Pricer | None = None,
+    ) -> None:
         self.max_len = max_attribute_length
+        self.max_key_len = max_key_length
+        self.max_attributes = max_attributes
+        self.max_events = max_events
+        self.max_event_attributes = max_event_attributes
         self.redact = redactor if redactor is not None and redactor.active else None
         self.pricer = pricer
 
@@ -247,7 +267,7 @@ class Normalizer:
         end_time_ns: int,
         status_code: int,
         status_message: str,
-        attributes: Iterable[tuple[str, Any]],
+        attributes: Collection[tuple[str, Any]],
         events: list[dict[str, Any]] | None = None,
         warn: Warn | None = None,
     ) -> SpanRow:
@@ -259,16 +279,18 @@ class Normalizer:
         cols: dict[str, Any] = {}
         ranks: dict[str, int] = {}
         extra: dict[str, str] = {}
-        max_len = self.max_len
+        max_len, max_key_len = self.max_len, self.max_key_len
         spec_get = _SPEC.get
+        if len(attributes) > self.max_attributes:
+            attributes = self._fewer_attributes(attributes, span_id, warn)
         for key, value in attributes:
             spec = spec_get(key)
             if spec is None:
                 if type(value) is not str or len(value) > max_len:
                     value = self.text(value)
-                if len(key) > MAX_KEY_LENGTH:  # the native decoder declines these spans
-                    _warn(warn, span_id, f"attribute key of {len(key)} characters cut to {MAX_KEY_LENGTH}")
-                    key = key[:MAX_KEY_LENGTH] + TRUNCATION_MARKER.format(n=len(key) - MAX_KEY_LENGTH)
+                if len(key) > max_key_len:  # the native decoder declines these spans
+                    _warn(warn, span_id, f"attribute key of {len(key)} characters cut to {max_key_len} (AGENTWATCH_MAX_ATTRIBUTE_KEY_LENGTH)")
+                    key = self._cut_key(key)
                 extra[key] = value
                 continue
             column, rank, convert = spec
@@ -300,7 +322,7 @@ class Normalizer:
         if "decode_s" in cols or "queue_s" in cols:
             self._engine(row, extra)
         if events:
-            self._events(row, events)
+            self._events(row, events, lambda why: _warn(warn, span_id, why))
         elif row.error_type and not row.is_timeout and "timeout" in row.error_type.lower():
             row.is_timeout = True
         if dialect in _NAMED_BY_RULE:
@@ -312,6 +334,44 @@ class Normalizer:
         if kind == sc.KIND_ENGINE:
             set_engine_figures_aside(row)
         return row
+
+    def _fewer_attributes(self, attributes: Collection[tuple[str, Any]], span_id: str, warn: Warn | None) -> list[tuple[str, Any]]:
+        """The mapped attributes and the first ``max_attributes`` others; the rest are dropped."""
+        kept: list[tuple[str, Any]] = []
+        others, limit = 0, self.max_attributes
+        for pair in attributes:
+            if pair[0] in _SPEC:
+                kept.append(pair)
+            elif others < limit:
+                kept.append(pair)
+                others += 1
+        if len(kept) < len(attributes):
+            _warn(warn, span_id, f"{len(attributes) - len(kept)} of {len(attributes)} attributes dropped: at most {limit} "
+                                 "besides the mapped ones are kept (AGENTWATCH_MAX_ATTRIBUTES_PER_SPAN)")
+        return kept
+
+    def _cut_key(self, key: str) -> str:
+        return key[: self.max_key_len] + TRUNCATION_MARKER.format(n=len(key) - self.max_key_len)
+
+    def bounded(self, attrs: dict[str, Any], limit: int, what: str, setting: str, warn: Callable[[str], None] | None) -> dict[str, Any]:
+        """``attrs`` with at most ``limit`` entries (the first) and names of at most
+        ``max_key_len`` characters (cut with a marker); ``warn`` says what was cut."""
+        if len(attrs) > limit:
+            if warn is not None:
+                warn(f"{what} has {len(attrs)} attributes; the first {limit} kept ({setting})")
+            attrs = dict(islice(attrs.items(), limit))
+        max_key_len = self.max_key_len
+        if any(len(key) > max_key_len for key in attrs):
+            if warn is not None:
+                longest = max(len(key) for key in attrs)
+                warn(f"{what}: attribute key of {longest} characters cut to {max_key_len} (AGENTWATCH_MAX_ATTRIBUTE_KEY_LENGTH)")
+            attrs = {self._cut_key(key) if len(key) > max_key_len else key: value for key, value in attrs.items()}
+        return attrs
+
+    def resource(self, attrs: dict[str, Any], warn: Callable[[str], None] | None = None) -> Resource:
+        """A resource's attributes as stored with each of its spans: bounded like a span's, as text."""
+        attrs = self.bounded(attrs, self.max_attributes, "resource", "AGENTWATCH_MAX_ATTRIBUTES_PER_SPAN", warn)
+        return Resource(self.text(attrs.get("service.name") or ""), {k: self.text(v) for k, v in attrs.items()})
 
     def _engine(self, row: SpanRow, extra: dict[str, str]) -> None:
         """Engine timings: TPOT from decode time."""
@@ -325,17 +385,27 @@ class Normalizer:
             if key.startswith(_CONTENT_PREFIXES):
                 extra[key] = redact(value)
 
-    def _events(self, row: SpanRow, events: list[dict[str, Any]]) -> None:
-        row.events, row.error_type = self.events(events, row.error_type)
+    def _events(self, row: SpanRow, events: list[dict[str, Any]], warn: Callable[[str], None]) -> None:
+        row.events, row.error_type = self.events(events, row.error_type, warn)
         if not row.is_timeout and "timeout" in row.error_type.lower():
             row.is_timeout = True
 
-    def events(self, events: list[dict[str, Any]], error_type: str) -> tuple[str, str]:
-        """(events as JSON, error type): an exception event gives the error type when none was set."""
+    def events(self, events: list[dict[str, Any]], error_type: str, warn: Callable[[str], None] | None = None) -> tuple[str, str]:
+        """(events as JSON, error type): an exception event gives the error type when none was set.
+
+        The first ``max_events`` are stored, each with its first ``max_event_attributes``
+        attributes; figures taken from events (TTFT, TPOT) still see them all.
+        """
+        if len(events) > self.max_events:
+            if warn is not None:
+                warn(f"{len(events)} events; the first {self.max_events} kept (AGENTWATCH_MAX_EVENTS_PER_SPAN)")
+            events = events[: self.max_events]
+        limit = self.max_event_attributes
         for event in events:
             attrs = event.get("attributes")
             if not attrs:
                 continue
+            attrs = self.bounded(attrs, limit, f"event {event.get('name')!r:.80}", "AGENTWATCH_MAX_ATTRIBUTES_PER_EVENT", warn)
             if event.get("name") == "exception" and not error_type:
                 error_type = self.text(attrs.get("exception.type") or "")
             event["attributes"] = {k: self.captured(v) if k.startswith(_CONTENT_PREFIXES) else self.text(v) for k, v in attrs.items()}

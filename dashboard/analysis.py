@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from agentwatch import _semconv as sc
+from agentwatch import semconv as sc
 
 from collector.api.schemas import RunSummary, SpanOut
 

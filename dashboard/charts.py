@@ -8,10 +8,11 @@ from datetime import UTC, datetime
 
 import numpy as np
 import plotly.graph_objects as go
-from agentwatch import _semconv as sc
+from agentwatch import semconv as sc
 
 from collector.api.schemas import SpanOut, TimeSeries
 from dashboard.analysis import Distribution, GrowthFit, RunGraph, is_engine_span, is_failed
+from dashboard.live import OPEN
 
 KIND_COLOURS = {
     sc.KIND_RUN: "#6c757d",
@@ -111,10 +112,12 @@ def draw_kind(span: SpanOut) -> str:
 
 
 def _kind_bars(kind: str, rows: list[tuple[str, SpanOut]], t0: float) -> go.Bar:
+    """A kind's bars; a span not ended yet (``live.OPEN``) is hatched, drawn to now."""
     return go.Bar(
         y=[lab for lab, _ in rows], x=[max(s.duration_s, 1e-4) for _, s in rows], base=[s.start_time - t0 for _, s in rows],
-        orientation="h", name=kind, marker={"color": KIND_COLOURS[kind], "line": {"color": [ERROR_COLOUR if is_failed(s) else KIND_COLOURS[kind] for _, s in rows], "width": 2}},
-        hovertext=[f"{s.name} · {s.duration_s * 1000:.0f} ms · {s.status}" + (f" · {s.model}" if s.model else "") for _, s in rows], hoverinfo="text",
+        orientation="h", name=kind, marker={"color": KIND_COLOURS[kind], "line": {"color": [ERROR_COLOUR if is_failed(s) else KIND_COLOURS[kind] for _, s in rows], "width": 2},
+                                            "pattern": {"shape": ["/" if s.status == OPEN else "" for _, s in rows]}},
+        hovertext=[f"{s.name} · " + ("not ended: open" if s.status == OPEN else f"{s.duration_s * 1000:.0f} ms · {s.status}") + (f" · {s.model}" if s.model else "") for _, s in rows], hoverinfo="text",
         customdata=[s.span_id for _, s in rows],  # a click selects the span (run detail's span panel)
     )
 

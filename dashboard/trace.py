@@ -12,15 +12,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agentwatch import _semconv as sc
+from agentwatch import semconv as sc
 
 from collector.api.schemas import SpanOut
-from dashboard import analysis
+from dashboard import analysis, live
 
 # Symbols every common font has (emoji fonts are often missing on servers and in CI browsers).
 ICONS = {sc.KIND_RUN: "◆", sc.KIND_STEP: "▸", sc.KIND_LLM: "✦", sc.KIND_TOOL: "⚒", sc.KIND_RETRIEVAL: "☰",
          sc.KIND_ENGINE: "⚙", sc.KIND_OTHER: "•"}
 FAILED_MARK = "✖"
+OPEN_MARK = "⏵ open"  # a span not ended (yet): dashboard.live's stand-in
 
 
 def icon(span: SpanOut) -> str:
@@ -61,7 +62,7 @@ def tree_rows(items: Sequence[tuple[SpanOut, int]], names: dict[int, str]) -> li
 
 def _tree_row(span: SpanOut, depth: int, t0: float, total: float, names: dict[int, str]) -> dict[str, Any]:
     failed = analysis.is_failed(span)
-    label = f"{'   ' * min(depth, 12)}{icon(span)} {span.name}" + (f" {FAILED_MARK}" if failed else "")
+    label = f"{'   ' * min(depth, 12)}{icon(span)} {span.name}" + (f" {FAILED_MARK}" if failed else "") + (f" {OPEN_MARK}" if is_open(span) else "")
     return {
         "span": label, "kind": span.kind, "step": step_label(span.step_index, names),
         "start_s": round(span.start_time - t0, 4), "duration_s": round(span.duration_s, 4),
@@ -70,7 +71,13 @@ def _tree_row(span: SpanOut, depth: int, t0: float, total: float, names: dict[in
     }
 
 
+def is_open(span: SpanOut) -> bool:
+    return span.status == live.OPEN
+
+
 def _status(span: SpanOut) -> str:
+    if is_open(span):
+        return live.OPEN
     if span.is_timeout:
         return "timeout"
     return "error" if span.status == "error" else "ok"  # OpenTelemetry's unset is no error

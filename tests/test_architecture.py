@@ -35,16 +35,6 @@ KNOWN: dict[str, set[str]] = {
         "bench/sdk_overhead.py -> agentwatch._export",  # measures the exporter on its own
         "bench/sdk_overhead.py -> agentwatch._tracing",
         "bench/soak.py -> agentwatch._export",
-        "bench/workload.py -> agentwatch._semconv",
-        "collector/engine_join.py -> agentwatch._semconv",
-        "collector/live_runs.py -> agentwatch._semconv",
-        "collector/normalize.py -> agentwatch._semconv",
-        "collector/otlp/native.py -> agentwatch._semconv",
-        "dashboard/analysis.py -> agentwatch._semconv",
-        "dashboard/charts.py -> agentwatch._semconv",
-        "dashboard/live.py -> agentwatch._semconv",
-        "dashboard/trace.py -> agentwatch._semconv",
-        "reference_agent/engine/tracing.py -> agentwatch._semconv",
     },
     "dashboard_and_reference_stack_import_no_collector": {
         "dashboard/analysis.py -> collector.api.schemas",

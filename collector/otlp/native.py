@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from agentwatch import _semconv as sc
+from agentwatch import semconv as sc
 
 from collector import bounds, normalize
 from collector.model import SpanRow
@@ -116,13 +116,19 @@ def _spec() -> dict[str, tuple[int, int, int, Any]]:
     return spec
 
 
-def _events_hook(events_fn: Any) -> Any:
-    """The normaliser's event handling, but stream events (TTFT, TPOT) decline the span."""
-    stream_events = normalize.STREAM_EVENTS
+def _events_hook(nz: Normalizer) -> Any:
+    """The normaliser's event handling, but stream events (TTFT, TPOT) and an event beyond the
+    bounds (too many attributes, too long a name: the Python path cuts and warns) decline the
+    span. The decoder declines a span with too many events itself."""
+    stream_events, events_fn = normalize.STREAM_EVENTS, nz.events
+    max_attributes, max_key_len = nz.max_event_attributes, nz.max_key_len
 
     def events(events: list[dict[str, Any]], error_type: str) -> tuple[str, str]:
         for event in events:
             if event.get("name") in stream_events:
+                raise _PythonRule
+            attrs = event["attributes"]
+            if len(attrs) > max_attributes or any(len(key) > max_key_len for key in attrs):
                 raise _PythonRule
         return events_fn(events, error_type)
 
@@ -138,18 +144,20 @@ class NativeDecoder:
         nz = normalizer
 
         def resource(attrs: dict[str, Any]) -> Resource:
-            return Resource(nz.text(attrs.get("service.name") or ""), {k: nz.text(v) for k, v in attrs.items()})
+            if len(attrs) > nz.max_attributes or any(len(key) > nz.max_key_len for key in attrs):
+                raise NativeFallback("a resource beyond the bounds: the Python path cuts it, with a warning")
+            return nz.resource(attrs)
 
         self.resource = resource
         self._decoder = Decoder(
             _spec(), _defaults(), tuple(_column_type(f) for f in SPANS_SCHEMA),
             tuple(SPAN_FIELDS.index(name) for name in NAMED_FIELDS),
             normalize._CONTENT_PREFIXES, nz.text, nz.captured, nz.redact,
-            nz.price if nz.pricer is not None else None, resource, _events_hook(nz.events),
+            nz.price if nz.pricer is not None else None, resource, _events_hook(nz),
             set(normalize._KINDS), dict(normalize._OPERATION_KINDS), dict(normalize._OPENINFERENCE_KINDS),
             dict(normalize._TRACELOOP_KINDS), sc.VLLM_SPAN_NAME,
             (sc.KIND_RUN, sc.KIND_STEP, sc.KIND_LLM, sc.KIND_TOOL, sc.KIND_OTHER),
-            normalize.STATUS_CODES, nz.max_len,
+            normalize.STATUS_CODES, nz.max_len, nz.max_key_len, nz.max_attributes, nz.max_events,
         )
 
     def decode(self, payload: bytes, project: str, not_before_ns: int = 0, not_after_ns: int = bounds.MAX_TIME_NS) -> Decoded:

@@ -36,7 +36,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
-from . import _semconv as sc
+from . import semconv as sc
 from ._budget import Budget, BudgetExceeded, BudgetLeft
 from ._llm_attributes import current_llm_attributes
 from ._stats import COUNTERS, internal_error

@@ -22,7 +22,7 @@ from typing import Any
 
 from opentelemetry import trace
 
-from . import _semconv as sc
+from . import semconv as sc
 from ._decorators import _RUN
 from ._stats import internal_error
 

@@ -21,7 +21,7 @@ from types import MappingProxyType
 
 from opentelemetry.util.types import AttributeValue
 
-from . import _semconv as sc
+from . import semconv as sc
 
 _PREFIX = sc.AW_MODEL_TIER.rsplit(".", 1)[0] + "."  # "agentwatch.llm."
 _EMPTY: Mapping[str, object] = MappingProxyType({})

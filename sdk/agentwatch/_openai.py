@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from . import _semconv as sc
+from . import semconv as sc
 from ._budget import BudgetExceeded
 from ._config import logger
 from ._decorators import llm

@@ -22,7 +22,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
-from . import _semconv as sc
+from . import semconv as sc
 from ._config import Config, logger, resolve
 from ._export import BoundedBatchProcessor, OtlpHttpExporter
 from ._pricing import PriceTable

@@ -6,7 +6,7 @@ import random
 import time
 
 import httpx
-from agentwatch import _semconv as sc
+from agentwatch import semconv as sc
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from agentwatch import _semconv as sc
+from agentwatch import semconv as sc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from bench.workload import otlp_json

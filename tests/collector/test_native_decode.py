@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from agentwatch import _semconv as sc
+from agentwatch import semconv as sc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from agentwatch import _semconv as sc
+from agentwatch import semconv as sc
 
 from reference_agent.agent import RunResult
 from reference_agent.tools import ToolCache, ToolConfig

@@ -85,7 +85,7 @@ def test_cache_is_a_bounded_lru_keyed_by_normalised_argument() -> None:
 
 def test_agent_attribute_names_are_the_semantic_conventions() -> None:
     """The agent spells them out (users copy it and import only ``agentwatch``); keep them in sync."""
-    from agentwatch import _semconv as sc
+    from agentwatch import semconv as sc
 
     from reference_agent import agent
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import httpx
 import openai
 import pytest
-from agentwatch import _semconv as sc
+from agentwatch import semconv as sc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.trace import TracerProvider

@@ -6,7 +6,7 @@ import time
 
 import agentwatch
 import pytest
-from agentwatch import _semconv as sc
+from agentwatch import semconv as sc
 
 from tests.sdk.conftest import Spans
 

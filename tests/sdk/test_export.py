@@ -16,7 +16,7 @@ from pathlib import Path
 
 import agentwatch
 import pytest
-from agentwatch import _semconv as sc
+from agentwatch import semconv as sc
 
 from tests.conftest import free_port
 from tests.sdk.servers import OtlpReceiver

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import agentwatch
 import pytest
-from agentwatch import _semconv as sc
+from agentwatch import semconv as sc
 
 from tests.sdk.conftest import Spans
 

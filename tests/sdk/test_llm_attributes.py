@@ -8,7 +8,7 @@ import asyncio
 import agentwatch
 import openai
 import pytest
-from agentwatch import _semconv as sc
+from agentwatch import semconv as sc
 
 from tests.sdk.conftest import Spans, init_with_memory
 from tests.sdk.servers import FakeOpenAI

@@ -5,7 +5,7 @@ from __future__ import annotations
 import agentwatch
 import openai
 import pytest
-from agentwatch import _semconv as sc
+from agentwatch import semconv as sc
 from agentwatch._export import suppressed_context
 from opentelemetry import context as otel_context
 

@@ -49,8 +49,17 @@ def test_all_is_pinned() -> None:
 
 
 def test_public_names_come_from_private_modules() -> None:
-    modules = {p.stem for p in (SDK / "agentwatch").glob("*.py")} - {"__init__"}
+    """Besides ``__init__``, the one public module is the attribute-name contract ``semconv``."""
+    modules = {p.stem for p in (SDK / "agentwatch").glob("*.py")} - {"__init__", "semconv"}
     assert all(m.startswith("_") for m in modules), modules
+
+
+def test_semconv_is_a_public_module_of_names() -> None:
+    from agentwatch import semconv
+
+    names = {k: v for k, v in vars(semconv).items() if k.isupper()}
+    assert names["GEN_AI_REQUEST_MODEL"] == "gen_ai.request.model" and "AW_TTFT" in names
+    assert all(isinstance(v, str | tuple) for v in names.values()), "semconv holds names, nothing else"
 
 
 def test_stats_has_the_documented_counters() -> None:

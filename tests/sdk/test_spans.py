@@ -6,7 +6,7 @@ import asyncio
 
 import agentwatch
 import pytest
-from agentwatch import _semconv as sc
+from agentwatch import semconv as sc
 from opentelemetry.trace import StatusCode
 
 from tests.sdk.conftest import Spans, init_with_memory

@@ -1,9 +1,17 @@
-"""Every span attribute name agentwatch writes or reads, in one place.
+"""Every span attribute name agentwatch writes or reads, in one place: a public contract.
+
+    from agentwatch import semconv
+    span.set_attribute(semconv.AW_TOOL_CACHE_HIT, True)
 
 Names follow the OpenTelemetry GenAI semantic conventions (``gen_ai.*``); what those lack
-(TTFT, TPOT, cost, budget, step index, outcome) lives under ``agentwatch.*``. The collector
-imports this module to normalise spans, so the SDK and the collector never disagree.
-Durations are seconds (floats), costs US dollars, token counts integers.
+(TTFT, TPOT, cost, budget, step index, outcome) lives under ``agentwatch.*``. The SDK writes
+these names, the collector normalises spans by them, and the dashboard, the alerts and the
+reference stack read them, so no part keeps a copy. Durations are seconds (floats), costs
+US dollars, token counts integers.
+
+Versioned with the SDK like its functions: adding a name is a minor change; renaming or
+removing one (or changing what its value means) is a breaking change that spans already
+stored in a collector will not follow.
 """
 
 from __future__ import annotations
