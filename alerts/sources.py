@@ -27,6 +27,7 @@ from collector.storage.base import Store, StoreError
 log = logging.getLogger("agentwatch.alerts")
 
 PROJECT_LOOKBACK_S = 8 * 86_400  # longer than any default rule's history
+MAX_LISTED = 1000  # the most alerts or deliveries one /api/alerts read returns
 T = TypeVar("T")
 
 
@@ -167,6 +168,15 @@ class HttpBackend:
         self._call("POST", "/api/alerts/deliveries", self._key(delivery.project), json=body)
 
     def owed(self, project: str, since: float) -> tuple[list[Alert], set[tuple[str, str, str]]]:
-        """Out of process nothing is re-sent after a restart (at most once: a notification
-        cut off mid-retry is lost, never duplicated)."""
-        return [], set()
+        """Incidents firing or resolved since ``since`` (``GET /api/alerts``) and their successful
+        deliveries (``GET /api/alerts/deliveries`` per incident): what the previous process of
+        ``alerts run`` recorded but never delivered is sent once more, as in the collector."""
+        key = self._key(project)
+        rows = self._call("GET", "/api/alerts", key, params={"start": since, "end": 4e9, "limit": MAX_LISTED})
+        alerts = [Alert(project=project, updated_at=0.0, **AlertOut.model_validate(row).model_dump()) for row in rows]
+        delivered: set[tuple[str, str, str]] = set()
+        for alert in alerts:
+            for row in self._call("GET", "/api/alerts/deliveries", key, params={"alert_id": alert.alert_id, "limit": MAX_LISTED}):
+                if row["ok"]:
+                    delivered.add((alert.alert_id, row["event"], row["channel"]))
+        return alerts, delivered

@@ -5,74 +5,25 @@ undelivered is sent once by the next one. Spans and alert state live in a real s
 
 from __future__ import annotations
 
-import random
-import time
 from email import message_from_bytes
 
 from alerts.channels import IDEMPOTENCY_HEADER, SIGNATURE_HEADER, Dispatcher, sign
 from alerts.evaluator import Evaluator
-from alerts.rules import RulesConfig, parse_rules
+from alerts.rules import RulesConfig
 from alerts.sources import StoreBackend
 from collector.storage import queries_alerts as qa
 from collector.storage.base import Store
+from tests.alerts import incident_setup
 from tests.alerts.conftest import Mailbox, Receiver
-from tests.collector.factories import agent_run
-
-T0 = int(time.time()) // 60 * 60 - 3600
-SPIKE = range(20, 26)  # six minutes of 20x spend...
-DIP = 23  # ...with one ordinary minute inside: one incident, not two
-
-
-def rules(hook_url: str, smtp_port: int) -> RulesConfig:
-    return parse_rules(f"""
-dashboard_url: http://dash.example:8501/
-delivery: {{attempts: 4, backoff: 50ms, max_backoff: 100ms}}
-channels:
-  hook: {{type: webhook, url: "{hook_url}", secret: s3cret}}
-  slack: {{type: slack, url: "{hook_url.replace('/hook', '/slack')}"}}
-  mail: {{type: email, host: 127.0.0.1, port: {smtp_port}, from: agentwatch@example.com, to: [oncall@example.com]}}
-rules:
-  - name: spend
-    metric: cost_usd
-    scope: {{agent: "*"}}
-    window: 1m
-    condition: {{kind: anomaly, transform: log, z: 5, z_resolve: 2, min_ratio: 2, history: 30m, season: 0, min_history: 10}}
-    severity: critical
-    channels: [hook, slack, mail, log]
-    resolve_after: 2
-    repeat_interval: 0
-""")
+from tests.alerts.incident_setup import SPIKE, T0, by_path, drive, rules
 
 
 def seed(store: Store) -> None:
-    rng = random.Random(5)
-    rows = []
-    for minute in range(32):
-        for agent in ("researcher", "writer"):
-            spike = agent == "researcher" and minute in SPIKE and minute != DIP
-            for k in range(3):
-                cost = rng.uniform(0.008, 0.012) * (20 if spike else 1)
-                rows += agent_run(project="p1", agent=agent, start_s=T0 + minute * 60 + k * 15, steps=1, cost_per_call=cost)
-    store.insert_spans(rows)
+    incident_setup.seed(store, spike_minutes=SPIKE, minutes=32)
 
 
 def make(store: Store, config: RulesConfig) -> tuple[Evaluator, Dispatcher]:
-    backend = StoreBackend(store)
-    dispatcher = Dispatcher(config.channels, record=backend.record, policy=config.delivery)
-    return Evaluator(config, backend, backend, dispatcher), dispatcher
-
-
-def drive(evaluator: Evaluator, minutes: range) -> list[tuple[str, int]]:
-    """Six evaluations a minute, as the collector's schedule does."""
-    out = []
-    for minute in minutes:
-        for tenth in range(6):
-            out += [(event, minute) for event, _ in evaluator.run_once(now=T0 + minute * 60 + 5 + tenth * 10)]
-    return out
-
-
-def by_path(receiver: Receiver, path: str) -> list[dict]:
-    return [r.json() for r in receiver.requests if r.path == path]
+    return incident_setup.make(config, StoreBackend(store))
 
 
 def test_one_firing_and_one_resolved_per_channel_signed_and_retried(store: Store, receiver: Receiver, smtp_server: tuple[Mailbox, int]) -> None:
