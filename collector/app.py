@@ -122,6 +122,10 @@ def create_app(settings: Settings, *, store: Store | None = None, clock: Callabl
     spool = Spool(Path(settings.data_dir) / "spool", max_bytes=settings.spool_max_bytes, on_error=lambda reason: metrics.spool_errors.inc())
     normalizer = Normalizer(
         max_attribute_length=settings.max_attribute_length,
+        max_key_length=settings.max_attribute_key_length,
+        max_attributes=settings.max_attributes_per_span,
+        max_events=settings.max_events_per_span,
+        max_event_attributes=settings.max_attributes_per_event,
         redactor=Redactor.from_setting(settings.redact_patterns),
         pricer=sdk_pricer(settings.prices_file),
     )

@@ -23,7 +23,6 @@
 #include "_native.h"
 
 /* Attribute names longer than this go to the Python path, which cuts them (normalize.MAX_KEY_LENGTH). */
-#define MAX_KEY_BYTES 256
 
 PyObject *NativeFallback;
 
@@ -299,6 +298,7 @@ typedef struct {
     PyObject *status_names; /* tuple of 3 str */
     PyObject *timeout;      /* "timeout" */
     Py_ssize_t max_len;
+    Py_ssize_t max_key_len, max_attributes, max_events; /* collector.normalize's per-span bounds: beyond them, declined */
     int nfields;
     int named[N_NAMED];
     int types[MAX_SLOTS]; /* column type of each field (T_*) */
@@ -441,15 +441,17 @@ static void Decoder_dealloc(Decoder *d) {
 }
 
 /* Decoder(spec, defaults, types, named, prefixes, text_fn, captured_fn, redact_fn, price_fn,
- *         resource_fn, events_fn, kinds, op_kinds, oi_kinds, tl_kinds, vllm_name, kind_names, status_names, max_len) */
+ *         resource_fn, events_fn, kinds, op_kinds, oi_kinds, tl_kinds, vllm_name, kind_names, status_names, max_len,
+ *         max_key_len, max_attributes, max_events) */
 static int Decoder_init(Decoder *d, PyObject *args, PyObject *kw) {
     PyObject *named, *kind_names, *types;
-    Py_ssize_t max_len;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!OOOOOOO!O!O!O!UO!O!n", &PyDict_Type, &d->spec, &PyTuple_Type, &d->defaults, &PyTuple_Type, &types,
+    Py_ssize_t max_len, max_key_len, max_attributes, max_events;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!OOOOOOO!O!O!O!UO!O!nnnn", &PyDict_Type, &d->spec, &PyTuple_Type, &d->defaults, &PyTuple_Type, &types,
                           &PyTuple_Type, &named, &PyTuple_Type, &d->prefixes, &d->text_fn, &d->captured_fn,
                           &d->redact_fn, &d->price_fn, &d->resource_fn, &d->events_fn, &PySet_Type, &d->kinds, &PyDict_Type,
                           &d->op_kinds, &PyDict_Type, &d->oi_kinds, &PyDict_Type, &d->tl_kinds, &d->vllm_name,
-                          &PyTuple_Type, &kind_names, &PyTuple_Type, &d->status_names, &max_len))
+                          &PyTuple_Type, &kind_names, &PyTuple_Type, &d->status_names, &max_len, &max_key_len,
+                          &max_attributes, &max_events))
         return -1;
     d->nfields = (int)PyTuple_GET_SIZE(d->defaults);
     if (d->nfields + N_SIGNALS > MAX_SLOTS || PyTuple_GET_SIZE(named) != N_NAMED || PyTuple_GET_SIZE(kind_names) != 5 ||
@@ -476,6 +478,9 @@ static int Decoder_init(Decoder *d, PyObject *args, PyObject *kw) {
         }
     }
     d->max_len = max_len;
+    d->max_key_len = max_key_len;
+    d->max_attributes = max_attributes;
+    d->max_events = max_events;
     Py_INCREF(d->spec);
     Py_INCREF(d->defaults);
     Py_INCREF(d->prefixes);
@@ -750,7 +755,7 @@ static int map_attributes(Request *r, SpanFields *f, PyObject **values, int *set
         Buf kvb = f->attrs[a], key;
         AnyValue v;
         if (kv_read(&kvb, &key, &v)) return -1;
-        if (key.end - key.p > MAX_KEY_BYTES) return 1; /* an overlong name: the Python path cuts it */
+        if (key.end - key.p > d->max_key_len) return 1; /* an overlong name (bytes >= characters): the Python path cuts it */
         KeyEntry scratch, *e;
         int owned;
         if ((e = lookup_key(d, &key, &scratch, &owned)) == NULL) return -1;
@@ -991,7 +996,8 @@ static int read_status(Buf b, PyObject **message, long long *code) {
 /* Normalise one span already split into fields; appends it or declines it. */
 static int finish_span(Request *r, SpanFields *f) {
     Decoder *d = r->d;
-    if (f->has_links || !span_valid(r, f)) return decline(r);
+    /* links, and more attributes or events than the bounds: the Python path (which cuts them, with a warning) */
+    if (f->has_links || f->nattrs > d->max_attributes || f->nevents > d->max_events || !span_valid(r, f)) return decline(r);
     int nslots = d->nfields + N_SIGNALS;
     PyObject *values[MAX_SLOTS];
     int set[MAX_SLOTS];

@@ -20,6 +20,7 @@ import binascii
 import json
 import logging
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -270,7 +271,7 @@ def _normalize_message(
                 if only is not None and index - 1 not in only:
                     continue
                 if resource is None:
-                    resource = _resource(nz, {kv.key: _any_pb(kv.value) for kv in rs.resource.attributes})
+                    resource = nz.resource({kv.key: _any_pb(kv.value) for kv in rs.resource.attributes}, _resource_warning(out))
                 tid, sid, pid = span.trace_id, span.span_id, span.parent_span_id
                 start, end = span.start_time_unix_nano, span.end_time_unix_nano
                 if not _valid(tid, sid, pid, start, end, window):  # one cheap test for the common case
@@ -350,8 +351,8 @@ def _event_pb(event: Any) -> dict[str, Any]:
     return {"name": event.name, "time_ns": event.time_unix_nano, "attributes": {kv.key: _any_pb(kv.value) for kv in event.attributes}}
 
 
-def _resource(nz: Normalizer, attrs: dict[str, Any]) -> Resource:
-    return Resource(nz.text(attrs.get("service.name") or ""), {k: nz.text(v) for k, v in attrs.items()})
+def _resource_warning(out: Converted) -> Callable[[str], None]:
+    return lambda why: out.warn("resource", why)
 
 
 # --- JSON ------------------------------------------------------------------------------------
@@ -382,7 +383,7 @@ def _convert_json(doc: dict[str, Any], project: str, nz: Normalizer, max_spans: 
     for rs, lists in spans:
         try:
             res = _jget(rs, "resource", "resource") or {}
-            resource = _resource(nz, _jattrs(res))
+            resource = nz.resource(_jattrs(res), _resource_warning(out))
         except (TypeError, ValueError, AttributeError, KeyError, OverflowError, RecursionError) as exc:
             raise BadRequest(f"resourceSpans[].resource is malformed: {exc}") from None
         for span_list in lists:
