@@ -72,7 +72,6 @@ KNOWN: dict[str, set[str]] = {
     "no_cycles_between_modules": {
         "collector/reprice.py -> collector.commands",
         "collector/storage/cluster_ddl.py -> collector.storage.schema",  # a lazy import
-        "sdk/agentwatch/_tracing.py -> agentwatch._openai",
     },
 }
 

@@ -29,11 +29,11 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from . import semconv as sc
 from ._budget import BudgetExceeded
-from ._config import logger
+from ._config import Config, logger
 from ._decorators import llm
 from ._export import instrumentation_suppressed
 from ._stats import internal_error
-from ._tracing import STATE
+from ._tracing import STATE, on_init
 
 MIN_VERSION = (1, 40)
 _PROPAGATOR = TraceContextTextMapPropagator()
@@ -62,6 +62,14 @@ def instrument_openai() -> bool:
         Completions.create = _wrap_sync(Completions.create)
         AsyncCompletions.create = _wrap_async(AsyncCompletions.create)
     return True
+
+
+def _instrument_at_init(config: Config) -> None:
+    if config.instrument_openai:
+        instrument_openai()
+
+
+on_init(_instrument_at_init)
 
 
 def uninstrument_openai() -> None:

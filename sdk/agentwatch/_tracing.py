@@ -63,6 +63,15 @@ class _State:
 
 STATE = _State()
 
+# Run after an ``init()`` that enables tracing; integrations (``_openai``) register themselves
+# here, so this module names none of them.
+_INIT_HOOKS: list[Callable[[Config], object]] = []
+
+
+def on_init(hook: Callable[[Config], object]) -> None:
+    """Call ``hook(config)`` after every ``init()`` that turns tracing on."""
+    _INIT_HOOKS.append(hook)
+
 
 def init(
     endpoint: str | None = None,
@@ -97,10 +106,9 @@ def init(
         if not STATE.atexit_registered:
             atexit.register(_at_exit)
             STATE.atexit_registered = True
-    if config.enabled and config.instrument_openai:
-        from ._openai import instrument_openai
-
-        instrument_openai()
+    if config.enabled:
+        for hook in _INIT_HOOKS:
+            hook(config)
 
 
 def _start_provider(config: Config) -> None:
