@@ -1,0 +1,114 @@
+"""Per-span bounds (``collector.normalize.Normalizer``): attributes per span and per resource,
+events per span, attributes per event, attribute-name length. Beyond a bound the first ones
+are kept, the span is kept, and ``partial_success`` names the bound's setting; every decode
+path (protobuf and JSON, native and Python) stores the same thing."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from typing import Any
+
+import pytest
+from agentwatch import semconv as sc
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from collector.normalize import Normalizer
+from collector.otlp import native
+from collector.otlp.decode import JSON, PROTOBUF, Converted, convert
+from tests.collector.ingest_helpers import kv, otlp_request
+
+PATHS = [pytest.param(fmt, use_native, id=f"{fmt}-{'native' if use_native else 'python'}") for fmt in (PROTOBUF, JSON) for use_native in (False, True)]
+SMALL = Normalizer(max_key_length=16, max_attributes=5, max_events=3, max_event_attributes=4)
+
+
+def _json(request: ExportTraceServiceRequest) -> bytes:
+    """The request in the OTLP JSON mapping (hex ids, as exporters send it)."""
+    doc = MessageToDict(request)
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for span in ss["spans"]:
+                for name in ("traceId", "spanId", "parentSpanId"):
+                    if name in span:
+                        span[name] = base64.b64decode(span[name]).hex()
+    return json.dumps(doc).encode()
+
+
+def _convert(request: ExportTraceServiceRequest, fmt: str, use_native: bool, nz: Normalizer = SMALL) -> Converted:
+    body = request.SerializeToString() if fmt == PROTOBUF else _json(request)
+    return convert(body, fmt, "p", nz, max_spans=100, native=use_native)
+
+
+def _span(attrs: dict[str, Any], events: list[tuple[str, dict[str, Any]]] = ()) -> ExportTraceServiceRequest:  # type: ignore[assignment]
+    request = otlp_request(os.urandom(16), [{"span_id": os.urandom(8), "name": "chat", "attrs": attrs}])
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    for i, (name, event_attrs) in enumerate(events):
+        event = span.events.add()
+        event.name, event.time_unix_nano = name, span.start_time_unix_nano + i
+        event.attributes.extend(kv(k, v) for k, v in event_attrs.items())
+    return request
+
+
+def _row(out: Converted) -> dict[str, Any]:
+    (row,) = out.table.to_pylist()
+    return row
+
+
+@pytest.mark.parametrize("fmt, use_native", PATHS)
+def test_unmapped_attributes_beyond_the_bound_are_dropped_and_mapped_ones_kept(fmt: str, use_native: bool) -> None:
+    attrs = {f"extra.{i}": str(i) for i in range(9)} | {sc.GEN_AI_REQUEST_MODEL: "sim-small", sc.GEN_AI_USAGE_INPUT_TOKENS: 120}
+    out = _convert(_span(attrs), fmt, use_native)
+    row = _row(out)
+    assert sorted(k for k, _ in row["attributes"]) == [f"extra.{i}" for i in range(5)]
+    assert row["model"] == "sim-small" and row["input_tokens"] == 120  # mapped after the cut: still columns
+    assert out.rejected == 0 and "4 of 11 attributes dropped" in out.error_message and "AGENTWATCH_MAX_ATTRIBUTES_PER_SPAN" in out.error_message
+
+
+@pytest.mark.parametrize("fmt, use_native", PATHS)
+def test_events_beyond_the_bound_are_dropped_and_their_attributes_bounded(fmt: str, use_native: bool) -> None:
+    events = [("exception", {"exception.type": "ValueError", **{f"a{j}": j for j in range(6)}})] + [(f"e{i}", {"k" * 40: "v"}) for i in range(4)]
+    out = _convert(_span({"x": "y"}, events), fmt, use_native)
+    stored = json.loads(_row(out)["events"])
+    assert [e["name"] for e in stored] == ["exception", "e0", "e1"]
+    assert list(stored[0]["attributes"]) == ["exception.type", "a0", "a1", "a2"]
+    assert list(stored[1]["attributes"]) == ["k" * 16 + "…[truncated 24 chars]"]
+    assert _row(out)["error_type"] == "ValueError"
+    assert out.rejected == 0 and out.warnings >= 3
+    for setting in ("AGENTWATCH_MAX_EVENTS_PER_SPAN", "AGENTWATCH_MAX_ATTRIBUTES_PER_EVENT", "AGENTWATCH_MAX_ATTRIBUTE_KEY_LENGTH"):
+        assert setting in out.error_message
+
+
+@pytest.mark.parametrize("fmt, use_native", PATHS)
+def test_a_resource_beyond_the_bound_is_cut_with_a_warning(fmt: str, use_native: bool) -> None:
+    request = _span({"x": "y"})
+    request.resource_spans[0].resource.attributes.extend([kv(f"host.tag.{i}", "t") for i in range(7)] + [kv("r" * 30, "long name")])
+    out = _convert(request, fmt, use_native)
+    resource = dict(_row(out)["resource"])
+    assert list(resource) == ["service.name"] + [f"host.tag.{i}" for i in range(4)]
+    assert _row(out)["service_name"] == "test-agent"
+    assert out.rejected == 0 and out.error_message.startswith("resource: resource has 9 attributes; the first 5 kept")
+
+
+@pytest.mark.parametrize("fmt, use_native", PATHS)
+def test_spans_within_the_bounds_carry_no_warning(fmt: str, use_native: bool) -> None:
+    events = [(f"e{i}", {f"a{j}": j for j in range(4)}) for i in range(3)]
+    out = _convert(_span({f"extra.{i}": "v" for i in range(5)} | {sc.GEN_AI_REQUEST_MODEL: "m"}, events), fmt, use_native)
+    assert out.messages == [] and len(json.loads(_row(out)["events"])) == 3
+
+
+@pytest.mark.skipif(not native.AVAILABLE, reason="native decoder not built")
+def test_the_native_decoder_declines_exactly_the_spans_beyond_a_bound() -> None:
+    """Declined spans take the Python path, which cuts them; the others stay native (the fast path)."""
+    decoder = native.NativeDecoder(SMALL)
+    cases = {
+        "within": _span({"a": "b"}, [("e", {"k": 1})]),
+        "attributes": _span({f"x{i}": i for i in range(6)}),
+        "events": _span({}, [("e", {})] * 4),
+        "event attributes": _span({}, [("e", {f"k{i}": i for i in range(5)})]),
+        "event key": _span({}, [("e", {"k" * 17: 1})]),
+        "key": _span({"k" * 17: 1}),
+    }
+    declined = {name: decoder.decode(request.SerializeToString(), "p").declined for name, request in cases.items()}
+    assert declined == {"within": [], "attributes": [0], "events": [0], "event attributes": [0], "event key": [0], "key": [0]}
