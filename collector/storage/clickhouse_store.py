@@ -15,17 +15,28 @@ import pyarrow as pa
 
 from collector.storage.base import QueryError, StoreUnavailable
 from collector.storage.cluster_ddl import check_cluster_name, for_cluster
+from collector.storage.lease import SpanWriteLock, holder_id
 from collector.storage.sql_store import SqlStore, arrow_rows
 
 
 class ClickHouseStore(SqlStore):
-    """One HTTP client (no server session, so concurrent queries from threads are allowed)."""
+    """One HTTP client (no server session, so concurrent queries from threads are allowed).
 
-    def __init__(self, url: str, *, retention_days: int = 30, cluster: str = "") -> None:
+    ``shared`` (the default): other collectors may write the same server, so span batches are
+    inserted under the store's ``span-writer`` lease (``collector.storage.lease``), held as
+    ``holder``.
+    """
+
+    def __init__(
+        self, url: str, *, retention_days: int = 30, cluster: str = "", holder: str = "", lease_ttl_s: float = 15.0, shared: bool = True
+    ) -> None:
         super().__init__(retention_days=retention_days, cluster=check_cluster_name(cluster) if cluster else "")
         self.url = url
+        self.holder = holder or holder_id()
         self._closed = threading.Event()
         self._client = _connect(url)
+        if shared:  # other collectors may write this server: span inserts under its span-writer lease
+            self.write_lock = SpanWriteLock(self, self.holder, ttl_s=lease_ttl_s)
 
     def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         return arrow_rows(self._call(self._client.query_arrow, sql, parameters=params or {}))

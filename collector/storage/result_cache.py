@@ -36,8 +36,9 @@ class ResultCache:
     @staticmethod
     def key(sql: str, bound: dict[str, str]) -> Key | None:
         """The cache key, or None for a statement that must always run. Parameters the
-        statement does not use are left out (callers pass a range's whole parameter set)."""
-        if "system." in sql or not is_read(sql):
+        statement does not use are left out (callers pass a range's whole parameter set).
+        A read of the server's clock (``now64``: leases) always runs."""
+        if "system." in sql or "now64(" in sql or not is_read(sql):
             return None
         return sql, tuple(sorted((name, value) for name, value in bound.items() if f"{{{name}:" in sql))
 

@@ -361,6 +361,21 @@ ENGINE = MergeTree
 ORDER BY (project, at)
 """
 
+# One row per term of a named lease; a term's row is unique by its insert_deduplication_token
+# (queries_lease), which needs the deduplication window.
+LEASES = """
+CREATE TABLE IF NOT EXISTS leases (
+    name LowCardinality(String),
+    term UInt64,
+    holder String,
+    expires_at DateTime64(3),
+    taken_at DateTime64(3)
+)
+ENGINE = MergeTree
+ORDER BY (name, term)
+SETTINGS non_replicated_deduplication_window = 10000
+"""
+
 MIGRATIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     version UInt32,
@@ -400,6 +415,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "key_scopes_and_audit", (
         "ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS scopes String DEFAULT '' AFTER name", AUDIT_LOG,
     )),
+    # Many collectors on one store: leases (collector.storage.lease) for the span writer and the
+    # work done once per cluster (alerts, engine scraping, the engine-join billing pass).
+    Migration(7, "leases", (LEASES,)),
 )
 
 

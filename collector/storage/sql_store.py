@@ -11,6 +11,7 @@ import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from collector.model import SpanRow
 from collector.storage import queries, schema
 from collector.storage.base import QueryError
 from collector.storage.columns import SPANS_SCHEMA, spans_table
+from collector.storage.lease import SpanWriteLock
 from collector.storage.recent import RecentKeys, key_hashes, trace_hashes
 
 _KEY = ("project", "trace_id", "span_id")
@@ -36,6 +38,7 @@ class SqlStore(ABC):
         self.cluster = cluster  # a ClickHouse cluster's name: DDL in its form (``schema.migration_statements``)
         self._insert_lock = threading.Lock()
         self._recent = recent_keys
+        self.write_lock: SpanWriteLock | None = None  # set where other collectors write the same store
 
     # --- back-end primitives -----------------------------------------------------------------
     @abstractmethod
@@ -83,14 +86,15 @@ class SqlStore(ABC):
 
         Identity does not depend on the start time: a span re-sent with another start time is
         the stored one. The first occurrence of a key within the batch counts. The check and the
-        insert run under one lock, so this process never writes a key twice; a repeated
+        insert run under one lock, so this process never writes a key twice (and, with a
+        ``write_lock``, under the store's ``span-writer`` lease, so no collector does); a repeated
         ``dedup_token`` is also ignored by the table itself. Spans that ``RecentKeys`` vouches
         for skip the look-up in the store. Works on columns: no Python per span.
         """
         table = spans if isinstance(spans, pa.Table) else spans_table(spans)
         if not table.schema.equals(SPANS_SCHEMA):
             table = table.cast(SPANS_SCHEMA)
-        with self._insert_lock:
+        with self._insert_lock, (self.write_lock.hold() if self.write_lock else nullcontext()):
             hashes = key_hashes(table)
             first = _first_occurrences(table, hashes)
             traces, usual, sure = self._certainly_new(table, hashes)

@@ -1,0 +1,106 @@
+"""Leases in the store (``collector.storage.lease``): one holder per term, taken over after expiry,
+and span batches from several collectors' stores stored exactly once under the span-writer lease."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from collector.storage.base import Store
+from collector.storage.clickhouse_store import ClickHouseStore
+from collector.storage.lease import SPAN_WRITER, SpanWriteLock, StoreLease
+from tests.collector.factories import agent_run
+from tests.collector.store_fixtures import _drop, scratch_database
+from tests.collector.test_store import totals
+
+
+def test_one_holder_at_a_time_and_a_hand_back_frees_it(store: Store) -> None:
+    a, b = StoreLease(store, "alerts", "a"), StoreLease(store, "alerts", "b")
+    assert a.acquire() and a.held
+    assert not b.acquire() and not b.held
+    term = a.term
+    assert a.acquire() and a.term == term + 1  # renewed by a new term
+    a.release()
+    assert not a.held
+    assert b.acquire() and b.held
+    assert StoreLease(store, "scraper", "a").acquire()  # another name is another lease
+
+
+def test_an_expired_lease_is_taken_over(store: Store) -> None:
+    dead = StoreLease(store, "alerts", "dead", ttl_s=0.2)
+    assert dead.acquire()
+    heir = StoreLease(store, "alerts", "heir")
+    assert not heir.acquire()
+    time.sleep(0.3)  # the holder stopped renewing
+    assert heir.acquire()
+    assert not dead.acquire()
+
+
+def test_contenders_for_one_term_get_one_winner(store: Store) -> None:
+    """Every contender writes the same term; the store keeps one row, so exactly one wins."""
+    leases = [StoreLease(store, "race", f"h{i}") for i in range(6)]
+    latest = None
+    for lease in leases:  # all read "free" before any writes, as concurrent contenders would
+        latest = lease._latest()
+    assert latest is None
+    for lease in leases:
+        lease._write(1, lease.holder, 15)
+    winner = leases[0]._term(1)
+    assert winner is not None and winner.holder == "h0"
+    assert len(store.query("SELECT holder FROM leases WHERE name = 'race'")) == 1
+
+
+@pytest.fixture
+def two_collectors_stores(clickhouse_url: str) -> Iterator[tuple[ClickHouseStore, ClickHouseStore]]:
+    url = scratch_database(clickhouse_url)
+    first = ClickHouseStore(url, holder="c1")
+    first.migrate()
+    second = ClickHouseStore(url, holder="c2")
+    yield first, second
+    second.close()
+    _drop(first)
+
+
+def test_the_same_spans_written_by_two_collectors_at_once_are_stored_once(two_collectors_stores: tuple[ClickHouseStore, ClickHouseStore]) -> None:
+    first, second = two_collectors_stores
+    runs = [agent_run(start_s=time.time() - 600 + i, steps=4) for i in range(12)]
+    rows = [span for run in runs for span in run]
+    written: list[int] = []
+
+    def send(store: ClickHouseStore, batches: list[list]) -> None:
+        for batch in batches:
+            written.append(store.insert_spans(batch))
+
+    # Both collectors get every run (a retry on the other collector), in other groupings and orders.
+    threads = [
+        threading.Thread(target=send, args=(first, [rows[i:i + 10] for i in range(0, len(rows), 10)])),
+        threading.Thread(target=send, args=(second, [rows[::-1][i:i + 7] for i in range(0, len(rows), 7)])),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(written) == len(rows)
+    stored = first.query("SELECT count() AS n, uniqExact(trace_id, span_id) AS keys FROM spans")[0]
+    assert stored == {"n": len(rows), "keys": len(rows)}
+    assert totals(first)[0]["spans"] == len(rows)
+    assert first.query("SELECT sum(llm_calls) AS n FROM runs_agg")[0]["n"] == sum(1 for r in rows if r.kind == "llm")
+
+
+def test_a_writer_waits_for_the_lease_then_gives_up_with_store_unavailable(two_collectors_stores: tuple[ClickHouseStore, ClickHouseStore]) -> None:
+    from collector.storage.base import StoreUnavailable
+
+    first, second = two_collectors_stores
+    other = StoreLease(first, SPAN_WRITER, "stuck-collector")
+    assert other.acquire()
+    lock = SpanWriteLock(second, "c2", wait_s=0.2)
+    with pytest.raises(StoreUnavailable, match="span-writer lease"):
+        with lock.hold():
+            pass
+    assert lock.waits > 0
+    other.release()
+    with lock.hold():
+        pass
