@@ -149,6 +149,7 @@ def list_runs(
         raise InvalidQuery(f"offset must be >= 0, got {offset}")
     field = sort.removeprefix("-")
     _choice("sort", field, q.RUN_SORTS)
+    filters = {name: (None if value == "" else value) for name, value in filters.items()}  # an empty search matches all
     start_ns, end_ns = _range(start, end)
     params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "limit": limit, "offset": offset,
               "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s), **filters}
@@ -342,7 +343,7 @@ def _plans(wanted: set[str], group_by: str, params: dict[str, Any]) -> list[tupl
     plans: list[tuple[str, Shaper]] = []
     if wanted & SPAN_METRICS:
         filters = q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params)
-        source = "spans" if params["step_ns"] < 60 * 10**9 else _rollup_source(params)  # buckets under a minute: exact
+        source = _call_source(params)
         plans.append((q.span_metrics(group_by, *filters, source=source, quantiles=bool(wanted & QUANTILE_METRICS)), _span_figures))
     if group_by == "model" and wanted & (HEAD_METRICS | TOTAL_METRICS):
         plans.append((q.run_metrics(group_by, q.where(q.RUN_FILTERS, params)), _all_run_figures))
@@ -363,6 +364,15 @@ def _rollup_params(start: float, end: float, step_s: float) -> dict[str, Any]:
     """
     buckets = max(1, math.ceil((end - start) / step_s))
     return {"lo_s": math.floor(start / 60) * 60, "hi_s": math.ceil(end / 60) * 60, "last_bucket": buckets - 1, "step_ns": int(step_s * 1e9)}
+
+
+def _call_source(params: dict[str, Any]) -> str:
+    """Where call-level figures come from (``queries.SPAN_SOURCES``): spans for buckets under a
+    minute (exact) and under a model filter (the tool calls of the runs that used the model:
+    rollup rows of tool calls have no model), else the rollups."""
+    if params["step_ns"] < 60 * 10**9 or params.get("model") is not None:
+        return "spans"
+    return _rollup_source(params)
 
 
 def _rollup_source(params: dict[str, Any]) -> str:
@@ -477,6 +487,8 @@ def cost_breakdown(
     filters = q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params), _rollup_source(params)
     by = {key: [CostRow(**r) for r in store.query(q.cost_by(key, *filters), params)] for key in q.COST_KEYS}
     totals = store.query(q.cost_totals(*filters), params)[0]
+    # under a model filter the levers count every call of the runs that used the model (``CostLevers``)
+    lever_totals = totals if model is None else store.query(q.cost_totals("1", q.where(q.RUN_CALL_FILTERS, params), "spans"), params)[0]
     mtd, projected = _month(store, project, agent, model, time.time() if now is None else now)
     runs = _figures(store, project, ["cost_per_success_usd"], start, end, end - start, "none", agent, model)
     tokens = int(totals["input_tokens"]) + int(totals["output_tokens"])
@@ -490,7 +502,7 @@ def cost_breakdown(
         month_to_date_usd=mtd,
         projected_month_usd=projected,
         top_runs=list_runs(store, project, start=start, end=end, sort="-cost_usd", limit=10, agent=agent, model=model).items,
-        levers=_levers(totals),
+        levers=_levers(lever_totals),
         cost_per_success_usd=runs.get((0, ""), {}).get("cost_per_success_usd"),
         self_hosted=_self_hosted(store, project, start, end, gpu_hour_usd, tokens) if gpu_hour_usd > 0 else None,
     )

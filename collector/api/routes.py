@@ -28,6 +28,7 @@ from collector.api.schemas import (
     FilterValues,
     Overview,
     RunDetail,
+    RunFilters,
     RunsPage,
     TimeSeries,
 )
@@ -71,28 +72,13 @@ def _run(call: Callable[[], T]) -> T:
 
 @router.get("/runs", response_model=RunsPage)
 def list_runs(
-    store: StoreDep,
-    settings: SettingsDep,
-    project: ProjectDep,
-    start: Start = None,
-    end: End = None,
-    agent: Agent = None,
-    model: Model = None,
-    status: Literal["ok", "error", "timeout", "budget", "running", "incomplete"] | None = None,
-    outcome: Annotated[str | None, Query(max_length=64)] = None,
-    min_cost: Annotated[float | None, Query(ge=0)] = None,
-    max_cost: Annotated[float | None, Query(ge=0)] = None,
-    min_steps: Annotated[int | None, Query(ge=0, le=2**31)] = None,
-    max_steps: Annotated[int | None, Query(ge=0, le=2**31)] = None,
-    sort: Annotated[str, Query(max_length=64, description="start_time|duration_s|cost_usd|steps|total_tokens, '-' for descending")] = "-start_time",
-    limit: Annotated[int, Query(ge=1, le=query.MAX_PAGE)] = 50,
-    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    store: StoreDep, settings: SettingsDep, project: ProjectDep, filters: Annotated[RunFilters, Query()], start: Start = None, end: End = None,
 ) -> RunsPage:
     lo, hi = time_window(start, end)
-    filters = {"agent": agent, "model": model, "status": status, "outcome": outcome, "min_cost": min_cost,
-               "max_cost": max_cost, "min_steps": min_steps, "max_steps": max_steps}
+    params = filters.model_dump(exclude={"sort", "limit", "offset"})
     idle = settings.run_idle_timeout_s
-    return _run(lambda: query.list_runs(store, project, start=lo, end=hi, sort=sort, limit=limit, offset=offset, idle_timeout_s=idle, **filters))
+    return _run(lambda: query.list_runs(store, project, start=lo, end=hi, sort=filters.sort, limit=filters.limit, offset=filters.offset,
+                                        idle_timeout_s=idle, **params))
 
 
 @router.get("/runs/{trace_id}", response_model=RunDetail, responses={404: {"description": "no such run in this project"}})

@@ -3,10 +3,10 @@
 Endpoints (all under the project of the caller's key, ``Authorization: Bearer <key>``;
 times are RFC 3339 strings or epoch seconds; ``start``/``end`` default to the last hour):
 
-- ``GET  /api/runs`` -> ``RunsPage``  filters: start, end, agent, model, status
-  (ok|error|timeout|budget), outcome, min_cost, max_cost, min_steps, max_steps;
-  sort (start_time|duration_s|cost_usd|steps|total_tokens, prefix ``-`` for descending,
-  default ``-start_time``); limit (<= 500), offset.
+- ``GET  /api/runs`` -> ``RunsPage``  start, end and ``RunFilters``: agent, model, status
+  (ok|error|timeout|budget|running|incomplete), outcome, user_id, session_id, tool_failed,
+  search, min_cost, max_cost, min_steps, max_steps; sort (any ``RunSummary`` column but
+  feedback_score, prefix ``-`` for descending, default ``-start_time``); limit (<= 500), offset.
 - ``GET  /api/runs/{trace_id}`` -> ``RunDetail`` (404 when not in the caller's project)
 - ``POST /api/runs/{trace_id}/feedback`` body ``FeedbackIn`` -> ``FeedbackOut``
 - ``GET  /api/overview`` -> ``Overview``  (start, end, agent, model): headline figures for the
@@ -80,7 +80,7 @@ class RunSummary(BaseModel):
     start_time: float  # epoch seconds
     end_time: float
     duration_s: float
-    status: Literal["ok", "error", "timeout", "budget", "running", "incomplete"]  # running/incomplete: root not arrived
+    status: RunStatus  # running/incomplete: root not arrived
     outcome: str = ""
     budget_exceeded: str = ""
     steps: int
@@ -94,6 +94,36 @@ class RunSummary(BaseModel):
     cost_usd: Total
     models: list[str] = Field(default_factory=list)
     feedback_score: float | None = None
+
+
+RunStatus = Literal["ok", "error", "timeout", "budget", "running", "incomplete"]
+
+
+class RunFilters(BaseModel):
+    """The query parameters of ``GET /api/runs`` besides the time range: which runs, in what
+    order, which page. Every filter is applied by the store, over all runs of the range."""
+
+    agent: str | None = Field(None, max_length=256)
+    model: str | None = Field(None, max_length=256, description="runs that called this model")
+    status: RunStatus | None = None
+    outcome: str | None = Field(None, max_length=64)
+    user_id: str | None = Field(None, max_length=256, description="exactly this user id")
+    session_id: str | None = Field(None, max_length=256, description="exactly this session id")
+    tool_failed: bool | None = Field(None, description="true: a tool call failed or timed out; false: none did")
+    search: str | None = Field(None, max_length=256, description=(
+        "case-insensitive substring of the trace id, user id, session id, agent or run name, "
+        "or of captured prompt or completion text"))
+    min_cost: float | None = Field(None, ge=0, allow_inf_nan=False)
+    max_cost: float | None = Field(None, ge=0, allow_inf_nan=False)
+    min_steps: int | None = Field(None, ge=0, le=2**31)
+    max_steps: int | None = Field(None, ge=0, le=2**31)
+    sort: str = Field("-start_time", max_length=64, description="a RunSummary column, '-' first for descending")
+    limit: int = Field(50, ge=1, le=500)
+    offset: int = Field(0, ge=0, le=10_000_000)
+
+    def query(self) -> dict[str, object]:
+        """The parameters a client sends (unset ones left out)."""
+        return self.model_dump(exclude_none=True)
 
 
 class RunsPage(BaseModel):
@@ -199,6 +229,9 @@ class CostRow(BaseModel):
 
 
 class CostLevers(BaseModel):
+    """What the levers did in the range; under a model filter, over every call of the runs that
+    used the model (the small model's share of one model's own calls would be 0 or 1)."""
+
     tool_calls: int
     tool_cache_hits: int
     tool_cache_hit_rate: float | None

@@ -122,17 +122,38 @@ SELECT {_RUN_FIELDS} FROM (
     GROUP BY trace_id
 )"""
 
+# Search: a case-insensitive substring of a run's trace id, user, session, agent or name, or of
+# the prompt or completion text captured on any of its spans (read only when searching).
+_SEARCH_FIELDS = ("trace_id", "user_id", "session_id", "agent", "name")
+_CAPTURED_TEXT = """trace_id IN (
+        SELECT trace_id FROM spans
+        WHERE project = {project:String}
+          AND spans.start_time >= fromUnixTimestamp64Nano({start_ns:Int64})
+          AND spans.start_time < fromUnixTimestamp64Nano({end_ns:Int64}) + INTERVAL 1 DAY
+          AND (positionCaseInsensitiveUTF8(input_text, {search:String}) > 0
+               OR positionCaseInsensitiveUTF8(output_text, {search:String}) > 0))"""
+RUN_SEARCH = "(" + " OR ".join([*(f"positionCaseInsensitiveUTF8({f}, {{search:String}}) > 0" for f in _SEARCH_FIELDS), _CAPTURED_TEXT]) + ")"
+
 RUN_FILTERS = {
     "agent": "agent = {agent:String}",
     "model": "has(models, {model:String})",
     "status": "status = {status:String}",
     "outcome": "outcome = {outcome:String}",
+    "user_id": "user_id = {user_id:String}",
+    "session_id": "session_id = {session_id:String}",
+    "tool_failed": "(tool_failures > 0) = {tool_failed:Bool}",
     "min_cost": "cost_usd >= {min_cost:Float64}",
     "max_cost": "cost_usd <= {max_cost:Float64}",
     "min_steps": "steps >= {min_steps:UInt32}",
     "max_steps": "steps <= {max_steps:UInt32}",
+    "search": RUN_SEARCH,
 }
-RUN_SORTS = ("start_time", "duration_s", "cost_usd", "steps", "total_tokens")
+# Every column of a run summary but its feedback score (looked up per page, after the sort).
+RUN_SORTS = (
+    "start_time", "end_time", "duration_s", "cost_usd", "steps", "total_tokens", "input_tokens", "output_tokens",
+    "cached_tokens", "llm_calls", "tool_calls", "tool_failures", "agent", "name", "service", "status", "outcome",
+    "budget_exceeded", "user_id", "session_id", "models", "trace_id",
+)
 
 
 def where(fragments: dict[str, str], params: dict[str, object]) -> str:
@@ -202,7 +223,20 @@ _SPAN_RANGE = """project = {project:String}
     AND start_time >= fromUnixTimestamp64Nano({start_ns:Int64})
     AND start_time < fromUnixTimestamp64Nano({end_ns:Int64})"""
 
-SPAN_FILTERS = {"agent": "agent_name = {agent:String}", "model": "model = {model:String}"}
+# A model filter keeps the model's calls and the tool calls of the runs that used it (a tool
+# span has no model: without them a tool-failure rate under a model filter would be empty).
+SPAN_FILTERS = {
+    "agent": "agent_name = {agent:String}",
+    "model": f"""(model = {{model:String}} OR (kind = 'tool'
+        AND trace_id IN (SELECT trace_id FROM runs_agg WHERE {_RUN_HOURS} AND has(models, {{model:String}}))))""",
+}
+# The calls of the runs that used the model, whatever model each call used: the cost levers'
+# scope under a model filter (the share of calls routed to the small model among one model's
+# own calls is 0 or 1 by definition).
+RUN_CALL_FILTERS = {
+    "agent": "agent_name = {agent:String}",
+    "model": f"trace_id IN (SELECT trace_id FROM runs_agg WHERE {_RUN_HOURS} AND has(models, {{model:String}}))",
+}
 SPAN_GROUPS = {"none": "''", "agent": "toString(agent_name)", "model": "toString(model)"}
 RUN_GROUPS = {"none": "''", "agent": "agent", "model": "arrayJoin(if(empty(models), [''], models))"}
 

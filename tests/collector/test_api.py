@@ -64,10 +64,25 @@ def test_runs_list_with_filters_sort_and_pages(q1: Api, collector: tuple[Running
     assert alpha["items"][0]["models"] == ["sim-large"]
 
 
+def test_runs_list_searches_filters_and_sorts_in_the_store(q1: Api, collector: tuple[Running, dict]) -> None:
+    ids = {name: rows[0].trace_id for name, rows in collector[1].items()}
+
+    def found(**params: object) -> list[str]:
+        return [r["trace_id"] for r in q1.get("/api/runs", **W, sort="start_time", **params).json()["items"]]
+
+    assert found(tool_failed="true") == [ids["B"], ids["C"]]  # a failed tool (B) and a timed-out one (C)
+    assert found(tool_failed="false", search="BET") == [ids["D"]]  # agent beta, any case
+    assert found(search=ids["F"][:10]) == [ids["F"]]
+    assert found(user_id="nobody") == [] and found(session_id="") == found()
+    by_agent = q1.get("/api/runs", **W, sort="-agent").json()["items"]
+    assert [r["agent"] for r in by_agent] == ["gamma", "beta", "beta", "alpha", "alpha"]
+
+
 @pytest.mark.parametrize(
     ("params", "needle"),
-    [({"sort": "name"}, "sort"), ({"limit": 1000}, "limit"), ({"start": "yesterday"}, "start"), ({"status": "weird"}, "status"),
-     ({"start": T + 10, "end": T}, "after start"), ({"min_cost": -1}, "min_cost")],
+    [({"sort": "feedback_score"}, "sort"), ({"limit": 1000}, "limit"), ({"start": "yesterday"}, "start"), ({"status": "weird"}, "status"),
+     ({"start": T + 10, "end": T}, "after start"), ({"min_cost": -1}, "min_cost"), ({"min_cost": "inf"}, "min_cost"),
+     ({"tool_failed": "maybe"}, "tool_failed"), ({"search": "x" * 257}, "search")],
 )
 def test_runs_list_rejects_bad_parameters_with_a_message(q1: Api, params: dict, needle: str) -> None:
     response = q1.get("/api/runs", **{**W, **params})

@@ -72,7 +72,7 @@ def test_runs_list_sorts_and_paginates(module_store: Store, seeded: dict) -> Non
 
 @pytest.mark.parametrize(
     "bad",
-    [{"sort": "name"}, {"limit": 0}, {"limit": 501}, {"offset": -1}, {"colour": "red"}, {"start": W[1], "end": W[0]}],
+    [{"sort": "colour"}, {"limit": 0}, {"limit": 501}, {"offset": -1}, {"colour": "red"}, {"start": W[1], "end": W[0]}],
 )
 def test_runs_list_rejects_bad_parameters(module_store: Store, seeded: dict, bad: dict) -> None:
     params = {"start": W[0], "end": W[1]} | bad
