@@ -23,9 +23,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-import os
-import secrets
-from pathlib import Path as FilePath
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
@@ -42,7 +39,6 @@ from collector.storage import queries
 from collector.storage import queries_admin as qa
 from collector.storage.base import StoreError
 
-ADMIN_TOKEN_FILE = "admin.token"
 READY_TIMEOUT_S = 2.0  # a store slower than this to answer ``/ready`` is ready only if the writer's last insert succeeded
 
 log = logging.getLogger(__name__)
@@ -50,24 +46,6 @@ log = logging.getLogger(__name__)
 router = APIRouter()
 admin_router = APIRouter(prefix=ADMIN_PREFIX, tags=["admin"])
 MAX_AUDIT = 1000
-
-
-def write_admin_token(data_dir: FilePath) -> str:
-    """A fresh admin token for this run, in ``data_dir/admin.token`` with mode 0600."""
-    token = secrets.token_urlsafe(32)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    path = data_dir / ADMIN_TOKEN_FILE
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(token)
-    return token
-
-
-def read_admin_token(data_dir: FilePath) -> str | None:
-    try:
-        return (data_dir / ADMIN_TOKEN_FILE).read_text().strip() or None
-    except OSError:
-        return None
 
 
 def _is_admin(request: Request) -> bool:

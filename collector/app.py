@@ -8,9 +8,7 @@ stops in the lifespan, in that order and in reverse.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -24,6 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
+from agentwatch_api import handshake
 from alerts import api as alerts_api
 from alerts.evaluator import start_in_process
 from collector import admin
@@ -42,16 +41,17 @@ from collector.normalize import Normalizer, sdk_pricer
 from collector.otlp import http as otlp_http
 from collector.otlp.errors import IngestError
 from collector.redact import Redactor
+from collector.roles import ENGINE_JOIN, ENGINE_SCRAPER, Roles
 from collector.scopes import authorize, undeclared_routes
 from collector.scraper import DEFAULT_PROJECT, ENGINE_COLUMNS, EngineScraper, parse_targets
 from collector.settings import Settings
 from collector.spool import Recovery, Spool
 from collector.storage.base import Store, StoreError, StoreUnavailable
+from collector.storage.lease import holder_id
 from collector.writer import Writer
 
 log = logging.getLogger(__name__)
 
-RUNTIME_FILE = "collector.json"  # {"pid", "url"}: how ``agentwatch keys`` finds a running collector
 _REOPEN_INTERVAL_S = 2.0
 
 
@@ -176,6 +176,9 @@ def _lifespan(settings: Settings, handle: StoreHandle, ingestor: Ingestor, clock
             stack.callback(handle.close)
             stack.callback(ingestor.spool.close)
             recovery = _open_spool(ingestor.spool)
+            # once-per-cluster work where other collectors may share the store (collector.roles)
+            roles = Roles(handle.get, holder_id(settings.collector_id), ttl_s=settings.lease_ttl_s, shared=bool(settings.clickhouse_url))
+            app.state.roles = roles
             available = await _open_store(handle)
             ingestor.metrics.store_up.set(1 if available else 0)
             writer = Writer(
@@ -183,7 +186,7 @@ def _lifespan(settings: Settings, handle: StoreHandle, ingestor: Ingestor, clock
                 flush_rows=settings.flush_rows, flush_interval_s=settings.flush_interval_s,
                 max_queue_spans=settings.max_queue_spans, clock=clock,
                 engine_join=EngineJoin(wait_s=settings.engine_join_wait_s, pricer=ingestor.normalizer.price, clock=clock),
-                live_runs=LiveRuns(),
+                live_runs=LiveRuns(), may_bill=lambda: roles.holds(ENGINE_JOIN),
             )
             writer.store_available = available  # known from the start, not only after a failed insert
             writer.replay(recovery, ingestor.spool.estimate_spans)
@@ -193,6 +196,7 @@ def _lifespan(settings: Settings, handle: StoreHandle, ingestor: Ingestor, clock
             ingestor.metrics.bind(queued=lambda: writer.queued_spans, spool_bytes=lambda: ingestor.spool.bytes)
             _runtime_files(app, settings, stack)
             await _start_grpc(app, settings, stack)
+            await stack.enter_async_context(roles)
             await _start_components(app, settings, handle, stack)
             yield
 
@@ -222,9 +226,8 @@ def _runtime_files(app: FastAPI, settings: Settings, stack: AsyncExitStack) -> N
     """Admin token and ``collector.json`` in the data dir, for ``agentwatch keys`` (removed at exit)."""
     data_dir = Path(settings.data_dir)
     try:
-        app.state.admin_token = admin.write_admin_token(data_dir)
-        runtime = data_dir / RUNTIME_FILE
-        runtime.write_text(json.dumps({"pid": os.getpid(), "url": f"http://{_connect_host(settings.host)}:{settings.port}"}))
+        app.state.admin_token = handshake.write_admin_token(data_dir)
+        runtime = handshake.write_runtime(data_dir, f"http://{_connect_host(settings.host)}:{settings.port}")
     except OSError as exc:
         log.warning("cannot write runtime files in %s (%s); 'agentwatch keys' cannot reach this collector", data_dir, exc)
         return
@@ -254,7 +257,9 @@ async def _start_grpc(app: FastAPI, settings: Settings, stack: AsyncExitStack) -
 
 async def _start_components(app: FastAPI, settings: Settings, handle: StoreHandle, stack: AsyncExitStack) -> None:
     """Engine scraper, GPU sampler and the in-process alert evaluator (unless its interval is 0)."""
-    app.state.scraper = await stack.enter_async_context(EngineScraper.from_settings(handle, settings, policy=app.state.scrape_policy))
+    roles: Roles = app.state.roles
+    app.state.scraper = await stack.enter_async_context(
+        EngineScraper.from_settings(handle, settings, policy=app.state.scrape_policy, may_scrape=lambda: roles.holds(ENGINE_SCRAPER)))
     _start_gpu_sampler(app, settings, handle, stack)
     if settings.alert_interval_s > 0:
         await stack.enter_async_context(start_in_process(app))

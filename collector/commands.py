@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from agentwatch_api.handshake import running_collector
 from collector.reprice import register_reprice
 from collector.settings import Settings
 
@@ -159,28 +159,14 @@ def _detail(response: httpx.Response) -> str:
         return response.text
 
 
-def _running_collector(data_dir: Path) -> tuple[str, str] | None:
-    """(url, admin token) of a live collector that owns ``data_dir``."""
-    from collector.admin import read_admin_token
-    from collector.app import RUNTIME_FILE
-
-    try:
-        runtime = json.loads((data_dir / RUNTIME_FILE).read_text())
-        os.kill(int(runtime["pid"]), 0)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    token = read_admin_token(data_dir)
-    return (str(runtime["url"]), token) if token else None
-
-
 def _open_keys(args: argparse.Namespace) -> _Keys:
     from collector.keys import KeyAdminError
     from collector.storage.base import StoreError
 
     settings = Settings.from_env(data_dir=args.data_dir)
-    running = None if settings.clickhouse_url else _running_collector(Path(settings.data_dir))
+    running = None if settings.clickhouse_url else running_collector(Path(settings.data_dir))
     if running is not None:
-        return _RemoteKeys(*running)
+        return _RemoteKeys(running.url, running.admin_token)
     if not settings.clickhouse_url:
         _check_data_dir(Path(settings.data_dir), may_create=args.func is keys_create)
     try:

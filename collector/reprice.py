@@ -26,6 +26,7 @@ import httpx
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from agentwatch_api.handshake import running_collector
 from collector.admin import AdminDep, scoped_project
 from collector.deps import SettingsDep, StoreDep
 from collector.engines import audit
@@ -151,13 +152,10 @@ def reprice_command(args: argparse.Namespace) -> int:
 
 
 def _remote_or_local(settings: Settings, since: float, project: str) -> dict[str, Any]:
-    from collector.commands import _running_collector
-
-    running = None if settings.clickhouse_url else _running_collector(Path(settings.data_dir))
+    running = None if settings.clickhouse_url else running_collector(Path(settings.data_dir))
     if running is not None:
-        url, token = running
-        response = httpx.post(f"{url}/api/admin/reprice", json={"since": since, "project": project},
-                              headers={"Authorization": f"Bearer {token}"}, timeout=600)
+        response = httpx.post(f"{running.url}/api/admin/reprice", json={"since": since, "project": project},
+                              headers={"Authorization": f"Bearer {running.admin_token}"}, timeout=600)
         if response.status_code != 200:
             raise SystemExit(f"agentwatch reprice: the collector answered {response.status_code}: {response.text[:500]}")
         return response.json()

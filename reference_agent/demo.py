@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 import agentwatch
 import httpx
 
-from collector.admin import read_admin_token
+from agentwatch_api.handshake import read_admin_token
 from reference_agent.agent import AgentConfig, ResearchAgent, make_client
 from reference_agent.engine.policy import docs_wanted
 from reference_agent.loadgen import LoadConfig, LoadSummary, generate_load, make_questions

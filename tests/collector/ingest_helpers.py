@@ -21,7 +21,7 @@ import uvicorn
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from collector.admin import read_admin_token
+from agentwatch_api.handshake import read_admin_token
 from collector.app import create_app
 from collector.settings import Settings
 from tests.conftest import free_port

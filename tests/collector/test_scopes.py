@@ -15,7 +15,7 @@ import grpc
 import httpx
 import pytest
 
-from collector.admin import read_admin_token
+from agentwatch_api.handshake import read_admin_token
 from collector.keys import KeyRing
 from collector.scopes import (
     PUBLIC,
