@@ -42,6 +42,10 @@ class Metrics:
         self.spool_bytes = Gauge("agentwatch_collector_spool_bytes", "Bytes in the on-disk spool", registry=r)
         self.store_up = Gauge("agentwatch_collector_store_available", "1 when the last insert reached the store", registry=r)
         self.store_up.set(1)
+        self.native_decoder = Gauge(
+            "agentwatch_collector_native_decoder",
+            "1 when OTLP is decoded by the built-in C decoder; 0: the Python path (not built, or AGENTWATCH_NATIVE_DECODE=false), ~3x the CPU per span",
+            registry=r)
         self._recent_lags: deque[float] = deque(maxlen=4096)
         self.totals = {"received": 0, "rejected": 0, "stored": 0}
         # per project (projects come from API keys, so this stays small): what /api/ingest shows a key

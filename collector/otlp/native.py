@@ -29,10 +29,13 @@ from collector.storage.columns import _MAP, _STR, SPAN_FIELDS, SPANS_SCHEMA
 
 try:
     from collector.otlp._native import Decoder, NativeFallback, json_wire
-except ImportError:  # not built (e.g. a source checkout without a compiler): the Python path does it all
+except ImportError as exc:  # not built (e.g. a source checkout without a compiler): the Python path does it all
     Decoder = None  # type: ignore[assignment,misc]
     NativeFallback = RuntimeError  # type: ignore[assignment,misc]
     json_wire = None  # type: ignore[assignment]
+    NOT_BUILT = str(exc)
+else:
+    NOT_BUILT = ""
 
 AVAILABLE = Decoder is not None
 
