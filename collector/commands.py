@@ -77,12 +77,14 @@ def run_collector(args: argparse.Namespace) -> int:
     import uvicorn
 
     from collector.app import create_app
+    from collector.header_timeout import header_timeout_protocol
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings.from_env(host=args.host, port=args.port, grpc_port=args.grpc_port, data_dir=args.data_dir)
     app = create_app(settings)
     _tune_gc()
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False, timeout_graceful_shutdown=15)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False, timeout_graceful_shutdown=15,
+                http=header_timeout_protocol(settings.header_read_timeout_s))
     return 0
 
 

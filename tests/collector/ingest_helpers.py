@@ -23,6 +23,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from agentwatch_api.handshake import read_admin_token
 from collector.app import create_app
+from collector.header_timeout import header_timeout_protocol
 from collector.settings import Settings
 from tests.conftest import free_port
 
@@ -50,7 +51,8 @@ def settings_for(data_dir: Path, **overrides: Any) -> Settings:
 def serve(settings: Settings) -> Iterator[Running]:
     """``create_app(settings)`` served by uvicorn on 127.0.0.1 in a thread, until the block ends."""
     app = create_app(settings)
-    config = uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="warning", lifespan="on",
+                            http=header_timeout_protocol(settings.header_read_timeout_s))
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="test-collector", daemon=True)
     thread.start()

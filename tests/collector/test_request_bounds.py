@@ -1,10 +1,13 @@
-"""Bounded requests: a body that stalls mid-way gets 408 and its connection closed, 50 such
-connections do not delay a normal export, and string fields of the feedback API are bounded.
-A real collector (uvicorn on 127.0.0.1) and raw sockets for the stalling clients."""
+"""Bounded requests: a body that stalls mid-way, or request headers that do (sent a byte at a
+time, or never finished: slowloris), get 408 and the connection closed; 50 such connections do
+not delay a normal export; string fields of the feedback API are bounded. A real collector
+(uvicorn on 127.0.0.1, the collector's own HTTP protocol) and raw sockets for the stalling clients."""
 
 from __future__ import annotations
 
+import http.client
 import os
+import select
 import socket
 import time
 from collections.abc import Iterator
@@ -19,7 +22,8 @@ TIMEOUT_S = 1.0
 
 @pytest.fixture(scope="module")
 def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, str]]:
-    settings = settings_for(tmp_path_factory.mktemp("bounds") / "data", body_read_timeout_s=TIMEOUT_S, rate_limit_spans_per_s=0.0)
+    settings = settings_for(tmp_path_factory.mktemp("bounds") / "data", body_read_timeout_s=TIMEOUT_S,
+                            header_read_timeout_s=TIMEOUT_S, rate_limit_spans_per_s=0.0)
     with serve(settings) as running:
         yield running, running.app.state.keyring.create("bounded", scopes="ingest,read").key
 
@@ -78,3 +82,68 @@ def test_feedback_label_is_bounded(collector: tuple[Running, str]) -> None:
     response = httpx.post(url, json={"score": 1.0, "label": "x" * (1024 * 1024)}, headers=headers, timeout=30)
     assert response.status_code == 422 and "label" in response.text
     assert httpx.post(url, json={"score": 1.0, "label": "x" * 256}, headers=headers, timeout=30).status_code in (201, 404)
+
+
+# --- request heads ------------------------------------------------------------------------------
+
+HEAD = "POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\nContent-Length: 10\r\n"
+
+
+def _connect(running: Running) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", running.settings.port), timeout=10)
+
+
+def _trickle(sock: socket.socket, data: bytes, every_s: float) -> bytes:
+    """Sends ``data`` a byte at a time until the server answers or closes; returns its answer."""
+    for byte in data:
+        if select.select([sock], [], [], every_s)[0]:
+            break
+        sock.sendall(bytes([byte]))
+    return _answer(sock)
+
+
+def test_headers_sent_a_byte_at_a_time_get_408_and_the_connection_is_closed(collector: tuple[Running, str]) -> None:
+    running, _ = collector
+    with _connect(running) as sock:
+        answer = _trickle(sock, (HEAD * 20).encode(), every_s=0.1)  # 4 bytes/s: ~60 s for the whole head
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert b"AGENTWATCH_HEADER_READ_TIMEOUT_S" in answer
+
+
+def test_an_idle_connection_is_closed_without_an_answer(collector: tuple[Running, str]) -> None:
+    running, _ = collector
+    with _connect(running) as sock:
+        assert _answer(sock) == b""
+
+
+def test_a_kept_alive_connection_gets_the_same_deadline_for_its_next_request(collector: tuple[Running, str]) -> None:
+    running, _ = collector
+    conn = http.client.HTTPConnection("127.0.0.1", running.settings.port, timeout=10)
+    try:
+        conn.request("GET", "/metrics")
+        first = conn.getresponse()
+        assert first.status == 200 and first.read()
+        assert conn.sock is not None
+        conn.sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and never the blank line
+        assert _answer(conn.sock).startswith(b"HTTP/1.1 408")
+    finally:
+        conn.close()
+
+
+def test_fifty_stalled_heads_do_not_delay_a_normal_export(collector: tuple[Running, str]) -> None:
+    running, key = collector
+    stalled = [_connect(running) for _ in range(50)]
+    try:
+        for sock in stalled:
+            sock.sendall(HEAD.encode())  # the head, without its end
+        time.sleep(0.2)
+        body = agent_trace(os.urandom(16)).SerializeToString()
+        started = time.monotonic()
+        response = httpx.post(running.url + "/v1/traces", content=body, timeout=10,
+                              headers={"Authorization": f"Bearer {key}", "Content-Type": "application/x-protobuf"})
+        assert response.status_code == 200 and time.monotonic() - started < 1.0
+        answers = [_answer(sock) for sock in stalled]  # each freed: 408 and closed
+        assert all(a.startswith(b"HTTP/1.1 408") for a in answers)
+    finally:
+        for sock in stalled:
+            sock.close()
