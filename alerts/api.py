@@ -4,7 +4,8 @@ Reads (dashboard): ``GET /api/alerts`` (state, start, end) -> ``list[AlertOut]``
 ``GET /api/alerts/rules`` -> ``list[AlertRuleOut]``, ``GET /api/alerts/deliveries``.
 Writes (an out-of-process evaluator, ``agentwatch alerts run``, which cannot open the store):
 ``POST /api/alerts`` and ``POST /api/alerts/deliveries``; ``GET /api/alerts/context`` tells
-it which project its key belongs to. Every route is scoped to the caller's project.
+it which project its key belongs to, ``GET /api/alerts/run-states`` reads the stuck-run and
+crash-rate figures (``alerts.run_states``). Every route is scoped to the caller's project.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
 from alerts.errors import RulesError
-from alerts.model import Alert, Delivery
+from alerts.model import Alert, Delivery, RunStates
 from alerts.rules import RulesConfig, load_rules
+from alerts.run_states import run_state_values
 from alerts.sources import alert_row, delivery_row
 from collector.api.params import End, Start, time_window
 from collector.api.schemas import AlertOut, AlertRuleOut
@@ -103,6 +105,25 @@ def list_rules(request: Request, settings: SettingsDep, project: ProjectDep) -> 
 @router.get("/context", response_model=AlertContext)
 def context(project: ProjectDep) -> AlertContext:
     return AlertContext(project=project)
+
+
+@router.get("/run-states", response_model=RunStates)
+def run_states(
+    store: StoreDep,
+    project: ProjectDep,
+    settings: SettingsDep,
+    metric: Literal["oldest_running_run_s", "incomplete_run_rate"],
+    now: Annotated[float, Query(ge=0, le=MAX_EPOCH_S)],
+    window_s: Annotated[int, Query(ge=1, le=31 * 86_400)],
+    group_by: Literal["none", "agent"] = "none",
+    agent: Annotated[str | None, Query(max_length=256)] = None,
+    min_runs: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+) -> RunStates:
+    """Runs still running or become incomplete, for ``agentwatch alerts run`` (``alerts.run_states``)."""
+    values = run_state_values(
+        store, project, metric, now=now, window_s=window_s, idle_timeout_s=settings.run_idle_timeout_s, group_by=group_by, agent=agent, min_runs=min_runs
+    )
+    return RunStates(metric=metric, values=values)
 
 
 @router.get("/deliveries", response_model=list[DeliveryOut])

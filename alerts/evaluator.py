@@ -57,6 +57,7 @@ from alerts.detectors import Verdict
 from alerts.errors import AlertsError
 from alerts.model import Alert, Event, Notification
 from alerts.rules import DERIVED_METRICS, Rule, RulesConfig, load_rules
+from alerts.run_states import RUN_STATE_METRICS
 from alerts.sources import AlertHistory, MetricSource, StoreBackend
 from collector.api.schemas import TimeSeries
 
@@ -185,6 +186,9 @@ class Evaluator:
             value = self.source.projected_month_cost(project, now, agent, model)
             firing = fingerprint(project, rule.name, filters) in active
             observations = [(filters, rule.condition.detect([value], step_s=rule.window_s, firing=firing))]
+        elif rule.metric in RUN_STATE_METRICS:
+            values = self.source.run_states(project, rule.metric, now, rule.window_s, rule.group_by, agent, rule.min_runs)
+            observations = [self._judge_now(rule, project, group, value, active) for group, value in sorted(values.items())]
         else:
             observations = self._observe_series(rule, project, now, active, agent, model)
         seen = {fingerprint(project, rule.name, scope) for scope, _ in observations}
@@ -192,6 +196,12 @@ class Evaluator:
             if alert.rule == rule.name and fp not in seen:
                 observations.append((alert.scope, Verdict(False, False, None, reason="no data")))
         return observations
+
+    def _judge_now(self, rule: Rule, project: str, group: str, value: float | None, active: dict[str, Alert]) -> Observation:
+        """A figure of now (no history): the threshold, with the scope's firing state."""
+        scope = {**rule.filters(), **({rule.group_by: group} if rule.group_by != "none" else {})}
+        firing = fingerprint(project, rule.name, scope) in active
+        return scope, rule.condition.detect([value], step_s=rule.window_s, firing=firing)
 
     def _observe_series(self, rule: Rule, project: str, now: float, active: dict[str, Alert], agent: str | None, model: str | None) -> list[Observation]:
         step = rule.window_s
@@ -434,6 +444,7 @@ class InProcessAlerts:
         self._dispatcher: Dispatcher | None = None
         self._task: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
+        self.may_run: Callable[[], bool] = lambda: True
 
     async def __aenter__(self) -> InProcessAlerts:
         if self.config is None:
@@ -442,7 +453,7 @@ class InProcessAlerts:
             except AlertsError as exc:
                 log.error("alert rules not loaded, in-process alerts are off: %s", exc)
                 return self
-        backend = StoreBackend(self.store)
+        backend = StoreBackend(self.store, idle_timeout_s=float(self.settings.run_idle_timeout_s))
         self._dispatcher = Dispatcher(self.config.channels, record=backend.record, policy=self.config.delivery, clock=self.clock)
         self.evaluator = Evaluator(self.config, backend, backend, self._dispatcher, clock=self.clock)
         self._stop = asyncio.Event()
@@ -453,7 +464,8 @@ class InProcessAlerts:
         assert self.evaluator is not None and self._stop is not None
         while not self._stop.is_set():
             try:
-                await asyncio.to_thread(self.evaluator.run_once)
+                if self.may_run():  # one collector of those sharing a store evaluates (collector.roles)
+                    await asyncio.to_thread(self.evaluator.run_once)
             except Exception:  # a bug in one round must not end the schedule
                 log.exception("alert evaluation round failed")
             with contextlib.suppress(TimeoutError):
@@ -480,5 +492,8 @@ def start_in_process(app: Any) -> InProcessAlerts:
         return (getattr(state, "alerts_clock", None) or getattr(state, "clock", None) or time.time)()
 
     component = InProcessAlerts(state.store, state.settings, clock=clock)
+    roles = getattr(state, "roles", None)
+    if roles is not None:
+        component.may_run = lambda: roles.holds("alerts")
     state.alerts = component
     return component

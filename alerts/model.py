@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
+from pydantic import BaseModel
+
 from collector.api.schemas import AlertOut
 
 Event = Literal["firing", "repeat", "resolved", "no_data", "test"]
@@ -95,3 +97,10 @@ class Delivery:
     error: str
     at: float
     event: str = field(default="", compare=False)
+
+
+class RunStates(BaseModel):
+    """``GET /api/alerts/run-states``: a run-state figure now, per group ("" = the project)."""
+
+    metric: str
+    values: dict[str, float | None]

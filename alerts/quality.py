@@ -228,6 +228,9 @@ class SyntheticSource:
     def projected_month_cost(self, project: str, now: float, agent: str | None = None, model: str | None = None) -> float:
         return 0.0
 
+    def run_states(self, project: str, metric: str, now: float, window_s: int, group_by: str = "none", agent: str | None = None, min_runs: int = 0) -> dict:
+        return {}
+
     def firing(self, project: str) -> list:
         return []
 

@@ -47,12 +47,14 @@ import yaml
 from alerts.channels import CHANNEL_TYPES, Channel, DeliveryPolicy, LogChannel
 from alerts.detectors import AnomalyDetector, Detector, ThresholdDetector
 from alerts.errors import RulesError
+from alerts.run_states import RUN_STATE_METRICS
 from collector.api.schemas import TIMESERIES_METRICS, AlertRuleOut
 from collector.query import MAX_BUCKETS
 
 DEFAULT_RULES = Path(__file__).with_name("default_rules.yaml")
 DERIVED_METRICS = ("projected_month_cost_usd",)
-METRICS = (*TIMESERIES_METRICS, *DERIVED_METRICS)
+METRICS = (*TIMESERIES_METRICS, *DERIVED_METRICS, *RUN_STATE_METRICS)
+THRESHOLD_ONLY = (*DERIVED_METRICS, *RUN_STATE_METRICS)  # figures now, not per bucket: no baseline to learn
 SEVERITIES = ("info", "warning", "critical")
 SCOPE_KEYS = ("project", "agent", "model")
 DETECTORS: dict[str, type] = {"threshold": ThresholdDetector, "anomaly": AnomalyDetector}
@@ -344,7 +346,7 @@ class _Doc:
         return Rule(
             name=name,
             metric=metric,
-            scope=self._scope(data.get("scope"), (*path, "scope")),
+            scope=self._scope(data.get("scope"), (*path, "scope"), metric),
             window_s=int(window),
             condition=condition,
             severity=self.choice(data.get("severity", "warning"), (*path, "severity"), SEVERITIES),
@@ -383,12 +385,14 @@ class _Doc:
         if not data:
             raise self.error(path, "missing condition (kind: threshold or anomaly)")
         kind = self.choice(data.get("kind"), (*path, "kind"), tuple(DETECTORS))
-        if metric in DERIVED_METRICS and kind != "threshold":
+        if metric in THRESHOLD_ONLY and kind != "threshold":
             raise self.error((*path, "kind"), f"{metric} supports only kind: threshold")
         return self.dataclass(DETECTORS[kind], data, path, skip=("kind",))
 
-    def _scope(self, value: Any, path: KeyPath) -> dict[str, str]:
+    def _scope(self, value: Any, path: KeyPath, metric: str) -> dict[str, str]:
         scope = self.string_map(self.mapping(value, path, SCOPE_KEYS), path)
+        if metric in RUN_STATE_METRICS and "model" in scope:
+            raise self.error((*path, "model"), f"{metric} is per project or per agent, not per model")
         wildcards = [k for k, v in scope.items() if v == "*"]
         if "project" in wildcards:
             raise self.error((*path, "project"), "every project is evaluated separately; name one project or leave it out")

@@ -18,7 +18,8 @@ from typing import Any, Protocol, TypeVar
 import httpx
 
 from alerts.errors import SourceError
-from alerts.model import Alert, Delivery
+from alerts.model import Alert, Delivery, RunStates
+from alerts.run_states import run_state_values
 from collector import query
 from collector.api.schemas import AlertOut, CostBreakdown, TimeSeries
 from collector.storage import queries_alerts as qa
@@ -41,6 +42,12 @@ class MetricSource(Protocol):
     ) -> TimeSeries: ...
 
     def projected_month_cost(self, project: str, now: float, agent: str | None = None, model: str | None = None) -> float: ...
+
+    def run_states(
+        self, project: str, metric: str, now: float, window_s: int, group_by: str = "none", agent: str | None = None, min_runs: int = 0
+    ) -> dict[str, float | None]:
+        """A ``RUN_STATE_METRICS`` figure now, per group (``alerts.run_states``)."""
+        ...
 
 
 class AlertHistory(Protocol):
@@ -71,8 +78,8 @@ def delivery_row(delivery: Delivery) -> tuple[Any, ...]:
 class StoreBackend:
     """In-process: ``collector.query`` over the collector's store, history in its tables."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, store: Store, *, idle_timeout_s: float = query.DEFAULT_RUN_IDLE_TIMEOUT_S) -> None:
+        self.store, self.idle_timeout_s = store, idle_timeout_s
 
     def _guard(self, what: str, call: Callable[[], T]) -> T:
         try:
@@ -92,6 +99,12 @@ class StoreBackend:
     def projected_month_cost(self, project: str, now: float, agent: str | None = None, model: str | None = None) -> float:
         cost = self._guard("cost", lambda: query.cost_breakdown(self.store, project, start=now - 3600, end=now, agent=agent, model=model, now=now))
         return cost.projected_month_usd
+
+    def run_states(
+        self, project: str, metric: str, now: float, window_s: int, group_by: str = "none", agent: str | None = None, min_runs: int = 0
+    ) -> dict[str, float | None]:
+        return self._guard(metric, lambda: run_state_values(
+            self.store, project, metric, now=now, window_s=window_s, idle_timeout_s=self.idle_timeout_s, group_by=group_by, agent=agent, min_runs=min_runs))
 
     def firing(self, project: str) -> list[Alert]:
         rows = self._guard("firing alerts", lambda: self.store.query(qa.FIRING_ALERTS, {"project": project}))
@@ -155,6 +168,13 @@ class HttpBackend:
         params: dict[str, Any] = {"start": now - 3600, "end": now}
         params.update({k: v for k, v in (("agent", agent), ("model", model)) if v is not None})
         return CostBreakdown.model_validate(self._call("GET", "/api/cost", self._key(project), params=params)).projected_month_usd
+
+    def run_states(
+        self, project: str, metric: str, now: float, window_s: int, group_by: str = "none", agent: str | None = None, min_runs: int = 0
+    ) -> dict[str, float | None]:
+        params: dict[str, Any] = {"metric": metric, "now": now, "window_s": window_s, "group_by": group_by, "min_runs": min_runs}
+        params.update({"agent": agent} if agent is not None else {})
+        return RunStates.model_validate(self._call("GET", "/api/alerts/run-states", self._key(project), params=params)).values
 
     def firing(self, project: str) -> list[Alert]:
         rows = self._call("GET", "/api/alerts", self._key(project), params={"state": "firing", "start": 0, "end": 4e9, "limit": 1000})

@@ -75,3 +75,26 @@ WHERE project = {project:String} AND ok
     WHERE project = {project:String} AND (state = 'firing' OR resolved_at >= fromUnixTimestamp64Milli({since_ms:Int64}))
   )
 """
+
+# Run states for the stuck-run and crash-rate rules (``alerts.run_states``): every run with
+# spans in the last day (``since_ns``), merged per trace, per agent (``by_agent``) or for the
+# project. A run is running while its root has not arrived and a span arrived after
+# ``idle_cutoff_ns`` (now minus ``AGENTWATCH_RUN_IDLE_TIMEOUT_S``), incomplete after that; it
+# *became* incomplete in the window when its last span is within ``window_ns`` before the cutoff.
+RUN_STATES = """
+SELECT if({by_agent:UInt8} = 1, agent, '') AS grp,
+    max(if(n_roots = 0 AND last_ns >= {idle_cutoff_ns:Int64}, greatest({now_ns:Int64} - start_ns, 0), 0)) / 1e9 AS oldest_running_s,
+    countIf(n_roots = 0 AND last_ns >= {idle_cutoff_ns:Int64}) AS running,
+    countIf(n_roots = 0 AND last_ns < {idle_cutoff_ns:Int64} AND last_ns >= {idle_cutoff_ns:Int64} - {window_ns:Int64}) AS became_incomplete,
+    countIf(n_roots > 0 AND last_ns >= {now_ns:Int64} - {window_ns:Int64} AND last_ns < {now_ns:Int64}) AS finished
+FROM (
+    SELECT trace_id, sum(roots) AS n_roots, sum(opened) AS n_opened, max(agent) AS agent,
+        toUnixTimestamp64Nano(min(start_time)) AS start_ns, toUnixTimestamp64Nano(max(end_time)) AS last_ns
+    FROM runs_agg
+    WHERE project = {project:String} AND hour >= toStartOfHour(fromUnixTimestamp64Nano({since_ns:Int64}))
+    GROUP BY trace_id
+    HAVING (n_roots > 0 OR n_opened > 0) AND start_ns < {now_ns:Int64}
+)
+WHERE {agent:String} = '' OR agent = {agent:String}
+GROUP BY grp
+"""

@@ -1,6 +1,6 @@
 """Set-up shared by the alerts tests that drive the evaluator over a real store: two agents'
-runs with a cost spike, and an evaluator with its dispatcher over either backend (the
-collector's store in process, or the collector's HTTP API as ``agentwatch alerts run`` uses)."""
+runs with a cost spike, runs whose root never comes, and an evaluator with its dispatcher over
+either backend (the collector's store in process, or its HTTP API as ``alerts run`` uses)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ from alerts.channels import Dispatcher
 from alerts.evaluator import Evaluator
 from alerts.rules import RulesConfig, parse_rules
 from alerts.sources import HttpBackend, StoreBackend
+from collector.live_runs import LiveRuns
+from collector.model import SpanRow
 from collector.storage.base import Store
+from collector.storage.columns import spans_table
 from tests.alerts.conftest import Receiver
-from tests.collector.factories import agent_run
+from tests.collector.factories import agent_run, new_span_id, new_trace_id
 
 T0 = int(time.time()) // 60 * 60 - 3600  # a recent minute boundary (old spans fall to the retention TTL)
 SPIKE = (20, 21, 22, 24, 25)  # the delivery tests' six minutes of 20x spend, one ordinary minute (23) inside: one incident
@@ -72,3 +75,20 @@ def drive(evaluator: Evaluator, minutes: range) -> list[tuple[str, int]]:
 
 def by_path(receiver: Receiver, path: str) -> list[dict]:
     return [r.json() for r in receiver.requests if r.path == path]
+
+
+def ingest(store: Store, rows: list[SpanRow]) -> None:
+    """Store spans as the collector's writer does: rows, then the opening heads of rootless runs."""
+    table = spans_table(rows)
+    store.insert_spans(table)
+    LiveRuns().after_insert(store, table)
+
+
+def rootless(agent: str, start_s: float, step_offsets_s: range, *, project: str = "p1") -> list[SpanRow]:
+    """A run whose root never arrives: one step span at each offset (a live agent sends steps)."""
+    trace_id, run_id = new_trace_id(), new_span_id()
+    return [
+        SpanRow(project=project, trace_id=trace_id, agent_name=agent, service_name="svc", span_id=new_span_id(), parent_span_id=run_id,
+                name=f"step {i}", kind="step", start_time_ns=int((start_s + at) * 1e9), end_time_ns=int((start_s + at + 1) * 1e9), step_index=i)
+        for i, at in enumerate(step_offsets_s)
+    ]

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from alerts.sources import HttpBackend
+from tests.alerts.incident_setup import ingest, rootless
 from tests.collector.ingest_helpers import Running, serve, settings_for
 
 ALERT = {
@@ -32,7 +35,7 @@ def client(collector: Running, project: str) -> httpx.Client:
 def test_rules_are_the_defaults_without_a_file(collector: Running) -> None:
     rules = client(collector, "a").get("/api/alerts/rules").json()
     names = [r["name"] for r in rules]
-    assert "cost-per-hour-spike" in names and "success-rate-drop" in names and len(names) == 11
+    assert "cost-per-hour-spike" in names and "success-rate-drop" in names and "stuck-run" in names and len(names) == 13
     spike = next(r for r in rules if r["name"] == "cost-per-hour-spike")
     assert spike["window_s"] == 3600 and spike["condition"]["kind"] == "anomaly" and spike["scope"] == {"agent": "*"}
 
@@ -83,3 +86,20 @@ def test_rules_endpoint_names_a_broken_rules_file(collector: Running, tmp_path: 
     finally:
         collector.settings.alert_rules = ""
     assert response.status_code == 500 and f"{bad}:3: rules[0].metric" in response.json()["detail"]
+
+
+def test_run_states_for_an_out_of_process_evaluator(collector: Running) -> None:
+    """``alerts run`` reads the stuck-run and crash-rate figures here (``HttpBackend.run_states``)."""
+    now = time.time()
+    store = collector.app.state.store.get()
+    ingest(store, rootless("hung", now - 600, range(0, 600, 60), project="d"))
+    backend = HttpBackend(collector.url, [collector.key("d", ["read"])])
+    try:
+        ages = backend.run_states("d", "oldest_running_run_s", now, 300, "agent")
+    finally:
+        backend.close()
+    assert ages == {"hung": pytest.approx(600, abs=1)}
+    c = client(collector, "d")
+    assert c.get("/api/alerts/run-states", params={"metric": "incomplete_run_rate", "now": now, "window_s": 900}).json() == {"metric": "incomplete_run_rate", "values": {"": None}}
+    assert c.get("/api/alerts/run-states", params={"metric": "cost_usd", "now": now, "window_s": 900}).status_code == 422
+    assert c.get("/api/alerts/run-states", params={"metric": "incomplete_run_rate", "now": now, "window_s": 900, "group_by": "model"}).status_code == 422
