@@ -28,6 +28,10 @@ PARTS = {  # import name -> folder
     "bench": ROOT / "bench",
 }
 PLATFORM = {"agentwatch_api", "collector", "dashboard", "alerts", "reference_agent", "bench"}
+PRODUCT = {"agentwatch", "agentwatch_api", "collector", "dashboard", "alerts", "reference_agent"}
+# Installed by the ``dev`` extra only (pyproject.toml): the product never imports them.
+TEST_ONLY = ("pytest", "hypothesis", "selenium", "schemathesis", "aiosmtpd", "opentelemetry.exporter.otlp.proto.grpc",
+             "opentelemetry.instrumentation", "openinference", "traceloop", "openlit")
 SDK_PUBLIC = {"agentwatch"}  # the SDK's public modules; ``agentwatch._*`` are its private ones
 
 # Known violations: "importing file -> imported module". Shrink only.
@@ -56,9 +60,7 @@ KNOWN: dict[str, set[str]] = {
         "collector/cli.py -> dashboard.cli",  # the console script assembles every part's commands
     },
     "bench_imports_no_tests": {
-        "bench/batching.py -> tests.conftest",
         "bench/ingest_pipeline.py -> tests.collector.ingest_helpers",
-        "bench/soak.py -> tests.conftest",
     },
     # an import that closes a cycle: leaving it out of the graph leaves none
     "no_cycles_between_parts": {
@@ -218,6 +220,13 @@ def test_collector_never_names_the_dashboard() -> None:
 def test_benchmarks_import_no_tests() -> None:
     """A benchmark runs after a plain ``pip install .``: no pytest, no test helpers."""
     _check("bench_imports_no_tests", (i for i in imports() if part(i.source) == "bench" and part(i.target) == "tests"))
+
+
+def test_the_product_imports_no_test_only_package() -> None:
+    """Test-only packages live in the ``dev`` extra: a plain install has none of them."""
+    _check("product_imports_no_test_only_package",
+           (i for i in imports() if part(i.source) in PRODUCT
+            and any(i.target == name or i.target.startswith(name + ".") for name in TEST_ONLY)))
 
 
 def test_no_import_cycles_between_parts() -> None:
