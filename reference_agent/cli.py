@@ -42,6 +42,9 @@ def register_engine(sub: argparse._SubParsersAction) -> None:
     gpu = engine.add_argument_group("vLLM")
     gpu.add_argument("--served-model-name", default=None, help="the model name clients send")
     gpu.add_argument("--collector", default=None, help="collector URL for traces and metrics registration")
+    gpu.add_argument("--admin-key", default=os.environ.get("AGENTWATCH_ADMIN_KEY"),
+                     help="a key with the admin scope, to register the engine's /metrics with the collector; vLLM never sees it "
+                          "(default $AGENTWATCH_ADMIN_KEY, else --api-key)")
     gpu.add_argument("--engine-name", default="vllm", help="name of this engine in the collector (default vllm)")
     gpu.add_argument("--detailed-traces", action="store_true", help="pass --collect-detailed-traces all (slower)")
     gpu.add_argument("--health-timeout", type=float, default=900.0, help="seconds to wait for /health (default 900)")
@@ -77,7 +80,7 @@ def _run_vllm(args: argparse.Namespace) -> int:
 
     config = VllmLaunch(
         model_path=args.vllm, host=args.host, port=args.port, served_model_name=args.served_model_name,
-        collector_url=args.collector, collector_key=args.api_key, engine_name=args.engine_name,
+        collector_url=args.collector, collector_key=args.api_key, admin_key=args.admin_key, engine_name=args.engine_name,
         detailed_traces=args.detailed_traces,
     )
     try:

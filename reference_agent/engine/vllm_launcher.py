@@ -3,7 +3,9 @@
 It builds the ``vllm serve`` command (offline, tool calling with the hermes parser, cached-token
 details in usage, OTLP/HTTP protobuf traces to the collector with the project key), starts it,
 waits for ``/health`` and registers its ``/metrics`` with the collector's scraper
-(``POST <collector>/api/engines {"name", "url"}``). vLLM is an optional extra (``pip install
+(``POST <collector>/api/admin/engines {"name", "url"}``, which needs a key with the ``admin``
+scope: ``admin_key``, else the project key when it has that scope too; vLLM's own environment only
+ever holds the project key, which needs just ``ingest``). vLLM is an optional extra (``pip install
 agentwatch-platform[gpu]``); without it, or without an NVIDIA GPU, the command says so and exits
 non-zero. Flag names checked against vLLM's ``vllm serve`` documentation.
 """
@@ -41,7 +43,8 @@ class VllmLaunch:
     port: int = 8000
     served_model_name: str | None = None
     collector_url: str | None = None
-    collector_key: str | None = None
+    collector_key: str | None = None  # vLLM's traces: the ingest scope
+    admin_key: str | None = None  # the engine's registration: the admin scope (default: collector_key)
     engine_name: str = "vllm"
     detailed_traces: bool = False
     extra_args: tuple[str, ...] = field(default_factory=tuple)
@@ -123,17 +126,19 @@ def wait_for_health(base_url: str, *, timeout_s: float, process: subprocess.Pope
 
 
 def register_engine(collector_url: str, *, name: str, metrics_url: str, api_key: str | None) -> bool:
-    """Ask the collector to scrape ``metrics_url``; False (logged) when it refuses or is down."""
+    """Ask the collector to scrape ``metrics_url`` (``api_key`` needs the ``admin`` scope); False
+    (logged, with what to do instead) when it refuses or is down."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        response = httpx.post(f"{collector_url.rstrip('/')}/api/engines", json={"name": name, "url": metrics_url},
+        response = httpx.post(f"{collector_url.rstrip('/')}/api/admin/engines", json={"name": name, "url": metrics_url},
                               headers=headers, timeout=10.0)
     except httpx.HTTPError as exc:
         log.warning("could not register %s with the collector at %s: %s", metrics_url, collector_url, exc)
         return False
     if response.status_code >= 300:
-        log.warning("the collector refused to scrape %s (HTTP %d: %s); set AGENTWATCH_SCRAPE_TARGETS=%s=%s instead",
-                    metrics_url, response.status_code, response.text[:200], name, metrics_url)
+        hint = " (registering an engine needs a key with the admin scope: --admin-key)" if response.status_code in (401, 403) else ""
+        log.warning("the collector refused to scrape %s (HTTP %d: %s)%s; or set AGENTWATCH_SCRAPE_TARGETS=%s=%s on the collector",
+                    metrics_url, response.status_code, response.text[:200], hint, name, metrics_url)
         return False
     return True
 
@@ -148,7 +153,7 @@ def launch(config: VllmLaunch, *, health_timeout_s: float = 900.0) -> int:
         log.info("vLLM healthy at %s after %.0f s", config.base_url, took)
         if config.collector_url:
             register_engine(config.collector_url, name=config.engine_name,
-                            metrics_url=f"{config.base_url}/metrics", api_key=config.collector_key)
+                            metrics_url=f"{config.base_url}/metrics", api_key=config.admin_key or config.collector_key)
         return process.wait()
     except (LauncherError, KeyboardInterrupt):
         process.terminate()

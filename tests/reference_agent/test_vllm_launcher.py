@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from reference_agent.cli import register_engine as register_engine_command
@@ -21,6 +22,7 @@ from reference_agent.engine.vllm_launcher import (
     register_engine,
     wait_for_health,
 )
+from tests.collector.ingest_helpers import serve, settings_for
 from tests.conftest import free_port
 
 
@@ -122,9 +124,21 @@ def test_metrics_are_registered_with_the_collector(server_factory) -> None:
     collector = server_factory(healthy_after_s=0)
     assert register_engine(collector.url, name="vllm-a", metrics_url="http://127.0.0.1:8000/metrics", api_key="k1")
     path, body, headers = collector.posts[0]
-    assert path == "/api/engines"
+    assert path == "/api/admin/engines"
     assert body == {"name": "vllm-a", "url": "http://127.0.0.1:8000/metrics"}
     assert headers["authorization"] == "Bearer k1"
+
+
+def test_registration_with_a_real_collector_needs_the_admin_scope(tmp_path) -> None:
+    """The project key vLLM ships its traces with (ingest) cannot register; an admin key can."""
+    with serve(settings_for(tmp_path / "data")) as running:
+        keyring = running.app.state.keyring
+        ingest, admin = keyring.create("gpu", scopes="ingest").key, keyring.create("gpu", scopes="admin").key
+        metrics_url = f"http://127.0.0.1:{free_port()}/metrics"
+        assert not register_engine(running.url, name="vllm-a", metrics_url=metrics_url, api_key=ingest)
+        assert register_engine(running.url, name="vllm-a", metrics_url=metrics_url, api_key=admin)
+        listed = httpx.get(running.url + "/api/admin/engines", headers={"Authorization": f"Bearer {admin}"}, timeout=10).json()
+        assert [(e["engine"], e["url"]) for e in listed] == [("vllm-a", metrics_url)]
 
 
 def test_registration_with_a_collector_that_is_down_returns_false() -> None:
