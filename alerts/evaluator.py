@@ -10,7 +10,10 @@ row). Its lifecycle, the way an on-call engineer expects a pager to behave:
   (``repeat``) only every ``repeat_interval`` (``cooldown``; 0 = never);
 - *clearing*: the condition no longer holds; the incident resolves once ``resolve_after``
   windows in a row were clear **and** ``keep_firing_for`` has passed since the condition last
-  held (the hold-down), then notifies ``resolved`` once. A breach while clearing resets both;
+  held (the hold-down), then notifies ``resolved`` once. A breach while clearing resets both.
+  The incident's ``resolved_at`` is when it ended, not when that was confirmed: the evaluation
+  that saw the first of those clear windows (or the hold-down's end), so its recorded duration
+  is the spike's; the ``resolved`` notice itself goes out ``resolve_after`` windows later;
 - *no data*: the metric of a firing incident has no value (the scope vanished, a bucket with
   fewer than ``min_runs`` runs): the incident stays firing and is marked ``no_data_since``;
   missing data never resolves it. With ``no_data: notify`` one ``no_data`` message goes out.
@@ -87,7 +90,7 @@ class Evaluator:
         self._active: dict[str, dict[str, Alert]] = {}  # project -> fingerprint -> firing alert
         self._last_run: dict[tuple[str, str], float] = {}  # (project, rule) -> last evaluation
         self._pending: dict[str, float] = {}  # fingerprint -> since when the condition holds (``for``)
-        self._clear: dict[str, tuple[int, int]] = {}  # fingerprint -> (last window counted, clear windows in a row)
+        self._clear: dict[str, tuple[int, int, float]] = {}  # fingerprint -> (last window counted, clear windows in a row, since)
         self.errors = 0
         self.rounds = 0
 
@@ -276,9 +279,9 @@ class Evaluator:
     def _clearing(self, rule: Rule, fp: str, alert: Alert, verdict: Verdict, active: dict[str, Alert], now: float) -> list[tuple[Event, Alert]]:
         """Clear: count windows in a row; resolve after ``resolve_after`` of them and the hold-down."""
         window = math.floor(now / rule.window_s)
-        last, count = self._clear.get(fp, (window - 1, 0))
+        last, count, since = self._clear.get(fp, (window - 1, 0, now))
         count += window != last
-        self._clear[fp] = (window, count)
+        self._clear[fp] = (window, count, since)
         alert.no_data_since = None
         held = now - (alert.last_breach_at if alert.last_breach_at is not None else alert.started_at)
         if count < rule.resolve_after or held < rule.keep_firing_for_s:
@@ -288,7 +291,7 @@ class Evaluator:
             return []
         del active[fp]
         self._clear.pop(fp, None)
-        alert.state, alert.resolved_at = "resolved", now
+        alert.state, alert.resolved_at = "resolved", _ended_at(rule, alert, since)
         return self._change(rule, alert, verdict, "resolved", now)
 
     def _no_data(self, rule: Rule, alert: Alert, verdict: Verdict, now: float) -> list[tuple[Event, Alert]]:
@@ -330,6 +333,14 @@ class Evaluator:
         end = (alert.resolved_at if alert.resolved_at is not None else now) + rule.window_s
         params = {"alert": alert.alert_id, "start": int(onset), "end": math.ceil(end), **{k: v for k, v in sorted(alert.scope.items()) if k != "project"}}
         return f"{self.config.dashboard_url}/alerts?{urllib.parse.urlencode(params)}"
+
+
+def _ended_at(rule: Rule, alert: Alert, clear_since: float) -> float:
+    """When the incident ended: the evaluation that saw the first of the clear windows that
+    resolved it (the ``resolved`` notice goes out ``resolve_after`` windows later, once they
+    confirmed it), or the end of the hold-down when ``keep_firing_for`` held it longer."""
+    last_breach = alert.last_breach_at if alert.last_breach_at is not None else alert.started_at
+    return max(clear_since, last_breach + rule.keep_firing_for_s)
 
 
 def _peak(peak: float | None, value: float | None, direction: str) -> float | None:

@@ -280,6 +280,10 @@ class EngineJoin:
         """Seconds until the next reconcile pass (0: now)."""
         return max(0.0, self._next_pass - self._clock())
 
+    def postpone(self) -> None:
+        """Skip this pass (another collector holds the billing role); ask again a pass later."""
+        self._next_pass = self._clock() + max(1.0, self.wait_s / 4)
+
     def reconcile(self, store: Store) -> int:
         """Bill the engine spans that no client LLM span joined within ``wait_s``; returns how many."""
         now = self._clock()

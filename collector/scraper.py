@@ -22,6 +22,7 @@ import math
 import re
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -105,13 +106,14 @@ class EngineScraper:
     """Scrapes every target each ``interval_s``; an async context manager with a lifetime."""
 
     def __init__(self, store: Store, targets: list[Target], interval_s: float = 5.0, *, timeout_s: float | None = None,
-                 policy: HostPolicy | None = None, max_bytes: int = 4 * 1024 * 1024) -> None:
+                 policy: HostPolicy | None = None, max_bytes: int = 4 * 1024 * 1024, may_scrape: Callable[[], bool] | None = None) -> None:
         self.store = store
         self.targets = list(targets)
         self.interval_s = interval_s
         self.timeout_s = timeout_s if timeout_s is not None else max(1.0, min(interval_s, 10.0))
         self.policy = policy if policy is not None else HostPolicy.from_setting("", configured_hosts=target_hosts(self.targets))
         self.max_bytes = max_bytes
+        self.may_scrape = may_scrape  # whether this collector holds the scraping role (collector.roles)
         self.status: dict[tuple[str, str], dict[str, Any]] = {}  # (project, engine) -> {"ok", "error", "at"}
         self.errors: Counter[str] = Counter()
         self.last_scrape: dict[tuple[str, str], float] = {}
@@ -120,10 +122,10 @@ class EngineScraper:
         self._client: httpx.AsyncClient | None = None
 
     @classmethod
-    def from_settings(cls, store: Store, settings: Settings, *, policy: HostPolicy | None = None) -> EngineScraper:
+    def from_settings(cls, store: Store, settings: Settings, *, policy: HostPolicy | None = None, may_scrape: Callable[[], bool] | None = None) -> EngineScraper:
         targets = parse_targets(settings.scrape_targets)
         policy = policy or HostPolicy.from_setting(settings.scrape_allowed_hosts, configured_hosts=target_hosts(targets))
-        return cls(store, targets, settings.scrape_interval_s, policy=policy, max_bytes=settings.scrape_max_bytes)
+        return cls(store, targets, settings.scrape_interval_s, policy=policy, max_bytes=settings.scrape_max_bytes, may_scrape=may_scrape)
 
     async def __aenter__(self) -> EngineScraper:
         self._client = httpx.AsyncClient(timeout=self.timeout_s, follow_redirects=False, trust_env=False)
@@ -147,7 +149,8 @@ class EngineScraper:
         while True:
             started = time.monotonic()
             try:
-                await self.scrape_once()
+                if self.may_scrape is None or self.may_scrape():
+                    await self.scrape_once()
             except Exception:  # a bug here must not end scraping for good
                 self.errors["internal"] += 1
                 log.exception("engine scraper: cycle failed")

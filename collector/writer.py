@@ -68,6 +68,7 @@ class Writer:
         drain_timeout_s: float = 10.0,
         engine_join: EngineJoin | None = None,
         live_runs: LiveRuns | None = None,
+        may_bill: Callable[[], bool] | None = None,
     ) -> None:
         self._store = store
         self._spool = spool
@@ -80,6 +81,7 @@ class Writer:
         self._drain_timeout = drain_timeout_s
         self._join = engine_join
         self._live = live_runs
+        self._may_bill = may_bill  # whether this collector holds the engine-join role (collector.roles)
         self._entries: deque[_Entry] = deque()
         self._replays: deque[tuple[str, list[_Entry]]] = deque()
         self._queued = 0  # spans waiting (in memory or only in the spool)
@@ -227,6 +229,9 @@ class Writer:
     async def _reconcile(self) -> None:
         """Bill engine-only calls (``collector.engine_join``); a failure waits for the next pass."""
         assert self._join is not None
+        if self._may_bill is not None and not self._may_bill():
+            self._join.postpone()  # another collector bills engine-only calls
+            return
         try:
             await asyncio.to_thread(lambda: self._join.reconcile(self._store()) if self._join else 0)
         except StoreError as exc:

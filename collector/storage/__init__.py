@@ -18,8 +18,12 @@ def open_store(settings: Settings, *, migrate: bool = True) -> Store:
     else embedded chDB in ``data_dir / "chdb"``."""
     if settings.clickhouse_url:
         from collector.storage.clickhouse_store import ClickHouseStore
+        from collector.storage.lease import holder_id
 
-        store: Store = ClickHouseStore(settings.clickhouse_url, retention_days=settings.retention_days, cluster=settings.clickhouse_cluster)
+        store: Store = ClickHouseStore(
+            settings.clickhouse_url, retention_days=settings.retention_days, cluster=settings.clickhouse_cluster,
+            holder=holder_id(settings.collector_id), lease_ttl_s=settings.lease_ttl_s,
+        )
     else:
         from collector.storage.chdb_store import ChdbStore
 

@@ -6,12 +6,14 @@ exactly one row per term (``queries_lease``: insert deduplication decides, atomi
 server and through Keeper on a cluster) and reading the term back tells each contender whether
 it won. A holder that dies stops renewing, and its lease is taken over once it expires.
 
-Two uses:
+Three uses:
 
 - ``SpanWriteLock``: the identity check and the insert of a span batch run under the
   ``span-writer`` lease, taken per batch and handed back after it. So a request retried on
   another collector finds its spans stored (or is stored by exactly one of the two): the
   look-up-then-insert is atomic across collectors, as the insert lock makes it within one.
+- ``SCHEMA``: one collector at a time applies migrations (``SqlStore.migrate``), so a cluster
+  applies each once however many collectors start together.
 - ``collector.roles``: work that must run once per cluster (alert evaluation, engine scraping,
   the engine-join billing pass) runs only in the collector holding that role's lease.
 
@@ -39,6 +41,7 @@ from collector.storage.base import StoreError, StoreUnavailable
 log = logging.getLogger(__name__)
 
 SPAN_WRITER = "span-writer"
+SCHEMA = "schema"  # held while migrations are applied: once per cluster, by one collector
 _FORGET_EVERY = 1000  # terms; the holder then drops all but the last ones
 
 
@@ -119,15 +122,16 @@ class StoreLease:
             log.warning("lease %s: dropping old terms failed: %s", self.name, exc)
 
 
-class SpanWriteLock:
-    """The ``span-writer`` lease around each identity check and insert; see the module docstring.
+class LeaseLock:
+    """A lease used as a lock: ``with lock.hold(): ...`` takes it (waiting) and hands it back.
 
     ``hold()`` waits for the lease (polling, with backoff) at most ``wait_s``, then raises
     ``StoreUnavailable``: the writer retries the batch later and the spool keeps it.
     """
 
-    def __init__(self, store: Any, holder: str, *, ttl_s: float = 15.0, wait_s: float | None = None) -> None:
-        self._lease = StoreLease(store, SPAN_WRITER, holder, ttl_s=ttl_s)
+    def __init__(self, store: Any, name: str, holder: str, *, ttl_s: float = 15.0, wait_s: float | None = None) -> None:
+        self._lease = StoreLease(store, name, holder, ttl_s=ttl_s)
+        self.holder = holder
         self._wait_s = wait_s if wait_s is not None else 2 * ttl_s
         self._lock = threading.Lock()
         self.waits = 0  # batches that found the lease held by another collector
@@ -147,6 +151,13 @@ class SpanWriteLock:
         while not self._lease.acquire():
             self.waits += 1
             if time.monotonic() > deadline:
-                raise StoreUnavailable(f"the span-writer lease stayed with another collector for {self._wait_s:.0f} s")
+                raise StoreUnavailable(f"the {self._lease.name} lease stayed with another collector for {self._wait_s:.0f} s")
             time.sleep(pause)
             pause = min(pause * 2, 0.1)
+
+
+class SpanWriteLock(LeaseLock):
+    """The ``span-writer`` lease around each identity check and insert; see the module docstring."""
+
+    def __init__(self, store: Any, holder: str, *, ttl_s: float = 15.0, wait_s: float | None = None) -> None:
+        super().__init__(store, SPAN_WRITER, holder, ttl_s=ttl_s, wait_s=wait_s)

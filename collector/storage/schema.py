@@ -430,8 +430,9 @@ def migration_statements(migration: Migration, cluster: str = "") -> list[str]:
 
 
 def bootstrap_statements(cluster: str = "") -> list[str]:
-    """What must exist before migrations are looked up: the table that records them."""
-    return for_cluster(MIGRATIONS_TABLE, cluster) if cluster else [MIGRATIONS_TABLE]
+    """What must exist before migrations are looked up: the table that records them, and leases."""
+    statements = [MIGRATIONS_TABLE, LEASES]  # leases: one collector of many applies the migrations
+    return [out for s in statements for out in for_cluster(s, cluster)] if cluster else statements
 
 
 APPLIED_VERSIONS = "SELECT version FROM schema_migrations"

@@ -11,7 +11,7 @@ import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ from collector.model import SpanRow
 from collector.storage import queries, schema
 from collector.storage.base import QueryError
 from collector.storage.columns import SPANS_SCHEMA, spans_table
-from collector.storage.lease import SpanWriteLock
+from collector.storage.lease import SCHEMA, LeaseLock, SpanWriteLock
 from collector.storage.recent import RecentKeys, key_hashes, trace_hashes
 
 _KEY = ("project", "trace_id", "span_id")
@@ -62,15 +62,22 @@ class SqlStore(ABC):
         """Apply the migrations not yet recorded, then the retention TTL; idempotent."""
         for statement in schema.bootstrap_statements(self.cluster):
             self.command(statement)
-        applied = {int(r["version"]) for r in self.query(schema.APPLIED_VERSIONS)}
-        for migration in schema.MIGRATIONS:
-            if migration.version in applied:
-                continue
-            for statement in schema.migration_statements(migration, self.cluster):
-                self.command(statement)
-            self.command(schema.RECORD_MIGRATION, {"version": migration.version, "name": migration.name})
-            log.info("applied schema migration %d (%s)", migration.version, migration.name)
-        self._apply_retention()
+        with self._schema_lock():
+            applied = {int(r["version"]) for r in self.query(schema.APPLIED_VERSIONS)}
+            for migration in schema.MIGRATIONS:
+                if migration.version in applied:
+                    continue
+                for statement in schema.migration_statements(migration, self.cluster):
+                    self.command(statement)
+                self.command(schema.RECORD_MIGRATION, {"version": migration.version, "name": migration.name})
+                log.info("applied schema migration %d (%s)", migration.version, migration.name)
+            self._apply_retention()
+
+    def _schema_lock(self) -> AbstractContextManager[None]:
+        """Where collectors share the store, one applies migrations at a time (the ``schema`` lease)."""
+        if self.write_lock is None:
+            return nullcontext()
+        return LeaseLock(self, SCHEMA, self.write_lock.holder, ttl_s=600.0, wait_s=900.0).hold()
 
     def _apply_retention(self) -> None:
         for statement in schema.ttl_statements(self.retention_days, self.cluster):

@@ -101,7 +101,7 @@ def test_column_changes_reach_the_distributed_table_and_mutations_only_the_local
 def test_single_node_ddl_is_unchanged() -> None:
     for migration in schema.MIGRATIONS:
         assert schema.migration_statements(migration) == list(migration.statements)
-    assert schema.bootstrap_statements() == [schema.MIGRATIONS_TABLE]
+    assert schema.bootstrap_statements() == [schema.MIGRATIONS_TABLE, schema.LEASES]
 
 
 def test_bad_cluster_names_and_unknown_statements_are_refused() -> None:

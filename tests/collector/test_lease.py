@@ -104,3 +104,24 @@ def test_a_writer_waits_for_the_lease_then_gives_up_with_store_unavailable(two_c
     other.release()
     with lock.hold():
         pass
+
+
+def test_each_role_is_held_by_one_collector_and_handed_over_at_shutdown(two_collectors_stores: tuple[ClickHouseStore, ClickHouseStore]) -> None:
+    import asyncio
+
+    from collector.roles import ROLES, Roles
+
+    first, second = two_collectors_stores
+    one, two = Roles(lambda: first, "c1"), Roles(lambda: second, "c2")
+
+    async def scenario() -> tuple[list[str], list[str], list[str]]:
+        async with one:
+            await asyncio.to_thread(two.renew)
+            during = (one.held(), two.held())
+        await asyncio.to_thread(two.renew)
+        return *during, two.held()
+
+    held_one, held_two, after = asyncio.run(scenario())
+    assert held_one == list(ROLES) and held_two == []
+    assert after == list(ROLES)
+    assert Roles(lambda: first, "solo", shared=False).holds("alerts")
