@@ -16,7 +16,11 @@ Cost levers it demonstrates: tool results are cached (hits traced with the token
 saved), the easy "what next / do I have enough?" decisions go to the small model and only the
 synthesis to the large one (each LLM span says which: ``agentwatch.llm.model_tier``, set
 with ``agentwatch.llm_attributes`` around the call), a step limit and an ``agentwatch.Budget``
-stop runaway runs.
+stop runaway runs. Each routed call records the routing lever (``agentwatch.lever.*``, with the
+large model it would have used); a cache hit records the cache lever. A ``RateLimiter`` (per
+user and per project) queues or refuses runs, and a ``DegradationPolicy`` switches a run under
+budget pressure or engine saturation to the small model, to fewer steps, or from ReAct to the
+evolving report (``reference_agent.levers``); each records its lever on the span where it acted.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import openai
 from opentelemetry import trace
 
 from reference_agent.engine.tokenizer import count_tokens
+from reference_agent.levers import DegradationPolicy, RateLimiter, projected_cost
 from reference_agent.tools import ResearchTools, ToolCache, ToolError, UnknownDocument
 
 Mode = Literal["react", "iterative"]
@@ -101,6 +106,7 @@ class AgentConfig:
     temperature: float = 0.0
     max_cost_usd: float | None = None
     max_seconds: float | None = None
+    degradation: DegradationPolicy | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -139,6 +145,9 @@ class RunResult:
     cost_usd: float = 0.0
     duration_s: float = 0.0
     budget_exceeded: str = ""
+    degraded: str = ""  # the degradation action taken, if any
+    rate_limit_delay_s: float = 0.0
+    rate_limited: bool = False  # refused by the rate limiter
     trace_id: str = ""
     step_input_tokens: list[int] = field(default_factory=list)  # input tokens of each decision call
 
@@ -157,22 +166,30 @@ class _State:
     """The agent's memory: the full history (react) or a bounded report (iterative)."""
 
     question: str
+    mode: str
+    model: str  # synthesis
+    decision_model: str
+    max_steps: int
     history: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     last_result: str = ""
+    degraded: bool = False
+    capped: bool = False  # a degradation capped the steps: the run writes its report at the cap
 
 
 class ResearchAgent:
     """Answers research questions with ``search`` and ``fetch``; one instance serves many runs."""
 
     def __init__(self, client: openai.AsyncOpenAI, tools: ResearchTools, *, config: AgentConfig | None = None,
-                 cache: ToolCache | None = None, seed: int = 0) -> None:
+                 cache: ToolCache | None = None, seed: int = 0, rate_limiter: RateLimiter | None = None) -> None:
         self.client = client
         self.tools = tools
         self.config = config or AgentConfig()
         self.cache = cache if cache is not None else ToolCache()
+        self.rate_limiter = rate_limiter
         self._rng = random.Random(seed)
         self._prices = agentwatch.PriceTable()
+        self._finished = (0, 0)  # runs that finished undegraded: count, total research steps (a projection's expectation)
 
     async def run(self, question: str, *, user_id: str = "", session_id: str = "") -> RunResult:
         """Research ``question`` to a report; never raises for a failed run, the result says why."""
@@ -195,8 +212,11 @@ class ResearchAgent:
         with agentwatch.run(AGENT_NAME, user_id=user_id or None, session_id=session_id or None,
                             tags=[self.config.mode], budget=budget) as run:
             result.trace_id = run.trace_id
+            if not await self._admitted(result, user_id):
+                run.set_outcome("abandoned", reason=result.reason)
+                return
             try:
-                await self._research(_State(question), result)
+                await self._research(self._new_state(question), result)
             except agentwatch.BudgetExceeded as exc:
                 run.set_outcome("abandoned", reason=str(exc))
                 raise
@@ -204,49 +224,124 @@ class ResearchAgent:
                 run.set_outcome("failure", reason=f"{type(exc).__name__}: {exc}")
                 raise
             run.set_outcome(result.outcome, reason=result.reason)
+        self._count_finished(result)
+
+    def _new_state(self, question: str) -> _State:
+        return _State(question, mode=self.config.mode, model=self.config.model,
+                      decision_model=self.config.decision_model, max_steps=self.config.max_steps)
+
+    async def _admitted(self, result: RunResult, user_id: str) -> bool:
+        """The rate limiter's word on this run (recorded on the run span when it acts)."""
+        if self.rate_limiter is None:
+            return True
+        admission = await self.rate_limiter.admit(user_id)
+        if admission.refused:
+            agentwatch.record_lever("rate_limit", reason=admission.reason, change="run refused", refused=True)
+            result.outcome, result.reason, result.rate_limited = "abandoned", f"rate limited: {admission.reason}", True
+            return False
+        if admission.delay_s:
+            agentwatch.record_lever("rate_limit", reason=admission.reason, change=f"run queued {admission.delay_s:.2f} s",
+                                    delay_s=admission.delay_s)
+            result.rate_limit_delay_s = admission.delay_s
+        return True
+
+    def _count_finished(self, result: RunResult) -> None:
+        if result.outcome == "success" and not result.degraded:
+            count, steps = self._finished
+            self._finished = (count + 1, steps + result.steps - 1)
 
     async def _research(self, state: _State, result: RunResult) -> None:
         """Step until the small model says the material is enough, then synthesize."""
-        for index in range(self.config.max_steps):
+        index, step_cost = 0, 0.0
+        while index < state.max_steps:
             result.steps = index + 1
             with agentwatch.step("research"):
+                cost_before = result.cost_usd
+                await self._maybe_degrade(state, result, index, step_cost)
                 if state.notes and await self._enough(state, result):
                     break
-                reply = await self._chat(self.config.decision_model, self._act_messages(state), result,
-                                         tools=TOOL_SCHEMAS)
+                reply = await self._chat(state.decision_model, self._act_messages(state), result,
+                                         tools=TOOL_SCHEMAS, routed=True)
                 result.step_input_tokens.append(reply.input_tokens)
                 if not reply.tool_calls:
                     break  # the model answered instead of acting: nothing left to look up
                 await self._act(state, reply, result)
+                step_cost = result.cost_usd - cost_before
+            index += 1
         else:
-            result.outcome, result.reason = "abandoned", f"step limit ({self.config.max_steps}) reached"
-            return
+            if not state.capped:
+                result.outcome, result.reason = "abandoned", f"step limit ({state.max_steps}) reached"
+                return
         await self._write_report(state, result)
+
+    async def _maybe_degrade(self, state: _State, result: RunResult, index: int, step_cost: float) -> None:
+        """Once per run, under pressure: the policy's action, recorded on this step's span."""
+        policy = self.config.degradation
+        if policy is None or state.degraded or index == 0:
+            return
+        why = await policy.pressure(self._budget_used(result))
+        if why is None:
+            return
+        change = self._degrade(state, policy, index)
+        if change is None:
+            return
+        count, steps = self._finished
+        expected = steps / count if count else float(self.config.max_steps)
+        agentwatch.record_lever("degradation", reason=why, change=change, cost_so_far_usd=result.cost_usd,
+                                projected_cost_usd=projected_cost(result.cost_usd, step_cost, index, expected))
+        state.degraded, result.degraded = True, policy.action
+
+    def _budget_used(self, result: RunResult) -> float | None:
+        """The SDK's share of the run's budget spent, or the agent's own count of the cost when that is
+        more (the SDK off, or its OpenAI instrumentation: then it sees no LLM cost)."""
+        run = agentwatch.current_run()
+        limit = self.config.max_cost_usd
+        shares = [x for x in (run.budget_used() if run is not None else None,
+                              result.cost_usd / limit if limit else None) if x is not None]
+        return max(shares, default=None)
+
+    def _degrade(self, state: _State, policy: DegradationPolicy, index: int) -> str | None:
+        """Apply ``policy.action`` to this run; what it changed, or None when there is nothing to change."""
+        if policy.action == "small_model":
+            small = self.config.small_model
+            if not small or state.model == small:
+                return None
+            before, state.model, state.decision_model = state.model, small, small
+            return f"model {before} -> {small}"
+        if policy.action == "cap_steps":
+            cap = min(state.max_steps, index + policy.cap_steps)
+            before, state.max_steps, state.capped = state.max_steps, cap, True
+            return f"max_steps {before} -> {cap}"
+        if state.mode == "iterative":
+            return None
+        state.mode = "iterative"
+        return "mode react -> iterative"
 
     async def _enough(self, state: _State, result: RunResult) -> bool:
         """The easy decision, asked of the small model: do we have enough to write?"""
         messages = [*self._act_messages(state), {"role": "user", "content": ENOUGH_QUESTION}]
-        reply = await self._chat(self.config.decision_model, messages, result)
+        reply = await self._chat(state.decision_model, messages, result, routed=True)
         return reply.content.strip().lower().startswith("yes")
 
     async def _write_report(self, state: _State, result: RunResult) -> None:
         """Synthesis, the hard part, goes to the large model; the report tool stores it."""
         result.steps += 1
         with agentwatch.step("synthesize"):
-            reply = await self._chat(self.config.model, self._report_messages(state), result)
+            reply = await self._chat(state.model, self._report_messages(state), result)
             async with agentwatch.tool("report"):
                 if not reply.content.strip():
-                    raise AgentError(f"model {self.config.model!r} returned an empty report")
+                    raise AgentError(f"model {state.model!r} returned an empty report")
                 result.report = reply.content.strip()
         result.outcome, result.reason = "success", "report written"
 
     # --- model calls -----------------------------------------------------------------------
 
     async def _chat(self, model: str, messages: list[dict[str, Any]], result: RunResult,
-                    *, tools: list[dict[str, Any]] | None = None) -> _Reply:
-        """One streamed chat completion; usage comes in the final chunk."""
+                    *, tools: list[dict[str, Any]] | None = None, routed: bool = False) -> _Reply:
+        """One streamed chat completion; usage comes in the final chunk. ``routed``: an easy
+        decision, which the router sends to the small model (a lever, when it did)."""
         extra: dict[str, Any] = {"tools": tools, "tool_choice": "auto"} if tools else {}
-        with agentwatch.llm_attributes({MODEL_TIER: self._tier(model)}):  # the router's choice, on the LLM span
+        with agentwatch.llm_attributes(self._llm_labels(model, routed)):  # the router's choice, on the LLM span
             stream = await self.client.chat.completions.create(
                 model=model, messages=messages, stream=True, stream_options={"include_usage": True},
                 max_tokens=self.config.max_output_tokens, temperature=self.config.temperature, **extra)
@@ -262,15 +357,22 @@ class ResearchAgent:
         routing = self.config.small_model is not None and self.config.small_model != self.config.model
         return "small" if routing and model == self.config.small_model else "large"
 
+    def _llm_labels(self, model: str, routed: bool) -> dict[str, Any]:
+        labels: dict[str, Any] = {MODEL_TIER: self._tier(model)}
+        if routed and model == self.config.small_model and model != self.config.model:
+            labels.update(agentwatch.lever_attributes("routing", reason="easy decision", baseline_model=self.config.model,
+                                                      change=f"{self.config.model} -> {model}"))
+        return labels
+
     def _act_messages(self, state: _State) -> list[dict[str, Any]]:
-        if self.config.mode == "react":
+        if state.mode == "react":
             return [{"role": "system", "content": ACT_PROMPT},
                     {"role": "user", "content": f"Question: {state.question}"}, *state.history]
         return [{"role": "system", "content": ACT_PROMPT},
                 {"role": "user", "content": self._bounded_brief(state)}]
 
     def _report_messages(self, state: _State) -> list[dict[str, Any]]:
-        if self.config.mode == "react":
+        if state.mode == "react":
             material = "\n\n".join(str(m.get("content") or "") for m in state.history if m["role"] == "tool")
         else:
             material = self._report_text(state)
@@ -297,7 +399,7 @@ class ResearchAgent:
 
     async def _act(self, state: _State, reply: _Reply, result: RunResult) -> None:
         """Run the requested tools and remember what they said."""
-        if self.config.mode == "react":
+        if state.mode == "react":
             state.history.append({"role": "assistant", "content": reply.content or None,
                                   "tool_calls": reply.tool_calls})
         for call in reply.tool_calls:
@@ -305,7 +407,7 @@ class ResearchAgent:
             output = await self._call_tool(name, argument, result)
             state.last_result = output
             state.notes.append(_note(name, argument, output))
-            if self.config.mode == "react":
+            if state.mode == "react":
                 state.history.append({"role": "tool", "tool_call_id": call["id"], "content": output})
 
     async def _call_tool(self, name: str, argument: str, result: RunResult) -> str:
@@ -318,6 +420,7 @@ class ResearchAgent:
                 result.tool_calls += 1
                 saved = count_tokens(cached)
                 _annotate({CACHE_HIT: True, TOKENS_SAVED: saved})
+                agentwatch.record_lever("cache", reason="same call earlier", change=f"{name} served from the cache")
             result.cache_hits += 1
             result.tokens_saved += saved
             return cached

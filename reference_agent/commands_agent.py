@@ -14,6 +14,7 @@ import sys
 import agentwatch
 
 from reference_agent.agent import MODES, AgentConfig, ResearchAgent, RunResult, make_client
+from reference_agent.levers import DEGRADE_ACTIONS, DegradationPolicy, EngineWatch, RateLimiter
 from reference_agent.loadgen import LoadConfig, LoadSummary, Progress, generate_load
 from reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
 
@@ -58,19 +59,59 @@ def _add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tool-timeout", type=float, default=1.0,
                         help="seconds the agent waits for a tool call before it counts as timed out (default 1)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the tool failures and the questions")
+    parser.add_argument("--degrade", choices=DEGRADE_ACTIONS, default=None,
+                        help="degradation under pressure: small_model, cap_steps or iterative (default off)")
+    parser.add_argument("--degrade-at", type=float, default=0.6,
+                        help="share of the run's --budget-usd spent that counts as pressure (default 0.6)")
+    parser.add_argument("--degrade-cap-steps", type=int, default=1, help="cap_steps: research steps left (default 1)")
+    parser.add_argument("--degrade-on-engine", action="store_true",
+                        help="degrade too when the engine is saturated (its /metrics: requests waiting, KV cache)")
+    parser.add_argument("--rate-limit-user", type=_rate, default=None, metavar="RATE[/BURST]",
+                        help="token bucket per user: runs per second, optional burst (e.g. 0.5/2)")
+    parser.add_argument("--rate-limit-project", type=_rate, default=None, metavar="RATE[/BURST]",
+                        help="token bucket for the whole project")
+    parser.add_argument("--rate-limit-mode", choices=("queue", "reject"), default="queue",
+                        help="a run that finds a bucket empty waits (queue, at most 5 s) or is refused")
     parser.add_argument("--collector", default=None, help="collector URL for the traces (default $AGENTWATCH_ENDPOINT)")
     parser.add_argument("--collector-key", default=None, help="project API key (default $AGENTWATCH_API_KEY)")
+
+
+def _rate(text: str) -> tuple[float, float]:
+    """``RATE`` or ``RATE/BURST`` (runs per second, and how many may come at once)."""
+    rate, _, burst = text.partition("/")
+    try:
+        return float(rate), float(burst or 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected RATE or RATE/BURST (e.g. 0.5/2), got {text!r}") from None
 
 
 def build_agent(args: argparse.Namespace, *, cache: ToolCache | None = None) -> ResearchAgent:
     """The agent the command-line arguments describe; bad values raise ``ValueError``."""
     config = AgentConfig(mode=args.mode, model=args.model, small_model=args.small_model or None,
                          max_steps=args.max_steps, max_cost_usd=args.budget_usd, max_seconds=args.max_seconds,
-                         tool_timeout_s=args.tool_timeout)
+                         tool_timeout_s=args.tool_timeout, degradation=_degradation(args))
     tools = ResearchTools(Corpus.load(), ToolConfig(
         latency_s=args.tool_latency, failure_rate=args.tool_failure_rate, timeout_rate=args.tool_timeout_rate,
         seed=args.seed))
-    return ResearchAgent(make_client(args.base_url, args.api_key), tools, config=config, cache=cache, seed=args.seed)
+    return ResearchAgent(make_client(args.base_url, args.api_key), tools, config=config, cache=cache, seed=args.seed,
+                         rate_limiter=_rate_limiter(args))
+
+
+def _degradation(args: argparse.Namespace) -> DegradationPolicy | None:
+    if args.degrade is None:
+        return None
+    engine = EngineWatch(args.base_url.removesuffix("/").removesuffix("/v1") + "/metrics") if args.degrade_on_engine else None
+    return DegradationPolicy(action=args.degrade, budget_share=args.degrade_at if args.budget_usd else None,
+                             cap_steps=args.degrade_cap_steps, engine=engine)
+
+
+def _rate_limiter(args: argparse.Namespace) -> RateLimiter | None:
+    user, project = args.rate_limit_user, args.rate_limit_project
+    if user is None and project is None:
+        return None
+    return RateLimiter(user_rate=user[0] if user else None, user_burst=user[1] if user else 1.0,
+                       project_rate=project[0] if project else None, project_burst=project[1] if project else 1.0,
+                       mode=args.rate_limit_mode)
 
 
 def _init_sdk(args: argparse.Namespace) -> None:

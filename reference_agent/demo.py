@@ -11,6 +11,12 @@ the research agent in this process, traced by the SDK like any user's agent:
    five documents for) with every call on ``sim-large``, so the cost per minute really rises
    (each step re-sends the growing history to the expensive model).
 
+Every cost lever acts during the baseline, so the Cost page shows a measured saving for each:
+the tool cache and the engine's prefix cache, routing of the easy decisions to ``sim-small``, a
+per-user rate limiter that queues the baseline users' runs, and one more "frugal" user whose
+agent has a small budget (its runs degrade to ``sim-small`` once 5 % of it is spent) and a
+rate limiter that refuses its runs beyond one every 6 s.
+
 The demo's alert rules (``demo_rules.yaml`` next to this module, evaluated every 2 s) are the
 default cost rules with buckets of seconds instead of hours, so that the spike fires within a
 40-second demo: the agent's cost per 5 s and its most expensive run per 10 s, each against a
@@ -51,6 +57,7 @@ import httpx
 from agentwatch_api.handshake import read_admin_token
 from reference_agent.agent import AgentConfig, ResearchAgent, make_client
 from reference_agent.engine.policy import docs_wanted
+from reference_agent.levers import DegradationPolicy, RateLimiter
 from reference_agent.loadgen import LoadConfig, LoadSummary, generate_load, make_questions
 from reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
 
@@ -329,10 +336,11 @@ def _auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-def _agent(base_url: str, config: AgentConfig, cache: ToolCache, corpus: Corpus, seed: int) -> ResearchAgent:
+def _agent(base_url: str, config: AgentConfig, cache: ToolCache, corpus: Corpus, seed: int, *,
+           rate_limiter: RateLimiter | None = None) -> ResearchAgent:
     client = make_client(base_url + "/v1", "demo")
     tools = ResearchTools(corpus, ToolConfig(latency_s=0.05, failure_rate=0.05, timeout_rate=0.02, seed=seed))
-    return ResearchAgent(client, tools, config=config, cache=cache, seed=seed)
+    return ResearchAgent(client, tools, config=config, cache=cache, seed=seed, rate_limiter=rate_limiter)
 
 
 def export_line(urls: dict[str, str], key: str) -> str:
@@ -416,12 +424,18 @@ async def _phases(options: DemoOptions, engine_url: str) -> dict[str, LoadSummar
     corpus, cache = Corpus.load(), ToolCache()
     baseline_s = options.duration_s * BASELINE_SHARE
     spike_s = options.duration_s - baseline_s
-    baseline = _agent(engine_url, AgentConfig(mode="iterative", max_steps=10), cache, corpus, seed=1)
+    queue = RateLimiter(user_rate=0.25, mode="queue", max_wait_s=5.0)  # a run per user every 4 s, the rest waits
+    baseline = _agent(engine_url, AgentConfig(mode="iterative", max_steps=10), cache, corpus, seed=1, rate_limiter=queue)
+    frugal = _agent(engine_url, AgentConfig(mode="iterative", max_steps=10, max_cost_usd=0.002,
+                                            degradation=DegradationPolicy(action="small_model", budget_share=0.05)),
+                    cache, corpus, seed=4, rate_limiter=RateLimiter(user_rate=1 / 6, mode="reject"))
     spike = _agent(engine_url, AgentConfig(mode="react", small_model=None, max_steps=14), cache, corpus, seed=2)
-    options.log(f"phase 1/2: baseline, {options.users} users, evolving-report runs routed to sim-small "
-                f"({baseline_s:.0f} s)")
+    options.log(f"phase 1/2: baseline, {options.users} users, evolving-report runs routed to sim-small, and one "
+                f"frugal user whose runs degrade and are rate limited ({baseline_s:.0f} s)")
     first = asyncio.create_task(generate_load(baseline, LoadConfig(
         users=options.users, runs=1_000_000, think_time_s=0.5, duration_s=baseline_s, seed=1)))
+    levers = asyncio.create_task(generate_load(frugal, LoadConfig(
+        users=1, runs=1_000_000, think_time_s=1.0, duration_s=baseline_s, seed=4)))
     await asyncio.sleep(baseline_s)
     options.log(f"phase 2/2: cost spike, {2 * options.users} users switch to long ReAct runs on sim-large "
                 f"({spike_s:.0f} s)")
@@ -430,7 +444,7 @@ async def _phases(options: DemoOptions, engine_url: str) -> dict[str, LoadSummar
     recovery_s = min(RECOVERY_S, options.duration_s / 2)
     options.log(f"after the spike: back to the baseline's {options.users} users ({recovery_s:.0f} s)")
     third = await generate_load(baseline, LoadConfig(users=options.users, runs=1_000_000, think_time_s=0.5, duration_s=recovery_s, seed=3))
-    return {"baseline": await first, "spike": second, "recovery": third}
+    return {"baseline": await first, "frugal": await levers, "spike": second, "recovery": third}
 
 
 def _long_tasks() -> tuple[str, ...]:
@@ -491,7 +505,8 @@ async def _final_report(
 def _print_report(report: DemoReport, log: Callable[[str], None]) -> None:
     for name, summary in report.phases.items():
         log(f"{name}: {summary.runs} runs, ${summary.cost_usd:.4f}, p50 {summary.latency_p50_s:.1f} s, "
-            f"{summary.tool_failures} tool failures, {summary.cache_hits} cache hits")
+            f"{summary.tool_failures} tool failures, {summary.cache_hits} cache hits, {summary.degraded} degraded, "
+            f"{summary.rate_queued} queued, {summary.rate_refused} refused")
     log(f"runs recorded by the collector: {report.runs_recorded}")
     if not report.alerts:
         log("alerts fired: none")

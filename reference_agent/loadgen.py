@@ -2,7 +2,8 @@
 
 ``N`` users share one event loop and one OpenAI client; each user runs questions one after
 another (with an optional think time) until ``M`` runs are done in total. The closing summary
-(runs/s, run latency p50/p95, tokens, cost, tool failures, budget stops) is returned as a
+(runs/s, run latency p50/p95, tokens, cost, tool failures, budget stops, and the levers that
+acted: degraded runs, runs the rate limiter queued or refused) is returned as a
 ``LoadSummary`` and printed by ``agentwatch loadgen``.
 """
 
@@ -80,6 +81,9 @@ class LoadSummary:
     tool_timeouts: int
     cache_hits: int
     budget_stops: int
+    degraded: int = 0
+    rate_queued: int = 0
+    rate_refused: int = 0
     results: list[RunResult] = field(default_factory=list, repr=False)
 
     @classmethod
@@ -102,6 +106,9 @@ class LoadSummary:
             tool_timeouts=sum(r.tool_timeouts for r in results),
             cache_hits=sum(r.cache_hits for r in results),
             budget_stops=sum(bool(r.budget_exceeded) for r in results),
+            degraded=sum(bool(r.degraded) for r in results),
+            rate_queued=sum(r.rate_limit_delay_s > 0 for r in results),
+            rate_refused=sum(r.rate_limited for r in results),
             results=results,
         )
 
@@ -115,6 +122,8 @@ class LoadSummary:
             f"tool calls      {self.tool_calls} ({self.tool_failures} failed, {self.tool_timeouts} timed out, "
             f"{self.cache_hits} cache hits)",
             f"budget stops    {self.budget_stops}",
+            f"levers          {self.degraded} runs degraded, {self.rate_queued} queued and {self.rate_refused} "
+            f"refused by the rate limiter",
         ])
 
 

@@ -17,6 +17,7 @@ import httpx
 
 from reference_agent.agent import AgentConfig, ResearchAgent, RunResult, make_client
 from reference_agent.demo import ProcessGroup, project_key, start_collector, start_engine
+from reference_agent.levers import RateLimiter
 from reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
 from tests.conftest import free_port
 
@@ -29,10 +30,11 @@ class LiveStack:
     key: str
     engine: str
 
-    def agent(self, *, tools: ToolConfig | None = None, cache: ToolCache | None = None, **config: Any) -> ResearchAgent:
+    def agent(self, *, tools: ToolConfig | None = None, cache: ToolCache | None = None,
+              rate_limiter: RateLimiter | None = None, **config: Any) -> ResearchAgent:
         client = make_client(self.engine + "/v1", "test", timeout_s=60.0, max_retries=0)
         return ResearchAgent(client, ResearchTools(Corpus.load(), tools or ToolConfig(latency_s=0.001)),
-                             config=AgentConfig(**config), cache=cache)
+                             config=AgentConfig(**config), cache=cache, rate_limiter=rate_limiter)
 
     def get(self, path: str, **params: Any) -> httpx.Response:
         return httpx.get(self.collector + path, params=params, headers={"Authorization": f"Bearer {self.key}"},

@@ -109,3 +109,19 @@ def test_agent_command_prints_report_and_figures(engine: str, capsys: pytest.Cap
 def test_bad_rate_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["loadgen", "--tool-failure-rate", "2"]) == 2
     assert "failure_rate must be within [0, 1]" in capsys.readouterr().err
+
+
+def test_loadgen_command_exercises_degradation_and_the_rate_limiter(engine: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["loadgen", "--users", "3", "--runs", "4", "--mode", "react", "--base-url", engine + "/v1",
+                 "--budget-usd", "1", "--degrade", "iterative", "--degrade-at", "0.000001",
+                 "--rate-limit-user", "0.001", "--rate-limit-project", "100/3", "--rate-limit-mode", "reject"])
+    out = capsys.readouterr().out
+    assert code == 0
+    # 3 users: each first run passes its user's bucket; user 0's second run is refused
+    assert "levers          3 runs degraded, 0 queued and 1 refused by the rate limiter" in out, out
+
+
+def test_bad_rate_limit_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["loadgen", "--rate-limit-user", "fast"])
+    assert "RATE/BURST" in capsys.readouterr().err
