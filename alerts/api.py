@@ -19,13 +19,13 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
+from agentwatch_api.schemas import AlertOut, AlertRuleOut
 from alerts.errors import RulesError
 from alerts.model import Alert, Delivery, RunStates
 from alerts.rules import RulesConfig, load_rules
 from alerts.run_states import run_state_values
 from alerts.sources import alert_row, delivery_row
 from collector.api.params import End, Start, time_window
-from collector.api.schemas import AlertOut, AlertRuleOut
 from collector.deps import ProjectDep, SettingsDep, StoreDep
 from collector.storage import queries_alerts as qa
 

@@ -55,6 +55,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+from agentwatch_api.schemas import TimeSeries
 from alerts.channels import Dispatcher
 from alerts.detectors import Verdict
 from alerts.errors import AlertsError
@@ -62,7 +63,6 @@ from alerts.model import Alert, Event, Notification
 from alerts.rules import DERIVED_METRICS, Rule, RulesConfig, load_rules
 from alerts.run_states import RUN_STATE_METRICS
 from alerts.sources import AlertHistory, MetricSource, StoreBackend
-from collector.api.schemas import TimeSeries
 
 log = logging.getLogger("agentwatch.alerts")
 
@@ -186,7 +186,7 @@ class Evaluator:
         filters = rule.filters()
         agent, model = filters.get("agent"), filters.get("model")
         if rule.metric in DERIVED_METRICS:
-            value = self.source.projected_month_cost(project, now, agent, model)
+            value = self.source.month_cost(project, now, rule.window_s, agent, model).value(rule.metric)
             firing = fingerprint(project, rule.name, filters) in active
             observations = [(filters, rule.condition.detect([value], step_s=rule.window_s, firing=firing))]
         elif rule.metric in RUN_STATE_METRICS:

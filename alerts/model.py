@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from collector.api.schemas import AlertOut
+from agentwatch_api.schemas import AlertOut
 
 Event = Literal["firing", "repeat", "resolved", "no_data", "test"]
 

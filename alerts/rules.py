@@ -9,7 +9,7 @@ Format (``alerts/default_rules.yaml`` is the annotated reference)::
       ops: {type: webhook, url: "${OPS_WEBHOOK_URL}", secret: "${OPS_WEBHOOK_SECRET:-}"}
     rules:
       - name: cost-per-hour-spike
-        metric: cost_usd              # a TIMESERIES_METRICS name, or projected_month_cost_usd
+        metric: cost_usd              # a TIMESERIES_METRICS name, a BUDGET_METRICS or RUN_STATE_METRICS one
         scope: {agent: "*"}           # "*" = one alert per agent (or model); a value filters
         window: 1h                    # bucket length; also how often the value changes
         condition: {kind: anomaly, transform: log, min_ratio: 2}
@@ -44,15 +44,16 @@ from typing import Any
 
 import yaml
 
+from agentwatch_api.schemas import TIMESERIES_METRICS, AlertRuleOut
+from alerts.budget import BUDGET_METRICS
 from alerts.channels import CHANNEL_TYPES, Channel, DeliveryPolicy, LogChannel
 from alerts.detectors import AnomalyDetector, Detector, ThresholdDetector
 from alerts.errors import RulesError
 from alerts.run_states import RUN_STATE_METRICS
-from collector.api.schemas import TIMESERIES_METRICS, AlertRuleOut
 from collector.query import MAX_BUCKETS
 
 DEFAULT_RULES = Path(__file__).with_name("default_rules.yaml")
-DERIVED_METRICS = ("projected_month_cost_usd",)
+DERIVED_METRICS = BUDGET_METRICS  # the month's cost, not a bucket's (alerts/budget.py)
 METRICS = (*TIMESERIES_METRICS, *DERIVED_METRICS, *RUN_STATE_METRICS)
 THRESHOLD_ONLY = (*DERIVED_METRICS, *RUN_STATE_METRICS)  # figures now, not per bucket: no baseline to learn
 SEVERITIES = ("info", "warning", "critical")

@@ -17,11 +17,12 @@ from typing import Any, Protocol, TypeVar
 
 import httpx
 
+from agentwatch_api.schemas import AlertOut, CostBreakdown, TimeSeries
+from alerts.budget import MonthCost
 from alerts.errors import SourceError
 from alerts.model import Alert, Delivery, RunStates
 from alerts.run_states import run_state_values
 from collector import query
-from collector.api.schemas import AlertOut, CostBreakdown, TimeSeries
 from collector.storage import queries_alerts as qa
 from collector.storage.base import Store, StoreError
 
@@ -41,7 +42,9 @@ class MetricSource(Protocol):
         self, project: str, metric: str, start: float, end: float, step_s: int, group_by: str = "none", agent: str | None = None, model: str | None = None
     ) -> TimeSeries: ...
 
-    def projected_month_cost(self, project: str, now: float, agent: str | None = None, model: str | None = None) -> float: ...
+    def month_cost(self, project: str, now: float, window_s: int, agent: str | None = None, model: str | None = None) -> MonthCost:
+        """The month so far and the cost of the last ``window_s`` (``alerts.budget``)."""
+        ...
 
     def run_states(
         self, project: str, metric: str, now: float, window_s: int, group_by: str = "none", agent: str | None = None, min_runs: int = 0
@@ -96,9 +99,9 @@ class StoreBackend:
     ) -> TimeSeries:
         return self._guard(metric, lambda: query.timeseries(self.store, project, metric, start, end, step_s, group_by=group_by, agent=agent, model=model))
 
-    def projected_month_cost(self, project: str, now: float, agent: str | None = None, model: str | None = None) -> float:
-        cost = self._guard("cost", lambda: query.cost_breakdown(self.store, project, start=now - 3600, end=now, agent=agent, model=model, now=now))
-        return cost.projected_month_usd
+    def month_cost(self, project: str, now: float, window_s: int, agent: str | None = None, model: str | None = None) -> MonthCost:
+        cost = self._guard("cost", lambda: query.cost_breakdown(self.store, project, start=now - window_s, end=now, agent=agent, model=model, now=now))
+        return MonthCost(now, cost.month_to_date_usd, cost.projected_month_usd, cost.total_usd, window_s)
 
     def run_states(
         self, project: str, metric: str, now: float, window_s: int, group_by: str = "none", agent: str | None = None, min_runs: int = 0
@@ -164,10 +167,13 @@ class HttpBackend:
         params.update({k: v for k, v in (("agent", agent), ("model", model)) if v is not None})
         return TimeSeries.model_validate(self._call("GET", "/api/timeseries", self._key(project), params=params))
 
-    def projected_month_cost(self, project: str, now: float, agent: str | None = None, model: str | None = None) -> float:
-        params: dict[str, Any] = {"start": now - 3600, "end": now}
+    def month_cost(self, project: str, now: float, window_s: int, agent: str | None = None, model: str | None = None) -> MonthCost:
+        """``/api/cost`` over the last window (its ``now`` is the collector's clock, within a
+        round trip of ``now`` here)."""
+        params: dict[str, Any] = {"start": now - window_s, "end": now}
         params.update({k: v for k, v in (("agent", agent), ("model", model)) if v is not None})
-        return CostBreakdown.model_validate(self._call("GET", "/api/cost", self._key(project), params=params)).projected_month_usd
+        cost = CostBreakdown.model_validate(self._call("GET", "/api/cost", self._key(project), params=params))
+        return MonthCost(now, cost.month_to_date_usd, cost.projected_month_usd, cost.total_usd, window_s)
 
     def run_states(
         self, project: str, metric: str, now: float, window_s: int, group_by: str = "none", agent: str | None = None, min_runs: int = 0

@@ -29,10 +29,10 @@ from typing import Any
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from agentwatch_api.client import CollectorClient
 from bench import report
 from bench.ingest import Collector, _big_trace, fill
 from collector.storage.chdb_store import ChdbStore
-from dashboard.client import CollectorClient
 from dashboard.overview_spec import CHARTS as OVERVIEW_CHARTS
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"

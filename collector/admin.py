@@ -29,7 +29,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Res
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from collector.api.schemas import IngestStatus
+from agentwatch_api.schemas import IngestStatus
 from collector.deps import SettingsDep, StoreDep, bearer_token, get_project
 from collector.engines import EngineLimit, TargetRefused, add_engine, audit, delete_engine
 from collector.keys import KeyAdminError, KeyRing

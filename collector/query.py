@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from collector.api.schemas import (
+from agentwatch_api.schemas import (
     TIMESERIES_METRICS,
     CostBreakdown,
     CostLevers,
@@ -554,7 +554,7 @@ def _self_hosted(store: Store, project: str, start: float, end: float, gpu_hour_
 # --- filters and engines ---------------------------------------------------------------------
 def filters(store: Store, project: str, *, start: float, end: float) -> FilterValues:
     start_ns, end_ns = _range(start, end)
-    return FilterValues(**store.query(q.FILTER_VALUES, {"project": project, "start_ns": start_ns, "end_ns": end_ns})[0])
+    return FilterValues(**store.query(q.FILTER_VALUES, {"project": project, "start_ns": start_ns, "end_ns": end_ns})[0], project=project)
 
 
 def engines(store: Store, project: str, *, configured: dict[str, str] | None = None, now: float | None = None) -> list[EngineInfo]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from agentwatch import semconv as sc
 
-from collector.api.schemas import RunSummary, SpanOut
+from agentwatch_api.schemas import RunSummary, SpanOut
 
 # --- runs search --------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from agentwatch import semconv as sc
 
-from collector.api.schemas import SpanOut, TimeSeries
+from agentwatch_api.schemas import SpanOut, TimeSeries
 from dashboard.analysis import Distribution, GrowthFit, RunGraph, is_engine_span, is_failed
 from dashboard.live import OPEN
 

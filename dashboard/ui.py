@@ -17,14 +17,14 @@ import pandas as pd
 import streamlit as st
 import streamlit.components.v1 as components
 
-from collector.api.schemas import RunSummary, TimeSeries
-from dashboard.client import (
+from agentwatch_api.client import (
     AuthError,
     CollectorClient,
+    CollectorError,
     CollectorUnavailable,
-    DashboardError,
     NotFound,
 )
+from agentwatch_api.schemas import RunSummary, TimeSeries
 from dashboard.config import DashboardConfig
 
 _TTL_S = DashboardConfig.from_env().cache_ttl_s
@@ -56,14 +56,16 @@ def login() -> bool:
     mode = cfg.login_mode
     if mode == "open":
         st.warning(OPEN_MODE_BANNER, icon=":material/lock_open:")
-        st.session_state["aw_api_key"] = cfg.api_key
+        if st.session_state.get("aw_api_key") not in cfg.api_keys:
+            grant(cfg.api_keys)
         return True
     if st.session_state.get("aw_api_key") is not None:
         _sync_cookie()
         return True
     restored = _sessions().get(st.context.cookies.get(SESSION_COOKIE) or "")
     if restored is not None:  # a reload, or a deep link opened in the same browser
-        st.session_state["aw_api_key"] = restored
+        grant(restored)
+        st.session_state["aw_session"] = st.context.cookies.get(SESSION_COOKIE)
         return True
     _sync_cookie()
     st.title("agentwatch")
@@ -83,8 +85,8 @@ def login() -> bool:
 def _try_login(cfg: DashboardConfig, secret: str) -> None:
     if cfg.login_mode == "password":
         if hmac.compare_digest(secret.encode(), cfg.password.encode()):
-            st.session_state["aw_api_key"] = cfg.api_key
-            _remember(cfg.api_key)
+            grant(cfg.api_keys)
+            _remember(cfg.api_keys)
         else:
             time.sleep(_FAILED_LOGIN_DELAY_S)
             st.error("Wrong password.")
@@ -95,15 +97,23 @@ def _try_login(cfg: DashboardConfig, secret: str) -> None:
     except AuthError:
         time.sleep(_FAILED_LOGIN_DELAY_S)
         st.error("The collector rejected this API key (unknown or revoked).")
-    except DashboardError as exc:
+    except CollectorError as exc:
         st.error(f"Cannot check the key: {exc}")
     else:
-        st.session_state["aw_api_key"] = secret
-        _remember(secret)
+        grant((secret,))
+        _remember((secret,))
+
+
+def grant(keys: tuple[str, ...]) -> None:
+    """The project keys this session may query with, the first one in use (``dashboard.projects``
+    names their projects and switches between them)."""
+    st.session_state["aw_keys"] = tuple(keys) or ("",)
+    st.session_state["aw_api_key"] = st.session_state["aw_keys"][0]
 
 
 def logout() -> None:
     st.session_state.pop("aw_api_key", None)
+    st.session_state.pop("aw_keys", None)
     _sessions().drop(st.context.cookies.get(SESSION_COOKIE) or "")
     _sessions().drop(st.session_state.pop("aw_session", ""))
     st.session_state["aw_cookie"] = ""  # the next run clears the browser's cookie
@@ -117,23 +127,28 @@ SESSION_TTL_S = 12 * 3600
 
 class SessionStore:
     """Login sessions of this dashboard process: a random token (the browser's cookie, which
-    carries no secret) -> the API key the session queries with, until it expires. A restart of
-    the dashboard forgets them all: everyone logs in again."""
+    carries no secret) -> the API keys the session may query with (the one in use first), until
+    it expires. A restart of the dashboard forgets them all: everyone logs in again."""
 
     def __init__(self, *, clock: Any = time.time) -> None:
-        self._sessions: dict[str, tuple[str, float]] = {}
+        self._sessions: dict[str, tuple[tuple[str, ...], float]] = {}
         self._clock = clock
 
-    def create(self, key: str) -> str:
+    def create(self, keys: tuple[str, ...]) -> str:
         token = secrets.token_urlsafe(32)
         now = self._clock()
         self._sessions = {t: v for t, v in self._sessions.items() if v[1] > now}  # expired ones go
-        self._sessions[token] = (key, now + SESSION_TTL_S)
+        self._sessions[token] = (keys, now + SESSION_TTL_S)
         return token
 
-    def get(self, token: str) -> str | None:
+    def get(self, token: str) -> tuple[str, ...] | None:
         found = self._sessions.get(token) if token else None
         return found[0] if found is not None and found[1] > self._clock() else None
+
+    def update(self, token: str, keys: tuple[str, ...]) -> None:
+        """A live session's keys after a project switch or an added project (its expiry kept)."""
+        if self.get(token) is not None:
+            self._sessions[token] = (keys, self._sessions[token][1])
 
     def drop(self, token: str) -> None:
         self._sessions.pop(token, None)
@@ -144,11 +159,16 @@ def _sessions() -> SessionStore:
     return SessionStore()
 
 
-def _remember(key: str) -> None:
+def _remember(keys: tuple[str, ...]) -> None:
     """After a login: a session token for the browser to keep (set by the next run)."""
-    token = _sessions().create(key)
+    token = _sessions().create(keys)
     st.session_state["aw_session"] = token
     st.session_state["aw_cookie"] = token
+
+
+def remember_keys(keys: tuple[str, ...]) -> None:
+    """The keys a reload restores, after a switch of project or an added one."""
+    _sessions().update(st.session_state.get("aw_session") or "", keys)
 
 
 def _sync_cookie() -> None:
@@ -228,7 +248,7 @@ def sidebar_filters() -> None:
         try:
             values = fetch("filters", start=win.start, end=win.end)
             agents, models = values.agents, values.models
-        except DashboardError:
+        except CollectorError:
             agents, models = [], []
         st.selectbox("Agent", [ALL, *agents], key="aw_agent")
         st.selectbox("Model", [ALL, *models], key="aw_model")
@@ -242,11 +262,23 @@ def _ingest_line() -> str:
     """The collector's ingestion health in a few words (lag, queue, store), or nothing."""
     try:
         status = fetch("ingest")
-    except DashboardError:
+    except CollectorError:
         return ""
     lag = "" if status.lag_p95_s is None else f" · ingest lag p95 {fmt(status.lag_p95_s, 's')}"
     store = "" if status.store_available else " · store DOWN: spans are spooled"
     return f"{lag} · {status.queued_spans:,} spans queued{store}"
+
+
+REFRESH_CHOICES = [5, 10, 30, 60]  # seconds (query results are reused for cache_ttl_s, 5 s by default)
+
+
+def refresh_every(toggle_key: str, every_key: str, *, on: bool = False, label: str = "Auto-refresh") -> int | None:
+    """A page's auto-refresh switch and interval in the sidebar: the seconds between refreshes of
+    its live part (an ``st.fragment(run_every=...)``), or None when switched off."""
+    with st.sidebar:
+        refresh = st.toggle(label, value=on, key=toggle_key)
+        every = st.select_slider("Every (s)", REFRESH_CHOICES, value=10, key=every_key, disabled=not refresh)
+    return int(every) if refresh else None
 
 
 def chosen(key: str) -> str | None:
@@ -272,7 +304,7 @@ def guarded(what: str) -> Iterator[None]:
         st.warning(f"Not found while loading {what}: {exc.detail}")
     except CollectorUnavailable as exc:
         st.error(f"The collector is unreachable: {exc}. Start it with `agentwatch collector`.")
-    except DashboardError as exc:
+    except CollectorError as exc:
         st.error(f"Could not load {what}: {exc}")
 
 

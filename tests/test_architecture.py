@@ -42,18 +42,6 @@ KNOWN: dict[str, set[str]] = {
         "bench/soak.py -> agentwatch._export",
     },
     "dashboard_and_reference_stack_import_no_collector": {
-        "dashboard/analysis.py -> collector.api.schemas",
-        "dashboard/charts.py -> collector.api.schemas",
-        "dashboard/client.py -> collector.api.schemas",
-        "dashboard/live.py -> collector.api.schemas",
-        "dashboard/trace.py -> collector.api.schemas",
-        "dashboard/ui.py -> collector.api.schemas",
-        "dashboard/views/alerts.py -> collector.api.schemas",
-        "dashboard/views/cost.py -> collector.api.schemas",
-        "dashboard/views/engine.py -> collector.api.schemas",
-        "dashboard/views/overview.py -> collector.api.schemas",
-        "dashboard/views/run_detail.py -> collector.api.schemas",
-        "dashboard/views/runs.py -> collector.api.schemas",
         "reference_agent/engine/vllm_launcher.py -> collector.gpu",
     },
     "collector_names_no_dashboard": {
@@ -68,7 +56,6 @@ KNOWN: dict[str, set[str]] = {
         "collector/app.py -> alerts.evaluator",
         # the console script lives in the collector and loads every part's commands
         "collector/cli.py -> alerts.cli",
-        "collector/cli.py -> dashboard.cli",
         "collector/cli.py -> reference_agent.cli",
     },
     "no_cycles_between_modules": {

@@ -16,10 +16,7 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 from pydantic import BaseModel, Field, field_validator
 
-from collector import query, reprice
-from collector.admin import AdminDep, EngineAdd, register_engine_as
-from collector.api.params import Agent, End, Model, Start, time_window
-from collector.api.schemas import (
+from agentwatch_api.schemas import (
     CostBreakdown,
     EngineInfo,
     EngineSeries,
@@ -32,6 +29,9 @@ from collector.api.schemas import (
     RunsPage,
     TimeSeries,
 )
+from collector import query, reprice
+from collector.admin import AdminDep, EngineAdd, register_engine_as
+from collector.api.params import Agent, End, Model, Start, time_window
 from collector.deps import ProjectDep, SettingsDep, StoreDep
 from collector.scraper import parse_targets
 from collector.storage.base import StoreUnavailable

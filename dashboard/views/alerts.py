@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from collector.api.schemas import AlertOut, AlertRuleOut, RunsPage, TimeSeries
+from agentwatch_api.schemas import AlertOut, AlertRuleOut, RunsPage, TimeSeries
 from dashboard import charts, ui
 
 CONTEXT_WINDOWS = 12  # windows of the metric shown before an incident

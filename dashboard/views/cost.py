@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from collector.api.schemas import CostBreakdown, CostRow
+from agentwatch_api.schemas import CostBreakdown, CostRow
 from dashboard import charts, ui
 
 

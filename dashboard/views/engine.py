@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from collector.api.schemas import EngineInfo, EngineSeries
+from agentwatch_api.schemas import EngineInfo, EngineSeries
 from dashboard import analysis, charts, ui
 
 RUNNING = ["vllm:num_requests_running"]

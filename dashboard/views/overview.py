@@ -10,17 +10,14 @@ import time
 
 import streamlit as st
 
-from collector.api.schemas import Overview, RunsPage, TimeSeries
+from agentwatch_api.schemas import Overview, RunsPage, TimeSeries
 from dashboard import charts, ui
 from dashboard.overview_spec import CHARTS, HEADLINES
 
 
 def render() -> None:
     st.title("Overview")
-    with st.sidebar:
-        refresh = st.toggle("Auto-refresh", key="aw_autorefresh")
-        every = st.select_slider("Every (s)", [5, 10, 30, 60], value=10, key="aw_refresh_s", disabled=not refresh)
-    st.fragment(_body, run_every=every if refresh else None)()
+    st.fragment(_body, run_every=ui.refresh_every("aw_autorefresh", "aw_refresh_s"))()
 
 
 def _body() -> None:
@@ -35,8 +32,24 @@ def _body() -> None:
         series = ui.fetch_series(specs, start=win.start, end=win.end, step_s=win.step_s, **filters)
         st.caption(f"{win.label}{_scope(filters)}; changes compare with the {win.label.lower().replace('last ', 'previous ')} (rates: their last complete bucket with the range's average); buckets of {_span_text(win.step_s)}.")
         _headlines(overview, series, win.step_s)
+        _unfinished(overview)
         _costliest(win, filters)
         _charts(series, win.step_s)
+
+
+UNFINISHED_CARDS = (
+    ("running", "Running now", "Runs of the range whose root span has not arrived and that sent a span within the collector's idle timeout (AGENTWATCH_RUN_IDLE_TIMEOUT_S)."),
+    ("incomplete", "Incomplete", "Runs of the range whose root span never arrived and that sent nothing for longer than the idle timeout: a crashed or killed agent. Their spans and cost are counted."),
+)
+
+
+def _unfinished(overview: Overview) -> None:
+    """Runs not finished, each count a link to the Runs page filtered to them."""
+    cols = st.columns(6)
+    counts = {"running": overview.running_runs, "incomplete": overview.incomplete_runs}
+    for col, (status, label, help_) in zip(cols, UNFINISHED_CARDS, strict=False):
+        col.metric(label, f"{counts[status]:,}", help=help_, border=True)
+        col.page_link("views/runs.py", label=f"Show {status} runs", icon=":material/filter_list:", query_params={"status": status})
 
 
 def _costliest(win: ui.Window, filters: dict[str, str | None]) -> None:

@@ -11,12 +11,13 @@ Deep links: ``/run?run=<trace id>&span=<span id>`` opens that run with that span
 from __future__ import annotations
 
 import json
+import time
 
 import pandas as pd
 import streamlit as st
 
-from collector.api.schemas import RunDetail, SpanOut
-from dashboard import analysis, charts, trace, ui
+from agentwatch_api.schemas import RunDetail, RunSummary, SpanOut
+from dashboard import analysis, charts, live, trace, ui
 
 MAX_DRAWN = 1000
 MAX_CONTENT = 50
@@ -39,6 +40,18 @@ def render() -> None:
     params["run"] = trace_id
     with ui.guarded(f"run {trace_id}"):
         detail: RunDetail = ui.fetch("run", trace_id=trace_id)
+        running = detail.run.status == "running"
+        every = ui.refresh_every("run_live", "run_live_s", on=True, label="Live: this running run") if running else None
+        st.fragment(_run, run_every=every)(trace_id, running)
+
+
+def _run(trace_id: str, was_running: bool) -> None:
+    """The run, redrawn on its own every few seconds while it runs (the waterfall grows); the
+    whole page once more when it has finished (the live switch goes)."""
+    with ui.guarded(f"run {trace_id}"):
+        detail: RunDetail = ui.fetch("run", trace_id=trace_id)
+        if was_running and detail.run.status != "running":
+            st.rerun(scope="app")
         _summary(detail)
         _views(detail)
 
@@ -46,8 +59,13 @@ def render() -> None:
 def _summary(detail: RunDetail) -> None:
     run = detail.run
     st.subheader(f"{run.agent or run.name} · {run.status}" + (f" · outcome {run.outcome}" if run.outcome else "") + (f" · stopped by budget ({run.budget_exceeded})" if run.budget_exceeded else ""))
+    now = time.time()
+    _unfinished_banner(run, now)
     c = st.columns(6)
-    c[0].metric("Duration", ui.fmt(run.duration_s, "s"))
+    if run.status == "running":
+        c[0].metric("Elapsed", ui.fmt(live.elapsed_s(run, now), "s"), help="Since the run's first span; it has not ended.")
+    else:
+        c[0].metric("Duration", ui.fmt(run.duration_s, "s"))
     c[1].metric("Steps", run.steps)
     c[2].metric("LLM calls", run.llm_calls)
     c[3].metric("Tool calls (failed)", f"{run.tool_calls} ({run.tool_failures})")
@@ -58,6 +76,20 @@ def _summary(detail: RunDetail) -> None:
     st.caption(f"Tokens: {run.input_tokens:,} input ({run.cached_tokens:,} cached), {run.output_tokens:,} output · agent median cost {ui.fmt(median, 'USD')} · models {', '.join(run.models) or '–'}")
     if detail.feedback:
         st.dataframe(pd.DataFrame([f.model_dump() for f in detail.feedback]), hide_index=True)
+
+
+def _unfinished_banner(run: RunSummary, now: float) -> None:
+    if run.status == "running":
+        st.badge("running", icon=":material/play_circle:", color="green")
+        st.info(f"Running: started {ui.fmt(live.elapsed_s(run, now), 's')} ago, last span {ui.fmt(max(now - run.end_time, 0.0), 's')} ago. "
+                "Figures are so far; spans not ended yet (the run itself, its current step) are drawn open to now, "
+                f"marked {trace.OPEN_MARK}, and the page refreshes while the sidebar's Live switch is on.", icon=":material/autorenew:")
+    elif run.status == "incomplete":
+        st.badge("incomplete", icon=":material/error:", color="orange")
+        st.warning(f"Incomplete: its root span never arrived and nothing came for longer than the collector's idle timeout "
+                   f"(last span at {ui.fmt_time(run.end_time)}): the agent's process most likely crashed or was killed. "
+                   f"Its spans and cost are counted; spans that never ended are drawn open to the last activity, marked {trace.OPEN_MARK}.",
+                   icon=":material/warning:")
 
 
 VIEWS = ("Trace", "Steps", "Context growth", "Engine", "Graph", "Content", "Spans")
@@ -100,8 +132,9 @@ TREE_COLUMNS = {
 
 def _explorer(detail: RunDetail) -> None:
     """The span tree and the waterfall (a click on a row or a bar selects a span), beside the
-    selected span's panel. The selection lives in the URL (``span=``), so it can be shared."""
-    spans = detail.spans
+    selected span's panel. The selection lives in the URL (``span=``), so it can be shared.
+    An unfinished run's open spans are drawn too (``dashboard.live``)."""
+    spans = live.with_open_spans(detail.run, detail.spans, time.time())
     tree_col, panel_col = st.columns([1, 1], gap="medium")
     with tree_col:
         items, scope = _tree_items(spans)

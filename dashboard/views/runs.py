@@ -4,30 +4,37 @@ Status, outcome, cost, steps and the sort go to the query API and page through i
 (``limit``/``offset``). Search (trace id, user, session, agent, run name), user, session and
 "tool failed" are answered here, over the newest ``SCAN_LIMIT`` runs the API filters return
 (the API has no such filters); the caption says when that cap was reached. A full trace id
-typed into the search opens that run.
+typed into the search opens that run. Running runs are pinned above the list with their
+figures so far, refreshed live; ``/runs?status=running`` opens the list filtered to a status.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from typing import get_args
 
 import streamlit as st
 
-from collector.api.schemas import RunsPage, RunSummary
-from dashboard import analysis, ui
+from agentwatch_api.schemas import RunsPage, RunSummary
+from dashboard import analysis, live, ui
 
 SORTS = {"Start time": "start_time", "Duration": "duration_s", "Cost": "cost_usd", "Steps": "steps", "Tokens": "total_tokens"}
 ANY = "any"
 SCAN_LIMIT = 500  # the query API's largest page
 STATUSES = [ANY, *get_args(RunSummary.model_fields["status"].annotation)]
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+MAX_PINNED = 20
+RUNNING_COLUMNS = {**ui.RUN_COLUMNS, "started": st.column_config.DatetimeColumn("started (UTC)", format="HH:mm:ss"), "elapsed_s": st.column_config.NumberColumn("elapsed", format="%.0f s")}
 DEFAULT_COLUMNS = ["time", "agent", "status", "outcome", "duration_s", "steps", "tool failures", "tokens", "cost_usd",
                    "user", "session", "models", "open"]
 
 
 def render() -> None:
     st.title("Runs")
+    print("DBG qp", dict(st.query_params))
+    _status_from_link()
+    st.fragment(_running_now, run_every=ui.refresh_every("runs_live", "runs_live_s", on=True, label="Live: running runs"))()
     search = st.text_input("Search", key="runs_search", placeholder="trace id, user id, session id, agent or run name").strip()
     if TRACE_ID.match(search.lower()):
         st.switch_page("views/run_detail.py", query_params={"run": search.lower()})
@@ -40,10 +47,38 @@ def render() -> None:
             _paged(win, query)
 
 
+def _status_from_link() -> None:
+    """``/runs?status=incomplete`` (the Overview's cards link there) sets the Status filter."""
+    wanted = st.query_params.pop("status", None)
+    if wanted in STATUSES:
+        st.session_state["runs_status"] = wanted
+        print("DBG set", wanted)
+
+
+def _running_now() -> None:
+    """Running runs pinned above the list, oldest first, with their figures so far; refreshed
+    on its own (the sidebar's Live switch), so the list below keeps its page and selection."""
+    win = ui.window()
+    with ui.guarded("the running runs"):
+        page: RunsPage = ui.fetch("runs", start=win.start, end=win.end, status="running", sort="start_time", limit=MAX_PINNED, **ui.agent_model())
+        if not page.items:
+            st.caption(f"No run is running now (runs started in the {win.label.lower()}).")
+            return
+        now = time.time()
+        more = f", the {len(page.items)} oldest shown" if page.total > len(page.items) else ""
+        st.subheader(f"Running now: {page.total:,}{more}")
+        frame = live.running_frame(page.items, now)
+        event = st.dataframe(frame, hide_index=True, column_config=RUNNING_COLUMNS, column_order=live.RUNNING_COLUMNS, on_select="rerun",
+                             selection_mode="single-row", key="runs_running_table", height=ui.table_height(len(frame), most=400))
+        st.caption(f"As of {ui.fmt_time(now)}: steps, calls, tokens and cost so far; elapsed since the run's first span. Click a row's box to watch the run.")
+        ui.open_selected_run(event, frame)
+
+
 def _filters() -> tuple[dict[str, object], dict[str, object]]:
     """(what the query API filters and sorts, what this page filters)."""
     c = st.columns([1, 1, 1, 1, 1, 1])
     status = c[0].selectbox("Status", STATUSES, key="runs_status", help="running: its root span has not arrived yet; incomplete: it never did.")
+    print("DBG status", status)
     outcome = c[1].selectbox("Outcome", [ANY, "success", "failure", "abandoned"], key="runs_outcome")
     failed_tools = c[2].toggle("Tool failed", key="runs_tool_failed", help="Runs with at least one failed or timed-out tool call, whatever their status.")
     user = c[3].text_input("User id", key="runs_user").strip()

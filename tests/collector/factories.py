@@ -6,8 +6,8 @@ import itertools
 import random
 from dataclasses import replace
 
+from agentwatch_api.schemas import FeedbackIn
 from collector import query
-from collector.api.schemas import FeedbackIn
 from collector.model import SpanRow
 from collector.storage.base import Store
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collector.api.schemas import TIMESERIES_METRICS
+from agentwatch_api.schemas import TIMESERIES_METRICS
 from tests.collector.factories import seed_known_runs
 from tests.collector.ingest_helpers import Running, serve, settings_for
 
@@ -127,6 +127,7 @@ def test_cost_filters_and_engines(q1: Api, q2: Api) -> None:
     cost = q1.get("/api/cost", **W, gpu_hour_usd=3.6).json()
     assert cost["total_usd"] == pytest.approx(0.20) and cost["self_hosted"]["gpu_seconds"] == pytest.approx(60)
     assert q1.get("/api/filters", **W).json()["agents"] == ["alpha", "beta", "gamma"]
+    assert (q1.get("/api/filters").json()["project"], q2.get("/api/filters").json()["project"]) == ("q1", "q2")  # what the dashboard names
     assert [e["engine"] for e in q1.get("/api/engines").json()] == ["cfg", "e1"]
     assert [e["engine"] for e in q2.get("/api/engines").json()] == ["e2"]
     points = q1.get("/api/engine/metrics", engine="e1", start=T, end=T + 600, step_s=60).json()["points"]

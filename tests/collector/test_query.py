@@ -6,8 +6,8 @@ import time
 
 import pytest
 
+from agentwatch_api.schemas import TIMESERIES_METRICS, FeedbackIn
 from collector import query
-from collector.api.schemas import TIMESERIES_METRICS, FeedbackIn
 from collector.model import SpanRow
 from collector.storage.base import Store
 from tests.collector.factories import agent_run, new_span_id, new_trace_id, seed_known_runs

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from agentwatch_api.schemas import TIMESERIES_METRICS, FeedbackIn
 from collector import query
-from collector.api.schemas import TIMESERIES_METRICS, FeedbackIn
 from collector.model import SpanRow
 from collector.storage import queries as q
 from collector.storage.base import Store

@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
+from agentwatch_api.schemas import RunSummary
 from collector import query
-from collector.api.schemas import RunSummary
 from collector.model import SpanRow
 from collector.storage import queries
 from collector.storage.base import Store

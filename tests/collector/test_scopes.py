@@ -157,7 +157,7 @@ def test_scope_lists_are_validated() -> None:
 
 def test_the_dashboard_client_needs_only_read_and_the_sdk_only_ingest(collector: tuple[Running, dict[str, str]]) -> None:
     """Every call the dashboard makes works with a read-only key; an ingest-only key exports spans."""
-    from dashboard.client import CollectorClient, NotFound
+    from agentwatch_api.client import CollectorClient, NotFound
 
     running, keys = collector
     trace_id = os.urandom(16)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from collector.api.schemas import EnginePoint, SpanOut
+from agentwatch_api.schemas import EnginePoint, SpanOut
 from dashboard import analysis
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from selenium.webdriver.common.by import By
 
-from collector.api.schemas import SpanOut
+from agentwatch_api.schemas import SpanOut
 from dashboard import analysis, ui
 from reference_agent.demo import ProcessGroup
 from tests.dashboard import browser

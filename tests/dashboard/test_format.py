@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from collector.api.schemas import RunSummary
+from agentwatch_api.schemas import RunSummary
 from dashboard import analysis, ui
 
 
@@ -52,10 +52,14 @@ def test_run_search_matches_ids_user_session_agent_and_failed_tools() -> None:
 def test_login_sessions_expire_and_can_be_dropped() -> None:
     now = [1000.0]
     store = ui.SessionStore(clock=lambda: now[0])
-    token = store.create("aw_key")
-    assert store.get(token) == "aw_key" and store.get("") is None and store.get("forged") is None
+    token = store.create(("aw_key",))
+    assert store.get(token) == ("aw_key",) and store.get("") is None and store.get("forged") is None
+    store.update(token, ("aw_other", "aw_key"))  # a project switch: the key in use first
+    assert store.get(token) == ("aw_other", "aw_key")
     now[0] += ui.SESSION_TTL_S + 1
     assert store.get(token) is None
-    fresh = store.create("aw_key")
+    store.update(token, ("aw_key",))  # an expired session is not revived
+    assert store.get(token) is None
+    fresh = store.create(("aw_key",))
     store.drop(fresh)
     assert store.get(fresh) is None

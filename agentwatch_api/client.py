@@ -1,7 +1,8 @@
-"""A typed client of the collector's query API, returning the models of ``collector.api.schemas``.
+"""The typed client of the collector's query API, returning the models of ``agentwatch_api.schemas``.
 
-The dashboard reads through this client only. Every failure becomes a ``DashboardError``
-subclass with a message a person can act on, so pages show it instead of a stack trace.
+What reads the collector over HTTP reads through this client (the dashboard does): base URL,
+key, timeouts and error translation live here once. Every failure becomes a ``CollectorError``
+subclass with a message a person can act on, so a page shows it instead of a stack trace.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from collector.api.schemas import (
+from agentwatch_api.schemas import (
     AlertOut,
     AlertRuleOut,
     CostBreakdown,
@@ -28,15 +29,15 @@ from collector.api.schemas import (
 T = TypeVar("T")
 
 
-class DashboardError(Exception):
-    """Base of every error the dashboard shows to its user."""
+class CollectorError(Exception):
+    """Base of every error of this client; its message is for the person who reads it."""
 
 
-class CollectorUnavailable(DashboardError):
+class CollectorUnavailable(CollectorError):
     """The collector could not be reached (down, wrong URL, timeout)."""
 
 
-class ApiError(DashboardError):
+class ApiError(CollectorError):
     """The collector answered with an error status."""
 
     def __init__(self, status: int, detail: str, path: str) -> None:

@@ -1,4 +1,7 @@
-"""Typed request and response models of the query API: the contract with the dashboard and alerts.
+"""Typed request and response models of the query API: the wire contract.
+
+The collector answers with them and its clients (``agentwatch_api.client``, the dashboard, the
+alerts) read them; both sides import this module, which imports no part of the platform.
 
 Endpoints (all under the project of the caller's key, ``Authorization: Bearer <key>``;
 times are RFC 3339 strings or epoch seconds; ``start``/``end`` default to the last hour):
@@ -18,7 +21,7 @@ times are RFC 3339 strings or epoch seconds; ``start``/``end`` default to the la
   (engine, start, end, step_s)
 - ``GET  /api/alerts`` -> ``list[AlertOut]`` (state=firing|resolved, start, end);
   ``GET /api/alerts/rules`` -> ``list[AlertRuleOut]``
-- ``GET  /api/filters`` -> ``FilterValues`` (agents and models seen in the range)
+- ``GET  /api/filters`` -> ``FilterValues`` (agents and models seen in the range, the caller's project)
 - ``GET  /api/ingest`` -> ``IngestStatus`` (lag, queue, spool: shown on the dashboard; span
   counters of the caller's project only, all projects' with the admin token)
 """
@@ -322,6 +325,7 @@ class FilterValues(BaseModel):
     agents: list[str]
     models: list[str]
     services: list[str] = Field(default_factory=list)
+    project: str = ""  # the caller's project: what the dashboard names on every page
 
 
 class IngestStatus(BaseModel):
