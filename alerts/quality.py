@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from alerts.budget import MonthCost
 from alerts.detectors import Detector
 from alerts.evaluator import Evaluator
 from alerts.rules import RulesConfig
@@ -201,9 +202,10 @@ class Incident:
     series: str
     kind: str
     start: int  # the window index whose end it fired at, minus one (delay 1 = fired on the event's first window)
-    end: int | None  # likewise for its resolution; None = still open at the end of the series
+    end: int | None  # likewise for its end (``resolved_at``: the first clear window seen); None = still open
     pages: int  # firing + repeat notifications
     repeats: int
+    resolved_notice: int | None = None  # likewise for the ``resolved`` notice (``resolve_after`` windows confirm the end)
 
 
 class SyntheticSource:
@@ -225,8 +227,8 @@ class SyntheticSource:
         ]
         return _Points(points)
 
-    def projected_month_cost(self, project: str, now: float, agent: str | None = None, model: str | None = None) -> float:
-        return 0.0
+    def month_cost(self, project: str, now: float, window_s: int, agent: str | None = None, model: str | None = None) -> MonthCost:
+        return MonthCost(now, 0.0, 0.0, 0.0, window_s)
 
     def run_states(self, project: str, metric: str, now: float, window_s: int, group_by: str = "none", agent: str | None = None, min_runs: int = 0) -> dict:
         return {}
@@ -285,7 +287,8 @@ def run_incidents(rule: object, series: list[Series], *, step_s: int) -> list[In
                 incidents[alert.alert_id].pages += 1
                 incidents[alert.alert_id].repeats += 1
             elif event == "resolved":
-                incidents[alert.alert_id].end = i
+                incidents[alert.alert_id].end = round((alert.resolved_at - t0 - 1) / step_s) - 1
+                incidents[alert.alert_id].resolved_notice = i
     return list(incidents.values())
 
 
@@ -317,9 +320,10 @@ def _event_row(s: Series, event: Event, hits: list[Incident], n: int, max_delay:
         end = first.end if first.end is not None else n
         row["duration"] = end - first.start
         row["duration_error"] = (end - first.start) - (event.end - event.start) if event.kind in MUST_RESOLVE else None
+        row["notice_lag"] = first.resolved_notice - event.end + 1 if event.kind in MUST_RESOLVE and first.resolved_notice is not None else None
         row["detected"] = row["delay"] <= max_delay  # type: ignore[operator]
     else:
-        row.update(delay=None, pages=0, repeats=0, duration=None, duration_error=None, detected=False)
+        row.update(delay=None, pages=0, repeats=0, duration=None, duration_error=None, notice_lag=None, detected=False)
     return row
 
 
@@ -328,6 +332,7 @@ def _summary(rows: list[dict[str, object]], false_positives: dict[str, int], n_i
     true_positives = len(detected)
     errors = [abs(r["duration_error"]) for r in rows if r["duration_error"] is not None]  # type: ignore[arg-type]
     delays = [r["delay"] for r in detected]
+    lags = [r["notice_lag"] for r in rows if r.get("notice_lag") is not None]
     out: dict[str, object] = {
         "events": len(rows),
         "incidents": n_incidents,
@@ -343,6 +348,8 @@ def _summary(rows: list[dict[str, object]], false_positives: dict[str, int], n_i
         "duration_error_windows_median": statistics.median(errors) if errors else None,
         "duration_error_windows_max": max(errors) if errors else None,
         "duration_within_2_windows": round(sum(e <= 2 for e in errors) / len(errors), 4) if errors else None,
+        "resolved_notice_lag_windows_median": statistics.median(lags) if lags else None,
+        "resolved_notice_lag_windows_max": max(lags) if lags else None,
         "by_kind": {},
     }
     for kind in sorted({str(r["kind"]) for r in rows}):

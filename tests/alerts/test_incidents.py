@@ -139,3 +139,17 @@ def test_lifecycle_keys_parse_with_defaults_and_errors_name_the_key() -> None:
         with pytest.raises(RulesError) as caught:
             parse_rules(rule_text(bad))
         assert caught.value.key == f"rules[0].{key}"
+
+
+def test_the_incident_ends_at_its_first_clear_window_and_resolves_when_confirmed() -> None:
+    """``resolve_after: 3``: the resolved notice waits for three clear windows, but the incident's
+    recorded end (``resolved_at``) is the evaluation that saw the first of them: its duration is
+    the spike's, not the spike's plus the confirmation."""
+    config = parse_rules(rule_text("resolve_after: 3"))
+    source, pager = SyntheticSource([Series("researcher", "test", with_spike(60, 30, 6))], T0, STEP), Pager()
+    evaluator = Evaluator(config, source, source, pager)  # type: ignore[arg-type]
+    events = [(event, i, alert) for i in range(60) for event, alert in evaluator.run_once(now=T0 + (i + 1) * STEP + 1)]
+    assert [(e, i) for e, i, _ in events] == [("firing", 30), ("resolved", 38)]
+    alert = events[1][2]
+    assert alert.started_at == T0 + 31 * STEP + 1 and alert.resolved_at == T0 + 37 * STEP + 1  # windows 30..35 breached, 36 clear
+    assert alert.last_notified_at == T0 + 39 * STEP + 1 and "resolved after 6 min" in alert.message
