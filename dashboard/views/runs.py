@@ -16,13 +16,13 @@ from typing import get_args
 
 import streamlit as st
 
-from agentwatch_api.schemas import RunsPage, RunSummary
+from agentwatch_api.schemas import RunsPage, RunStatus, RunSummary
 from dashboard import analysis, live, ui
 
 SORTS = {"Start time": "start_time", "Duration": "duration_s", "Cost": "cost_usd", "Steps": "steps", "Tokens": "total_tokens"}
 ANY = "any"
 SCAN_LIMIT = 500  # the query API's largest page
-STATUSES = [ANY, *get_args(RunSummary.model_fields["status"].annotation)]
+STATUSES = [ANY, *get_args(RunStatus)]
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 MAX_PINNED = 20
 RUNNING_COLUMNS = {**ui.RUN_COLUMNS, "started": st.column_config.DatetimeColumn("started (UTC)", format="HH:mm:ss"), "elapsed_s": st.column_config.NumberColumn("elapsed", format="%.0f s")}
@@ -32,7 +32,6 @@ DEFAULT_COLUMNS = ["time", "agent", "status", "outcome", "duration_s", "steps", 
 
 def render() -> None:
     st.title("Runs")
-    print("DBG qp", dict(st.query_params))
     _status_from_link()
     st.fragment(_running_now, run_every=ui.refresh_every("runs_live", "runs_live_s", on=True, label="Live: running runs"))()
     search = st.text_input("Search", key="runs_search", placeholder="trace id, user id, session id, agent or run name").strip()
@@ -52,7 +51,6 @@ def _status_from_link() -> None:
     wanted = st.query_params.pop("status", None)
     if wanted in STATUSES:
         st.session_state["runs_status"] = wanted
-        print("DBG set", wanted)
 
 
 def _running_now() -> None:
@@ -78,7 +76,6 @@ def _filters() -> tuple[dict[str, object], dict[str, object]]:
     """(what the query API filters and sorts, what this page filters)."""
     c = st.columns([1, 1, 1, 1, 1, 1])
     status = c[0].selectbox("Status", STATUSES, key="runs_status", help="running: its root span has not arrived yet; incomplete: it never did.")
-    print("DBG status", status)
     outcome = c[1].selectbox("Outcome", [ANY, "success", "failure", "abandoned"], key="runs_outcome")
     failed_tools = c[2].toggle("Tool failed", key="runs_tool_failed", help="Runs with at least one failed or timed-out tool call, whatever their status.")
     user = c[3].text_input("User id", key="runs_user").strip()

@@ -1,0 +1,215 @@
+"""Runs watched while they run (issue 20), end to end: real SDK runs against a real collector.
+
+A slow agent (``tests.dashboard.slow_agent``: a step every 1.5 s, each step left open while it
+waits) keeps running through the module; a second one is SIGKILLed after two steps and becomes
+``incomplete`` after the collector's idle timeout (6 s here). The pages are checked under
+Streamlit's AppTest and, for the runs page's live figures, in headless Chromium.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from selenium.webdriver.common.by import By
+from streamlit.testing.v1 import AppTest
+
+from dashboard import live, trace
+from reference_agent.demo import ProcessGroup, project_key, start_collector
+from tests.conftest import free_port
+from tests.dashboard import browser
+from tests.dashboard.conftest import APP
+
+PROJECT = "live"
+IDLE_TIMEOUT_S = 6
+RUNNING, CRASHED = "slow-agent", "crashing-agent"
+
+
+@dataclass
+class LiveStack:
+    collector: str
+    key: str
+    group: ProcessGroup
+    running: str = ""  # trace ids
+    crashed: str = ""
+
+    def get(self, path: str, **params: Any) -> Any:
+        response = httpx.get(self.collector + path, params=params, headers={"Authorization": f"Bearer {self.key}"}, timeout=15.0)
+        response.raise_for_status()
+        return response.json()
+
+    def runs(self, **params: Any) -> dict[str, dict]:
+        """Agent name -> its run, as the query API lists it."""
+        return {r["agent"]: r for r in self.get("/api/runs", limit=50, **params)["items"]}
+
+    def wait(self, what: str, ready: Any, timeout_s: float = 45.0) -> Any:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            found = ready()
+            if found:
+                return found
+            time.sleep(0.3)
+        raise AssertionError(f"{what} not seen within {timeout_s} s: {self.runs()}")
+
+
+def _agent(group: ProcessGroup, name: str, env: dict[str, str], *, pause: float) -> Any:
+    argv = [sys.executable, "-m", "tests.dashboard.slow_agent", "--name", name, "--steps", "400", "--pause", str(pause)]
+    return group.start(name, argv, env)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+    root = tmp_path_factory.mktemp("live-stack")
+    group = ProcessGroup(root / "logs", log=lambda line: print(line, file=sys.stderr))
+    try:
+        collector = start_collector(group, root / "data", port=free_port(), grpc_port=0,
+                                    env={"AGENTWATCH_RUN_IDLE_TIMEOUT_S": str(IDLE_TIMEOUT_S)})
+        stack = LiveStack(collector, project_key(collector, root / "data", PROJECT), group)
+        env = {"AGENTWATCH_ENDPOINT": collector, "AGENTWATCH_API_KEY": stack.key}
+        _agent(group, RUNNING, env, pause=1.5)
+        crashing = _agent(group, CRASHED, env, pause=0.4)
+        runs = stack.wait("two running runs, one with 2 steps", lambda: (r := stack.runs(status="running")).get(CRASHED, {}).get("llm_calls", 0) >= 2 and RUNNING in r and r)
+        os.killpg(crashing.pid, signal.SIGKILL)  # mid-run: its root span and open step are never sent
+        stack.running, stack.crashed = runs[RUNNING]["trace_id"], runs[CRASHED]["trace_id"]
+        stack.wait("the killed run incomplete", lambda: stack.runs(status="incomplete").get(CRASHED), timeout_s=IDLE_TIMEOUT_S + 30)
+        yield stack
+    finally:
+        group.stop()
+
+
+def _incomplete(stack: LiveStack) -> dict:
+    return stack.runs(status="incomplete")[CRASHED]
+
+
+# --- AppTest ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def app(stack: LiveStack, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    env = {"AGENTWATCH_COLLECTOR_URL": stack.collector, "AGENTWATCH_API_KEY": stack.key, "AGENTWATCH_DASHBOARD_CACHE_TTL_S": "1",
+           "AGENTWATCH_DASHBOARD_OPEN": "1"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AGENTWATCH_DASHBOARD_PASSWORD", raising=False)
+    return AppTest.from_file(str(APP), default_timeout=60).run()
+
+
+def page(at: AppTest, path: str, **query: str) -> AppTest:
+    at.query_params.update(query)
+    at.switch_page(path).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(at: AppTest) -> str:
+    return "\n".join(str(e.value) for kind in ("markdown", "caption", "info", "warning", "subheader") for e in getattr(at, kind))
+
+
+def test_a_running_run_is_listed_with_rising_figures_and_an_incomplete_one_after_the_timeout(stack: LiveStack) -> None:
+    first = stack.runs(status="running")[RUNNING]
+    assert first["status"] == "running" and first["user_id"] == "watcher" and first["cost_usd"] > 0
+    later = stack.wait("a rising step count", lambda: (r := stack.runs()[RUNNING])["llm_calls"] > first["llm_calls"] and r)
+    assert later["status"] == "running" and later["total_tokens"] > first["total_tokens"] and later["cost_usd"] > first["cost_usd"]
+    crashed = _incomplete(stack)
+    assert crashed["llm_calls"] >= 2 and crashed["cost_usd"] > 0
+    overview = stack.get("/api/overview")
+    assert (overview["running_runs"], overview["incomplete_runs"]) == (1, 1)
+
+
+def test_overview_cards_count_running_and_incomplete_runs(stack: LiveStack, app: AppTest) -> None:
+    at = page(app, "views/overview.py")
+    shown = {m.label: m.value for m in at.metric}
+    assert (shown["Running now"], shown["Incomplete"]) == ("1", "1")
+    links = [str(e.proto) for e in at.get("page_link")]
+    assert len(links) == 2 and all("status" in link for link in links), links
+    at = page(at, "views/runs.py", status="incomplete")  # where the Incomplete card links
+    assert at.selectbox(key="runs_status").value == "incomplete"
+    assert list(at.dataframe[1].value["trace_id"]) == [stack.crashed]
+
+
+def test_runs_page_pins_running_runs_above_the_list(stack: LiveStack, app: AppTest) -> None:
+    at = page(app, "views/runs.py")
+    pinned = at.dataframe[0].value
+    assert list(pinned["agent"]) == [RUNNING] and list(pinned["trace_id"]) == [stack.running]
+    assert pinned["steps"][0] >= 1 and pinned["elapsed_s"][0] > 0 and pinned["cost_usd"][0] > 0
+    assert "Running now: 1" in texts(at)
+    assert at.toggle(key="runs_live").value is True  # live by default
+    listed = at.dataframe[1].value  # the list below holds every run, the running one too
+    assert set(listed["trace_id"]) == {stack.running, stack.crashed} and set(listed["status"]) == {"running", "incomplete"}
+    at.selectbox(key="runs_status").set_value("incomplete").run()
+    assert list(at.dataframe[1].value["trace_id"]) == [stack.crashed] and len(at.dataframe[0].value) == 1  # still pinned
+
+
+def _tree(at: AppTest) -> Any:
+    return next(d.value for d in at.dataframe if "span" in d.value.columns)
+
+
+def test_run_detail_of_a_running_run_draws_its_open_spans_to_now(stack: LiveStack, app: AppTest) -> None:
+    at = page(app, "views/run_detail.py", run=stack.running)
+    assert "Elapsed" in {m.label for m in at.metric} and "Running: started" in texts(at)
+    assert at.toggle(key="run_live").value is True
+    tree = _tree(at)
+    opened = tree[tree["status"] == live.OPEN]
+    assert set(opened["kind"]) == {"run", "step"}  # the run and its current step, not stored yet
+    assert any(trace.OPEN_MARK in label and RUNNING in label for label in opened["span"])
+    spec = str(at.get("plotly_chart")[0].proto.spec)
+    assert '"pattern":{"shape":["\\u002f"' in spec  # the open bars are hatched ("/")
+
+
+def test_run_detail_of_a_crashed_run_says_incomplete(stack: LiveStack, app: AppTest) -> None:
+    crashed = _incomplete(stack)
+    at = page(app, "views/run_detail.py", run=stack.crashed)
+    assert "Incomplete: its root span never arrived" in texts(at) and "Duration" in {m.label for m in at.metric}
+    assert "run_live" not in {t.key for t in at.toggle}  # nothing to refresh
+    tree = _tree(at)
+    root = tree[(tree["status"] == live.OPEN) & (tree["kind"] == "run")]
+    assert len(root) == 1 and root["duration_s"].iloc[0] == pytest.approx(crashed["duration_s"], abs=0.01)  # to its last activity
+
+
+# --- headless Chromium ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dashboard_url(stack: LiveStack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    group = ProcessGroup(tmp_path_factory.mktemp("live-dashboard-logs"), log=lambda line: print(line, file=sys.stderr))
+    try:
+        yield browser.start_dashboards(group, stack.collector, {"dashboard": ["--api-key", stack.key, "--open"]})["dashboard"]
+    finally:
+        group.stop()
+
+
+def _grid_rows(page: browser.Page, table: int) -> list[dict[str, str]]:
+    """A data frame's rows as drawn (header -> cell text), read from the accessible table the
+    grid keeps inside its canvas."""
+    grid = page.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"]')[table]
+    rows = [[c.get_attribute("textContent") for c in r.find_elements(By.CSS_SELECTOR, "th, td")]
+            for r in grid.find_elements(By.CSS_SELECTOR, 'table[role="grid"] tr')]
+    return [dict(zip(rows[0], row, strict=False)) for row in rows[1:]]
+
+
+def _pinned(page: browser.Page) -> dict[str, str]:
+    assert "Running now: 1" in page.text() and page.exceptions() == [], page.text()[:2000]
+    (row,) = _grid_rows(page, 0)
+    return row
+
+
+@pytest.mark.browser
+def test_runs_page_in_a_browser_shows_the_running_run_with_a_growing_step_count(stack: LiveStack, dashboard_url: str) -> None:
+    page = browser.Page(browser.chromium())
+    try:
+        first = _pinned(page.open(dashboard_url + "/runs"))
+        assert first["agent"] == RUNNING and int(first["steps"]) >= 1, first
+        time.sleep(3.5)  # two more steps of the slow agent
+        later = _pinned(page.open(dashboard_url + "/runs"))
+        assert int(later["steps"]) > int(first["steps"]) and later["started (UTC)"] == first["started (UTC)"], (first, later)
+        page.open(dashboard_url + "/runs?status=incomplete")  # the Overview's Incomplete card links here
+        assert "Runs 1–1 of 1" in page.text() and _grid_rows(page, 1)[0]["status"] == "incomplete"
+    finally:
+        page.driver.quit()
