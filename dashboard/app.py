@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import ui
+from dashboard import projects, ui
 
 PAGES = [
     st.Page("views/overview.py", title="Overview", icon=":material/monitoring:", default=True),
@@ -26,5 +26,6 @@ if not authenticated:
     st.stop()
 if page.url_path == "" and st.query_params.get("run"):  # a deep link to the root: ?run=<trace>&span=<span>
     st.switch_page(PAGES[2], query_params=dict(st.query_params))
+projects.sidebar()
 ui.sidebar_filters()
 page.run()

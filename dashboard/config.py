@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class DashboardConfig:
     collector_url: str = field(default=DEFAULT_COLLECTOR_URL, metadata={"env": "COLLECTOR_URL", "doc": "base URL of the collector's query API"})
-    api_key: str = field(default="", metadata={"env": "API_KEY", "doc": "project API key the dashboard queries with (password and open modes)"})
+    api_key: str = field(default="", metadata={"env": "API_KEY", "doc": "project API key the dashboard queries with (password and open modes); keys of several projects comma-separated, switched in the sidebar"})
     password: str = field(default="", metadata={"env": "DASHBOARD_PASSWORD", "doc": "dashboard login password; empty = log in with a project API key"})
     open_mode: bool = field(default=False, metadata={"env": "DASHBOARD_OPEN", "doc": "1 = open local mode: no login, a banner on every page"})
     timeout_s: float = field(default=30.0, metadata={"env": "DASHBOARD_TIMEOUT_S", "doc": "timeout of one query to the collector"})
@@ -51,6 +51,11 @@ class DashboardConfig:
     @classmethod
     def describe(cls) -> list[tuple[str, str, str]]:
         return [(ENV_PREFIX + f.metadata["env"], str(f.default), f.metadata["doc"]) for f in fields(cls)]
+
+    @property
+    def api_keys(self) -> tuple[str, ...]:
+        """``api_key`` split at commas: one key per project the sidebar can switch to."""
+        return tuple(k.strip() for k in self.api_key.split(",") if k.strip()) or ("",)
 
     @property
     def login_mode(self) -> str:
