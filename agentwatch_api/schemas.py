@@ -244,6 +244,38 @@ class CostLevers(BaseModel):
     small_model_share: float | None
 
 
+class LeverSaving(BaseModel):
+    """One cost lever over the range: what the calls or runs it touched cost, what they would
+    have cost without it (its counterfactual, priced with the collector's price table), and the
+    difference. ``events``: cache hits, routed calls, degraded runs, or requests delayed or refused."""
+
+    lever: str  # cache | routing | degradation | rate_limit
+    events: int
+    actual_usd: float
+    counterfactual_usd: float
+    saving_usd: float
+    basis: str  # how the counterfactual is counted, in one line
+    detail: dict[str, float] = Field(default_factory=dict)  # lever-specific figures (tokens, delays, ...)
+
+
+class LeverQuality(BaseModel):
+    """Runs of the range a degradation acted in, or not (refused runs are in neither)."""
+
+    group: str  # degraded | not degraded
+    runs: int
+    success_rate: float | None
+    feedback_score: float | None
+    feedback_count: int
+    mean_cost_usd: float | None
+
+
+class LeverSavings(BaseModel):
+    price_version: str  # the price table the counterfactuals were priced with
+    total_saving_usd: float
+    levers: list[LeverSaving]
+    quality: list[LeverQuality]
+
+
 class SelfHostedCost(BaseModel):
     gpu_hour_usd: float
     gpu_seconds: float
@@ -265,6 +297,7 @@ class CostBreakdown(BaseModel):
     levers: CostLevers
     cost_per_success_usd: float | None = None
     self_hosted: SelfHostedCost | None = None
+    savings: LeverSavings | None = None  # measured saving per lever (None: not asked for)
 
 
 class EngineInfo(BaseModel):

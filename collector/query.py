@@ -16,7 +16,7 @@ import uuid
 from calendar import monthrange
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
 
@@ -42,8 +42,12 @@ from agentwatch_api.schemas import (
     TimeSeries,
     finite_total,
 )
+from collector.levers import lever_savings
 from collector.storage import queries as q
 from collector.storage.base import QueryError, Store
+
+if TYPE_CHECKING:
+    from agentwatch import PriceTable
 
 MAX_RANGE_S = 400 * 86_400
 MAX_BUCKETS = 5_000
@@ -481,8 +485,10 @@ def cost_breakdown(
     model: str | None = None,
     gpu_hour_usd: float = 0.0,
     now: float | None = None,
+    prices: PriceTable | None = None,
 ) -> CostBreakdown:
-    """Where the money went in [start, end), what the levers saved, and the month's forecast."""
+    """Where the money went in [start, end), what the levers saved (priced with ``prices``, when
+    given), and the month's forecast."""
     params = _call_params(project, start, end, agent, model)
     filters = q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params), _rollup_source(params)
     by = {key: [CostRow(**r) for r in store.query(q.cost_by(key, *filters), params)] for key in q.COST_KEYS}
@@ -505,6 +511,7 @@ def cost_breakdown(
         levers=_levers(lever_totals),
         cost_per_success_usd=runs.get((0, ""), {}).get("cost_per_success_usd"),
         self_hosted=_self_hosted(store, project, start, end, gpu_hour_usd, tokens) if gpu_hour_usd > 0 else None,
+        savings=lever_savings(store, params, prices=prices) if prices is not None else None,
     )
 
 

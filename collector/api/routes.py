@@ -33,6 +33,7 @@ from collector import query, reprice
 from collector.admin import AdminDep, EngineAdd, register_engine_as
 from collector.api.params import Agent, End, Model, Start, time_window
 from collector.deps import ProjectDep, SettingsDep, StoreDep
+from collector.levers import price_table
 from collector.scraper import parse_targets
 from collector.storage.base import StoreUnavailable
 
@@ -132,7 +133,9 @@ def cost(
 ) -> CostBreakdown:
     lo, hi = time_window(start, end)
     price = settings.gpu_hour_usd if gpu_hour_usd is None else gpu_hour_usd
-    return _run(lambda: query.cost_breakdown(store, project, start=lo, end=hi, agent=agent, model=model, gpu_hour_usd=price))
+    prices = price_table(settings.prices_file)
+    return _run(lambda: query.cost_breakdown(store, project, start=lo, end=hi, agent=agent, model=model, gpu_hour_usd=price,
+                                             prices=prices))
 
 
 @router.get("/engines", response_model=list[EngineInfo])

@@ -1,0 +1,115 @@
+"""Measured savings of the cost levers over a range, each against its counterfactual.
+
+- cache: the prompt cache's cached input tokens priced at the model's input price instead of its
+  cached price; tool-cache hits are counted with the tokens they served (a tool call has no
+  price of its own);
+- routing: each call an agent routed (``agentwatch.lever.name = routing``) priced with the same
+  tokens on the model it would have used (``agentwatch.lever.baseline_model``);
+- degradation: each degraded run's projected cost at the switch (``projected_cost_usd``, recorded
+  by the agent) against what the run cost in the end;
+- rate limiting: runs delayed (and for how long) or refused; a refused run is estimated at the
+  mean cost of the same agent's runs in the range that were not refused.
+
+Counterfactuals are priced with the collector's ``agentwatch.PriceTable`` (the one that prices
+every span at ingest, ``AGENTWATCH_PRICES_FILE``); its version is part of the answer.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+from agentwatch_api.schemas import LeverQuality, LeverSaving, LeverSavings
+from collector.storage import queries as q
+from collector.storage import queries_levers as ql
+from collector.storage.base import Store
+
+if TYPE_CHECKING:
+    from agentwatch import PriceTable
+
+BASIS = {
+    "cache": "cached input tokens at the model's input price instead of its cached price",
+    "routing": "each routed call's tokens priced on the model it would have used",
+    "degradation": "each degraded run's projected cost at the switch against its final cost",
+    "rate_limit": "refused runs at the mean cost of the agent's other runs in the range",
+}
+
+
+@functools.lru_cache(maxsize=4)
+def price_table(prices_file: str = "") -> PriceTable:
+    """The collector's price table (the same overrides that price spans at ingest), built once."""
+    from agentwatch import PriceTable
+
+    return PriceTable.from_file(prices_file) if prices_file else PriceTable()
+
+
+def price_params(store: Store, params: dict[str, Any], prices: PriceTable) -> dict[str, Any]:
+    """``keys``/``input``/``output``/``cached`` for every model the range's LLM calls name."""
+    models = store.query(ql.LEVER_MODELS, params)[0]["models"]
+    found = [(m, p) for m in models if (p := prices.price(m)) is not None]
+    return {"keys": [m for m, _ in found], "input": [p.input for _, p in found],
+            "output": [p.output for _, p in found], "cached": [p.cached for _, p in found]}
+
+
+def lever_savings(store: Store, params: dict[str, Any], *, prices: PriceTable) -> LeverSavings:
+    """Every lever's saving in the range of ``params`` (those of ``queries.span_source``)."""
+    bound = {**params, **price_params(store, params, prices)}
+    calls = store.query(ql.span_levers(q.where(q.SPAN_FILTERS, params)), bound)[0]
+    runs = store.query(ql.run_levers(q.where({"agent": "agent = {agent:String}"}, params)), bound)
+    levers = [_cache(calls), _routing(calls), _degradation(runs), _rate_limit(runs)]
+    return LeverSavings(price_version=prices.version, total_saving_usd=sum(lv.saving_usd for lv in levers),
+                        levers=levers, quality=_quality(runs))
+
+
+def _saving(lever: str, events: int, actual: float, counterfactual: float, **detail: float) -> LeverSaving:
+    return LeverSaving(lever=lever, events=events, actual_usd=actual, counterfactual_usd=counterfactual,
+                       saving_usd=counterfactual - actual, basis=BASIS[lever], detail=detail)
+
+
+def _cache(row: dict[str, Any]) -> LeverSaving:
+    actual = float(row["cache_calls_usd"])
+    return _saving("cache", int(row["tool_cache_hits"]) + int(row["cache_calls"]), actual,
+                   actual + float(row["prompt_cache_saving_usd"]), tool_cache_hits=row["tool_cache_hits"],
+                   tool_tokens_avoided=row["tool_tokens_avoided"], cached_calls=row["cache_calls"],
+                   cached_tokens=row["cache_tokens"])
+
+
+def _routing(row: dict[str, Any]) -> LeverSaving:
+    return _saving("routing", int(row["routed_calls"]), float(row["routed_usd"]), float(row["routed_counterfactual_usd"]),
+                   routed_tokens=row["routed_tokens"], unpriced_calls=row["routed_unpriced"])
+
+
+def _degradation(rows: list[dict[str, Any]]) -> LeverSaving:
+    mine = [r for r in rows if r["degraded"] and not r["refused"]]
+    return _saving("degradation", sum(int(r["projected_runs"]) for r in mine),
+                   sum(float(r["projected_runs_usd"]) for r in mine), sum(float(r["projected_usd"]) for r in mine),
+                   degraded_runs=sum(int(r["runs"]) for r in mine))
+
+
+def _rate_limit(rows: list[dict[str, Any]]) -> LeverSaving:
+    """Refused runs of each agent at the mean cost of its runs that were not refused."""
+    refused, estimate = 0, 0.0
+    for agent in {r["agent"] for r in rows}:
+        served = [r for r in rows if r["agent"] == agent and not r["refused"]]
+        count = sum(int(r["runs"]) for r in served)
+        mean = sum(float(r["cost_usd"]) for r in served) / count if count else 0.0
+        agent_refused = sum(int(r["runs"]) for r in rows if r["agent"] == agent and r["refused"])
+        refused, estimate = refused + agent_refused, estimate + agent_refused * mean
+    delayed = sum(int(r["delayed"]) for r in rows)
+    return _saving("rate_limit", refused + delayed, 0.0, estimate, refused_runs=refused, delayed_runs=delayed,
+                   delay_s=sum(float(r["delay_s"]) for r in rows))
+
+
+def _quality(rows: list[dict[str, Any]]) -> list[LeverQuality]:
+    """Success rate, feedback and mean cost of degraded runs beside the others (refused runs in neither)."""
+    out = []
+    for name, degraded in (("degraded", 1), ("not degraded", 0)):
+        mine = [r for r in rows if r["degraded"] == degraded and not r["refused"]]
+        runs = sum(int(r["runs"]) for r in mine)
+        fb_n = sum(int(r["fb_n"]) for r in mine)
+        out.append(LeverQuality(
+            group=name, runs=runs, feedback_count=fb_n,
+            success_rate=sum(int(r["successes"]) for r in mine) / runs if runs else None,
+            feedback_score=sum(float(r["fb_sum"]) for r in mine) / fb_n if fb_n else None,
+            mean_cost_usd=sum(float(r["cost_usd"]) for r in mine) / runs if runs else None))
+    return out

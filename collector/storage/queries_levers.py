@@ -1,0 +1,99 @@
+"""Queries of the cost levers: measured savings against their counterfactuals, and what-if.
+
+Prices are bound, never stored in SQL: ``{keys:Array(String)}`` holds model names and
+``{input}``, ``{output}``, ``{cached}`` (``Array(Float64)``, USD per 1M tokens) their prices, as
+``agentwatch.PriceTable.cost`` computes them (cached tokens are part of the input tokens). A
+model not in ``keys`` is unpriced: its counterfactual is left out and counted.
+
+These read spans in the range (lever attributes live in the attribute map, not in rollups).
+"""
+
+from __future__ import annotations
+
+from collector.storage.queries import _FEEDBACK, _FEEDBACK_FIGURES, _SPAN_RANGE
+from collector.storage.schema import BILLABLE, ROOT
+
+_LEVER = "attributes['agentwatch.lever.name']"
+_BASELINE = "attributes['agentwatch.lever.baseline_model']"
+_CACHED = "least(cached_tokens, input_tokens)"
+
+
+def _price(column: str, index: str) -> str:
+    return f"arrayElement({{{column}:Array(Float64)}}, {index})"
+
+
+def priced(model: str) -> str:
+    """USD of this span's tokens on ``model`` (an SQL expression), 0 when unpriced."""
+    i = f"indexOf({{keys:Array(String)}}, {model})"
+    return (f"((input_tokens - {_CACHED}) * {_price('input', i)} + {_CACHED} * {_price('cached', i)}"
+            f" + output_tokens * {_price('output', i)}) / 1e6")
+
+
+def is_priced(model: str) -> str:
+    return f"indexOf({{keys:Array(String)}}, {model}) > 0"
+
+
+# Every model the levers' counterfactuals may need a price for.
+LEVER_MODELS = f"""
+SELECT arraySort(groupUniqArray(m)) AS models FROM (
+    SELECT arrayJoin([toString(model), {_BASELINE}]) AS m FROM spans
+    WHERE {_SPAN_RANGE} AND kind = 'llm')
+WHERE m != ''"""
+
+
+def span_levers(filters: str) -> str:
+    """Cache and routing, call by call.
+
+    Cache: tool calls a hit served and the tokens they returned (counts), and the prompt cache:
+    cached input tokens priced at the model's input price instead of its cached price.
+    Routing: calls that carry ``agentwatch.lever.name = routing`` priced on their
+    ``baseline_model`` with the same tokens."""
+    own = "toString(model)"
+    routed = f"kind = 'llm' AND {_LEVER} = 'routing' AND {_BASELINE} != ''"
+    return f"""
+SELECT
+    countIf(kind = 'tool' AND tool_cache_hit) AS tool_cache_hits,
+    sumIf(toUInt64OrZero(attributes['agentwatch.tool.tokens_saved']), kind = 'tool' AND tool_cache_hit) AS tool_tokens_avoided,
+    sumIf(toUInt64({_CACHED}), kind = 'llm' AND {is_priced(own)}) AS cache_tokens,
+    countIf(kind = 'llm' AND cached_tokens > 0 AND {is_priced(own)}) AS cache_calls,
+    sumIf(cost_usd, kind = 'llm' AND cached_tokens > 0 AND {is_priced(own)}) AS cache_calls_usd,
+    sumIf({_CACHED} * ({_price('input', f'indexOf({{keys:Array(String)}}, {own})')}
+                      - {_price('cached', f'indexOf({{keys:Array(String)}}, {own})')}) / 1e6,
+          kind = 'llm' AND {is_priced(own)}) AS prompt_cache_saving_usd,
+    countIf({routed} AND {is_priced(_BASELINE)}) AS routed_calls,
+    countIf({routed} AND NOT {is_priced(_BASELINE)}) AS routed_unpriced,
+    sumIf(toUInt64(input_tokens) + output_tokens, {routed} AND {is_priced(_BASELINE)}) AS routed_tokens,
+    sumIf(cost_usd, {routed} AND {is_priced(_BASELINE)}) AS routed_usd,
+    sumIf({priced(_BASELINE)}, {routed} AND {is_priced(_BASELINE)}) AS routed_counterfactual_usd
+FROM spans
+WHERE {_SPAN_RANGE} AND {filters}"""
+
+
+# One row per trace with a root in the range: its agent, outcome, cost and what the levers did.
+_TRACE_LEVERS = f"""
+    SELECT trace_id, max(agent_name) AS agent, max(outcome) AS outcome,
+        toUInt8(max({_LEVER} = 'degradation')) AS degraded,
+        toUInt8(max({_LEVER} = 'rate_limit' AND attributes['agentwatch.lever.refused'] = 'true')) AS refused,
+        maxIf(toFloat64OrZero(attributes['agentwatch.lever.projected_cost_usd']), {_LEVER} = 'degradation') AS projected,
+        toUInt8(max({_LEVER} = 'rate_limit' AND toFloat64OrZero(attributes['agentwatch.lever.delay_s']) > 0)) AS delayed,
+        sumIf(toFloat64OrZero(attributes['agentwatch.lever.delay_s']), {_LEVER} = 'rate_limit') AS delay_s,
+        sumIf(cost_usd, {BILLABLE}) AS cost,
+        max({ROOT}) AS has_root
+    FROM spans
+    WHERE {_SPAN_RANGE}
+    GROUP BY trace_id
+    HAVING has_root"""
+
+
+def run_levers(filters: str) -> str:
+    """Degradation and rate limiting, run by run, per (agent, degraded, refused): runs,
+    successes, cost, the projected cost at each degradation, delays, and feedback."""
+    return f"""{_FEEDBACK}
+SELECT agent, degraded, refused, count() AS runs, countIf(outcome = 'success') AS successes,
+    sum(cost) AS cost_usd, countIf(projected > 0) AS projected_runs, sumIf(projected, projected > 0) AS projected_usd,
+    sumIf(cost, projected > 0) AS projected_runs_usd, countIf(delayed) AS delayed, sum(delay_s) AS delay_s,
+    {_FEEDBACK_FIGURES}
+FROM ({_TRACE_LEVERS})
+WHERE {filters}
+GROUP BY agent, degraded, refused
+ORDER BY agent, degraded, refused"""

@@ -1,0 +1,143 @@
+"""Measured lever savings in ``/api/cost``: every counterfactual computed by hand on a small
+fixture of runs equals the API's figure (a real collector on 127.0.0.1, its store seeded)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agentwatch_api.schemas import FeedbackIn
+from collector import query
+from collector.model import SpanRow
+from tests.collector.factories import new_span_id, new_trace_id
+from tests.collector.ingest_helpers import Running, serve, settings_for
+from tests.collector.test_api import Api
+
+T = (int(time.time()) // 3600 - 3) * 3600
+P = "lv"
+M = 1e6  # prices are USD per 1M tokens: sim-small 0.10 / 0.40 / 0.05 cached, sim-large 2.50 / 10.00 / 1.25
+
+
+def _span(trace: str, kind: str, at: int, **fields: Any) -> SpanRow:
+    t = (T + at) * 1_000_000_000
+    return SpanRow(project=P, trace_id=trace, span_id=new_span_id(), parent_span_id=fields.pop("parent", "p"), name=kind,
+                   kind=kind, start_time_ns=t, end_time_ns=t + 1_000_000, agent_name=fields.pop("agent", "a"), **fields)
+
+
+def _run(at: int, *children: dict[str, Any], agent: str = "a", outcome: str = "success",
+         attributes: dict[str, str] | None = None) -> list[SpanRow]:
+    trace = new_trace_id()
+    spans = [_span(trace, "run", at, parent="", agent=agent, outcome=outcome, attributes=attributes or {})]
+    return spans + [_span(trace, child.pop("kind"), at + 1 + i, agent=agent, **child) for i, child in enumerate(children)]
+
+
+def _routed(baseline: str) -> dict[str, str]:
+    return {"agentwatch.lever.name": "routing", "agentwatch.lever.baseline_model": baseline}
+
+
+RUNS = {
+    # routed calls, the prompt cache and tool-cache hits
+    "R1": _run(10,
+               {"kind": "llm", "model": "sim-small", "input_tokens": 1000, "output_tokens": 100, "cached_tokens": 400,
+                "cost_usd": (600 * 0.10 + 400 * 0.05 + 100 * 0.40) / M, "attributes": _routed("sim-large")},
+               {"kind": "llm", "model": "sim-small", "input_tokens": 2000, "output_tokens": 50,
+                "cost_usd": (2000 * 0.10 + 50 * 0.40) / M, "attributes": _routed("sim-large")},
+               {"kind": "llm", "model": "sim-large", "input_tokens": 3000, "output_tokens": 500, "cached_tokens": 1000,
+                "cost_usd": (2000 * 2.50 + 1000 * 1.25 + 500 * 10.0) / M},
+               {"kind": "tool", "tool_name": "search", "tool_cache_hit": True, "attributes": {"agentwatch.tool.tokens_saved": "150"}},
+               {"kind": "tool", "tool_name": "fetch", "tool_cache_hit": True, "attributes": {"agentwatch.tool.tokens_saved": "250"}},
+               {"kind": "tool", "tool_name": "fetch"}),
+    # degraded at a projected $0.05, ended at $0.02, and failed
+    "R2": _run(20,
+               {"kind": "step", "attributes": {"agentwatch.lever.name": "degradation", "agentwatch.lever.projected_cost_usd": "0.05",
+                                               "agentwatch.lever.cost_so_far_usd": "0.015"}},
+               {"kind": "llm", "model": "sim-large", "input_tokens": 4000, "output_tokens": 1000, "cost_usd": 0.02},
+               outcome="failure", attributes={"agentwatch.run.degraded": "true"}),
+    "R3": _run(30, outcome="abandoned", attributes={"agentwatch.lever.name": "rate_limit", "agentwatch.lever.refused": "true"}),
+    # queued 1.5 s; its one routed call names a model without a price
+    "R4": _run(40, {"kind": "llm", "model": "sim-small", "input_tokens": 100, "output_tokens": 10, "cost_usd": 0.01,
+                    "attributes": _routed("mystery-model-without-price")},
+               attributes={"agentwatch.lever.name": "rate_limit", "agentwatch.lever.delay_s": "1.5"}),
+    "R5": _run(50, agent="b", outcome="abandoned", attributes={"agentwatch.lever.name": "rate_limit", "agentwatch.lever.refused": "true"}),
+    "R6": _run(60, {"kind": "llm", "model": "sim-large", "input_tokens": 100, "output_tokens": 10, "cost_usd": 0.04}, agent="b"),
+}
+R1_COST = (600 * 0.10 + 400 * 0.05 + 100 * 0.40 + 2000 * 0.10 + 50 * 0.40 + 2000 * 2.50 + 1000 * 1.25 + 500 * 10.0) / M
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    with serve(settings_for(tmp_path_factory.mktemp("levers"))) as running:
+        _seed(running)
+        yield Api(running.url, running.key(P))
+
+
+def _seed(running: Running) -> None:
+    store = running.app.state.store
+    for rows in RUNS.values():
+        store.insert_spans(rows)
+    query.add_feedback(store, P, RUNS["R1"][0].trace_id, FeedbackIn(score=1.0))
+    query.add_feedback(store, P, RUNS["R2"][0].trace_id, FeedbackIn(score=0.5))
+
+
+@pytest.fixture(scope="module")
+def savings(api: Api) -> dict[str, Any]:
+    body = api.get("/api/cost", start=T, end=T + 3600).json()["savings"]
+    body["by_lever"] = {lever["lever"]: lever for lever in body["levers"]}
+    return body
+
+
+def test_routing_prices_the_routed_tokens_on_the_model_they_would_have_used(savings: dict) -> None:
+    routing = savings["by_lever"]["routing"]
+    counterfactual = (600 * 2.50 + 400 * 1.25 + 100 * 10.0 + 2000 * 2.50 + 50 * 10.0) / M  # the same tokens on sim-large
+    actual = (600 * 0.10 + 400 * 0.05 + 100 * 0.40 + 2000 * 0.10 + 50 * 0.40) / M
+    assert routing["events"] == 2 and routing["detail"]["unpriced_calls"] == 1  # R4's baseline has no price
+    assert routing["counterfactual_usd"] == pytest.approx(counterfactual) and routing["actual_usd"] == pytest.approx(actual)
+    assert routing["saving_usd"] == pytest.approx(counterfactual - actual)
+    assert routing["detail"]["routed_tokens"] == 1000 + 100 + 2000 + 50
+
+
+def test_cache_prices_cached_tokens_at_the_full_input_price_and_counts_tool_hits(savings: dict) -> None:
+    cache = savings["by_lever"]["cache"]
+    saving = (400 * (0.10 - 0.05) + 1000 * (2.50 - 1.25)) / M
+    assert cache["saving_usd"] == pytest.approx(saving)
+    assert cache["actual_usd"] == pytest.approx((600 * 0.10 + 400 * 0.05 + 100 * 0.40 + 2000 * 2.50 + 1000 * 1.25 + 500 * 10.0) / M)
+    assert cache["detail"] == {"tool_cache_hits": 2, "tool_tokens_avoided": 400, "cached_calls": 2, "cached_tokens": 1400}
+
+
+def test_degradation_is_the_projected_cost_at_the_switch_against_the_final_cost(savings: dict) -> None:
+    degradation = savings["by_lever"]["degradation"]
+    assert (degradation["events"], degradation["detail"]["degraded_runs"]) == (1, 1)
+    assert degradation["counterfactual_usd"] == pytest.approx(0.05) and degradation["actual_usd"] == pytest.approx(0.02)
+    assert degradation["saving_usd"] == pytest.approx(0.03)
+
+
+def test_rate_limiting_estimates_refused_runs_at_the_agents_mean_served_run(savings: dict) -> None:
+    rate = savings["by_lever"]["rate_limit"]
+    mean_a = (R1_COST + 0.02 + 0.01) / 3  # R1, R2, R4 (R3 was refused)
+    assert rate["detail"] == {"refused_runs": 2, "delayed_runs": 1, "delay_s": 1.5}
+    assert rate["saving_usd"] == pytest.approx(mean_a + 0.04)  # one refused run of a, one of b (whose R6 cost 0.04)
+    assert rate["events"] == 3
+
+
+def test_quality_of_degraded_runs_beside_the_others(savings: dict) -> None:
+    degraded, other = savings["quality"]
+    assert (degraded["group"], degraded["runs"], degraded["success_rate"], degraded["feedback_score"]) == ("degraded", 1, 0.0, 0.5)
+    assert degraded["mean_cost_usd"] == pytest.approx(0.02)
+    assert (other["group"], other["runs"], other["success_rate"], other["feedback_score"], other["feedback_count"]) == (
+        "not degraded", 3, 1.0, 1.0, 1)
+    assert other["mean_cost_usd"] == pytest.approx((R1_COST + 0.01 + 0.04) / 3)
+
+
+def test_total_and_price_version(savings: dict) -> None:
+    assert savings["total_saving_usd"] == pytest.approx(sum(lv["saving_usd"] for lv in savings["levers"]))
+    assert len(savings["price_version"]) == 16
+
+
+def test_agent_filter_keeps_one_agents_levers(api: Api) -> None:
+    body = api.get("/api/cost", start=T, end=T + 3600, agent="b").json()["savings"]
+    by_lever = {lever["lever"]: lever for lever in body["levers"]}
+    assert by_lever["routing"]["events"] == 0 and by_lever["degradation"]["events"] == 0
+    assert by_lever["rate_limit"]["saving_usd"] == pytest.approx(0.04)
