@@ -12,23 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from agentwatch import semconv as sc
 
-from agentwatch_api.schemas import RunSummary, SpanOut
-
-# --- runs search --------------------------------------------------------------------------
-
-
-def run_matches(run: RunSummary, search: str, *, tool_failed: bool = False, user: str = "", session: str = "") -> bool:
-    """Whether a run passes the Runs page's own filters: the search (a case-insensitive
-    substring of its trace id, user, session, agent or name), a failed tool call, user, session."""
-    if tool_failed and not run.tool_failures:
-        return False
-    if user and user.lower() not in run.user_id.lower():
-        return False
-    if session and session.lower() not in run.session_id.lower():
-        return False
-    needle = search.lower()
-    return not needle or any(needle in field.lower() for field in (run.trace_id, run.user_id, run.session_id, run.agent, run.name))
-
+from agentwatch_api.schemas import SpanOut
 
 # --- span tree ---------------------------------------------------------------------------
 

@@ -1,11 +1,11 @@
 """Runs: search, filters, sortable table; a click on a row opens the run.
 
-Status, outcome, cost, steps and the sort go to the query API and page through it
-(``limit``/``offset``). Search (trace id, user, session, agent, run name), user, session and
-"tool failed" are answered here, over the newest ``SCAN_LIMIT`` runs the API filters return
-(the API has no such filters); the caption says when that cap was reached. A full trace id
-typed into the search opens that run. Running runs are pinned above the list with their
-figures so far, refreshed live; ``/runs?status=running`` opens the list filtered to a status.
+Every filter, the search (part of a trace id, user, session, agent, run name, or of captured
+prompt and completion text) and the sort (any column) go to the query API, which applies them
+in the store over all runs of the range, and the table pages through the result
+(``limit``/``offset``). A full trace id typed into the search opens that run. Running runs are
+pinned above the list with their figures so far, refreshed live; ``/runs?status=running``
+opens the list filtered to a status.
 """
 
 from __future__ import annotations
@@ -17,11 +17,16 @@ from typing import get_args
 import streamlit as st
 
 from agentwatch_api.schemas import RunsPage, RunStatus, RunSummary
-from dashboard import analysis, live, ui
+from dashboard import live, ui
 
-SORTS = {"Start time": "start_time", "Duration": "duration_s", "Cost": "cost_usd", "Steps": "steps", "Tokens": "total_tokens"}
+SORTS = {  # label -> RunSummary column: the query API sorts on any of them
+    "Start time": "start_time", "End time": "end_time", "Duration": "duration_s", "Cost": "cost_usd", "Steps": "steps",
+    "Tokens": "total_tokens", "Input tokens": "input_tokens", "Output tokens": "output_tokens", "Cached tokens": "cached_tokens",
+    "LLM calls": "llm_calls", "Tool calls": "tool_calls", "Tool failures": "tool_failures", "Agent": "agent", "Run name": "name",
+    "Status": "status", "Outcome": "outcome", "Budget stop": "budget_exceeded", "User": "user_id", "Session": "session_id",
+    "Models": "models", "Trace id": "trace_id",
+}
 ANY = "any"
-SCAN_LIMIT = 500  # the query API's largest page
 STATUSES = [ANY, *get_args(RunStatus)]
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 MAX_PINNED = 20
@@ -34,16 +39,13 @@ def render() -> None:
     st.title("Runs")
     _status_from_link()
     st.fragment(_running_now, run_every=ui.refresh_every("runs_live", "runs_live_s", on=True, label="Live: running runs"))()
-    search = st.text_input("Search", key="runs_search", placeholder="trace id, user id, session id, agent or run name").strip()
+    search = st.text_input("Search", key="runs_search", placeholder="part of a trace id, user id, session id, agent, run name or captured text").strip()
     if TRACE_ID.match(search.lower()):
         st.switch_page("views/run_detail.py", query_params={"run": search.lower()})
-    query, local = _filters()
+    query = _filters() | {"search": search or None}
     win = ui.window()
     with ui.guarded("the runs"):
-        if search or any(local.values()):
-            _searched(win, query, search, local)
-        else:
-            _paged(win, query)
+        _paged(win, query)
 
 
 def _status_from_link() -> None:
@@ -72,14 +74,14 @@ def _running_now() -> None:
         ui.open_selected_run(event, frame)
 
 
-def _filters() -> tuple[dict[str, object], dict[str, object]]:
-    """(what the query API filters and sorts, what this page filters)."""
+def _filters() -> dict[str, object]:
+    """The query API's filters, sort and page (``RunFilters``) as the widgets set them."""
     c = st.columns([1, 1, 1, 1, 1, 1])
     status = c[0].selectbox("Status", STATUSES, key="runs_status", help="running: its root span has not arrived yet; incomplete: it never did.")
     outcome = c[1].selectbox("Outcome", [ANY, "success", "failure", "abandoned"], key="runs_outcome")
     failed_tools = c[2].toggle("Tool failed", key="runs_tool_failed", help="Runs with at least one failed or timed-out tool call, whatever their status.")
-    user = c[3].text_input("User id", key="runs_user").strip()
-    session = c[4].text_input("Session id", key="runs_session").strip()
+    user = c[3].text_input("User id", key="runs_user", help="Exactly this user id (the search finds parts of one).").strip()
+    session = c[4].text_input("Session id", key="runs_session", help="Exactly this session id (the search finds parts of one).").strip()
     size = c[5].selectbox("Rows", [5, 25, 50, 100, 200], index=2, key="runs_size")
     c = st.columns([1, 1, 1, 1, 1.3, 0.8])
     min_cost = c[0].number_input("Min cost (USD)", min_value=0.0, value=0.0, step=0.01, format="%.4f", key="runs_min_cost")
@@ -89,12 +91,12 @@ def _filters() -> tuple[dict[str, object], dict[str, object]]:
     sort = c[4].selectbox("Sort by", list(SORTS), key="runs_sort")
     descending = c[5].toggle("Descending", value=True, key="runs_desc")
     page = st.session_state.get("runs_page", 1)
-    query = {
+    return {
         "status": None if status == ANY else status, "outcome": None if outcome == ANY else outcome,
+        "tool_failed": True if failed_tools else None, "user_id": user or None, "session_id": session or None,
         "min_cost": min_cost or None, "max_cost": max_cost or None, "min_steps": min_steps or None, "max_steps": max_steps or None,
         "sort": ("-" if descending else "") + SORTS[sort], "limit": size, "offset": (page - 1) * size,
     }
-    return query, {"tool_failed": failed_tools, "user": user, "session": session}
 
 
 def _paged(win: ui.Window, query: dict[str, object]) -> None:
@@ -108,26 +110,10 @@ def _paged(win: ui.Window, query: dict[str, object]) -> None:
     _table(page.items, page.total, page.offset, page.limit)
 
 
-def _searched(win: ui.Window, query: dict[str, object], search: str, local: dict[str, object]) -> None:
-    limit, offset = int(query.pop("limit")), int(query.pop("offset"))  # type: ignore[call-overload]
-    scanned: RunsPage = ui.fetch("runs", start=win.start, end=win.end, **ui.agent_model(), **query, limit=SCAN_LIMIT, offset=0)
-    found = [r for r in scanned.items if analysis.run_matches(r, search, **local)]  # type: ignore[arg-type]
-    if scanned.total > len(scanned.items):
-        st.caption(f"Searched the {len(scanned.items):,} newest of {scanned.total:,} runs that match the other filters; "
-                   "narrow the time range or the filters to search the rest.")
-    if not found:
-        ui.empty(f"No runs match in the {win.label.lower()}.")
-        return
-    if offset >= len(found):
-        st.session_state["runs_page"] = 1
-        st.rerun()
-    _table(found[offset:offset + limit], len(found), offset, limit)
-
-
 def _table(runs: list[RunSummary], total: int, offset: int, limit: int) -> None:
     pages = max(1, -(-total // limit))
     st.caption(f"Runs {offset + 1}–{offset + len(runs)} of {total:,} · page {offset // limit + 1} of {pages}. "
-               "Click a row's box to open the run; click a column header to sort this page.")
+               "Click a row's box to open the run; Sort by orders every run of the range, a column header this page only.")
     frame = ui.runs_frame(runs)
     shown = st.multiselect("Columns", [c for c in frame.columns if c != "trace_id"], default=DEFAULT_COLUMNS, key="runs_columns")
     event = st.dataframe(

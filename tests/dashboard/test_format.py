@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentwatch_api.schemas import RunSummary
-from dashboard import analysis, ui
+from dashboard import ui
 
 
 @pytest.mark.parametrize(("value", "unit", "shown"), [
@@ -31,22 +30,6 @@ def test_every_formatted_figure_fits_a_card() -> None:
 
 def test_delta_is_a_signed_percentage() -> None:
     assert ui.fmt_delta(0.1234) == "+12.3 %" and ui.fmt_delta(None) is None and ui.fmt_delta(float("nan")) is None
-
-
-def _run(**kw: object) -> RunSummary:
-    base = dict(trace_id="ab" * 16, agent="researcher", name="research", user_id="u-42", session_id="s-7", start_time=0.0,
-                end_time=1.0, duration_s=1.0, status="ok", steps=3, llm_calls=3, tool_calls=2, tool_failures=0,
-                input_tokens=1, output_tokens=1, cached_tokens=0, total_tokens=2, cost_usd=0.01)
-    return RunSummary(**{**base, **kw})
-
-
-def test_run_search_matches_ids_user_session_agent_and_failed_tools() -> None:
-    run = _run()
-    assert all(analysis.run_matches(run, s) for s in ("", "ABAB", "u-4", "S-7", "search"))
-    assert not analysis.run_matches(run, "zzz")
-    assert not analysis.run_matches(run, "", tool_failed=True) and analysis.run_matches(_run(tool_failures=1), "", tool_failed=True)
-    assert analysis.run_matches(run, "", user="u-42", session="s-7") and not analysis.run_matches(run, "", user="u-1")
-    assert analysis.run_matches(_run(status="running"), "research")  # the lead's new states pass through
 
 
 def test_login_sessions_expire_and_can_be_dropped() -> None:

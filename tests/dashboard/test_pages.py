@@ -231,6 +231,23 @@ def test_runs_page_searches_and_finds_failed_tools(app: AppTest, seeded: SeededS
     assert not at.exception and not at.dataframe and "No runs match" in text(at)
 
 
+def test_runs_page_filters_and_sorts_every_run_in_the_store(app: AppTest, seeded: SeededStack) -> None:
+    runs = seeded.get("/api/runs", limit=50)["items"]
+    at = page(app, "views/runs.py")
+    at.selectbox(key="runs_size").set_value(5).run()
+    at.selectbox(key="runs_sort").set_value("Tool failures").run()
+    shown = at.dataframe[0].value["tool failures"].tolist()
+    assert shown == sorted((r["tool_failures"] for r in runs), reverse=True)[:5]  # the top of every run, not of a page
+    user = next(r["user_id"] for r in runs if r["user_id"])
+    at.text_input(key="runs_user").set_value(user).run()
+    assert set(at.dataframe[0].value["trace_id"]) == {r["trace_id"] for r in runs if r["user_id"] == user}
+    at.text_input(key="runs_user").set_value(user[:-1]).run()  # exact: a part finds nothing
+    assert not at.exception and "No runs match" in text(at)
+    at.text_input(key="runs_user").set_value("").run()
+    at.text_input(key="runs_search").set_value(user.upper()).run()  # the search finds parts, any case
+    assert {r["trace_id"] for r in runs if user.lower() in r["user_id"].lower()} >= set(at.dataframe[0].value["trace_id"])
+
+
 def test_overview_offers_the_most_expensive_run(app: AppTest, seeded: SeededStack) -> None:
     at = page(app, "views/overview.py")
     top = seeded.get("/api/runs", sort="-cost_usd", limit=1)["items"][0]
