@@ -115,8 +115,8 @@ class HostPolicy:
         port = parts.port or (443 if parts.scheme == "https" else 80)
         try:
             addresses = await self.resolve(host, port)
-        except OSError as exc:
-            raise TargetRefused(f"cannot resolve {host}: {exc}") from None
+        except (OSError, UnicodeError) as exc:  # UnicodeError: a name IDNA cannot encode (found by schemathesis: was a 500)
+            raise TargetRefused(f"cannot resolve {host!r}: {exc}") from None
         if not addresses:
             raise TargetRefused(f"{host} resolves to no address")
         checked = [self.check_address(host, a) for a in addresses]

@@ -252,6 +252,8 @@ def test_policy_unit_checks() -> None:
         asyncio.run(policy.pin(url))
     with pytest.raises(TargetRefused, match="neither loopback"):
         asyncio.run(policy.pin("http://8.8.8.8/metrics"))
+    with pytest.raises(TargetRefused, match="cannot resolve"):  # a name IDNA cannot encode: refused, never a 500
+        asyncio.run(policy.pin("http://\ufff9x/metrics"))
 
 
 def test_registered_before_the_guard_is_still_refused_at_scrape(collector: tuple[InProcess, dict[str, str], FakeDns], tmp_path: Path) -> None:
