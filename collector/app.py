@@ -26,6 +26,7 @@ from agentwatch_api import handshake
 from alerts import api as alerts_api
 from alerts.evaluator import start_in_process
 from collector import admin
+from collector.api import openapi
 from collector.api import routes as api_routes
 from collector.auth import Authenticator, RateLimiter
 from collector.body_timeout import BodyReadTimeout
@@ -96,6 +97,11 @@ class StoreHandle:
     def migrate(self) -> None:
         self.get().migrate()
 
+    @property
+    def write_lock(self) -> Any:
+        """The store's span-writer lease where collectors share it (``collector.storage.lease``), else None."""
+        return getattr(self.get(), "write_lock", None)
+
     def insert_spans(self, spans: pa.Table | Sequence[SpanRow], *, dedup_token: str | None = None) -> int:
         return self.get().insert_spans(spans, dedup_token=dedup_token)
 
@@ -154,6 +160,7 @@ def create_app(settings: Settings, *, store: Store | None = None, clock: Callabl
     app.include_router(admin.admin_router)
     app.include_router(api_routes.router)
     app.include_router(alerts_api.router)
+    openapi.install(app)  # every answer documented, errors included
     if missing := undeclared_routes(app.routes):
         log.error("routes with no scope in collector.scopes.ROUTE_SCOPES are refused to every caller: %s", missing)
     return app

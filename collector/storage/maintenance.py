@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from collector.storage import queries
@@ -13,8 +14,11 @@ def rebuild_totals(store: Store, *, since: float, project: str = "") -> None:
 
     Used after a re-price and after replaying a batch that a crash interrupted, when the
     spans may be stored without their share of the derived totals. Run it with no insert
-    racing it (the writer calls it from its own loop).
+    racing it: the writer calls it from its own loop, and where collectors share the store it
+    holds the span-writer lease, so no other collector inserts meanwhile.
     """
     params: dict[str, Any] = {"since_ns": int(since * 1e9), "project": project}
-    for statement in (queries.DROP_RUNS, queries.REBUILD_RUNS, queries.DROP_MINUTES, queries.DROP_HOURS, queries.REBUILD_MINUTES):
-        store.command(statement, params)
+    lock = getattr(store, "write_lock", None)  # other collectors' inserts wait (collector.storage.lease)
+    with lock.hold() if lock is not None else nullcontext():
+        for statement in (queries.DROP_RUNS, queries.REBUILD_RUNS, queries.DROP_MINUTES, queries.DROP_HOURS, queries.REBUILD_MINUTES):
+            store.command(statement, params)
