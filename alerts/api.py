@@ -5,7 +5,8 @@ Reads (dashboard): ``GET /api/alerts`` (state, start, end) -> ``list[AlertOut]``
 Writes (an out-of-process evaluator, ``agentwatch alerts run``, which cannot open the store):
 ``POST /api/alerts`` and ``POST /api/alerts/deliveries``; ``GET /api/alerts/context`` tells
 it which project its key belongs to, ``GET /api/alerts/run-states`` reads the stuck-run and
-crash-rate figures (``alerts.run_states``). Every route is scoped to the caller's project.
+crash-rate figures (``alerts.run_states``), ``GET /api/alerts/scope-series`` the per-user and
+per-session series (``alerts.run_scopes``). Every route is scoped to the caller's project.
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
-from agentwatch_api.schemas import AlertOut, AlertRuleOut
+from agentwatch_api.schemas import AlertOut, AlertRuleOut, TimeSeries
 from alerts.errors import RulesError
 from alerts.model import Alert, Delivery, RunStates
 from alerts.rules import RulesConfig, load_rules
+from alerts.run_scopes import run_scope_series
 from alerts.run_states import run_state_values
 from alerts.sources import alert_row, delivery_row
 from collector.api.params import End, Start, time_window
 from collector.deps import ProjectDep, SettingsDep, StoreDep
+from collector.query import MAX_BUCKETS
 from collector.storage import queries_alerts as qa
 
 router = APIRouter(prefix="/api/alerts", tags=["alerts"])
@@ -124,6 +127,23 @@ def run_states(
         store, project, metric, now=now, window_s=window_s, idle_timeout_s=settings.run_idle_timeout_s, group_by=group_by, agent=agent, min_runs=min_runs
     )
     return RunStates(metric=metric, values=values)
+
+
+@router.get("/scope-series", response_model=TimeSeries)
+def scope_series(
+    store: StoreDep,
+    project: ProjectDep,
+    metric: Literal["cost_usd", "runs", "max_run_cost_usd", "max_steps"],
+    start: Annotated[float, Query(ge=0, le=MAX_EPOCH_S)],
+    end: Annotated[float, Query(ge=0, le=MAX_EPOCH_S)],
+    step_s: Annotated[int, Query(ge=1, le=31 * 86_400)],
+    group_by: Literal["user", "session"],
+    agent: Annotated[str | None, Query(max_length=256)] = None,
+) -> TimeSeries:
+    """Per-user or per-session series, for ``agentwatch alerts run`` (``alerts.run_scopes``)."""
+    if end <= start or (end - start) / step_s > MAX_BUCKETS:
+        raise HTTPException(422, f"need start < end and at most {MAX_BUCKETS} buckets of step_s")
+    return run_scope_series(store, project, metric, start, end, step_s, group_by, agent)
 
 
 @router.get("/deliveries", response_model=list[DeliveryOut])

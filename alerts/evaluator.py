@@ -61,6 +61,7 @@ from alerts.detectors import Verdict
 from alerts.errors import AlertsError
 from alerts.model import Alert, Event, Notification
 from alerts.rules import DERIVED_METRICS, Rule, RulesConfig, load_rules
+from alerts.run_scopes import top_k
 from alerts.run_states import RUN_STATE_METRICS
 from alerts.sources import AlertHistory, MetricSource, StoreBackend
 
@@ -217,6 +218,8 @@ class Evaluator:
         if rule.min_runs:
             runs = _by_group(self.source.timeseries(project, "runs", start, end, step, rule.group_by, agent, model), start, step, count + 1, True)
             groups = {g: _enough_runs(values, runs.get(g, []), rule.min_runs) for g, values in groups.items()}
+        if rule.top_k:
+            groups = top_k(groups, rule.top_k, keep={a.scope.get(rule.group_by, "") for a in active.values() if a.rule == rule.name})
         observations = []
         for group, values in groups.items():
             scope = {**rule.filters(), **({rule.group_by: group} if rule.group_by != "none" else {})}

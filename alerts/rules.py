@@ -10,7 +10,8 @@ Format (``alerts/default_rules.yaml`` is the annotated reference)::
     rules:
       - name: cost-per-hour-spike
         metric: cost_usd              # a TIMESERIES_METRICS name, a BUDGET_METRICS or RUN_STATE_METRICS one
-        scope: {agent: "*"}           # "*" = one alert per agent (or model); a value filters
+        scope: {agent: "*"}           # "*" = one incident per agent (model, user, session); a value filters
+        top_k: 0                      # judge the k scopes highest now (+ open incidents); 0 = all
         window: 1h                    # bucket length; also how often the value changes
         condition: {kind: anomaly, transform: log, min_ratio: 2}
         severity: critical            # info | warning | critical
@@ -49,6 +50,7 @@ from alerts.budget import BUDGET_METRICS
 from alerts.channels import CHANNEL_TYPES, Channel, DeliveryPolicy, LogChannel
 from alerts.detectors import AnomalyDetector, Detector, ThresholdDetector
 from alerts.errors import RulesError
+from alerts.run_scopes import RUN_SCOPE_KEYS, RUN_SCOPE_METRICS
 from alerts.run_states import RUN_STATE_METRICS
 from collector.query import MAX_BUCKETS
 
@@ -57,7 +59,7 @@ DERIVED_METRICS = BUDGET_METRICS  # the month's cost, not a bucket's (alerts/bud
 METRICS = (*TIMESERIES_METRICS, *DERIVED_METRICS, *RUN_STATE_METRICS)
 THRESHOLD_ONLY = (*DERIVED_METRICS, *RUN_STATE_METRICS)  # figures now, not per bucket: no baseline to learn
 SEVERITIES = ("info", "warning", "critical")
-SCOPE_KEYS = ("project", "agent", "model")
+SCOPE_KEYS = ("project", "agent", "model", *RUN_SCOPE_KEYS)
 DETECTORS: dict[str, type] = {"threshold": ThresholdDetector, "anomaly": AnomalyDetector}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -65,7 +67,7 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, None: 1}
 _TOP_KEYS = ("version", "defaults", "delivery", "channels", "rules", "dashboard_url")
 _LIFECYCLE_KEYS = ("for", "keep_firing_for", "resolve_after", "repeat_interval", "cooldown", "no_data")
-_RULE_KEYS = ("name", "description", "metric", "scope", "window", "condition", "severity", "channels", "min_runs", "enabled", *_LIFECYCLE_KEYS)
+_RULE_KEYS = ("name", "description", "metric", "scope", "window", "condition", "severity", "channels", "min_runs", "top_k", "enabled", *_LIFECYCLE_KEYS)
 NO_DATA = ("keep", "notify")
 
 KeyPath = tuple[str | int, ...]
@@ -87,6 +89,7 @@ class Rule:
     keep_firing_for_s: int = 0  # hold-down after the condition last held
     resolve_after: int = 1  # clear windows in a row needed to resolve
     no_data: str = "keep"  # keep | notify
+    top_k: int = 0  # judge only the k scopes with the highest value now (plus open incidents); 0 = all
 
     @property
     def repeat_interval_s(self) -> int:
@@ -95,7 +98,7 @@ class Rule:
 
     @property
     def group_by(self) -> str:
-        """``agent`` or ``model`` when the scope says ``"*"`` for it, else ``none``."""
+        """``agent``, ``model``, ``user`` or ``session`` when the scope says ``"*"`` for it, else ``none``."""
         return next((k for k, v in self.scope.items() if v == "*"), "none")
 
     def filters(self) -> dict[str, str]:
@@ -354,6 +357,7 @@ class _Doc:
             channels=self._rule_channels(data.get("channels", ["log"]), (*path, "channels"), channels),
             description=self.string(data.get("description", ""), (*path, "description")),
             min_runs=self._min_runs(data.get("min_runs", 0), (*path, "min_runs"), metric),
+            top_k=self._top_k(data.get("top_k", 0), (*path, "top_k")),
             **self._lifecycle(data, path, item_keys=self.mapping(value, path)),
         )
 
@@ -381,6 +385,12 @@ class _Doc:
             raise self.error(path, f"does not apply to {metric}")
         return count
 
+    def _top_k(self, value: Any, path: KeyPath) -> int:
+        count = int(self.number(value, path, integer=True))
+        if count < 0:
+            raise self.error(path, f"must be >= 0 (0 = every scope), got {count}")
+        return count
+
     def _condition(self, value: Any, path: KeyPath, metric: str) -> Detector:
         data = self.mapping(value, path)
         if not data:
@@ -394,11 +404,16 @@ class _Doc:
         scope = self.string_map(self.mapping(value, path, SCOPE_KEYS), path)
         if metric in RUN_STATE_METRICS and "model" in scope:
             raise self.error((*path, "model"), f"{metric} is per project or per agent, not per model")
+        for key in RUN_SCOPE_KEYS:
+            if key in scope and scope[key] != "*":
+                raise self.error((*path, key), f"{key} takes \"*\" only (one incident per {key})")
+            if key in scope and ("model" in scope or metric not in RUN_SCOPE_METRICS):
+                raise self.error((*path, key), f"per {key}: metric one of {', '.join(RUN_SCOPE_METRICS)}, with an agent filter at most")
         wildcards = [k for k, v in scope.items() if v == "*"]
         if "project" in wildcards:
             raise self.error((*path, "project"), "every project is evaluated separately; name one project or leave it out")
         if len(wildcards) > 1:
-            raise self.error(path, "at most one of agent, model may be '*' (one alert per agent or per model)")
+            raise self.error(path, "at most one of agent, model, user, session may be '*' (one incident per agent, model, user or session)")
         return scope
 
     def _rule_channels(self, value: Any, path: KeyPath, channels: dict[str, Channel]) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ from agentwatch_api.schemas import AlertOut, CostBreakdown, TimeSeries
 from alerts.budget import MonthCost
 from alerts.errors import SourceError
 from alerts.model import Alert, Delivery, RunStates
+from alerts.run_scopes import RUN_SCOPE_KEYS, run_scope_series
 from alerts.run_states import run_state_values
 from collector import query
 from collector.storage import queries_alerts as qa
@@ -97,6 +98,8 @@ class StoreBackend:
     def timeseries(
         self, project: str, metric: str, start: float, end: float, step_s: int, group_by: str = "none", agent: str | None = None, model: str | None = None
     ) -> TimeSeries:
+        if group_by in RUN_SCOPE_KEYS:
+            return self._guard(metric, lambda: run_scope_series(self.store, project, metric, start, end, step_s, group_by, agent))
         return self._guard(metric, lambda: query.timeseries(self.store, project, metric, start, end, step_s, group_by=group_by, agent=agent, model=model))
 
     def month_cost(self, project: str, now: float, window_s: int, agent: str | None = None, model: str | None = None) -> MonthCost:
@@ -165,7 +168,8 @@ class HttpBackend:
     ) -> TimeSeries:
         params = {"metric": metric, "start": start, "end": end, "step_s": step_s, "group_by": group_by}
         params.update({k: v for k, v in (("agent", agent), ("model", model)) if v is not None})
-        return TimeSeries.model_validate(self._call("GET", "/api/timeseries", self._key(project), params=params))
+        path = "/api/alerts/scope-series" if group_by in RUN_SCOPE_KEYS else "/api/timeseries"
+        return TimeSeries.model_validate(self._call("GET", path, self._key(project), params=params))
 
     def month_cost(self, project: str, now: float, window_s: int, agent: str | None = None, model: str | None = None) -> MonthCost:
         """``/api/cost`` over the last window (its ``now`` is the collector's clock, within a

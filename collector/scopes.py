@@ -60,6 +60,7 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("GET", "/api/alerts/context"): READ,
     ("GET", "/api/alerts/deliveries"): READ,
     ("GET", "/api/alerts/run-states"): READ,
+    ("GET", "/api/alerts/scope-series"): READ,
     # admin, under ADMIN_PREFIX
     ("POST", "/api/admin/keys"): ADMIN,
     ("GET", "/api/admin/keys"): ADMIN,

@@ -98,3 +98,25 @@ FROM (
 WHERE {agent:String} = '' OR agent = {agent:String}
 GROUP BY grp
 """
+
+# Per (bucket, user or session) figures of runs, for rules scoped per user id or session id
+# (``alerts.run_scopes``): whole runs merged per trace (a run's user and session come with its
+# root or opening head), in the bucket the run started in; runs without one are left out.
+# ``key`` is 'user' or 'session'; ``agent`` '' = every agent.
+RUN_SCOPE_SERIES = """
+SELECT intDiv(start_ns - {start_ns:Int64}, {step_ns:Int64}) AS bucket, grp,
+    count() AS runs, sum(run_cost) AS cost_usd, max(run_cost) AS max_run_cost_usd, max(run_steps) AS max_steps
+FROM (
+    SELECT trace_id, toUnixTimestamp64Nano(min(start_time)) AS start_ns, sum(roots) AS n_roots, sum(opened) AS n_opened,
+        if(sum(steps) > 0, sum(steps), sum(llm_calls)) AS run_steps, sum(cost_usd) AS run_cost, max(agent) AS agent,
+        if({key:String} = 'user', max(user_id), max(session_id)) AS grp
+    FROM runs_agg
+    WHERE project = {project:String}
+      AND hour >= toStartOfHour(fromUnixTimestamp64Nano({start_ns:Int64}))
+      AND hour < fromUnixTimestamp64Nano({end_ns:Int64}) + INTERVAL 1 DAY
+    GROUP BY trace_id
+    HAVING (n_roots > 0 OR n_opened > 0) AND start_ns >= {start_ns:Int64} AND start_ns < {end_ns:Int64}
+)
+WHERE grp != '' AND ({agent:String} = '' OR agent = {agent:String})
+GROUP BY bucket, grp
+"""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ import pytest
 
 from alerts.sources import HttpBackend
 from tests.alerts.incident_setup import ingest, rootless
+from tests.collector.factories import agent_run
 from tests.collector.ingest_helpers import Running, serve, settings_for
 
 ALERT = {
@@ -35,7 +37,7 @@ def client(collector: Running, project: str) -> httpx.Client:
 def test_rules_are_the_defaults_without_a_file(collector: Running) -> None:
     rules = client(collector, "a").get("/api/alerts/rules").json()
     names = [r["name"] for r in rules]
-    assert "cost-per-hour-spike" in names and "success-rate-drop" in names and "stuck-run" in names and len(names) == 13
+    assert "cost-per-hour-spike" in names and "success-rate-drop" in names and "stuck-run" in names and "user-cost-spike" in names and len(names) == 14
     spike = next(r for r in rules if r["name"] == "cost-per-hour-spike")
     assert spike["window_s"] == 3600 and spike["condition"]["kind"] == "anomaly" and spike["scope"] == {"agent": "*"}
 
@@ -103,3 +105,22 @@ def test_run_states_for_an_out_of_process_evaluator(collector: Running) -> None:
     assert c.get("/api/alerts/run-states", params={"metric": "incomplete_run_rate", "now": now, "window_s": 900}).json() == {"metric": "incomplete_run_rate", "values": {"": None}}
     assert c.get("/api/alerts/run-states", params={"metric": "cost_usd", "now": now, "window_s": 900}).status_code == 422
     assert c.get("/api/alerts/run-states", params={"metric": "incomplete_run_rate", "now": now, "window_s": 900, "group_by": "model"}).status_code == 422
+
+
+def test_per_user_series_for_an_out_of_process_evaluator(collector: Running) -> None:
+    """``alerts run`` reads per-user and per-session series here (``HttpBackend.timeseries``)."""
+    t0 = int(time.time()) // 60 * 60 - 600
+    rows = []
+    for user, cost in (("alice", 0.5), ("bob", 0.25)):
+        rows += [dataclasses.replace(r, user_id=user) if r.kind == "run" else r for r in agent_run(project="e", start_s=t0 + 5, steps=1, cost_per_call=cost)]
+    collector.app.state.store.get().insert_spans(rows)
+    backend = HttpBackend(collector.url, [collector.key("e", ["read"])])
+    try:
+        series = backend.timeseries("e", "cost_usd", t0, t0 + 120, 60, "user")
+    finally:
+        backend.close()
+    assert [(p.t, p.group, p.value) for p in series.points] == [(t0, "alice", 0.5), (t0, "bob", 0.25)]
+    c = client(collector, "e")
+    bad = {"metric": "ttft_p95", "start": t0, "end": t0 + 60, "step_s": 60, "group_by": "user"}
+    assert c.get("/api/alerts/scope-series", params=bad).status_code == 422
+    assert c.get("/api/alerts/scope-series", params={**bad, "metric": "runs", "end": t0 + 10**7, "step_s": 1}).status_code == 422

@@ -1,0 +1,85 @@
+"""Cost-spike rules per user id and per session id on a real store: two small users spiking at
+once are two incidents of their own, where the agent's total (dominated by a heavy but steady
+user) shows nothing; ``top_k`` bounds the users judged without losing them."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from alerts.errors import RulesError
+from alerts.evaluator import Evaluator
+from alerts.quality import Pager
+from alerts.rules import parse_rules
+from alerts.run_scopes import run_scope_series, top_k
+from alerts.sources import StoreBackend
+from collector.model import SpanRow
+from collector.storage.base import Store
+from tests.alerts.incident_setup import T0
+from tests.collector.factories import agent_run
+
+USERS = [f"u{i:02d}" for i in range(10)]
+SPIKING = ("u03", "u07")
+RULES = """
+defaults: {{repeat_interval: 0, resolve_after: 2}}
+rules:
+  - name: spend-{scope}
+    metric: cost_usd
+    scope: {{{scope}: "*"}}
+    window: 1m
+    {top_k}
+    condition: {{kind: anomaly, transform: log, z: 5, z_resolve: 3, min_ratio: 2, history: 30m, season: 0, min_history: 10}}
+"""
+
+
+def user_run(user: str, minute: int, cost: float) -> list[SpanRow]:
+    rows = agent_run(project="p1", agent="researcher", start_s=T0 + minute * 60 + 5, steps=1, cost_per_call=cost)
+    return [dataclasses.replace(r, user_id=user, session_id=f"{user}-s{minute // 10}") if r.kind == "run" else r for r in rows]
+
+
+def seed(store: Store) -> None:
+    """Ten users at $0.01 a run a minute and a steady heavy one at $0.50; two users spend 20x in
+    minutes 20-21."""
+    rows = []
+    for minute in range(30):
+        rows += user_run("heavy", minute, 0.50)
+        for user in USERS:
+            rows += user_run(user, minute, 0.20 if user in SPIKING and minute in (20, 21) else 0.01)
+    store.insert_spans(rows)
+
+
+def evaluate(store: Store, scope: str, top: str = "") -> list[tuple[str, int, str]]:
+    config = parse_rules(RULES.format(scope=scope, top_k=top))
+    backend, pager = StoreBackend(store), Pager()
+    evaluator = Evaluator(config, backend, backend, pager)  # type: ignore[arg-type]
+    return [(event, minute, alert.scope.get(scope, "")) for minute in range(12, 29) for event, alert in evaluator.run_once(now=T0 + minute * 60 + 30)]
+
+
+def test_each_spiking_user_is_an_incident_the_agent_total_hides(store: Store) -> None:
+    seed(store)
+    assert evaluate(store, "agent") == []  # $1.00 -> $1.38 a minute: the heavy user hides both
+    events = evaluate(store, "user", "top_k: 3")
+    assert sorted(events) == [("firing", 20, "u03"), ("firing", 20, "u07"), ("resolved", 24, "u03"), ("resolved", 24, "u07")]
+    sessions = run_scope_series(store, "p1", "cost_usd", T0 + 1200, T0 + 1260, 60, "session")
+    assert {p.group: p.value for p in sessions.points}["u03-s2"] == pytest.approx(0.20)
+    assert len(sessions.points) == 11  # one session per user in that minute
+
+
+def test_top_k_keeps_the_highest_now_and_every_open_incident() -> None:
+    groups = {"a": [1.0, 9.0, 0.0], "b": [1.0, 2.0, 5.0], "c": [1.0, 1.0, 1.0], "d": [3.0, 0.5, None]}
+    assert set(top_k(groups, 2)) == {"a", "b"}
+    assert set(top_k(groups, 2, keep={"d"})) == {"a", "b", "d"}
+    assert top_k(groups, 0) == groups
+
+
+@pytest.mark.parametrize(
+    ("scope", "problem"),
+    [('{user: "alice"}', 'takes "*" only'), ('{user: "*", agent: "*"}', "at most one of"), ('{session: "*", model: m}', "per session")],
+)
+def test_user_and_session_scopes_are_checked(scope: str, problem: str) -> None:
+    with pytest.raises(RulesError, match=re.escape(problem)):
+        parse_rules(f"rules:\n  - name: a\n    metric: cost_usd\n    scope: {scope}\n    condition: {{kind: threshold, threshold: 1}}\n")
+    with pytest.raises(RulesError, match="per user"):
+        parse_rules('rules:\n  - name: a\n    metric: ttft_p95\n    scope: {user: "*"}\n    condition: {kind: threshold, threshold: 1}\n')
