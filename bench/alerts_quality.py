@@ -122,6 +122,7 @@ def incidents_markdown(f: dict) -> str:
 | detection delay, median / max (windows) | {f['delay_windows_median']} / {f['delay_windows_max']} | <= 2 |
 | duration error of spikes and plateaus, median / max (windows) | {f['duration_error_windows_median']} / {f['duration_error_windows_max']} | <= 2 |
 | spikes and plateaus whose incident ended within 2 windows of them | {f['duration_within_2_windows']} | 1.0 |
+| `resolved` notice after the event's last window, median / max (windows) | {f['resolved_notice_lag_windows_median']} / {f['resolved_notice_lag_windows_max']} | resolve_after ({f['lifecycle']['resolve_after']}) |
 | evaluator time per window, all {f['series']} scopes | {f['evaluate_ms_per_window']} ms | |
 
 | kind | events | paged in time | incidents per event (max) | repeat reminders (repeat_interval) | duration error max | incident duration median (windows) |
@@ -129,7 +130,9 @@ def incidents_markdown(f: dict) -> str:
 {kinds}
 
 Each incident sends one `firing` page, then `repeat` reminders every `repeat_interval` while it
-lasts (counted above, separately), then one `resolved`. Steps resolve as the new normal after
+lasts (counted above, separately), then one `resolved`. An incident's duration runs from its
+`started_at` to its `resolved_at`, the evaluation that saw the first clear window after it; the
+`resolved` notice goes out once `resolve_after` clear windows confirmed that end. Steps resolve as the new normal after
 the condition's `relearn_after` windows (their duration is that, not the step's).
 
 Events outside a target:
