@@ -7,6 +7,7 @@ subclass with a message a person can act on, so a page shows it instead of a sta
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -107,12 +108,31 @@ class CollectorClient:
     def ingest(self) -> IngestStatus:
         return self._get("/api/ingest", IngestStatus)
 
+    # --- administration (the admin token, or a key with the admin scope) ------------
+
+    def create_key(self, project: str, name: str, scopes: Sequence[str]) -> dict[str, Any]:
+        """A new key; the answer holds the key itself, this once."""
+        return self._send("POST", "/api/admin/keys", dict[str, Any], json={"project": project, "name": name, "scopes": list(scopes)})
+
+    def revoke_key(self, key_id: str) -> dict[str, Any]:
+        return self._send("POST", f"/api/admin/keys/{key_id}/revoke", dict[str, Any])
+
+    def keys(self) -> list[dict[str, Any]]:
+        return self._get("/api/admin/keys", list[dict[str, Any]])
+
+    def reprice(self, *, since: float, project: str = "") -> dict[str, Any]:
+        """Re-price stored LLM spans since ``since`` (long: give the client a timeout to match)."""
+        return self._send("POST", "/api/admin/reprice", dict[str, Any], json={"since": since, "project": project})
+
     # --- plumbing --------------------------------------------------------------------
 
     def _get(self, path: str, shape: type[T] | Any, /, **params: Any) -> T:
         query = {k: v for k, v in params.items() if v is not None and v != ""}
+        return self._send("GET", path, shape, params=query)
+
+    def _send(self, method: str, path: str, shape: type[T] | Any, /, **request: Any) -> T:
         try:
-            response = self._http.get(path, params=query)
+            response = self._http.request(method, path, **request)
         except httpx.HTTPError as exc:
             raise CollectorUnavailable(f"cannot reach the collector at {self.base_url}: {exc or type(exc).__name__}") from exc
         if response.status_code >= 400:

@@ -12,12 +12,12 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-import httpx
-
+from agentwatch_api.client import ApiError, CollectorClient, CollectorError
 from agentwatch_api.handshake import running_collector
 from collector.reprice import register_reprice
 from collector.settings import Settings
@@ -91,6 +91,9 @@ def run_collector(args: argparse.Namespace) -> int:
 # --- keys ----------------------------------------------------------------------------------------
 
 
+T = TypeVar("T")
+
+
 class _Keys(Protocol):
     def create(self, project: str, name: str, scopes: tuple[str, ...]) -> dict[str, Any]: ...
     def revoke(self, key_id: str) -> dict[str, Any]: ...
@@ -102,25 +105,28 @@ class _RemoteKeys:
     """Through a running collector's admin endpoints."""
 
     def __init__(self, url: str, token: str) -> None:
-        self._client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
-
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = self._client.request(method, path, **kwargs)
-        if response.status_code >= 400:
-            raise SystemExit(f"agentwatch keys: the collector answered {response.status_code}: {_detail(response)}")
-        return response.json()
+        self._client = CollectorClient(url, token, timeout_s=30)
 
     def create(self, project: str, name: str, scopes: tuple[str, ...]) -> dict[str, Any]:
-        return self._call("POST", "/api/admin/keys", json={"project": project, "name": name, "scopes": list(scopes)})
+        return _answered(lambda: self._client.create_key(project, name, scopes))
 
     def revoke(self, key_id: str) -> dict[str, Any]:
-        return self._call("POST", f"/api/admin/keys/{key_id}/revoke")
+        return _answered(lambda: self._client.revoke_key(key_id))
 
     def list(self) -> list[dict[str, Any]]:
-        return self._call("GET", "/api/admin/keys")
+        return _answered(self._client.keys)
 
     def close(self) -> None:
         self._client.close()
+
+
+def _answered(call: Callable[[], T]) -> T:
+    try:
+        return call()
+    except ApiError as exc:
+        raise SystemExit(f"agentwatch keys: the collector answered {exc.status}: {exc.detail}") from None
+    except CollectorError as exc:
+        raise SystemExit(f"agentwatch keys: {exc}") from None
 
 
 class _LocalKeys:
@@ -152,13 +158,6 @@ class _LocalKeys:
 
     def close(self) -> None:
         self._store.close()
-
-
-def _detail(response: httpx.Response) -> str:
-    try:
-        return str(response.json().get("detail", response.text))
-    except ValueError:
-        return response.text
 
 
 def _open_keys(args: argparse.Namespace) -> _Keys:

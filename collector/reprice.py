@@ -22,10 +22,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from agentwatch_api.client import ApiError, CollectorClient, CollectorError
 from agentwatch_api.handshake import running_collector
 from collector.admin import AdminDep, scoped_project
 from collector.deps import SettingsDep, StoreDep
@@ -142,7 +142,7 @@ def reprice_command(args: argparse.Namespace) -> int:
     settings = Settings.from_env(data_dir=args.data_dir)
     try:
         result = _remote_or_local(settings, since, args.project)
-    except (StoreError, httpx.HTTPError) as exc:
+    except (StoreError, CollectorError) as exc:
         raise SystemExit(f"agentwatch reprice: {exc}") from None
     print(f"Re-priced {result['spans']} LLM spans since {datetime.fromtimestamp(since, UTC):%Y-%m-%d %H:%M:%S} UTC "
           f"with price version {result['version']} ({', '.join(result['models']) or 'no priced models'}).")
@@ -154,11 +154,11 @@ def reprice_command(args: argparse.Namespace) -> int:
 def _remote_or_local(settings: Settings, since: float, project: str) -> dict[str, Any]:
     running = None if settings.clickhouse_url else running_collector(Path(settings.data_dir))
     if running is not None:
-        response = httpx.post(f"{running.url}/api/admin/reprice", json={"since": since, "project": project},
-                              headers={"Authorization": f"Bearer {running.admin_token}"}, timeout=600)
-        if response.status_code != 200:
-            raise SystemExit(f"agentwatch reprice: the collector answered {response.status_code}: {response.text[:500]}")
-        return response.json()
+        with CollectorClient(running.url, running.admin_token, timeout_s=600) as client:
+            try:
+                return client.reprice(since=since, project=project)
+            except ApiError as exc:
+                raise SystemExit(f"agentwatch reprice: the collector answered {exc.status}: {exc.detail}") from None
     from collector.storage import open_store
 
     store = open_store(settings)

@@ -17,6 +17,10 @@ per-user rate limiter that queues the baseline users' runs, and one more "frugal
 agent has a small budget (its runs degrade to ``sim-small`` once 5 % of it is spent) and a
 rate limiter that refuses its runs beyond one every 6 s.
 
+Beside them, a long run (a minute or more, steps spaced out) and agents SIGKILLed mid-run
+(``demo_live``) keep a running run and incomplete ones on the dashboard; the collector's run
+idle timeout is a minute, half the traffic in a shorter demo, and the demo prints it.
+
 The demo's alert rules (``demo_rules.yaml`` next to this module, evaluated every 2 s) are the
 default cost rules with buckets of seconds instead of hours, so that the spike fires within a
 40-second demo: the agent's cost per 5 s and its most expensive run per 10 s, each against a
@@ -54,7 +58,9 @@ from typing import Any, TypeVar
 import agentwatch
 import httpx
 
+from agentwatch_api.client import CollectorClient, CollectorError
 from agentwatch_api.handshake import read_admin_token
+from reference_agent import demo_live
 from reference_agent.agent import AgentConfig, ResearchAgent, make_client
 from reference_agent.engine.policy import docs_wanted
 from reference_agent.levers import DegradationPolicy, RateLimiter
@@ -100,6 +106,8 @@ class DemoReport:
     alerts: list[dict[str, Any]]
     phases: dict[str, LoadSummary] = field(default_factory=dict)
     stopped_by_user: bool = False  # Ctrl-C while serving after the traffic: a normal end
+    running: int = 0  # of the runs recorded: root not arrived yet
+    incomplete: int = 0  # root never arrived (a killed agent), idle past the collector's timeout
 
 
 def register_demo(sub: argparse._SubParsersAction) -> None:
@@ -276,11 +284,11 @@ def project_key(collector: str, data_dir: Path, project: str = DEMO_PROJECT, *, 
     token = read_admin_token(data_dir)
     if token is None:
         raise DemoError(f"no admin token in {data_dir}: is the collector there running on this data directory?")
-    response = httpx.post(collector + "/api/admin/keys", json={"project": project, "name": "agentwatch demo", "scopes": list(scopes)},
-                          headers=_auth(token), timeout=30.0)
-    if response.status_code != 200:
-        raise DemoError(f"creating a key for project {project!r} failed: {response.status_code} {response.text}")
-    key = str(response.json()["key"])
+    with CollectorClient(collector, token, timeout_s=30.0) as admin:
+        try:
+            key = str(admin.create_key(project, "agentwatch demo", scopes)["key"])
+        except CollectorError as exc:
+            raise DemoError(f"creating a key for project {project!r} failed: {exc}") from None
     key_path.write_text(key + "\n")
     key_path.chmod(0o600)
     return key
@@ -304,7 +312,8 @@ def _start_stack(group: ProcessGroup, options: DemoOptions) -> tuple[dict[str, s
     collector = start_collector(group, data_dir, port=ports["collector"], grpc_port=ports["collector-grpc"], env={
         "AGENTWATCH_SCRAPE_TARGETS": f"sim-engine={engine}/metrics@{DEMO_PROJECT}", "AGENTWATCH_SCRAPE_INTERVAL_S": "2",
         "AGENTWATCH_ALERT_RULES": str(DEMO_RULES), "AGENTWATCH_ALERT_INTERVAL_S": str(ALERT_INTERVAL_S),
-        "AGENTWATCH_DEMO_COST_MIN_DELTA": f"{0.01 * options.users:g}"})
+        "AGENTWATCH_DEMO_COST_MIN_DELTA": f"{0.01 * options.users:g}",
+        demo_live.IDLE_TIMEOUT_ENV: f"{demo_live.idle_timeout_s(options.duration_s):g}"})
     key, read_key = project_key(collector, data_dir, scopes=("ingest",)), project_key(collector, data_dir, scopes=("read",))
     urls = {"dashboard": f"http://127.0.0.1:{ports['dashboard']}",
             "engine": start_engine(group, port=ports["engine"], speed=options.engine_speed, collector=collector, key=key),
@@ -360,6 +369,7 @@ async def _drive(options: DemoOptions, group: ProcessGroup, urls: dict[str, str]
     log(f"  data       {options.data_dir}  (ingest and read keys in {options.data_dir / (DEMO_PROJECT + '-ingest-key')}, {DEMO_PROJECT}-read-key)")
     log("  your agent: in another terminal, run the README's 'Instrumenting an agent' snippet after")
     log(f"    {export_line(urls, key)}")
+    log(f"  {demo_live.describe(options.duration_s)}")
     if options.duration_s < 40:
         log("note: under 40 s of traffic the cost-spike rules may lack the baseline they learn first")
     if options.open_browser and "dashboard" in urls:
@@ -368,11 +378,14 @@ async def _drive(options: DemoOptions, group: ProcessGroup, urls: dict[str, str]
     started = time.time()
     printed: dict[str, str] = {}
     watcher = asyncio.create_task(_watch(urls["collector"], read_key, started, log, printed=printed))
+    lanes = asyncio.create_task(demo_live.long_and_crashing_runs(group, urls["engine"], urls["collector"], key, _long_tasks(),
+                                                                 options.duration_s, log))
     try:
         phases = await _guarded(group, urls, _phases(options, urls["engine"]))
     finally:
         agentwatch.force_flush()
         watcher.cancel()
+        lanes.cancel()  # a long run under way goes on while the demo serves
     log("traffic done; waiting for the collector to store the spans and evaluate the alerts")
     completed = sum(summary.runs for summary in phases.values())
     report = await _guarded(group, urls, _final_report(urls["collector"], read_key, started, completed, printed, log))
@@ -463,7 +476,9 @@ async def _watch(collector: str, key: str, started: float, log: Callable[[str], 
                 if tick % 5 == 0:
                     runs = (await client.get("/api/runs", params={"start": started, "limit": 1})).json()["total"]
                     cost = (await client.get("/api/cost", params={"start": started})).json()["total_usd"]
-                    log(f"  [{time.time() - started:4.0f} s] {runs} runs stored, ${cost:.4f} so far")
+                    live = (await client.get("/api/overview", params={"start": started})).json()
+                    log(f"  [{time.time() - started:4.0f} s] {runs} runs stored, ${cost:.4f} so far; "
+                        f"{live['running_runs']} running, {live['incomplete_runs']} incomplete")
                 _print_incidents((await client.get("/api/alerts", params={"start": started})).json(), printed, started, log)
 
 
@@ -499,6 +514,9 @@ async def _final_report(
                 if runs >= completed and alerts and all(a["state"] == "resolved" or a.get("no_data_since") for a in alerts):
                     break
             await asyncio.sleep(1.0)
+        with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
+            live = (await client.get("/api/overview", params={"start": started})).json()
+            return DemoReport(runs_recorded=runs, alerts=alerts, running=live["running_runs"], incomplete=live["incomplete_runs"])
     return DemoReport(runs_recorded=runs, alerts=alerts)
 
 
@@ -507,7 +525,7 @@ def _print_report(report: DemoReport, log: Callable[[str], None]) -> None:
         log(f"{name}: {summary.runs} runs, ${summary.cost_usd:.4f}, p50 {summary.latency_p50_s:.1f} s, "
             f"{summary.tool_failures} tool failures, {summary.cache_hits} cache hits, {summary.degraded} degraded, "
             f"{summary.rate_queued} queued, {summary.rate_refused} refused")
-    log(f"runs recorded by the collector: {report.runs_recorded}")
+    log(f"runs recorded by the collector: {report.runs_recorded} ({report.running} running, {report.incomplete} incomplete)")
     if not report.alerts:
         log("alerts fired: none")
     for alert in sorted(report.alerts, key=lambda a: a["started_at"]):  # one line per incident

@@ -87,6 +87,8 @@ def test_keys_cli_with_and_without_a_running_collector(tmp_path: Path, capsys: p
             assert response.status_code == 200
         key_id = online_key.split("_")[1]
         assert "Revoked" in _cli(capsys, "revoke", key_id, data_dir=data)
+        with pytest.raises(SystemExit, match="agentwatch keys: the collector answered 404: no API key with id 'nosuchkey'"):
+            cli.main(["keys", "revoke", "nosuchkey", "--data-dir", str(data)])
         response = httpx.post(collector.url + "/v1/traces", content=b"", headers={**PROTOBUF, "Authorization": f"Bearer {online_key}"})
         assert response.status_code == 401
         listing = _cli(capsys, "list", data_dir=data)
