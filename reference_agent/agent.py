@@ -107,6 +107,7 @@ class AgentConfig:
     max_cost_usd: float | None = None
     max_seconds: float | None = None
     degradation: DegradationPolicy | None = None
+    step_pause_s: float = 0.0  # each research step waits this long after acting (a slow tool or a human): long runs to watch
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -117,6 +118,8 @@ class AgentConfig:
             raise ValueError("AgentConfig.tool_retries and backoff_s must be >= 0")
         if self.tool_timeout_s <= 0:
             raise ValueError(f"AgentConfig.tool_timeout_s must be > 0, got {self.tool_timeout_s}")
+        if self.step_pause_s < 0:
+            raise ValueError(f"AgentConfig.step_pause_s must be >= 0, got {self.step_pause_s}")
 
     @property
     def decision_model(self) -> str:
@@ -267,6 +270,8 @@ class ResearchAgent:
                     break  # the model answered instead of acting: nothing left to look up
                 await self._act(state, reply, result)
                 step_cost = result.cost_usd - cost_before
+                if self.config.step_pause_s:
+                    await asyncio.sleep(self.config.step_pause_s)  # inside the step: it stays open meanwhile
             index += 1
         else:
             if not state.capped:

@@ -53,6 +53,8 @@ def _add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-steps", type=int, default=12, help="step limit of a run (default 12)")
     parser.add_argument("--budget-usd", type=float, default=None, help="agentwatch.Budget max cost per run")
     parser.add_argument("--max-seconds", type=float, default=None, help="agentwatch.Budget max wall time per run")
+    parser.add_argument("--step-pause", type=float, default=0.0,
+                        help="seconds each research step waits after acting (long runs to watch live; default 0)")
     parser.add_argument("--tool-latency", type=float, default=0.02, help="mean tool latency in seconds")
     parser.add_argument("--tool-failure-rate", type=float, default=0.0, help="probability a tool call fails")
     parser.add_argument("--tool-timeout-rate", type=float, default=0.0, help="probability a tool call times out")
@@ -89,7 +91,7 @@ def build_agent(args: argparse.Namespace, *, cache: ToolCache | None = None) -> 
     """The agent the command-line arguments describe; bad values raise ``ValueError``."""
     config = AgentConfig(mode=args.mode, model=args.model, small_model=args.small_model or None,
                          max_steps=args.max_steps, max_cost_usd=args.budget_usd, max_seconds=args.max_seconds,
-                         tool_timeout_s=args.tool_timeout, degradation=_degradation(args))
+                         tool_timeout_s=args.tool_timeout, degradation=_degradation(args), step_pause_s=args.step_pause)
     tools = ResearchTools(Corpus.load(), ToolConfig(
         latency_s=args.tool_latency, failure_rate=args.tool_failure_rate, timeout_rate=args.tool_timeout_rate,
         seed=args.seed))

@@ -64,6 +64,10 @@ def test_short_demo_stores_runs_and_fires_a_cost_alert(data_dir: Path) -> None:
     assert out.index(f"http://127.0.0.1:{8501 + offset}") < out.index("phase 1/2")  # URLs first
     runs = int(re.search(r"runs recorded by the collector: (\d+)", out).group(1))  # type: ignore[union-attr]
     assert runs >= 10
+    # the live view: the long run is running while the traffic lasts; the agent killed mid-run is incomplete by the end
+    assert max(int(n) for n in re.findall(r"; (\d+) running, \d+ incomplete$", out, re.MULTILINE)) >= 1, out
+    assert int(re.search(r"runs recorded by the collector: \d+ \(\d+ running, (\d+) incomplete\)", out).group(1)) >= 1, out  # type: ignore[union-attr]
+    assert "an agent was killed mid-run (SIGKILL" in out and "turns incomplete after 20 s without a span" in out
     fired = re.findall(r"^alert fired: (\S+) ", out, re.MULTILINE)
     assert any("cost" in rule for rule in fired), out
     assert all(_port_free(port + offset) for port in PORTS)  # every child stopped
