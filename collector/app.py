@@ -46,6 +46,7 @@ from collector.redact import Redactor
 from collector.roles import ENGINE_JOIN, ENGINE_SCRAPER, Roles
 from collector.scopes import authorize, undeclared_routes
 from collector.scraper import DEFAULT_PROJECT, ENGINE_COLUMNS, EngineScraper, parse_targets
+from collector.security_headers import SecurityHeaders
 from collector.settings import Settings
 from collector.spool import Recovery, Spool
 from collector.storage.base import Store, StoreError, StoreUnavailable
@@ -156,6 +157,7 @@ def create_app(settings: Settings, *, store: Store | None = None, clock: Callabl
         app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"], allow_headers=["*"])
     app.include_router(otlp_http.router)
     app.add_middleware(BodyReadTimeout, timeout_s=settings.body_read_timeout_s)
+    app.add_middleware(SecurityHeaders)  # outermost: the 408s above get the headers too
     app.include_router(admin.router)
     app.include_router(admin.admin_router)
     app.include_router(api_routes.router)

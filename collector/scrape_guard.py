@@ -88,12 +88,12 @@ class HostPolicy:
     def check_url(self, url: str) -> SplitResult:
         """The parts of a URL the scraper may be pointed at (before resolving its host)."""
         parts = urlsplit(url)
+        if parts.username is not None or parts.password is not None:  # first: the messages below quote the URL
+            raise TargetRefused("credentials in an engine URL are not accepted (the URL is listed back to readers)")
         if parts.scheme not in ("http", "https"):
             raise TargetRefused(f"{url!r}: only http and https URLs can be scraped")
         if not parts.hostname:
             raise TargetRefused(f"{url!r}: the URL names no host")
-        if parts.username is not None or parts.password is not None:
-            raise TargetRefused("credentials in an engine URL are not accepted (the URL is listed back to readers)")
         try:
             parts.port  # noqa: B018 - raises on a port out of range
         except ValueError as exc:
