@@ -276,6 +276,32 @@ class LeverSavings(BaseModel):
     quality: list[LeverQuality]
 
 
+WHATIF_POLICIES = ("route", "cap_steps", "evolving_report")
+
+
+class WhatIf(BaseModel):
+    """A policy's estimated effect on the runs of a past range, from their stored spans: their cost
+    as it was and as the policy would have made it, with a 95 % interval of the change (the
+    spread of the per-run changes, as if the runs were a sample of the workload)."""
+
+    policy: str  # route | cap_steps | evolving_report
+    description: str  # the policy in words ("route 'research' steps to sim-small")
+    basis: str  # how the estimate is made, in one line
+    start: float
+    end: float
+    runs: int
+    runs_changed: int
+    calls_changed: int
+    actual_usd: float
+    estimate_usd: float
+    change_usd: float
+    change_ratio: float | None
+    uncertainty_usd: float  # half-width of the 95 % interval of change_usd
+    actual_tokens: int
+    estimate_tokens: int
+    price_version: str
+
+
 class SelfHostedCost(BaseModel):
     gpu_hour_usd: float
     gpu_seconds: float

@@ -43,9 +43,9 @@ def price_table(prices_file: str = "") -> PriceTable:
     return PriceTable.from_file(prices_file) if prices_file else PriceTable()
 
 
-def price_params(store: Store, params: dict[str, Any], prices: PriceTable) -> dict[str, Any]:
-    """``keys``/``input``/``output``/``cached`` for every model the range's LLM calls name."""
-    models = store.query(ql.LEVER_MODELS, params)[0]["models"]
+def price_params(store: Store, params: dict[str, Any], prices: PriceTable, *, also: list[str] | None = None) -> dict[str, Any]:
+    """``keys``/``input``/``output``/``cached`` for every model the range's LLM calls name (and ``also``)."""
+    models = sorted({*store.query(ql.LEVER_MODELS, params)[0]["models"], *(also or [])})
     found = [(m, p) for m in models if (p := prices.price(m)) is not None]
     return {"keys": [m for m, _ in found], "input": [p.input for _, p in found],
             "output": [p.output for _, p in found], "cached": [p.cached for _, p in found]}

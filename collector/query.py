@@ -40,11 +40,13 @@ from agentwatch_api.schemas import (
     SeriesPoint,
     SpanOut,
     TimeSeries,
+    WhatIf,
     finite_total,
 )
 from collector.levers import lever_savings
 from collector.storage import queries as q
 from collector.storage.base import QueryError, Store
+from collector.whatif import whatif as estimate_whatif
 
 if TYPE_CHECKING:
     from agentwatch import PriceTable
@@ -513,6 +515,15 @@ def cost_breakdown(
         self_hosted=_self_hosted(store, project, start, end, gpu_hour_usd, tokens) if gpu_hour_usd > 0 else None,
         savings=lever_savings(store, params, prices=prices) if prices is not None else None,
     )
+
+
+def whatif(store: Store, project: str, *, start: float, end: float, policy: str, prices: PriceTable,
+           agent: str | None = None, **options: Any) -> WhatIf:
+    """A cost policy's estimated effect on [start, end) (``collector.whatif``); a bad policy is ``InvalidQuery``."""
+    try:
+        return estimate_whatif(store, _call_params(project, start, end, agent, None), policy=policy, prices=prices, **options)
+    except ValueError as exc:
+        raise InvalidQuery(str(exc)) from None
 
 
 def _call_params(project: str, start: float, end: float, agent: str | None, model: str | None) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hmac
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -52,6 +52,7 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("GET", "/api/overview"): READ,
     ("GET", "/api/timeseries"): READ,
     ("GET", "/api/cost"): READ,
+    ("GET", "/api/whatif"): READ,
     ("GET", "/api/engines"): READ,
     ("GET", "/api/engine/metrics"): READ,
     ("GET", "/api/filters"): READ,
@@ -109,8 +110,44 @@ class Principal:
     def operator(self) -> bool:
         return self.project is None
 
+    @property
+    def rate_key(self) -> str:
+        """What the ingestion rate limit counts by: the key, or the project of a caller without one."""
+        return self.actor.removeprefix("key:") if self.actor.startswith("key:") else self.project or self.actor
+
 
 OPERATOR = Principal(None, frozenset(SCOPES), "operator")
+ANONYMOUS = Principal("default", frozenset(LEGACY_SCOPES), "anonymous")  # no key while keys are optional: never admin
+
+
+class NotAuthenticated(Exception):
+    """No key where one is needed, or a key that does not verify; the message says which."""
+
+
+def token_of(headers: Mapping[str, str]) -> str | None:
+    """The key a request carries: ``authorization: Bearer <key>``, else ``x-agentwatch-key``.
+
+    ``headers``: HTTP headers, or gRPC metadata with lower-case names.
+    """
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return headers.get("x-agentwatch-key") or None
+
+
+async def authenticate(state: Any, token: str | None) -> Principal:
+    """Who calls, for HTTP and gRPC alike: anonymous (no key, when ``require_auth`` is off), the
+    operator (the admin token) or a project key's grant; ``state`` is the app's ``app.state``."""
+    if token is None:
+        if state.settings.require_auth:
+            raise NotAuthenticated("missing API key: send 'Authorization: Bearer <key>'")
+        return ANONYMOUS
+    if state.admin_token and hmac.compare_digest(token.encode(), state.admin_token.encode()):
+        return OPERATOR
+    grant = await state.authenticator.grant_async(token)
+    if grant is None:
+        raise NotAuthenticated("invalid or revoked API key")
+    return Principal(grant.project, grant.scopes, f"key:{grant.key_id}")
 
 
 def _template(path: str) -> re.Pattern[str]:
@@ -150,36 +187,15 @@ def undeclared_routes(routes: Sequence[Any]) -> list[tuple[str, str]]:
     return [route for route in app_routes(routes) if route not in ROUTE_SCOPES]
 
 
-def _token(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        return token.strip()
-    return request.headers.get("x-agentwatch-key") or None
-
-
-def _unauthorized(detail: str) -> HTTPException:
-    return HTTPException(401, detail, headers={"WWW-Authenticate": "Bearer"})
-
-
 async def principal(request: Request) -> Principal:
     """The caller of this request (cached on ``request.state``); 401 without a valid key."""
     found = getattr(request.state, "principal", None)
     if found is not None:
         return found
-    state = request.app.state
-    token = _token(request)
-    if token is None:
-        if state.settings.require_auth:
-            raise _unauthorized("missing API key: send 'Authorization: Bearer <key>'")
-        found = Principal("default", frozenset(LEGACY_SCOPES), "anonymous")  # never admin without a key
-    elif state.admin_token and hmac.compare_digest(token.encode(), state.admin_token.encode()):
-        found = OPERATOR
-    else:
-        grant = await state.authenticator.grant_async(token)
-        if grant is None:
-            raise _unauthorized("invalid or revoked API key")
-        found = Principal(grant.project, grant.scopes, f"key:{grant.key_id}")
+    try:
+        found = await authenticate(request.app.state, token_of(request.headers))
+    except NotAuthenticated as exc:
+        raise HTTPException(401, str(exc), headers={"WWW-Authenticate": "Bearer"}) from None
     request.state.principal = found
     return found
 

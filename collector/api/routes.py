@@ -28,6 +28,7 @@ from agentwatch_api.schemas import (
     RunFilters,
     RunsPage,
     TimeSeries,
+    WhatIf,
 )
 from collector import query, reprice
 from collector.admin import AdminDep, EngineAdd, register_engine_as
@@ -136,6 +137,27 @@ def cost(
     prices = price_table(settings.prices_file)
     return _run(lambda: query.cost_breakdown(store, project, start=lo, end=hi, agent=agent, model=model, gpu_hour_usd=price,
                                              prices=prices))
+
+
+@router.get("/whatif", response_model=WhatIf)
+def whatif(
+    store: StoreDep,
+    project: ProjectDep,
+    settings: SettingsDep,
+    policy: Annotated[Literal["route", "cap_steps", "evolving_report"], Query(description="the policy to estimate")],
+    start: Start = None,
+    end: End = None,
+    agent: Agent = None,
+    step: Annotated[str | None, Query(max_length=256, description="route: the step name whose LLM calls move")] = None,
+    model: Annotated[str | None, Query(max_length=256, description="route: the model they move to")] = None,
+    cap: Annotated[int | None, Query(ge=1, le=100_000, description="cap_steps: steps of work per run")] = None,
+    bound: Annotated[int, Query(ge=1, le=10_000_000, description="evolving_report: report tokens per call")] = 800,
+) -> WhatIf:
+    """A cost policy applied to the runs of a past range: the estimated cost change, with a 95 % interval."""
+    lo, hi = time_window(start, end)
+    prices = price_table(settings.prices_file)
+    return _run(lambda: query.whatif(store, project, start=lo, end=hi, policy=policy, prices=prices, agent=agent,
+                                     step=step, model=model, cap=cap, bound=bound))
 
 
 @router.get("/engines", response_model=list[EngineInfo])

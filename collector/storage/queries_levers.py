@@ -97,3 +97,73 @@ FROM ({_TRACE_LEVERS})
 WHERE {filters}
 GROUP BY agent, degraded, refused
 ORDER BY agent, degraded, refused"""
+
+
+# --- what-if -------------------------------------------------------------------------------
+def priced_tokens(model: str, input_tokens: str, output_tokens: str, cached_tokens: str) -> str:
+    """USD of the given token expressions on ``model`` (0 when unpriced)."""
+    i = f"indexOf({{keys:Array(String)}}, {model})"
+    cached = f"least({cached_tokens}, {input_tokens})"
+    return (f"(({input_tokens} - {cached}) * {_price('input', i)} + {cached} * {_price('cached', i)}"
+            f" + {output_tokens} * {_price('output', i)}) / 1e6")
+
+
+# Per run with a root in the range: its cost now (``actual``), under the policy (``estimate``),
+# and the tokens of each; summed with the squares of the per-run changes (for the uncertainty).
+_WHATIF_SUMS = """
+SELECT count() AS runs, countIf(estimate != actual) AS runs_changed, sum(actual) AS actual_usd,
+    sum(estimate) AS estimate_usd, sum((estimate - actual) * (estimate - actual)) AS change_sq,
+    sum(tokens) AS actual_tokens, sum(estimate_tokens) AS estimate_tokens, sum(calls_changed) AS calls_changed
+FROM ({per_run})"""
+
+
+def whatif_route(filters: str) -> str:
+    """Route the LLM calls of steps named ``{step}`` to ``{model}``: the same tokens priced there."""
+    target = ("kind = 'llm' AND (trace_id, parent_span_id) IN (SELECT trace_id, span_id FROM spans "
+              f"WHERE {_SPAN_RANGE} AND kind = 'step' AND attributes['agentwatch.step.name'] = {{step:String}})")
+    new_cost = priced_tokens("{model:String}", "input_tokens", "output_tokens", "cached_tokens")
+    per_run = f"""
+    SELECT trace_id, sumIf(cost_usd, {BILLABLE}) AS actual,
+        sumIf(cost_usd, {BILLABLE} AND NOT ({target})) + sumIf({new_cost}, {target}) AS estimate,
+        sumIf(toUInt64(input_tokens) + output_tokens, {BILLABLE}) AS tokens, tokens AS estimate_tokens,
+        countIf({target}) AS calls_changed, max({ROOT}) AS has_root
+    FROM spans WHERE {_SPAN_RANGE} AND {filters}
+    GROUP BY trace_id HAVING has_root"""
+    return _WHATIF_SUMS.format(per_run=per_run)
+
+
+def whatif_cap(filters: str) -> str:
+    """Cap runs at ``{cap}`` steps of work: a run that needed more keeps the cost of its first
+    ``{cap}`` steps; one whose work fit keeps its closing step (its last) too, unchanged."""
+    per_run = f"""
+    SELECT trace_id, sumIf(cost_usd, {BILLABLE}) AS actual, max(step_index) + 1 AS steps,
+        if(steps <= {{cap:Int32}} + 1, actual, sumIf(cost_usd, {BILLABLE} AND step_index < {{cap:Int32}})) AS estimate,
+        sumIf(toUInt64(input_tokens) + output_tokens, {BILLABLE}) AS tokens,
+        if(steps <= {{cap:Int32}} + 1, tokens, sumIf(toUInt64(input_tokens) + output_tokens, {BILLABLE} AND step_index < {{cap:Int32}})) AS estimate_tokens,
+        if(steps <= {{cap:Int32}} + 1, 0, countIf(kind = 'llm' AND step_index >= {{cap:Int32}})) AS calls_changed,
+        max({ROOT}) AS has_root
+    FROM spans WHERE {_SPAN_RANGE} AND {filters}
+    GROUP BY trace_id HAVING has_root"""
+    return _WHATIF_SUMS.format(per_run=per_run)
+
+
+def whatif_bounded(filters: str) -> str:
+    """The evolving report instead of the whole history: every LLM call of a run sees at most its
+    smallest prompt (system and question) plus ``{bound}`` tokens of report; its output, and the
+    cached prefix up to that smallest prompt, stay as they were."""
+    new_input = "least(input_tokens, base + {bound:UInt32})"
+    new_cached = f"least(cached_tokens, base, {new_input})"
+    new_cost = priced_tokens("toString(model)", new_input, "output_tokens", new_cached)
+    per_run = f"""
+    SELECT trace_id, sum(span_cost) AS actual, sum(if(kind = 'llm', span_new_cost, span_cost)) AS estimate,
+        sum(span_tokens) AS tokens, sum(span_new_tokens) AS estimate_tokens,
+        countIf(kind = 'llm' AND span_new_tokens < span_tokens) AS calls_changed, max(is_root) AS has_root
+    FROM (
+        SELECT trace_id, kind, if({BILLABLE}, cost_usd, 0) AS span_cost, {ROOT} AS is_root,
+            minIf(input_tokens, kind = 'llm') OVER (PARTITION BY trace_id) AS base,
+            {new_cost} AS span_new_cost,
+            if({BILLABLE}, toUInt64(input_tokens) + output_tokens, 0) AS span_tokens,
+            if(kind = 'llm', toUInt64({new_input}) + output_tokens, span_tokens) AS span_new_tokens
+        FROM spans WHERE {_SPAN_RANGE} AND {filters})
+    GROUP BY trace_id HAVING has_root"""
+    return _WHATIF_SUMS.format(per_run=per_run)

@@ -3,6 +3,7 @@ fixture of runs equals the API's figure (a real collector on 127.0.0.1, its stor
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from agentwatch_api.schemas import FeedbackIn
 from collector import query
 from collector.model import SpanRow
-from tests.collector.factories import new_span_id, new_trace_id
+from tests.collector.factories import new_span_id, new_trace_id, with_project
 from tests.collector.ingest_helpers import Running, serve, settings_for
 from tests.collector.test_api import Api
 
@@ -71,7 +72,9 @@ R1_COST = (600 * 0.10 + 400 * 0.05 + 100 * 0.40 + 2000 * 0.10 + 50 * 0.40 + 2000
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     with serve(settings_for(tmp_path_factory.mktemp("levers"))) as running:
         _seed(running)
-        yield Api(running.url, running.key(P))
+        api = Api(running.url, running.key(P))
+        api.running = running  # type: ignore[attr-defined]  # the what-if fixture seeds a project of its own
+        yield api
 
 
 def _seed(running: Running) -> None:
@@ -141,3 +144,78 @@ def test_agent_filter_keeps_one_agents_levers(api: Api) -> None:
     by_lever = {lever["lever"]: lever for lever in body["levers"]}
     assert by_lever["routing"]["events"] == 0 and by_lever["degradation"]["events"] == 0
     assert by_lever["rate_limit"]["saving_usd"] == pytest.approx(0.04)
+
+
+# --- what-if -------------------------------------------------------------------------------
+W = "wf"  # the what-if runs are a project of their own
+
+
+def _stepped_run(at: int, *steps: tuple[str, int, int, int]) -> list[SpanRow]:
+    """A run of agent c: one step span per (name, input, output, cached), each with one sim-large call."""
+    trace = new_trace_id()
+    root = _span(trace, "run", at, parent="", agent="c", outcome="success")
+    rows = [root]
+    for index, (name, inp, out, cached) in enumerate(steps):
+        step = _span(trace, "step", at + 1 + index, parent=root.span_id, agent="c", step_index=index,
+                     attributes={"agentwatch.step.name": name})
+        cost = ((inp - cached) * 2.50 + cached * 1.25 + out * 10.0) / M
+        rows += [step, _span(trace, "llm", at + 1 + index, parent=step.span_id, agent="c", step_index=index, model="sim-large",
+                             input_tokens=inp, output_tokens=out, cached_tokens=cached, cost_usd=cost)]
+    return with_project(rows, W)
+
+
+W1 = _stepped_run(100, ("research", 1000, 100, 0), ("research", 2000, 100, 500), ("synthesize", 3000, 500, 0))
+W2 = _stepped_run(200, ("research", 1000, 50, 0), ("synthesize", 1500, 300, 0))
+W_ACTUAL = (3500 + 5375 + 12500 + 3000 + 6750) / M
+
+
+@pytest.fixture(scope="module")
+def wf(api: Api, tmp_path_factory: pytest.TempPathFactory) -> Api:
+    running: Running = api.running  # type: ignore[attr-defined]
+    running.app.state.store.insert_spans(W1 + W2)
+    return Api(running.url, running.key(W))
+
+
+def _whatif(wf: Api, **params: Any) -> dict[str, Any]:
+    response = wf.get("/api/whatif", start=T, end=T + 3600, **params)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def _interval(*changes: float) -> float:
+    return 1.96 * (len(changes) * statistics.variance(changes)) ** 0.5
+
+
+def test_whatif_route_prices_the_steps_calls_on_the_new_model(wf: Api) -> None:
+    body = _whatif(wf, policy="route", step="research", model="sim-small")
+    small = {"W1": (1000 * 0.10 + 100 * 0.40 + 1500 * 0.10 + 500 * 0.05 + 100 * 0.40) / M, "W2": (1000 * 0.10 + 50 * 0.40) / M}
+    changes = (small["W1"] - (3500 + 5375) / M, small["W2"] - 3000 / M)
+    assert (body["runs"], body["runs_changed"], body["calls_changed"]) == (2, 2, 3)
+    assert body["actual_usd"] == pytest.approx(W_ACTUAL) and body["change_usd"] == pytest.approx(sum(changes))
+    assert body["uncertainty_usd"] == pytest.approx(_interval(*changes))
+    assert body["change_ratio"] == pytest.approx(sum(changes) / W_ACTUAL) and body["estimate_tokens"] == body["actual_tokens"]
+
+
+def test_whatif_cap_keeps_the_first_steps_of_longer_runs(wf: Api) -> None:
+    body = _whatif(wf, policy="cap_steps", cap=1)
+    assert (body["runs_changed"], body["calls_changed"]) == (1, 2)  # W2's one research step and its report fit
+    assert body["estimate_usd"] == pytest.approx((3500 + 3000 + 6750) / M)
+    assert body["estimate_tokens"] == 1100 + 1050 + 1800
+    assert _whatif(wf, policy="cap_steps", cap=2)["change_usd"] == 0.0
+
+
+def test_whatif_evolving_report_bounds_each_calls_context(wf: Api) -> None:
+    body = _whatif(wf, policy="evolving_report", bound=600)  # at most 1000 + 600 input tokens a call
+    w1 = (1000 * 2.50 + 100 * 10.0 + 1100 * 2.50 + 500 * 1.25 + 100 * 10.0 + 1600 * 2.50 + 500 * 10.0) / M
+    assert body["estimate_usd"] == pytest.approx(w1 + 9750 / M)
+    assert (body["actual_tokens"], body["estimate_tokens"], body["calls_changed"]) == (9550, 7750, 2)
+
+
+@pytest.mark.parametrize(("params", "says"), [
+    ({"policy": "route", "step": "research"}, "needs step"),
+    ({"policy": "route", "step": "research", "model": "no-such-model-anywhere"}, "has no price"),
+    ({"policy": "cap_steps"}, "cap must be"),
+])
+def test_whatif_bad_policy_says_why(wf: Api, params: dict, says: str) -> None:
+    response = wf.get("/api/whatif", start=T, end=T + 3600, **params)
+    assert response.status_code == 422 and says in response.json()["detail"]
