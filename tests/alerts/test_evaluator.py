@@ -3,20 +3,17 @@ cool-down, resolve once, survive a restart, record deliveries (a failing channel
 
 from __future__ import annotations
 
-import random
-import time
-
 from alerts.channels import SIGNATURE_HEADER, Dispatcher, sign
 from alerts.evaluator import Evaluator
 from alerts.rules import RulesConfig, parse_rules
 from alerts.sources import StoreBackend
 from collector.storage import queries_alerts as qa
 from collector.storage.base import Store
+from tests.alerts import incident_setup
 from tests.alerts.conftest import Receiver
-from tests.collector.factories import agent_run
+from tests.alerts.incident_setup import T0
 from tests.conftest import free_port
 
-T0 = int(time.time()) // 60 * 60 - 3600  # a recent minute boundary (old spans fall to the retention TTL)
 SPIKE_MINUTE = 20
 
 
@@ -43,23 +40,13 @@ rules:
     return parse_rules(text, env={"HOOK_SECRET": "s3cret"})
 
 
-def seed(store: Store, *, spike_minutes: range = range(SPIKE_MINUTE, SPIKE_MINUTE + 1), minutes: int = 30) -> None:
+def seed(store: Store, *, spike_minutes: range = range(SPIKE_MINUTE, SPIKE_MINUTE + 1)) -> None:
     """Two agents, three runs a minute each; 'researcher' spends 20x in the spike minutes."""
-    rng = random.Random(5)
-    rows = []
-    for minute in range(minutes):
-        for agent in ("researcher", "writer"):
-            spike = agent == "researcher" and minute in spike_minutes
-            for k in range(3):
-                cost = rng.uniform(0.008, 0.012) * (20 if spike else 1)
-                rows += agent_run(project="p1", agent=agent, start_s=T0 + minute * 60 + k * 15, steps=1, cost_per_call=cost)
-    store.insert_spans(rows)
+    incident_setup.seed(store, spike_minutes=spike_minutes, minutes=30)
 
 
 def make(store: Store, config: RulesConfig) -> tuple[Evaluator, Dispatcher]:
-    backend = StoreBackend(store)
-    dispatcher = Dispatcher(config.channels, record=backend.record, policy=config.delivery)
-    return Evaluator(config, backend, backend, dispatcher), dispatcher
+    return incident_setup.make(config, StoreBackend(store))
 
 
 def drive(evaluator: Evaluator, minutes: range) -> list[tuple[str, float, str]]:
