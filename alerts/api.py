@@ -39,6 +39,8 @@ MAX_EPOCH_S = 1e10  # year 2286: beyond it DateTime64(3) and Int64 milliseconds 
 
 
 Epoch = Annotated[float, Field(ge=0, le=MAX_EPOCH_S)]
+ScopeName = Annotated[str, Field(max_length=256)]  # an agent, model, user or session name
+ScopeValue = Annotated[str, Field(max_length=1024)]
 
 
 class AlertIn(AlertOut):
@@ -48,7 +50,7 @@ class AlertIn(AlertOut):
     fingerprint: str = Field(min_length=1, max_length=64)
     rule: str = Field(min_length=1, max_length=256)
     severity: str = Field(max_length=32)
-    scope: dict[str, str] = Field(default_factory=dict, max_length=16)
+    scope: dict[ScopeName, ScopeValue] = Field(default_factory=dict, max_length=16)
     metric: str = Field(max_length=64)
     message: str = Field(max_length=10_000)
     started_at: Epoch

@@ -58,7 +58,8 @@ def test_history_is_written_and_read_per_project(collector: Running) -> None:
 
 @pytest.mark.parametrize(
     "change",
-    [{"value": float("inf")}, {"started_at": 1e300}, {"started_at": -5}, {"alert_id": ""}, {"state": "exploded"}, {"scope": {str(i): "x" for i in range(50)}}],
+    [{"value": float("inf")}, {"started_at": 1e300}, {"started_at": -5}, {"alert_id": ""}, {"state": "exploded"}, {"scope": {str(i): "x" for i in range(50)}},
+     {"scope": {"k" * 257: "x"}}, {"scope": {"agent": "v" * 1025}}],
 )
 def test_bad_alert_bodies_are_422(collector: Running, change: dict) -> None:
     body = json.dumps([{**ALERT, **change}])  # allows Infinity, as some clients send it
