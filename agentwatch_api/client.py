@@ -25,6 +25,7 @@ from agentwatch_api.schemas import (
     RunDetail,
     RunsPage,
     TimeSeries,
+    WhatIf,
 )
 
 T = TypeVar("T")
@@ -89,6 +90,12 @@ class CollectorClient:
 
     def cost(self, *, start: float, end: float, agent: str | None = None, model: str | None = None, gpu_hour_usd: float | None = None) -> CostBreakdown:
         return self._get("/api/cost", CostBreakdown, start=start, end=end, agent=agent, model=model, gpu_hour_usd=gpu_hour_usd or None)
+
+    def whatif(self, policy: str, *, start: float, end: float, agent: str | None = None, step: str | None = None,
+               model: str | None = None, cap: int | None = None, bound: int | None = None) -> WhatIf:
+        """A cost policy's estimated effect on a past range (``/api/whatif``)."""
+        return self._get("/api/whatif", WhatIf, policy=policy, start=start, end=end, agent=agent, step=step, model=model,
+                         cap=cap, bound=bound)
 
     def engines(self) -> list[EngineInfo]:
         return self._get("/api/engines", list[EngineInfo])

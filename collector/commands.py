@@ -21,12 +21,14 @@ from agentwatch_api.client import ApiError, CollectorClient, CollectorError
 from agentwatch_api.handshake import running_collector
 from collector.reprice import register_reprice
 from collector.settings import Settings
+from collector.whatif_cli import register_whatif
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     _register_collector(sub)
     _register_keys(sub)
     register_reprice(sub)
+    register_whatif(sub)
 
 
 def _register_collector(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

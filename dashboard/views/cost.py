@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from agentwatch_api.schemas import CostBreakdown, CostRow
+from agentwatch_api.schemas import CostBreakdown, CostRow, LeverSavings
 from dashboard import charts, ui
 
 
@@ -21,6 +21,7 @@ def render() -> None:
         _headlines(cost, win.label)
         _breakdowns(cost)
         _levers(cost)
+        _savings(cost.savings)
         _self_hosted(cost)
         _top_runs(cost)
 
@@ -55,6 +56,40 @@ def _levers(cost: CostBreakdown) -> None:
     c[1].metric("Tokens saved by the cache", f"{lv.tokens_saved:,} tokens")
     c[2].metric("Calls routed to the small model", ui.fmt(lv.small_model_share, "ratio"), help=f"{lv.small_model_calls:,} of {lv.llm_calls:,} LLM calls")
     c[3].metric("LLM calls", f"{lv.llm_calls:,}")
+
+
+LEVER_LINES = {
+    "cache": ("Caching", "a tool-cache hit skips the tool call; a prompt-cache hit bills cached input tokens at the "
+              "cheaper cached rate (saved: those tokens at the full input price)."),
+    "routing": ("Routing", "easy steps go to a small model (saved: the same tokens priced on the model they would have used)."),
+    "degradation": ("Degradation", "under budget pressure or a saturated engine a run goes cheaper: small model, fewer "
+                    "steps or a bounded context (saved: its projected cost at the switch minus its final cost)."),
+    "rate_limit": ("Rate limiting", "token buckets per user and project queue or refuse runs (saved: refused runs at the "
+                   "agent's mean run cost; queued runs cost the same, later)."),
+}
+
+
+def _savings(savings: LeverSavings | None) -> None:
+    """Each lever's measured saving against its counterfactual, and what degrading did to quality."""
+    if savings is None:
+        return
+    st.subheader("Measured savings per lever")
+    st.caption(f"Saved {ui.fmt(savings.total_saving_usd, 'USD')} in the range against each lever's counterfactual, "
+               f"priced with the collector's price table (version {savings.price_version}).")
+    for lever in savings.levers:
+        title, line = LEVER_LINES[lever.lever]
+        st.markdown(f"**{title}** — {line}")
+    frame = pd.DataFrame([{"lever": LEVER_LINES[lv.lever][0], "events": lv.events, "cost (USD)": lv.actual_usd,
+                           "without it (USD)": lv.counterfactual_usd, "saved (USD)": lv.saving_usd,
+                           "details": ", ".join(f"{k.replace('_', ' ')} {v:,.6g}" for k, v in lv.detail.items())}
+                          for lv in savings.levers])
+    money = st.column_config.NumberColumn(format="$%.6f")
+    st.dataframe(frame, hide_index=True, key="cost_savings",
+                 column_config={"cost (USD)": money, "without it (USD)": money, "saved (USD)": money})
+    st.caption("Quality beside the saving: runs a degradation acted in, and the others (refused runs in neither).")
+    st.dataframe(pd.DataFrame([q.model_dump() for q in savings.quality]), hide_index=True, key="cost_quality",
+                 column_config={"success_rate": st.column_config.NumberColumn("success rate", format="percent"),
+                                "mean_cost_usd": st.column_config.NumberColumn("mean cost (USD)", format="$%.6f")})
 
 
 def _self_hosted(cost: CostBreakdown) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from agentwatch_api.schemas import FeedbackIn
 from collector import query
+from collector.cli import main
 from collector.model import SpanRow
 from tests.collector.factories import new_span_id, new_trace_id, with_project
 from tests.collector.ingest_helpers import Running, serve, settings_for
@@ -173,7 +174,9 @@ W_ACTUAL = (3500 + 5375 + 12500 + 3000 + 6750) / M
 def wf(api: Api, tmp_path_factory: pytest.TempPathFactory) -> Api:
     running: Running = api.running  # type: ignore[attr-defined]
     running.app.state.store.insert_spans(W1 + W2)
-    return Api(running.url, running.key(W))
+    wf = Api(running.url, running.key(W))
+    wf.running, wf.key = running, running.key(W)  # type: ignore[attr-defined]  # for the command's test
+    return wf
 
 
 def _whatif(wf: Api, **params: Any) -> dict[str, Any]:
@@ -219,3 +222,15 @@ def test_whatif_evolving_report_bounds_each_calls_context(wf: Api) -> None:
 def test_whatif_bad_policy_says_why(wf: Api, params: dict, says: str) -> None:
     response = wf.get("/api/whatif", start=T, end=T + 3600, **params)
     assert response.status_code == 422 and says in response.json()["detail"]
+
+
+def test_whatif_command_prints_the_estimate(wf: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    running: Running = wf.running  # type: ignore[attr-defined]
+    argv = ["whatif", "cap_steps", "--cap", "1", "--since", str(T), "--until", str(T + 3600),
+            "--collector", running.url, "--key", wf.key]  # type: ignore[attr-defined]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    change = (3500 + 3000 + 6750) / M - W_ACTUAL
+    assert "what if: cap runs at 1 steps" in out and f"change        ${change:+.6f}" in out, out
+    with pytest.raises(SystemExit, match="cap must be"):
+        main(["whatif", "cap_steps", "--since", str(T), "--collector", running.url, "--key", wf.key])  # type: ignore[attr-defined]

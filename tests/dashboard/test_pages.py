@@ -138,6 +138,10 @@ def test_cost_page_totals_levers_and_self_hosted_cost(app: AppTest, seeded: Seed
     projected = float(shown["Projected month (USD)"].lstrip("$").replace(",", ""))
     assert projected == pytest.approx(cost["projected_month_usd"], rel=0.05)  # it moves with the clock
     assert shown["LLM calls"] == f"{cost['levers']['llm_calls']:,}"
+    [savings] = [df.value for df in at.dataframe if "saved (USD)" in df.value.columns]  # one row per lever, the API's figures
+    assert savings["saved (USD)"].tolist() == pytest.approx([lv["saving_usd"] for lv in cost["savings"]["levers"]])
+    assert cost["savings"]["levers"][1]["lever"] == "routing" and cost["savings"]["levers"][1]["saving_usd"] > 0
+    assert all(f"**{title}** — " in text(at) for title in ("Caching", "Routing", "Degradation", "Rate limiting"))
     at.number_input(key="cost_gpu_hour").set_value(2.5).run()
     assert not at.exception and metrics(at)["GPU-hour price (USD)"] == "$2.50"
 
