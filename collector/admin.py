@@ -21,7 +21,6 @@ recorded in ``audit_log`` (``GET /api/admin/audit``).
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 from typing import Annotated, Literal
 
@@ -30,7 +29,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from agentwatch_api.schemas import IngestStatus
-from collector.deps import SettingsDep, StoreDep, bearer_token, get_project
+from collector.deps import SettingsDep, StoreDep, get_project
 from collector.engines import EngineLimit, TargetRefused, add_engine, audit, delete_engine
 from collector.keys import KeyAdminError, KeyRing
 from collector.metrics import CONTENT_TYPE
@@ -46,12 +45,6 @@ log = logging.getLogger(__name__)
 router = APIRouter()
 admin_router = APIRouter(prefix=ADMIN_PREFIX, tags=["admin"])
 MAX_AUDIT = 1000
-
-
-def _is_admin(request: Request) -> bool:
-    expected = request.app.state.admin_token
-    given = bearer_token(request) or ""
-    return bool(expected) and hmac.compare_digest(given.encode(), expected.encode())
 
 
 async def admin_caller(request: Request) -> Principal:
@@ -75,7 +68,7 @@ def scoped_project(caller: Principal, requested: str | None, *, required: bool) 
 
 async def _ingest_scope(request: Request) -> str | None:
     """None for the operator (the admin token); otherwise the caller's project (401 without a key)."""
-    return None if _is_admin(request) else await get_project(request)
+    return None if (await principal(request)).operator else await get_project(request)
 
 
 AdminDep = Annotated[Principal, Depends(admin_caller)]
@@ -181,7 +174,8 @@ def ingest_status(request: Request, project: Annotated[str | None, Depends(_inge
     """Ingestion figures for the dashboard; what a caller sees depends on who asks.
 
     A project key: its own ``received_spans`` and ``rejected_spans`` (since this collector
-    started) and ``stored_spans``, the project's spans in the store (0 while the store is
+    started; where collectors share a ClickHouse, summed over all of them, the others' as last
+    published, ``collector.fleet``) and ``stored_spans``, the project's spans in the store (0 while the store is
     unreachable). ``queued_spans``, ``spool_bytes``, the lag quantiles and ``store_available``
     describe the collector's health: collector-wide, they hold no project's data or identity,
     only how busy the collector is. The admin token (``<data dir>/admin.token``) gets the
@@ -192,13 +186,15 @@ def ingest_status(request: Request, project: Annotated[str | None, Depends(_inge
     writer = state.ingestor.writer
     health = {"queued_spans": writer.queued_spans if writer else 0, "spool_bytes": state.ingestor.spool.bytes,
               "lag_p50_s": p50, "lag_p95_s": p95, "store_available": bool(writer and writer.store_available)}
+    fleet = getattr(state, "fleet", None)  # other collectors on the same store (collector.fleet)
+    received, rejected = fleet.others(project or "") if fleet is not None else (0, 0)
     if project is None:
         totals = state.metrics.totals
-        return IngestStatus(received_spans=totals["received"], stored_spans=totals["stored"],
-                            rejected_spans=totals["rejected"], scope="collector", **health)
+        return IngestStatus(received_spans=totals["received"] + received, stored_spans=totals["stored"],
+                            rejected_spans=totals["rejected"] + rejected, scope="collector", **health)
     mine = state.metrics.by_project.get(project, {})
-    return IngestStatus(received_spans=mine.get("received", 0), stored_spans=_stored_spans(request, project),
-                        rejected_spans=mine.get("rejected", 0), scope="project", **health)
+    return IngestStatus(received_spans=mine.get("received", 0) + received, stored_spans=_stored_spans(request, project),
+                        rejected_spans=mine.get("rejected", 0) + rejected, scope="project", **health)
 
 
 def _stored_spans(request: Request, project: str) -> int:

@@ -23,14 +23,6 @@ async def get_store(request: Request) -> Store:
     return request.app.state.store
 
 
-def bearer_token(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        return token.strip()
-    return request.headers.get("x-agentwatch-key") or None
-
-
 async def get_project(request: Request) -> str:
     """The project of the caller's API key; 401 without a valid one.
 

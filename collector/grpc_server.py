@@ -15,10 +15,9 @@ from typing import Any
 import grpc
 from fastapi import FastAPI
 
-from collector.keys import split_key
 from collector.otlp.decode import PROTOBUF, response_message
 from collector.otlp.errors import IngestError, Unauthenticated
-from collector.scopes import ROUTE_SCOPES
+from collector.scopes import ROUTE_SCOPES, NotAuthenticated, Principal, authenticate, token_of
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +67,8 @@ class GrpcServer:
         state = self.app.state
         metrics = state.metrics
         try:
-            project, rate_key = await self._project(context)
+            caller = await self._caller(context)
+            project, rate_key = caller.project or "", caller.rate_key
             state.rate_limiter.check(rate_key)
             state.ingestor.check_capacity()
             converted = await state.ingestor.export(project, body, PROTOBUF)
@@ -81,21 +81,15 @@ class GrpcServer:
         metrics.on_request("grpc", 200, spans, converted.rejected, project=project)
         return response_message(converted).SerializeToString()
 
-    async def _project(self, context: Any) -> tuple[str, str]:
-        """(project, rate-limit key) from the ``authorization`` metadata; 401 semantics as HTTP."""
+    async def _caller(self, context: Any) -> Principal:
+        """The caller named by the ``authorization`` metadata, as ``POST /v1/traces`` sees it."""
         metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ())}
-        header = metadata.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        token = token.strip() if scheme.lower() == "bearer" else metadata.get("x-agentwatch-key", "")
-        state = self.app.state
-        if not token:
-            if state.settings.require_auth:
-                raise Unauthenticated("missing API key: send 'authorization: Bearer <key>' metadata")
-            return "default", "default"
-        grant = await state.authenticator.grant_async(token)
-        if grant is None:
-            raise Unauthenticated("invalid or revoked API key")
-        if EXPORT_SCOPE not in grant.scopes:
+        try:
+            caller = await authenticate(self.app.state, token_of(metadata))
+        except NotAuthenticated as exc:
+            raise Unauthenticated(str(exc)) from None
+        if caller.operator:
+            raise Forbidden("the admin token names no project: export with a project key")
+        if EXPORT_SCOPE not in caller.scopes:
             raise Forbidden(f"this key lacks the '{EXPORT_SCOPE}' scope needed to export spans; create one with 'agentwatch keys create --scope ingest'")
-        key = split_key(token)
-        return grant.project, key[0] if key else grant.project
+        return caller

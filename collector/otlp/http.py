@@ -15,9 +15,8 @@ import math
 from fastapi import APIRouter, Depends, Request, Response
 from google.rpc import status_pb2
 
-from collector.deps import ProjectDep, bearer_token
+from collector.deps import ProjectDep
 from collector.ingest import Ingestor
-from collector.keys import split_key
 from collector.otlp.decode import JSON, PROTOBUF, response_body
 from collector.otlp.errors import (
     IngestError,
@@ -25,6 +24,7 @@ from collector.otlp.errors import (
     Unauthenticated,
     UnsupportedMediaType,
 )
+from collector.scopes import principal
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +86,7 @@ async def export_traces(request: Request, project: ProjectDep) -> Response:
         fmt = _format(request)
         if not project:  # a key that does not verify while auth is optional
             raise Unauthenticated("invalid or revoked API key")
-        token = bearer_token(request) or ""
-        key = split_key(token)
-        rate_key = key[0] if key else project
+        rate_key = (await principal(request)).rate_key
         request.app.state.rate_limiter.check(rate_key)
         body = await _read_body(request, ingestor.settings.max_body_bytes)
         converted = await ingestor.export(project, body, fmt, encoding=request.headers.get("content-encoding", ""))

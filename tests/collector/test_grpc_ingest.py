@@ -11,6 +11,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
+from agentwatch_api.handshake import read_admin_token
 from tests.collector.ingest_helpers import (
     Running,
     agent_trace,
@@ -54,6 +55,17 @@ def test_grpc_without_key_is_unauthenticated(collector: Running) -> None:
     with pytest.raises(grpc.RpcError) as info:
         _export(collector, agent_trace(os.urandom(16)).SerializeToString(), None)
     assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_grpc_callers_are_those_of_http(collector: Running) -> None:
+    """One ``authenticate`` for both transports: a bad key is 401, the admin token (no project) 403."""
+    body = agent_trace(os.urandom(16)).SerializeToString()
+    with pytest.raises(grpc.RpcError) as info:
+        _export(collector, body, "aw_000000000000_wrong")
+    assert (info.value.code(), info.value.details()) == (grpc.StatusCode.UNAUTHENTICATED, "invalid or revoked API key")
+    with pytest.raises(grpc.RpcError) as info:
+        _export(collector, body, read_admin_token(collector.settings.data_dir))
+    assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED and "names no project" in info.value.details()
 
 
 def test_grpc_bad_body_and_partial_success(collector: Running) -> None:
