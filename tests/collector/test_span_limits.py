@@ -13,15 +13,18 @@ from typing import Any
 import pytest
 from agentwatch import semconv as sc
 from google.protobuf.json_format import MessageToDict
+from hypothesis import HealthCheck, given, settings
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from collector.normalize import Normalizer
 from collector.otlp import native
 from collector.otlp.decode import JSON, PROTOBUF, Converted, convert
 from tests.collector.ingest_helpers import kv, otlp_request
+from tests.collector.test_native_decode import _assert_same, _both, requests
 
 PATHS = [pytest.param(fmt, use_native, id=f"{fmt}-{'native' if use_native else 'python'}") for fmt in (PROTOBUF, JSON) for use_native in (False, True)]
 SMALL = Normalizer(max_key_length=16, max_attributes=5, max_events=3, max_event_attributes=4)
+TIGHT = Normalizer(max_key_length=24, max_attributes=3, max_events=1, max_event_attributes=1, max_attribute_length=24)
 
 
 def _json(request: ExportTraceServiceRequest) -> bytes:
@@ -112,3 +115,10 @@ def test_the_native_decoder_declines_exactly_the_spans_beyond_a_bound() -> None:
     }
     declined = {name: decoder.decode(request.SerializeToString(), "p").declined for name, request in cases.items()}
     assert declined == {"within": [], "attributes": [0], "events": [0], "event attributes": [0], "event key": [0], "key": [0]}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(payload=requests())
+def test_generated_requests_under_tight_bounds_decode_the_same_natively(payload: bytes) -> None:
+    """The parity property of test_native_decode with bounds most generated spans exceed."""
+    _assert_same(*_both(payload, TIGHT))
