@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from agentwatch_api.schemas import CostBreakdown, CostRow, LeverSavings
+from agentwatch_api.schemas import CostBreakdown, CostRow, LeverSavings, WhatIf
 from dashboard import charts, ui
 
 
@@ -22,6 +22,7 @@ def render() -> None:
         _breakdowns(cost)
         _levers(cost)
         _savings(cost.savings)
+        _whatif(win)
         _self_hosted(cost)
         _top_runs(cost)
 
@@ -90,6 +91,35 @@ def _savings(savings: LeverSavings | None) -> None:
     st.dataframe(pd.DataFrame([q.model_dump() for q in savings.quality]), hide_index=True, key="cost_quality",
                  column_config={"success_rate": st.column_config.NumberColumn("success rate", format="percent"),
                                 "mean_cost_usd": st.column_config.NumberColumn("mean cost (USD)", format="$%.6f")})
+
+
+WHATIF_POLICIES = {"route": "Route a step kind to another model", "cap_steps": "Cap steps per run",
+                   "evolving_report": "Evolving report instead of the whole history"}
+
+
+def _whatif(win: ui.Window) -> None:
+    """A policy applied to the range's stored runs: its estimated cost change, before anything changes."""
+    st.subheader("What if")
+    cols = st.columns(3)
+    policy = cols[0].selectbox("Policy", list(WHATIF_POLICIES), format_func=WHATIF_POLICIES.__getitem__, key="whatif_policy")
+    options: dict[str, object] = {}
+    if policy == "route":
+        options["step"] = cols[1].text_input("Step kind (step name)", "research", key="whatif_step")
+        options["model"] = cols[2].text_input("To model", "sim-small", key="whatif_model")
+    elif policy == "cap_steps":
+        options["cap"] = int(cols[1].number_input("Steps of work per run", min_value=1, value=6, key="whatif_cap"))
+    else:
+        options["bound"] = int(cols[1].number_input("Report tokens per call", min_value=1, value=800, key="whatif_bound"))
+    with ui.guarded("the what-if estimate"):
+        w: WhatIf = ui.fetch("whatif", policy=policy, start=win.start, end=win.end, agent=ui.agent_model()["agent"], **options)
+        c = st.columns(4)
+        c[0].metric("Cost as it was (USD)", ui.fmt(w.actual_usd, "USD"), help=f"{w.runs:,} runs in the range")
+        c[1].metric("Estimated cost (USD)", ui.fmt(w.estimate_usd, "USD"))
+        c[2].metric("Change (USD)", ui.fmt(w.change_usd, "USD"), ui.fmt_delta(w.change_ratio), delta_color="inverse")
+        c[3].metric("95 % interval (± USD)", ui.fmt(w.uncertainty_usd, "USD"),
+                    help="From the spread of the per-run changes; it does not cover what the policy changes beyond tokens.")
+        st.caption(f"{w.description}: {w.runs_changed:,} of {w.runs:,} runs and {w.calls_changed:,} LLM calls change; "
+                   f"tokens {w.actual_tokens:,} -> {w.estimate_tokens:,}. Estimated as {w.basis}.")
 
 
 def _self_hosted(cost: CostBreakdown) -> None:

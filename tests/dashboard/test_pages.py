@@ -146,6 +146,16 @@ def test_cost_page_totals_levers_and_self_hosted_cost(app: AppTest, seeded: Seed
     assert not at.exception and metrics(at)["GPU-hour price (USD)"] == "$2.50"
 
 
+def test_cost_page_what_if_shows_the_apis_estimate(app: AppTest, seeded: SeededStack) -> None:
+    at = page(app, "views/cost.py")
+    at.selectbox(key="whatif_policy").set_value("cap_steps").run()
+    at.number_input(key="whatif_cap").set_value(2).run()
+    assert not at.exception, [e.value for e in at.exception]
+    expected = seeded.get("/api/whatif", policy="cap_steps", cap=2)
+    assert expected["runs"] == seeded.runs and expected["change_usd"] < 0  # the seeded runs take more than 3 steps
+    assert metrics(at)["Change (USD)"] == ui.fmt(expected["change_usd"], "USD")
+
+
 def test_engine_page_shows_load_rates_and_distributions(app: AppTest, seeded: SeededStack) -> None:
     at = page(app, "views/engine.py")
     at.selectbox(key="aw_range").set_value("Last 15 minutes").run()  # 4.5 s buckets: before, during, after the traffic
