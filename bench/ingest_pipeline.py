@@ -33,13 +33,14 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.ports import free_port  # noqa: E402
 from bench.workload import Workload  # noqa: E402
 from collector.normalize import Normalizer, sdk_pricer  # noqa: E402
 from collector.otlp.decode import PROTOBUF, convert  # noqa: E402
 from collector.redact import Redactor  # noqa: E402
 from collector.spool import Spool  # noqa: E402
 from collector.storage.chdb_store import ChdbStore  # noqa: E402
-from tests.collector.ingest_helpers import CollectorProcess  # noqa: E402
+from reference_agent.demo import ProcessGroup, start_collector  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -98,7 +99,9 @@ async def spool_stage(bodies: list[bytes], directory: Path) -> dict[str, float]:
 
 
 async def end_to_end(bodies: list[bytes], spans: int, data_dir: Path) -> dict[str, float]:
-    collector = CollectorProcess(data_dir, AGENTWATCH_REQUIRE_AUTH="false", AGENTWATCH_GRPC_PORT="0").start()
+    group = ProcessGroup(data_dir.parent / "logs", log=print)
+    url = start_collector(group, data_dir, port=free_port(), grpc_port=0,
+                          env={"AGENTWATCH_REQUIRE_AUTH": "false", "AGENTWATCH_ALERT_INTERVAL_S": "0"})
     try:
         async with httpx.AsyncClient(timeout=120) as client:
             queue = list(reversed(bodies))
@@ -108,7 +111,7 @@ async def end_to_end(bodies: list[bytes], spans: int, data_dir: Path) -> dict[st
                 while queue:
                     body = queue.pop()
                     while True:
-                        response = await client.post(collector.url + "/v1/traces", content=body, headers={"Content-Type": "application/x-protobuf"})
+                        response = await client.post(url + "/v1/traces", content=body, headers={"Content-Type": "application/x-protobuf"})
                         codes[response.status_code] = codes.get(response.status_code, 0) + 1
                         if response.status_code == 200:
                             break
@@ -117,11 +120,11 @@ async def end_to_end(bodies: list[bytes], spans: int, data_dir: Path) -> dict[st
             started = time.perf_counter()
             await asyncio.gather(*(sender() for _ in range(4)))
             acked = time.perf_counter() - started
-            while (status := (await client.get(collector.url + "/api/ingest")).json())["stored_spans"] < spans:
+            while (status := (await client.get(url + "/api/ingest")).json())["stored_spans"] < spans:
                 await asyncio.sleep(0.05)
             stored = time.perf_counter() - started
     finally:
-        collector.kill(15)
+        group.stop()
     return {
         "spans": spans, "acked_s": round(acked, 2), "acked_spans_per_s": round(spans / acked),
         "queryable_s": round(stored, 2), "queryable_spans_per_s": round(spans / stored),

@@ -47,9 +47,6 @@ KNOWN: dict[str, set[str]] = {
     "collector_names_no_dashboard": {
         "collector/cli.py -> dashboard.cli",  # the console script assembles every part's commands
     },
-    "bench_imports_no_tests": {
-        "bench/ingest_pipeline.py -> tests.collector.ingest_helpers",
-    },
     # an import that closes a cycle: leaving it out of the graph leaves none
     "no_cycles_between_parts": {
         "collector/app.py -> alerts.api",  # alerts run in the collector and read its store

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _WITHOUT_TESTS = "import runpy, sys; sys.modules.update(pytest=None, tests=None); sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
 
 
-@pytest.mark.parametrize("script", ["bench/batching.py", "bench/soak.py"])
+@pytest.mark.parametrize("script", ["bench/batching.py", "bench/ingest_pipeline.py", "bench/soak.py"])
 def test_benchmark_starts_without_pytest_or_tests(script: str) -> None:
     done = subprocess.run([sys.executable, "-c", _WITHOUT_TESTS, script, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
