@@ -32,6 +32,7 @@ from collector.auth import Authenticator, RateLimiter
 from collector.body_timeout import BodyReadTimeout
 from collector.engine_join import EngineJoin
 from collector.engines import policy_for
+from collector.fleet import FleetCounters
 from collector.gpu import GpuSampler
 from collector.ingest import Ingestor
 from collector.keys import KeyRing
@@ -208,6 +209,8 @@ def _lifespan(settings: Settings, handle: StoreHandle, ingestor: Ingestor, clock
             _runtime_files(app, settings, stack)
             await _start_grpc(app, settings, stack)
             await stack.enter_async_context(roles)
+            if roles.shared:  # /api/ingest sums every collector's counters (collector.fleet)
+                app.state.fleet = await stack.enter_async_context(FleetCounters(handle.get, ingestor.metrics, roles.holder))
             await _start_components(app, settings, handle, stack)
             yield
 

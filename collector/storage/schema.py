@@ -376,6 +376,18 @@ ORDER BY (name, term)
 SETTINGS non_replicated_deduplication_window = 10000
 """
 
+COLLECTOR_COUNTERS = """
+CREATE TABLE IF NOT EXISTS collector_counters (
+    collector String,
+    project LowCardinality(String),
+    received UInt64,
+    rejected UInt64,
+    updated_at DateTime64(3)
+)
+ENGINE = ReplacingMergeTree(updated_at)
+ORDER BY (collector, project)
+"""
+
 MIGRATIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     version UInt32,
@@ -418,6 +430,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     # Many collectors on one store: leases (collector.storage.lease) for the span writer and the
     # work done once per cluster (alerts, engine scraping, the engine-join billing pass).
     Migration(7, "leases", (LEASES,)),
+    # Each collector's span counters, so any collector answers /api/ingest for all (collector.fleet).
+    Migration(8, "collector_counters", (COLLECTOR_COUNTERS,)),
 )
 
 

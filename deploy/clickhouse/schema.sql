@@ -399,6 +399,18 @@ ENGINE = ReplicatedMergeTree('/clickhouse/tables/all/{database}/{table}', '{repl
 ORDER BY (name, term)
 SETTINGS replicated_deduplication_window = 10000;
 
+-- migration 8: collector_counters
+
+CREATE TABLE IF NOT EXISTS collector_counters ON CLUSTER agentwatch (
+    collector String,
+    project LowCardinality(String),
+    received UInt64,
+    rejected UInt64,
+    updated_at DateTime64(3)
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/all/{database}/{table}', '{replica}', updated_at)
+ORDER BY (collector, project);
+
 -- retention
 
 ALTER TABLE spans_local ON CLUSTER agentwatch MODIFY TTL toDateTime(start_time) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;

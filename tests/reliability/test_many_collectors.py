@@ -76,6 +76,9 @@ class Outcome:
     key: str
     hook: Hook
     killed: str  # the collector id SIGKILLed
+    urls: list[str]  # both collectors' query APIs
+    answered: Counter[int]  # spans answered 200, by collector process id
+    alive: set[int]  # process ids of the collectors running at the end
 
 
 def _collector(data: Path, name: str, db_url: str, rules: Path) -> CollectorProcess:
@@ -86,13 +89,15 @@ def _collector(data: Path, name: str, db_url: str, rules: Path) -> CollectorProc
     )
 
 
-def _post(client: httpx.Client, collector: CollectorProcess, body: bytes, key: str) -> bool:
+def _post(client: httpx.Client, collector: CollectorProcess, body: bytes, key: str, answered: Counter[int]) -> bool:
     if collector.proc is None:
         return False
     try:
-        return client.post(collector.url + "/v1/traces", content=body, headers={**PROTOBUF, "Authorization": f"Bearer {key}"}).status_code == 200
+        ok = client.post(collector.url + "/v1/traces", content=body, headers={**PROTOBUF, "Authorization": f"Bearer {key}"}).status_code == 200
     except httpx.HTTPError:
         return False
+    answered[collector.proc.pid] += (LLM_CALLS + 1) * ok
+    return ok
 
 
 def _alerts_holder(store: ClickHouseStore) -> str:
@@ -120,6 +125,7 @@ def outcome(clickhouse_url: str, tmp_path_factory: pytest.TempPathFactory) -> It
     store = ClickHouseStore(db_url, shared=False)
     key = create_key(collectors["a"].url, collectors["a"].data_dir, "many")
     acked: set[str] = set()
+    answered: Counter[int] = Counter()
     killed = ""
     order = [collectors["a"], collectors["b"]]
     try:
@@ -133,11 +139,13 @@ def outcome(clickhouse_url: str, tmp_path_factory: pytest.TempPathFactory) -> It
                 trace_id = os.urandom(16)
                 body = agent_trace(trace_id, LLM_CALLS).SerializeToString()
                 first, other = order[i % 2], order[(i + 1) % 2]
-                if _post(client, first, body, key) or _post(client, other, body, key):  # no answer: retried on the other
+                if _post(client, first, body, key, answered) or _post(client, other, body, key, answered):  # no answer: retried on the other
                     acked.add(trace_id.hex())
                 if i % 10 == 9:
-                    _post(client, other, body, key)  # a redelivery on the other collector
-        yield Outcome(store, acked, collectors["a" if killed == "b" else "b"].url, key, hook, killed)
+                    _post(client, other, body, key, answered)  # a redelivery on the other collector
+        alive = {c.proc.pid for c in collectors.values() if c.proc is not None}
+        survivor = collectors["a" if killed == "b" else "b"].url
+        yield Outcome(store, acked, survivor, key, hook, killed, [c.url for c in collectors.values()], answered, alive)
     finally:
         for collector in collectors.values():
             collector.kill(signal.SIGTERM)
@@ -184,3 +192,15 @@ def test_the_alert_incident_is_delivered_once(outcome: Outcome) -> None:
     assert firing == {("any-spend", json.dumps({"agent": "research"})): 1}
     keys = Counter(b["idempotency_key"] for b in outcome.hook.bodies)
     assert max(keys.values()) == 1, f"a notification delivered twice: {keys.most_common(2)}"
+
+
+def test_ingest_counters_are_summed_over_the_collectors(outcome: Outcome) -> None:
+    """/api/ingest answers the same on either collector: its own live counts and the others' last published."""
+    def received() -> list[int]:
+        headers = {"Authorization": f"Bearer {outcome.key}"}
+        return [httpx.get(url + "/api/ingest", headers=headers, timeout=30).json()["received_spans"] for url in outcome.urls]
+
+    alive = sum(n for pid, n in outcome.answered.items() if pid in outcome.alive)  # the killed process's last seconds may be unpublished
+    wait_until(lambda: len(set(counts := received())) == 1 and counts[0] >= alive, 30, f"counters not summed: {received()}, answered {alive}")
+    assert received()[0] <= sum(outcome.answered.values()) + (LLM_CALLS + 1) * REQUESTS  # at most what was sent (answered or not)
+    assert received()[0] > max(outcome.answered.values())
