@@ -116,7 +116,7 @@ class Ingestor:
         return convert(
             payload, fmt, project, self.normalizer, max_spans=self.settings.max_spans_per_request,
             not_before_ns=self._retention_start_ns(), not_after_ns=latest_start_ns(self.settings.retention_days),
-            native=self.settings.native_decode,
+            native=self.settings.native_decode, max_resource_bytes=self.settings.max_resource_bytes_per_request,
         )
 
     def _retention_start_ns(self) -> int:
@@ -130,7 +130,7 @@ class Ingestor:
         try:
             return convert(
                 payload, fmt, project, self.normalizer, max_spans=1 << 62, not_after_ns=latest_start_ns(self.settings.retention_days),
-                native=self.settings.native_decode,
+                native=self.settings.native_decode, max_resource_bytes=1 << 62,  # acknowledged once: never refused on replay
             ).table
         except Exception:
             log.exception("spooled request %d cannot be decoded any more; skipped", seq)

@@ -34,6 +34,7 @@ MAX_KEY_LENGTH = 256  # attribute names longer than this are cut (names, not val
 MAX_ATTRIBUTES = 1024  # unmapped attributes kept per span, and attributes per resource
 MAX_EVENTS = 1024  # events kept per span
 MAX_EVENT_ATTRIBUTES = 128  # attributes kept per event (OpenTelemetry's SDK default)
+MAX_RESOURCE_BYTES = 256 * 1024 * 1024  # resource attributes a request stores, once per span (beyond: 413)
 
 STATUS_CODES = ("unset", "ok", "error")
 
@@ -182,13 +183,15 @@ _NAMED_BY_RULE = frozenset({"AGENT", "task", "tool"})
 
 
 class Resource:
-    """What a span inherits from its OTLP resource, computed once per resource."""
+    """What a span inherits from its OTLP resource, computed once per resource; ``size`` is the
+    UTF-8 bytes of its attributes, which every span of the resource stores again."""
 
-    __slots__ = ("service_name", "attributes")
+    __slots__ = ("service_name", "attributes", "size")
 
     def __init__(self, service_name: str, attributes: dict[str, str]) -> None:
         self.service_name = service_name
         self.attributes = attributes
+        self.size = sum(len(k.encode("utf-8", "surrogatepass")) + len(v.encode("utf-8", "surrogatepass")) for k, v in attributes.items())
 
 
 Warn = Callable[[str, str], None]

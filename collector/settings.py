@@ -34,6 +34,7 @@ class Settings:
     max_attribute_key_length: int = field(default=256, metadata={"env": "MAX_ATTRIBUTE_KEY_LENGTH", "doc": "longer attribute names (span, event, resource) are cut with a marker and a partial_success warning"})
     max_attributes_per_span: int = field(default=1024, metadata={"env": "MAX_ATTRIBUTES_PER_SPAN", "doc": "attributes kept per span beyond the mapped ones (and per resource); the rest are dropped with a partial_success warning"})
     max_events_per_span: int = field(default=1024, metadata={"env": "MAX_EVENTS_PER_SPAN", "doc": "events kept per span (the first ones); the rest are dropped with a partial_success warning"})
+    max_resource_bytes_per_request: int = field(default=256 * 1024 * 1024, metadata={"env": "MAX_RESOURCE_BYTES_PER_REQUEST", "doc": "resource attributes a request stores, counted once per span (UTF-8 bytes); beyond it 413 (a large resource over many small spans would multiply the body in memory)"})
     max_attributes_per_event: int = field(default=128, metadata={"env": "MAX_ATTRIBUTES_PER_EVENT", "doc": "attributes kept per span event; the rest are dropped with a partial_success warning"})
     native_decode: bool = field(default=True, metadata={"env": "NATIVE_DECODE", "doc": "decode OTLP protobuf with the built-in C decoder (false: the Python path, same results, ~3x the CPU)"})
     flush_rows: int = field(default=20_000, metadata={"env": "FLUSH_ROWS", "doc": "insert when this many spans are queued"})

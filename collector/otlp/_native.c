@@ -684,6 +684,7 @@ typedef struct {
     Decoder *d;
     PyObject *project;
     uint64_t not_before, not_after; /* the start times kept */
+    Py_ssize_t max_resource_bytes;  /* resource keys and values stored (once per span) in all */
     Col cols[MAX_SLOTS];    /* one per field; the two map fields keep only their offsets */
     Col attr_keys, attr_values, res_keys, res_values;
     PyObject *declined;
@@ -943,6 +944,10 @@ static int append_row_cols(Request *r, PyObject **values, PyObject *extra) {
     m->len = r->res_keys.n;
     if (col_offset(m)) return -1;
     m->n++;
+    if (r->res_keys.len + r->res_values.len > r->max_resource_bytes) {
+        PyErr_SetString(NativeFallback, "resource attributes over the request's limit: the Python path refuses it with its message");
+        return -1;
+    }
     return 0;
 }
 
@@ -1326,13 +1331,14 @@ static int read_resource_spans(Request *r, Buf b, SpanFields *f) {
 static PyObject *Decoder_decode(Decoder *d, PyObject *args) {
     Py_buffer payload;
     PyObject *project;
-    unsigned long long not_before, not_after = MAX_NS;
-    if (!PyArg_ParseTuple(args, "y*UK|K", &payload, &project, &not_before, &not_after)) return NULL;
+    unsigned long long not_before, not_after = MAX_NS, max_resource_bytes = PY_SSIZE_T_MAX;
+    if (!PyArg_ParseTuple(args, "y*UK|KK", &payload, &project, &not_before, &not_after, &max_resource_bytes)) return NULL;
     Request r = {0};
     r.d = d;
     r.project = project;
     r.not_before = not_before;
     r.not_after = not_after;
+    r.max_resource_bytes = max_resource_bytes > (unsigned long long)PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : (Py_ssize_t)max_resource_bytes;
     PyObject *result = NULL;
     SpanFields f = {0};
     for (int i = 0; i < d->nfields; i++) r.cols[i].type = d->types[i];
@@ -1385,7 +1391,7 @@ out:
 
 static PyMethodDef Decoder_methods[] = {
     {"decode", (PyCFunction)Decoder_decode, METH_VARARGS,
-     "decode(payload, project, not_before_ns, not_after_ns=MAX) -> (columns, attribute keys, attribute values, resource keys, resource values, "
+     "decode(payload, project, not_before_ns, not_after_ns=MAX, max_resource_bytes=MAX) -> (columns, attribute keys, attribute values, resource keys, resource values, "
      "declined, span_count); each column is (n, null_count, validity, offsets, data) for pa.Array.from_buffers"},
     {NULL, NULL, 0, NULL},
 };

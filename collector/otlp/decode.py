@@ -34,7 +34,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from collector.bounds import MAX_TIME_NS
 from collector.model import SpanRow
-from collector.normalize import Normalizer, Resource
+from collector.normalize import MAX_RESOURCE_BYTES, Normalizer, Resource
 from collector.otlp import native
 from collector.otlp.errors import BadRequest, PayloadTooLarge
 from collector.otlp.native import NativeDecoder, NativeFallback, json_wire
@@ -91,9 +91,14 @@ class Converted:
 
 def convert(
     payload: bytes, fmt: str, project: str, normalizer: Normalizer, *, max_spans: int, not_before_ns: int = 0,
-    not_after_ns: int = MAX_TIME_NS, native: bool = True,
+    not_after_ns: int = MAX_TIME_NS, native: bool = True, max_resource_bytes: int = MAX_RESOURCE_BYTES,
 ) -> Converted:
     """Decode and normalise one export request body (already decompressed).
+
+    Every span stores its resource's attributes again: a request whose resources, so stored,
+    come to more than ``max_resource_bytes`` is refused (``PayloadTooLarge``) before they are
+    (a large resource over many small spans would otherwise multiply the body's size by the
+    span count in memory).
 
     Spans that started before ``not_before_ns`` (older than the retention) or after
     ``not_after_ns`` (``collector.bounds.latest_start_ns``) are rejected: the store's TTL would
@@ -103,16 +108,17 @@ def convert(
     request.
     """
     decoder = _native_decoder(normalizer) if native else None
+    window = (not_before_ns, not_after_ns)
     if fmt == PROTOBUF:
         if decoder is not None:
             try:
-                return _convert_native(decoder, payload, project, normalizer, max_spans, (not_before_ns, not_after_ns))
+                return _convert_native(decoder, payload, project, normalizer, max_spans, window, max_resource_bytes)
             except NativeFallback:
                 pass  # something unusual in the request: the Python path decides
         request, unreadable = parse_protobuf_spans(payload)
         return convert_message(
             request, project, normalizer, max_spans=max_spans, not_before_ns=not_before_ns, not_after_ns=not_after_ns,
-            unreadable=unreadable,
+            unreadable=unreadable, max_resource_bytes=max_resource_bytes,
         )
     doc = parse_json(payload)
     if decoder is not None:
@@ -120,10 +126,28 @@ def convert(
             wire, count = json_wire(doc)  # the same request as protobuf, for the same decoder
             if count > max_spans:
                 raise _too_many(count, max_spans)
-            return _convert_native(decoder, wire, project, normalizer, max_spans, (not_before_ns, not_after_ns))
+            return _convert_native(decoder, wire, project, normalizer, max_spans, window, max_resource_bytes)
         except NativeFallback:
             pass  # a form only the Python JSON path reads (or rejects with a precise message)
-    return _convert_json(doc, project, normalizer, max_spans, (not_before_ns, not_after_ns))
+    return _convert_json(doc, project, normalizer, max_spans, window, _ResourceBudget(max_resource_bytes))
+
+
+class _ResourceBudget:
+    """The resource bytes a request stores, once per span, against its limit."""
+
+    __slots__ = ("limit", "used", "spans")
+
+    def __init__(self, limit: int, used: int = 0, spans: int = 0) -> None:
+        self.limit, self.used, self.spans = limit, used, spans
+
+    def spend(self, resource: Resource) -> None:
+        self.used += resource.size
+        self.spans += 1
+        if self.used > self.limit:
+            raise PayloadTooLarge(
+                f"the request's resource attributes, stored with each of its spans, come to more than {self.limit} bytes "
+                f"by span {self.spans} (AGENTWATCH_MAX_RESOURCE_BYTES_PER_REQUEST); send fewer spans per request "
+                "or fewer, shorter resource attributes")
 
 
 _NATIVE: weakref.WeakKeyDictionary[Normalizer, NativeDecoder] = weakref.WeakKeyDictionary()
@@ -138,9 +162,11 @@ def _native_decoder(normalizer: Normalizer) -> NativeDecoder | None:
     return decoder
 
 
-def _convert_native(decoder: NativeDecoder, payload: bytes, project: str, nz: Normalizer, max_spans: int, window: _Window) -> Converted:
+def _convert_native(
+    decoder: NativeDecoder, payload: bytes, project: str, nz: Normalizer, max_spans: int, window: _Window, max_resource_bytes: int,
+) -> Converted:
     """The decoder's table, plus the spans it declined normalised by the Python path, in request order."""
-    decoded = decoder.decode(payload, project, *window)
+    decoded = decoder.decode(payload, project, *window, max_resource_bytes=max_resource_bytes)
     if decoded.spans > max_spans:
         raise _too_many(decoded.spans, max_spans)
     out = Converted(table=decoded.table)
@@ -150,7 +176,8 @@ def _convert_native(decoder: NativeDecoder, payload: bytes, project: str, nz: No
     for index in sorted(unreadable.keys() & set(decoded.declined)):
         out.reject(f"span {index}", unreadable[index])
     declined = set(decoded.declined) - unreadable.keys()
-    rows, positions = _normalize_message(out, request, project, nz, window, declined)
+    budget = _ResourceBudget(max_resource_bytes, decoded.resource_bytes, decoded.table.num_rows)
+    rows, positions = _normalize_message(out, request, project, nz, window, declined, budget)
     if rows:
         table = _spans_table(out, rows)
         out.table = pa.concat_tables([decoded.table, table])
@@ -239,7 +266,7 @@ def parse_protobuf_spans(payload: bytes) -> tuple[ExportTraceServiceRequest, dic
 
 def convert_message(
     request: ExportTraceServiceRequest, project: str, nz: Normalizer, *, max_spans: int, not_before_ns: int = 0,
-    not_after_ns: int = MAX_TIME_NS, unreadable: dict[int, str] | None = None,
+    not_after_ns: int = MAX_TIME_NS, unreadable: dict[int, str] | None = None, max_resource_bytes: int = MAX_RESOURCE_BYTES,
 ) -> Converted:
     """Normalise a parsed request; the spans at the indices in ``unreadable`` (left empty by
     ``parse_protobuf_spans``) are rejected with their reason."""
@@ -250,13 +277,14 @@ def convert_message(
     for index, why in sorted((unreadable or {}).items()):
         out.reject(f"span {index}", why)
     only = set(range(count)) - unreadable.keys() if unreadable else None
-    rows, _ = _normalize_message(out, request, project, nz, (not_before_ns, not_after_ns), only)
+    rows, _ = _normalize_message(out, request, project, nz, (not_before_ns, not_after_ns), only, _ResourceBudget(max_resource_bytes))
     out.table = _spans_table(out, rows)
     return out
 
 
 def _normalize_message(
-    out: Converted, request: ExportTraceServiceRequest, project: str, nz: Normalizer, window: _Window, only: set[int] | None
+    out: Converted, request: ExportTraceServiceRequest, project: str, nz: Normalizer, window: _Window, only: set[int] | None,
+    budget: _ResourceBudget,
 ) -> tuple[list[SpanRow], list[int]]:
     """Rows of the spans at the indices in ``only`` (all when None), and their indices; rejects go to ``out``."""
     rows: list[SpanRow] = []
@@ -277,6 +305,7 @@ def _normalize_message(
                 if not _valid(tid, sid, pid, start, end, window):  # one cheap test for the common case
                     out.reject(f"span {index - 1}", _bad_ids(tid, sid, pid) or _bad_times(start, end, window))
                     continue
+                budget.spend(resource)  # before the row exists: a refused request builds nothing more
                 events = [_event_pb(e) for e in span.events] if span.events else None
                 status = span.status
                 try:
@@ -370,7 +399,7 @@ def parse_json(payload: bytes) -> dict[str, Any]:
     return doc
 
 
-def _convert_json(doc: dict[str, Any], project: str, nz: Normalizer, max_spans: int, window: _Window) -> Converted:
+def _convert_json(doc: dict[str, Any], project: str, nz: Normalizer, max_spans: int, window: _Window, budget: _ResourceBudget) -> Converted:
     resource_spans = _jlist(doc, "resourceSpans", "resource_spans", "request")
     scopes = [(rs, _jlist(_jobj(rs, "resourceSpans[]"), "scopeSpans", "scope_spans", "resourceSpans[]")) for rs in resource_spans]
     spans = [(rs, [_jlist(_jobj(ss, "scopeSpans[]"), "spans", "spans", "scopeSpans[]") for ss in sss]) for rs, sss in scopes]
@@ -390,6 +419,7 @@ def _convert_json(doc: dict[str, Any], project: str, nz: Normalizer, max_spans: 
             for span in span_list:
                 index += 1
                 if (row := _json_span(out, nz, project, resource, span, index - 1, window)) is not None:
+                    budget.spend(resource)
                     rows.append(row)
     out.table = _spans_table(out, rows)
     return out

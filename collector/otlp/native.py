@@ -72,6 +72,7 @@ class Decoded:
     table: pa.Table
     declined: list[int]
     spans: int  # all spans in the request, declined included
+    resource_bytes: int = 0  # the resource attributes the table stores, once per span (UTF-8)
 
 
 def _defaults() -> tuple[Any, ...]:
@@ -163,12 +164,19 @@ class NativeDecoder:
             normalize.STATUS_CODES, nz.max_len, nz.max_key_len, nz.max_attributes, nz.max_events,
         )
 
-    def decode(self, payload: bytes, project: str, not_before_ns: int = 0, not_after_ns: int = bounds.MAX_TIME_NS) -> Decoded:
+    def decode(
+        self, payload: bytes, project: str, not_before_ns: int = 0, not_after_ns: int = bounds.MAX_TIME_NS, *,
+        max_resource_bytes: int = normalize.MAX_RESOURCE_BYTES,
+    ) -> Decoded:
         """Spans that start outside [``not_before_ns``, ``not_after_ns``] are declined (the Python
-        path rejects them). Raises ``NativeFallback`` when the whole request should take the Python path."""
+        path rejects them). Raises ``NativeFallback`` when the whole request should take the Python
+        path, also when the resource attributes it stores pass ``max_resource_bytes`` (the Python
+        path refuses such a request with its message)."""
         window = (max(0, not_before_ns), min(max(0, not_after_ns), bounds.MAX_TIME_NS))
-        columns, attr_keys, attr_values, res_keys, res_values, declined, spans = self._decoder.decode(payload, project, *window)
-        return Decoded(_table(columns, attr_keys, attr_values, res_keys, res_values), declined, spans)
+        columns, attr_keys, attr_values, res_keys, res_values, declined, spans = self._decoder.decode(
+            payload, project, *window, max(0, max_resource_bytes))
+        table = _table(columns, attr_keys, attr_values, res_keys, res_values)
+        return Decoded(table, declined, spans, len(res_keys[4]) + len(res_values[4]))
 
 
 def _array(kind: pa.DataType, column: tuple) -> pa.Array:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.collector.ingest_helpers import Running, agent_trace, serve, settings_for
+from tests.collector.ingest_helpers import Running, agent_trace, kv, serve, settings_for
 
 TIMEOUT_S = 1.0
 
@@ -23,7 +23,7 @@ TIMEOUT_S = 1.0
 @pytest.fixture(scope="module")
 def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, str]]:
     settings = settings_for(tmp_path_factory.mktemp("bounds") / "data", body_read_timeout_s=TIMEOUT_S,
-                            header_read_timeout_s=TIMEOUT_S, rate_limit_spans_per_s=0.0)
+                            header_read_timeout_s=TIMEOUT_S, rate_limit_spans_per_s=0.0, max_resource_bytes_per_request=100_000)
     with serve(settings) as running:
         yield running, running.app.state.keyring.create("bounded", scopes="ingest,read").key
 
@@ -147,3 +147,12 @@ def test_fifty_stalled_heads_do_not_delay_a_normal_export(collector: tuple[Runni
     finally:
         for sock in stalled:
             sock.close()
+
+
+def test_an_export_storing_too_much_resource_per_span_gets_413(collector: tuple[Running, str]) -> None:
+    running, key = collector
+    request = agent_trace(os.urandom(16), llm_calls=20)
+    request.resource_spans[0].resource.attributes.append(kv("process.command_line", "x" * 10_000))  # x 21 spans: 210 kB
+    response = httpx.post(running.url + "/v1/traces", content=request.SerializeToString(), timeout=30,
+                          headers={"Authorization": f"Bearer {key}", "Content-Type": "application/x-protobuf"})
+    assert response.status_code == 413 and b"AGENTWATCH_MAX_RESOURCE_BYTES_PER_REQUEST" in response.content

@@ -19,6 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from collector.normalize import Normalizer
 from collector.otlp import native
 from collector.otlp.decode import JSON, PROTOBUF, Converted, convert
+from collector.otlp.errors import PayloadTooLarge
 from tests.collector.ingest_helpers import kv, otlp_request
 from tests.collector.test_native_decode import _assert_same, _both, requests
 
@@ -122,3 +123,40 @@ def test_the_native_decoder_declines_exactly_the_spans_beyond_a_bound() -> None:
 def test_generated_requests_under_tight_bounds_decode_the_same_natively(payload: bytes) -> None:
     """The parity property of test_native_decode with bounds most generated spans exceed."""
     _assert_same(*_both(payload, TIGHT))
+
+
+def _many_spans_one_big_resource(spans: int, *, links_every: int = 0) -> ExportTraceServiceRequest:
+    request = otlp_request(os.urandom(16), [{"span_id": os.urandom(8), "name": f"s{i}"} for i in range(spans)])
+    request.resource_spans[0].resource.attributes.append(kv("process.command_line", "x" * 10_000))
+    if links_every:
+        for span in request.resource_spans[0].scope_spans[0].spans[::links_every]:
+            span.links.add(trace_id=span.trace_id, span_id=span.span_id)  # declined by the native decoder
+    return request
+
+
+@pytest.mark.parametrize("fmt, use_native", PATHS)
+def test_a_request_storing_too_much_resource_per_span_is_refused(fmt: str, use_native: bool) -> None:
+    """A 10 kB resource over 50 spans stores 500 kB: refused under a 100 kB bound, kept under 1 MB."""
+    body = _many_spans_one_big_resource(50)
+    payload = body.SerializeToString() if fmt == PROTOBUF else _json(body)
+    with pytest.raises(PayloadTooLarge, match="AGENTWATCH_MAX_RESOURCE_BYTES_PER_REQUEST"):
+        convert(payload, fmt, "p", Normalizer(), max_spans=100, native=use_native, max_resource_bytes=100_000)
+    assert convert(payload, fmt, "p", Normalizer(), max_spans=100, native=use_native, max_resource_bytes=1_000_000).spans == 50
+
+
+def test_the_resource_bound_counts_native_and_declined_spans_together() -> None:
+    """Half the spans decoded natively (under the bound alone), half declined to the Python path."""
+    payload = _many_spans_one_big_resource(20, links_every=2).SerializeToString()
+    with pytest.raises(PayloadTooLarge, match="AGENTWATCH_MAX_RESOURCE_BYTES_PER_REQUEST"):
+        convert(payload, PROTOBUF, "p", Normalizer(), max_spans=100, max_resource_bytes=150_000)
+    assert convert(payload, PROTOBUF, "p", Normalizer(), max_spans=100, max_resource_bytes=250_000).spans == 20
+
+
+@pytest.mark.skipif(not native.AVAILABLE, reason="native decoder not built")
+def test_the_native_decoder_stops_at_the_resource_bound() -> None:
+    """It hands the request to the Python path as soon as the bound is passed, before building the rest."""
+    decoder = native.NativeDecoder(Normalizer())
+    payload = _many_spans_one_big_resource(50).SerializeToString()
+    with pytest.raises(native.NativeFallback):
+        decoder.decode(payload, "p", max_resource_bytes=100_000)
+    assert decoder.decode(payload, "p", max_resource_bytes=1_000_000).resource_bytes == 50 * (len("process.command_line") + 10_000 + len("service.name") + len("test-agent"))
