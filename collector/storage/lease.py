@@ -69,6 +69,7 @@ class StoreLease:
         self.store, self.name, self.holder, self.ttl_s = store, name, holder, ttl_s
         self.term = 0  # the term this holder holds, 0 when none
         self._until = 0.0  # monotonic time before which the held term is surely live
+        self._guess = 0  # the term after our hand-back: tried first, without reading the latest
 
     @property
     def held(self) -> bool:
@@ -76,16 +77,27 @@ class StoreLease:
         return self.term > 0 and time.monotonic() < self._until
 
     def acquire(self) -> bool:
-        """Take the lease if it is free or expired, renew it if it is ours; whether it is held now."""
+        """Take the lease if it is free or expired, renew it if it is ours; whether it is held now.
+
+        After a hand-back the next term is tried at once (a lease passed back and forth between
+        batches costs two statements to take, not three); if someone else took it, the latest
+        term is read and the usual rules apply.
+        """
+        guess, self._guess = self._guess, 0
+        if guess and self._try(guess):
+            return True
         latest = self._latest()
         if latest is not None and latest.live and latest.holder != self.holder:
             self.term = 0
             return False
-        term = (latest.term if latest else 0) + 1
+        return self._try((latest.term if latest else 0) + 1)
+
+    def _try(self, term: int) -> bool:
+        """Write ``term`` as ours; held if the store kept our row and no later term exists."""
         started = time.monotonic()
         self._write(term, self.holder, self.ttl_s)
-        winner = self._term(term)
-        if winner is None or winner.holder != self.holder:
+        rows = self.store.query(queries_lease.TERMS_FROM, {"name": self.name, "term": term})
+        if len(rows) != 1 or int(rows[0]["term"]) != term or rows[0]["holder"] != self.holder:
             self.term = 0
             return False
         self.term, self._until = term, started + self.ttl_s * 2 / 3
@@ -98,6 +110,7 @@ class StoreLease:
         if not self.term:
             return
         term, self.term = self.term + 1, 0
+        self._guess = term + 1
         try:
             self._write(term, "", 0)
         except StoreError as exc:  # it expires anyway
@@ -108,8 +121,8 @@ class StoreLease:
         return Term(int(rows[0]["term"]), rows[0]["holder"], int(rows[0]["expires_ms"]), int(rows[0]["now_ms"])) if rows else None
 
     def _term(self, term: int) -> Term | None:
-        rows = self.store.query(queries_lease.TERM_HOLDER, {"name": self.name, "term": term})
-        return Term(term, rows[0]["holder"], int(rows[0]["expires_ms"]), int(rows[0]["now_ms"])) if rows else None
+        rows = self.store.query(queries_lease.TERMS_FROM, {"name": self.name, "term": term})
+        return Term(term, rows[0]["holder"], int(rows[0]["expires_ms"]), int(rows[0]["now_ms"])) if rows and int(rows[0]["term"]) == term else None
 
     def _write(self, term: int, holder: str, ttl_s: float) -> None:
         params = {"name": self.name, "term": term, "holder": holder, "ttl_ms": int(ttl_s * 1000), "token": f"lease:{self.name}:{term}"}

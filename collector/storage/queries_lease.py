@@ -14,10 +14,12 @@ FROM leases WHERE name = {name:String}
 ORDER BY term DESC LIMIT 1
 SETTINGS select_sequential_consistency = 1"""
 
-TERM_HOLDER = """
-SELECT holder, toUnixTimestamp64Milli(expires_at) AS expires_ms, toUnixTimestamp64Milli(now64(3)) AS now_ms
-FROM leases WHERE name = {name:String} AND term = {term:UInt64}
-LIMIT 1
+# A term and any later one: the term is held by its row's holder only while no later term exists
+# (a contender that read an old latest term, or guessed, must not win a term already passed).
+TERMS_FROM = """
+SELECT term, holder, toUnixTimestamp64Milli(expires_at) AS expires_ms, toUnixTimestamp64Milli(now64(3)) AS now_ms
+FROM leases WHERE name = {name:String} AND term >= {term:UInt64}
+ORDER BY term LIMIT 2
 SETTINGS select_sequential_consistency = 1"""
 
 # ``ttl_ms`` 0 writes a term that is already over: how a holder hands the lease back.

@@ -125,3 +125,14 @@ def test_each_role_is_held_by_one_collector_and_handed_over_at_shutdown(two_coll
     assert held_one == list(ROLES) and held_two == []
     assert after == list(ROLES)
     assert Roles(lambda: first, "solo", shared=False).holds("alerts")
+
+
+def test_a_term_taken_by_another_is_never_won_by_a_late_contender(store: Store) -> None:
+    a, b = StoreLease(store, "writer", "a"), StoreLease(store, "writer", "b")
+    assert a.acquire()
+    a.release()  # a will first try the term after its hand-back
+    assert b.acquire()
+    assert not a.acquire() and b.held
+    stale = StoreLease(store, "writer", "stale")
+    store.command("INSERT INTO leases (name, term, holder, expires_at, taken_at) SELECT 'writer', 1, 'stale', now64(3) + 60, now64(3)")
+    assert not stale._try(1), "a later term exists: an old term's row (its token forgotten) wins nothing"
