@@ -92,3 +92,19 @@ def rootless(agent: str, start_s: float, step_offsets_s: range, *, project: str 
                 name=f"step {i}", kind="step", start_time_ns=int((start_s + at) * 1e9), end_time_ns=int((start_s + at + 1) * 1e9), step_index=i)
         for i, at in enumerate(step_offsets_s)
     ]
+
+
+def webhook_rules(url: str, secret: str, *, severity: str = "warning") -> str:
+    """Rules text: the per-agent spend rule of the HTTP tests, on one signed webhook."""
+    return f"""
+channels:
+  hook: {{type: webhook, url: "{url}", secret: {secret}}}
+rules:
+  - name: spend
+    metric: cost_usd
+    scope: {{agent: "*"}}
+    window: 1m
+    condition: {{kind: anomaly, transform: log, z: 5, z_resolve: 2, min_ratio: 2, history: 30m, season: 0, min_history: 10}}
+    severity: {severity}
+    channels: [hook]
+"""

@@ -13,25 +13,14 @@ import pytest
 from alerts.channels import SIGNATURE_HEADER, sign
 from collector.cli import main
 from tests.alerts.conftest import Receiver
+from tests.alerts.incident_setup import webhook_rules
 from tests.alerts.traffic import export_traffic, wait_for_runs
 from tests.collector.ingest_helpers import serve, settings_for
-
-RULES = """
-channels:
-  hook: {{type: webhook, url: "{url}", secret: cli-secret}}
-rules:
-  - name: spend
-    metric: cost_usd
-    scope: {{agent: "*"}}
-    window: 1m
-    condition: {{kind: anomaly, transform: log, z: 5, z_resolve: 2, min_ratio: 2, history: 30m, season: 0, min_history: 10}}
-    channels: [hook]
-"""
 
 
 def write_rules(tmp_path: Path, url: str) -> Path:
     path = tmp_path / "rules.yaml"
-    path.write_text(RULES.format(url=url))
+    path.write_text(webhook_rules(url, "cli-secret"))
     return path
 
 

@@ -13,24 +13,13 @@ import pytest
 
 from alerts.channels import SIGNATURE_HEADER, sign
 from tests.alerts.conftest import Receiver
+from tests.alerts.incident_setup import webhook_rules
 from tests.alerts.traffic import export_traffic, wait_for_runs
 from tests.collector.ingest_helpers import serve, settings_for
 
 SPIKE = 20  # the minute of the cost spike
 MINUTES = 30
 
-RULES = """
-channels:
-  hook: {{type: webhook, url: "{url}", secret: e2e-secret}}
-rules:
-  - name: spend
-    metric: cost_usd
-    scope: {{agent: "*"}}
-    window: 1m
-    condition: {{kind: anomaly, transform: log, z: 5, z_resolve: 2, min_ratio: 2, history: 30m, season: 0, min_history: 10}}
-    severity: critical
-    channels: [hook]
-"""
 
 
 def advance(app: object, now: float) -> None:
@@ -47,7 +36,7 @@ def advance(app: object, now: float) -> None:
 
 def test_cost_spike_notifies_once_then_resolves_once(tmp_path: Path, receiver: Receiver) -> None:
     rules = tmp_path / "rules.yaml"
-    rules.write_text(RULES.format(url=receiver.url))
+    rules.write_text(webhook_rules(receiver.url, "e2e-secret", severity="critical"))
     t0 = int(time.time()) // 60 * 60 - (MINUTES + 5) * 60
     settings = settings_for(tmp_path / "data", alert_rules=str(rules), alert_interval_s=0.02)
     with serve(settings) as collector:
