@@ -196,7 +196,7 @@ def _lifespan(settings: Settings, handle: StoreHandle, ingestor: Ingestor, clock
             writer = Writer(
                 store=handle.get, spool=ingestor.spool, reload=ingestor.reload, metrics=ingestor.metrics,
                 flush_rows=settings.flush_rows, flush_interval_s=settings.flush_interval_s,
-                max_queue_spans=settings.max_queue_spans, clock=clock,
+                max_queue_spans=settings.max_queue_spans, max_queue_bytes=settings.max_queue_bytes, clock=clock,
                 engine_join=EngineJoin(wait_s=settings.engine_join_wait_s, pricer=ingestor.normalizer.price, clock=clock),
                 live_runs=LiveRuns(), may_bill=lambda: roles.holds(ENGINE_JOIN),
             )

@@ -13,7 +13,9 @@ A batch is the requests' tables concatenated (no copy); nothing here loops over 
 Under load the batches grow: what queued up during one insert goes into the next, up to
 ``_BACKLOG_BATCHES`` times ``flush_rows``. An insert costs a fixed ~35 ms (chDB 26.9: the
 spans part and the three materialized views' parts) on top of ~5 µs per span, so one large
-batch instead of several small ones is what lets the store keep up with the decoders.
+batch instead of several small ones is what lets the store keep up with the decoders. Memory
+is bounded in bytes too (``max_queue_bytes``: captured prompt text makes a span ten times
+larger): a batch takes at most half of it, and spans beyond it wait in the spool only.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class _Entry:
     seq: int
     spans: int
     table: pa.Table | None  # None: not kept in memory, re-read from the spool
+    nbytes: int = 0  # the table's bytes while kept in memory
 
 
 class Writer:
@@ -64,6 +67,7 @@ class Writer:
         flush_rows: int,
         flush_interval_s: float,
         max_queue_spans: int,
+        max_queue_bytes: int = 0,
         clock: Callable[[], float] = time.time,
         drain_timeout_s: float = 10.0,
         engine_join: EngineJoin | None = None,
@@ -86,6 +90,9 @@ class Writer:
         self._replays: deque[tuple[str, list[_Entry]]] = deque()
         self._queued = 0  # spans waiting (in memory or only in the spool)
         self._in_memory = 0
+        self._max_bytes = max_queue_bytes  # 0: no bound in bytes
+        self._bytes_in_memory = 0
+        self._span_bytes = 0.0  # recent bytes per span in memory: what an entry re-read from the spool will take
         self._oldest = 0.0  # monotonic time the oldest waiting entry arrived
         self._wake = asyncio.Event()
         self._stopping = False
@@ -116,8 +123,11 @@ class Writer:
 
     def enqueue(self, seq: int, table: pa.Table) -> None:
         """Take the spans of a durable request (called on the event loop, never blocks)."""
-        keep = self._in_memory + table.num_rows <= self._max_memory
-        self._add(_Entry(seq, table.num_rows, table if keep else None))
+        nbytes = table.nbytes
+        if table.num_rows:
+            self._span_bytes = 0.9 * self._span_bytes + 0.1 * nbytes / table.num_rows if self._span_bytes else nbytes / table.num_rows
+        keep = self._in_memory + table.num_rows <= self._max_memory and (not self._max_bytes or self._bytes_in_memory + nbytes <= self._max_bytes)
+        self._add(_Entry(seq, table.num_rows, table if keep else None, nbytes if keep else 0))
 
     def _add(self, entry: _Entry) -> None:
         if not self._entries:
@@ -126,6 +136,7 @@ class Writer:
         self._queued += entry.spans
         if entry.table is not None:
             self._in_memory += entry.spans
+            self._bytes_in_memory += entry.nbytes
         self._wake.set()
 
     # --- lifetime ----------------------------------------------------------------------------
@@ -181,14 +192,23 @@ class Writer:
 
     def _take(self) -> list[_Entry]:
         batch: list[_Entry] = []
-        spans = 0
+        spans = nbytes = 0
         limit = self._flush_rows * _BACKLOG_BATCHES
-        while self._entries and (not batch or spans + self._entries[0].spans <= limit):
+        while self._entries and (not batch or (spans + self._entries[0].spans <= limit and not self._over_bytes(nbytes + self._bytes_of(self._entries[0])))):
             entry = self._entries.popleft()
             batch.append(entry)
             spans += entry.spans
+            nbytes += self._bytes_of(entry)
         self._oldest = time.monotonic()
         return batch
+
+    def _bytes_of(self, entry: _Entry) -> float:
+        """An entry's bytes in memory, or what it will take once re-read from the spool."""
+        return entry.nbytes if entry.table is not None else entry.spans * self._span_bytes
+
+    def _over_bytes(self, nbytes: float) -> bool:
+        """A batch beyond the byte bound (half of it: the batch and what queues meanwhile share it)."""
+        return bool(self._max_bytes) and nbytes > self._max_bytes / 2
 
     # --- one batch ---------------------------------------------------------------------------
 
@@ -216,6 +236,7 @@ class Writer:
         self._spool.commit(token)
         self._queued = max(0, self._queued - sum(e.spans for e in batch))
         self._in_memory -= sum(e.spans for e in batch if e.table is not None)
+        self._bytes_in_memory -= sum(e.nbytes for e in batch)
 
     def _prepare(self, table: pa.Table) -> pa.Table:
         """Engine spans joined to client LLM spans (``collector.engine_join``); the store may be away."""

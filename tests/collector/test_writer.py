@@ -30,7 +30,7 @@ def _request(names: list[str], days: Sequence[int]) -> bytes:
     return otlp_request(os.urandom(16), spans).SerializeToString()
 
 
-async def _ingest(tmp_path: Path, bodies: list[bytes], *, max_queue_spans: int) -> tuple[list[str], Metrics]:
+async def _ingest(tmp_path: Path, bodies: list[bytes], *, max_queue_spans: int, max_queue_bytes: int = 0) -> tuple[list[str], Metrics]:
     """Export ``bodies`` and stop the writer (one flush of everything); the names stored, sorted."""
     settings = Settings.from_env(data_dir=tmp_path, max_queue_spans=max_queue_spans)
     spool, metrics = Spool(tmp_path / "spool", max_bytes=1 << 26), Metrics()
@@ -40,7 +40,7 @@ async def _ingest(tmp_path: Path, bodies: list[bytes], *, max_queue_spans: int) 
     store.migrate()
     try:
         writer = Writer(store=lambda: store, spool=spool, reload=ingestor.reload, metrics=metrics, flush_rows=10_000,
-                        flush_interval_s=60.0, max_queue_spans=max_queue_spans)
+                        flush_interval_s=60.0, max_queue_spans=max_queue_spans, max_queue_bytes=max_queue_bytes)
         async with writer:
             ingestor.writer = writer
             for body in bodies:
@@ -57,6 +57,14 @@ async def test_tables_not_kept_in_memory_are_read_back_from_the_spool(tmp_path: 
     stored, metrics = await _ingest(tmp_path, bodies, max_queue_spans=5)  # only the first request stays in memory
     assert stored == sorted(f"r{r}-s{s}" for r in range(3) for s in range(4))
     assert metrics.totals["stored"] == 12
+
+
+@pytest.mark.parametrize(("max_queue_bytes", "flushes"), [(0, 1), (1, 6)])
+async def test_the_bound_in_bytes_keeps_spans_in_the_spool_and_batches_small(tmp_path: Path, max_queue_bytes: int, flushes: int) -> None:
+    bodies = [_request([f"r{r}-s{s}" for s in range(4)], [0] * 4) for r in range(6)]
+    stored, metrics = await _ingest(tmp_path, bodies, max_queue_spans=1000, max_queue_bytes=max_queue_bytes)
+    assert stored == sorted(f"r{r}-s{s}" for r in range(6) for s in range(4))
+    assert metrics.registry.get_sample_value("agentwatch_collector_flush_seconds_count") == flushes
 
 
 async def test_a_batch_the_store_rejects_is_split_and_no_span_is_lost(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
