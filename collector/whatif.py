@@ -26,7 +26,7 @@ from collector.storage.base import Store
 if TYPE_CHECKING:
     from agentwatch import PriceTable
 
-DEFAULT_BOUND = 800  # tokens: the reference agent's report bound (400) plus its clip of the last result (400)
+DEFAULT_BOUND = 100  # tokens of report a call carries: what the reference agent's notes hold in a typical run (bench/levers.py)
 Z95 = 1.96
 
 

@@ -2,7 +2,7 @@
 
     agentwatch whatif route --step research --model sim-small --since 1h
     agentwatch whatif cap_steps --cap 4 --since 1d --agent research-agent
-    agentwatch whatif evolving_report --bound 800 --since 30m
+    agentwatch whatif evolving_report --bound 100 --since 30m
 
 It reads ``/api/whatif`` through the typed client with a key that has the ``read`` scope
 (``--key`` or ``AGENTWATCH_API_KEY``) at ``--collector`` (or ``AGENTWATCH_ENDPOINT``).
@@ -30,7 +30,7 @@ def register_whatif(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--step", default=None, help="route: the step name whose LLM calls move (e.g. research)")
     p.add_argument("--model", default=None, help="route: the model they move to (e.g. sim-small)")
     p.add_argument("--cap", type=int, default=None, help="cap_steps: steps of work per run")
-    p.add_argument("--bound", type=int, default=None, help="evolving_report: report tokens per call (default 800)")
+    p.add_argument("--bound", type=int, default=None, help="evolving_report: report tokens per call (default 100)")
     p.add_argument("--collector", default=os.environ.get("AGENTWATCH_ENDPOINT", DEFAULT_COLLECTOR),
                    help=f"collector URL (default $AGENTWATCH_ENDPOINT or {DEFAULT_COLLECTOR})")
     p.add_argument("--key", default=os.environ.get("AGENTWATCH_API_KEY", ""), help="a read key (default $AGENTWATCH_API_KEY)")

@@ -37,6 +37,7 @@ from collector.deps import ProjectDep, SettingsDep, StoreDep
 from collector.levers import price_table
 from collector.scraper import parse_targets
 from collector.storage.base import StoreUnavailable
+from collector.whatif import DEFAULT_BOUND
 
 router = APIRouter(prefix="/api", tags=["query"])
 router.include_router(reprice.router)  # POST /api/admin/reprice (admin token)
@@ -151,7 +152,7 @@ def whatif(
     step: Annotated[str | None, Query(max_length=256, description="route: the step name whose LLM calls move")] = None,
     model: Annotated[str | None, Query(max_length=256, description="route: the model they move to")] = None,
     cap: Annotated[int | None, Query(ge=1, le=100_000, description="cap_steps: steps of work per run")] = None,
-    bound: Annotated[int, Query(ge=1, le=10_000_000, description="evolving_report: report tokens per call")] = 800,
+    bound: Annotated[int, Query(ge=1, le=10_000_000, description="evolving_report: report tokens per call")] = DEFAULT_BOUND,
 ) -> WhatIf:
     """A cost policy applied to the runs of a past range: the estimated cost change, with a 95 % interval."""
     lo, hi = time_window(start, end)

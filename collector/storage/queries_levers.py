@@ -150,9 +150,9 @@ def whatif_cap(filters: str) -> str:
 def whatif_bounded(filters: str) -> str:
     """The evolving report instead of the whole history: every LLM call of a run sees at most its
     smallest prompt (system and question) plus ``{bound}`` tokens of report; its output, and the
-    cached prefix up to that smallest prompt, stay as they were."""
+    share of its input found in the prefix cache, stay as they were."""
     new_input = "least(input_tokens, base + {bound:UInt32})"
-    new_cached = f"least(cached_tokens, base, {new_input})"
+    new_cached = f"intDiv(toUInt64(cached_tokens) * {new_input}, greatest(input_tokens, 1))"
     new_cost = priced_tokens("toString(model)", new_input, "output_tokens", new_cached)
     per_run = f"""
     SELECT trace_id, sum(span_cost) AS actual, sum(if(kind = 'llm', span_new_cost, span_cost)) AS estimate,

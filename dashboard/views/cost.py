@@ -109,7 +109,7 @@ def _whatif(win: ui.Window) -> None:
     elif policy == "cap_steps":
         options["cap"] = int(cols[1].number_input("Steps of work per run", min_value=1, value=6, key="whatif_cap"))
     else:
-        options["bound"] = int(cols[1].number_input("Report tokens per call", min_value=1, value=800, key="whatif_bound"))
+        options["bound"] = int(cols[1].number_input("Report tokens per call", min_value=1, value=100, key="whatif_bound"))
     with ui.guarded("the what-if estimate"):
         w: WhatIf = ui.fetch("whatif", policy=policy, start=win.start, end=win.end, agent=ui.agent_model()["agent"], **options)
         c = st.columns(4)

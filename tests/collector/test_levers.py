@@ -209,7 +209,8 @@ def test_whatif_cap_keeps_the_first_steps_of_longer_runs(wf: Api) -> None:
 
 def test_whatif_evolving_report_bounds_each_calls_context(wf: Api) -> None:
     body = _whatif(wf, policy="evolving_report", bound=600)  # at most 1000 + 600 input tokens a call
-    w1 = (1000 * 2.50 + 100 * 10.0 + 1100 * 2.50 + 500 * 1.25 + 100 * 10.0 + 1600 * 2.50 + 500 * 10.0) / M
+    # the second call keeps its cached share (500 of 2000 -> 400 of 1600)
+    w1 = (1000 * 2.50 + 100 * 10.0 + 1200 * 2.50 + 400 * 1.25 + 100 * 10.0 + 1600 * 2.50 + 500 * 10.0) / M
     assert body["estimate_usd"] == pytest.approx(w1 + 9750 / M)
     assert (body["actual_tokens"], body["estimate_tokens"], body["calls_changed"]) == (9550, 7750, 2)
 
