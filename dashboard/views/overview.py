@@ -11,7 +11,7 @@ import time
 import streamlit as st
 
 from agentwatch_api.schemas import Overview, RunsPage, TimeSeries
-from dashboard import charts, ui
+from dashboard import light_charts, ui
 from dashboard.overview_spec import CHARTS, HEADLINES
 
 
@@ -137,7 +137,7 @@ def _charts(series: dict[str, TimeSeries], step_s: int) -> None:
         present = [series[m] for m in metrics if m in series]
         unit = ui.unit_of(metrics[0], present[0].unit if present else "")
         suffix = f" (per {step_s} s)" if metrics[0] in ("cost_usd", "runs") else ""
-        cols[i % 2].plotly_chart(charts.series_figure(present, title + suffix, unit, stacked=stacked), key=f"overview-{title}")
+        cols[i % 2].altair_chart(light_charts.series_chart(present, title + suffix, unit, stacked=stacked), key=f"overview-{title}")
 
 
 render()

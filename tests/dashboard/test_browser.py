@@ -75,7 +75,7 @@ def test_every_page_renders_with_its_key_figures(servers: dict[str, str], page: 
     figures = seeded.get("/api/overview")["figures"]
     shown = _check(page.open(base + "/"), shots, "overview")
     assert shown["Runs"] == str(seeded.runs) and shown["Cost"] == ui.fmt(figures["cost_usd"]["value"], "USD")
-    assert page.count('[data-testid="stPlotlyChart"]') == 4
+    assert page.count('[data-testid="stVegaLiteChart"]') == 4
 
     _check(page.open(base + "/runs"), shots, "runs")
     assert f"of {seeded.runs:,}" in page.text() and page.count('[data-testid="stDataFrame"]') == 1

@@ -46,7 +46,7 @@ def test_overview_headlines_match_the_stored_runs(app: AppTest, seeded: SeededSt
     assert shown["Cost"] == ui.fmt(figures["cost_usd"]["value"], "USD")
     assert shown["Steps / run"] == ui.fmt(figures["steps_per_run"]["value"], "")
     assert shown["Task success rate"].endswith("%") and shown["TTFT p50"].endswith(("ms", " s"))
-    assert len(at.get("plotly_chart")) == 4
+    assert len(at.get("vega_lite_chart")) == 4  # Vega-Lite, as the sparklines: one chart library on a first visit
     assert ui.OPEN_MODE_BANNER in [w.value for w in at.warning]
 
 
