@@ -287,14 +287,23 @@ class ResearchAgent:
         why = await policy.pressure(self._budget_used(result))
         if why is None:
             return
+        projected = self._projected(state, result, index, step_cost)  # as the run was going, before the switch
         change = self._degrade(state, policy, index)
         if change is None:
             return
+        agentwatch.record_lever("degradation", reason=why, change=change, cost_so_far_usd=result.cost_usd,
+                                projected_cost_usd=projected)
+        state.degraded, result.degraded = True, policy.action
+
+    def _projected(self, state: _State, result: RunResult, index: int, step_cost: float) -> float:
+        """The run's cost had it gone on undegraded: its latest step's cost for each step it was
+        expected to take still (the mean of undegraded runs), and the synthesis on its model priced
+        from the material gathered so far."""
         count, steps = self._finished
         expected = steps / count if count else float(self.config.max_steps)
-        agentwatch.record_lever("degradation", reason=why, change=change, cost_so_far_usd=result.cost_usd,
-                                projected_cost_usd=projected_cost(result.cost_usd, step_cost, index, expected))
-        state.degraded, result.degraded = True, policy.action
+        synthesis = self._prices.cost(state.model, count_tokens(json.dumps(self._report_messages(state))),
+                                      self.config.report_max_tokens)
+        return projected_cost(result.cost_usd, step_cost, index, expected, synthesis)
 
     def _budget_used(self, result: RunResult) -> float | None:
         """The SDK's share of the run's budget spent, or the agent's own count of the cost when that is

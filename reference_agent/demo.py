@@ -105,6 +105,7 @@ class DemoReport:
     runs_recorded: int
     alerts: list[dict[str, Any]]
     phases: dict[str, LoadSummary] = field(default_factory=dict)
+    savings: list[dict[str, Any]] = field(default_factory=list)  # /api/cost's saving per lever
     stopped_by_user: bool = False  # Ctrl-C while serving after the traffic: a normal end
     running: int = 0  # of the runs recorded: root not arrived yet
     incomplete: int = 0  # root never arrived (a killed agent), idle past the collector's timeout
@@ -390,6 +391,7 @@ async def _drive(options: DemoOptions, group: ProcessGroup, urls: dict[str, str]
     completed = sum(summary.runs for summary in phases.values())
     report = await _guarded(group, urls, _final_report(urls["collector"], read_key, started, completed, printed, log))
     report.phases = phases
+    report.savings = await _savings(urls["collector"], read_key, started)
     _print_report(report, log)
     return report
 
@@ -520,12 +522,22 @@ async def _final_report(
     return DemoReport(runs_recorded=runs, alerts=alerts)
 
 
+async def _savings(collector: str, key: str, started: float) -> list[dict[str, Any]]:
+    """What each cost lever saved during the demo, as the collector measured it (empty if it cannot say)."""
+    with contextlib.suppress(httpx.HTTPError, KeyError, ValueError, TypeError):
+        async with httpx.AsyncClient(base_url=collector, headers=_auth(key), timeout=30.0) as client:
+            return (await client.get("/api/cost", params={"start": started})).json()["savings"]["levers"]
+    return []
+
+
 def _print_report(report: DemoReport, log: Callable[[str], None]) -> None:
     for name, summary in report.phases.items():
         log(f"{name}: {summary.runs} runs, ${summary.cost_usd:.4f}, p50 {summary.latency_p50_s:.1f} s, "
             f"{summary.tool_failures} tool failures, {summary.cache_hits} cache hits, {summary.degraded} degraded, "
             f"{summary.rate_queued} queued, {summary.rate_refused} refused")
     log(f"runs recorded by the collector: {report.runs_recorded} ({report.running} running, {report.incomplete} incomplete)")
+    for lever in report.savings:
+        log(f"saved by {lever['lever']}: ${lever['saving_usd']:.6f} over {lever['events']} events ({lever['basis']})")
     if not report.alerts:
         log("alerts fired: none")
     for alert in sorted(report.alerts, key=lambda a: a["started_at"]):  # one line per incident

@@ -175,8 +175,8 @@ class DegradationPolicy:
         return await self.engine.saturation() if self.engine is not None else None
 
 
-def projected_cost(cost_so_far: float, last_step_cost: float, steps_done: int, expected_steps: float) -> float:
-    """The run's cost if it went on as it was: its cost so far plus its latest step's cost for
-    each step it was expected to take still, and the synthesis."""
-    remaining = max(expected_steps - steps_done, 0.0) + 1.0
-    return cost_so_far + remaining * last_step_cost
+def projected_cost(cost_so_far: float, last_step_cost: float, steps_done: int, expected_steps: float,
+                   synthesis_cost: float) -> float:
+    """The run's cost if it went on as it was: its cost so far, its latest step's cost for each
+    step it was expected to take still, and its synthesis."""
+    return cost_so_far + max(expected_steps - steps_done, 0.0) * last_step_cost + synthesis_cost

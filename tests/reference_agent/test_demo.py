@@ -68,6 +68,8 @@ def test_short_demo_stores_runs_and_fires_a_cost_alert(data_dir: Path) -> None:
     assert max(int(n) for n in re.findall(r"; (\d+) running, \d+ incomplete$", out, re.MULTILINE)) >= 1, out
     assert int(re.search(r"runs recorded by the collector: \d+ \(\d+ running, (\d+) incomplete\)", out).group(1)) >= 1, out  # type: ignore[union-attr]
     assert "an agent was killed mid-run (SIGKILL" in out and "turns incomplete after 20 s without a span" in out
+    saved = dict(re.findall(r"^saved by (\w+): \$([0-9.]+) ", out, re.MULTILINE))
+    assert set(saved) == {"cache", "routing", "degradation", "rate_limit"} and all(float(v) > 0 for v in saved.values()), out
     fired = re.findall(r"^alert fired: (\S+) ", out, re.MULTILINE)
     assert any("cost" in rule for rule in fired), out
     assert all(_port_free(port + offset) for port in PORTS)  # every child stopped

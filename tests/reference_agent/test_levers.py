@@ -98,5 +98,5 @@ def test_degradation_under_budget_pressure() -> None:
 
 
 def test_projected_cost_adds_the_latest_step_for_each_expected_step_and_the_synthesis() -> None:
-    assert projected_cost(0.30, 0.05, 3, 6.0) == pytest.approx(0.30 + 4 * 0.05)
-    assert projected_cost(0.30, 0.05, 8, 6.0) == pytest.approx(0.35)  # past the expectation: the synthesis only
+    assert projected_cost(0.30, 0.05, 3, 6.0, 0.1) == pytest.approx(0.30 + 3 * 0.05 + 0.1)
+    assert projected_cost(0.30, 0.05, 8, 6.0, 0.1) == pytest.approx(0.40)  # past the expectation: the synthesis only
