@@ -109,6 +109,10 @@ class CollectorClient:
     def alert_rules(self) -> list[AlertRuleOut]:
         return self._get("/api/alerts/rules", list[AlertRuleOut])
 
+    def alert_scope_series(self, metric: str, *, start: float, end: float, step_s: int, group_by: str, agent: str | None = None) -> TimeSeries:
+        """A per-user or per-session series (``group_by`` user|session) of an alert rule's metric."""
+        return self._get("/api/alerts/scope-series", TimeSeries, metric=metric, start=start, end=end, step_s=step_s, group_by=group_by, agent=agent)
+
     def filters(self, *, start: float | None = None, end: float | None = None) -> FilterValues:
         return self._get("/api/filters", FilterValues, start=start, end=end)
 

@@ -143,9 +143,9 @@ def scope_series(
     agent: Annotated[str | None, Query(max_length=256)] = None,
 ) -> TimeSeries:
     """Per-user or per-session series, for ``agentwatch alerts run`` (``alerts.run_scopes``)."""
-    if end <= start or (end - start) / step_s > MAX_BUCKETS:
-        raise HTTPException(422, f"need start < end and at most {MAX_BUCKETS} buckets of step_s")
-    return run_scope_series(store, project, metric, start, end, step_s, group_by, agent)
+    if (end - start) / step_s > MAX_BUCKETS:
+        raise HTTPException(422, f"at most {MAX_BUCKETS} buckets of step_s from start to end")
+    return run_scope_series(store, project, metric, start, max(start, end), step_s, group_by, agent)
 
 
 @router.get("/deliveries", response_model=list[DeliveryOut])

@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from agentwatch_api.schemas import AlertOut, AlertRuleOut, RunsPage, TimeSeries
+from agentwatch_api.schemas import TIMESERIES_METRICS, AlertOut, AlertRuleOut, RunsPage, TimeSeries
 from dashboard import charts, ui
 
 CONTEXT_WINDOWS = 12  # windows of the metric shown before an incident
@@ -91,18 +91,39 @@ def _incident(alert: AlertOut, rule: AlertRuleOut | None, *, expanded: bool) -> 
         c[4].markdown(f"Scope: **{_scope(alert)}**  \nStarted {ui.fmt_time(alert.started_at)}, {ended}  \nLast notified {ui.fmt_time(alert.last_notified_at)}{no_data}")
         step = rule.window_s if rule is not None else 60
         start, end = _span(alert, step)
-        filters = {k: v for k, v in alert.scope.items() if k in ("agent", "model")}
         with ui.guarded(f"the {alert.metric} series"):
-            series: TimeSeries = ui.fetch("timeseries", metric=alert.metric, start=start, end=end, step_s=step, **filters)
-            st.plotly_chart(incident_figure(series, alert, unit), key=f"alert-chart-{alert.alert_id}")
+            series = _series(alert, start, end, step)
+            if series is None:
+                st.caption(f"{alert.metric} is a figure of the moment (no series): its value, threshold and peak are above.")
+            else:
+                st.plotly_chart(incident_figure(series, alert, unit), key=f"alert-chart-{alert.alert_id}")
         with ui.guarded("the incident's runs"):
-            page: RunsPage = ui.fetch("runs", start=start + (CONTEXT_WINDOWS - 1) * step, end=end, sort="-cost_usd", limit=TOP_RUNS, **filters)
+            page: RunsPage = ui.fetch("runs", start=start + (CONTEXT_WINDOWS - 1) * step, end=end, sort="-cost_usd", limit=TOP_RUNS, **run_filters(alert))
             if page.items:
                 st.caption(f"The {len(page.items)} most expensive runs of the incident's window (open one for its steps):")
                 frame = ui.runs_frame(page.items)
                 st.dataframe(frame, hide_index=True, column_config=ui.RUN_COLUMNS, column_order=[c for c in frame.columns if c != "trace_id"], key=f"alert-runs-{alert.alert_id}")
             else:
                 st.caption("No run started in the incident's window.")
+
+
+def run_filters(alert: AlertOut) -> dict[str, str]:
+    """``/api/runs`` filters of an incident's scope (agent, model, user id, session id)."""
+    names = {"agent": "agent", "model": "model", "user": "user_id", "session": "session_id"}
+    return {names[k]: v for k, v in alert.scope.items() if k in names}
+
+
+def _series(alert: AlertOut, start: float, end: float, step: int) -> TimeSeries | None:
+    """The incident's metric over its window, in its scope; None for a figure of the moment
+    (the budget and run-state metrics have no series)."""
+    key = next((k for k in ("user", "session") if k in alert.scope), None)
+    if key is not None:
+        series: TimeSeries = ui.fetch("alert_scope_series", metric=alert.metric, start=start, end=end, step_s=step, group_by=key, agent=alert.scope.get("agent"))
+        return series.model_copy(update={"points": [p for p in series.points if p.group == alert.scope[key]]})
+    if alert.metric not in TIMESERIES_METRICS:
+        return None
+    filters = {k: v for k, v in alert.scope.items() if k in ("agent", "model")}
+    return ui.fetch("timeseries", metric=alert.metric, start=start, end=end, step_s=step, **filters)
 
 
 def _span(alert: AlertOut, step: int) -> tuple[float, float]:

@@ -133,7 +133,17 @@ def _string_params(params: list[dict[str, Any]]) -> list[str]:
 def _required(params: list[dict[str, Any]], seeded: dict[str, Any], project_trace: str) -> dict[str, str]:
     """Values for the required parameters: a valid choice, so the endpoint really runs its query."""
     values = {"metric": "runs", "engine": BETA_ENGINE, "trace_id": project_trace}
-    return {p["name"]: values.get(p["name"], "x") for p in params if p.get("required")}
+    return {p["name"]: _valid(p, values.get(p["name"], "x")) for p in params if p.get("required")}
+
+
+def _valid(param: dict[str, Any], preferred: str) -> str:
+    """``preferred`` where the parameter's schema allows it, else its first choice or smallest number."""
+    schema = param.get("schema", {})
+    if schema.get("enum") and preferred not in schema["enum"]:
+        return str(schema["enum"][0])
+    if schema.get("type") in ("integer", "number"):
+        return str(max(schema.get("minimum", 1), 1))
+    return preferred
 
 
 @pytest.mark.parametrize("payload", INJECTIONS[:2] + INJECTIONS[4:5] + INJECTIONS[7:8])

@@ -1,0 +1,71 @@
+"""Alerts page evidence for the newer rule kinds (Streamlit AppTest against a real collector on
+127.0.0.1): a per-user incident shows that user's series and that user's runs, most expensive
+first; a stuck-run incident (a figure of the moment) shows its figures without a chart."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.collector.factories import agent_run
+from tests.collector.ingest_helpers import Running, serve, settings_for
+from tests.dashboard.conftest import APP
+
+NOW = time.time()
+HOUR = int(NOW) // 3600 * 3600 - 3600  # the incident's hour (the rule's window is 1 h)
+
+
+def incident(alert_id: str, rule: str, metric: str, scope: dict[str, str], *, resolved: bool) -> dict:
+    return {
+        "alert_id": alert_id, "fingerprint": f"fp-{alert_id}", "rule": rule, "severity": "warning", "state": "resolved" if resolved else "firing",
+        "scope": scope, "metric": metric, "value": 3.0, "baseline": 0.5, "threshold": 1.5, "peak": 4.0, "message": f"{rule} evidence",
+        "started_at": HOUR + 60.0, "resolved_at": NOW - 600 if resolved else None, "last_notified_at": HOUR + 60.0, "updated_at": NOW,
+    }
+
+
+@pytest.fixture(scope="module")
+def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    with serve(settings_for(tmp_path_factory.mktemp("alert-scopes") / "data")) as running:
+        rows = []
+        for k, (user, cost) in enumerate([("alice", 0.9), ("alice", 0.4), ("bob", 2.0), ("alice", 0.7)]):
+            run = agent_run(project="dash", start_s=HOUR + 120 + k * 60, steps=1, cost_per_call=cost)
+            rows += [dataclasses.replace(r, user_id=user) if r.kind == "run" else r for r in run]
+        running.app.state.store.get().insert_spans(rows)
+        admin = {"Authorization": f"Bearer {running.key('dash', ['read', 'admin'])}"}
+        body = [incident("u1", "user-cost-spike", "cost_usd", {"user": "alice"}, resolved=True),
+                incident("s1", "stuck-run", "oldest_running_run_s", {"agent": "researcher"}, resolved=False)]
+        assert httpx.post(f"{running.url}/api/alerts", json=body, headers=admin).status_code == 201
+        yield running
+
+
+def alerts_page(collector: Running, monkeypatch: pytest.MonkeyPatch, focus: str) -> AppTest:
+    env = {"AGENTWATCH_COLLECTOR_URL": collector.url, "AGENTWATCH_API_KEY": collector.key("dash", ["read"]),
+           "AGENTWATCH_DASHBOARD_CACHE_TTL_S": "1", "AGENTWATCH_DASHBOARD_OPEN": "1"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AGENTWATCH_DASHBOARD_PASSWORD", raising=False)
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    at.query_params.update({"alert": focus})
+    at.switch_page("views/alerts.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_a_user_incident_shows_that_users_series_and_runs(collector: Running, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = alerts_page(collector, monkeypatch, "u1")
+    *_, runs = (d.value for d in at.dataframe if "user" in getattr(d.value, "columns", []))  # the focused incident's, after the firing ones
+    assert list(runs["user"]) == ["alice"] * 3 and list(runs["cost_usd"]) == sorted(runs["cost_usd"], reverse=True)
+    charts = at.get("plotly_chart")
+    assert charts and all("Traceback" not in str(e.value) for e in at.error)
+
+
+def test_a_stuck_run_incident_needs_no_series(collector: Running, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = alerts_page(collector, monkeypatch, "s1")
+    captions = [c.value for c in at.caption]
+    assert any("oldest_running_run_s is a figure of the moment" in c for c in captions)
+    assert not at.error, [e.value for e in at.error]
