@@ -56,6 +56,8 @@ TIMESERIES_METRICS = (
     "success_rate",  # runs with outcome success / runs with an outcome
     "feedback_score",  # mean score
     "cost_per_success_usd",
+    "tool_cache_hit_rate",  # tool calls served from a cache / tool calls (the cache lever)
+    "small_model_share",  # LLM calls a router sent to the small model / LLM calls (the routing lever)
 )
 MetricName = Literal[TIMESERIES_METRICS]  # type: ignore[valid-type]
 
@@ -378,6 +380,7 @@ class AlertRuleOut(BaseModel):
     keep_firing_for_s: int = 0
     resolve_after: int = 1
     no_data: str = "keep"
+    top_k: int = 0  # judges only the k scopes highest now, plus open incidents (0 = every scope)
 
 
 class FilterValues(BaseModel):

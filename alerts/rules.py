@@ -118,6 +118,7 @@ class Rule:
             keep_firing_for_s=self.keep_firing_for_s,
             resolve_after=self.resolve_after,
             no_data=self.no_data,
+            top_k=self.top_k,
         )
 
 

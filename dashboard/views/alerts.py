@@ -172,6 +172,7 @@ def _lifecycle(rule: AlertRuleOut) -> str:
     parts += [f"held {rule.keep_firing_for_s} s"] if rule.keep_firing_for_s else []
     parts.append(f"repeats every {rule.cooldown_s} s" if rule.cooldown_s else "no repeats")
     parts += ["notifies no data"] if rule.no_data == "notify" else []
+    parts += [f"top {rule.top_k} scopes now"] if rule.top_k else []
     return ", ".join(parts)
 
 

@@ -83,3 +83,10 @@ def test_user_and_session_scopes_are_checked(scope: str, problem: str) -> None:
         parse_rules(f"rules:\n  - name: a\n    metric: cost_usd\n    scope: {scope}\n    condition: {{kind: threshold, threshold: 1}}\n")
     with pytest.raises(RulesError, match="per user"):
         parse_rules('rules:\n  - name: a\n    metric: ttft_p95\n    scope: {user: "*"}\n    condition: {kind: threshold, threshold: 1}\n')
+
+
+def test_top_k_is_part_of_the_rule_as_served() -> None:
+    rule = parse_rules(RULES.format(scope="user", top_k="top_k: 3")).rules[0]
+    assert (rule.group_by, rule.top_k, rule.to_out().top_k) == ("user", 3, 3)
+    with pytest.raises(RulesError, match="top_k"):
+        parse_rules(RULES.format(scope="user", top_k="top_k: -1"))
