@@ -34,6 +34,12 @@ waits on a channel. A restart forgets only what lives in memory: a pending condi
 its ``for`` again, and the count of clear windows starts again (resolution may come up to
 ``resolve_after`` windows later).
 
+Scopes: ``"*"`` for agent, model, user or session makes one incident per value (per user or
+session the series come from ``alerts.run_scopes``); a rule's ``top_k`` judges only the k
+scopes with the highest value now plus every scope with an open incident. Figures of the
+moment (``alerts.budget``, ``alerts.run_states``) are judged by their threshold alone, with the
+same lifecycle.
+
 Buckets: a rule with ``window: 1h`` reads buckets of one hour aligned to the epoch. The
 last *complete* bucket is judged; for additive or maximum metrics with an ``above`` condition
 the current *partial* bucket is judged too (a partial sum or max only grows), so a spike can
