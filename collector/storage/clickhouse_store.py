@@ -39,7 +39,8 @@ class ClickHouseStore(SqlStore):
             self.write_lock = SpanWriteLock(self, self.holder, ttl_s=lease_ttl_s)
 
     def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        return arrow_rows(self._call(self._client.query_arrow, sql, parameters=params or {}))
+        settings = _CLUSTER_READS if self.cluster else None
+        return arrow_rows(self._call(self._client.query_arrow, sql, parameters=params or {}, settings=settings))
 
     def command(self, sql: str, params: dict[str, Any] | None = None) -> None:
         """Run a statement; on a cluster a mutation (``ALTER``) goes to every shard's local table."""
@@ -50,7 +51,7 @@ class ClickHouseStore(SqlStore):
     def _insert_arrow(self, table: str, data: pa.Table, *, dedup_token: str | None = None) -> None:
         settings: dict[str, Any] = {"insert_deduplication_token": dedup_token} if dedup_token else {}
         if self.cluster:  # acknowledged spans are on their shard, and visible to the identity look-up
-            settings["distributed_foreground_insert"] = 1
+            settings.update(_CLUSTER_READS, distributed_foreground_insert=1)
         self._call(self._client.insert_arrow, table, data, settings=settings or None)
 
     def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
@@ -69,6 +70,12 @@ class ClickHouseStore(SqlStore):
         if not self._closed.is_set():
             self._closed.set()
             self._client.close()
+
+
+# On a cluster, reads and inserts through the Distributed tables go to each shard's first healthy
+# replica (config order), whichever node a collector is connected to: the identity look-up reads
+# the replica the insert wrote, not one that has not fetched the part yet.
+_CLUSTER_READS = {"load_balancing": "in_order"}
 
 
 def _is_alter(sql: str) -> bool:
