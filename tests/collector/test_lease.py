@@ -1,5 +1,6 @@
 """Leases in the store (``collector.storage.lease``): one holder per term, taken over after expiry,
-and span batches from several collectors' stores stored exactly once under the span-writer lease."""
+and span batches from several collectors' stores stored exactly once under the span-writer lease.
+(The lease tests share a store per back end; each uses lease names of its own.)"""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from tests.collector.store_fixtures import _drop, scratch_database
 from tests.collector.test_store import totals
 
 
-def test_one_holder_at_a_time_and_a_hand_back_frees_it(store: Store) -> None:
+def test_one_holder_at_a_time_and_a_hand_back_frees_it(module_store: Store) -> None:
+    store = module_store
     a, b = StoreLease(store, "alerts", "a"), StoreLease(store, "alerts", "b")
     assert a.acquire() and a.held
     assert not b.acquire() and not b.held
@@ -29,17 +31,19 @@ def test_one_holder_at_a_time_and_a_hand_back_frees_it(store: Store) -> None:
     assert StoreLease(store, "scraper", "a").acquire()  # another name is another lease
 
 
-def test_an_expired_lease_is_taken_over(store: Store) -> None:
-    dead = StoreLease(store, "alerts", "dead", ttl_s=0.2)
+def test_an_expired_lease_is_taken_over(module_store: Store) -> None:
+    store = module_store
+    dead = StoreLease(store, "evaluator", "dead", ttl_s=0.2)
     assert dead.acquire()
-    heir = StoreLease(store, "alerts", "heir")
+    heir = StoreLease(store, "evaluator", "heir")
     assert not heir.acquire()
     time.sleep(0.3)  # the holder stopped renewing
     assert heir.acquire()
     assert not dead.acquire()
 
 
-def test_contenders_for_one_term_get_one_winner(store: Store) -> None:
+def test_contenders_for_one_term_get_one_winner(module_store: Store) -> None:
+    store = module_store
     """Every contender writes the same term; the store keeps one row, so exactly one wins."""
     leases = [StoreLease(store, "race", f"h{i}") for i in range(6)]
     latest = None
@@ -127,7 +131,8 @@ def test_each_role_is_held_by_one_collector_and_handed_over_at_shutdown(two_coll
     assert Roles(lambda: first, "solo", shared=False).holds("alerts")
 
 
-def test_a_term_taken_by_another_is_never_won_by_a_late_contender(store: Store) -> None:
+def test_a_term_taken_by_another_is_never_won_by_a_late_contender(module_store: Store) -> None:
+    store = module_store
     a, b = StoreLease(store, "writer", "a"), StoreLease(store, "writer", "b")
     assert a.acquire()
     a.release()  # a will first try the term after its hand-back
