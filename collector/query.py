@@ -67,11 +67,11 @@ UNITS = {
     "steps_per_run": "steps", "tool_calls": "calls", "tool_failure_rate": "ratio",
     "error_rate": "ratio", "timeout_rate": "ratio", "max_run_cost_usd": "usd", "max_steps": "steps",
     "success_rate": "ratio", "feedback_score": "score", "cost_per_success_usd": "usd",
-    "runs_per_min": "runs/min", "cost_per_hour_usd": "usd/h",
+    "runs_per_min": "runs/min", "cost_per_hour_usd": "usd/h", "tool_cache_hit_rate": "ratio", "small_model_share": "ratio",
 }
 SPAN_METRICS = frozenset(
     {"cost_usd", "input_tokens", "output_tokens", "tokens_per_s", "ttft_p50", "ttft_p95",
-     "tpot_p50", "tpot_p95", "tool_calls", "tool_failure_rate", "timeout_rate"}
+     "tpot_p50", "tpot_p95", "tool_calls", "tool_failure_rate", "timeout_rate", "tool_cache_hit_rate", "small_model_share"}
 )
 QUANTILE_METRICS = frozenset({"ttft_p50", "ttft_p95", "tpot_p50", "tpot_p95"})
 HEAD_METRICS = frozenset({"runs", "run_latency_p50", "run_latency_p95", "error_rate", "success_rate"})
@@ -306,6 +306,8 @@ def _span_figures(row: dict[str, Any], step_s: float) -> dict[str, float | None]
         "tool_calls": float(row["tool_calls"]),
         "tool_failure_rate": _ratio(row["tool_failures"], row["tool_calls"]),
         "timeout_rate": _ratio(row["timeouts"], row["calls"]),
+        "tool_cache_hit_rate": _ratio(row["tool_cache_hits"], row["tool_calls"]),
+        "small_model_share": _ratio(row["small_model_calls"], row["llm_calls"]),
     } | _quantile_figures(row)
 
 

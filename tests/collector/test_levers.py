@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from agentwatch_api.schemas import FeedbackIn
+from alerts.rules import parse_rules
 from collector import query
 from collector.cli import main
 from collector.model import SpanRow
@@ -235,3 +236,23 @@ def test_whatif_command_prints_the_estimate(wf: Api, capsys: pytest.CaptureFixtu
     assert "what if: cap runs at 1 steps" in out and f"change        ${change:+.6f}" in out, out
     with pytest.raises(SystemExit, match="cap must be"):
         main(["whatif", "cap_steps", "--since", str(T), "--collector", running.url, "--key", wf.key])  # type: ignore[attr-defined]
+
+
+# --- lever metrics for alerts --------------------------------------------------------------
+def test_cache_hit_rate_and_small_model_share_are_time_series(api: Api) -> None:
+    for metric, expected in (("tool_cache_hit_rate", 2 / 3), ("small_model_share", 0.0)):  # R1: 2 hits of 3 tool calls
+        body = api.get("/api/timeseries", metric=metric, start=T, end=T + 3600, step_s=3600).json()
+        assert body["unit"] == "ratio" and [p["value"] for p in body["points"]] == [pytest.approx(expected)], body
+
+
+def test_an_alert_rule_can_watch_the_cache_hit_rate_collapse() -> None:
+    config = parse_rules("""
+version: 1
+rules:
+  - name: cache-hit-rate-collapse
+    metric: tool_cache_hit_rate
+    window: 1h
+    condition: {kind: anomaly, direction: below}
+""")
+    [rule] = config.rules
+    assert rule.metric == "tool_cache_hit_rate" and rule.condition.direction == "below"

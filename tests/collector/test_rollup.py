@@ -125,6 +125,9 @@ def reference(seed: Seed, start: float, end: float, step: float, group_by: str =
         c["tool_failures"] += s.kind == "tool" and s.status_code == "error"
         c["calls"] += s.kind in ("llm", "tool")
         c["timeouts"] += s.kind in ("llm", "tool") and s.is_timeout
+        c["tool_cache_hits"] += s.kind == "tool" and s.tool_cache_hit
+        c["llm_calls"] += s.kind == "llm"
+        c["small_model_calls"] += s.kind == "llm" and s.attributes.get("agentwatch.llm.model_tier") == "small"
     runs: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
     for run in runs_of(seed):
         if start_ns <= run["start_ns"] < end_ns:
@@ -138,6 +141,8 @@ def reference(seed: Seed, start: float, end: float, step: float, group_by: str =
             "tokens_per_s": c["output_tokens"] / step, "tool_calls": c["tool_calls"],
             "tool_failure_rate": c["tool_failures"] / c["tool_calls"] if c["tool_calls"] else None,
             "timeout_rate": c["timeouts"] / c["calls"] if c["calls"] else None,
+            "tool_cache_hit_rate": c["tool_cache_hits"] / c["tool_calls"] if c["tool_calls"] else None,
+            "small_model_share": c["small_model_calls"] / c["llm_calls"] if c["llm_calls"] else None,
         }
     for key, rs in runs.items():
         with_outcome = [r for r in rs if r["outcome"]]
