@@ -13,7 +13,7 @@ the research agent in this process, traced by the SDK like any user's agent:
 
 Every cost lever acts during the baseline, so the Cost page shows a measured saving for each:
 the tool cache and the engine's prefix cache, routing of the easy decisions to ``sim-small``, a
-per-user rate limiter that queues the baseline users' runs, and one more "frugal" user whose
+project-wide rate limiter that queues the baseline users' runs, and one more "frugal" user whose
 agent has a small budget (its runs degrade to ``sim-small`` once 5 % of it is spent) and a
 rate limiter that refuses its runs beyond one every 6 s.
 
@@ -439,7 +439,7 @@ async def _phases(options: DemoOptions, engine_url: str) -> dict[str, LoadSummar
     corpus, cache = Corpus.load(), ToolCache()
     baseline_s = options.duration_s * BASELINE_SHARE
     spike_s = options.duration_s - baseline_s
-    queue = RateLimiter(user_rate=0.25, mode="queue", max_wait_s=5.0)  # a run per user every 4 s, the rest waits
+    queue = RateLimiter(project_rate=0.3, project_burst=3, mode="queue", max_wait_s=5.0)  # 0.3 runs/s in all, the rest waits
     baseline = _agent(engine_url, AgentConfig(mode="iterative", max_steps=10), cache, corpus, seed=1, rate_limiter=queue)
     frugal = _agent(engine_url, AgentConfig(mode="iterative", max_steps=10, max_cost_usd=0.002,
                                             degradation=DegradationPolicy(action="small_model", budget_share=0.05)),
