@@ -8,6 +8,7 @@ Streamlit's AppTest and, for the runs page's live figures, in headless Chromium.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -18,6 +19,8 @@ from typing import Any
 
 import httpx
 import pytest
+from selenium.common.exceptions import WebDriverException
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from streamlit.testing.v1 import AppTest
 
@@ -200,6 +203,23 @@ def _pinned(page: browser.Page) -> dict[str, str]:
     return row
 
 
+def _click_pinned_run(page: browser.Page) -> None:
+    grid = page.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"]')[0]
+    page.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", grid)
+    ActionChains(page.driver).move_to_element_with_offset(grid, -grid.size["width"] // 2 + 15, -grid.size["height"] // 2 + 53).click().perform()
+
+
+def _until(ready: Any, timeout_s: float = 60.0) -> None:
+    """Poll ``ready`` (a page that reruns may swap an element while it is read: try again)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with contextlib.suppress(WebDriverException):
+            if ready():
+                return
+        assert time.monotonic() < deadline, "not shown in time"
+        time.sleep(0.5)
+
+
 @pytest.mark.browser
 def test_runs_page_in_a_browser_shows_the_running_run_with_a_growing_step_count(stack: LiveStack, dashboard_url: str) -> None:
     page = browser.Page(browser.chromium())
@@ -209,6 +229,8 @@ def test_runs_page_in_a_browser_shows_the_running_run_with_a_growing_step_count(
         time.sleep(3.5)  # two more steps of the slow agent
         later = _pinned(page.open(dashboard_url + "/runs"))
         assert int(later["steps"]) > int(first["steps"]) and later["started (UTC)"] == first["started (UTC)"], (first, later)
+        _click_pinned_run(page)  # opens it, live: the page refreshes on its own, so it is never still for long
+        _until(lambda: page.driver.current_url.endswith(f"/run?run={stack.running}") and "Running: started" in page.text())
         page.open(dashboard_url + "/runs?status=incomplete")  # the Overview's Incomplete card links here
         assert "Runs 1–1 of 1" in page.text() and _grid_rows(page, 1)[0]["status"] == "incomplete"
     finally:
