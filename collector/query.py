@@ -277,14 +277,15 @@ def _agent_median(store: Store, project: str, run: dict[str, Any], *, days: int 
 
 
 # --- feedback --------------------------------------------------------------------------------
+MAX_FEEDBACK_SCORE = 1e6  # any rating scale fits; two scores of 1e308 averaged to inf on the dashboard
 def add_feedback(store: Store, project: str, trace_id: str, feedback: FeedbackIn, *, now: float | None = None) -> FeedbackOut:
     """Store one piece of feedback for a run of this project.
 
     The run need not be stored yet: feedback often follows a run by less than the SDK's
     export delay, and it is keyed by the caller's project, so nothing leaks across projects.
     """
-    if feedback.score is not None and not math.isfinite(feedback.score):
-        raise InvalidQuery("score must be a finite number")
+    if feedback.score is not None and not (math.isfinite(feedback.score) and abs(feedback.score) <= MAX_FEEDBACK_SCORE):
+        raise InvalidQuery(f"score must be a finite number between -{MAX_FEEDBACK_SCORE:g} and {MAX_FEEDBACK_SCORE:g}")
     out = FeedbackOut(
         **feedback.model_dump(), feedback_id=uuid.uuid4().hex, trace_id=_trace_id(trace_id), created_at=time.time() if now is None else now
     )

@@ -84,6 +84,15 @@ def test_feedback_label_is_bounded(collector: tuple[Running, str]) -> None:
     assert httpx.post(url, json={"score": 1.0, "label": "x" * 256}, headers=headers, timeout=30).status_code in (201, 404)
 
 
+@pytest.mark.parametrize("score", ["1e308", "-2e6", "NaN", "Infinity"])
+def test_feedback_score_is_bounded(collector: tuple[Running, str], score: str) -> None:
+    """A mean of scores must stay finite: 1e308 twice averaged to inf."""
+    running, key = collector
+    response = httpx.post(running.url + "/api/runs/" + "0" * 31 + "1/feedback", content=f'{{"score": {score}}}', timeout=30,
+                          headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    assert response.status_code == 422 and "score must be a finite number between -1e+06 and 1e+06" in response.text
+
+
 # --- request heads ------------------------------------------------------------------------------
 
 HEAD = "POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\nContent-Length: 10\r\n"
