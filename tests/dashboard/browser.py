@@ -89,6 +89,9 @@ class Page:
     def text(self) -> str:
         return self.driver.find_element(By.CSS_SELECTOR, '[data-testid="stMain"]').text
 
+    def sidebar_text(self) -> str:
+        return self.driver.find_element(By.CSS_SELECTOR, '[data-testid="stSidebar"]').text
+
     def exceptions(self) -> list[str]:
         return [e.text for e in self.driver.find_elements(By.CSS_SELECTOR, EXCEPTION_BOX)]
 

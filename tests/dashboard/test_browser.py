@@ -19,7 +19,7 @@ from agentwatch_api.schemas import SpanOut
 from dashboard import analysis, ui
 from reference_agent.demo import ProcessGroup
 from tests.dashboard import browser
-from tests.dashboard.conftest import SCREENSHOTS, SeededStack
+from tests.dashboard.conftest import PROJECT, SCREENSHOTS, SeededStack
 
 pytestmark = pytest.mark.browser
 
@@ -63,6 +63,7 @@ def _react_run(seeded: SeededStack) -> dict:
 def _check(page: browser.Page, shots: Path, name: str) -> dict[str, str]:
     assert page.exceptions() == [], f"{name}: Streamlit exception box: {page.exceptions()}"
     assert ui.OPEN_MODE_BANNER in page.text(), f"{name}: the open-mode banner is missing"
+    assert f"Project: {PROJECT}" in page.sidebar_text(), f"{name}: the project is not named"
     if name != "alerts":  # (the alerts page is another issue's)
         assert page.truncated() == [], f"{name}: metric values cut off: {page.truncated()}"
     path = page.screenshot(shots, name)
