@@ -118,7 +118,7 @@ def test_the_native_decoder_declines_exactly_the_spans_beyond_a_bound() -> None:
     assert declined == {"within": [], "attributes": [0], "events": [0], "event attributes": [0], "event key": [0], "key": [0]}
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(payload=requests())
 def test_generated_requests_under_tight_bounds_decode_the_same_natively(payload: bytes) -> None:
     """The parity property of test_native_decode with bounds most generated spans exceed."""
