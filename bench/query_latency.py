@@ -55,8 +55,9 @@ def build(data_dir: Path, spans: int) -> dict[str, Any]:
     rows = [[PROJECT, small, f"fb{i}", 0.5 + i / 10, "", "", "user", now] for i in range(3)]
     store.insert_rows("feedback", ("project", "trace_id", "feedback_id", "score", "label", "comment", "source", "created_at"), rows)
     stored = int(store.query("SELECT count() AS n FROM spans")[0]["n"])
+    model = store.query("SELECT toString(model) AS m FROM spans WHERE model != '' LIMIT 1")[0]["m"]
     store.close()
-    return {"now": now, "big": big, "small": small, "spans": stored}
+    return {"now": now, "big": big, "small": small, "spans": stored, "model": model}
 
 
 def cases(info: dict[str, Any]) -> dict[str, tuple[Callable[[Any], Any], str, dict[str, Any]]]:
@@ -67,12 +68,17 @@ def cases(info: dict[str, Any]) -> dict[str, tuple[Callable[[Any], Any], str, di
         "overview_1h": (lambda s: query.overview(s, PROJECT, start=lo, end=hi), "/api/overview", w),
         "runs_list_1h": (lambda s: query.list_runs(s, PROJECT, start=lo, end=hi), "/api/runs", w),
         "runs_list_1h_by_cost": (lambda s: query.list_runs(s, PROJECT, start=lo, end=hi, sort="-cost_usd"), "/api/runs", w | {"sort": "-cost_usd"}),
+        "runs_list_1h_search": (lambda s: query.list_runs(s, PROJECT, start=lo, end=hi, search="no-such-text"), "/api/runs", w | {"search": "no-such-text"}),
+        "runs_list_1h_tool_failed_by_agent": (
+            lambda s: query.list_runs(s, PROJECT, start=lo, end=hi, tool_failed=True, sort="agent"), "/api/runs", w | {"tool_failed": "true", "sort": "agent"},
+        ),
         "run_detail_30_spans": (lambda s: query.get_run(s, PROJECT, info["small"]), f"/api/runs/{info['small']}", {}),
         "run_detail_10k_spans": (lambda s: query.get_run(s, PROJECT, info["big"]), f"/api/runs/{info['big']}", {}),
         "timeseries_1h_by_model": (
             lambda s: query.timeseries(s, PROJECT, "cost_usd", lo, hi, 60, "model"),
             "/api/timeseries", w | {"metric": "cost_usd", "step_s": 60, "group_by": "model"},
         ),
+        "overview_1h_by_model": (lambda s: query.overview(s, PROJECT, start=lo, end=hi, model=info["model"]), "/api/overview", w | {"model": info["model"]}),
         "cost_1h": (lambda s: query.cost_breakdown(s, PROJECT, start=lo, end=hi), "/api/cost", w),
         "filters_1h": (lambda s: query.filters(s, PROJECT, start=lo, end=hi), "/api/filters", w),
     }
