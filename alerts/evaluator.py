@@ -68,7 +68,7 @@ from alerts.errors import AlertsError
 from alerts.model import Alert, Event, Notification
 from alerts.rules import DERIVED_METRICS, Rule, RulesConfig, load_rules
 from alerts.run_scopes import top_k
-from alerts.run_states import RUN_STATE_METRICS
+from alerts.run_states import RUN_STATE_METRICS, absent_value
 from alerts.sources import AlertHistory, MetricSource, StoreBackend
 
 log = logging.getLogger("agentwatch.alerts")
@@ -198,6 +198,9 @@ class Evaluator:
             observations = [(filters, rule.condition.detect([value], step_s=rule.window_s, firing=firing))]
         elif rule.metric in RUN_STATE_METRICS:
             values = self.source.run_states(project, rule.metric, now, rule.window_s, rule.group_by, agent, rule.min_runs)
+            for alert in active.values():  # an agent with an open incident and no run for a day
+                if alert.rule == rule.name:
+                    values.setdefault(alert.scope.get(rule.group_by, ""), absent_value(rule.metric))
             observations = [self._judge_now(rule, project, group, value, active) for group, value in sorted(values.items())]
         else:
             observations = self._observe_series(rule, project, now, active, agent, model)

@@ -43,6 +43,12 @@ def run_state_values(
     return {row["grp"]: _value(metric, row, min_runs) for row in store.query(qa.RUN_STATES, params)}
 
 
+def absent_value(metric: str) -> float | None:
+    """The figure of a scope without a run in the last day: no run is running (0 s), and no run
+    ended (no data: a rate of nothing)."""
+    return 0.0 if metric == "oldest_running_run_s" else None
+
+
 def _value(metric: str, row: dict, min_runs: int) -> float | None:
     if metric == "oldest_running_run_s":
         return float(row["oldest_running_s"])

@@ -78,3 +78,9 @@ def test_run_state_rules_are_thresholds_per_agent_or_project() -> None:
         parse_rules("rules:\n  - name: a\n    metric: incomplete_run_rate\n    condition: {kind: anomaly}\n")
     with pytest.raises(Exception, match="not per model"):
         parse_rules("rules:\n  - name: a\n    metric: oldest_running_run_s\n    scope: {model: '*'}\n    condition: {kind: threshold, threshold: 60}\n")
+
+
+def test_a_stuck_run_incident_resolves_when_its_agent_has_had_no_run_for_a_day(store: Store) -> None:
+    ingest(store, rootless("looper", T, range(0, 41 * 60, 60)))
+    events = evaluate(store, [25, 30, 2 * 24 * 60])  # two days later nothing of it is left in the lookback
+    assert [(e, m) for e, rule, m, _ in events if rule == "stuck-run"] == [("firing", 25), ("resolved", 2 * 24 * 60)]
