@@ -177,7 +177,7 @@ class SpanOut(BaseModel):
 
 
 class FeedbackIn(BaseModel):
-    score: float | None = None
+    score: float | None = Field(default=None, ge=-1e6, le=1e6, description="any rating scale within +-1e6 (means must stay finite)")
     label: str = Field(default="", max_length=256)
     comment: str = Field(default="", max_length=10_000)
     source: Literal["user", "eval"] = "user"

@@ -90,7 +90,8 @@ def test_feedback_score_is_bounded(collector: tuple[Running, str], score: str) -
     running, key = collector
     response = httpx.post(running.url + "/api/runs/" + "0" * 31 + "1/feedback", content=f'{{"score": {score}}}', timeout=30,
                           headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
-    assert response.status_code == 422 and "score must be a finite number between -1e+06 and 1e+06" in response.text
+    assert response.status_code == 422 and "score" in response.text
+    assert "1000000" in response.text or "finite number" in response.text, response.text
 
 
 # --- request heads ------------------------------------------------------------------------------
