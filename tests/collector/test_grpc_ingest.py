@@ -79,3 +79,16 @@ def test_grpc_bad_body_and_partial_success(collector: Running) -> None:
     response = ExportTraceServiceResponse.FromString(_export(collector, body, key))
     assert response.partial_success.rejected_spans == 1
     assert len(run_spans(collector.url, key, trace_id.hex(), expect=1)) == 1
+
+
+def test_grpc_applies_the_per_span_bounds_of_http(collector: Running) -> None:
+    """A span with more events than AGENTWATCH_MAX_EVENTS_PER_SPAN is kept, cut, with a warning."""
+    key = collector.key("grpc-project")
+    request = otlp_request(os.urandom(16), [{"span_id": os.urandom(8), "name": "chatty"}])
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    limit = collector.settings.max_events_per_span
+    for i in range(limit + 5):
+        span.events.add(name=f"e{i}", time_unix_nano=span.start_time_unix_nano)
+    response = ExportTraceServiceResponse.FromString(_export(collector, request.SerializeToString(), key))
+    assert response.partial_success.rejected_spans == 0
+    assert f"{limit + 5} events; the first {limit} kept (AGENTWATCH_MAX_EVENTS_PER_SPAN)" in response.partial_success.error_message
