@@ -1,6 +1,6 @@
 """Storage benchmark: ingestion rate, bytes on disk per span, query latency at scale.
 
-    python -m bench.ingest [--ingest-spans 1000000] [--spans 10000000] [--phases http,http_json,http_small,store,query]
+    python -m bench.ingest [--ingest-spans 1000000] [--spans 10000000] [--phases http,http_json,http_small,lag,live_overhead,store,query]
 
 Phases (each prints its figures; all are written to ``bench/results/ingest.json`` and ``.md``):
 
@@ -10,7 +10,11 @@ Phases (each prints its figures; all are written to ``bench/results/ingest.json`
    with ~700 B of captured prompt/completion text per span, once without captured text.
    ``http_json``: the same without captured text, sent as OTLP/HTTP JSON (``application/json``,
    as the JavaScript exporter sends it). ``http_small``: 300k spans, one agent run (~40 spans)
-   a request, 8 senders: requests per second, what the per-request costs allow.
+   a request, 8 senders: requests per second, what the per-request costs allow. ``lag``: a
+   span's end to its visibility through the query API (``bench.visibility``): p50/p95 over
+   probes (one LLM span of a running run each) until the run detail and the running runs list
+   show it, on an idle collector and while two senders keep it ingesting. ``live_overhead``: the
+   writer's extra work for runs listed while they run, A/B in one store (see its function).
 2. ``store``: the same count of agent-like spans without captured content, generated as
    ``SpanRow`` batches of 20k (the writer's batch size), made into Arrow tables (the form
    decode hands on, not timed) and inserted with ``Store.insert_spans``: the storage side's
@@ -27,6 +31,7 @@ overview p95 < 300 ms at 10M spans.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -361,6 +366,65 @@ class Collector:
             self.proc.wait(120)
 
 
+def phase_live_overhead(store: ChdbStore, spans: int, *, late_roots: bool) -> dict[str, Any]:
+    """The writer's extra work for runs listed while they run (``LiveRuns.after_insert`` after
+    each insert, issue 20): its own time against the insert's, and the insert rate of a project
+    with it against one without, on the same store and like spans (each its own trace ids, so no
+    duplicate look-ups; a batch to each in alternating order). Whole runs a batch, as the ingest benchmark sends them (a run split by a batch boundary
+    opens a head), or with ``late_roots`` every run's root one batch after its other spans, as a
+    live SDK sends them: every run opens a head (an INSERT ... SELECT over its stored spans)."""
+    from dataclasses import replace
+
+    from collector.live_runs import LiveRuns
+
+    live, held = LiveRuns(), {"plain": [], "live": []}
+    elapsed, opening = {"plain": 0.0, "live": 0.0}, 0.0
+    suffix = "-late" if late_roots else ""
+    streams = {"plain": span_batches(spans, seed=7), "live": span_batches(spans, seed=8)}  # trace ids of their own: no look-ups
+    for n in itertools.count():
+        batches = {project: next(stream, None) for project, stream in streams.items()}
+        if batches["plain"] is None or batches["live"] is None:
+            break
+        for project in ("plain", "live") if n % 2 == 0 else ("live", "plain"):
+            rows = [replace(r, project=project + suffix) for r in batches[project]]
+            if late_roots:
+                table = spans_table(held[project] + [r for r in rows if r.kind != "run"])
+                held[project] = [r for r in rows if r.kind == "run"]  # the roots come with the next batch
+            else:
+                table = spans_table(rows)
+            started = time.perf_counter()
+            store.insert_spans(table)
+            if project == "live":
+                inserted = time.perf_counter()
+                live.after_insert(store, table)
+                opening += time.perf_counter() - inserted
+            elapsed[project] += time.perf_counter() - started
+    plain, with_live = spans / elapsed["plain"], spans / elapsed["live"]
+    return {"spans": spans, "late_roots": late_roots, "plain_spans_per_s": plain, "live_spans_per_s": with_live,
+            "drop": 1 - with_live / plain, "open_us_per_span": opening / spans * 1e6,
+            "open_share": opening / elapsed["live"], "heads_opened": live.opened, "load_average": os.getloadavg()[0]}
+
+
+def phase_lag(probes: int, background_spans: int) -> dict[str, Any]:
+    """Lag from a span's end to its visibility through the query API (``bench.visibility``),
+    on an idle collector and while two senders keep it ingesting agent-like traces."""
+    from bench import visibility
+    from bench.workload import Workload
+
+    with tempfile.TemporaryDirectory() as tmp, Collector(Path(tmp)) as collector:
+        key = collector.key("bench")
+        idle = visibility.measure(collector.url, key, probes)
+        workload = Workload(background_spans, end_time_ns=time.time_ns(), project="bench", content=False)
+        before = httpx.get(f"{collector.url}/api/ingest", headers={"Authorization": f"Bearer {collector.admin_token}"}, timeout=60).json()
+        started = time.perf_counter()
+        with visibility.Background(collector.url, key, workload.batches()):
+            loaded = visibility.measure(collector.url, key, probes)
+            elapsed = time.perf_counter() - started
+            after = httpx.get(f"{collector.url}/api/ingest", headers={"Authorization": f"Bearer {collector.admin_token}"}, timeout=60).json()
+        loaded["background_stored_spans_per_s"] = (after["stored_spans"] - before["stored_spans"]) / elapsed
+    return {"idle": idle, "under_load": loaded}
+
+
 def fill(store: ChdbStore, spans: int, *, end_ns: int, chunk: int = 1_000_000) -> float:
     """Top the store up to ``spans`` spans spread over the 24 hours before ``end_ns``."""
     have = int(store.query("SELECT count() AS n FROM spans")[0]["n"])
@@ -453,6 +517,7 @@ def _big_trace(store: ChdbStore, now: float) -> str:
 
 SMALL_BATCH = 1  # http_small: one whole trace (one agent run, ~40 spans) a request
 SMALL_REQUEST_SPANS = 300_000
+LIVE_OVERHEAD_SPANS = 400_000
 
 
 # --- report ----------------------------------------------------------------------------------
@@ -471,6 +536,26 @@ def render(result: dict[str, Any]) -> str:
                 f"**{http['spans_per_s']:,.0f} spans/s** from first send until all {http['spans']:,} spans were stored "
                 f"({http.get('wire_bytes_per_span', 0):.0f} B/span on the wire, {http['content_bytes_per_span']:.0f} B of it captured text; "
                 f"{http['runs_listed']:,} runs listed of {http['traces']:,})"
+            )
+    if lag := result.get("lag"):
+        for cond, what in (("idle", "idle collector"), ("under_load", "collector ingesting")):
+            fig = lag[cond]
+            load = f" at {fig['background_stored_spans_per_s']:,.0f} spans/s" if "background_stored_spans_per_s" in fig else ""
+            lines.append(
+                f"- Lag from a span's end to its visibility, {what}{load} ({fig['probes']} probes, a span of a running run): "
+                f"run detail **p50 {fig['span_in_run_detail']['p50_ms']:,.0f} ms, p95 {fig['span_in_run_detail']['p95_ms']:,.0f} ms**; "
+                f"running runs list p50 {fig['run_in_running_list']['p50_ms']:,.0f} ms, p95 {fig['run_in_running_list']['p95_ms']:,.0f} ms"
+                + "".join(f"; {fig[k]['not_seen']} not seen in 30 s ({k})" for k in ("span_in_run_detail", "run_in_running_list") if fig[k].get("not_seen"))
+                + f" (polled every {fig.get('poll_s', 0.05) * 1000:.0f} ms)"
+            )
+    for key, how in (("live_overhead", "whole runs a batch, as this benchmark sends them"),
+                     ("live_overhead_late_roots", "every run's root one batch late, as a live SDK sends them")):
+        if ab := result.get(key):
+            lines.append(
+                f"- Writer's extra work for live runs (`LiveRuns.after_insert`; {how}; {ab['heads_opened']:,} heads opened): "
+                f"**{ab['open_us_per_span']:.2f} us/span, {ab['open_share'] * 100:.1f} % of insert + open**; insert + open "
+                f"{ab['live_spans_per_s']:,.0f} spans/s against insert alone {ab['plain_spans_per_s']:,.0f} spans/s ({-ab['drop'] * 100:+.1f} %; "
+                f"same store, each batch to both in alternating order, {ab['spans']:,} spans each, load average {ab['load_average']:.0f})"
             )
     if small := result.get("http_small_requests"):
         lines.append(
@@ -514,10 +599,11 @@ def main(argv: list[str] | None = None) -> int:
         "--spans", type=int, default=10_000_000, help="spans in the store for the query phase"
     )
     parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--lag-probes", type=int, default=40, help="probes per condition of the lag phase")
     parser.add_argument(
         "--phases",
-        default="http,http_json,http_small,store,query",
-        help="comma-separated subset of http, http_json, http_small, store, query; figures of phases not run are kept "
+        default="http,http_json,http_small,lag,live_overhead,store,query",
+        help="comma-separated subset of http, http_json, http_small, lag, live_overhead, store, query; figures of phases not run are kept "
         "from the existing results file",
     )
     parser.add_argument(
@@ -525,8 +611,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=RESULTS / "ingest")
     args = parser.parse_args(argv)
-    every = {"http", "http_json", "http_small", "store", "query"}
-    phases = set(args.phases.split(",")) - ({"http", "http_json", "http_small"} if args.no_http else set())
+    every = {"http", "http_json", "http_small", "lag", "live_overhead", "store", "query"}
+    phases = set(args.phases.split(",")) - ({"http", "http_json", "http_small", "lag"} if args.no_http else set())
     if unknown := phases - every:
         parser.error(f"--phases: unknown phase(s) {sorted(unknown)}; choose from {', '.join(sorted(every))}")
     previous = args.out.with_suffix(".json")
@@ -553,6 +639,13 @@ def main(argv: list[str] | None = None) -> int:
             if "http_json" in phases:
                 result["http_json_no_content"] = phase_http(args.ingest_spans, content=False, encoding="json")
                 print("http_json_no_content:", json.dumps(result["http_json_no_content"]))
+            if "lag" in phases:
+                result["lag"] = phase_lag(args.lag_probes, args.ingest_spans)
+                print("lag:", json.dumps(result["lag"]))
+            if "live_overhead" in phases:
+                for late, name in ((False, "live_overhead"), (True, "live_overhead_late_roots")):
+                    result[name] = phase_live_overhead(store, min(args.ingest_spans, LIVE_OVERHEAD_SPANS), late_roots=late)
+                    print(f"{name}:", json.dumps(result[name]))
             if "store" in phases:
                 # Steady state: a collector up for a minute vouches for the keys it stored (RecentKeys).
                 time.sleep(max(0.0, opened + store.recent_window_s + 1 - time.monotonic()))
