@@ -57,6 +57,9 @@ def _levers(cost: CostBreakdown) -> None:
     c[1].metric("Tokens saved by the cache", f"{lv.tokens_saved:,} tokens")
     c[2].metric("Calls routed to the small model", ui.fmt(lv.small_model_share, "ratio"), help=f"{lv.small_model_calls:,} of {lv.llm_calls:,} LLM calls")
     c[3].metric("LLM calls", f"{lv.llm_calls:,}")
+    if model := ui.agent_model()["model"]:
+        st.caption(f"Filtered to {model}: these four count every call of the runs that used {model}, whichever model "
+                   "each call went to (one model's own calls would be routed 0 % or 100 %).")
 
 
 LEVER_LINES = {

@@ -146,6 +146,15 @@ def test_cost_page_totals_levers_and_self_hosted_cost(app: AppTest, seeded: Seed
     assert not at.exception and metrics(at)["GPU-hour price (USD)"] == "$2.50"
 
 
+def test_cost_page_levers_under_a_model_filter_cover_the_runs_that_used_it(app: AppTest, seeded: SeededStack) -> None:
+    at = page(app, "views/cost.py")
+    at.selectbox(key="aw_model").set_value("sim-large").run()
+    levers = seeded.get("/api/cost", model="sim-large")["levers"]
+    assert 0 < levers["small_model_share"] < 1  # was 0.0 %: one model's own calls, never the small one
+    assert not at.exception and metrics(at)["Calls routed to the small model"] == ui.fmt(levers["small_model_share"], "ratio")
+    assert "every call of the runs that used sim-large" in text(at)
+
+
 def test_cost_page_what_if_shows_the_apis_estimate(app: AppTest, seeded: SeededStack) -> None:
     at = page(app, "views/cost.py")
     at.selectbox(key="whatif_policy").set_value("cap_steps").run()
