@@ -14,7 +14,13 @@ statement at a time, so absolute rates are that stand-in's, not a server's). Wit
    own thread, both with the lease: inserts are serialised across collectors, so this is
    the rate a pair of collectors gets from one store.
 4. ``lease_round_trip``: taking and handing back the lease with nothing inside, alone: the
-   fixed cost each batch pays (three statements to take it, one to hand it back).
+   fixed cost each batch pays (two statements to take it after a hand-back, one to hand it back).
+
+``--phases memory``: one collector on embedded chDB takes a burst of ``--burst-spans`` agent spans
+with captured prompt/completion text (``bench.workload``, ~700 B a span, 4 senders, as fast as it
+answers), once with ``AGENTWATCH_MAX_QUEUE_BYTES=0`` (no bound in bytes, as before) and once with
+the default bound: peak RSS and peak anonymous memory (RSS less mapped files such as chDB's
+library) of the collector, sampled every 0.1 s, and spans/s from first send to all stored.
 
 Figures go to ``bench/results/scale.json`` and ``.md``.
 """
@@ -22,6 +28,7 @@ Figures go to ``bench/results/scale.json`` and ``.md``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -126,12 +133,49 @@ def lease_round_trip(url: str, repeats: int = 50) -> dict[str, Any]:
         store.close()
 
 
+def phase_memory(spans: int, max_queue_bytes: int) -> dict[str, Any]:
+    """The collector's memory during a burst with captured text (see the module docstring)."""
+    from bench.compare import RssSampler
+    from bench.ingest import Collector, _send_all, _wait_stored
+    from bench.workload import Workload
+
+    os.environ["AGENTWATCH_MAX_QUEUE_BYTES"] = str(max_queue_bytes)
+    workload = Workload(spans, end_time_ns=time.time_ns(), batch_spans=1000, project="bench", content=True)
+    bodies = list(workload.batches())
+    with tempfile.TemporaryDirectory() as tmp, Collector(Path(tmp)) as collector:
+        key = collector.key("bench")
+        assert collector.proc is not None
+        sampler = RssSampler(collector.proc.pid)
+        sampler.start()
+        started = time.perf_counter()
+        _send_all(collector.url, key, bodies, 4, "protobuf")
+        stored_s = _wait_stored(collector, workload.totals.spans, started)
+        peak_rss, peak_anon = sampler.stop()
+    return {"max_queue_bytes": max_queue_bytes, "spans": workload.totals.spans, "stored_s": round(stored_s, 1),
+            "spans_per_s": round(workload.totals.spans / stored_s), "peak_rss_mb": round(peak_rss / 2**20),
+            "peak_anon_mb": round(peak_anon / 2**20), "load_average_after": round(os.getloadavg()[0], 1)}
+
+
 def markdown(result: dict[str, Any]) -> str:
+    lines = ["# Scale: many collectors on one ClickHouse, and one collector's memory", "",
+             f"`{result['command']}` on {result['machine']}."]
+    if "alone" in result:
+        lines += lease_markdown(result)
+    if "memory" in result:
+        lines += ["", "## A burst with captured text: the collector's memory", "",
+                  "| AGENTWATCH_MAX_QUEUE_BYTES | spans | spans/s | peak RSS MB | peak anonymous MB | load after |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        lines += [f"| {m['max_queue_bytes']} | {m['spans']} | {m['spans_per_s']} | {m['peak_rss_mb']} | {m['peak_anon_mb']} | {m['load_average_after']} |"
+                  for m in result["memory"]]
+        lines += ["", "Target (issue 19): peak anonymous memory <= 250 MB without losing more than 10 % of the ingest rate."]
+    return "\n".join(lines) + "\n"
+
+
+def lease_markdown(result: dict[str, Any]) -> list[str]:
     alone, leased, two = result["alone"], result["leased"], result["two_writers"]
-    return "\n".join([
-        "# Scale: many collectors on one ClickHouse",
+    return [
         "",
-        f"`{result['command']}` on {result['machine']}; store: {result['store']}.",
+        f"Store: {result['store']}.",
         "",
         "| insert_spans, batches of 20k | spans | spans/s | lease waits |",
         "|---|---:|---:|---:|",
@@ -144,16 +188,32 @@ def markdown(result: dict[str, Any]) -> str:
         f"Lease cost per span: {result['lease_cost_pct']:.1f} % of the one-collector rate.",
         "",
         *(f"- {note}" for note in result["notes"]),
-        "",
-    ])
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spans", type=int, default=200_000, help="spans inserted per phase")
+    parser.add_argument("--burst-spans", type=int, default=500_000, help="spans of the memory phase's burst")
+    parser.add_argument("--phases", default="lease,memory", help="lease, memory or both; figures of phases not run are kept from --out")
     parser.add_argument("--out", type=Path, default=RESULTS / "scale")
     args = parser.parse_args(argv)
-    result: dict[str, Any] = {"command": " ".join(["python -m bench.scale", *sys.argv[1:]]), "machine": report.machine()}
+    phases = set(args.phases.split(","))
+    if unknown := phases - {"lease", "memory"}:
+        parser.error(f"--phases: unknown phase(s) {sorted(unknown)}")
+    previous = args.out.with_suffix(".json")
+    result: dict[str, Any] = json.loads(previous.read_text()) if previous.exists() else {}
+    result.update(command=" ".join(["python -m bench.scale", *sys.argv[1:]]), machine=report.machine())
+    if "memory" in phases:
+        result["memory"] = [phase_memory(args.burst_spans, bound) for bound in (0, 64 * 1024 * 1024)]
+        print("memory:", result["memory"])
+    if "lease" in phases:
+        lease_phases(args, result)
+    report.write(args.out, result, markdown(result))
+    return 0
+
+
+def lease_phases(args: argparse.Namespace, result: dict[str, Any]) -> None:
     with clickhouse() as url:
         result["store"] = "ClickHouse server" if os.environ.get("AGENTWATCH_CLICKHOUSE_URL") else "ClickHouse HTTP interface over chDB (tests.collector.clickhouse_http)"
         result["alone"] = phase(url, args.spans, shared=False, writers=1)
@@ -172,8 +232,6 @@ def main(argv: list[str] | None = None) -> int:
         "lease is what serialises their check-and-insert, while decoding and spooling stay parallel.",
         "The embedded chDB path (one collector owning its store) is unchanged: no lease, RecentKeys vouches for recent keys.",
     ]
-    report.write(args.out, result, markdown(result))
-    return 0
 
 
 if __name__ == "__main__":
