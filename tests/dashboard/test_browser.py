@@ -64,8 +64,7 @@ def _check(page: browser.Page, shots: Path, name: str) -> dict[str, str]:
     assert page.exceptions() == [], f"{name}: Streamlit exception box: {page.exceptions()}"
     assert ui.OPEN_MODE_BANNER in page.text(), f"{name}: the open-mode banner is missing"
     assert f"Project: {PROJECT}" in page.sidebar_text(), f"{name}: the project is not named"
-    if name != "alerts":  # (the alerts page is another issue's)
-        assert page.truncated() == [], f"{name}: metric values cut off: {page.truncated()}"
+    assert page.truncated() == [], f"{name}: metric values cut off: {page.truncated()}"
     path = page.screenshot(shots, name)
     print(f"{name}: {path}")
     return page.metrics()
