@@ -1,5 +1,8 @@
 """The project a page shows, named on every page, and the switch between a session's projects.
 
+A link may name its project (``?project=<name>``, e.g. a run's deep link): a session holding a
+key of that project switches to it.
+
 A project API key sees one project. A session holds the keys it was given (``ui.grant``: the
 login's key, or every key of ``AGENTWATCH_API_KEY`` in password and open modes, comma-separated)
 and any added here, and queries with one of them. The collector names each key's project
@@ -39,6 +42,9 @@ def sidebar() -> None:
     """The project in use at the top of the sidebar; a switcher when the session has several."""
     keys: tuple[str, ...] = st.session_state.get("aw_keys") or (st.session_state.get("aw_api_key") or "",)
     names = _names(keys)
+    if (wanted := st.query_params.pop("project", None)) in names:  # a link that names its project (?project=...)
+        _use(names[wanted], keys)
+        st.session_state.pop(SWITCH_KEY, None)
     current = next((name for name, key in names.items() if key == st.session_state.get("aw_api_key")), None)
     with st.sidebar:
         if len(names) > 1 and current is not None:

@@ -61,3 +61,14 @@ def test_a_key_login_adds_a_project_and_refuses_a_bad_key(seeded: SeededStack, m
     at.sidebar.button[0].click().run()
     assert not at.exception and at.selectbox(key="aw_project_switch").value == OTHER
     assert at.selectbox(key="aw_project_switch").options == [PROJECT, OTHER]
+
+
+def test_a_link_naming_its_project_switches_to_it(seeded: SeededStack, monkeypatch: pytest.MonkeyPatch) -> None:
+    other = project_key(seeded.collector, seeded.data_dir, OTHER)
+    at = _app(monkeypatch, seeded, AGENTWATCH_DASHBOARD_OPEN="1", AGENTWATCH_API_KEY=f"{seeded.key},{other}")
+    at.query_params["project"] = OTHER
+    at.switch_page("views/overview.py").run()
+    assert not at.exception and at.selectbox(key="aw_project_switch").value == OTHER
+    assert "No runs in the last hour" in "\n".join(str(i.value) for i in at.info)
+    at.selectbox(key="aw_project_switch").set_value(PROJECT).run()  # the link's project applied once, not on every rerun
+    assert _runs_shown(at) == str(seeded.runs)
