@@ -418,7 +418,8 @@ def _serve(group: ProcessGroup, urls: dict[str, str], log: Callable[[str], None]
     if "dashboard" in urls:
         log(f"the dashboard keeps serving at {urls['dashboard']}: on the Overview, 'Open it' opens the most")
         log("  expensive run (click a span for its error, tokens and timings); Runs searches and filters")
-        log("  (Tool failed, user, session); Cost and Alerts show the spike")
+        log("  (Tool failed, user, session); Cost and Alerts show the spike; Runs pins the long run while it")
+        log("  runs (open it: its waterfall grows), and the Overview's Incomplete card lists the killed agents' runs")
     log("your agent's runs are welcome too (the export line above); Ctrl-C stops everything")
     try:
         while True:
