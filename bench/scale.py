@@ -18,8 +18,8 @@ statement at a time, so absolute rates are that stand-in's, not a server's). Wit
 
 ``--phases memory``: one collector on embedded chDB takes a burst of ``--burst-spans`` agent spans
 with captured prompt/completion text (``bench.workload``, ~700 B a span, 4 senders, as fast as it
-answers), once with ``AGENTWATCH_MAX_QUEUE_BYTES=0`` (no bound in bytes, as before) and once with
-the default bound: peak RSS and peak anonymous memory (RSS less mapped files such as chDB's
+answers), once with ``AGENTWATCH_MAX_QUEUE_BYTES=0`` (no bound in bytes, the default) and once
+with 64 MiB: peak RSS and peak anonymous memory (RSS less mapped files such as chDB's
 library) of the collector, sampled every 0.1 s, and spans/s from first send to all stored.
 
 Figures go to ``bench/results/scale.json`` and ``.md``.

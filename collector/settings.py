@@ -40,7 +40,7 @@ class Settings:
     flush_rows: int = field(default=20_000, metadata={"env": "FLUSH_ROWS", "doc": "insert when this many spans are queued"})
     flush_interval_s: float = field(default=0.5, metadata={"env": "FLUSH_INTERVAL_S", "doc": "insert at least this often"})
     max_queue_spans: int = field(default=500_000, metadata={"env": "MAX_QUEUE_SPANS", "doc": "in-memory queue bound; beyond it 429/503"})
-    max_queue_bytes: int = field(default=64 * 1024 * 1024, metadata={"env": "MAX_QUEUE_BYTES", "doc": "bytes of accepted spans kept in memory until inserted (a batch takes at most half); beyond it they wait in the spool only and are re-read when their turn comes (0: no bound)"})
+    max_queue_bytes: int = field(default=0, metadata={"env": "MAX_QUEUE_BYTES", "doc": "bytes of accepted spans kept in memory until inserted (a batch takes at most half); beyond it they wait in the spool only and are re-read when their turn comes. 0 (default): no bound in bytes; 64 MiB measured -11 % peak memory and -17 % ingest rate on a burst with captured text (bench/results/scale.md)"})
     spool_max_bytes: int = field(default=1024**3, metadata={"env": "SPOOL_MAX_BYTES", "doc": "on-disk spool bound while the store is down"})
     retention_days: int = field(default=30, metadata={"env": "RETENTION_DAYS", "doc": "TTL of spans (0 keeps them forever)"})
     require_auth: bool = field(default=True, metadata={"env": "REQUIRE_AUTH", "doc": "require a project API key on every endpoint"})

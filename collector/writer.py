@@ -14,8 +14,9 @@ Under load the batches grow: what queued up during one insert goes into the next
 ``_BACKLOG_BATCHES`` times ``flush_rows``. An insert costs a fixed ~35 ms (chDB 26.9: the
 spans part and the three materialized views' parts) on top of ~5 µs per span, so one large
 batch instead of several small ones is what lets the store keep up with the decoders. Memory
-is bounded in bytes too (``max_queue_bytes``: captured prompt text makes a span ten times
-larger): a batch takes at most half of it, and spans beyond it wait in the spool only.
+can be bounded in bytes too (``max_queue_bytes``: captured prompt text makes a span ten times
+larger): a batch takes at most half of it, and spans beyond it wait in the spool only (re-read
+and decoded again when their turn comes, which is what the bound costs in ingest rate).
 """
 
 from __future__ import annotations
