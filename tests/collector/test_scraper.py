@@ -134,3 +134,13 @@ async def _until(condition, timeout: float = 20.0) -> None:  # noqa: ANN001
     while not condition():
         assert asyncio.get_running_loop().time() < deadline, "condition not reached"
         await asyncio.sleep(0.02)
+
+
+async def test_a_collector_without_the_scraping_role_does_not_scrape(store: Store, exporter: Exporter) -> None:
+    """Where collectors share a store, only the holder of the engine-scraper role scrapes (collector.roles)."""
+    role = {"held": False}
+    async with EngineScraper(store, [Target("e1", exporter.url + "/metrics")], interval_s=0.05, may_scrape=lambda: role["held"]) as scraper:
+        await asyncio.sleep(0.3)  # several cycles without the role
+        assert scraper.last_scrape == {} and store.query(ENGINE_ROWS) == []
+        role["held"] = True  # taken over (its holder died)
+        await _until(lambda: len(scraper.last_scrape) == 1)
