@@ -15,7 +15,7 @@ Every cost lever acts during the baseline, so the Cost page shows a measured sav
 the tool cache and the engine's prefix cache, routing of the easy decisions to ``sim-small``, a
 project-wide rate limiter that queues the baseline users' runs, and one more "frugal" user whose
 agent has a small budget (its runs degrade to ``sim-small`` once 5 % of it is spent) and a
-rate limiter that refuses its runs beyond one every 6 s.
+rate limiter that refuses its runs beyond one a minute.
 
 Beside them, a long run (a minute or more, steps spaced out) and agents SIGKILLed mid-run
 (``demo_live``) keep a running run and incomplete ones on the dashboard; the collector's run
@@ -444,7 +444,7 @@ async def _phases(options: DemoOptions, engine_url: str) -> dict[str, LoadSummar
     baseline = _agent(engine_url, AgentConfig(mode="iterative", max_steps=10), cache, corpus, seed=1, rate_limiter=queue)
     frugal = _agent(engine_url, AgentConfig(mode="iterative", max_steps=10, max_cost_usd=0.002,
                                             degradation=DegradationPolicy(action="small_model", budget_share=0.05)),
-                    cache, corpus, seed=4, rate_limiter=RateLimiter(user_rate=1 / 6, mode="reject"))
+                    cache, corpus, seed=4, rate_limiter=RateLimiter(user_rate=1 / 60, mode="reject"))  # one run a minute: refusals even when runs are slow
     spike = _agent(engine_url, AgentConfig(mode="react", small_model=None, max_steps=14), cache, corpus, seed=2)
     options.log(f"phase 1/2: baseline, {options.users} users, evolving-report runs routed to sim-small, and one "
                 f"frugal user whose runs degrade and are rate limited ({baseline_s:.0f} s)")
