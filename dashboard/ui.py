@@ -341,6 +341,8 @@ def fmt(value: float | None, unit: str) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return BLANK
     if unit == "USD":
+        if abs(value) < MONEY_RESIDUE_USD:
+            return "$0"
         return ("-" if value < 0 else "") + "$" + _money(abs(value))
     if unit == "s":
         return _duration(value)
@@ -356,6 +358,7 @@ def fmt(value: float | None, unit: str) -> str:
 
 
 BLANK = "–"  # the one marker of "no value"
+MONEY_RESIDUE_USD = 1e-9  # below one token at $0.01 per million: floating-point residue of a sum, shown as $0
 
 
 def _money(v: float) -> str:
