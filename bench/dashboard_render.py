@@ -44,7 +44,7 @@ CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 BROWSER_PAGES = {
     "overview": ("/", '[data-testid="stVegaLiteChart"] .marks', 4),
     "runs": ("/runs", '[data-testid="stDataFrame"] canvas', 1),
-    "cost": ("/cost", '[data-testid="stPlotlyChart"] .main-svg', 3),
+    "cost": ("/cost", '[data-testid="stVegaLiteChart"] .marks', 3),
     "run_detail_10k_spans": ("/run?run={big}", '[data-testid="stPlotlyChart"] .main-svg', 1),
 }
 PAGES = {  # case -> (page, time range, query parameters)

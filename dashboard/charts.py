@@ -71,15 +71,6 @@ def _clamp_y(fig: go.Figure, series: Sequence[TimeSeries], unit: str) -> None:
         fig.update_yaxes(rangemode="nonnegative")
 
 
-def bar_figure(keys: Sequence[str], values: Sequence[float], title: str, unit: str) -> go.Figure:
-    """Bars over categories (models, agents, days: never parsed as dates or numbers)."""
-    fig = go.Figure(go.Bar(x=list(keys), y=list(values)))
-    fig.update_layout(title=title, height=280, **_LAYOUT)
-    fig.update_xaxes(type="category")
-    fig.update_yaxes(title=unit)
-    return fig
-
-
 def waterfall_figure(items: Sequence[tuple[SpanOut, int]], total_spans: int) -> go.Figure:
     """Span bars on a shared time axis (seconds from the run's start), one bar trace per kind."""
     t0 = min((s.start_time for s, _ in items), default=0.0)

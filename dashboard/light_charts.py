@@ -1,4 +1,4 @@
-"""Vega-Lite charts over time for the overview, the page a first visit opens.
+"""Vega-Lite charts for the overview (over time) and the Cost page (bars over categories).
 
 Its metric cards draw their sparklines with Vega-Lite, so charts drawn with it too make the
 first visit load and start one chart library, not Vega-Lite and Plotly (Plotly's bundle is
@@ -53,3 +53,13 @@ def _y_scale(series: Sequence[TimeSeries], values: list[float], unit: str) -> al
         top = max(values, default=1.0)
         return alt.Scale(domain=[0, 1.05 if top > 0.5 or not values else top * 1.2])
     return alt.Scale(domainMin=0)
+
+
+def bar_chart(keys: Sequence[str], values: Sequence[float], title: str, unit: str) -> alt.Chart:
+    """Bars over categories (models, agents, days: never parsed as dates or numbers), in their order."""
+    frame = pd.DataFrame({"key": list(keys), "value": list(values)})
+    return alt.Chart(frame, title=title, height=280).mark_bar().encode(
+        x=alt.X("key:N", title=None, sort=None, axis=alt.Axis(labelAngle=-30, labelLimit=160)),
+        y=alt.Y("value:Q", title=unit, scale=alt.Scale(domainMin=0)),
+        tooltip=[alt.Tooltip("key:N", title="key"), alt.Tooltip("value:Q", title=unit, format=",.6~g")],
+    )

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from agentwatch_api.schemas import CostBreakdown, CostRow, LeverSavings, WhatIf
-from dashboard import charts, ui
+from dashboard import light_charts, ui
 
 
 def render() -> None:
@@ -38,7 +38,7 @@ def _headlines(cost: CostBreakdown, label: str) -> None:
 def _breakdowns(cost: CostBreakdown) -> None:
     cols = st.columns(3)
     for col, title, rows in ((cols[0], "By model", cost.by_model), (cols[1], "By agent", cost.by_agent), (cols[2], "By day (UTC)", cost.by_day)):
-        col.plotly_chart(charts.bar_figure([r.key or "(none)" for r in rows], [r.cost_usd for r in rows], title, "USD"), key=f"cost-{title}")
+        col.altair_chart(light_charts.bar_chart([r.key or "(none)" for r in rows], [r.cost_usd for r in rows], title, "USD"), key=f"cost-{title}")
     with st.expander("Cost tables (tokens and calls)"):
         cols = st.columns(3)
         for col, rows in zip(cols, (cost.by_model, cost.by_agent, cost.by_day), strict=True):
@@ -138,7 +138,7 @@ def _self_hosted(cost: CostBreakdown) -> None:
     c[3].metric("Cost per 1k tokens (USD)", ui.fmt(sh.cost_per_1k_tokens_usd, "USD"))
     if sh.by_load:
         frame = pd.DataFrame(sh.by_load).sort_values("running_requests")
-        st.plotly_chart(charts.bar_figure([f"{x:g}" for x in frame["running_requests"]], frame["cost_per_1k_tokens_usd"].tolist(), "Cost per 1k tokens by running requests (batching lowers it)", "USD per 1k tokens"), key="cost-by-load")
+        st.altair_chart(light_charts.bar_chart([f"{x:g}" for x in frame["running_requests"]], frame["cost_per_1k_tokens_usd"].tolist(), "Cost per 1k tokens by running requests (batching lowers it)", "USD per 1k tokens"), key="cost-by-load")
 
 
 def _top_runs(cost: CostBreakdown) -> None:
