@@ -38,8 +38,10 @@ def idle_timeout_s(duration_s: float) -> float:
 
 
 def crash_after_s(duration_s: float) -> float:
-    """How long a crashing agent runs before it is killed: a few steps' worth."""
-    return min(12.0, max(4.0, duration_s / 4))
+    """How long a crashing agent runs before it is killed, counted from its process start: long
+    enough that a slowly starting interpreter (seconds on a busy machine) has shipped the run's
+    first spans, and well inside its run (its steps wait as the long run's do, so it cannot end first)."""
+    return min(20.0, max(8.0, duration_s / 2))
 
 
 def describe(duration_s: float) -> str:
@@ -81,7 +83,7 @@ async def _crash_lane(group: ProcessGroup, engine_url: str, env: dict[str, str],
         started = loop.time()
         if started + after_s >= deadline:
             return
-        proc = group.start(f"crashing-agent-{n}", _agent_argv(engine_url, questions[-1 - n % len(questions)], step_pause_s=1.0, seed=100 + n), env)
+        proc = group.start(f"crashing-agent-{n}", _agent_argv(engine_url, questions[-1 - n % len(questions)], step_pause_s=LONG_STEP_PAUSE_S, seed=100 + n), env)
         try:
             await asyncio.sleep(after_s)
         finally:
