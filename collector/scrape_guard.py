@@ -87,7 +87,10 @@ class HostPolicy:
 
     def check_url(self, url: str) -> SplitResult:
         """The parts of a URL the scraper may be pointed at (before resolving its host)."""
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError as exc:  # e.g. "http://[]": an empty or malformed IPv6 host
+            raise TargetRefused(f"not a valid URL: {exc}") from None
         if parts.username is not None or parts.password is not None:  # first: the messages below quote the URL
             raise TargetRefused("credentials in an engine URL are not accepted (the URL is listed back to readers)")
         if parts.scheme not in ("http", "https"):
