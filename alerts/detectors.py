@@ -198,8 +198,12 @@ class AnomalyDetector:
     def _transform(self, x: np.ndarray) -> tuple[np.ndarray, Callable[[float], float]]:
         if self.transform == "none":
             return x, float
+        # The offset keeps log(0) finite and damps differences among values below min_delta:
+        # those cannot alert (the min_delta guard), so their noise must not widen the band.
+        # Without it a near-idle baseline ($0, $0.0001, $0.004) reads as orders of magnitude of
+        # noise and a real spike stays under the statistical threshold.
         positive = x[:-1][np.isfinite(x[:-1]) & (x[:-1] > 0)]
-        offset = 0.1 * float(np.median(positive)) if positive.size else 1.0
+        offset = max(0.1 * float(np.median(positive)) if positive.size else 1.0, self.min_delta)
         return np.log(np.clip(x, 0.0, None) + offset), lambda v: math.exp(v) - offset
 
     def _seasonal_base(self, y: np.ndarray, step_s: int) -> np.ndarray:

@@ -82,6 +82,17 @@ def test_hysteresis_keeps_a_firing_alert_firing_just_below_the_fire_threshold() 
     assert detector.detect(history + [middle], step_s=60, firing=True).firing
 
 
+def test_a_near_idle_baseline_does_not_hide_a_spike() -> None:
+    """Seen in CI's demo under load: a baseline of $0, $0.0001 and $0.004 buckets read in log
+    space as orders of magnitude of noise, and a $0.08 spike stayed under a $0.26 threshold.
+    Values below min_delta cannot alert, so their spread must not widen the band."""
+    detector = AnomalyDetector(transform="log", z=3, z_resolve=0.5, min_ratio=3, min_delta=0.03, history_s=40, season_s=0, min_history=3)
+    idle = [8.5e-05, 0.0002616, 0.0, 0.0040621]  # before: threshold $7.75
+    verdict = detector.detect([*idle, 0.0768], step_s=5)
+    assert verdict.ready and verdict.firing, verdict
+    assert not detector.detect([*idle, 0.02], step_s=5).firing  # within min_delta of the baseline: no page
+
+
 def test_below_direction_detects_a_drop() -> None:
     detector = AnomalyDetector(direction="below", season_s=0, min_history=12, z=4, min_delta=0.15)
     rates = [0.9, 0.88, 0.92, 0.91, 0.89, 0.9] * 3
