@@ -14,9 +14,13 @@ import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from agentwatch_api.schemas import (
+    AlertContext,
+    AlertIn,
     AlertOut,
     AlertRuleOut,
     CostBreakdown,
+    DeliveryIn,
+    DeliveryOut,
     EngineInfo,
     EngineSeries,
     FilterValues,
@@ -24,6 +28,7 @@ from agentwatch_api.schemas import (
     Overview,
     RunDetail,
     RunsPage,
+    RunStates,
     TimeSeries,
     WhatIf,
 )
@@ -103,8 +108,8 @@ class CollectorClient:
     def engine_metrics(self, engine: str, *, start: float, end: float, step_s: int | None = None) -> EngineSeries:
         return self._get("/api/engine/metrics", EngineSeries, engine=engine, start=start, end=end, step_s=step_s)
 
-    def alerts(self, *, state: str | None = None, start: float | None = None, end: float | None = None) -> list[AlertOut]:
-        return self._get("/api/alerts", list[AlertOut], state=state, start=start, end=end)
+    def alerts(self, *, state: str | None = None, start: float | None = None, end: float | None = None, limit: int | None = None) -> list[AlertOut]:
+        return self._get("/api/alerts", list[AlertOut], state=state, start=start, end=end, limit=limit)
 
     def alert_rules(self) -> list[AlertRuleOut]:
         return self._get("/api/alerts/rules", list[AlertRuleOut])
@@ -112,6 +117,26 @@ class CollectorClient:
     def alert_scope_series(self, metric: str, *, start: float, end: float, step_s: int, group_by: str, agent: str | None = None) -> TimeSeries:
         """A per-user or per-session series (``group_by`` user|session) of an alert rule's metric."""
         return self._get("/api/alerts/scope-series", TimeSeries, metric=metric, start=start, end=end, step_s=step_s, group_by=group_by, agent=agent)
+
+    # --- the out-of-process evaluator (``agentwatch alerts run``) -----------------------
+
+    def alert_context(self) -> AlertContext:
+        """The project of this client's key."""
+        return self._get("/api/alerts/context", AlertContext)
+
+    def alert_run_states(self, metric: str, *, now: float, window_s: int, group_by: str = "none", agent: str | None = None,
+                         min_runs: int = 0) -> RunStates:
+        return self._get("/api/alerts/run-states", RunStates, metric=metric, now=now, window_s=window_s, group_by=group_by,
+                         agent=agent, min_runs=min_runs)
+
+    def alert_deliveries(self, *, alert_id: str = "", limit: int | None = None) -> list[DeliveryOut]:
+        return self._get("/api/alerts/deliveries", list[DeliveryOut], alert_id=alert_id, limit=limit)
+
+    def save_alerts(self, alerts: Sequence[AlertIn]) -> dict[str, int]:
+        return self._send("POST", "/api/alerts", dict[str, int], json=[a.model_dump(mode="json") for a in alerts])
+
+    def save_deliveries(self, deliveries: Sequence[DeliveryIn]) -> dict[str, int]:
+        return self._send("POST", "/api/alerts/deliveries", dict[str, int], json=[d.model_dump(mode="json") for d in deliveries])
 
     def filters(self, *, start: float | None = None, end: float | None = None) -> FilterValues:
         return self._get("/api/filters", FilterValues, start=start, end=end)

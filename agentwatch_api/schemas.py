@@ -19,8 +19,12 @@ times are RFC 3339 strings or epoch seconds; ``start``/``end`` default to the la
 - ``GET  /api/cost`` -> ``CostBreakdown``  (start, end, agent, model, gpu_hour_usd)
 - ``GET  /api/engines`` -> ``list[EngineInfo]``; ``GET /api/engine/metrics`` -> ``EngineSeries``
   (engine, start, end, step_s)
-- ``GET  /api/alerts`` -> ``list[AlertOut]`` (state=firing|resolved, start, end);
+- ``GET  /api/alerts`` -> ``list[AlertOut]`` (state=firing|resolved, start, end, limit);
   ``GET /api/alerts/rules`` -> ``list[AlertRuleOut]``
+- the out-of-process evaluator's (``agentwatch alerts run``): ``GET /api/alerts/context`` ->
+  ``AlertContext``; ``GET /api/alerts/run-states`` -> ``RunStates``; ``GET /api/alerts/scope-series``
+  -> ``TimeSeries``; ``POST /api/alerts`` body ``list[AlertIn]``; ``GET|POST /api/alerts/deliveries``
+  ``list[DeliveryOut]`` | body ``list[DeliveryIn]``
 - ``GET  /api/filters`` -> ``FilterValues`` (agents and models seen in the range, the caller's project)
 - ``GET  /api/ingest`` -> ``IngestStatus`` (lag, queue, spool: shown on the dashboard; span
   counters of the caller's project only, all projects' with the admin token)
@@ -381,6 +385,59 @@ class AlertRuleOut(BaseModel):
     resolve_after: int = 1
     no_data: str = "keep"
     top_k: int = 0  # judges only the k scopes highest now, plus open incidents (0 = every scope)
+
+
+MAX_EPOCH_S = 1e10  # year 2286: beyond it DateTime64(3) and Int64 milliseconds stop being safe
+Epoch = Annotated[float, Field(ge=0, le=MAX_EPOCH_S)]
+ScopeName = Annotated[str, Field(max_length=256)]  # an agent, model, user or session name
+ScopeValue = Annotated[str, Field(max_length=1024)]
+
+
+class AlertIn(AlertOut):
+    """An alert state written by an out-of-process evaluator (bounded, so storage never fails on it)."""
+
+    alert_id: str = Field(min_length=1, max_length=64)
+    fingerprint: str = Field(min_length=1, max_length=64)
+    rule: str = Field(min_length=1, max_length=256)
+    severity: str = Field(max_length=32)
+    scope: dict[ScopeName, ScopeValue] = Field(default_factory=dict, max_length=16)
+    metric: str = Field(max_length=64)
+    message: str = Field(max_length=10_000)
+    started_at: Epoch
+    resolved_at: Epoch | None = None
+    last_notified_at: Epoch | None = None
+    updated_at: Epoch
+    last_breach_at: Epoch | None = None
+    no_data_since: Epoch | None = None
+
+
+class DeliveryIn(BaseModel):
+    """One attempt to deliver one notification on one channel, as ``alerts run`` records it."""
+
+    alert_id: str = Field(min_length=1, max_length=64)
+    channel: str = Field(min_length=1, max_length=128)
+    attempt: int = Field(ge=1, le=65_535)
+    ok: bool
+    error: str = Field(default="", max_length=10_000)
+    at: Epoch
+    event: str = Field(default="", max_length=32)
+
+
+class DeliveryOut(DeliveryIn):
+    pass
+
+
+class AlertContext(BaseModel):
+    """The project a key belongs to: where ``alerts run`` files what it reads with that key."""
+
+    project: str
+
+
+class RunStates(BaseModel):
+    """A run-state figure now, per group ("" = the project): stuck runs and crash rate."""
+
+    metric: str
+    values: dict[str, float | None]
 
 
 class FilterValues(BaseModel):

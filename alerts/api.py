@@ -18,11 +18,21 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from agentwatch_api.schemas import AlertOut, AlertRuleOut, TimeSeries
+from agentwatch_api.schemas import (
+    MAX_EPOCH_S,
+    AlertContext,
+    AlertIn,
+    AlertOut,
+    AlertRuleOut,
+    DeliveryIn,
+    DeliveryOut,
+    RunStates,
+    TimeSeries,
+)
 from alerts.errors import RulesError
-from alerts.model import Alert, Delivery, RunStates
+from alerts.model import Alert, Delivery
 from alerts.rules import RulesConfig, load_rules
 from alerts.run_scopes import run_scope_series
 from alerts.run_states import run_state_values
@@ -35,48 +45,6 @@ from collector.storage import queries_alerts as qa
 router = APIRouter(prefix="/api/alerts", tags=["alerts"])
 
 MAX_ALERTS = 1000
-MAX_EPOCH_S = 1e10  # year 2286: beyond it DateTime64(3) and Int64 milliseconds stop being safe
-
-
-Epoch = Annotated[float, Field(ge=0, le=MAX_EPOCH_S)]
-ScopeName = Annotated[str, Field(max_length=256)]  # an agent, model, user or session name
-ScopeValue = Annotated[str, Field(max_length=1024)]
-
-
-class AlertIn(AlertOut):
-    """An alert state written by an out-of-process evaluator (bounded, so storage never fails on it)."""
-
-    alert_id: str = Field(min_length=1, max_length=64)
-    fingerprint: str = Field(min_length=1, max_length=64)
-    rule: str = Field(min_length=1, max_length=256)
-    severity: str = Field(max_length=32)
-    scope: dict[ScopeName, ScopeValue] = Field(default_factory=dict, max_length=16)
-    metric: str = Field(max_length=64)
-    message: str = Field(max_length=10_000)
-    started_at: Epoch
-    resolved_at: Epoch | None = None
-    last_notified_at: Epoch | None = None
-    updated_at: Epoch
-    last_breach_at: Epoch | None = None
-    no_data_since: Epoch | None = None
-
-
-class DeliveryIn(BaseModel):
-    alert_id: str = Field(min_length=1, max_length=64)
-    channel: str = Field(min_length=1, max_length=128)
-    attempt: int = Field(ge=1, le=65_535)
-    ok: bool
-    error: str = Field(default="", max_length=10_000)
-    at: Epoch
-    event: str = Field(default="", max_length=32)
-
-
-class DeliveryOut(DeliveryIn):
-    pass
-
-
-class AlertContext(BaseModel):
-    project: str
 
 
 @router.get("", response_model=list[AlertOut])

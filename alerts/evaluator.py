@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import hashlib
 import json
 import logging
@@ -269,7 +268,8 @@ class Evaluator:
         if now - since < rule.for_s:
             return []
         del self._pending[fp]
-        alert = Alert(project, _alert_id(fp, since), fp, rule.name, rule.severity, "firing", dict(scope), rule.metric, None, None, None, "", since)
+        alert = Alert(project=project, alert_id=_alert_id(fp, since), fingerprint=fp, rule=rule.name, severity=rule.severity, state="firing",
+                      scope=dict(scope), metric=rule.metric, value=None, baseline=None, threshold=None, message="", started_at=since)
         alert.peak, alert.last_breach_at = verdict.value, now
         self._clear.pop(fp, None)
         active[fp] = alert
@@ -320,7 +320,7 @@ class Evaluator:
     def _save(self, alert: Alert, now: float) -> None:
         alert.updated_at = max(now, alert.updated_at + 0.001)  # a strictly newer version
         try:
-            self.history.save(dataclasses.replace(alert, scope=dict(alert.scope)))
+            self.history.save(alert.model_copy(update={"scope": dict(alert.scope)}))
         except AlertsError as exc:
             self._error(f"saving alert {alert.alert_id}", exc)
 
@@ -331,7 +331,7 @@ class Evaluator:
         alert.message = _message(rule, alert, verdict, event)
         alert.last_notified_at = now
         self._save(alert, now)
-        snapshot = dataclasses.replace(alert, scope=dict(alert.scope))
+        snapshot = alert.model_copy(update={"scope": dict(alert.scope)})
         self.dispatcher.submit(Notification(event, snapshot, now, rule.description, self._link(rule, snapshot, now)), rule.channels)
         log.info("alert %s %s: %s", event, rule.name, alert.message)
         return [(event, snapshot)]

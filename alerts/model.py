@@ -2,46 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Literal
-
-from pydantic import BaseModel
 
 from agentwatch_api.schemas import AlertOut
 
 Event = Literal["firing", "repeat", "resolved", "no_data", "test"]
 
 
-@dataclass
-class Alert:
+class Alert(AlertOut):
     """One incident of one fingerprint (rule and scope): opened at ``started_at``, held while
-    the condition holds plus the rule's hold-down, resolved once (``resolved_at``)."""
+    the condition holds plus the rule's hold-down, resolved once (``resolved_at``).
+
+    The wire's ``AlertOut`` plus what the evaluator keeps about it: the project it belongs to
+    and when it last changed (the ``alerts`` table's version). Mutable: the evaluator updates
+    an open incident in place (assignment is not validated)."""
 
     project: str
-    alert_id: str
-    fingerprint: str
-    rule: str
-    severity: str
-    state: Literal["firing", "resolved"]
-    scope: dict[str, str]
-    metric: str
-    value: float | None
-    baseline: float | None
-    threshold: float | None
-    message: str
-    started_at: float
-    resolved_at: float | None = None
-    last_notified_at: float | None = None
     updated_at: float = 0.0
-    peak: float | None = None
-    last_breach_at: float | None = None
-    no_data_since: float | None = None
 
     def to_out(self) -> AlertOut:
-        data = asdict(self)
-        data.pop("project")
-        data.pop("updated_at")
-        return AlertOut(**data)
+        return AlertOut(**self.model_dump(exclude={"project", "updated_at"}))
 
 
 @dataclass(frozen=True)
@@ -98,9 +79,3 @@ class Delivery:
     at: float
     event: str = field(default="", compare=False)
 
-
-class RunStates(BaseModel):
-    """``GET /api/alerts/run-states``: a run-state figure now, per group ("" = the project)."""
-
-    metric: str
-    values: dict[str, float | None]

@@ -6,26 +6,28 @@ and delivery attempts in ClickHouse (``alerts``, ``alert_deliveries``).
 
 - ``StoreBackend``: inside the collector process, on its store (chDB allows one process).
 - ``HttpBackend``: ``agentwatch alerts run`` as its own process, through the collector's
-  ``/api/...`` endpoints with a project key (one key per project to watch).
+  ``/api/...`` endpoints with ``agentwatch_api.CollectorClient``, one per project key.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import httpx
-
-from agentwatch_api.schemas import AlertOut, CostBreakdown, TimeSeries
+from agentwatch_api.client import CollectorClient, CollectorError
+from agentwatch_api.schemas import AlertIn, DeliveryIn, TimeSeries
 from alerts.budget import MonthCost
 from alerts.errors import SourceError
-from alerts.model import Alert, Delivery, RunStates
+from alerts.model import Alert, Delivery
 from alerts.run_scopes import RUN_SCOPE_KEYS, run_scope_series
 from alerts.run_states import run_state_values
 from collector import query
 from collector.storage import queries_alerts as qa
 from collector.storage.base import Store, StoreError
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("agentwatch.alerts")
 
@@ -130,26 +132,23 @@ class StoreBackend:
 
 
 class HttpBackend:
-    """Out of process: the collector's query API with one project key per project."""
+    """Out of process: the collector's query API through one ``CollectorClient`` per project key."""
 
     def __init__(self, url: str, keys: list[str], *, timeout_s: float = 30.0, transport: httpx.BaseTransport | None = None) -> None:
-        self._client = httpx.Client(base_url=url.rstrip("/"), timeout=timeout_s, transport=transport)
-        self._keys = keys
-        self._by_project: dict[str, str] = {}
+        self._clients = [CollectorClient(url, key, timeout_s=timeout_s, transport=transport) for key in keys]
+        self._by_project: dict[str, CollectorClient] = {}
 
     def close(self) -> None:
-        self._client.close()
+        for client in self._clients:
+            client.close()
 
-    def _call(self, method: str, path: str, key: str, **kwargs: Any) -> Any:
+    def _guard(self, what: str, call: Callable[[], T]) -> T:
         try:
-            response = self._client.request(method, path, headers={"Authorization": f"Bearer {key}"}, **kwargs)
-        except httpx.HTTPError as exc:
-            raise SourceError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
-        if response.status_code >= 400:
-            raise SourceError(f"{method} {path}: HTTP {response.status_code}: {response.text[:300]}")
-        return response.json()
+            return call()
+        except CollectorError as exc:
+            raise SourceError(f"{what}: {exc}") from exc
 
-    def _key(self, project: str) -> str:
+    def _client(self, project: str) -> CollectorClient:
         if project not in self._by_project:
             self.projects(0.0)
         try:
@@ -158,55 +157,56 @@ class HttpBackend:
             raise SourceError(f"no API key for project {project!r}") from None
 
     def projects(self, now: float) -> list[str]:
-        for key in self._keys:
-            if key not in self._by_project.values():
-                self._by_project[self._call("GET", "/api/alerts/context", key)["project"]] = key
+        known = set(map(id, self._by_project.values()))
+        for client in self._clients:
+            if id(client) not in known:
+                self._by_project[self._guard("project of a key", client.alert_context).project] = client
         return sorted(self._by_project)
 
     def timeseries(
         self, project: str, metric: str, start: float, end: float, step_s: int, group_by: str = "none", agent: str | None = None, model: str | None = None
     ) -> TimeSeries:
-        params = {"metric": metric, "start": start, "end": end, "step_s": step_s, "group_by": group_by}
-        params.update({k: v for k, v in (("agent", agent), ("model", model)) if v is not None})
-        path = "/api/alerts/scope-series" if group_by in RUN_SCOPE_KEYS else "/api/timeseries"
-        return TimeSeries.model_validate(self._call("GET", path, self._key(project), params=params))
+        client = self._client(project)
+        if group_by in RUN_SCOPE_KEYS:
+            return self._guard(metric, lambda: client.alert_scope_series(metric, start=start, end=end, step_s=step_s, group_by=group_by, agent=agent))
+        return self._guard(metric, lambda: client.timeseries(metric, start=start, end=end, step_s=step_s, group_by=group_by, agent=agent, model=model))
 
     def month_cost(self, project: str, now: float, window_s: int, agent: str | None = None, model: str | None = None) -> MonthCost:
         """``/api/cost`` over the last window (its ``now`` is the collector's clock, within a
         round trip of ``now`` here)."""
-        params: dict[str, Any] = {"start": now - window_s, "end": now}
-        params.update({k: v for k, v in (("agent", agent), ("model", model)) if v is not None})
-        cost = CostBreakdown.model_validate(self._call("GET", "/api/cost", self._key(project), params=params))
+        client = self._client(project)
+        cost = self._guard("cost", lambda: client.cost(start=now - window_s, end=now, agent=agent, model=model))
         return MonthCost(now, cost.month_to_date_usd, cost.projected_month_usd, cost.total_usd, window_s)
 
     def run_states(
         self, project: str, metric: str, now: float, window_s: int, group_by: str = "none", agent: str | None = None, min_runs: int = 0
     ) -> dict[str, float | None]:
-        params: dict[str, Any] = {"metric": metric, "now": now, "window_s": window_s, "group_by": group_by, "min_runs": min_runs}
-        params.update({"agent": agent} if agent is not None else {})
-        return RunStates.model_validate(self._call("GET", "/api/alerts/run-states", self._key(project), params=params)).values
+        client = self._client(project)
+        return self._guard(metric, lambda: client.alert_run_states(
+            metric, now=now, window_s=window_s, group_by=group_by, agent=agent, min_runs=min_runs)).values
 
     def firing(self, project: str) -> list[Alert]:
-        rows = self._call("GET", "/api/alerts", self._key(project), params={"state": "firing", "start": 0, "end": 4e9, "limit": 1000})
-        return [Alert(project=project, updated_at=0.0, **AlertOut.model_validate(row).model_dump()) for row in rows]
+        client = self._client(project)
+        rows = self._guard("firing alerts", lambda: client.alerts(state="firing", start=0, end=4e9, limit=MAX_LISTED))
+        return [Alert(project=project, **row.model_dump()) for row in rows]
 
     def save(self, alert: Alert) -> None:
-        self._call("POST", "/api/alerts", self._key(alert.project), json=[{**alert.to_out().model_dump(), "updated_at": alert.updated_at}])
+        body = AlertIn.model_construct(**alert.model_dump(exclude={"project"}))  # the collector validates it
+        self._guard("save alert", lambda: self._client(alert.project).save_alerts([body]))
 
     def record(self, delivery: Delivery) -> None:
-        body = [{k: getattr(delivery, k) for k in qa.DELIVERY_COLUMNS if k != "project"}]
-        self._call("POST", "/api/alerts/deliveries", self._key(delivery.project), json=body)
+        body = DeliveryIn.model_construct(**{k: getattr(delivery, k) for k in qa.DELIVERY_COLUMNS if k != "project"})
+        self._guard("record delivery", lambda: self._client(delivery.project).save_deliveries([body]))
 
     def owed(self, project: str, since: float) -> tuple[list[Alert], set[tuple[str, str, str]]]:
         """Incidents firing or resolved since ``since`` (``GET /api/alerts``) and their successful
         deliveries (``GET /api/alerts/deliveries`` per incident): what the previous process of
         ``alerts run`` recorded but never delivered is sent once more, as in the collector."""
-        key = self._key(project)
-        rows = self._call("GET", "/api/alerts", key, params={"start": since, "end": 4e9, "limit": MAX_LISTED})
-        alerts = [Alert(project=project, updated_at=0.0, **AlertOut.model_validate(row).model_dump()) for row in rows]
-        delivered: set[tuple[str, str, str]] = set()
-        for alert in alerts:
-            for row in self._call("GET", "/api/alerts/deliveries", key, params={"alert_id": alert.alert_id, "limit": MAX_LISTED}):
-                if row["ok"]:
-                    delivered.add((alert.alert_id, row["event"], row["channel"]))
-        return alerts, delivered
+        client = self._client(project)
+        rows = self._guard("recent alerts", lambda: client.alerts(start=since, end=4e9, limit=MAX_LISTED))
+        alerts = [Alert(project=project, **row.model_dump()) for row in rows]
+        def delivered() -> set[tuple[str, str, str]]:
+            return {(alert.alert_id, row.event, row.channel) for alert in alerts
+                    for row in client.alert_deliveries(alert_id=alert.alert_id, limit=MAX_LISTED) if row.ok}
+
+        return alerts, self._guard("deliveries", delivered)

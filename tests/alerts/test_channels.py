@@ -31,8 +31,10 @@ from tests.conftest import free_port
 
 
 def notification(event: str = "firing") -> Notification:
-    alert = Alert("proj", "a1", "fp1", "cost-per-hour-spike", "critical", "firing", {"agent": "researcher"}, "cost_usd",
-                  41.2, 6.1, 15.8, "cost-per-hour-spike [agent=researcher]: cost_usd = 41.2", 1_800_000_000.0, None, 1_800_000_000.0)
+    alert = Alert(project="proj", alert_id="a1", fingerprint="fp1", rule="cost-per-hour-spike", severity="critical", state="firing",
+                  scope={"agent": "researcher"}, metric="cost_usd", value=41.2, baseline=6.1, threshold=15.8,
+                  message="cost-per-hour-spike [agent=researcher]: cost_usd = 41.2", started_at=1_800_000_000.0,
+                  last_notified_at=1_800_000_000.0)
     return Notification(event, alert, 1_800_000_000.0, "cost per hour spiked")  # type: ignore[arg-type]
 
 
