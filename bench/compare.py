@@ -456,7 +456,7 @@ class Agentwatch(Product):
         self.env = env or {}
 
     def _cli(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "collector.cli", *args]
+        return [sys.executable, "-m", "agentwatch_cli", *args]
 
     def _api_key(self, data_dir: Path) -> str | None:
         done = subprocess.run(

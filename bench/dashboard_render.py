@@ -139,7 +139,7 @@ def _start_dashboard(group: Any, collector: str, key: str) -> str:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    group.start("dashboard", [sys.executable, "-m", "collector.cli", "dashboard", "--port", str(port), "--collector", collector, "--open"],
+    group.start("dashboard", [sys.executable, "-m", "agentwatch_cli", "dashboard", "--port", str(port), "--collector", collector, "--open"],
                 {"AGENTWATCH_API_KEY": key})
     url = f"http://127.0.0.1:{port}"
     group.wait_ready("dashboard", url + "/_stcore/health", timeout_s=120)

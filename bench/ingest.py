@@ -47,6 +47,7 @@ from typing import Any
 
 import httpx
 
+from agentwatch_api import handshake
 from bench import report
 from collector import query
 from collector.model import SpanRow
@@ -325,7 +326,7 @@ class Collector:
         cmd = [
             sys.executable,
             "-m",
-            "collector.cli",
+            "agentwatch_cli",
             "collector",
             "--port",
             str(self.port),
@@ -348,7 +349,10 @@ class Collector:
 
     @property
     def admin_token(self) -> str:
-        return (self.data_dir / "admin.token").read_text().strip()
+        token = handshake.read_admin_token(self.data_dir)
+        if token is None:
+            raise RuntimeError(f"no admin token in {self.data_dir}: the collector has not started there")
+        return token
 
     def key(self, project: str) -> str:
         response = httpx.post(

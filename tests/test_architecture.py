@@ -23,14 +23,15 @@ ROOT = Path(__file__).resolve().parents[1]
 PARTS = {  # import name -> folder
     "agentwatch": ROOT / "sdk" / "agentwatch",
     "agentwatch_api": ROOT / "agentwatch_api",  # the collector's HTTP contract
+    "agentwatch_cli": ROOT / "agentwatch_cli",  # the command line: assembles every part's commands
     "collector": ROOT / "collector",
     "dashboard": ROOT / "dashboard",
     "alerts": ROOT / "alerts",
     "reference_agent": ROOT / "reference_agent",
     "bench": ROOT / "bench",
 }
-PLATFORM = {"agentwatch_api", "collector", "dashboard", "alerts", "reference_agent", "bench"}
-PRODUCT = {"agentwatch", "agentwatch_api", "collector", "dashboard", "alerts", "reference_agent"}
+PLATFORM = {"agentwatch_api", "agentwatch_cli", "collector", "dashboard", "alerts", "reference_agent", "bench"}
+PRODUCT = {"agentwatch", "agentwatch_api", "agentwatch_cli", "collector", "dashboard", "alerts", "reference_agent"}
 # Installed by the ``dev`` extra only (pyproject.toml): the product never imports them.
 TEST_ONLY = ("pytest", "hypothesis", "selenium", "schemathesis", "aiosmtpd", "opentelemetry.exporter.otlp.proto.grpc",
              "opentelemetry.instrumentation", "openinference", "traceloop", "openlit")
@@ -45,16 +46,10 @@ KNOWN: dict[str, set[str]] = {
     "dashboard_and_reference_stack_import_no_collector": {
         "reference_agent/engine/vllm_launcher.py -> collector.gpu",  # NVML detection, shared with the GPU sampler
     },
-    "collector_names_no_dashboard": {
-        "collector/cli.py -> dashboard.cli",  # the console script assembles every part's commands
-    },
     # an import that closes a cycle: leaving it out of the graph leaves none
     "no_cycles_between_parts": {
         "collector/app.py -> alerts.api",  # alerts run in the collector and read its store
         "collector/app.py -> alerts.evaluator",
-        # the console script lives in the collector and loads every part's commands
-        "collector/cli.py -> alerts.cli",
-        "collector/cli.py -> reference_agent.cli",
     },
     "no_cycles_between_modules": {
         "collector/storage/cluster_ddl.py -> collector.storage.schema",  # a lazy import
@@ -202,6 +197,11 @@ def test_collector_never_names_the_dashboard() -> None:
            (i for i in imports() if part(i.source) == "collector" and part(i.target) == "dashboard"))
 
 
+def test_no_part_imports_the_command_line() -> None:
+    """``agentwatch_cli`` is the composition root: it names every part, and no part names it."""
+    _check("no_part_imports_the_cli", (i for i in imports() if part(i.target) == "agentwatch_cli" and part(i.source) != "agentwatch_cli"))
+
+
 def test_benchmarks_import_no_tests() -> None:
     """A benchmark runs after a plain ``pip install .``: no pytest, no test helpers."""
     _check("bench_imports_no_tests", (i for i in imports() if part(i.source) == "bench" and part(i.target) == "tests"))
@@ -252,8 +252,10 @@ def test_the_rules_see_known_imports() -> None:
     """The reader itself: a relative, a lazy and a by-name import are all found."""
     keys = {i.key for i in imports()}
     assert "sdk/agentwatch/__init__.py -> agentwatch._tracing" in keys  # from ._tracing import ...
-    assert "collector/cli.py -> alerts.cli" in keys  # importlib.import_module over a tuple of names
+    assert "agentwatch_cli/__init__.py -> alerts.cli" in keys  # from alerts import cli
     assert "collector/commands.py -> collector.app" in keys  # inside a function
+    by_name = ast.parse("import importlib\nfor name in ('alerts.cli', 'no.such'):\n    importlib.import_module(name)\n")
+    assert [i.target for i in _loaded_by_name(by_name, _Visitor("x", False, "x.py"))] == ["alerts.cli"]
 
 
 def test_a_new_violation_or_a_stale_entry_fails(monkeypatch: pytest.MonkeyPatch) -> None:

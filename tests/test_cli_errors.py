@@ -11,7 +11,7 @@ import pytest
 
 
 def _agentwatch(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "collector.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "agentwatch_cli", *args], capture_output=True, text=True,
                           timeout=60, cwd=cwd, env={"PYTHONPATH": str(Path(__file__).resolve().parents[1]),
                                                     "PATH": "/usr/bin:/bin"})
 

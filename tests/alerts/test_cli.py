@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from agentwatch_cli import main
 from alerts.channels import SIGNATURE_HEADER, sign
-from collector.cli import main
 from tests.alerts.conftest import Receiver
 from tests.alerts.incident_setup import webhook_rules
 from tests.alerts.traffic import export_traffic, wait_for_runs

@@ -81,7 +81,7 @@ class CollectorProcess:
         self.log = data_dir.parent / f"{data_dir.name}-collector.log"
 
     def start(self) -> CollectorProcess:
-        cmd = [sys.executable, "-m", "collector.cli", "collector", "--port", str(self.port), "--grpc-port", "0", "--data-dir", str(self.data_dir), "--log-level", "warning"]
+        cmd = [sys.executable, "-m", "agentwatch_cli", "collector", "--port", str(self.port), "--grpc-port", "0", "--data-dir", str(self.data_dir), "--log-level", "warning"]
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 90

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from agentwatch_api.schemas import FeedbackIn
+from agentwatch_cli import main
 from alerts.rules import parse_rules
 from collector import query
-from collector.cli import main
 from collector.model import SpanRow
 from tests.collector.factories import new_span_id, new_trace_id, with_project
 from tests.collector.ingest_helpers import Running, serve, settings_for

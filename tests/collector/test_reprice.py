@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from agentwatch import PriceTable
 
+from agentwatch_cli import main
 from collector import query
-from collector.cli import main
 from collector.reprice import parse_since, reprice
 from collector.storage.base import Store
 from tests.collector.factories import agent_run

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from collector.cli import build_parser
+from agentwatch_cli import build_parser
 from dashboard import ui
 from dashboard.cli import streamlit_command, streamlit_env
 from dashboard.config import DashboardConfig

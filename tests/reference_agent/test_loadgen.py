@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import agentwatch
 import pytest
 
-from collector.cli import main
+from agentwatch_cli import main
 from reference_agent.agent import AgentConfig, ResearchAgent, RunResult, make_client
 from reference_agent.engine.server import EngineConfig, running_server
 from reference_agent.loadgen import LoadConfig, LoadSummary, generate_load, make_questions

@@ -14,9 +14,9 @@ import agentwatch
 import pytest
 
 import collector.keys as keys_module
+from agentwatch_cli import build_parser
 from alerts.errors import RulesError
 from alerts.rules import load_rules
-from collector.cli import build_parser
 from collector.settings import Settings
 from tests.collector.ingest_helpers import agent_trace, otlp_request
 from tests.reliability.helpers import PROTOBUF, InProcess, in_process

@@ -1,28 +1,35 @@
-"""The ``agentwatch`` command line: one entry point, each package registers its commands.
+"""The ``agentwatch`` command line: the one place that assembles every part's commands.
 
-Each package owns a ``register(subparsers)`` in its own ``cli`` module, so the command
-line grows without one file that every part edits.
+Each part owns a ``register(subparsers)`` in its own ``cli`` module and knows no other part's;
+this composition root is the only module that names them all, and no part imports it. Run it
+as the ``agentwatch`` console script or ``python -m agentwatch_cli``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import sys
+from collections.abc import Callable
 
-_COMMAND_MODULES = (
-    "collector.commands",  # collector, keys, reprice
-    "reference_agent.cli",  # engine, agent, loadgen, demo
-    "alerts.cli",  # alerts run|test|check
-    "dashboard.cli",  # dashboard
+from alerts import cli as alerts_cli
+from collector import commands as collector_commands
+from dashboard import cli as dashboard_cli
+from reference_agent import cli as reference_agent_cli
+
+Register = Callable[[argparse._SubParsersAction], None]  # type: ignore[type-arg]
+
+REGISTRARS: tuple[Register, ...] = (
+    collector_commands.register,  # collector, keys, reprice, whatif
+    reference_agent_cli.register,  # engine, agent, loadgen, demo
+    alerts_cli.register,  # alerts run|test|check
+    dashboard_cli.register,  # dashboard
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentwatch", description="Observability and cost monitoring for LLM agents.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module_name in _COMMAND_MODULES:
-        importlib.import_module(module_name).register(sub)
+    for register in REGISTRARS:
+        register(sub)
     _remember_parsers(parser)
     return parser
 
@@ -46,7 +53,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return int(result or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
