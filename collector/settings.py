@@ -1,21 +1,18 @@
 """The collector's settings: one object, read from arguments, then ``AGENTWATCH_*``, then defaults.
 
 Every variable is documented here; the README's configuration table is generated from
-``Settings.describe()``. A bad environment value raises ``ValueError`` naming the variable.
+``Settings.describe()``. Values are read by ``agentwatch.envconfig``, as the SDK's and the
+dashboard's are; a bad environment value raises ``ValueError`` naming the variable.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-ENV_PREFIX = "AGENTWATCH_"
-
-
-def _env(name: str, default: str) -> str:
-    return os.environ.get(ENV_PREFIX + name, default)
+from agentwatch.envconfig import ENV_PREFIX, env_value
 
 
 @dataclass
@@ -64,16 +61,15 @@ class Settings:
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
-        """Arguments win over the environment, which wins over the defaults."""
+        """Arguments win over the environment, which wins over the defaults. A bad variable raises
+        ``agentwatch.envconfig.EnvError`` (a ``ValueError``) naming it: the collector does not start."""
         values: dict[str, object] = {}
         for f in fields(cls):
-            if f.name in overrides and overrides[f.name] is not None:
+            if overrides.get(f.name) is not None:
                 values[f.name] = overrides[f.name]
-                continue
-            raw = os.environ.get(ENV_PREFIX + f.metadata["env"])
-            if raw is None:
-                continue
-            values[f.name] = _parse(f.name, f.metadata["env"], raw, f.default)
+            else:
+                check = functools.partial(_check_number, f.name)
+                values[f.name] = env_value(ENV_PREFIX + f.metadata["env"], f.default, check=check, empty_is_unset=False)
         return cls(**values)  # type: ignore[arg-type]
 
     @classmethod
@@ -81,27 +77,11 @@ class Settings:
         return [(ENV_PREFIX + f.metadata["env"], str(f.default), f.metadata["doc"]) for f in fields(cls)]
 
 
-def _parse(name: str, env: str, raw: str, default: object) -> object:
-    try:
-        if isinstance(default, bool):
-            if raw.lower() in ("1", "true", "yes", "on"):
-                return True
-            if raw.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError("expected true or false")
-        if isinstance(default, int | float):
-            return _check_number(name, (type(default))(raw))
-        if isinstance(default, Path):
-            return Path(raw)
-        return raw
-    except ValueError as exc:
-        raise ValueError(f"{ENV_PREFIX}{env}={raw!r}: invalid value for {name}: {exc}") from None
-
-
-def _check_number(name: str, value: float) -> float:
+def _check_number(name: str, value: object) -> None:
     """Every numeric setting is a size, a count, a duration, a price or a port: finite, >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return
     if not math.isfinite(value) or value < 0:
         raise ValueError("must be a finite number >= 0")
     if name.endswith("port") and value > 65535:
         raise ValueError("a port must be between 0 and 65535")
-    return value

@@ -15,10 +15,10 @@ gated by a login unless it was started explicitly in open local mode:
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field, fields
 
-ENV_PREFIX = "AGENTWATCH_"
+from agentwatch.envconfig import ENV_PREFIX, env_value_or_default
+
 DEFAULT_COLLECTOR_URL = "http://127.0.0.1:4318"
 
 logger = logging.getLogger(__name__)
@@ -36,16 +36,12 @@ class DashboardConfig:
 
     @classmethod
     def from_env(cls) -> DashboardConfig:
-        """Read every field from its variable; a bad value is logged and the default kept."""
+        """Read every field from its variable (``agentwatch.envconfig``); a bad value is logged and
+        the default kept. A URL loses its trailing slash."""
         values: dict[str, object] = {}
         for f in fields(cls):
-            raw = os.environ.get(ENV_PREFIX + f.metadata["env"])
-            if raw is None or raw == "":
-                continue
-            try:
-                values[f.name] = _parse(raw, f.default)
-            except ValueError as exc:
-                logger.warning("%s%s=%r ignored: %s", ENV_PREFIX, f.metadata["env"], raw, exc)
+            value = env_value_or_default(ENV_PREFIX + f.metadata["env"], f.default, log=logger)
+            values[f.name] = value.rstrip("/") if isinstance(value, str) and value.startswith("http") else value
         return cls(**values)  # type: ignore[arg-type]
 
     @classmethod
@@ -64,14 +60,3 @@ class DashboardConfig:
             return "open"
         return "password" if self.password else "key"
 
-
-def _parse(raw: str, default: object) -> object:
-    if isinstance(default, bool):
-        if raw.lower() in ("1", "true", "yes", "on"):
-            return True
-        if raw.lower() in ("0", "false", "no", "off"):
-            return False
-        raise ValueError("expected 1 or 0")
-    if isinstance(default, float):
-        return float(raw)
-    return raw.rstrip("/") if raw.startswith("http") else raw

@@ -1,7 +1,8 @@
 """The SDK's configuration: argument, then ``AGENTWATCH_*`` environment variable, then default.
 
 Every variable the SDK reads is listed in ``VARIABLES`` below, with its default and meaning;
-the README's table is this list. A bad argument raises ``ValueError`` naming it; a bad
+the README's table is this list. Values are read by ``agentwatch.envconfig`` (the collector and
+the dashboard read theirs with it too). A bad argument raises ``ValueError`` naming it; a bad
 environment value is logged and the default is used, so a typo in a deployment never stops
 the agent. SDK-only tuning knobs carry an ``AGENTWATCH_SDK_`` prefix so that they never collide
 with the collector's variables of the same process environment.
@@ -9,14 +10,15 @@ with the collector's variables of the same process environment.
 
 from __future__ import annotations
 
+import functools
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from agentwatch.envconfig import env_value_or_default
+
 logger = logging.getLogger("agentwatch")
 
-ENV_PREFIX = "AGENTWATCH_"
 DEFAULT_ENDPOINT = "http://127.0.0.1:4318"
 
 # (variable, init() argument, default, meaning)
@@ -72,25 +74,6 @@ class Config:
         return headers
 
 
-def _parse_bool(raw: str) -> bool:
-    low = raw.strip().lower()
-    if low in ("1", "true", "yes", "on"):
-        return True
-    if low in ("0", "false", "no", "off"):
-        return False
-    raise ValueError("expected true or false")
-
-
-def _parser(default: object) -> Callable[[str], object]:
-    if isinstance(default, bool):
-        return _parse_bool
-    if isinstance(default, int):
-        return int
-    if isinstance(default, float):
-        return float
-    return str
-
-
 def _validate(name: str, value: object) -> None:
     """Range checks shared by arguments and environment values."""
     if name == "sample_rate" and not 0.0 <= float(value) <= 1.0:  # type: ignore[arg-type]
@@ -108,16 +91,7 @@ def _validate(name: str, value: object) -> None:
 
 
 def _from_env(env: str, name: str, default: object) -> object:
-    raw = os.environ.get(env)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = _parser(default)(raw)
-        _validate(name, value)
-        return value
-    except ValueError as exc:
-        logger.warning("agentwatch: ignoring %s=%r (%s); using %r", env, raw, exc, default)
-        return default
+    return env_value_or_default(env, default, check=functools.partial(_validate, name), log=logger)
 
 
 def resolve(**arguments: object) -> Config:

@@ -7,6 +7,7 @@ import logging
 import pytest
 
 from agentwatch_cli import build_parser
+from collector.settings import Settings
 from dashboard import ui
 from dashboard.cli import streamlit_command, streamlit_env
 from dashboard.config import DashboardConfig
@@ -54,3 +55,15 @@ def test_numbers_carry_their_units(value: float | None, unit: str, shown: str) -
 
 def test_units_come_from_metric_names() -> None:
     assert [ui.unit_of(m) for m in ("cost_per_success_usd", "ttft_p95", "error_rate", "tokens_per_s", "runs")] == ["USD", "s", "ratio", "tokens/s", ""]
+
+
+def test_collector_and_dashboard_read_a_shared_variable_alike(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """``AGENTWATCH_GPU_HOUR_USD`` is read by both: the same value, the same complaint (the collector refuses, the dashboard logs)."""
+    monkeypatch.setenv("AGENTWATCH_GPU_HOUR_USD", " 2.5")
+    assert Settings.from_env().gpu_hour_usd == DashboardConfig.from_env().gpu_hour_usd == 2.5
+    monkeypatch.setenv("AGENTWATCH_GPU_HOUR_USD", "cheap")
+    with pytest.raises(ValueError, match="AGENTWATCH_GPU_HOUR_USD='cheap': expected a number"):
+        Settings.from_env()
+    with caplog.at_level(logging.WARNING):
+        assert DashboardConfig.from_env().gpu_hour_usd == 0.0
+    assert "AGENTWATCH_GPU_HOUR_USD='cheap': expected a number" in caplog.text

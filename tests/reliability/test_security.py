@@ -165,9 +165,9 @@ def test_sdk_redacts_before_anything_leaves_the_agent() -> None:
 
 
 @pytest.mark.parametrize(("variable", "value", "problem"), [
-    ("AGENTWATCH_PORT", "http", "invalid"),
+    ("AGENTWATCH_PORT", "http", "expected an integer"),
     ("AGENTWATCH_REQUIRE_AUTH", "maybe", "true or false"),
-    ("AGENTWATCH_FLUSH_INTERVAL_S", "soon", "invalid"),
+    ("AGENTWATCH_FLUSH_INTERVAL_S", "soon", "expected a number"),
     ("AGENTWATCH_MAX_BODY_BYTES", "-5", ">= 0"),
     ("AGENTWATCH_SPOOL_MAX_BYTES", "-1", ">= 0"),
     ("AGENTWATCH_FLUSH_INTERVAL_S", "nan", "finite"),

@@ -49,8 +49,9 @@ def test_all_is_pinned() -> None:
 
 
 def test_public_names_come_from_private_modules() -> None:
-    """Besides ``__init__``, the one public module is the attribute-name contract ``semconv``."""
-    modules = {p.stem for p in (SDK / "agentwatch").glob("*.py")} - {"__init__", "semconv"}
+    """Besides ``__init__``, the public modules are contracts the platform shares: the attribute
+    names (``semconv``) and how an ``AGENTWATCH_*`` variable is read (``envconfig``)."""
+    modules = {p.stem for p in (SDK / "agentwatch").glob("*.py")} - {"__init__", "semconv", "envconfig"}
     assert all(m.startswith("_") for m in modules), modules
 
 
