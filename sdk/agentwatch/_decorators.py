@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
 
 from . import semconv as sc
 from ._budget import Budget, BudgetExceeded, BudgetLeft
@@ -437,7 +438,7 @@ class run(_Scope):  # noqa: N801 - used as agentwatch.run(...), like a function
             sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
             sc.GEN_AI_AGENT_NAME: self.name,
         }
-        optional = {sc.USER_ID: self.user_id, sc.SESSION_ID: self.session_id,
+        optional: dict[str, AttributeValue | None] = {sc.USER_ID: self.user_id, sc.SESSION_ID: self.session_id,
                     sc.GEN_AI_CONVERSATION_ID: self.session_id, sc.AW_RUN_TAGS: self.tags or None}
         if self.budget is not None:
             optional.update({sc.AW_BUDGET_MAX_COST_USD: self.budget.max_cost_usd,
@@ -456,7 +457,7 @@ class run(_Scope):  # noqa: N801 - used as agentwatch.run(...), like a function
         it runs (the collector lists the run from this span on)."""
         try:
             now = time.time_ns()
-            attributes = {sc.AW_RUN_START: True, sc.AW_RUN_NAME: self._span_name(), sc.GEN_AI_AGENT_NAME: self.name}
+            attributes: dict[str, AttributeValue] = {sc.AW_RUN_START: True, sc.AW_RUN_NAME: self._span_name(), sc.GEN_AI_AGENT_NAME: self.name}
             attributes.update({k: v for k, v in ((sc.USER_ID, self.user_id), (sc.SESSION_ID, self.session_id)) if v is not None})
             STATE.tracer.start_span(sc.AW_RUN_START, context=self._ctx, start_time=now, attributes=attributes).end(end_time=now)
             COUNTERS.add("spans_started")

@@ -24,12 +24,13 @@ import urllib.error
 import urllib.request
 import weakref
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ._config import Config, logger
 from ._stats import COUNTERS, internal_error
@@ -58,6 +59,37 @@ class Delivery(NamedTuple):
 
 
 _FAILED = Delivery(ok=False)
+
+
+class BatchExporter(Protocol):
+    """What ``BoundedBatchProcessor`` hands its batches to. ``export`` must not raise and must
+    return by ``deadline`` (``time.monotonic()``, None: its own timeouts); ``shutdown`` makes a
+    pending retry give up at once."""
+
+    def export(self, spans: Sequence[ReadableSpan], deadline: float | None = None) -> Delivery: ...
+
+    def shutdown(self) -> None: ...
+
+
+class OTelExporter:
+    """Any OpenTelemetry ``SpanExporter`` (console, in-memory, another OTLP exporter) as a
+    ``BatchExporter``: SUCCESS is a delivery, anything else or an exception a failure."""
+
+    def __init__(self, exporter: SpanExporter) -> None:
+        self._exporter = exporter
+
+    def export(self, spans: Sequence[ReadableSpan], deadline: float | None = None) -> Delivery:
+        try:
+            return Delivery(ok=self._exporter.export(spans) is SpanExportResult.SUCCESS)
+        except Exception as exc:
+            internal_error("exporting spans", exc)
+            return _FAILED
+
+    def shutdown(self) -> None:
+        try:
+            self._exporter.shutdown()
+        except Exception as exc:
+            internal_error("shutting an exporter down", exc)
 
 
 class OtlpHttpExporter:
@@ -135,7 +167,7 @@ def _rejected(body: bytes) -> int:
         response = ExportTraceServiceResponse.FromString(body)
     except Exception:  # a non-OTLP 200 body (a proxy page): nothing to learn from it
         return 0
-    rejected = response.partial_success.rejected_spans
+    rejected = int(response.partial_success.rejected_spans)
     if rejected:
         logger.warning("agentwatch: collector rejected %d spans: %s", rejected,
                        response.partial_success.error_message)
@@ -153,10 +185,17 @@ class _Flush:
 
 
 class BoundedBatchProcessor(SpanProcessor):
-    """Queue ended spans (bounded, drop-and-count) and export them from one daemon thread."""
+    """Queue ended spans (bounded, drop-and-count) and export them from one daemon thread.
 
-    def __init__(self, exporter: OtlpHttpExporter, config: Config) -> None:
+    An OpenTelemetry ``SpanProcessor``: any ``TracerProvider`` can hold it, and its
+    ``shutdown()`` is the bounded one (``config.shutdown_timeout_s``); ``close(timeout_s)`` says
+    whether the final flush got everything out. The exporter is any ``BatchExporter``
+    (``OtlpHttpExporter`` to the collector, or ``OTelExporter`` around an OpenTelemetry one).
+    """
+
+    def __init__(self, exporter: BatchExporter, config: Config) -> None:
         self._exporter = exporter
+        self._shutdown_timeout_s = config.shutdown_timeout_s
         self._max_queue = config.max_queue_size
         self._batch = config.max_export_batch_size
         self._interval = config.export_interval_s
@@ -286,8 +325,12 @@ class BoundedBatchProcessor(SpanProcessor):
             self._cond.notify()
         return flush.done.wait(timeout_s) and flush.ok
 
-    def shutdown(self, timeout_s: float = 3.0) -> bool:
-        """Flush what is queued within ``timeout_s``, then stop; safe to call again."""
+    def shutdown(self) -> None:
+        """OpenTelemetry's ``SpanProcessor.shutdown``: ``close`` with the configured timeout."""
+        self.close(self._shutdown_timeout_s)
+
+    def close(self, timeout_s: float) -> bool:
+        """Flush what is queued within ``timeout_s``, then stop; safe to call again (True)."""
         with self._cond:
             if self._shutdown:
                 return True

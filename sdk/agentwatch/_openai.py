@@ -11,7 +11,8 @@ the caller, who sees exactly the chunks they would have seen without the SDK. A 
 Not covered: ``chat.completions.parse``/``.stream`` helpers and the Responses API (they
 bypass ``create``); ``with_raw_response`` calls get a span without usage.
 
-The import is guarded (no ``openai`` installed: nothing happens) and versions older than
+It is the ``openai`` integration (``_integrations.Integration``), registered when this module is
+imported. The import is guarded (no ``openai`` installed: nothing happens) and versions older than
 ``MIN_VERSION`` are left alone with a warning. Wrappers pass straight through when tracing
 is off or suppressed, and a bug of ours falls back to the plain call; only the user's
 errors and ``BudgetExceeded`` reach the caller.
@@ -31,9 +32,8 @@ from . import semconv as sc
 from ._budget import BudgetExceeded
 from ._config import Config, logger
 from ._decorators import llm
-from ._export import instrumentation_suppressed
+from ._integrations import LlmCall, capturing_content, register, tracing_active
 from ._stats import internal_error
-from ._tracing import STATE, on_init
 
 MIN_VERSION = (1, 40)
 _PROPAGATOR = TraceContextTextMapPropagator()
@@ -59,17 +59,27 @@ def instrument_openai() -> bool:
                        openai.__version__, ".".join(map(str, MIN_VERSION)))
         return False
     if not getattr(Completions.create, "__agentwatch__", False):
-        Completions.create = _wrap_sync(Completions.create)
-        AsyncCompletions.create = _wrap_async(AsyncCompletions.create)
+        setattr(Completions, "create", _wrap_sync(Completions.create))  # noqa: B010 (mypy: no method assignment)
+        setattr(AsyncCompletions, "create", _wrap_async(AsyncCompletions.create))  # noqa: B010
     return True
 
 
-def _instrument_at_init(config: Config) -> None:
-    if config.instrument_openai:
-        instrument_openai()
+class OpenAIIntegration:
+    """``Integration`` for the ``openai`` client; ``init(instrument_openai=False)`` leaves it off."""
+
+    name = "openai"
+
+    def enabled(self, config: Config) -> bool:
+        return config.instrument_openai
+
+    def setup(self) -> bool:
+        return instrument_openai()
+
+    def teardown(self) -> None:
+        uninstrument_openai()
 
 
-on_init(_instrument_at_init)
+register(OpenAIIntegration())
 
 
 def uninstrument_openai() -> None:
@@ -81,7 +91,7 @@ def uninstrument_openai() -> None:
     for cls in (Completions, AsyncCompletions):
         original = getattr(cls.create, "__wrapped__", None)
         if getattr(cls.create, "__agentwatch__", False) and original is not None:
-            cls.create = original
+            setattr(cls, "create", original)  # noqa: B010
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -95,19 +105,19 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 def _wrap_sync(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def create(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not STATE.enabled or instrumentation_suppressed():
+        if not tracing_active():
             return original(self, *args, **kwargs)
         call = _begin(self, kwargs)
         if call is None:
             return original(self, *args, **kwargs)
-        call.scope._activate()
+        call.span.activate()
         try:
             result = original(self, *args, **call.kwargs)
         except BaseException as exc:
-            call.scope._deactivate()
-            call.scope._finish(exc)
+            call.span.deactivate()
+            call.span.finish(exc)
             raise
-        call.scope._deactivate()
+        call.span.deactivate()
         return call.wrap_result(result)
 
     create.__agentwatch__ = True  # type: ignore[attr-defined]
@@ -117,19 +127,19 @@ def _wrap_sync(original: Callable[..., Any]) -> Callable[..., Any]:
 def _wrap_async(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     async def create(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not STATE.enabled or instrumentation_suppressed():
+        if not tracing_active():
             return await original(self, *args, **kwargs)
         call = _begin(self, kwargs)
         if call is None:
             return await original(self, *args, **kwargs)
-        call.scope._activate()
+        call.span.activate()
         try:
             result = await original(self, *args, **call.kwargs)
         except BaseException as exc:
-            call.scope._deactivate()
-            call.scope._finish(exc)
+            call.span.deactivate()
+            call.span.finish(exc)
             raise
-        call.scope._deactivate()
+        call.span.deactivate()
         return call.wrap_result(result)
 
     create.__agentwatch__ = True  # type: ignore[attr-defined]
@@ -139,18 +149,18 @@ def _wrap_async(original: Callable[..., Any]) -> Callable[..., Any]:
 def _begin(resource: Any, kwargs: dict[str, Any]) -> _Call | None:
     """Open the LLM span; None (plain call) if our code fails; BudgetExceeded propagates."""
     try:
-        scope = llm(str(kwargs.get("model", "")), provider=_provider(resource), streaming=bool(kwargs.get("stream")))
-        scope._start()
+        span = LlmCall(str(kwargs.get("model", "")), provider=_provider(resource), streaming=bool(kwargs.get("stream")))
+        span.start()
     except BudgetExceeded:
         raise
     except Exception as exc:
         internal_error("starting an OpenAI span", exc)
         return None
     try:
-        return _Call(scope, kwargs)
+        return _Call(span, kwargs)
     except Exception as exc:
         internal_error("preparing an OpenAI request", exc)
-        scope._finish(None)
+        span.finish(None)
         return None
 
 
@@ -162,16 +172,17 @@ def _provider(resource: Any) -> str | None:
 class _Call:
     """One ``create()``: the span, the adjusted arguments, and what the response says."""
 
-    def __init__(self, scope: llm, kwargs: dict[str, Any]) -> None:
+    def __init__(self, span: LlmCall, kwargs: dict[str, Any]) -> None:
         self.streaming = bool(kwargs.get("stream"))
-        self.scope = scope
+        self.span = span
+        self.scope = span.scope
         self.kwargs = dict(kwargs)
         self.hide_usage_chunk = False
         if self.streaming and kwargs.get("stream_options") is None:
             self.kwargs["stream_options"] = {"include_usage": True}
             self.hide_usage_chunk = True
         headers = dict(kwargs.get("extra_headers") or {})
-        _PROPAGATOR.inject(headers, context=self.scope._ctx)
+        _PROPAGATOR.inject(headers, context=self.span.context)
         self.kwargs["extra_headers"] = headers
         self._record_request(kwargs)
 
@@ -196,7 +207,7 @@ class _Call:
             self._record_response(result)  # a raw-response wrapper's result records nothing
         except Exception as exc:
             internal_error("recording an OpenAI response", exc)
-        self.scope._finish(None)
+        self.span.finish(None)
         return result
 
     def _record_response(self, response: Any) -> None:
@@ -268,7 +279,7 @@ class _StreamObserver:
             self.first = self.first or now
             self.last = now
             self.token_chunks += 1
-        if content and STATE.redactor is not None:
+        if content and capturing_content():
             self.text.append(content)
         for tc in tool_calls or ():
             self._observe_tool_call(tc)
@@ -276,7 +287,7 @@ class _StreamObserver:
             self.finish.append(choice.finish_reason)
 
     def _observe_tool_call(self, tc: Any) -> None:
-        if STATE.redactor is None:
+        if not capturing_content():
             return
         entry = self.tool_calls.setdefault(getattr(tc, "index", 0) or 0, {"name": "", "arguments": ""})
         function = getattr(tc, "function", None)
@@ -292,7 +303,7 @@ class _StreamObserver:
             self._record_stream_usage(scope)
         except Exception as bug:
             internal_error("finishing an OpenAI stream span", bug)
-        scope._finish(exc)
+        self.call.span.finish(exc)
 
     def _record_stream_usage(self, scope: llm) -> None:
         if self.usage is not None:
@@ -300,7 +311,7 @@ class _StreamObserver:
         else:  # no usage reported: one content chunk is about one token (vLLM streams so)
             scope.record_usage(output_tokens=self.token_chunks)
         if self.first is not None:
-            scope.record_usage(ttft=self.first - scope._started_at)
+            scope.record_usage(ttft=self.first - self.call.span.started_at)
             if self.last is not None and scope.output_tokens > 1:
                 scope.tpot = (self.last - self.first) / (scope.output_tokens - 1)
         if self.finish:

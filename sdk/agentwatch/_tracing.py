@@ -140,7 +140,7 @@ def shutdown(timeout_s: float | None = None) -> bool:
         STATE.redactor = None
     if processor is None or provider is None or config is None:
         return True
-    ok = processor.shutdown(timeout_s if timeout_s is not None else config.shutdown_timeout_s)
+    ok = processor.close(timeout_s if timeout_s is not None else config.shutdown_timeout_s)
     provider.shutdown()  # the processor is already stopped; this only marks the provider
     return ok
 
