@@ -8,7 +8,7 @@ subclass with a message a person can act on, so a page shows it instead of a sta
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -164,7 +164,7 @@ class CollectorClient:
 
     def _get(self, path: str, shape: type[T] | Any, /, **params: Any) -> T:
         query = {k: v for k, v in params.items() if v is not None and v != ""}
-        return self._send("GET", path, shape, params=query)
+        return cast(T, self._send("GET", path, shape, params=query))
 
     def _send(self, method: str, path: str, shape: type[T] | Any, /, **request: Any) -> T:
         try:
@@ -173,14 +173,14 @@ class CollectorClient:
             raise CollectorUnavailable(f"cannot reach the collector at {self.base_url}: {exc or type(exc).__name__}") from exc
         if response.status_code >= 400:
             raise _api_error(response, path)
-        return _parse(response, path, shape)
+        return cast(T, _parse(response, path, shape))
 
 
 def _parse(response: httpx.Response, path: str, model: type[T] | Any) -> T:
     try:
         if isinstance(model, type) and issubclass(model, BaseModel):
-            return model.model_validate_json(response.content)  # type: ignore[return-value]
-        return TypeAdapter(model).validate_json(response.content)
+            return cast(T, model.model_validate_json(response.content))
+        return cast(T, TypeAdapter(model).validate_json(response.content))
     except ValidationError as exc:
         raise ApiError(response.status_code, f"unexpected response shape: {exc.error_count()} errors, first: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}", path) from exc
 
