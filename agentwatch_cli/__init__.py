@@ -1,16 +1,19 @@
 """The ``agentwatch`` command line: the one place that assembles every part's commands.
 
 Each part owns a ``register(subparsers)`` in its own ``cli`` module and knows no other part's;
-this composition root is the only module that names them all, and no part imports it. Run it
+this composition root is the only module that names them all, and no part imports it. It also
+hands the collector the parts that run inside it (``collector.plugins``: the alerts). Run it
 as the ``agentwatch`` console script or ``python -m agentwatch_cli``.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable
 
 from alerts import cli as alerts_cli
+from alerts import plugin as alerts_plugin
 from collector import commands as collector_commands
 from dashboard import cli as dashboard_cli
 from reference_agent import cli as reference_agent_cli
@@ -18,7 +21,8 @@ from reference_agent import cli as reference_agent_cli
 Register = Callable[[argparse._SubParsersAction], None]  # type: ignore[type-arg]
 
 REGISTRARS: tuple[Register, ...] = (
-    collector_commands.register,  # collector, keys, reprice, whatif
+    # collector (with the alerts inside: routes and evaluator), keys, reprice, whatif
+    functools.partial(collector_commands.register, plugins=(alerts_plugin.PLUGIN,)),
     reference_agent_cli.register,  # engine, agent, loadgen, demo
     alerts_cli.register,  # alerts run|test|check
     dashboard_cli.register,  # dashboard

@@ -1,8 +1,8 @@
 """The collector application: ``create_app(settings, store=..., clock=...)``.
 
 Collaborators are passed in (tests build the real thing on a temporary store); what has a
-lifetime (spool replay, writer, gRPC server, engine scraper, alert evaluator) starts and
-stops in the lifespan, in that order and in reverse.
+lifetime (spool replay, writer, gRPC server, engine scraper, then the plugins' components: the
+alert evaluator) starts and stops in the lifespan, in that order and in reverse.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from agentwatch_api import handshake
-from alerts import api as alerts_api
-from alerts.evaluator import start_in_process
 from collector import admin
 from collector.api import openapi
 from collector.api import routes as api_routes
@@ -43,6 +41,7 @@ from collector.normalize import Normalizer, sdk_pricer
 from collector.otlp import http as otlp_http
 from collector.otlp import native
 from collector.otlp.errors import IngestError
+from collector.plugins import Plugin
 from collector.redact import Redactor
 from collector.roles import ENGINE_JOIN, ENGINE_SCRAPER, Roles
 from collector.scopes import authorize, undeclared_routes
@@ -124,8 +123,11 @@ class StoreHandle:
             store.close()
 
 
-def create_app(settings: Settings, *, store: Store | None = None, clock: Callable[[], float] = time.time) -> FastAPI:
-    """The collector: OTLP ingestion, query API, ``/metrics``; ``store`` defaults to the configured one."""
+def create_app(settings: Settings, *, store: Store | None = None, clock: Callable[[], float] = time.time,
+               plugins: Sequence[Plugin] = ()) -> FastAPI:
+    """The collector: OTLP ingestion, query API, ``/metrics``; ``store`` defaults to the configured one.
+
+    ``plugins`` are the parts that run inside it (``collector.plugins``; the alerts)."""
     metrics = Metrics()
     handle = StoreHandle(settings, store)
     spool = Spool(Path(settings.data_dir) / "spool", max_bytes=settings.spool_max_bytes, on_error=lambda reason: metrics.spool_errors.inc())
@@ -141,7 +143,7 @@ def create_app(settings: Settings, *, store: Store | None = None, clock: Callabl
     ingestor = Ingestor(settings, normalizer=normalizer, spool=spool, metrics=metrics, clock=clock)
     keyring = KeyRing(handle)
 
-    app = FastAPI(title="agentwatch collector", version="0.1.0", lifespan=_lifespan(settings, handle, ingestor, clock),
+    app = FastAPI(title="agentwatch collector", version="0.1.0", lifespan=_lifespan(settings, handle, ingestor, clock, plugins),
                   dependencies=[Depends(authorize)])  # every route's scope, from collector.scopes.ROUTE_SCOPES
     state = app.state
     state.settings, state.store, state.metrics, state.ingestor, state.keyring = settings, handle, metrics, ingestor, keyring
@@ -162,7 +164,9 @@ def create_app(settings: Settings, *, store: Store | None = None, clock: Callabl
     app.include_router(admin.router)
     app.include_router(admin.admin_router)
     app.include_router(api_routes.router)
-    app.include_router(alerts_api.router)
+    for plugin in plugins:
+        for router in plugin.routers:
+            app.include_router(router)
     openapi.install(app)  # every answer documented, errors included
     if missing := undeclared_routes(app.routes):
         log.error("routes with no scope in collector.scopes.ROUTE_SCOPES are refused to every caller: %s", missing)
@@ -179,7 +183,8 @@ async def _store_unavailable(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": f"store unavailable: {exc}"}, status_code=503, headers={"Retry-After": "5"})
 
 
-def _lifespan(settings: Settings, handle: StoreHandle, ingestor: Ingestor, clock: Callable[[], float]) -> Callable[[FastAPI], Any]:
+def _lifespan(settings: Settings, handle: StoreHandle, ingestor: Ingestor, clock: Callable[[], float],
+              plugins: Sequence[Plugin]) -> Callable[[FastAPI], Any]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
@@ -212,6 +217,9 @@ def _lifespan(settings: Settings, handle: StoreHandle, ingestor: Ingestor, clock
             if roles.shared:  # /api/ingest sums every collector's counters (collector.fleet)
                 app.state.fleet = await stack.enter_async_context(FleetCounters(handle.get, ingestor.metrics, roles.holder))
             await _start_components(app, settings, handle, stack)
+            for plugin in plugins:
+                if (component := plugin.lifespan(app)) is not None:
+                    await stack.enter_async_context(component)
             yield
 
     return lifespan
@@ -278,13 +286,11 @@ async def _start_grpc(app: FastAPI, settings: Settings, stack: AsyncExitStack) -
 
 
 async def _start_components(app: FastAPI, settings: Settings, handle: StoreHandle, stack: AsyncExitStack) -> None:
-    """Engine scraper, GPU sampler and the in-process alert evaluator (unless its interval is 0)."""
+    """Engine scraper and GPU sampler."""
     roles: Roles = app.state.roles
     app.state.scraper = await stack.enter_async_context(
         EngineScraper.from_settings(handle, settings, policy=app.state.scrape_policy, may_scrape=lambda: roles.holds(ENGINE_SCRAPER)))
     _start_gpu_sampler(app, settings, handle, stack)
-    if settings.alert_interval_s > 0:
-        await stack.enter_async_context(start_in_process(app))
 
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -22,6 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from agentwatch_api.handshake import read_admin_token
+from alerts.plugin import PLUGIN as ALERTS
 from collector.app import create_app
 from collector.header_timeout import header_timeout_protocol
 from collector.settings import Settings
@@ -50,7 +51,7 @@ def settings_for(data_dir: Path, **overrides: Any) -> Settings:
 @contextlib.contextmanager
 def serve(settings: Settings) -> Iterator[Running]:
     """``create_app(settings)`` served by uvicorn on 127.0.0.1 in a thread, until the block ends."""
-    app = create_app(settings)
+    app = create_app(settings, plugins=(ALERTS,))  # as agentwatch_cli assembles it
     config = uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="warning", lifespan="on",
                             http=header_timeout_protocol(settings.header_read_timeout_s))
     server = uvicorn.Server(config)

@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from alerts.plugin import PLUGIN as ALERTS
 from collector.app import create_app
 from tests.collector.ingest_helpers import settings_for
 
@@ -61,7 +62,7 @@ class InProcess:
 def in_process(data_dir: Path, **overrides: Any) -> Iterator[InProcess]:
     """``create_app`` on a chDB under ``data_dir``; the store is closed when the block ends."""
     settings = settings_for(data_dir, **{"flush_interval_s": 0.05, **overrides})
-    app = create_app(settings)
+    app = create_app(settings, plugins=(ALERTS,))  # as agentwatch_cli assembles it
     with TestClient(app, raise_server_exceptions=False) as client:
         yield InProcess(app, client)
 

@@ -1,0 +1,25 @@
+"""The alerts inside the collector: ``/api/alerts`` and the in-process evaluator, as a ``collector.plugins.Plugin``.
+
+``agentwatch_cli`` hands ``PLUGIN`` to the collector it starts; the evaluator runs unless
+``AGENTWATCH_ALERT_INTERVAL_S`` is 0 (then ``agentwatch alerts run`` may run it outside).
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+
+from fastapi import FastAPI
+
+from alerts import api
+from alerts.evaluator import start_in_process
+
+
+class AlertsPlugin:
+    name = "alerts"
+    routers = (api.router,)
+
+    def lifespan(self, app: FastAPI) -> AbstractAsyncContextManager[object] | None:
+        return start_in_process(app) if app.state.settings.alert_interval_s > 0 else None
+
+
+PLUGIN = AlertsPlugin()
