@@ -1,18 +1,15 @@
-"""Shared fixtures: free loopback ports and temporary data directories."""
+"""Fixtures for every directory: a free loopback port, one ClickHouse HTTP interface a session.
+
+Helpers that test files import live in ``tests.support``; this file imports nothing of the
+platform, so ``tests/sdk`` runs with the SDK alone.
+"""
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
-from tests.collector.store_fixtures import clickhouse_url  # noqa: F401 (one ClickHouse HTTP interface a session, for every directory)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.support.clickhouse import clickhouse_url  # noqa: F401 (one ClickHouse HTTP interface a session, for every directory)
+from tests.support.ports import free_port
 
 
 @pytest.fixture

@@ -216,6 +216,21 @@ def test_the_product_imports_no_test_only_package() -> None:
             and any(i.target == name or i.target.startswith(name + ".") for name in TEST_ONLY)))
 
 
+def test_the_sdk_tests_need_only_the_sdk() -> None:
+    """``tests/sdk``, ``tests/support`` and the root ``conftest.py`` import nothing of the platform,
+    so the SDK's tests run where only the SDK is installed (no chDB, no FastAPI)."""
+    tests = ROOT / "tests"
+    files = [tests / "conftest.py", *sorted((tests / "support").rglob("*.py")), *sorted((tests / "sdk").rglob("*.py"))]
+    found: list[Import] = []
+    for path in files:
+        parts = ["tests", *path.relative_to(tests).with_suffix("").parts]
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        visitor = _Visitor(module, path.name == "__init__.py", str(path.relative_to(ROOT)))
+        visitor.visit(ast.parse(path.read_text(), filename=str(path)))
+        found += visitor.found
+    _check("sdk_tests_import_no_platform", (i for i in found if part(i.target) in PLATFORM))
+
+
 def test_no_import_cycles_between_parts() -> None:
     edges = [i for i in imports() if not i.type_checking and part(i.source) != "bench"
              and part(i.target) in PARTS and part(i.target) != part(i.source)]

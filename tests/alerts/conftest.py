@@ -13,7 +13,7 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from tests.collector.store_fixtures import store  # noqa: F401 (ChdbStore, and ClickHouseStore over HTTP)
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 
 @dataclass

@@ -27,7 +27,7 @@ from alerts.channels import (
 from alerts.errors import DeliveryError
 from alerts.model import Alert, Delivery, Notification
 from tests.alerts.conftest import Mailbox, Receiver
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 
 def notification(event: str = "firing") -> Notification:

@@ -47,7 +47,7 @@ def test_test_command_sends_a_signed_test_notification(tmp_path: Path, receiver:
 
 
 def test_test_command_reports_an_unreachable_channel(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.conftest import free_port
+    from tests.support.ports import free_port
 
     rules = write_rules(tmp_path, f"http://127.0.0.1:{free_port()}/")
     assert main(["alerts", "test", "--channel", "hook", "--rules", str(rules)]) == 1

@@ -12,7 +12,7 @@ from collector.storage.base import Store
 from tests.alerts import incident_setup
 from tests.alerts.conftest import Receiver
 from tests.alerts.incident_setup import T0
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 SPIKE_MINUTE = 20
 

@@ -30,7 +30,7 @@ import httpx
 import pytest
 
 from tests.collector.ingest_helpers import REPO, Running, serve, settings_for
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 AGENTS = Path(__file__).parent / "agents"
 CLIENTS = ("openai-v2", "openinference", "traceloop", "openlit")

@@ -26,7 +26,7 @@ from alerts.plugin import PLUGIN as ALERTS
 from collector.app import create_app
 from collector.header_timeout import header_timeout_protocol
 from collector.settings import Settings
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 

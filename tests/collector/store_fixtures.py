@@ -10,9 +10,6 @@ Import the fixtures into a test module (``from tests.collector.store_fixtures im
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +20,6 @@ import pytest
 from collector.storage.base import Store
 from collector.storage.chdb_store import ChdbStore
 
-REPO = Path(__file__).resolve().parents[2]
 BACKENDS = ["chdb", "clickhouse"]
 
 
@@ -64,24 +60,6 @@ def _drop(store: Store) -> None:
     admin = clickhouse_connect.get_client(dsn=urlunsplit(parts._replace(path="/default")))
     admin.command(f"DROP DATABASE IF EXISTS {parts.path.strip('/')}")
     admin.close()
-
-
-@pytest.fixture(scope="session")
-def clickhouse_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The server's URL, or the chDB-backed HTTP interface's, started for this test session."""
-    if url := os.environ.get("AGENTWATCH_CLICKHOUSE_URL", ""):
-        yield url
-        return
-    data = tmp_path_factory.mktemp("clickhouse-http")
-    proc = subprocess.Popen([sys.executable, "-m", "tests.collector.clickhouse_http", str(data)], cwd=REPO, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    port = proc.stdout.readline().strip()
-    if not port.isdigit():
-        proc.kill()
-        raise RuntimeError(f"the ClickHouse HTTP interface over chDB did not start (said {port!r})")
-    yield f"http://127.0.0.1:{port}/default"
-    proc.terminate()
-    proc.wait(timeout=30)
 
 
 def _open(request: pytest.FixtureRequest, tmp: Path) -> Store:

@@ -17,8 +17,8 @@ import pytest
 
 from collector.scrape_guard import HostPolicy, TargetRefused
 from collector.scraper import EngineScraper
-from tests.conftest import free_port
 from tests.reliability.helpers import InProcess, in_process, wait_until
+from tests.support.ports import free_port
 
 METRICS = b'# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m"} 2.0\n'
 

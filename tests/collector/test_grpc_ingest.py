@@ -20,7 +20,7 @@ from tests.collector.ingest_helpers import (
     serve,
     settings_for,
 )
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 

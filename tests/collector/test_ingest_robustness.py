@@ -25,7 +25,7 @@ from collector.otlp import native
 from collector.otlp.decode import PROTOBUF, convert
 from collector.otlp.errors import BadRequest, PayloadTooLarge
 from tests.collector.ingest_helpers import Running, kv, otlp_request, serve, settings_for
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 NATIVE = [True, False] if native.AVAILABLE else [False]

@@ -12,7 +12,7 @@ import pytest
 
 from collector.scraper import EngineScraper, Target, parse_metrics, parse_targets, register_engine
 from collector.storage.base import Store
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 VLLM_TEXT = """\
 # HELP vllm:num_requests_running Number of requests in model execution batches.

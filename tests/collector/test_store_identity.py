@@ -24,8 +24,8 @@ from collector.storage.base import Store
 from collector.storage.chdb_store import ChdbStore
 from collector.storage.columns import spans_table
 from tests.collector.factories import agent_run
-from tests.collector.store_fixtures import REPO
 from tests.collector.test_store import totals
+from tests.support.clickhouse import REPO
 
 NS = 1_000_000_000
 SHIFTS_NS = {

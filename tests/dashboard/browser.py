@@ -15,7 +15,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from reference_agent.demo import ProcessGroup
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 CHROME_FLAGS = (

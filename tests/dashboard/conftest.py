@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from reference_agent.demo import ProcessGroup, project_key, start_collector, start_engine
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 PROJECT = "dash"
 RUNS = {"react": 3, "iterative": 3}  # loadgen runs per agent mode

@@ -26,9 +26,9 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard import live, trace
 from reference_agent.demo import ProcessGroup, project_key, start_collector
-from tests.conftest import free_port
 from tests.dashboard import browser
 from tests.dashboard.conftest import APP
+from tests.support.ports import free_port
 
 PROJECT = "live"
 IDLE_TIMEOUT_S = 6

@@ -19,7 +19,7 @@ from reference_agent.agent import AgentConfig, ResearchAgent, RunResult, make_cl
 from reference_agent.demo import ProcessGroup, project_key, start_collector, start_engine
 from reference_agent.levers import RateLimiter
 from reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 ENGINE_SPEED = 40.0  # the simulated engine runs 40x faster than real time in tests
 

@@ -8,7 +8,7 @@ import time
 
 import httpx
 
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 
 def test_engine_sim_command_serves_and_says_it_is_a_simulation() -> None:

@@ -19,7 +19,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from prometheus_client.parser import text_string_to_metric_families
 
 from reference_agent.engine.server import EngineConfig, running_server
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 TOOLS = [
     {"type": "function", "function": {"name": "search", "description": "search the corpus",

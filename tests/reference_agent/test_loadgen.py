@@ -14,7 +14,7 @@ from reference_agent.agent import AgentConfig, ResearchAgent, RunResult, make_cl
 from reference_agent.engine.server import EngineConfig, running_server
 from reference_agent.loadgen import LoadConfig, LoadSummary, generate_load, make_questions
 from reference_agent.tools import Corpus, ResearchTools, ToolConfig
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from reference_agent.demo import (
     start_collector,
     start_engine,
 )
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -23,7 +23,7 @@ from reference_agent.engine.vllm_launcher import (
     wait_for_health,
 )
 from tests.collector.ingest_helpers import serve, settings_for
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 
 class LocalServer:

@@ -24,7 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from tests.conftest import free_port
+from tests.support.ports import free_port
 
 
 class _Server:

@@ -18,8 +18,8 @@ import agentwatch
 import pytest
 from agentwatch import semconv as sc
 
-from tests.conftest import free_port
 from tests.sdk.servers import OtlpReceiver
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

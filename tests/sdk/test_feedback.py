@@ -7,9 +7,9 @@ import json
 import agentwatch
 import pytest
 
-from tests.conftest import free_port
 from tests.sdk.conftest import Spans
 from tests.sdk.servers import OtlpReceiver
+from tests.support.ports import free_port
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 
