@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collector import cli
+import agentwatch_cli as cli
 from collector.auth import Authenticator, RateLimiter
 from collector.keys import KeyAdminError, KeyRing
 from collector.otlp.errors import RateLimited
