@@ -156,6 +156,10 @@ class CollectorClient:
     def keys(self) -> list[dict[str, Any]]:
         return self._get("/api/admin/keys", list[dict[str, Any]])
 
+    def register_engine(self, name: str, metrics_url: str) -> dict[str, Any]:
+        """Scrape an engine's Prometheus ``metrics_url`` from the next cycle on (the key's project)."""
+        return self._send("POST", "/api/admin/engines", dict[str, Any], json={"name": name, "url": metrics_url})
+
     def reprice(self, *, since: float, project: str = "") -> dict[str, Any]:
         """Re-price stored LLM spans since ``since`` (long: give the client a timeout to match)."""
         return self._send("POST", "/api/admin/reprice", dict[str, Any], json={"since": since, "project": project})

@@ -25,6 +25,7 @@ from urllib.parse import quote
 
 import httpx
 
+from agentwatch_api.client import ApiError, AuthError, CollectorClient, CollectorError
 from collector.gpu import nvml_device_count
 
 log = logging.getLogger(__name__)
@@ -128,18 +129,17 @@ def wait_for_health(base_url: str, *, timeout_s: float, process: subprocess.Pope
 def register_engine(collector_url: str, *, name: str, metrics_url: str, api_key: str | None) -> bool:
     """Ask the collector to scrape ``metrics_url`` (``api_key`` needs the ``admin`` scope); False
     (logged, with what to do instead) when it refuses or is down."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    try:
-        response = httpx.post(f"{collector_url.rstrip('/')}/api/admin/engines", json={"name": name, "url": metrics_url},
-                              headers=headers, timeout=10.0)
-    except httpx.HTTPError as exc:
-        log.warning("could not register %s with the collector at %s: %s", metrics_url, collector_url, exc)
-        return False
-    if response.status_code >= 300:
-        hint = " (registering an engine needs a key with the admin scope: --admin-key)" if response.status_code in (401, 403) else ""
-        log.warning("the collector refused to scrape %s (HTTP %d: %s)%s; or set AGENTWATCH_SCRAPE_TARGETS=%s=%s on the collector",
-                    metrics_url, response.status_code, response.text[:200], hint, name, metrics_url)
-        return False
+    with CollectorClient(collector_url, api_key or "", timeout_s=10.0) as client:
+        try:
+            client.register_engine(name, metrics_url)
+        except ApiError as exc:
+            hint = " (registering an engine needs a key with the admin scope: --admin-key)" if isinstance(exc, AuthError) else ""
+            log.warning("the collector refused to scrape %s (HTTP %d: %s)%s; or set AGENTWATCH_SCRAPE_TARGETS=%s=%s on the collector",
+                        metrics_url, exc.status, exc.detail[:200], hint, name, metrics_url)
+            return False
+        except CollectorError as exc:
+            log.warning("could not register %s with the collector at %s: %s", metrics_url, collector_url, exc)
+            return False
     return True
 
 

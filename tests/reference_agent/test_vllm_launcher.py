@@ -44,9 +44,11 @@ class LocalServer:
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.posts.append((self.path, body, {k.lower(): v for k, v in self.headers.items()}))
-                self.send_response(201)
-                self.send_header("Content-Length", "0")
+                self.send_response(201)  # as the collector answers: a JSON object
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "2")
                 self.end_headers()
+                self.wfile.write(b"{}")
 
             def log_message(self, *args) -> None:
                 pass
