@@ -16,6 +16,8 @@ times are RFC 3339 strings or epoch seconds; ``start``/``end`` default to the la
   range and for the previous range of equal length.
 - ``GET  /api/timeseries`` -> ``TimeSeries``  (metric, start, end, step_s, group_by=none|agent|model,
   agent, model); metric is one of ``TIMESERIES_METRICS``.
+- ``GET  /api/timeseries/set`` -> ``list[TimeSeries]``  the same with ``metric`` repeated (up to all of
+  ``TIMESERIES_METRICS``): one request, and one query per kind of figure, for many series.
 - ``GET  /api/cost`` -> ``CostBreakdown``  (start, end, agent, model, gpu_hour_usd)
 - ``GET  /api/engines`` -> ``list[EngineInfo]``; ``GET /api/engine/metrics`` -> ``EngineSeries``
   (engine, start, end, step_s)
