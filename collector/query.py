@@ -167,7 +167,7 @@ def list_runs(
     else:
         where = q.where(q.RUN_FILTERS, params)
         page, count = q.runs_page(where, field, descending), q.runs_count(where)
-    rows, total = _page(store, params, page, count, field, descending)
+    rows, total = _page(store, params, page, count)
     return RunsPage(items=_with_feedback(store, project, rows), total=total, limit=limit, offset=offset)
 
 
@@ -175,14 +175,14 @@ def _given(filters: dict[str, Any]) -> list[str]:
     return [name for name, value in filters.items() if value is not None]
 
 
-def _page(store: Store, params: dict[str, Any], page: str, count: str, field: str, descending: bool) -> tuple[list[dict[str, Any]], int]:
+def _page(store: Store, params: dict[str, Any], page: str, count: str) -> tuple[list[dict[str, Any]], int]:
     """Pick the page's trace ids (``page``: from run heads alone where the sort and filters
     allow, else from lean whole-run merges), then merge whole summaries for its runs only."""
     ids = store.query(page, params)
     if not ids:  # an empty first page has no total column to read; a page past the end must count
         total = int(store.query(count, params)[0]["total"]) if params["offset"] else 0
         return [], total
-    rows = store.query(q.runs_of_page(field, descending), params | {"trace_ids": [r["trace_id"] for r in ids]})
+    rows = store.query(q.RUNS_OF_PAGE, params | {"trace_ids": [r["trace_id"] for r in ids]})
     return rows, int(ids[0]["total"])
 
 
