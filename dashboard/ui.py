@@ -24,7 +24,7 @@ from agentwatch_api.client import (
     CollectorUnavailable,
     NotFound,
 )
-from agentwatch_api.schemas import RunSummary, TimeSeries
+from agentwatch_api.schemas import FilterValues, RunSummary, TimeSeries
 from dashboard.config import DashboardConfig
 
 _TTL_S = DashboardConfig.from_env().cache_ttl_s
@@ -260,7 +260,7 @@ def sidebar_filters() -> None:
         st.selectbox("Time range", list(RANGES), index=1, key="aw_range")
         win = window()
         try:
-            values = fetch("filters", start=win.start, end=win.end)
+            values = _filter_values(_target(), math.floor(win.start / 60) * 60, math.ceil(win.end / 60) * 60)
             agents, models = values.agents, values.models
         except CollectorError:
             agents, models = [], []
@@ -270,6 +270,16 @@ def sidebar_filters() -> None:
         st.caption(f"Collector: {cfg.collector_url}" + _ingest_line())
         if cfg.login_mode != "open":
             st.button("Log out", on_click=logout)
+
+
+FILTER_VALUES_TTL_S = 60.0
+
+
+@st.cache_data(ttl=FILTER_VALUES_TTL_S, show_spinner=False, max_entries=100)
+def _filter_values(target: tuple[str, str, float], start: float, end: float) -> FilterValues:
+    """The agents and models of the range, on whole minutes, reused for a minute (a new agent
+    shows in the sidebar within a minute): every page load asks before its title shows."""
+    return _client(*target).filters(start=start, end=end)
 
 
 def _ingest_line() -> str:
