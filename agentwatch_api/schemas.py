@@ -8,14 +8,16 @@ times are RFC 3339 strings or epoch seconds; ``start``/``end`` default to the la
 
 - ``GET  /api/runs`` -> ``RunsPage``  start, end and ``RunFilters``: agent, model, status
   (ok|error|timeout|budget|running|incomplete), outcome, user_id, session_id, tool_failed,
-  search, min_cost, max_cost, min_steps, max_steps; sort (any ``RunSummary`` column but
-  feedback_score, prefix ``-`` for descending, default ``-start_time``); limit (<= 500), offset.
+  search, min_cost, max_cost, min_steps, max_steps; sort (any ``RunSummary`` column,
+  prefix ``-`` for descending, default ``-start_time``; runs without a feedback score sort last); limit (<= 500), offset.
 - ``GET  /api/runs/{trace_id}`` -> ``RunDetail`` (404 when not in the caller's project)
 - ``POST /api/runs/{trace_id}/feedback`` body ``FeedbackIn`` -> ``FeedbackOut``
 - ``GET  /api/overview`` -> ``Overview``  (start, end, agent, model): headline figures for the
   range and for the previous range of equal length.
 - ``GET  /api/timeseries`` -> ``TimeSeries``  (metric, start, end, step_s, group_by=none|agent|model,
   agent, model); metric is one of ``TIMESERIES_METRICS``.
+- ``GET  /api/timeseries/set`` -> ``list[TimeSeries]``  the same with ``metric`` repeated (up to all of
+  ``TIMESERIES_METRICS``): one request, and one query per kind of figure, for many series.
 - ``GET  /api/cost`` -> ``CostBreakdown``  (start, end, agent, model, gpu_hour_usd)
 - ``GET  /api/engines`` -> ``list[EngineInfo]``; ``GET /api/engine/metrics`` -> ``EngineSeries``
   (engine, start, end, step_s)

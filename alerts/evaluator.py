@@ -338,12 +338,15 @@ class Evaluator:
 
     def _link(self, rule: Rule, alert: Alert, now: float) -> str:
         """The dashboard's Alerts page opened on this incident: its metric against the baseline
-        over the incident's window and scope, and the runs of that window, most expensive first."""
+        over the incident's window and scope, and the runs of that window, most expensive first.
+        It names the project (``?project=``): a dashboard session holding keys of several projects
+        switches to the alert's."""
         if not self.config.dashboard_url:
             return ""
         onset = math.floor(alert.started_at / rule.window_s) * rule.window_s - rule.window_s
         end = (alert.resolved_at if alert.resolved_at is not None else now) + rule.window_s
-        params = {"alert": alert.alert_id, "start": int(onset), "end": math.ceil(end), **{k: v for k, v in sorted(alert.scope.items()) if k != "project"}}
+        params = {"alert": alert.alert_id, "project": alert.project, "start": int(onset), "end": math.ceil(end),
+                  **{k: v for k, v in sorted(alert.scope.items()) if k != "project"}}
         return f"{self.config.dashboard_url}/alerts?{urllib.parse.urlencode(params)}"
 
 

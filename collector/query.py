@@ -14,7 +14,7 @@ import re
 import time
 import uuid
 from calendar import monthrange
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -167,7 +167,7 @@ def list_runs(
     else:
         where = q.where(q.RUN_FILTERS, params)
         page, count = q.runs_page(where, field, descending), q.runs_count(where)
-    rows, total = _page(store, params, page, count, field, descending)
+    rows, total = _page(store, params, page, count)
     return RunsPage(items=_with_feedback(store, project, rows), total=total, limit=limit, offset=offset)
 
 
@@ -175,14 +175,14 @@ def _given(filters: dict[str, Any]) -> list[str]:
     return [name for name, value in filters.items() if value is not None]
 
 
-def _page(store: Store, params: dict[str, Any], page: str, count: str, field: str, descending: bool) -> tuple[list[dict[str, Any]], int]:
+def _page(store: Store, params: dict[str, Any], page: str, count: str) -> tuple[list[dict[str, Any]], int]:
     """Pick the page's trace ids (``page``: from run heads alone where the sort and filters
     allow, else from lean whole-run merges), then merge whole summaries for its runs only."""
     ids = store.query(page, params)
     if not ids:  # an empty first page has no total column to read; a page past the end must count
         total = int(store.query(count, params)[0]["total"]) if params["offset"] else 0
         return [], total
-    rows = store.query(q.runs_of_page(field, descending), params | {"trace_ids": [r["trace_id"] for r in ids]})
+    rows = store.query(q.RUNS_OF_PAGE, params | {"trace_ids": [r["trace_id"] for r in ids]})
     return rows, int(ids[0]["total"])
 
 
@@ -413,7 +413,8 @@ def _figures(
         for row in store.query(sql, params):
             out.setdefault((int(row["bucket"]), row["grp"]), {}).update(shape(row, step_s))
     for figures in out.values():
-        figures["cost_per_success_usd"] = _ratio(figures.get("cost_usd") or 0.0, figures.get("successes") or 0.0)
+        if "cost_usd" in figures or "successes" in figures:  # not in rows of the other queries
+            figures["cost_per_success_usd"] = _ratio(figures.get("cost_usd") or 0.0, figures.get("successes") or 0.0)
     return out
 
 
@@ -433,11 +434,33 @@ def timeseries(
     Call-level figures are read per minute for buckets of a minute or more (a minute counts
     in the bucket it starts in), from spans for shorter buckets.
     """
-    _choice("metric", metric, TIMESERIES_METRICS)
+    return timeseries_set(store, project, [metric], start, end, step_s, group_by, agent, model)[0]
+
+
+def timeseries_set(
+    store: Store,
+    project: str,
+    metrics: Sequence[str],
+    start: float,
+    end: float,
+    step_s: int,
+    group_by: str = "none",
+    agent: str | None = None,
+    model: str | None = None,
+) -> list[TimeSeries]:
+    """Several metrics over the same buckets, in the order asked, each as ``timeseries`` gives it,
+    from one set of queries: metrics read from the same rows (the TTFT and TPOT quantiles, the
+    runs' figures) cost one query together where asked one by one they cost one each."""
+    for metric in metrics:
+        _choice("metric", metric, TIMESERIES_METRICS)
     _choice("group_by", group_by, GROUPS)
     count = _buckets(start, end, step_s)
-    figures = _figures(store, project, [metric], start, end, step_s, group_by, agent, model)
-    groups = sorted({g for _, g in figures}) or ([""] if group_by == "none" else [])
+    figures = _figures(store, project, metrics, start, end, step_s, group_by, agent, model)
+    return [_series(metric, figures, start, step_s, count, group_by) for metric in metrics]
+
+
+def _series(metric: str, figures: Figures, start: float, step_s: int, count: int, group_by: str) -> TimeSeries:
+    groups = sorted({g for (_, g), values in figures.items() if metric in values}) or ([""] if group_by == "none" else [])
     points = []
     for bucket in range(count):
         for group in groups:

@@ -51,6 +51,7 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("GET", "/api/runs/{trace_id}"): READ,
     ("GET", "/api/overview"): READ,
     ("GET", "/api/timeseries"): READ,
+    ("GET", "/api/timeseries/set"): READ,
     ("GET", "/api/cost"): READ,
     ("GET", "/api/whatif"): READ,
     ("GET", "/api/engines"): READ,

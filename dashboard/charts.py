@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from agentwatch import semconv as sc
 
-from agentwatch_api.schemas import SpanOut, TimeSeries
+from agentwatch_api.schemas import SpanOut
 from dashboard.analysis import Distribution, GrowthFit, RunGraph, is_engine_span, is_failed
 from dashboard.live import OPEN
 
@@ -31,44 +31,6 @@ _TIME_LAYOUT = {**_LAYOUT, "legend": {"orientation": "h", "y": -0.32, "yanchor":
 
 def _dt(t: float) -> datetime:
     return datetime.fromtimestamp(t, tz=UTC)
-
-
-def series_figure(series: Sequence[TimeSeries], title: str, unit: str, *, stacked: bool = False) -> go.Figure:
-    """Lines (or stacked bars) over time, one trace per series and group."""
-    fig = go.Figure()
-    values = [p.value for ts in series for p in ts.points if p.value is not None]
-    scale = 1000.0 if unit == "s" and values and max(abs(v) for v in values) < 1 else 1.0
-    unit = "ms" if scale != 1.0 else unit  # as the cards show sub-second times
-    for ts in series:
-        groups: dict[str, tuple[list[datetime], list[float | None]]] = {}
-        for p in ts.points:
-            xs, ys = groups.setdefault(p.group, ([], []))
-            xs.append(_dt(p.t))
-            ys.append(None if p.value is None else p.value * scale)
-        if stacked and len(groups) > 1:
-            groups.pop("", None)  # empty buckets of a grouped series carry no group
-        for group, (xs, ys) in groups.items():
-            name = group or ts.metric
-            if stacked:
-                fig.add_trace(go.Bar(x=xs, y=ys, name=name))
-            else:
-                fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines+markers", connectgaps=False))
-    fig.update_layout(title=title, barmode="stack" if stacked else None, yaxis_title=unit, height=300, **_TIME_LAYOUT)
-    _clamp_y(fig, series, unit)
-    return fig
-
-
-def _clamp_y(fig: go.Figure, series: Sequence[TimeSeries], unit: str) -> None:
-    """Keep the y axis inside the metric's domain: never below zero for costs, times, counts and
-    rates (plotly pads a single point to ±0.5); ratios between 0 and 100 %."""
-    values = [p.value for ts in series for p in ts.points if p.value is not None]
-    if any(v < 0 for v in values) or any(ts.metric == "feedback_score" for ts in series):
-        return  # a score may be negative: left to plotly
-    if unit == "ratio":
-        top = max(values, default=1.0)
-        fig.update_yaxes(tickformat=".0%", title="share", range=[0, 1.05 if top > 0.5 or not values else top * 1.2])
-    else:
-        fig.update_yaxes(rangemode="nonnegative")
 
 
 def waterfall_figure(items: Sequence[tuple[SpanOut, int]], total_spans: int) -> go.Figure:

@@ -1,8 +1,9 @@
 """``agentwatch dashboard``: start the Streamlit dashboard as a headless server.
 
-The command replaces itself with ``python -m streamlit run dashboard/app.py`` (exec, so
-signals reach Streamlit directly and no orphan is left), configured through the
-``AGENTWATCH_*`` variables of ``dashboard.config``; the flags below set them.
+The command replaces itself with ``python -m dashboard.server run dashboard/app.py`` (Streamlit's
+command line after the pages' heavy imports; exec, so signals reach Streamlit directly and no
+orphan is left), configured through the ``AGENTWATCH_*`` variables of ``dashboard.config``; the
+flags below set them.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def streamlit_command(args: argparse.Namespace) -> list[str]:
     return [
-        sys.executable, "-m", "streamlit", "run", str(APP),
+        sys.executable, "-m", "dashboard.server", "run", str(APP),
         "--server.headless", "true", "--server.port", str(args.port), "--server.address", args.host,
         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none", "--server.runOnSave", "false",
         "--client.toolbarMode", "viewer", "--client.showErrorDetails", "type", "--global.developmentMode", "false",

@@ -1,10 +1,12 @@
-"""Vega-Lite charts for the overview (over time) and the Cost page (bars over categories).
+"""Vega-Lite charts for the overview and the Alerts page (over time) and the Cost page (bars
+over categories).
 
-Its metric cards draw their sparklines with Vega-Lite, so charts drawn with it too make the
-first visit load and start one chart library, not Vega-Lite and Plotly (Plotly's bundle is
-several megabytes and was most of the overview's time to idle in the browser; see
-bench/results/dashboard_render.md). Same conventions as ``charts.series_figure``: one line per
-series and group (stacked bars when asked), sub-second times in ms, y kept in the metric's domain.
+Metric cards draw their sparklines with Vega-Lite, so charts drawn with it too make a page load
+and start one chart library, not Vega-Lite and Plotly (Plotly's bundle is several megabytes and
+was most of the overview's time to idle in the browser; see bench/results/dashboard_render.md).
+Plotly (``dashboard.charts``) is left to the pages that need its click events or its layouts:
+run detail and engine. Conventions: one line per series and group (stacked bars when asked),
+sub-second times in ms, y kept in the metric's domain.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ import pandas as pd
 
 from agentwatch_api.schemas import TimeSeries
 
+ERROR_COLOUR = "#d62728"  # as dashboard.charts
+
 
 def series_chart(series: Sequence[TimeSeries], title: str, unit: str, *, stacked: bool = False) -> alt.Chart:
     """Lines (or stacked bars) over time, one colour per series and group."""
     values = [p.value for ts in series for p in ts.points if p.value is not None]
-    scale = 1000.0 if unit == "s" and values and max(abs(v) for v in values) < 1 else 1.0
-    unit = "ms" if scale != 1.0 else unit  # as the cards show sub-second times
+    scale, unit = _scaled_unit(values, unit)
     frame = pd.DataFrame(_rows(series, scale, stacked=stacked), columns=["time", "series", "value"])
     base = alt.Chart(frame, title=title, height=300)
     mark = base.mark_bar() if stacked else base.mark_line(point=alt.OverlayMarkDef(size=20))
@@ -33,6 +36,30 @@ def series_chart(series: Sequence[TimeSeries], title: str, unit: str, *, stacked
         color=alt.Color("series:N", legend=alt.Legend(orient="bottom", title=None)),
         tooltip=[alt.Tooltip("time:T", format="%Y-%m-%d %H:%M:%S"), "series:N", alt.Tooltip("value:Q", format=",.4~g")],
     )
+
+
+def incident_chart(series: TimeSeries, title: str, unit: str, *, started: float, ended: float,
+                   lines: Sequence[tuple[str, float | None]]) -> alt.LayerChart:
+    """A metric over time with its incident shaded (``started`` to ``ended``) and level lines
+    (name, value: a baseline, a threshold) across it, in the same unit as the line."""
+    values = [p.value for p in series.points if p.value is not None]
+    scale, shown = _scaled_unit([*values, *(v for _, v in lines if v is not None)], unit)
+    shade = pd.DataFrame({"start": [datetime.fromtimestamp(started, tz=UTC)], "end": [datetime.fromtimestamp(ended, tz=UTC)], "label": ["incident"]})
+    levels = pd.DataFrame([(name, value * scale) for name, value in lines if value is not None], columns=["name", "value"])
+    band = alt.Chart(shade).mark_rect(color=ERROR_COLOUR, opacity=0.12).encode(x="start:T", x2="end:T", tooltip=["label:N", "start:T", "end:T"])
+    layers = [band, series_chart([series], title, unit)]
+    if not levels.empty:
+        rule = alt.Chart(levels).mark_rule(color="#7f7f7f", strokeDash=[4, 4])
+        layers += [rule.encode(y="value:Q", tooltip=["name:N", alt.Tooltip("value:Q", title=shown, format=",.4~g")]),
+                   rule.mark_text(align="left", dx=4, dy=-6, color="#7f7f7f").encode(y="value:Q", text="name:N", x=alt.value(0))]
+    return alt.layer(*layers)
+
+
+def _scaled_unit(values: Sequence[float], unit: str) -> tuple[float, str]:
+    """Sub-second times in ms, as the metric cards show them: (factor, unit shown)."""
+    if unit == "s" and values and max(abs(v) for v in values) < 1:
+        return 1000.0, "ms"
+    return 1.0, unit
 
 
 def _rows(series: Sequence[TimeSeries], scale: float, *, stacked: bool) -> list[tuple[datetime, str, float | None]]:

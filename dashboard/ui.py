@@ -6,7 +6,7 @@ import hmac
 import math
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,7 +24,7 @@ from agentwatch_api.client import (
     CollectorUnavailable,
     NotFound,
 )
-from agentwatch_api.schemas import RunSummary, TimeSeries
+from agentwatch_api.schemas import FilterValues, RunSummary, TimeSeries
 from dashboard.config import DashboardConfig
 
 _TTL_S = DashboardConfig.from_env().cache_ttl_s
@@ -206,16 +206,30 @@ def fetch(method: str, **kwargs: Any) -> Any:
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False, max_entries=100)
-def _series_bundle(target: tuple[str, str, float], specs: tuple[tuple[str, str], ...], common: tuple[tuple[str, Any], ...]) -> dict[str, TimeSeries]:
+def _together(target: tuple[str, str, float], calls: tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...]) -> dict[str, Any]:
     api = _client(*target)
-    with ThreadPoolExecutor(max_workers=6, thread_name_prefix="agentwatch-series") as pool:
-        futures = {m: pool.submit(api.timeseries, m, group_by=g, **dict(common)) for m, g in specs}
-        return {m: f.result() for m, f in futures.items()}
+    with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="agentwatch-fetch") as pool:
+        futures = {name: pool.submit(getattr(api, method), **dict(kwargs)) for name, method, kwargs in calls}
+        return {name: future.result() for name, future in futures.items()}
 
 
-def fetch_series(specs: list[tuple[str, str]], **common: Any) -> dict[str, TimeSeries]:
-    """Several time series at once, queried in parallel: (metric, group_by) -> series."""
-    return _series_bundle(_target(), tuple(specs), tuple(sorted(common.items())))
+def fetch_together(**calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    """Several query API calls at once, in parallel: name -> result, as ``fetch`` gives each (a
+    page waits for its slowest query, not for their sum); the first error is raised."""
+    return _together(_target(), tuple((name, method, tuple(sorted(kwargs.items()))) for name, (method, kwargs) in sorted(calls.items())))
+
+
+def series_calls(specs: Sequence[tuple[str, str]], **common: Any) -> dict[str, tuple[str, dict[str, Any]]]:
+    """``fetch_together``'s calls for (metric, group_by) series: one request per group_by."""
+    by_group: dict[str, list[str]] = {}
+    for metric, group_by in specs:
+        by_group.setdefault(group_by, []).append(metric)
+    return {f"series by {g}": ("timeseries_set", {"metrics": tuple(metrics), "group_by": g, **common}) for g, metrics in by_group.items()}
+
+
+def series_of(results: dict[str, Any]) -> dict[str, TimeSeries]:
+    """The series among ``fetch_together``'s results (of ``series_calls``): metric -> series."""
+    return {metric: found for name, got in results.items() if name.startswith("series by ") for metric, found in got.items()}
 
 
 # --- filters ---------------------------------------------------------------------------
@@ -246,7 +260,7 @@ def sidebar_filters() -> None:
         st.selectbox("Time range", list(RANGES), index=1, key="aw_range")
         win = window()
         try:
-            values = fetch("filters", start=win.start, end=win.end)
+            values = _filter_values(_target(), math.floor(win.start / 60) * 60, math.ceil(win.end / 60) * 60)
             agents, models = values.agents, values.models
         except CollectorError:
             agents, models = [], []
@@ -256,6 +270,16 @@ def sidebar_filters() -> None:
         st.caption(f"Collector: {cfg.collector_url}" + _ingest_line())
         if cfg.login_mode != "open":
             st.button("Log out", on_click=logout)
+
+
+FILTER_VALUES_TTL_S = 60.0
+
+
+@st.cache_data(ttl=FILTER_VALUES_TTL_S, show_spinner=False, max_entries=100)
+def _filter_values(target: tuple[str, str, float], start: float, end: float) -> FilterValues:
+    """The agents and models of the range, on whole minutes, reused for a minute (a new agent
+    shows in the sidebar within a minute): every page load asks before its title shows."""
+    return _client(*target).filters(start=start, end=end)
 
 
 def _ingest_line() -> str:

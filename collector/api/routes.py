@@ -17,6 +17,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request
 from pydantic import BaseModel, Field, field_validator
 
 from agentwatch_api.schemas import (
+    TIMESERIES_METRICS,
     CostBreakdown,
     EngineInfo,
     EngineSeries,
@@ -120,6 +121,24 @@ def timeseries(
     lo, hi = time_window(start, end)
     step = step_s or max(1, math.ceil((hi - lo) / DEFAULT_POINTS))
     return _run(lambda: query.timeseries(store, project, metric, lo, hi, step, group_by, agent, model))
+
+
+@router.get("/timeseries/set", response_model=list[TimeSeries])
+def timeseries_set(
+    store: StoreDep,
+    project: ProjectDep,
+    metric: Annotated[list[str], Query(min_length=1, max_length=len(TIMESERIES_METRICS), description="repeated: metrics of TIMESERIES_METRICS")],
+    start: Start = None,
+    end: End = None,
+    step_s: Annotated[int | None, Query(ge=1, le=366 * 86_400)] = None,
+    group_by: Literal["none", "agent", "model"] = "none",
+    agent: Agent = None,
+    model: Model = None,
+) -> list[TimeSeries]:
+    lo, hi = time_window(start, end)
+    step = step_s or max(1, math.ceil((hi - lo) / DEFAULT_POINTS))
+    metrics = list(dict.fromkeys(metric))
+    return _run(lambda: query.timeseries_set(store, project, metrics, lo, hi, step, group_by, agent, model))
 
 
 @router.get("/cost", response_model=CostBreakdown)

@@ -148,11 +148,13 @@ RUN_FILTERS = {
     "max_steps": "steps <= {max_steps:UInt32}",
     "search": RUN_SEARCH,
 }
-# Every column of a run summary but its feedback score (looked up per page, after the sort).
+# Every column of a run summary. The feedback score is not one of the merged columns (a page's
+# scores are looked up after it is picked): sorted on, it is looked up per run as ``run_totals``
+# does; runs without a score come last either way (ClickHouse's NULLS LAST).
 RUN_SORTS = (
     "start_time", "end_time", "duration_s", "cost_usd", "steps", "total_tokens", "input_tokens", "output_tokens",
     "cached_tokens", "llm_calls", "tool_calls", "tool_failures", "agent", "name", "service", "status", "outcome",
-    "budget_exceeded", "user_id", "session_id", "models", "trace_id",
+    "budget_exceeded", "user_id", "session_id", "models", "trace_id", "feedback_score",
 )
 
 
@@ -169,10 +171,11 @@ def runs_page(filters: str, sort: str, descending: bool) -> str:
     if sort not in RUN_SORTS:
         raise ValueError(f"sort must be one of {RUN_SORTS}, got {sort!r}")
     direction = "DESC" if descending else "ASC"
-    return f"""
+    scores, key = (_FEEDBACK, _FEEDBACK_SCORE) if sort == "feedback_score" else ("", sort)
+    return f"""{scores}
 SELECT trace_id, count() OVER () AS total FROM ({RUNS_IN_RANGE})
 WHERE {filters}
-ORDER BY {sort} {direction}, trace_id
+ORDER BY {key} {direction}, trace_id
 LIMIT {{limit:UInt32}} OFFSET {{offset:UInt32}}"""
 
 
@@ -365,12 +368,8 @@ def head_count(filters: str) -> str:
     return f"SELECT count() AS total {_HEADS_IN_RANGE} AND {filters}"
 
 
-def runs_of_page(sort: str, descending: bool) -> str:
-    """Whole-run summaries of the traces ``{trace_ids}`` (a page), in the page's order."""
-    if sort not in RUN_SORTS:
-        raise ValueError(f"sort must be one of {RUN_SORTS}, got {sort!r}")
-    direction = "DESC" if descending else "ASC"
-    return f"SELECT * FROM ({runs_in_range('trace_id IN {trace_ids:Array(String)}')}) ORDER BY {sort} {direction}, trace_id"
+# Whole-run summaries of the traces ``{trace_ids}`` (a page), in the page's order (its ids').
+RUNS_OF_PAGE = f"SELECT * FROM ({runs_in_range('trace_id IN {trace_ids:Array(String)}')}) ORDER BY indexOf({{trace_ids:Array(String)}}, trace_id)"
 RUN_HEAD_GROUPS = {"none": "''", "agent": "toString(agent)"}
 
 
@@ -397,6 +396,8 @@ WITH (
         SELECT trace_id, toFloat64(ifNull(sum(score), 0)) AS fb_sum, count(score) AS fb_n
         FROM feedback WHERE project = {project:String} AND score IS NOT NULL GROUP BY trace_id)
 ) AS fb"""
+_FEEDBACK_SCORE = ("if(transform(trace_id, fb.1, fb.3, toUInt64(0)) = 0, NULL, "
+                   "transform(trace_id, fb.1, fb.2, toFloat64(0)) / transform(trace_id, fb.1, fb.3, toUInt64(0)))")
 _FEEDBACK_FIGURES = """
     sum(transform(trace_id, fb.1, fb.2, toFloat64(0))) AS fb_sum, sum(transform(trace_id, fb.1, fb.3, toUInt64(0))) AS fb_n"""
 

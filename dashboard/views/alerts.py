@@ -6,12 +6,12 @@ of the incident's window; firing, resolved and no-data counts; the rules in forc
 
 from __future__ import annotations
 
+import altair as alt
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from agentwatch_api.schemas import TIMESERIES_METRICS, AlertOut, AlertRuleOut, RunsPage, TimeSeries
-from dashboard import charts, ui
+from dashboard import light_charts, ui
 
 CONTEXT_WINDOWS = 12  # windows of the metric shown before an incident
 TOP_RUNS = 5
@@ -96,7 +96,7 @@ def _incident(alert: AlertOut, rule: AlertRuleOut | None, *, expanded: bool) -> 
             if series is None:
                 st.caption(f"{alert.metric} is a figure of the moment (no series): its value, threshold and peak are above.")
             else:
-                st.plotly_chart(incident_figure(series, alert, unit), key=f"alert-chart-{alert.alert_id}")
+                st.altair_chart(incident_chart(series, alert, unit), key=f"alert-chart-{alert.alert_id}")
         with ui.guarded("the incident's runs"):
             page: RunsPage = ui.fetch("runs", start=start + (CONTEXT_WINDOWS - 1) * step, end=end, sort="-cost_usd", limit=TOP_RUNS, **run_filters(alert))
             if page.items:
@@ -133,15 +133,11 @@ def _span(alert: AlertOut, step: int) -> tuple[float, float]:
     return float(start), float((end_at // step + 2) * step)
 
 
-def incident_figure(series: TimeSeries, alert: AlertOut, unit: str) -> go.Figure:
+def incident_chart(series: TimeSeries, alert: AlertOut, unit: str) -> alt.LayerChart:
     """The metric over time, its baseline and threshold, and the incident shaded."""
-    fig = charts.series_figure([series], f"{alert.metric}: the incident against its baseline", unit)
     end = alert.resolved_at if alert.resolved_at is not None else (series.points[-1].t + series.step_s if series.points else alert.started_at)
-    fig.add_vrect(x0=charts._dt(alert.started_at), x1=charts._dt(end), fillcolor=charts.ERROR_COLOUR, opacity=0.12, line_width=0, annotation_text="incident")
-    for name, value, dash in (("baseline", alert.baseline, "dot"), ("threshold", alert.threshold, "dash")):
-        if value is not None:
-            fig.add_hline(y=value, line_dash=dash, annotation_text=name, line_color="#7f7f7f")
-    return fig
+    return light_charts.incident_chart(series, f"{alert.metric}: the incident against its baseline", unit, started=alert.started_at, ended=end,
+                                       lines=[("baseline", alert.baseline), ("threshold", alert.threshold)])
 
 
 def incidents_frame(alerts: list[AlertOut]) -> pd.DataFrame:

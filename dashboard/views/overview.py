@@ -20,20 +20,25 @@ def render() -> None:
     st.fragment(_body, run_every=ui.refresh_every("aw_autorefresh", "aw_refresh_s"))()
 
 
+SERIES = list(dict.fromkeys((m, g) for charts_ in CHARTS.values() for _, metrics, g, _ in charts_ for m in metrics))
+
+
 def _body() -> None:
     win, filters = ui.window(), ui.agent_model()
     with ui.guarded("the overview"):
-        overview: Overview = ui.fetch("overview", start=win.start, end=win.end, **filters)
+        scope = {"start": win.start, "end": win.end, **filters}
+        got = ui.fetch_together(overview=("overview", scope), costliest=("runs", {**scope, "sort": "-cost_usd", "limit": 1}),
+                                **ui.series_calls(SERIES, step_s=win.step_s, **scope))
+        overview: Overview = got["overview"]
         runs = overview.figures.get("runs")
         if runs is None or not runs.value:
             ui.empty(f"No runs in the {win.label.lower()}{_scope(filters)}.")
             return
-        specs = list(dict.fromkeys((m, g) for charts_ in CHARTS.values() for _, metrics, g, _ in charts_ for m in metrics))
-        series = ui.fetch_series(specs, start=win.start, end=win.end, step_s=win.step_s, **filters)
+        series = ui.series_of(got)
         st.caption(f"{win.label}{_scope(filters)}; changes compare with the {win.label.lower().replace('last ', 'previous ')} (rates: their last complete bucket with the range's average); buckets of {_span_text(win.step_s)}.")
         _headlines(overview, series, win.step_s)
         _unfinished(overview)
-        _costliest(win, filters)
+        _costliest(got["costliest"])
         _charts(series, win.step_s)
 
 
@@ -52,9 +57,8 @@ def _unfinished(overview: Overview) -> None:
         col.page_link("views/runs.py", label=f"Show {status} runs", icon=":material/filter_list:", query_params={"status": status})
 
 
-def _costliest(win: ui.Window, filters: dict[str, str | None]) -> None:
+def _costliest(top: RunsPage) -> None:
     """The most expensive run of the range, one click away."""
-    top: RunsPage = ui.fetch("runs", start=win.start, end=win.end, sort="-cost_usd", limit=1, **filters)
     if not top.items:
         return
     run = top.items[0]

@@ -24,7 +24,7 @@ SORTS = {  # label -> RunSummary column: the query API sorts on any of them
     "Tokens": "total_tokens", "Input tokens": "input_tokens", "Output tokens": "output_tokens", "Cached tokens": "cached_tokens",
     "LLM calls": "llm_calls", "Tool calls": "tool_calls", "Tool failures": "tool_failures", "Agent": "agent", "Run name": "name",
     "Status": "status", "Outcome": "outcome", "Budget stop": "budget_exceeded", "User": "user_id", "Session": "session_id",
-    "Models": "models", "Trace id": "trace_id",
+    "Models": "models", "Trace id": "trace_id", "Feedback score": "feedback_score",
 }
 ANY = "any"
 STATUSES = [ANY, *get_args(RunStatus)]

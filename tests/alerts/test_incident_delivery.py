@@ -46,7 +46,7 @@ def test_one_firing_and_one_resolved_per_channel_signed_and_retried(store: Store
     alert = fired["alert"]
     assert alert["scope"] == {"agent": "researcher"} and alert["value"] > 2 * alert["baseline"] and alert["threshold"] is not None
     assert alert["started_at"] == T0 + 20 * 60 + 5
-    assert fired["link"].startswith(f"http://dash.example:8501/alerts?alert={alert['alert_id']}&") and "agent=researcher" in fired["link"] and f"start={T0 + 19 * 60}" in fired["link"]
+    assert fired["link"].startswith(f"http://dash.example:8501/alerts?alert={alert['alert_id']}&project=p1&") and "agent=researcher" in fired["link"] and f"start={T0 + 19 * 60}" in fired["link"]
     assert resolved["alert"]["alert_id"] == alert["alert_id"] and resolved["alert"]["peak"] >= alert["value"]
     assert [p["text"].split("]")[0] for p in by_path(receiver, "/slack")] == ["[agentwatch FIRING", "[agentwatch RESOLVED"]
     mails = mailbox.wait_for(2)

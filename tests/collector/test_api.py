@@ -10,13 +10,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from agentwatch_api.client import CollectorClient
 from agentwatch_api.schemas import TIMESERIES_METRICS
 from tests.collector.factories import seed_known_runs
 from tests.collector.ingest_helpers import Running, serve, settings_for
 
 T = (int(time.time()) // 3600 - 3) * 3600
 W = {"start": T, "end": T + 3600}
-GETS = ["/api/runs", "/api/overview", "/api/timeseries?metric=runs", "/api/cost", "/api/engines", "/api/engine/metrics?engine=e1", "/api/filters"]
+GETS = ["/api/runs", "/api/overview", "/api/timeseries?metric=runs", "/api/timeseries/set?metric=runs", "/api/cost", "/api/engines", "/api/engine/metrics?engine=e1", "/api/filters"]
 
 
 class Api:
@@ -80,7 +81,7 @@ def test_runs_list_searches_filters_and_sorts_in_the_store(q1: Api, collector: t
 
 @pytest.mark.parametrize(
     ("params", "needle"),
-    [({"sort": "feedback_score"}, "sort"), ({"limit": 1000}, "limit"), ({"start": "yesterday"}, "start"), ({"status": "weird"}, "status"),
+    [({"sort": "colour"}, "sort"), ({"limit": 1000}, "limit"), ({"start": "yesterday"}, "start"), ({"status": "weird"}, "status"),
      ({"start": T + 10, "end": T}, "after start"), ({"min_cost": -1}, "min_cost"), ({"min_cost": "inf"}, "min_cost"),
      ({"tool_failed": "maybe"}, "tool_failed"), ({"search": "x" * 257}, "search")],
 )
@@ -121,6 +122,17 @@ def test_overview_and_timeseries(q1: Api) -> None:
     assert default_step["step_s"] == 30 and {p["group"] for p in default_step["points"]} == {"alpha", "beta", "gamma"}
     bad = q1.get("/api/timeseries", **W, metric="bogus")
     assert bad.status_code == 422 and "metric" in bad.json()["detail"]
+
+
+def test_timeseries_set_answers_many_series_in_one_request(q1: Api, collector: tuple[Running, dict]) -> None:
+    with CollectorClient(collector[0].url, collector[0].key("q1")) as client:
+        got = client.timeseries_set(["cost_usd", "runs", "ttft_p95"], step_s=600, group_by="model", **W)
+    assert list(got) == ["cost_usd", "runs", "ttft_p95"]
+    assert got["runs"].model_dump() == q1.get("/api/timeseries", **W, metric="runs", step_s=600, group_by="model").json()
+    bad = q1.client.get("/api/timeseries/set", params={"metric": ["runs", "bogus"], **W})
+    assert bad.status_code == 422 and "bogus" in bad.json()["detail"]
+    assert q1.client.get("/api/timeseries/set", params=W).status_code == 422  # no metric
+    assert q1.client.get("/api/timeseries/set", params={"metric": ["runs"] * (len(TIMESERIES_METRICS) + 1), **W}).status_code == 422
 
 
 def test_cost_filters_and_engines(q1: Api, q2: Api) -> None:

@@ -136,6 +136,17 @@ def test_timeseries_buckets_sum_to_the_total(module_store: Store, seeded: dict) 
     assert success.unit == "ratio"
 
 
+@pytest.mark.parametrize("group_by", ["none", "model"])
+def test_timeseries_set_gives_each_series_as_asked_alone(module_store: Store, seeded: dict, group_by: str) -> None:
+    metrics = list(reversed(TIMESERIES_METRICS))  # the order asked, not the catalogue's
+    together = query.timeseries_set(module_store, P, metrics, W[0], W[1], 600, group_by)
+    assert [s.metric for s in together] == metrics
+    for series in together:
+        assert series == query.timeseries(module_store, P, series.metric, W[0], W[1], 600, group_by), series.metric
+    with pytest.raises(query.InvalidQuery, match="metric"):
+        query.timeseries_set(module_store, P, ["runs", "bogus"], W[0], W[1], 600)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [(("bogus", W[0], W[1], 60), "metric"), (("runs", W[0], W[1], 0), "step_s"), (("runs", W[0], W[1] + 86_400 * 30, 1), "buckets")],

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from agentwatch_api.schemas import RunSummary
+from agentwatch_api.schemas import FeedbackIn, RunSummary
 from collector import query
 from collector.model import SpanRow
 from collector.storage import queries
@@ -40,12 +40,18 @@ def _runs() -> dict[str, list[SpanRow]]:
     return {"R1": r1, "R2": r2, "R3": r3, "R4": r4}
 
 
+FEEDBACK = {"R1": [0.9], "R2": [0.2], "R3": [1.0, 0.0]}  # R3's mean, 0.5, sorts between; R4 has none
+
+
 @pytest.fixture(scope="module")
 def runs(module_store: Store) -> dict[str, str]:
     """Run name -> trace id."""
     seeded = _runs()
     for rows in seeded.values():
         module_store.insert_spans(rows)
+    for name, scores in FEEDBACK.items():
+        for score in scores:
+            query.add_feedback(module_store, P, seeded[name][0].trace_id, FeedbackIn(score=score))
     return {name: rows[0].trace_id for name, rows in seeded.items()}
 
 
@@ -88,7 +94,8 @@ def test_search_by_part_of_a_trace_id(module_store: Store, runs: dict[str, str])
 
 def _expected_order(items: list[RunSummary], column: str, descending: bool) -> list[str]:
     by_id = sorted(items, key=lambda r: r.trace_id)  # ties: by trace id, ascending in both directions
-    return [r.trace_id for r in sorted(by_id, key=lambda r: getattr(r, column), reverse=descending)]
+    valued = sorted((r for r in by_id if getattr(r, column) is not None), key=lambda r: getattr(r, column), reverse=descending)
+    return [r.trace_id for r in valued + [r for r in by_id if getattr(r, column) is None]]  # no value (no feedback): last either way
 
 
 @pytest.mark.parametrize("column", queries.RUN_SORTS)
@@ -97,6 +104,14 @@ def test_runs_sort_on_every_column(module_store: Store, runs: dict[str, str], co
     for descending in (False, True):
         page = query.list_runs(module_store, P, **W, sort=("-" if descending else "") + column, limit=3, offset=1)
         assert [r.trace_id for r in page.items] == _expected_order(everything, column, descending)[1:], (column, descending)
+
+
+def test_runs_sort_by_feedback_score_puts_runs_without_one_last(module_store: Store, runs: dict[str, str]) -> None:
+    names = {trace: name for name, trace in runs.items()}
+    for sort, expected in (("feedback_score", "R2 R3 R1 R4"), ("-feedback_score", "R1 R3 R2 R4")):
+        page = query.list_runs(module_store, P, **W, sort=sort)
+        assert " ".join(names[r.trace_id] for r in page.items) == expected, sort
+    assert [r.feedback_score for r in query.list_runs(module_store, P, **W, sort="feedback_score").items] == [0.2, 0.5, 0.9, None]
 
 
 def test_model_filter_keeps_the_tool_calls_of_runs_that_used_the_model(module_store: Store, runs: dict[str, str]) -> None:

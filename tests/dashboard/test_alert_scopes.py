@@ -60,8 +60,10 @@ def test_a_user_incident_shows_that_users_series_and_runs(collector: Running, mo
     at = alerts_page(collector, monkeypatch, "u1")
     *_, runs = (d.value for d in at.dataframe if "user" in getattr(d.value, "columns", []))  # the focused incident's, after the firing ones
     assert list(runs["user"]) == ["alice"] * 3 and list(runs["cost_usd"]) == sorted(runs["cost_usd"], reverse=True)
-    charts = at.get("plotly_chart")
-    assert charts and all("Traceback" not in str(e.value) for e in at.error)
+    charts = at.get("vega_lite_chart")  # Vega-Lite, as the overview's: the page loads no Plotly
+    assert charts and all("Traceback" not in str(e.value) for e in at.error) and not at.get("plotly_chart")
+    spec = charts[-1].proto.spec  # the focused incident's: the incident shaded, baseline and threshold ruled and named
+    assert all(f'"type": "{mark}"' in spec for mark in ("rect", "line", "rule", "text")), spec[:300]
 
 
 def test_a_stuck_run_incident_needs_no_series(collector: Running, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -37,7 +37,7 @@ def test_dashboard_command_runs_streamlit_headless_with_the_flags(monkeypatch: p
     monkeypatch.delenv("AGENTWATCH_DASHBOARD_OPEN", raising=False)
     args = build_parser().parse_args(["dashboard", "--collector", "http://c:1", "--api-key", "k", "--port", "8600", "--open"])
     argv = streamlit_command(args)
-    assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4].endswith("dashboard/app.py")
+    assert argv[1:4] == ["-m", "dashboard.server", "run"] and argv[4].endswith("dashboard/app.py")
     assert argv[argv.index("--server.port") + 1] == "8600" and argv[argv.index("--server.address") + 1] == "127.0.0.1"
     assert argv[argv.index("--server.headless") + 1] == "true"
     env = streamlit_env(args)

@@ -1,0 +1,28 @@
+"""A Streamlit page that queries nothing: the floor under ``bench.dashboard_render``'s browser figures.
+
+``?cards=N&charts=M``: N metric cards with sparklines and M Vega-Lite line charts over 60
+points (the overview draws 6 cards with sparklines and 4 charts), static data; neither given:
+a title only. What any Streamlit page with those elements costs on this machine before the
+dashboard's own queries and work: its time to idle is what no change to the pages can cut.
+"""
+
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+st.title("Floor")
+cards, charts = int(st.query_params.get("cards", 0)), int(st.query_params.get("charts", 0))
+points = [1 + math.sin(i / 6) for i in range(60)]
+columns = st.columns(6)
+for i in range(cards):
+    columns[i % 6].metric(f"card {i}", "1.23", delta="+4.5 %", chart_data=points, chart_type="area", border=True)
+frame = pd.DataFrame({"time": pd.date_range("2026-01-01", periods=60, freq="min", tz="UTC").repeat(2), "value": [p for p in points for _ in "ab"],
+                      "series": ["a", "b"] * 60})
+columns = st.columns(2)
+for i in range(charts):
+    chart = alt.Chart(frame, title=f"chart {i}", height=300).mark_line(point=alt.OverlayMarkDef(size=20))
+    columns[i % 2].altair_chart(chart.encode(x="time:T", y="value:Q", color="series:N"), key=f"chart-{i}")
