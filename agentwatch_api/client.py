@@ -96,7 +96,7 @@ class CollectorClient:
     def timeseries_set(self, metrics: Sequence[str], *, start: float, end: float, step_s: int, group_by: str = "none", agent: str | None = None,
                        model: str | None = None) -> dict[str, TimeSeries]:
         """Several metrics over the same buckets in one request (and fewer queries than one by one): metric -> series."""
-        found = self._get("/api/timeseries/set", list[TimeSeries], metric=list(metrics), start=start, end=end, step_s=step_s, group_by=group_by,
+        found: list[TimeSeries] = self._get("/api/timeseries/set", list[TimeSeries], metric=list(metrics), start=start, end=end, step_s=step_s, group_by=group_by,
                           agent=agent, model=model)
         return {series.metric: series for series in found}
 
