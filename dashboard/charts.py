@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 
-import numpy as np
 import plotly.graph_objects as go
 from agentwatch import semconv as sc
 
 from agentwatch_api.schemas import SpanOut
-from dashboard.analysis import Distribution, GrowthFit, RunGraph, is_engine_span, is_failed
+from dashboard.analysis import GrowthFit, RunGraph, is_engine_span, is_failed
 from dashboard.live import OPEN
 
 KIND_COLOURS = {
@@ -25,12 +23,6 @@ KIND_COLOURS = {
 }
 ERROR_COLOUR = "#d62728"
 _LAYOUT = {"margin": {"l": 10, "r": 30, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}, "modebar": {"orientation": "v"}}
-# Charts over time: the legend starts below the two-line date ticks (at -0.2 it covered them).
-_TIME_LAYOUT = {**_LAYOUT, "legend": {"orientation": "h", "y": -0.32, "yanchor": "top"}}
-
-
-def _dt(t: float) -> datetime:
-    return datetime.fromtimestamp(t, tz=UTC)
 
 
 def waterfall_figure(items: Sequence[tuple[SpanOut, int]], total_spans: int) -> go.Figure:
@@ -150,42 +142,3 @@ def _graph_layout(graph: RunGraph) -> dict[str, tuple[float, float]]:
     for node, kind in graph.nodes.items():
         columns.setdefault(depth.get(node, 0) if kind == "agent" else leaf_x, []).append(node)
     return {n: (x, -i) for x, nodes in columns.items() for i, n in enumerate(nodes)}
-
-
-def distribution_figure(dist: Distribution, title: str, unit: str) -> go.Figure:
-    labels = [f"≤ {b:g}" if b != float("inf") else f"> {dist.upper_bounds[-2]:g}" if len(dist.upper_bounds) > 1 else "all" for b in dist.upper_bounds]
-    fig = go.Figure(go.Bar(x=labels, y=dist.counts))
-    fig.update_layout(title=title, height=280, **_LAYOUT)
-    fig.update_xaxes(title=f"bucket upper bound ({unit})", type="category")
-    fig.update_yaxes(title="requests")
-    return fig
-
-
-def _with_gaps(values: Mapping[float, float], *, factor: float = 3.0) -> tuple[list[datetime | None], list[float | None]]:
-    """The points with a break (None) where scrapes stopped for longer than ``factor`` times the
-    usual interval: an engine that was down is drawn as a gap, not as a ramp across it."""
-    times = sorted(values)
-    steps = np.diff(times) if len(times) > 2 else np.array([])
-    usual = float(np.median(steps)) if steps.size else 0.0
-    xs: list[datetime | None] = []
-    ys: list[float | None] = []
-    for prev, t in zip([None, *times], times, strict=False):
-        if prev is not None and usual > 0 and t - prev > factor * usual:
-            xs.append(_dt((prev + t) / 2))
-            ys.append(None)
-        xs.append(_dt(t))
-        ys.append(values[t])
-    return xs, ys
-
-
-def points_figure(series: Mapping[str, Mapping[float, float]], title: str, unit: str) -> go.Figure:
-    """Lines from ``{name: {t: value}}`` (engine gauges and counter rates)."""
-    fig = go.Figure()
-    for name, values in series.items():
-        xs, ys = _with_gaps(values)
-        fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines", connectgaps=False))
-    fig.update_layout(title=title, yaxis_title=unit, height=300, **_TIME_LAYOUT)
-    fig.update_yaxes(rangemode="nonnegative")
-    if unit == "ratio":
-        fig.update_yaxes(tickformat=".1%", title="share")
-    return fig

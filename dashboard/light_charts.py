@@ -1,17 +1,18 @@
-"""Vega-Lite charts for the overview and the Alerts page (over time) and the Cost page (bars
-over categories).
+"""Vega-Lite charts for the overview, the Alerts and Engine pages (over time) and the Cost and
+Engine pages (bars over categories).
 
 Metric cards draw their sparklines with Vega-Lite, so charts drawn with it too make a page load
 and start one chart library, not Vega-Lite and Plotly (Plotly's bundle is several megabytes and
 was most of the overview's time to idle in the browser; see bench/results/dashboard_render.md).
-Plotly (``dashboard.charts``) is left to the pages that need its click events or its layouts:
-run detail and engine. Conventions: one line per series and group (stacked bars when asked),
+Plotly (``dashboard.charts``) is left to run detail, which needs its click events (the
+waterfall) and its layouts (the graph, two y axes). Conventions: one line per series and group (stacked bars when asked),
 sub-second times in ms, y kept in the metric's domain.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import statistics
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 import altair as alt
@@ -32,7 +33,7 @@ def series_chart(series: Sequence[TimeSeries], title: str, unit: str, *, stacked
     return mark.encode(
         x=alt.X("time:T", title=None, axis=alt.Axis(format="%H:%M", labelOverlap=True)),
         y=alt.Y("value:Q", title="share" if unit == "ratio" else unit, stack="zero" if stacked else None,
-                axis=alt.Axis(format="%" if unit == "ratio" else "~s"), scale=_y_scale(series, values, unit)),
+                axis=alt.Axis(format="%" if unit == "ratio" else _number_format(values)), scale=_y_scale(series, values, unit)),
         color=alt.Color("series:N", legend=alt.Legend(orient="bottom", title=None)),
         tooltip=[alt.Tooltip("time:T", format="%Y-%m-%d %H:%M:%S"), "series:N", alt.Tooltip("value:Q", format=",.4~g")],
     )
@@ -78,8 +79,49 @@ def _y_scale(series: Sequence[TimeSeries], values: list[float], unit: str) -> al
         return alt.Scale(zero=False)
     if unit == "ratio":
         top = max(values, default=1.0)
-        return alt.Scale(domain=[0, 1.05 if top > 0.5 or not values else top * 1.2])
-    return alt.Scale(domainMin=0)
+        return alt.Scale(domain=[0, 1.05 if top > 0.5 or top <= 0 else top * 1.2])  # all 0: to 105 %, not [0, 0]
+    return _from_zero(values)
+
+
+def _from_zero(values: Sequence[float]) -> alt.Scale:
+    """From zero up; to 1 where every value is 0 (a domain [0, 0] draws its ticks as NaN)."""
+    return alt.Scale(domainMin=0) if any(v > 0 for v in values) else alt.Scale(domain=[0, 1])
+
+
+def _number_format(values: Sequence[float]) -> str:
+    """Axis numbers: 1.5k, 2M from ten thousand up; plain below (SI would write 0.3 requests or
+    dollars as "300m")."""
+    return "~s" if values and max(abs(v) for v in values) >= 10_000 else ",.4~g"
+
+
+def points_chart(series: Mapping[str, Mapping[float, float]], title: str, unit: str) -> alt.Chart:
+    """Lines from ``{name: {t: value}}`` (engine gauges and counter rates); a line breaks where
+    readings stopped (``segments``): an engine that was down is a gap, not a ramp across it."""
+    rows = [(datetime.fromtimestamp(t, tz=UTC), name, f"{name} {segment}", value)
+            for name, values in series.items() for segment, part in enumerate(segments(values)) for t, value in part]
+    frame = pd.DataFrame(rows, columns=["time", "series", "segment", "value"])
+    ratio, values = unit == "ratio", [row[3] for row in rows]
+    return alt.Chart(frame, title=title, height=300).mark_line().encode(
+        x=alt.X("time:T", title=None, axis=alt.Axis(format="%H:%M", labelOverlap=True)),
+        y=alt.Y("value:Q", title="share" if ratio else unit, axis=alt.Axis(format=".1%" if ratio else _number_format(values)),
+                scale=_from_zero(values)),
+        color=alt.Color("series:N", legend=alt.Legend(orient="bottom", title=None)), detail="segment:N",
+        tooltip=[alt.Tooltip("time:T", format="%Y-%m-%d %H:%M:%S"), "series:N", alt.Tooltip("value:Q", format=",.4~g")],
+    )
+
+
+def segments(values: Mapping[float, float], *, factor: float = 3.0) -> list[list[tuple[float, float]]]:
+    """The readings ``{t: value}`` in time order, split where they stopped for longer than
+    ``factor`` times the usual interval between them."""
+    times = sorted(values)
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    usual = statistics.median(gaps) if len(gaps) > 1 else 0.0
+    parts: list[list[tuple[float, float]]] = []
+    for prev, t in zip([None, *times], times, strict=False):
+        if prev is None or (usual > 0 and t - prev > factor * usual):
+            parts.append([])
+        parts[-1].append((t, values[t]))
+    return parts
 
 
 def bar_chart(keys: Sequence[str], values: Sequence[float], title: str, unit: str) -> alt.Chart:

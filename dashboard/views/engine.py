@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from agentwatch_api.schemas import EngineInfo, EngineSeries
-from dashboard import analysis, charts, ui
+from dashboard import analysis, light_charts, ui
 
 RUNNING = ["vllm:num_requests_running"]
 WAITING = ["vllm:num_requests_waiting"]
@@ -77,17 +77,23 @@ def _headlines(series: EngineSeries) -> None:
 def _charts(series: EngineSeries) -> None:
     pts = series.points
     cols = st.columns(2)
-    cols[0].plotly_chart(charts.points_figure({"running": analysis.gauge_series(pts, RUNNING), "waiting": analysis.gauge_series(pts, WAITING)}, "Requests running and waiting", "requests"), key="eng-load")
-    cols[1].plotly_chart(charts.points_figure({"KV-cache use": analysis.gauge_series(pts, KV_CACHE, how="mean")}, "KV-cache use", "ratio"), key="eng-kv")
-    cols[0].plotly_chart(charts.points_figure({"prompt": analysis.counter_rate(pts, PROMPT_TOKENS), "generation": analysis.counter_rate(pts, GENERATION_TOKENS)}, "Token throughput", "tokens/s"), key="eng-tokens")
-    cols[1].plotly_chart(charts.points_figure({"preemptions": analysis.counter_rate(pts, PREEMPTIONS)}, "Preemptions", "per s"), key="eng-preempt")
+    cols[0].altair_chart(light_charts.points_chart({"running": analysis.gauge_series(pts, RUNNING), "waiting": analysis.gauge_series(pts, WAITING)}, "Requests running and waiting", "requests"), key="eng-load")
+    cols[1].altair_chart(light_charts.points_chart({"KV-cache use": analysis.gauge_series(pts, KV_CACHE, how="mean")}, "KV-cache use", "ratio"), key="eng-kv")
+    cols[0].altair_chart(light_charts.points_chart({"prompt": analysis.counter_rate(pts, PROMPT_TOKENS), "generation": analysis.counter_rate(pts, GENERATION_TOKENS)}, "Token throughput", "tokens/s"), key="eng-tokens")
+    cols[1].altair_chart(light_charts.points_chart({"preemptions": analysis.counter_rate(pts, PREEMPTIONS)}, "Preemptions", "per s"), key="eng-preempt")
     for col, name, title in ((cols[0], TTFT_HIST, "Time to first token"), (cols[1], QUEUE_HIST, "Queue time")):
         dist = analysis.histogram_distribution(pts, name)
         if dist.total > 0:
             q = f" · p50 {ui.fmt(dist.quantile(0.5), 's')} · p95 {ui.fmt(dist.quantile(0.95), 's')}"
-            col.plotly_chart(charts.distribution_figure(dist, f"{title}: {dist.total:,.0f} requests{q}", "s"), key=f"eng-{name}")
+            col.altair_chart(light_charts.bar_chart(bucket_labels(dist), dist.counts, f"{title}: {dist.total:,.0f} requests{q}", "requests"), key=f"eng-{name}")
         else:
             col.caption(f"{title}: no observations of `{name}` in range.")
+
+
+def bucket_labels(dist: analysis.Distribution) -> list[str]:
+    """A histogram's buckets by their upper bound in seconds ("≤ 0.5"); the last, "> " the one before it."""
+    bounds = dist.upper_bounds
+    return [f"≤ {b:g} s" if b != float("inf") else f"> {bounds[-2]:g} s" if len(bounds) > 1 else "all" for b in bounds]
 
 
 def gpu_metrics(points) -> dict[str, dict[str, dict[float, float]]]:
@@ -115,7 +121,7 @@ def _gpu(series: EngineSeries) -> None:
             cols[i % len(cols)].metric(f"{metric} (now, mean of {len(latest)} GPU)", f"{shown / 2**30:,.1f} GiB")
         else:
             cols[i % len(cols)].metric(f"{metric} (now, mean of {len(latest)} GPU)", ui.fmt(shown, unit))
-        cols[i % len(cols)].plotly_chart(charts.points_figure(per_gpu, metric, unit), key=f"gpu-{metric}")
+        cols[i % len(cols)].altair_chart(light_charts.points_chart(per_gpu, metric, unit), key=f"gpu-{metric}")
 
 
 def _gpu_unit(metric: str) -> str:

@@ -129,11 +129,21 @@ def test_histogram_keeps_what_was_counted_before_an_engine_restart() -> None:
 
 
 def test_engine_lines_break_where_scrapes_stopped() -> None:
-    from dashboard.charts import points_figure
+    from dashboard.light_charts import points_chart, segments
 
     values = {0.0: 1.0, 2.0: 2.0, 4.0: 3.0, 6.0: 2.0, 60.0: 1.0, 62.0: 1.0}  # down between 6 and 60 s
-    (trace,) = points_figure({"running": values}, "Requests", "requests").data
-    assert list(trace.y) == [1.0, 2.0, 3.0, 2.0, None, 1.0, 1.0] and trace.connectgaps is False
+    assert [[v for _, v in part] for part in segments(values)] == [[1.0, 2.0, 3.0, 2.0], [1.0, 1.0]]
+    chart = points_chart({"running": values}, "Requests", "requests").to_dict()
+    assert chart["encoding"]["detail"]["field"] == "segment"  # one line per segment: nothing drawn across the gap
+
+
+def test_engine_chart_axes_stay_readable() -> None:
+    from dashboard.light_charts import points_chart
+
+    zeros = points_chart({"preemptions": {0.0: 0.0, 2.0: 0.0}}, "Preemptions", "per s").to_dict()
+    assert zeros["encoding"]["y"]["scale"] == {"domain": [0, 1]}  # not [0, 0], whose ticks read NaN
+    fractions = points_chart({"running": {0.0: 0.3, 2.0: 0.1}}, "Requests", "requests").to_dict()
+    assert fractions["encoding"]["y"]["axis"]["format"] == ",.4~g"  # 0.3 requests, not SI's "300m"
 
 
 def test_engine_shares_keep_one_row_per_call_of_a_step() -> None:

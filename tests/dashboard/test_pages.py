@@ -172,7 +172,8 @@ def test_engine_page_shows_load_rates_and_distributions(app: AppTest, seeded: Se
     shown = metrics(at)
     assert shown["Prompt tokens/s (mean)"].endswith("tok/s") and shown["Prompt tokens/s (mean)"] != "0.0 tok/s"
     assert shown["Prefix-cache hit rate"].endswith("%")
-    assert any("Time to first token:" in str(c.proto.spec) for c in at.get("plotly_chart"))
+    assert any("Time to first token:" in str(c.proto.spec) for c in at.get("vega_lite_chart"))
+    assert not at.get("plotly_chart")  # Vega-Lite, as the overview's: the page loads no Plotly
     points = seeded.get("/api/engine/metrics", engine="sim-engine")["points"]
     if any(p["metric"].startswith("gpu:") for p in points):  # a machine with an NVIDIA GPU
         assert any(label.startswith("gpu:utilization") for label in shown)
