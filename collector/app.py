@@ -83,6 +83,10 @@ class StoreHandle:
             assert self._store is not None
             return self._store
 
+    def peek(self) -> Store | None:
+        """The store if it is open, without trying to open it (for metrics read at scrape time)."""
+        return self._store
+
     def _open(self) -> None:
         if time.monotonic() < self._retry_at:
             raise StoreUnavailable(self._error)
@@ -210,7 +214,8 @@ def _lifespan(settings: Settings, handle: StoreHandle, ingestor: Ingestor, clock
             await stack.enter_async_context(writer)
             ingestor.writer = writer
             stack.callback(setattr, ingestor, "writer", None)  # refuse new requests before draining
-            ingestor.metrics.bind(queued=lambda: writer.queued_spans, spool_bytes=lambda: ingestor.spool.bytes)
+            ingestor.metrics.bind(queued=lambda: writer.queued_spans, spool_bytes=lambda: ingestor.spool.bytes,
+                                  lease_overruns=lambda: _lease_overruns(handle))
             _runtime_files(app, settings, stack)
             await _start_grpc(app, settings, stack)
             await stack.enter_async_context(roles)
@@ -223,6 +228,12 @@ def _lifespan(settings: Settings, handle: StoreHandle, ingestor: Ingestor, clock
             yield
 
     return lifespan
+
+
+def _lease_overruns(handle: StoreHandle) -> float:
+    """Span-writer lease overruns of the open store (0 with chDB: one writer, no lease)."""
+    lock = getattr(handle.peek(), "write_lock", None)
+    return float(lock.overruns) if lock is not None else 0.0
 
 
 def _announce_decoder(settings: Settings, metrics: Metrics) -> None:

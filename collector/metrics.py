@@ -46,15 +46,20 @@ class Metrics:
             "agentwatch_collector_native_decoder",
             "1 when OTLP is decoded by the built-in C decoder; 0: the Python path (not built, or AGENTWATCH_NATIVE_DECODE=false), ~3x the CPU per span",
             registry=r)
+        self.lease_overruns = Gauge(
+            "agentwatch_collector_span_writer_lease_overruns",
+            "Batch inserts that outlasted the span-writer lease (many collectors on one ClickHouse): each may have stored a batch twice; raise AGENTWATCH_LEASE_TTL_S",
+            registry=r)
         self._recent_lags: deque[float] = deque(maxlen=4096)
         self.totals = {"received": 0, "rejected": 0, "stored": 0}
         # per project (projects come from API keys, so this stays small): what /api/ingest shows a key
         self.by_project: dict[str, dict[str, int]] = {}
 
-    def bind(self, *, queued: Callable[[], float], spool_bytes: Callable[[], float]) -> None:
+    def bind(self, *, queued: Callable[[], float], spool_bytes: Callable[[], float], lease_overruns: Callable[[], float]) -> None:
         """Gauges read live values at scrape time."""
         self.queued.set_function(queued)
         self.spool_bytes.set_function(spool_bytes)
+        self.lease_overruns.set_function(lease_overruns)
 
     def on_request(self, transport: str, code: int, received: int, rejected: int, reason: str = "invalid", *, project: str = "") -> None:
         self.requests.labels(transport, str(code)).inc()

@@ -19,7 +19,11 @@ Three uses:
 
 The expiry must outlast the work done under the lease: a batch insert that takes longer than
 ``ttl_s`` could overlap the next holder's. ``AGENTWATCH_LEASE_TTL_S`` (15 s) is far above a
-batch insert (well under a second for 160k spans on the machines measured).
+batch insert (well under a second for 160k spans on the machines measured). The span writer
+renews the lease between its look-up and its insert when a third of the TTL is gone (a slow
+look-up no longer eats the insert's time), and counts an insert that outlasted the lease
+(``LeaseLock.overruns``, logged): the one case where a batch could be stored twice. The
+ClickHouse store does no fencing beyond this; there are no transactions to fence with.
 """
 
 from __future__ import annotations
@@ -70,6 +74,8 @@ class StoreLease:
         self.term = 0  # the term this holder holds, 0 when none
         self._until = 0.0  # monotonic time before which the held term is surely live
         self._guess = 0  # the term after our hand-back: tried first, without reading the latest
+        self._expires = 0.0  # monotonic time before which no other holder can have taken it
+        self._fresh_until = 0.0  # ...and before which at least two thirds of its TTL are left
 
     @property
     def held(self) -> bool:
@@ -100,10 +106,22 @@ class StoreLease:
         if len(rows) != 1 or int(rows[0]["term"]) != term or rows[0]["holder"] != self.holder:
             self.term = 0
             return False
-        self.term, self._until = term, started + self.ttl_s * 2 / 3
+        self.term, self._until, self._expires = term, started + self.ttl_s * 2 / 3, started + self.ttl_s
+        self._fresh_until = started + self.ttl_s / 3
         if term % _FORGET_EVERY == 0:
             self._forget(term)
         return True
+
+    @property
+    def fresh(self) -> bool:
+        """Held with at least two thirds of the TTL left."""
+        return self.term > 0 and time.monotonic() < self._fresh_until
+
+    @property
+    def surely_ours(self) -> bool:
+        """No other holder can have taken it yet: our term's expiry has not passed (this
+        process's clock started before the term was written, so it errs early)."""
+        return self.term > 0 and time.monotonic() < self._expires
 
     def release(self) -> None:
         """Hand the lease back (a term already over), so another holder need not wait for the expiry."""
@@ -148,6 +166,7 @@ class LeaseLock:
         self._wait_s = wait_s if wait_s is not None else 2 * ttl_s
         self._lock = threading.Lock()
         self.waits = 0  # batches that found the lease held by another collector
+        self.overruns = 0  # holds whose work outlasted the lease (``overran``)
 
     @contextmanager
     def hold(self) -> Iterator[None]:
@@ -157,6 +176,27 @@ class LeaseLock:
                 yield
             finally:
                 self._lease.release()
+
+    def refresh(self) -> None:
+        """Renew the lease if a third of its TTL is gone, so the work that follows (a batch
+        insert after a slow look-up) has at least two thirds of a TTL before anyone else may
+        take it. Raises ``StoreUnavailable`` when it was lost meanwhile: the caller's batch is
+        retried later, look-up included (the spool keeps it)."""
+        if self._lease.fresh:
+            return
+        if not self._lease.acquire():
+            raise StoreUnavailable(f"the {self._lease.name} lease expired during a look-up and another collector took it")
+
+    def overran(self) -> bool:
+        """Whether the work since the last take or renewal outlasted the lease: another
+        collector may have taken it meanwhile (for span writes, a batch may then be stored
+        twice). Counted in ``overruns`` and logged; raise AGENTWATCH_LEASE_TTL_S if it happens."""
+        if self._lease.surely_ours:
+            return False
+        self.overruns += 1
+        log.warning("the %s lease (TTL %.0f s) expired before the work under it ended; another collector may have "
+                    "done the same work: raise AGENTWATCH_LEASE_TTL_S above the slowest batch insert", self._lease.name, self._lease.ttl_s)
+        return True
 
     def _take(self) -> None:
         deadline = time.monotonic() + self._wait_s

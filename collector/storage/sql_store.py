@@ -108,7 +108,11 @@ class SqlStore(ABC):
             keep = first & ~self._stored(table, first & ~sure)
             fresh = table if keep.all() else table.filter(keep)
             if fresh.num_rows:
+                if self.write_lock:
+                    self.write_lock.refresh()  # a slow look-up must not leave the insert without its lease
                 self._insert_fresh(fresh, dedup_token)
+                if self.write_lock:
+                    self.write_lock.overran()
                 if self._recent:
                     self._recent.add(hashes[keep], traces[keep], usual[keep])
             return fresh.num_rows

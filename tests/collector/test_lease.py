@@ -42,6 +42,34 @@ def test_an_expired_lease_is_taken_over(module_store: Store) -> None:
     assert not dead.acquire()
 
 
+def test_a_slow_look_up_renews_the_lease_before_the_insert_and_an_overrun_is_counted(module_store: Store) -> None:
+    """Seen under load: a look-up and insert slower than the TTL let another collector take the
+    span-writer lease mid-insert and store a redelivered batch twice. The writer renews between
+    the two when a third of the TTL is gone, gives the batch up if the lease was taken, and counts
+    an insert that outlasted it."""
+    from collector.storage.base import StoreUnavailable
+
+    store = module_store
+    lock = SpanWriteLock(store, "writer-a", ttl_s=0.6)
+    with lock.hold():
+        term = lock._lease.term
+        lock.refresh()
+        assert lock._lease.term == term  # fresh: nothing to renew
+        time.sleep(0.25)  # a slow look-up: more than a third of the TTL
+        lock.refresh()
+        assert lock._lease.term == term + 1 and lock._lease.surely_ours
+        assert not lock.overran() and lock.overruns == 0
+        time.sleep(0.7)  # an insert longer than the TTL
+        assert lock.overran() and lock.overruns == 1
+    other = SpanWriteLock(store, "writer-b", ttl_s=0.6)
+    with lock.hold():
+        time.sleep(0.7)  # the look-up outlasted the lease; another collector took it
+        assert other._lease.acquire()
+        with pytest.raises(StoreUnavailable, match="another collector took it"):
+            lock.refresh()
+    other._lease.release()
+
+
 def test_contenders_for_one_term_get_one_winner(module_store: Store) -> None:
     store = module_store
     """Every contender writes the same term; the store keeps one row, so exactly one wins."""

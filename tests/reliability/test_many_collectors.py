@@ -83,7 +83,7 @@ class Outcome:
 
 def _collector(data: Path, name: str, db_url: str, rules: Path) -> CollectorProcess:
     return CollectorProcess(
-        data, AGENTWATCH_CLICKHOUSE_URL=db_url, AGENTWATCH_COLLECTOR_ID=name, AGENTWATCH_LEASE_TTL_S="2",
+        data, AGENTWATCH_CLICKHOUSE_URL=db_url, AGENTWATCH_COLLECTOR_ID=name, AGENTWATCH_LEASE_TTL_S="5",  # an insert gets >= 3.3 s (2 s overran at load 9)
         AGENTWATCH_ALERT_INTERVAL_S="0.5", AGENTWATCH_ALERT_RULES=str(rules), AGENTWATCH_FLUSH_INTERVAL_S="1",
         AGENTWATCH_RATE_LIMIT_SPANS_PER_S="0", AGENTWATCH_GPU_SAMPLER="off",
     )
