@@ -62,7 +62,7 @@ typecheck: setup
 # What `make test` (and so CI) checks before the tests, in seconds: lint, types, and the native
 # decoder compiled with its warnings as errors (the install builds it with -O2 and shows none).
 # `ruff format --check` is not here yet: it would reformat 224 files.
-NATIVE_CFLAGS := -O2 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror
+NATIVE_CFLAGS := -O2 -Wall -Wextra -Werror
 check: lint typecheck
 	@include="$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"; \
 	for src in collector/otlp/_native.c collector/otlp/_json_wire.c; do \
