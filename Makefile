@@ -59,7 +59,7 @@ lint: setup
 typecheck: setup
 	$(BIN)/python -m mypy --strict sdk/agentwatch agentwatch_api
 	$(BIN)/python -m mypy --strict --follow-imports=skip agentwatch_cli
-	$(BIN)/python -m mypy --follow-imports=silent --ignore-missing-imports --cache-dir .mypy_cache/rest alerts
+	$(BIN)/python -m mypy --follow-imports=silent --ignore-missing-imports --cache-dir .mypy_cache/rest alerts agentwatch_cli
 
 # What `make test` (and so CI) checks before the tests, in seconds: lint, types, and the native
 # decoder compiled with its warnings as errors (the install builds it with -O2 and shows none).
