@@ -179,8 +179,10 @@ class Evaluator:
         rules = {rule.name: rule for rule in self.config.rules}
         for alert in sorted(alerts, key=lambda a: a.started_at):
             rule = rules.get(alert.rule)
+            if rule is None:  # its rule is gone: nothing to send it on
+                continue
             events: tuple[Event, ...] = ("firing",) if alert.state == "firing" else ("firing", "resolved")
-            for event in events if rule is not None else ():
+            for event in events:
                 channels = tuple(c for c in rule.channels if (alert.alert_id, event, c) not in delivered)
                 if channels:
                     log.info("alert %s: re-sending %s on %s (not delivered before the restart)", alert.rule, event, ", ".join(channels))

@@ -21,6 +21,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -287,6 +288,7 @@ def run_incidents(rule: object, series: list[Series], *, step_s: int) -> list[In
                 incidents[alert.alert_id].pages += 1
                 incidents[alert.alert_id].repeats += 1
             elif event == "resolved":
+                assert alert.resolved_at is not None  # a resolved incident carries its time
                 incidents[alert.alert_id].end = round((alert.resolved_at - t0 - 1) / step_s) - 1
                 incidents[alert.alert_id].resolved_notice = i
     return list(incidents.values())
@@ -301,7 +303,7 @@ def score_incidents(series: list[Series], incidents: list[Incident], *, max_dela
     rows, false_positives = [], dict.fromkeys(INCIDENT_KINDS, 0)
     for s in series:
         mine = sorted(by_series.get(s.name, []), key=lambda x: x.start)
-        owned = set()
+        owned: set[int] = set()
         for event in s.events:
             hits = [x for x in mine if event.start <= x.start <= event.end]
             owned.update(id(x) for x in hits)
@@ -330,9 +332,9 @@ def _event_row(s: Series, event: Event, hits: list[Incident], n: int, max_delay:
 def _summary(rows: list[dict[str, object]], false_positives: dict[str, int], n_incidents: int) -> dict[str, object]:
     detected = [r for r in rows if r["incidents"]]
     true_positives = len(detected)
-    errors = [abs(r["duration_error"]) for r in rows if r["duration_error"] is not None]  # type: ignore[arg-type]
-    delays = [r["delay"] for r in detected]
-    lags = [r["notice_lag"] for r in rows if r.get("notice_lag") is not None]
+    errors = [abs(cast(float, r["duration_error"])) for r in rows if r["duration_error"] is not None]
+    delays = [cast(float, r["delay"]) for r in detected]
+    lags = [cast(float, r["notice_lag"]) for r in rows if r.get("notice_lag") is not None]
     out: dict[str, object] = {
         "events": len(rows),
         "incidents": n_incidents,
@@ -344,7 +346,7 @@ def _summary(rows: list[dict[str, object]], false_positives: dict[str, int], n_i
         "recall": round(sum(bool(r["detected"]) for r in rows) / len(rows), 4) if rows else 1.0,
         "incidents_per_detected_event": round(sum(int(r["incidents"]) for r in detected) / len(detected), 4) if detected else None,  # type: ignore[call-overload]
         "delay_windows_median": statistics.median(delays) if delays else None,
-        "delay_windows_max": max(delays) if delays else None,  # type: ignore[type-var]
+        "delay_windows_max": max(delays) if delays else None,
         "duration_error_windows_median": statistics.median(errors) if errors else None,
         "duration_error_windows_max": max(errors) if errors else None,
         "duration_within_2_windows": round(sum(e <= 2 for e in errors) / len(errors), 4) if errors else None,
@@ -354,7 +356,7 @@ def _summary(rows: list[dict[str, object]], false_positives: dict[str, int], n_i
     }
     for kind in sorted({str(r["kind"]) for r in rows}):
         mine = [r for r in rows if r["kind"] == kind]
-        errs = [abs(r["duration_error"]) for r in mine if r["duration_error"] is not None]  # type: ignore[arg-type]
+        errs = [abs(cast(float, r["duration_error"])) for r in mine if r["duration_error"] is not None]
         out["by_kind"][kind] = {  # type: ignore[index]
             "events": len(mine),
             "detected_in_time": sum(bool(r["detected"]) for r in mine),

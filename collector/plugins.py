@@ -17,8 +17,13 @@ from fastapi import APIRouter, FastAPI
 
 
 class Plugin(Protocol):
-    name: str
-    routers: Sequence[APIRouter]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def routers(self) -> Sequence[APIRouter]:
+        """Included in the app like the collector's own (each route scoped in ``ROUTE_SCOPES``)."""
+        ...
 
     def lifespan(self, app: FastAPI) -> AbstractAsyncContextManager[object] | None:
         """What runs while ``app`` runs (None: nothing); ``app.state`` holds the settings and store."""

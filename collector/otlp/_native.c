@@ -446,6 +446,7 @@ static void Decoder_dealloc(Decoder *d) {
 static int Decoder_init(Decoder *d, PyObject *args, PyObject *kw) {
     PyObject *named, *kind_names, *types;
     Py_ssize_t max_len, max_key_len, max_attributes, max_events;
+    (void)kw;  /* positional arguments only */
     if (!PyArg_ParseTuple(args, "O!O!O!O!O!OOOOOOO!O!O!O!UO!O!nnnn", &PyDict_Type, &d->spec, &PyTuple_Type, &d->defaults, &PyTuple_Type, &types,
                           &PyTuple_Type, &named, &PyTuple_Type, &d->prefixes, &d->text_fn, &d->captured_fn,
                           &d->redact_fn, &d->price_fn, &d->resource_fn, &d->events_fn, &PySet_Type, &d->kinds, &PyDict_Type,
@@ -1149,6 +1150,7 @@ static int push_buf(Buf **items, Py_ssize_t *n, Py_ssize_t *cap, Buf item) {
 }
 
 static int read_span(Request *r, Buf b, SpanFields *f) {
+    (void)r;  /* the same signature as the other readers of a request */
     memset(f, 0, offsetof(SpanFields, attrs));
     f->nevents = 0;
     f->trace_id.p = f->trace_id.end = f->span_id.p = f->span_id.end = f->parent.p = f->parent.end = f->name.p = f->name.end = b.p;
@@ -1414,7 +1416,8 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "Native OTLP span decoder.", -1, module_methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "Native OTLP span decoder.", -1, module_methods,
+                                     NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__native(void) {
     if (PyType_Ready(&DecoderType) < 0 || json_wire_init() < 0) return NULL;
