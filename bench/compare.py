@@ -80,6 +80,10 @@ class BenchError(Exception):
     """A product could not be started, fed or queried; the message says which and why."""
 
 
+class AccessDenied(BenchError):
+    """A product refused the benchmark's credentials (401/403): waiting longer will not help."""
+
+
 # --- processes, memory, disk -----------------------------------------------------------------
 
 
@@ -294,11 +298,14 @@ def send_all(
 
 
 def wait_queryable(count: Callable[[], int], expected: int, timeout_s: float) -> int:
-    """Polls ``count`` (with a growing interval, 20 ms to 1 s) until it reaches ``expected``."""
+    """Polls ``count`` (with a growing interval, 20 ms to 1 s) until it reaches ``expected``;
+    a refused key (``AccessDenied``) ends the wait at once."""
     deadline, interval, seen = time.monotonic() + timeout_s, 0.02, 0
     while time.monotonic() < deadline:
         try:
             seen = count()
+        except AccessDenied:
+            raise
         except (BenchError, httpx.HTTPError):
             seen = 0
         if seen >= expected:
@@ -424,6 +431,8 @@ class Product(abc.ABC):
 
     def get_json(self, path: str, **params: object) -> object:
         response = self.client.get(path, params=params)  # type: ignore[union-attr]
+        if response.status_code in (401, 403):
+            raise AccessDenied(f"{self.name} GET {path} refused the key ({response.status_code}): {response.text[:300]}")
         if response.status_code != 200:
             raise BenchError(
                 f"{self.name} GET {path} answered {response.status_code}: {response.text[:300]}"
@@ -460,7 +469,8 @@ class Agentwatch(Product):
 
     def _api_key(self, data_dir: Path) -> str | None:
         done = subprocess.run(
-            self._cli("keys", "create", "--project", "bench", "--data-dir", str(data_dir)),
+            # ingest for the spans, read for the questions and the stored-span count (collector.scopes)
+            self._cli("keys", "create", "--project", "bench", "--scope", "ingest,read", "--data-dir", str(data_dir)),
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         lines = done.stdout.strip().splitlines()
