@@ -77,6 +77,25 @@ def _tune_gc() -> None:
     gc.set_threshold(100_000, 50, 100)
 
 
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number (malloc.h)
+_MMAP_THRESHOLD_BYTES = 256 * 1024
+
+
+def _tune_malloc() -> None:
+    """Python's large buffers (request bodies of ~1 MB, decoded columns) come from glibc's
+    malloc, whose mmap threshold grows to 32 MB after the first large free: from then on they are
+    carved from the heap, and the heap holes they leave are not given back. Measured on a burst
+    with captured text: 275 MB held by glibc for 135 MB in use; with a fixed threshold (which
+    also turns the growth off) 148 for 110. No-op where the C library is not glibc."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
+    except (OSError, AttributeError):
+        logging.getLogger(__name__).debug("not glibc: malloc left as it is")
+
+
 def run_collector(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -87,6 +106,7 @@ def run_collector(args: argparse.Namespace) -> int:
     settings = Settings.from_env(host=args.host, port=args.port, grpc_port=args.grpc_port, data_dir=args.data_dir)
     app = create_app(settings, plugins=args.plugins)
     _tune_gc()
+    _tune_malloc()
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False, timeout_graceful_shutdown=15,
                 http=header_timeout_protocol(settings.header_read_timeout_s))
     return 0

@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from collector.storage.base import QueryError, StoreUnavailable
+from collector.storage.chdb_memory import ChdbMemory
 from collector.storage.recent import RecentKeys
 from collector.storage.result_cache import ResultCache, is_read
 from collector.storage.sql_store import SqlStore, arrow_rows
@@ -23,11 +24,13 @@ class ChdbStore(SqlStore):
     """A chDB session over ``path``; raises ``StoreUnavailable`` when the path is in use.
 
     The only writer of its directory, so it may vouch for recently stored span keys itself
-    (``RecentKeys``, ``recent_window_s`` = 0 turns that off).
+    (``RecentKeys``, ``recent_window_s`` = 0 turns that off). ``memory`` bounds chDB's caches
+    and allocator (``collector.storage.chdb_memory``).
     """
 
     def __init__(
-        self, path: str | Path, *, retention_days: int = 30, recent_window_s: float = 60.0, result_cache_s: float = 10.0
+        self, path: str | Path, *, retention_days: int = 30, recent_window_s: float = 60.0, result_cache_s: float = 10.0,
+        memory: ChdbMemory | None = None,
     ) -> None:
         self.recent_window_s = recent_window_s
         recent = RecentKeys(recent_window_s) if recent_window_s > 0 else None
@@ -35,7 +38,7 @@ class ChdbStore(SqlStore):
         self.path = Path(path)
         self._lock = threading.RLock()
         self._results = ResultCache(max_age_s=result_cache_s) if result_cache_s > 0 else None
-        self._session = _open_session(self.path)
+        self._session = _open_session(self.path, memory or ChdbMemory())
 
     def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Rows of a SELECT; repeated reads between two writes come from ``ResultCache``."""
@@ -84,12 +87,13 @@ class ChdbStore(SqlStore):
                 self._session = None
 
 
-def _open_session(path: Path) -> Any:
+def _open_session(path: Path, memory: ChdbMemory) -> Any:
+    memory.configure_allocator()
     from chdb import session
 
     path.mkdir(parents=True, exist_ok=True)
     try:
-        return session.Session(str(path))
+        return session.Session(memory.connection_string(path))
     except Exception as exc:
         message = str(exc)
         if "Error initializing EmbeddedServer" in message or "Cannot lock file" in message:

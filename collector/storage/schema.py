@@ -399,6 +399,12 @@ ORDER BY version
 """
 
 
+SPANS_VERTICAL_MERGES = (
+    "ALTER TABLE spans MODIFY SETTING vertical_merge_algorithm_min_rows_to_activate = 1, "
+    "vertical_merge_algorithm_min_columns_to_activate = 1"
+)
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -432,6 +438,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "leases", (LEASES,)),
     # Each collector's span counters, so any collector answers /api/ingest for all (collector.fleet).
     Migration(8, "collector_counters", (COLLECTOR_COUNTERS,)),
+    # Spans merge column by column (the vertical algorithm, for every merge): a merge of parts with
+    # captured text held a block of every column of every part at once, ~90 MB more at the peak
+    # of a 200k-span burst (bench/results/scale.md), for the same CPU.
+    Migration(9, "spans_vertical_merges", (SPANS_VERTICAL_MERGES,)),
 )
 
 

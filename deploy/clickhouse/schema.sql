@@ -411,6 +411,10 @@ CREATE TABLE IF NOT EXISTS collector_counters ON CLUSTER agentwatch (
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/all/{database}/{table}', '{replica}', updated_at)
 ORDER BY (collector, project);
 
+-- migration 9: spans_vertical_merges
+
+ALTER TABLE spans_local ON CLUSTER agentwatch MODIFY SETTING vertical_merge_algorithm_min_rows_to_activate = 1, vertical_merge_algorithm_min_columns_to_activate = 1;
+
 -- retention
 
 ALTER TABLE spans_local ON CLUSTER agentwatch MODIFY TTL toDateTime(start_time) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;

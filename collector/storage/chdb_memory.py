@@ -1,0 +1,60 @@
+"""Bounds on embedded chDB's memory: its caches, its memory limit and its allocator.
+
+chDB runs ClickHouse inside the collector process with ClickHouse's server defaults, which
+assume a machine of its own: 5 GiB each for the mark, primary-index and secondary-index mark
+caches, 100 MiB of query-condition cache, and a bundled jemalloc that keeps freed pages for
+5 s (``dirty_decay_ms:5000``). Measured (bench/results/scale.md): an insert of a 20k-span
+batch with captured text touches ~3x the batch's bytes and frees it; jemalloc kept those
+pages, in each of its per-CPU arenas, and that retention was 150-300 MB of the collector's
+peak anonymous memory in a burst, more than everything else together.
+
+The caches are server settings, passed in the data path's connection string. jemalloc reads
+its options (``JE_MALLOC_CONF``, the bundled library's prefixed variable) once, when the
+library is loaded, so ``configure_allocator`` must run before ``chdb`` is first imported in
+the process; a value the operator already set in the environment is left alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlencode
+
+log = logging.getLogger(__name__)
+
+ALLOCATOR_ENV = "JE_MALLOC_CONF"
+
+
+@dataclass(frozen=True, slots=True)
+class ChdbMemory:
+    """``cache_bytes`` caps each cache (0 turns them off); ``limit_bytes`` is ClickHouse's
+    ``max_server_memory_usage`` (0: its default, 90 % of RAM; a statement past it fails with
+    MEMORY_LIMIT_EXCEEDED instead of the process growing); ``dirty_decay_ms`` is how long
+    jemalloc keeps freed pages before giving them back (chDB's own default is 5000)."""
+
+    cache_bytes: int = 64 * 1024 * 1024
+    limit_bytes: int = 0
+    dirty_decay_ms: int = 0
+
+    def server_settings(self) -> dict[str, int]:
+        caches = ("mark_cache_size", "primary_index_cache_size", "index_mark_cache_size", "query_condition_cache_size")
+        settings = dict.fromkeys(caches, self.cache_bytes)
+        if self.limit_bytes:
+            settings["max_server_memory_usage"] = self.limit_bytes
+        return settings
+
+    def connection_string(self, path: Path) -> str:
+        """``path?setting=value&...``: how chDB takes server settings."""
+        return f"{path}?{urlencode(self.server_settings())}"
+
+    def configure_allocator(self) -> None:
+        """Set chDB's jemalloc options, if chDB is not loaded yet and the operator set none."""
+        if ALLOCATOR_ENV in os.environ:
+            return
+        if "chdb" in sys.modules:
+            log.debug("chDB already loaded: dirty_decay_ms=%d not applied", self.dirty_decay_ms)
+            return
+        os.environ[ALLOCATOR_ENV] = f"dirty_decay_ms:{self.dirty_decay_ms}"
