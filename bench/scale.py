@@ -163,10 +163,16 @@ def markdown(result: dict[str, Any]) -> str:
         lines += lease_markdown(result)
     if "memory" in result:
         lines += ["", "## A burst with captured text: the collector's memory", "",
+                  f"Measured with {result.get('memory_measured', 'the command above')}; chDB and glibc allocator settings are the collector's "
+                  "defaults (collector/storage/chdb_memory.py, collector/commands.py::_tune_malloc).", "",
                   "| AGENTWATCH_MAX_QUEUE_BYTES | spans | spans/s | peak RSS MB | peak anonymous MB | load after |",
                   "|---|---:|---:|---:|---:|---:|"]
         lines += [f"| {m['max_queue_bytes']} | {m['spans']} | {m['spans_per_s']} | {m['peak_rss_mb']} | {m['peak_anon_mb']} | {m['load_average_after']} |"
                   for m in result["memory"]]
+        if before := result.get("memory_before"):  # the same command on the code before a change, for comparison
+            lines += ["", f"Before ({before['what']}):", "", "| AGENTWATCH_MAX_QUEUE_BYTES | spans/s | peak RSS MB | peak anonymous MB | load after |",
+                      "|---|---:|---:|---:|---:|"]
+            lines += [f"| {m['max_queue_bytes']} | {m['spans_per_s']} | {m['peak_rss_mb']} | {m['peak_anon_mb']} | {m['load_average_after']} |" for m in before["memory"]]
         lines += ["", "Target (issue 19): peak anonymous memory <= 250 MB without losing more than 10 % of the ingest rate."]
     return "\n".join(lines) + "\n"
 
@@ -175,7 +181,7 @@ def lease_markdown(result: dict[str, Any]) -> list[str]:
     alone, leased, two = result["alone"], result["leased"], result["two_writers"]
     return [
         "",
-        f"Store: {result['store']}.",
+        f"Store: {result['store']}. Measured with {result.get('lease_measured', 'the command above')}.",
         "",
         "| insert_spans, batches of 20k | spans | spans/s | lease waits |",
         "|---|---:|---:|---:|",
@@ -205,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = json.loads(previous.read_text()) if previous.exists() else {}
     result.update(command=" ".join(["python -m bench.scale", *sys.argv[1:]]), machine=report.machine())
     if "memory" in phases:
+        result["memory_measured"] = f"`{result['command']}`, load average {os.getloadavg()[0]:.1f} at start"
         result["memory"] = [phase_memory(args.burst_spans, bound) for bound in (0, 64 * 1024 * 1024)]
         print("memory:", result["memory"])
     if "lease" in phases:
@@ -214,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def lease_phases(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    result["lease_measured"] = f"`{result['command']}`, load average {os.getloadavg()[0]:.1f} at start"
     with clickhouse() as url:
         result["store"] = "ClickHouse server" if os.environ.get("AGENTWATCH_CLICKHOUSE_URL") else "ClickHouse HTTP interface over chDB (tests.collector.clickhouse_http)"
         result["alone"] = phase(url, args.spans, shared=False, writers=1)
