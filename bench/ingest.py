@@ -576,6 +576,9 @@ def render(result: dict[str, Any]) -> str:
     for key in [k for k in result if k.startswith("query")]:
         q = result[key]
         title = "Queries" if key == "query" else f"`{key}` (see notes)"
+        if key.startswith("query_at_"):
+            title = (f"Checkpoint (filled by SQL at {q['fill_spans_per_s']:,.0f} spans/s since the last one; disk "
+                     f"{q['disk']['bytes_per_row']:.1f} B/span, {q['disk']['bytes'] / 1e9:.2f} GB)")
         lines += [
             "",
             f"{title} at {q['spans']:,} spans ({q['runs']:,} runs, over 24 h), through `collector.query`:",
@@ -608,6 +611,10 @@ def targets_met(result: dict[str, Any]) -> dict[str, bool]:
         met["bytes_per_span"] = store["bytes_per_span_merged"] <= TARGETS["bytes_per_span"]
     if query:
         met["overview_p95_ms"] = max(query["queries"][k]["p95_ms"] for k in ("overview_1h", "overview_24h")) < TARGETS["overview_p95_ms"]
+    for key in (k for k in result if k.startswith("query_at_")):  # issue 19: at 100M spans, overview p95 < 300 ms, a 10k-span trace < 1 s
+        figures = result[key]["queries"]
+        met[f"{key}_overview_p95_under_300_ms"] = max(figures[k]["p95_ms"] for k in ("overview_1h", "overview_24h")) < 300
+        met[f"{key}_trace_10k_spans_p95_under_1_s"] = figures["run_detail_10k_spans"]["p95_ms"] < 1000
     return met
 
 
@@ -631,6 +638,10 @@ def main(argv: list[str] | None = None) -> int:
         "--no-http", action="store_true", help="skip the phases through the collector's HTTP path"
     )
     parser.add_argument("--out", type=Path, default=RESULTS / "ingest")
+    parser.add_argument("--checkpoints", type=lambda v: [int(float(x)) for x in v.split(",")], default=[],
+                        help="instead of one query phase at --spans: fill to each count in turn (e.g. 10e6,50e6,100e6) and "
+                        "measure the queries, disk and fill rate there; the results file is written at each checkpoint")
+    parser.add_argument("--store-dir", type=Path, default=None, help="keep the store here (a long run resumes its fill); default a temporary one")
     args = parser.parse_args(argv)
     every = {"http", "http_json", "http_small", "lag", "live_overhead", "store", "query"}
     phases = set(args.phases.split(",")) - ({"http", "http_json", "http_small", "lag"} if args.no_http else set())
@@ -643,7 +654,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": report.machine(),
     })
     with tempfile.TemporaryDirectory() as tmp:
-        store = ChdbStore(Path(tmp) / "chdb", result_cache_s=0)  # every query figure runs its SQL
+        # every query figure runs its SQL; --store-dir keeps the store, so a long run resumes its fill
+        store = ChdbStore(args.store_dir or Path(tmp) / "chdb", result_cache_s=0)
         store.migrate()
         opened = time.monotonic()
         try:
@@ -672,9 +684,17 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(max(0.0, opened + store.recent_window_s + 1 - time.monotonic()))
                 result["store"] = phase_store(store, args.ingest_spans)
                 print("store:", json.dumps(result["store"]))
-            if "query" in phases:
+            if "query" in phases and not args.checkpoints:
                 result["query"] = phase_query(store, args.spans, args.repeats)
                 print("query:", json.dumps(result["query"]))
+            for spans in args.checkpoints:  # a long run, resumable: figures written at each checkpoint
+                key = f"query_at_{spans}"
+                filled_before = int(store.query("SELECT count() AS n FROM spans")[0]["n"])
+                result[key] = phase_query(store, spans, args.repeats)
+                result[key]["fill_spans_per_s"] = (spans - filled_before) / max(result[key]["fill_s"], 1e-9)
+                print(f"{key}:", json.dumps(result[key]))
+                result["targets_met"] = targets_met(result)
+                report.write(args.out, result, render(result))
         finally:
             store.close()
     result["targets"] = TARGETS
