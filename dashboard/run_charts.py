@@ -42,7 +42,7 @@ def waterfall_chart(items: Sequence[tuple[SpanOut, int]], total_spans: int) -> a
     shown = f" (the {len(items)} most telling of {total_spans})" if len(items) < total_spans else ""
     pick = alt.selection_point(name=SPAN_SELECTION, fields=["span_id"], on="click")
     y = alt.Y("label:N", sort=list(frame["label"]), title=None,
-              axis=alt.Axis(labels=len(items) <= 150, labelFont="monospace", labelFontSize=10, labelLimit=320, ticks=False))
+              axis=alt.Axis(labels=len(items) <= 150, labelFont="monospace", labelFontSize=10, labelLimit=320, labelOverlap=False, ticks=False))
     base = alt.Chart(frame, title=f"Waterfall: {len(items)} spans{shown}", height=min(2000, 60 + 18 * len(items)))
     bars = base.mark_bar(strokeWidth=2).encode(
         x=alt.X("start:Q", title="seconds since the run started"), x2="end:Q", y=y,
@@ -80,11 +80,11 @@ def growth_chart(fit: GrowthFit) -> alt.LayerChart:
     frame = pd.DataFrame({"call": fit.calls, "step": [f"step {s}" for s in fit.steps], "input": fit.input_tokens,
                           "cumulative": fit.cumulative, "fitted": fit.fitted or [None] * len(fit.calls)})
     base = alt.Chart(frame, title=f"Context growth: {fit.chosen}", height=340)
-    x = alt.X("call:Q", title="LLM call, in order (its step index on hover)")
+    x = alt.X("call:O", title="LLM call, in order (its step index on hover)", axis=alt.Axis(labelAngle=0))
     bars = base.mark_bar(color=KIND_COLOURS[sc.KIND_LLM]).encode(
-        x=x, y=alt.Y("input:Q", title="input tokens per call", scale=alt.Scale(domainMin=0)), tooltip=["call:Q", "step:N", "input:Q"])
+        x=x, y=alt.Y("input:Q", title="input tokens per call", scale=alt.Scale(domainMin=0)), tooltip=["call:O", "step:N", "input:Q"])
     right = alt.Y("cumulative:Q", title="cumulative input tokens (points; dashed: the fit)", scale=alt.Scale(domainMin=0))
-    layers = [bars, base.mark_point(color="#ff7f0e", filled=True).encode(x=x, y=right, tooltip=["call:Q", "step:N", "cumulative:Q"])]
+    layers = [bars, base.mark_point(color="#ff7f0e", filled=True).encode(x=x, y=right, tooltip=["call:O", "step:N", "cumulative:Q"])]
     if fit.fitted:
         layers.append(base.mark_line(color="#ff7f0e", strokeDash=[6, 4]).encode(x=x, y=alt.Y("fitted:Q", axis=None)))
     return alt.layer(*layers).resolve_scale(y="independent")
