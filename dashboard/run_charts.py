@@ -31,7 +31,7 @@ KIND_COLOURS = {
 }
 SPAN_SELECTION = "span"  # the waterfall's point selection: ``event.selection[SPAN_SELECTION]`` lists {"span_id": ...}
 _KINDS = alt.Scale(domain=list(KIND_COLOURS), range=list(KIND_COLOURS.values()))
-_LEGEND = alt.Legend(orient="bottom", title=None)
+_LEGEND = alt.Legend(orient="bottom", title=None, columns=4)  # in a half-width column: wrapped, not cut
 
 
 def waterfall_chart(items: Sequence[tuple[SpanOut, int]], total_spans: int) -> alt.LayerChart:
