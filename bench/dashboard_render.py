@@ -48,7 +48,7 @@ BROWSER_PAGES = {
     "overview": ("/", '[data-testid="stVegaLiteChart"] .marks', 4),
     "runs": ("/runs", '[data-testid="stDataFrame"] canvas', 1),
     "cost": ("/cost", '[data-testid="stVegaLiteChart"] .marks', 3),
-    "run_detail_10k_spans": ("/run?run={big}", '[data-testid="stPlotlyChart"] .main-svg', 1),
+    "run_detail_10k_spans": ("/run?run={big}", '[data-testid="stVegaLiteChart"] .marks', 1),
 }
 # The floor: a Streamlit page that queries nothing (bench/dashboard_floor_app.py), in the same server settings.
 FLOOR_APP = Path(__file__).with_name("dashboard_floor_app.py")

@@ -1,11 +1,10 @@
 """Vega-Lite charts for the overview, the Alerts and Engine pages (over time) and the Cost and
 Engine pages (bars over categories).
 
-Metric cards draw their sparklines with Vega-Lite, so charts drawn with it too make a page load
-and start one chart library, not Vega-Lite and Plotly (Plotly's bundle is several megabytes and
-was most of the overview's time to idle in the browser; see bench/results/dashboard_render.md).
-Plotly (``dashboard.charts``) is left to run detail, which needs its click events (the
-waterfall) and its layouts (the graph, two y axes). Conventions: one line per series and group (stacked bars when asked),
+Metric cards draw their sparklines with Vega-Lite, so every chart is drawn with it too (run
+detail's in ``dashboard.run_charts``): a page loads and starts one chart library (Plotly's bundle
+is several megabytes and was most of a page's time to idle in the browser; see
+bench/results/dashboard_render.md). Conventions: one line per series and group (stacked bars when asked),
 sub-second times in ms, y kept in the metric's domain.
 """
 
@@ -20,7 +19,7 @@ import pandas as pd
 
 from agentwatch_api.schemas import TimeSeries
 
-ERROR_COLOUR = "#d62728"  # as dashboard.charts
+ERROR_COLOUR = "#d62728"  # a failure, on every chart
 
 
 def series_chart(series: Sequence[TimeSeries], title: str, unit: str, *, stacked: bool = False) -> alt.Chart:

@@ -2,7 +2,7 @@
 imported before it serves.
 
 A Streamlit server imports a page's modules during the first session that runs them: pandas,
-Altair and Plotly took about 2 s of the first visitor's first page on a 2-core machine (its
+Altair (and then Plotly) took about 2 s of the first visitor's first page on a 2-core machine (its
 script ran 4.3 s where the next visit's ran 1.0 s). Imported here, that cost moves to start-up.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 import importlib
 import sys
 
-# The pages' modules that are slow to import (they pull in pandas, NumPy, Altair, Plotly and the
+# The pages' modules that are slow to import (they pull in pandas, NumPy, Altair and the
 # wire models); not those that declare Streamlit caches, which want the server's runtime.
-PRELOAD = ("agentwatch_api.client", "dashboard.light_charts", "dashboard.charts", "dashboard.trace")
+PRELOAD = ("agentwatch_api.client", "dashboard.light_charts", "dashboard.run_charts", "dashboard.trace")
 
 
 def preload() -> None:

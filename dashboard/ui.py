@@ -7,7 +7,7 @@ import math
 import secrets
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -203,6 +203,17 @@ def _cached(target: tuple[str, str, float], method: str, kwargs: tuple[tuple[str
 def fetch(method: str, **kwargs: Any) -> Any:
     """A query API call, reused for ``cache_ttl_s`` across reruns (filters, clicks, pages)."""
     return _cached(_target(), method, tuple(sorted(kwargs.items())))
+
+
+@st.cache_resource(show_spinner=False)
+def _background() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentwatch-later")
+
+
+def fetch_later(method: str, **kwargs: Any) -> Future[Any]:
+    """``fetch`` started now, its result awaited later (``.result()``): the page draws what it
+    already has (the overview's cards and charts) while a slower query runs."""
+    return _background().submit(_cached, _target(), method, tuple(sorted(kwargs.items())))
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False, max_entries=100)

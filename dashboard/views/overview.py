@@ -27,8 +27,8 @@ def _body() -> None:
     win, filters = ui.window(), ui.agent_model()
     with ui.guarded("the overview"):
         scope = {"start": win.start, "end": win.end, **filters}
-        got = ui.fetch_together(overview=("overview", scope), costliest=("runs", {**scope, "sort": "-cost_usd", "limit": 1}),
-                                **ui.series_calls(SERIES, step_s=win.step_s, **scope))
+        costliest = ui.fetch_later("runs", **scope, sort="-cost_usd", limit=1)  # drawn last: the cards and charts first
+        got = ui.fetch_together(overview=("overview", scope), **ui.series_calls(SERIES, step_s=win.step_s, **scope))
         overview: Overview = got["overview"]
         runs = overview.figures.get("runs")
         if runs is None or not runs.value:
@@ -38,8 +38,10 @@ def _body() -> None:
         st.caption(f"{win.label}{_scope(filters)}; changes compare with the {win.label.lower().replace('last ', 'previous ')} (rates: their last complete bucket with the range's average); buckets of {_span_text(win.step_s)}.")
         _headlines(overview, series, win.step_s)
         _unfinished(overview)
-        _costliest(got["costliest"])
+        slot = st.container()
         _charts(series, win.step_s)
+        with slot:
+            _costliest(costliest.result())
 
 
 UNFINISHED_CARDS = (

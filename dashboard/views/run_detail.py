@@ -17,7 +17,7 @@ import pandas as pd
 import streamlit as st
 
 from agentwatch_api.schemas import RunDetail, RunSummary, SpanOut
-from dashboard import analysis, charts, live, trace, ui
+from dashboard import analysis, live, run_charts, trace, ui
 
 MAX_DRAWN = 1000
 MAX_CONTENT = 50
@@ -111,7 +111,7 @@ def _views(detail: RunDetail) -> None:
     elif view == "Engine":
         _engine(spans)
     elif view == "Graph":
-        st.plotly_chart(charts.graph_figure(analysis.run_graph(spans)), key="graph")
+        st.altair_chart(run_charts.graph_chart(analysis.run_graph(spans)), key="graph")
     elif view == "Content":
         _content(spans)
     else:
@@ -146,8 +146,8 @@ def _explorer(detail: RunDetail) -> None:
                              column_order=["span", "duration_s", "share", "status", "detail", "cost_usd", "start_s", "step"])
         _pick("tree", f"{detail.run.trace_id}-{scope}", [str(frame.iloc[r]["span_id"]) for r in _rows(table)])
         drawn = analysis.spans_to_draw(spans, MAX_DRAWN)
-        chart = st.plotly_chart(charts.waterfall_figure(drawn, len(spans)), key=f"waterfall-{detail.run.trace_id}",
-                                on_select="rerun", selection_mode="points")
+        chart = st.altair_chart(run_charts.waterfall_chart(drawn, len(spans)), key=f"waterfall-{detail.run.trace_id}",
+                                on_select="rerun", selection_mode=run_charts.SPAN_SELECTION)
         _pick("chart", detail.run.trace_id, _chart_span_ids(chart))
     with panel_col:
         chosen = trace.find(spans, st.query_params.get("span", ""))
@@ -180,16 +180,10 @@ def _rows(event: object) -> list[int]:
 
 
 def _chart_span_ids(event: object) -> list[str]:
-    selection = getattr(event, "selection", None)
-    points = getattr(selection, "points", None) or []
-    found = []
-    for point in points:
-        data = point.get("customdata") if isinstance(point, dict) else None
-        if isinstance(data, list | tuple):  # plotly hands back a point's customdata as a list at times
-            data = data[0] if data else None
-        if data:
-            found.append(str(data))
-    return found
+    """The waterfall's selected spans: Vega-Lite hands back the selection's fields per point."""
+    selection = getattr(event, "selection", None) or {}
+    points = selection.get(run_charts.SPAN_SELECTION, None) if isinstance(selection, dict) else None
+    return [str(p["span_id"]) for p in points or [] if isinstance(p, dict) and p.get("span_id")]
 
 
 def _pick(source: str, scope: str, span_ids: list[str]) -> None:
@@ -337,7 +331,7 @@ def _growth(spans) -> None:
         return
     explain = "the history is re-sent every step (ReAct-like): tokens grow with steps squared" if fit.chosen == "quadratic" else "the context stays bounded: tokens grow linearly with steps"
     st.markdown(f"**Fitted growth: {fit.chosen}** — {explain}. Each call's input grows by **{fit.tokens_added_per_call:,.0f} tokens per call**.")
-    st.plotly_chart(charts.growth_figure(fit), key="growth")
+    st.altair_chart(run_charts.growth_chart(fit), key="growth")
 
 
 def _engine(spans) -> None:
@@ -349,7 +343,7 @@ def _engine(spans) -> None:
     totals = frame[["queue_s", "prefill_s", "decode_s", "other_s"]].sum()
     share = totals / max(totals.sum(), 1e-9)
     st.markdown(" · ".join(f"{k.removesuffix('_s')}: **{v * 100:.0f} %**" for k, v in share.items()) + " of the time in LLM calls")
-    st.plotly_chart(charts.shares_figure(rows[:300]), key="shares")
+    st.altair_chart(run_charts.shares_chart(rows[:300]), key="shares")
 
 
 def _content(spans) -> None:

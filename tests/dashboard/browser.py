@@ -111,6 +111,16 @@ class Page:
         time.sleep(0.5)
         return self.settle()
 
+    def click_bar(self, described: str) -> Page:
+        """Click the Vega-Lite bar whose description (its ``aria-label``: the fields it encodes)
+        contains ``described``."""
+        bars = self.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stVegaLiteChart"] path[aria-roledescription="bar"]')
+        bar = next(b for b in bars if described in (b.get_attribute("aria-label") or ""))
+        self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", bar)
+        ActionChains(self.driver).move_to_element(bar).click().perform()
+        time.sleep(0.5)
+        return self.settle()
+
     def click_label(self, text: str) -> Page:
         """Click a widget's label (a radio option, a toggle, a checkbox) by its text."""
         self.driver.find_element(By.XPATH, f"//label[contains(., '{text}')]").click()

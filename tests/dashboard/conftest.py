@@ -8,6 +8,7 @@ agent, each in its own process as in the demo. Started once per test session.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -132,6 +133,15 @@ def dashboard_env(stack: SeededStack, **extra: str) -> dict[str, str]:
 
 
 SCREENSHOTS = pytest.StashKey[Path]()
+
+
+def chart(at: Any, index: int = 0) -> tuple[dict[str, Any], list[Any]]:
+    """A page's ``index``-th Vega-Lite chart as AppTest holds it: its spec and its data sets
+    (Streamlit sends a chart's data apart from its spec, as Arrow)."""
+    from streamlit import dataframe_util
+
+    element = at.get("vega_lite_chart")[index]
+    return json.loads(element.proto.spec), [dataframe_util.convert_arrow_bytes_to_pandas_df(d.data.data) for d in element.proto.datasets]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:

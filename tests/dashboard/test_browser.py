@@ -155,6 +155,16 @@ def test_a_click_on_a_span_opens_its_panel_with_the_full_error(servers: dict[str
     page.screenshot(shots, "trace_explorer_span")
 
 
+def test_a_click_on_a_waterfall_bar_opens_its_span(servers: dict[str, str], page: browser.Page, shots: Path, seeded: SeededStack) -> None:
+    detail, failed = _failed_tool(seeded)
+    spans = [SpanOut(**s) for s in detail["spans"]]
+    row = next(i for i, (s, _) in enumerate(analysis.spans_to_draw(spans, 1000)) if s.span_id == failed["span_id"])
+    page.open(f"{servers['open']}/run?run={detail['run']['trace_id']}").click_bar(f" {row} · ")  # its row label: index, depth dots, name
+    assert page.exceptions() == [] and f"span={failed['span_id']}" in page.driver.current_url
+    assert f"{failed['error_type'] or 'error'}: {failed['status_message']}" in page.text()
+    page.screenshot(shots, "waterfall_click")
+
+
 def test_a_deep_link_opens_the_span(servers: dict[str, str], page: browser.Page, shots: Path, seeded: SeededStack) -> None:
     detail, failed = _failed_tool(seeded)
     trace_id = detail["run"]["trace_id"]

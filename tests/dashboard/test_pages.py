@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard import ui
 from reference_agent.demo import project_key
-from tests.dashboard.conftest import APP, SeededStack, dashboard_env
+from tests.dashboard.conftest import APP, SeededStack, chart, dashboard_env
 
 PAGES = ["views/overview.py", "views/runs.py", "views/run_detail.py", "views/cost.py", "views/engine.py", "views/alerts.py"]
 
@@ -107,8 +107,11 @@ def test_run_detail_shows_waterfall_steps_growth_engine_and_graph(app: AppTest, 
     assert shown["Cost (USD)"] == ui.fmt(react["run"]["cost_usd"], "USD")
     # An engine span whose client span was stored first joins the run's trace a moment later
     # (collector.engine_join): the count shown lies between the counts fetched before and after.
-    waterfall = re.search(r"Waterfall: (\d+) spans", str(at.get("plotly_chart")[0].proto.spec))
-    assert waterfall is not None
+    spec, data = chart(at)
+    waterfall = re.search(r"Waterfall: (\d+) spans", json.dumps(spec))
+    assert waterfall is not None and not at.get("plotly_chart")  # Vega-Lite, as every page's: no page loads Plotly
+    assert [(p["name"], p["select"]["fields"]) for p in spec["params"]] == [("span", ["span_id"])]  # a click on a bar selects its span
+    assert set(data[0]["span_id"]) <= {s["span_id"] for s in seeded.get(f"/api/runs/{react['run']['trace_id']}")["spans"]}
     after = seeded.get(f"/api/runs/{react['run']['trace_id']}")
     assert len(react["spans"]) <= int(waterfall.group(1)) <= len(after["spans"])
     steps = view(at, "Steps").dataframe[0].value
@@ -117,8 +120,8 @@ def test_run_detail_shows_waterfall_steps_growth_engine_and_graph(app: AppTest, 
     assert "Fitted growth: quadratic" in text(view(at, "Context growth"))
     body = text(view(at, "Engine"))
     assert "queue:" in body and "decode:" in body  # the engine's spans joined the trace
-    graph = str(view(at, "Graph").get("plotly_chart")[0].proto.spec)
-    assert "research-agent" in graph and "sim-large" in graph and "calls" in graph
+    edges, nodes = chart(view(at, "Graph"))[1]
+    assert {"research-agent", "sim-large"} <= set(nodes["name"]) and edges["label"].str.contains("calls").all()
     assert len(view(at, "Spans").dataframe[0].value) == len(react["spans"])
     iterative = runs["iterative"]
     at = page(at, "views/run_detail.py", trace_id=iterative["run"]["trace_id"])
