@@ -3,24 +3,25 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LOCK := .ci/requirements-dev.lock
 
 .PHONY: setup browser clients-venvs demo check sanitize test lint typecheck lock bench clean
 
-$(STAMP): pyproject.toml sdk/pyproject.toml requirements-dev.lock collector/otlp/_native.c collector/otlp/_json_wire.c collector/otlp/_native.h
+$(STAMP): pyproject.toml sdk/pyproject.toml $(LOCK) collector/otlp/_native.c collector/otlp/_json_wire.c collector/otlp/_native.h
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ./sdk -e '.[dev]' -c requirements-dev.lock
+	$(BIN)/python -m pip install -q -e ./sdk -e '.[dev]' -c $(LOCK)
 	touch $(STAMP)
 
 setup: $(STAMP)
 
-# requirements-dev.lock pins the development environment: `make setup` (and so CI) installs within
+# .ci/requirements-dev.lock pins the development environment: `make setup` (and so CI) installs within
 # it. After changing a dependency in pyproject.toml: `make lock` (the new package is installed at
 # its newest version, then every installed version is written down); commit the lock.
 lock:
-	$(BIN)/python -m pip install -q -e ./sdk -e '.[dev]' -c requirements-dev.lock
-	{ sed -n '1,2p' requirements-dev.lock; $(BIN)/python -m pip freeze --exclude-editable; } > requirements-dev.lock.new
-	mv requirements-dev.lock.new requirements-dev.lock
+	$(BIN)/python -m pip install -q -e ./sdk -e '.[dev]' -c $(LOCK)
+	{ sed -n '1,2p' $(LOCK); $(BIN)/python -m pip freeze --exclude-editable; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK)
 
 # tests/clients: traceloop-sdk 0.45 and openlit pin OpenTelemetry (openlit also openai<3) apart from
 # the main environment and from each other, so each gets a virtual environment of its own, installed
@@ -49,17 +50,15 @@ test: check browser clients-venvs
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25 tests
 
 lint: setup
-	$(BIN)/ruff check sdk agentwatch_api agentwatch_cli collector dashboard alerts reference_agent tests bench
+	$(BIN)/ruff check sdk collector dashboard alerts reference_agent tests bench
 
-# mypy --strict where the code is clean: the SDK and the wire contract, and the command line's own
-# module (the parts it imports are not checked through it); plain mypy on the alerts (a cache of its
-# own: other options would rebuild the first one's). The collector, dashboard and reference stack
+# mypy --strict where the code is clean: the SDK (with its command line) and the wire contract; plain
+# mypy on the alerts (a cache of its own: other options would rebuild the first one's). The collector, dashboard and reference stack
 # are not clean yet (about 50 errors besides untyped libraries, December 2026): add a part here
 # once `mypy --follow-imports=silent --ignore-missing-imports <part>` passes.
 typecheck: setup
-	$(BIN)/python -m mypy --strict sdk/agentwatch agentwatch_api
-	$(BIN)/python -m mypy --strict --follow-imports=skip agentwatch_cli
-	$(BIN)/python -m mypy --follow-imports=silent --ignore-missing-imports --cache-dir .mypy_cache/rest alerts agentwatch_cli
+	$(BIN)/python -m mypy --strict sdk/agentwatch sdk/agentwatch_api
+	$(BIN)/python -m mypy --follow-imports=silent --ignore-missing-imports --cache-dir .mypy_cache/rest alerts
 
 # What `make test` (and so CI) checks before the tests, in seconds: lint, types, and the native
 # decoder compiled with its warnings as errors (the install builds it with -O2 and shows none).

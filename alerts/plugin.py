@@ -1,6 +1,6 @@
 """The alerts inside the collector: ``/api/alerts`` and the in-process evaluator, as a ``collector.plugins.Plugin``.
 
-``agentwatch_cli`` hands ``PLUGIN`` to the collector it starts; the evaluator runs unless
+``agentwatch collector`` loads ``PLUGIN`` (the ``agentwatch.collector_plugins`` entry point); the evaluator runs unless
 ``AGENTWATCH_ALERT_INTERVAL_S`` is 0 (then ``agentwatch alerts run`` may run it outside).
 """
 

@@ -105,7 +105,7 @@ def live(policy: str, args: argparse.Namespace) -> dict[str, float]:
     """Start ``agentwatch engine --sim`` in its own process and load it."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentwatch_cli", "engine", "--sim", "--port", str(port), "--policy", policy,
+        [sys.executable, "-m", "agentwatch", "engine", "--sim", "--port", str(port), "--policy", policy,
          "--slots", str(args.slots), "--speed", str(args.speed), "--models", args.model],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )

@@ -465,7 +465,7 @@ class Agentwatch(Product):
         self.env = env or {}
 
     def _cli(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "agentwatch_cli", *args]
+        return [sys.executable, "-m", "agentwatch", *args]
 
     def _api_key(self, data_dir: Path) -> str | None:
         done = subprocess.run(

@@ -147,7 +147,7 @@ def browser_phase(collector: str, key: str, big: str, data_dir: Path, *, warm_re
 
 def _start_dashboard(group: Any, collector: str, key: str) -> str:
     port = _free_port()
-    group.start("dashboard", [sys.executable, "-m", "agentwatch_cli", "dashboard", "--port", str(port), "--collector", collector, "--open"],
+    group.start("dashboard", [sys.executable, "-m", "agentwatch", "dashboard", "--port", str(port), "--collector", collector, "--open"],
                 {"AGENTWATCH_API_KEY": key})
     url = f"http://127.0.0.1:{port}"
     group.wait_ready("dashboard", url + "/_stcore/health", timeout_s=120)

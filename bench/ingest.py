@@ -326,7 +326,7 @@ class Collector:
         cmd = [
             sys.executable,
             "-m",
-            "agentwatch_cli",
+            "agentwatch",
             "collector",
             "--port",
             str(self.port),

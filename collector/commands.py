@@ -12,35 +12,35 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from agentwatch_api.client import ApiError, CollectorClient, CollectorError
 from agentwatch_api.handshake import running_collector
-from collector.plugins import Plugin
+from collector import plugins
 from collector.reprice import register_reprice
 from collector.settings import Settings
 from collector.whatif_cli import register_whatif
 
 
-def register(sub: argparse._SubParsersAction, *, plugins: Sequence[Plugin] = ()) -> None:  # type: ignore[type-arg]
-    """The collector's commands; ``agentwatch collector`` runs with ``plugins`` inside (the alerts)."""
-    _register_collector(sub, plugins)
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """The collector's commands; ``agentwatch collector`` runs with the installed plugins inside (the alerts)."""
+    _register_collector(sub)
     _register_keys(sub)
     register_reprice(sub)
     register_whatif(sub)
 
 
-def _register_collector(sub: argparse._SubParsersAction, plugins: Sequence[Plugin]) -> None:  # type: ignore[type-arg]
+def _register_collector(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("collector", help="run the collector (OTLP/HTTP + query API, OTLP/gRPC)")
     p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1, AGENTWATCH_HOST)")
     p.add_argument("--port", type=int, default=None, help="OTLP/HTTP and API port (default 4318)")
     p.add_argument("--grpc-port", type=int, default=None, help="OTLP/gRPC port (default 4317, 0 disables)")
     p.add_argument("--data-dir", type=Path, default=None, help="chDB data, spool and key files (default .agentwatch)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    p.set_defaults(func=run_collector, plugins=tuple(plugins))
+    p.set_defaults(func=run_collector)
 
 
 def _register_keys(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -104,7 +104,7 @@ def run_collector(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings.from_env(host=args.host, port=args.port, grpc_port=args.grpc_port, data_dir=args.data_dir)
-    app = create_app(settings, plugins=args.plugins)
+    app = create_app(settings, plugins=plugins.installed())
     _tune_gc()
     _tune_malloc()
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False, timeout_graceful_shutdown=15,

@@ -1,8 +1,9 @@
-"""Parts that run inside the collector process, handed to it by whoever assembles it.
+"""Parts that run inside the collector process, declared by the parts themselves.
 
-The collector names no such part: ``create_app(settings, plugins=...)`` takes them, and the
-command line's composition root (``agentwatch_cli``) passes the alerts' (``alerts.plugin``),
-so the collector and the alerts do not import each other. A plugin brings API routers (each
+The collector names no such part: ``create_app(settings, plugins=...)`` takes them, and
+``agentwatch collector`` passes those ``installed()`` under the ``agentwatch.collector_plugins``
+entry-point group (the platform's pyproject.toml: the alerts' ``alerts.plugin:PLUGIN``), so
+the collector and the alerts do not import each other. A plugin brings API routers (each
 route scoped in ``collector.scopes.ROUTE_SCOPES`` like any other) and may run a component for
 the app's lifetime, started after the collector's own (store, writer, scrapers) and stopped before.
 """
@@ -11,9 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from importlib.metadata import entry_points
 from typing import Protocol
 
 from fastapi import APIRouter, FastAPI
+
+PLUGINS_GROUP = "agentwatch.collector_plugins"
 
 
 class Plugin(Protocol):
@@ -28,3 +32,16 @@ class Plugin(Protocol):
     def lifespan(self, app: FastAPI) -> AbstractAsyncContextManager[object] | None:
         """What runs while ``app`` runs (None: nothing); ``app.state`` holds the settings and store."""
         ...
+
+
+def installed() -> tuple[Plugin, ...]:
+    """The installed plugins, in declaration order. One that fails to load stops the start: a
+    collector without its alerts must not look like one with them."""
+    found: list[Plugin] = []
+    for entry in entry_points(group=PLUGINS_GROUP):
+        try:
+            found.append(entry.load())
+        except Exception as exc:
+            raise SystemExit(f"agentwatch collector: the plugin {entry.name!r} ({entry.value}) failed to load: "
+                             f"{type(exc).__name__}: {exc}") from exc
+    return tuple(found)

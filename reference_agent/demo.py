@@ -256,7 +256,7 @@ class ProcessGroup:
 
 
 def _agentwatch(*args: str) -> list[str]:
-    return [sys.executable, "-m", "agentwatch_cli", *args]
+    return [sys.executable, "-m", "agentwatch", *args]
 
 
 def start_collector(group: ProcessGroup, data_dir: Path, *, port: int, grpc_port: int,

@@ -51,7 +51,7 @@ def describe(duration_s: float) -> str:
 
 
 def _agent_argv(engine_url: str, question: str, *, step_pause_s: float, seed: int) -> list[str]:
-    return [sys.executable, "-m", "agentwatch_cli", "agent", "--question", question, "--base-url", engine_url + "/v1",
+    return [sys.executable, "-m", "agentwatch", "agent", "--question", question, "--base-url", engine_url + "/v1",
             "--mode", "iterative", "--max-steps", "12", "--step-pause", f"{step_pause_s:g}", "--seed", str(seed)]
 
 

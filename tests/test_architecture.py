@@ -12,6 +12,7 @@ it out when you fix it).
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
@@ -22,16 +23,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = {  # import name -> folder
     "agentwatch": ROOT / "sdk" / "agentwatch",
-    "agentwatch_api": ROOT / "agentwatch_api",  # the collector's HTTP contract
-    "agentwatch_cli": ROOT / "agentwatch_cli",  # the command line: assembles every part's commands
+    "agentwatch_api": ROOT / "sdk" / "agentwatch_api",  # the collector's HTTP contract (the SDK's ``api`` extra)
     "collector": ROOT / "collector",
     "dashboard": ROOT / "dashboard",
     "alerts": ROOT / "alerts",
     "reference_agent": ROOT / "reference_agent",
     "bench": ROOT / "bench",
 }
-PLATFORM = {"agentwatch_api", "agentwatch_cli", "collector", "dashboard", "alerts", "reference_agent", "bench"}
-PRODUCT = {"agentwatch", "agentwatch_api", "agentwatch_cli", "collector", "dashboard", "alerts", "reference_agent"}
+PLATFORM = {"agentwatch_api", "collector", "dashboard", "alerts", "reference_agent", "bench"}
+PRODUCT = {"agentwatch", "agentwatch_api", "collector", "dashboard", "alerts", "reference_agent"}
 # Installed by the ``dev`` extra only (pyproject.toml): the product never imports them.
 TEST_ONLY = ("pytest", "hypothesis", "selenium", "schemathesis", "aiosmtpd", "opentelemetry.exporter.otlp.proto.grpc",
              "opentelemetry.instrumentation", "openinference", "traceloop", "openlit")
@@ -199,9 +199,13 @@ def test_collector_never_names_the_alerts() -> None:
     _check("collector_names_no_alerts", (i for i in imports() if part(i.source) == "collector" and part(i.target) == "alerts"))
 
 
-def test_no_part_imports_the_command_line() -> None:
-    """``agentwatch_cli`` is the composition root: it names every part, and no part names it."""
-    _check("no_part_imports_the_cli", (i for i in imports() if part(i.target) == "agentwatch_cli" and part(i.source) != "agentwatch_cli"))
+def test_the_command_line_imports_no_platform_module() -> None:
+    """``agentwatch.cli`` finds the parts' commands through entry points, so it names no part: it
+    imports the standard library only (the SDK's light install runs it), and no part imports it."""
+    cli = {"agentwatch.cli", "agentwatch.__main__"}
+    _check("cli_imports_only_the_standard_library",
+           (i for i in imports() if i.source in cli and i.target not in cli and part(i.target) not in sys.stdlib_module_names))
+    _check("no_part_imports_the_cli", (i for i in imports() if i.target == "agentwatch.cli" and i.source not in cli))
 
 
 def test_benchmarks_import_no_tests() -> None:
@@ -269,7 +273,8 @@ def test_the_rules_see_known_imports() -> None:
     """The reader itself: a relative, a lazy and a by-name import are all found."""
     keys = {i.key for i in imports()}
     assert "sdk/agentwatch/__init__.py -> agentwatch._tracing" in keys  # from ._tracing import ...
-    assert "agentwatch_cli/__init__.py -> alerts.cli" in keys  # from alerts import cli
+    assert "sdk/agentwatch/__main__.py -> agentwatch.cli" in keys  # from agentwatch.cli import main
+    assert "collector/commands.py -> agentwatch_api.client" in keys  # the contract, in its folder under sdk/
     assert "collector/commands.py -> collector.app" in keys  # inside a function
     by_name = ast.parse("import importlib\nfor name in ('alerts.cli', 'no.such'):\n    importlib.import_module(name)\n")
     assert [i.target for i in _loaded_by_name(by_name, _Visitor("x", False, "x.py"))] == ["alerts.cli"]

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
+from agentwatch.cli import build_parser
 
-from agentwatch_cli import build_parser
 from collector.settings import Settings
 from collector.storage.chdb_store import ChdbStore
 from dashboard.config import DashboardConfig

@@ -1,4 +1,4 @@
-"""``requirements-dev.lock`` pins the development environment: every declared dependency, within its range."""
+"""``.ci/requirements-dev.lock`` pins the development environment: every declared dependency, within its range."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ OURS = {"agentwatch", "agentwatch-platform"}  # installed editable, never pinned
 def _declared() -> list[Requirement]:
     platform = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     sdk = tomllib.loads((ROOT / "sdk" / "pyproject.toml").read_text())["project"]
-    names = platform["dependencies"] + platform["optional-dependencies"]["dev"] + sdk["dependencies"]
+    names = platform["dependencies"] + platform["optional-dependencies"]["dev"] + sdk["dependencies"] + sdk["optional-dependencies"]["api"]
     return [r for r in map(Requirement, names) if canonicalize_name(r.name) not in OURS and (r.marker is None or r.marker.evaluate())]
 
 
 def _pinned() -> dict[str, Version]:
-    lines = [line.strip() for line in (ROOT / "requirements-dev.lock").read_text().splitlines()]
+    lines = [line.strip() for line in (ROOT / ".ci" / "requirements-dev.lock").read_text().splitlines()]
     pairs = [line.split("==", 1) for line in lines if line and not line.startswith("#")]
     assert all(len(p) == 2 for p in pairs), "every line of the lock is name==version"
     return {canonicalize_name(name): Version(version) for name, version in pairs}

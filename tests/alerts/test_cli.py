@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from agentwatch.cli import main
 
-from agentwatch_cli import main
 from alerts.channels import SIGNATURE_HEADER, sign
 from tests.alerts.conftest import Receiver
 from tests.alerts.incident_setup import webhook_rules

@@ -104,7 +104,7 @@ class _Engine:
     def __init__(self, collector: str, key: str, log: Path) -> None:
         self.port, self.log = free_port(), log
         self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "agentwatch_cli", "engine", "--sim", "--port", str(self.port), "--models", ENGINE_MODEL,
+        cmd = [sys.executable, "-m", "agentwatch", "engine", "--sim", "--port", str(self.port), "--models", ENGINE_MODEL,
                "--speed", "5", "--otlp-endpoint", collector, "--api-key", key]
         env = {**os.environ, "OTEL_BSP_SCHEDULE_DELAY": "200"}  # the engine's batch exporter: 0.2 s, not 5 s
         with open(log, "wb") as out:

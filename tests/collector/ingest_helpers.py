@@ -51,7 +51,7 @@ def settings_for(data_dir: Path, **overrides: Any) -> Settings:
 @contextlib.contextmanager
 def serve(settings: Settings) -> Iterator[Running]:
     """``create_app(settings)`` served by uvicorn on 127.0.0.1 in a thread, until the block ends."""
-    app = create_app(settings, plugins=(ALERTS,))  # as agentwatch_cli assembles it
+    app = create_app(settings, plugins=(ALERTS,))  # as `agentwatch collector` assembles it
     config = uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="warning", lifespan="on",
                             http=header_timeout_protocol(settings.header_read_timeout_s))
     server = uvicorn.Server(config)
@@ -82,7 +82,7 @@ class CollectorProcess:
         self.log = data_dir.parent / f"{data_dir.name}-collector.log"
 
     def start(self) -> CollectorProcess:
-        cmd = [sys.executable, "-m", "agentwatch_cli", "collector", "--port", str(self.port), "--grpc-port", "0", "--data-dir", str(self.data_dir), "--log-level", "warning"]
+        cmd = [sys.executable, "-m", "agentwatch", "collector", "--port", str(self.port), "--grpc-port", "0", "--data-dir", str(self.data_dir), "--log-level", "warning"]
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 90

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from agentwatch import cli
 
-import agentwatch_cli as cli
 from collector.auth import Authenticator, RateLimiter
 from collector.keys import KeyAdminError, KeyRing
 from collector.otlp.errors import RateLimited

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from agentwatch.cli import main
 
 from agentwatch_api.schemas import FeedbackIn
-from agentwatch_cli import main
 from alerts.rules import parse_rules
 from collector import query
 from collector.model import SpanRow

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from agentwatch import PriceTable
+from agentwatch.cli import main
 
-from agentwatch_cli import main
 from collector import query
 from collector.reprice import parse_since, reprice
 from collector.storage.base import Store

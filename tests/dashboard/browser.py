@@ -30,7 +30,7 @@ def start_dashboards(group: ProcessGroup, collector: str, flags: dict[str, list[
     urls = {}
     for name, extra in flags.items():
         port = free_port()
-        group.start(name, [sys.executable, "-m", "agentwatch_cli", "dashboard", "--port", str(port), "--collector", collector, *extra], {"AGENTWATCH_DASHBOARD_CACHE_TTL_S": "1"})
+        group.start(name, [sys.executable, "-m", "agentwatch", "dashboard", "--port", str(port), "--collector", collector, *extra], {"AGENTWATCH_DASHBOARD_CACHE_TTL_S": "1"})
         urls[name] = f"http://127.0.0.1:{port}"
     for name, url in urls.items():
         group.wait_ready(name, url + "/_stcore/health", timeout_s=90)

@@ -66,7 +66,7 @@ def _loadgen(stack: SeededStack) -> None:
     procs = []
     for seed, (mode, runs) in enumerate(RUNS.items()):
         argv = [
-            sys.executable, "-m", "agentwatch_cli", "loadgen", "--users", "3", "--runs", str(runs), "--mode", mode,
+            sys.executable, "-m", "agentwatch", "loadgen", "--users", "3", "--runs", str(runs), "--mode", mode,
             "--base-url", stack.engine + "/v1", "--collector", stack.collector, "--collector-key", stack.key,
             "--tool-failure-rate", "0.15", "--tool-timeout-rate", "0.05", "--tool-timeout", "0.2", "--max-steps", "8", "--seed", str(seed),
         ]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 import pytest
+from agentwatch.cli import build_parser
 
-from agentwatch_cli import build_parser
 from collector.settings import Settings
 from dashboard import ui
 from dashboard.cli import streamlit_command, streamlit_env

@@ -136,7 +136,7 @@ def test_budget_stop_is_recorded_as_abandoned(stack: LiveStack) -> None:
 def test_loadgen_command_traces_every_run_into_the_collector(stack: LiveStack) -> None:
     started = time.time()
     done = subprocess.run(
-        [sys.executable, "-m", "agentwatch_cli", "loadgen", "--users", "3", "--runs", "6", "--mode", "iterative",
+        [sys.executable, "-m", "agentwatch", "loadgen", "--users", "3", "--runs", "6", "--mode", "iterative",
          "--base-url", stack.engine + "/v1", "--collector", stack.collector, "--collector-key", stack.key],
         capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -47,7 +47,7 @@ def _free_offset() -> int:
 
 
 def _demo(data_dir: Path, offset: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "agentwatch_cli", "demo", "--no-browser", "--data-dir", str(data_dir),
+    return [sys.executable, "-m", "agentwatch", "demo", "--no-browser", "--data-dir", str(data_dir),
             "--port-offset", str(offset), *extra]
 
 

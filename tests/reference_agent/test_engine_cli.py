@@ -14,7 +14,7 @@ from tests.support.ports import free_port
 def test_engine_sim_command_serves_and_says_it_is_a_simulation() -> None:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentwatch_cli", "engine", "--sim", "--port", str(port), "--slots", "4",
+        [sys.executable, "-m", "agentwatch", "engine", "--sim", "--port", str(port), "--slots", "4",
          "--policy", "static", "--speed", "50"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
@@ -39,7 +39,7 @@ def test_engine_sim_command_serves_and_says_it_is_a_simulation() -> None:
 
 
 def test_engine_sim_rejects_an_unknown_model_with_a_clear_message() -> None:
-    result = subprocess.run([sys.executable, "-m", "agentwatch_cli", "engine", "--sim", "--models", "gpt-9"],
+    result = subprocess.run([sys.executable, "-m", "agentwatch", "engine", "--sim", "--models", "gpt-9"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "unknown simulated model 'gpt-9'" in result.stderr

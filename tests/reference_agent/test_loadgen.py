@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import agentwatch
 import pytest
+from agentwatch.cli import main
 
-from agentwatch_cli import main
 from reference_agent.agent import AgentConfig, ResearchAgent, RunResult, make_client
 from reference_agent.engine.server import EngineConfig, running_server
 from reference_agent.loadgen import LoadConfig, LoadSummary, generate_load, make_questions

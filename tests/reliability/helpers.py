@@ -62,7 +62,7 @@ class InProcess:
 def in_process(data_dir: Path, **overrides: Any) -> Iterator[InProcess]:
     """``create_app`` on a chDB under ``data_dir``; the store is closed when the block ends."""
     settings = settings_for(data_dir, **{"flush_interval_s": 0.05, **overrides})
-    app = create_app(settings, plugins=(ALERTS,))  # as agentwatch_cli assembles it
+    app = create_app(settings, plugins=(ALERTS,))  # as `agentwatch collector` assembles it
     with TestClient(app, raise_server_exceptions=False) as client:
         yield InProcess(app, client)
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import agentwatch
 import pytest
+from agentwatch.cli import build_parser
 
 import collector.keys as keys_module
-from agentwatch_cli import build_parser
 from alerts.errors import RulesError
 from alerts.rules import load_rules
 from collector.settings import Settings
