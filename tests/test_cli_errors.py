@@ -65,3 +65,11 @@ def test_a_part_that_fails_to_import_is_named_in_one_line_and_the_others_still_w
     listed = [line.split()[0] for line in done.stdout.split("COMMAND\n", 1)[1].split("\n\n")[0].splitlines()
               if line.startswith("    ") and not line.startswith("     ")]
     assert listed == ["collector", "keys", "reprice", "whatif", "engine", "agent", "loadgen", "demo", "alerts", "dashboard"]
+
+
+def test_the_collector_runs_the_alerts_as_its_installed_plugin() -> None:
+    """pyproject.toml's ``agentwatch.collector_plugins``, as ``agentwatch collector`` loads them."""
+    from alerts.plugin import PLUGIN
+    from collector.plugins import installed
+
+    assert installed() == (PLUGIN,)
