@@ -50,8 +50,10 @@ def test_all_is_pinned() -> None:
 
 def test_public_names_come_from_private_modules() -> None:
     """Besides ``__init__``, the public modules are contracts the platform shares: the attribute
-    names (``semconv``) and how an ``AGENTWATCH_*`` variable is read (``envconfig``)."""
-    modules = {p.stem for p in (SDK / "agentwatch").glob("*.py")} - {"__init__", "semconv", "envconfig"}
+    names (``semconv``), how an ``AGENTWATCH_*`` variable is read (``envconfig``) and the
+    ``agentwatch`` command that the platform's parts plug their commands into (``cli``, ``__main__``)."""
+    public = {"__init__", "__main__", "semconv", "envconfig", "cli"}
+    modules = {p.stem for p in (SDK / "agentwatch").glob("*.py")} - public
     assert all(m.startswith("_") for m in modules), modules
 
 
