@@ -58,7 +58,13 @@ def list_alerts(
 ) -> list[AlertOut]:
     """Alerts whose episode overlaps [start, end), newest first."""
     lo, hi = (min(max(t, 0.0), MAX_EPOCH_S) for t in time_window(start, end))
-    params = {"project": project, "state": state or "", "start_ms": int(lo * 1000), "end_ms": int(hi * 1000), "limit": limit}
+    params = {
+        "project": project,
+        "state": state or "",
+        "start_ms": int(lo * 1000),
+        "end_ms": int(hi * 1000),
+        "limit": limit,
+    }
     return [Alert(**row).to_out() for row in store.query(qa.LIST_ALERTS, params)]
 
 
@@ -94,7 +100,15 @@ def run_states(
 ) -> RunStates:
     """Runs still running or become incomplete, for ``agentwatch alerts run`` (``alerts.run_states``)."""
     values = run_state_values(
-        store, project, metric, now=now, window_s=window_s, idle_timeout_s=settings.run_idle_timeout_s, group_by=group_by, agent=agent, min_runs=min_runs
+        store,
+        project,
+        metric,
+        now=now,
+        window_s=window_s,
+        idle_timeout_s=settings.run_idle_timeout_s,
+        group_by=group_by,
+        agent=agent,
+        min_runs=min_runs,
     )
     return RunStates(metric=metric, values=values)
 
@@ -118,14 +132,19 @@ def scope_series(
 
 @router.get("/deliveries", response_model=list[DeliveryOut])
 def list_deliveries(
-    store: StoreDep, project: ProjectDep, alert_id: Annotated[str, Query(max_length=64)] = "", limit: Annotated[int, Query(ge=1, le=MAX_ALERTS)] = 200
+    store: StoreDep,
+    project: ProjectDep,
+    alert_id: Annotated[str, Query(max_length=64)] = "",
+    limit: Annotated[int, Query(ge=1, le=MAX_ALERTS)] = 200,
 ) -> list[DeliveryOut]:
     rows = store.query(qa.LIST_DELIVERIES, {"project": project, "alert_id": alert_id, "limit": limit})
     return [DeliveryOut(**row) for row in rows]
 
 
 @router.post("", status_code=201)
-def save_alerts(store: StoreDep, project: ProjectDep, body: Annotated[list[AlertIn], Field(max_length=MAX_ALERTS)]) -> dict[str, int]:
+def save_alerts(
+    store: StoreDep, project: ProjectDep, body: Annotated[list[AlertIn], Field(max_length=MAX_ALERTS)]
+) -> dict[str, int]:
     for i, item in enumerate(body):
         for name in ("value", "baseline", "threshold", "peak"):
             figure = getattr(item, name)
@@ -137,7 +156,9 @@ def save_alerts(store: StoreDep, project: ProjectDep, body: Annotated[list[Alert
 
 
 @router.post("/deliveries", status_code=201)
-def save_deliveries(store: StoreDep, project: ProjectDep, body: Annotated[list[DeliveryIn], Field(max_length=MAX_ALERTS)]) -> dict[str, int]:
+def save_deliveries(
+    store: StoreDep, project: ProjectDep, body: Annotated[list[DeliveryIn], Field(max_length=MAX_ALERTS)]
+) -> dict[str, int]:
     rows = [delivery_row(Delivery(project=project, **d.model_dump())) for d in body]
     store.insert_rows("alert_deliveries", qa.DELIVERY_COLUMNS, rows)
     return {"stored": len(rows)}

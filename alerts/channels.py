@@ -52,7 +52,12 @@ def sign(secret: str, body: bytes) -> str:
 
 def _post_json(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> None:
     try:
-        response = httpx.post(url, content=body, headers={"Content-Type": "application/json", "User-Agent": _USER_AGENT, **headers}, timeout=timeout_s)
+        response = httpx.post(
+            url,
+            content=body,
+            headers={"Content-Type": "application/json", "User-Agent": _USER_AGENT, **headers},
+            timeout=timeout_s,
+        )
     except httpx.HTTPError as exc:
         raise DeliveryError(f"{type(exc).__name__}: {exc}") from exc
     if response.status_code >= 300:
@@ -87,7 +92,10 @@ class SlackChannel:
 
     def send(self, notification: Notification) -> None:
         text = notification.title()
-        payload = {"text": text, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": f"*{text}*\n{_details(notification)}"}}]}
+        payload = {
+            "text": text,
+            "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": f"*{text}*\n{_details(notification)}"}}],
+        }
         _post_json(self.url, json.dumps(payload).encode(), {}, self.timeout_s)
 
 
@@ -158,7 +166,16 @@ def _details(notification: Notification) -> str:
     lines = [alert.message]
     if notification.description:
         lines.append(notification.description)
-    figures = [f"{name} {value:.4g}" for name, value in (("value", alert.value), ("baseline", alert.baseline), ("threshold", alert.threshold), ("peak", alert.peak)) if value is not None]
+    figures = [
+        f"{name} {value:.4g}"
+        for name, value in (
+            ("value", alert.value),
+            ("baseline", alert.baseline),
+            ("threshold", alert.threshold),
+            ("peak", alert.peak),
+        )
+        if value is not None
+    ]
     if figures:
         lines.append(f"{alert.metric}: {', '.join(figures)}")
     lines.append("scope: " + (", ".join(f"{k}={v}" for k, v in sorted(alert.scope.items())) or "whole project"))
@@ -201,7 +218,9 @@ Recorder = Callable[[Delivery], None]
 class _Worker:
     """One channel's thread: a due-time heap of (notification, attempt); bounded."""
 
-    def __init__(self, name: str, channel: Channel, policy: DeliveryPolicy, record: Recorder, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, name: str, channel: Channel, policy: DeliveryPolicy, record: Recorder, clock: Callable[[], float]
+    ) -> None:
         self.name, self.channel, self.policy, self.record, self.clock = name, channel, policy, record, clock
         self._heap: list[tuple[float, int, Notification, int]] = []
         self._seq = itertools.count()
@@ -261,17 +280,35 @@ class _Worker:
             log.exception("alert channel %s crashed", self.name)
             error = f"internal error: {type(exc).__name__}: {exc}"
         alert = notification.alert
-        self._record(Delivery(alert.project, alert.alert_id, self.name, attempt, not error, error, self.clock(), notification.event))
+        self._record(
+            Delivery(
+                alert.project, alert.alert_id, self.name, attempt, not error, error, self.clock(), notification.event
+            )
+        )
         if error and attempt < self.policy.attempts:
-            log.warning("alert delivery on %s failed (attempt %d/%d), retrying: %s", self.name, attempt, self.policy.attempts, error)
+            log.warning(
+                "alert delivery on %s failed (attempt %d/%d), retrying: %s",
+                self.name,
+                attempt,
+                self.policy.attempts,
+                error,
+            )
             with self._cond:
-                heapq.heappush(self._heap, (time.monotonic() + self.policy.delay(attempt), next(self._seq), notification, attempt + 1))
+                heapq.heappush(
+                    self._heap,
+                    (time.monotonic() + self.policy.delay(attempt), next(self._seq), notification, attempt + 1),
+                )
         elif error:
             log.error("alert delivery on %s gave up after %d attempts: %s", self.name, attempt, error)
 
     def _record(self, delivery: Delivery) -> None:
         if self._closed:  # after close the history's store may be closed: do not reopen it
-            log.warning("alert delivery on %s finished during shutdown, not recorded: ok=%s %s", self.name, delivery.ok, delivery.error)
+            log.warning(
+                "alert delivery on %s finished during shutdown, not recorded: ok=%s %s",
+                self.name,
+                delivery.ok,
+                delivery.error,
+            )
             return
         try:
             self.record(delivery)
@@ -286,7 +323,14 @@ class Dispatcher:
     ``dropped``. ``close`` is safe to call twice and bounded in time.
     """
 
-    def __init__(self, channels: dict[str, Channel], *, record: Recorder, policy: DeliveryPolicy | None = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        channels: dict[str, Channel],
+        *,
+        record: Recorder,
+        policy: DeliveryPolicy | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.policy = policy or DeliveryPolicy()
         self._workers = {name: _Worker(name, channel, self.policy, record, clock) for name, channel in channels.items()}
 
@@ -300,7 +344,12 @@ class Dispatcher:
             if worker is None:
                 log.error("alert %s names unknown channel %r", notification.alert.rule, name)
             elif not worker.put(notification):
-                log.error("alert channel %s queue full or closed: dropped %s notification of %s", name, notification.event, notification.alert.rule)
+                log.error(
+                    "alert channel %s queue full or closed: dropped %s notification of %s",
+                    name,
+                    notification.event,
+                    notification.alert.rule,
+                )
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every queue is empty (retries included); True if it got there in time."""

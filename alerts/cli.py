@@ -33,16 +33,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     commands = parser.add_subparsers(dest="alerts_command", metavar="ACTION", required=True)
 
     run = commands.add_parser("run", help="evaluate the rules on a schedule against a collector's query API")
-    run.add_argument("--url", default=os.environ.get("AGENTWATCH_COLLECTOR_URL", DEFAULT_URL), help="collector base URL (AGENTWATCH_COLLECTOR_URL)")
-    run.add_argument("--key", action="append", default=[], help="project API key with the read and admin scopes; repeat for several projects (AGENTWATCH_API_KEY)")
-    run.add_argument("--rules", default=os.environ.get("AGENTWATCH_ALERT_RULES", ""), help="rules YAML (AGENTWATCH_ALERT_RULES; default: built-in rules)")
+    run.add_argument(
+        "--url",
+        default=os.environ.get("AGENTWATCH_COLLECTOR_URL", DEFAULT_URL),
+        help="collector base URL (AGENTWATCH_COLLECTOR_URL)",
+    )
+    run.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        help="project API key with the read and admin scopes; repeat for several projects (AGENTWATCH_API_KEY)",
+    )
+    run.add_argument(
+        "--rules",
+        default=os.environ.get("AGENTWATCH_ALERT_RULES", ""),
+        help="rules YAML (AGENTWATCH_ALERT_RULES; default: built-in rules)",
+    )
     run.add_argument("--interval", type=float, default=30.0, help="seconds between evaluation rounds (default 30)")
     run.add_argument("--once", action="store_true", help="one round, wait for deliveries, exit")
     run.set_defaults(func=cmd_run)
 
     test = commands.add_parser("test", help="send a test notification on one channel")
     test.add_argument("--channel", required=True, help="channel name from the rules file ('log' always exists)")
-    test.add_argument("--rules", default=os.environ.get("AGENTWATCH_ALERT_RULES", ""), help="rules YAML with the channel")
+    test.add_argument(
+        "--rules", default=os.environ.get("AGENTWATCH_ALERT_RULES", ""), help="rules YAML with the channel"
+    )
     test.set_defaults(func=cmd_test)
 
     check = commands.add_parser("check", help="validate a rules file (errors name the line and key)")
@@ -86,9 +101,21 @@ def cmd_test(args: argparse.Namespace) -> int:
 def test_notification(now: float) -> Notification:
     """A harmless, clearly labelled notification for checking a channel end to end."""
     alert = Alert(
-        project="test", alert_id="test", fingerprint="test", rule="agentwatch-test", severity="info", state="firing",
-        scope={}, metric="none", value=None, baseline=None, threshold=None,
-        message="agentwatch test notification: this channel works.", started_at=now, last_notified_at=now, updated_at=now,
+        project="test",
+        alert_id="test",
+        fingerprint="test",
+        rule="agentwatch-test",
+        severity="info",
+        state="firing",
+        scope={},
+        metric="none",
+        value=None,
+        baseline=None,
+        threshold=None,
+        message="agentwatch test notification: this channel works.",
+        started_at=now,
+        last_notified_at=now,
+        updated_at=now,
     )
     return Notification("test", alert, now, "Sent by 'agentwatch alerts test'.")
 

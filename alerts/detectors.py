@@ -116,7 +116,13 @@ class ThresholdDetector:
         if value is None:
             return Verdict(False, False, None, threshold=self.threshold, reason="no data")
         breached = _breaches(value, self.threshold, self.direction)
-        return Verdict(breached, True, value, threshold=self.threshold, reason=f"{self.direction} {self.threshold:g}" if breached else "")
+        return Verdict(
+            breached,
+            True,
+            value,
+            threshold=self.threshold,
+            reason=f"{self.direction} {self.threshold:g}" if breached else "",
+        )
 
     def describe(self) -> dict[str, object]:
         return {"kind": self.kind, **asdict(self)}
@@ -170,7 +176,10 @@ class AnomalyDetector:
         value = _last_value(values)
         if value is None:
             return Verdict(False, False, None, reason="no data")
-        x = np.array([np.nan if v is None else v for v in values[-self.history_buckets(step_s) - max(hidden, 0) - 1 :]], dtype=float)
+        x = np.array(
+            [np.nan if v is None else v for v in values[-self.history_buckets(step_s) - max(hidden, 0) - 1 :]],
+            dtype=float,
+        )
         learned, required = int(np.count_nonzero(np.isfinite(x[:-1]))), self.required_history(step_s)
         if learned < required:
             return Verdict(False, False, value, reason=f"learning baseline: {learned}/{required} buckets")
@@ -181,7 +190,9 @@ class AnomalyDetector:
         expected = base[-1] + _robust_level(residuals[:-1], scale, self.alpha, self.relearn_after)
         return self._decide(value, expected, scale, inverse, firing)
 
-    def _decide(self, value: float, expected: float, scale: float, inverse: Callable[[float], float], firing: bool) -> Verdict:
+    def _decide(
+        self, value: float, expected: float, scale: float, inverse: Callable[[float], float], firing: bool
+    ) -> Verdict:
         sign = 1.0 if self.direction == "above" else -1.0
         relax = self.z_resolve / self.z if firing else 1.0  # hysteresis for every guard
         baseline = inverse(expected)

@@ -73,7 +73,9 @@ from alerts.sources import AlertHistory, MetricSource, StoreBackend
 log = logging.getLogger("agentwatch.alerts")
 
 # Metrics whose partial bucket can only grow towards the complete value.
-MONOTONE = frozenset({"runs", "cost_usd", "input_tokens", "output_tokens", "tool_calls", "max_run_cost_usd", "max_steps"})
+MONOTONE = frozenset(
+    {"runs", "cost_usd", "input_tokens", "output_tokens", "tool_calls", "max_run_cost_usd", "max_steps"}
+)
 ADDITIVE = frozenset({"runs", "cost_usd", "input_tokens", "output_tokens", "tokens_per_s", "tool_calls"})
 
 RUNS_PER_WINDOW = 6
@@ -90,13 +92,21 @@ class Evaluator:
     """Evaluates every rule for every project; ``run_once`` is one round (thread-safe to call in turn)."""
 
     def __init__(
-        self, config: RulesConfig, source: MetricSource, history: AlertHistory, dispatcher: Dispatcher, *, clock: Callable[[], float] = time.time
+        self,
+        config: RulesConfig,
+        source: MetricSource,
+        history: AlertHistory,
+        dispatcher: Dispatcher,
+        *,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.config, self.source, self.history, self.dispatcher, self.clock = config, source, history, dispatcher, clock
         self._active: dict[str, dict[str, Alert]] = {}  # project -> fingerprint -> firing alert
         self._last_run: dict[tuple[str, str], float] = {}  # (project, rule) -> last evaluation
         self._pending: dict[str, float] = {}  # fingerprint -> since when the condition holds (``for``)
-        self._clear: dict[str, tuple[int, int, float]] = {}  # fingerprint -> (last window counted, clear windows in a row, since)
+        self._clear: dict[
+            str, tuple[int, int, float]
+        ] = {}  # fingerprint -> (last window counted, clear windows in a row, since)
         self.errors = 0
         self.rounds = 0
 
@@ -185,8 +195,15 @@ class Evaluator:
             for event in events:
                 channels = tuple(c for c in rule.channels if (alert.alert_id, event, c) not in delivered)
                 if channels:
-                    log.info("alert %s: re-sending %s on %s (not delivered before the restart)", alert.rule, event, ", ".join(channels))
-                    self.dispatcher.submit(Notification(event, alert, now, rule.description, self._link(rule, alert, now)), channels)
+                    log.info(
+                        "alert %s: re-sending %s on %s (not delivered before the restart)",
+                        alert.rule,
+                        event,
+                        ", ".join(channels),
+                    )
+                    self.dispatcher.submit(
+                        Notification(event, alert, now, rule.description, self._link(rule, alert, now)), channels
+                    )
 
     # --- observing -------------------------------------------------------------------------
     def _observe(self, rule: Rule, project: str, now: float, active: dict[str, Alert]) -> list[Observation]:
@@ -198,11 +215,15 @@ class Evaluator:
             firing = fingerprint(project, rule.name, filters) in active
             observations = [(filters, rule.condition.detect([value], step_s=rule.window_s, firing=firing))]
         elif rule.metric in RUN_STATE_METRICS:
-            values = self.source.run_states(project, rule.metric, now, rule.window_s, rule.group_by, agent, rule.min_runs)
+            values = self.source.run_states(
+                project, rule.metric, now, rule.window_s, rule.group_by, agent, rule.min_runs
+            )
             for alert in active.values():  # an agent with an open incident and no run for a day
                 if alert.rule == rule.name:
                     values.setdefault(alert.scope.get(rule.group_by, ""), absent_value(rule.metric))
-            observations = [self._judge_now(rule, project, group, value, active) for group, value in sorted(values.items())]
+            observations = [
+                self._judge_now(rule, project, group, value, active) for group, value in sorted(values.items())
+            ]
         else:
             observations = self._observe_series(rule, project, now, active, agent, model)
         seen = {fingerprint(project, rule.name, scope) for scope, _ in observations}
@@ -211,13 +232,17 @@ class Evaluator:
                 observations.append((alert.scope, Verdict(False, False, None, reason="no data")))
         return observations
 
-    def _judge_now(self, rule: Rule, project: str, group: str, value: float | None, active: dict[str, Alert]) -> Observation:
+    def _judge_now(
+        self, rule: Rule, project: str, group: str, value: float | None, active: dict[str, Alert]
+    ) -> Observation:
         """A figure of now (no history): the threshold, with the scope's firing state."""
         scope = {**rule.filters(), **({rule.group_by: group} if rule.group_by != "none" else {})}
         firing = fingerprint(project, rule.name, scope) in active
         return scope, rule.condition.detect([value], step_s=rule.window_s, firing=firing)
 
-    def _observe_series(self, rule: Rule, project: str, now: float, active: dict[str, Alert], agent: str | None, model: str | None) -> list[Observation]:
+    def _observe_series(
+        self, rule: Rule, project: str, now: float, active: dict[str, Alert], agent: str | None, model: str | None
+    ) -> list[Observation]:
         step = rule.window_s
         current = math.floor(now / step) * step  # start of the partial bucket
         count = rule.condition.history_buckets(step) + 1 + _extra_history(rule, active)
@@ -226,10 +251,20 @@ class Evaluator:
         series = self.source.timeseries(project, rule.metric, start, end, step, rule.group_by, agent, model)
         groups = _by_group(series, start, step, count + 1, rule.metric in ADDITIVE)
         if rule.min_runs:
-            runs = _by_group(self.source.timeseries(project, "runs", start, end, step, rule.group_by, agent, model), start, step, count + 1, True)
+            runs = _by_group(
+                self.source.timeseries(project, "runs", start, end, step, rule.group_by, agent, model),
+                start,
+                step,
+                count + 1,
+                True,
+            )
             groups = {g: _enough_runs(values, runs.get(g, []), rule.min_runs) for g, values in groups.items()}
         if rule.top_k:
-            groups = top_k(groups, rule.top_k, keep={a.scope.get(rule.group_by, "") for a in active.values() if a.rule == rule.name})
+            groups = top_k(
+                groups,
+                rule.top_k,
+                keep={a.scope.get(rule.group_by, "") for a in active.values() if a.rule == rule.name},
+            )
         observations = []
         for group, values in groups.items():
             scope = {**rule.filters(), **({rule.group_by: group} if rule.group_by != "none" else {})}
@@ -246,11 +281,18 @@ class Evaluator:
         verdict = rule.condition.detect(_hidden(complete, hide), step_s=rule.window_s, firing=firing, hidden=hidden)
         if verdict.firing or partial is None or rule.metric not in MONOTONE or rule.condition.direction != "above":
             return verdict
-        early = rule.condition.detect(_hidden(values[1:], None if hide is None else hide - 1), step_s=rule.window_s, firing=firing, hidden=hidden + 1)
+        early = rule.condition.detect(
+            _hidden(values[1:], None if hide is None else hide - 1),
+            step_s=rule.window_s,
+            firing=firing,
+            hidden=hidden + 1,
+        )
         return early if early.firing else verdict
 
     # --- the incident lifecycle -----------------------------------------------------------
-    def _step(self, rule: Rule, project: str, scope: dict[str, str], verdict: Verdict, active: dict[str, Alert], now: float) -> list[tuple[Event, Alert]]:
+    def _step(
+        self, rule: Rule, project: str, scope: dict[str, str], verdict: Verdict, active: dict[str, Alert], now: float
+    ) -> list[tuple[Event, Alert]]:
         fp = fingerprint(project, rule.name, scope)
         alert = active.get(fp)
         if alert is None:
@@ -261,7 +303,16 @@ class Evaluator:
             return self._hold(rule, fp, alert, verdict, now)
         return self._clearing(rule, fp, alert, verdict, active, now)
 
-    def _open(self, rule: Rule, project: str, fp: str, scope: dict[str, str], verdict: Verdict, active: dict[str, Alert], now: float) -> list[tuple[Event, Alert]]:
+    def _open(
+        self,
+        rule: Rule,
+        project: str,
+        fp: str,
+        scope: dict[str, str],
+        verdict: Verdict,
+        active: dict[str, Alert],
+        now: float,
+    ) -> list[tuple[Event, Alert]]:
         """Pending while the condition has held for less than ``for``; then a new incident."""
         if not verdict.firing:
             self._pending.pop(fp, None)
@@ -270,8 +321,21 @@ class Evaluator:
         if now - since < rule.for_s:
             return []
         del self._pending[fp]
-        alert = Alert(project=project, alert_id=_alert_id(fp, since), fingerprint=fp, rule=rule.name, severity=rule.severity, state="firing",
-                      scope=dict(scope), metric=rule.metric, value=None, baseline=None, threshold=None, message="", started_at=since)
+        alert = Alert(
+            project=project,
+            alert_id=_alert_id(fp, since),
+            fingerprint=fp,
+            rule=rule.name,
+            severity=rule.severity,
+            state="firing",
+            scope=dict(scope),
+            metric=rule.metric,
+            value=None,
+            baseline=None,
+            threshold=None,
+            message="",
+            started_at=since,
+        )
         alert.peak, alert.last_breach_at = verdict.value, now
         self._clear.pop(fp, None)
         active[fp] = alert
@@ -290,7 +354,9 @@ class Evaluator:
         self._save(alert, now)
         return []
 
-    def _clearing(self, rule: Rule, fp: str, alert: Alert, verdict: Verdict, active: dict[str, Alert], now: float) -> list[tuple[Event, Alert]]:
+    def _clearing(
+        self, rule: Rule, fp: str, alert: Alert, verdict: Verdict, active: dict[str, Alert], now: float
+    ) -> list[tuple[Event, Alert]]:
         """Clear: count windows in a row; resolve after ``resolve_after`` of them and the hold-down."""
         window = math.floor(now / rule.window_s)
         last, count, since = self._clear.get(fp, (window - 1, 0, now))
@@ -326,7 +392,9 @@ class Evaluator:
         except AlertsError as exc:
             self._error(f"saving alert {alert.alert_id}", exc)
 
-    def _change(self, rule: Rule, alert: Alert, verdict: Verdict, event: Event, now: float) -> list[tuple[Event, Alert]]:
+    def _change(
+        self, rule: Rule, alert: Alert, verdict: Verdict, event: Event, now: float
+    ) -> list[tuple[Event, Alert]]:
         """Record the new state, then hand the notification to the dispatcher."""
         if event in ("firing", "repeat"):
             _update(alert, verdict, rule)
@@ -334,7 +402,9 @@ class Evaluator:
         alert.last_notified_at = now
         self._save(alert, now)
         snapshot = alert.model_copy(update={"scope": dict(alert.scope)})
-        self.dispatcher.submit(Notification(event, snapshot, now, rule.description, self._link(rule, snapshot, now)), rule.channels)
+        self.dispatcher.submit(
+            Notification(event, snapshot, now, rule.description, self._link(rule, snapshot, now)), rule.channels
+        )
         log.info("alert %s %s: %s", event, rule.name, alert.message)
         return [(event, snapshot)]
 
@@ -347,8 +417,13 @@ class Evaluator:
             return ""
         onset = math.floor(alert.started_at / rule.window_s) * rule.window_s - rule.window_s
         end = (alert.resolved_at if alert.resolved_at is not None else now) + rule.window_s
-        params = {"alert": alert.alert_id, "project": alert.project, "start": int(onset), "end": math.ceil(end),
-                  **{k: v for k, v in sorted(alert.scope.items()) if k != "project"}}
+        params = {
+            "alert": alert.alert_id,
+            "project": alert.project,
+            "start": int(onset),
+            "end": math.ceil(end),
+            **{k: v for k, v in sorted(alert.scope.items()) if k != "project"},
+        }
         return f"{self.config.dashboard_url}/alerts?{urllib.parse.urlencode(params)}"
 
 
@@ -415,7 +490,11 @@ def _message(rule: Rule, alert: Alert, verdict: Verdict, event: Event) -> str:
     if event == "no_data":
         return f"{rule.name}{where}: no data for {rule.metric} (firing since {since}, peak {_fmt(alert.peak)}); the incident stays open"
     figures = [f"baseline {alert.baseline:.4g}"] if alert.baseline is not None else []
-    figures += [f"{'above' if rule.condition.direction == 'above' else 'below'} {alert.threshold:.4g} fires"] if alert.threshold is not None else []
+    figures += (
+        [f"{'above' if rule.condition.direction == 'above' else 'below'} {alert.threshold:.4g} fires"]
+        if alert.threshold is not None
+        else []
+    )
     if alert.last_notified_at is not None and verdict.threshold is not None and verdict.threshold != alert.threshold:
         figures.append(f"resolves past {verdict.threshold:.4g}")
     return f"{rule.name}{where}: {rule.metric} = {_fmt(alert.value)} ({', '.join(figures)}; peak {_fmt(alert.peak)}, since {since})"
@@ -465,7 +544,9 @@ class InProcessAlerts:
     Each round runs in a worker thread every ``settings.alert_interval_s`` seconds.
     """
 
-    def __init__(self, store: Any, settings: Any, *, clock: Callable[[], float] = time.time, config: RulesConfig | None = None) -> None:
+    def __init__(
+        self, store: Any, settings: Any, *, clock: Callable[[], float] = time.time, config: RulesConfig | None = None
+    ) -> None:
         self.store, self.settings, self.clock = store, settings, clock
         self.config = config
         self.evaluator: Evaluator | None = None
@@ -482,7 +563,9 @@ class InProcessAlerts:
                 log.error("alert rules not loaded, in-process alerts are off: %s", exc)
                 return self
         backend = StoreBackend(self.store, idle_timeout_s=float(self.settings.run_idle_timeout_s))
-        self._dispatcher = Dispatcher(self.config.channels, record=backend.record, policy=self.config.delivery, clock=self.clock)
+        self._dispatcher = Dispatcher(
+            self.config.channels, record=backend.record, policy=self.config.delivery, clock=self.clock
+        )
         self.evaluator = Evaluator(self.config, backend, backend, self._dispatcher, clock=self.clock)
         self._stop = asyncio.Event()
         self._task = asyncio.create_task(self._loop(), name="agentwatch-alerts")

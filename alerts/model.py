@@ -61,7 +61,13 @@ class Notification:
         return f"{self.alert.alert_id}:{self.event}" + (f":{at:.3f}" if at is not None else "")
 
     def title(self) -> str:
-        label = {"firing": "FIRING", "repeat": "STILL FIRING", "resolved": "RESOLVED", "no_data": "NO DATA", "test": "TEST"}[self.event]
+        label = {
+            "firing": "FIRING",
+            "repeat": "STILL FIRING",
+            "resolved": "RESOLVED",
+            "no_data": "NO DATA",
+            "test": "TEST",
+        }[self.event]
         scope = ", ".join(f"{k}={v}" for k, v in sorted(self.alert.scope.items()))
         return f"[agentwatch {label}] {self.alert.severity}: {self.alert.rule} ({self.alert.project}{', ' + scope if scope else ''})"
 
@@ -78,4 +84,3 @@ class Delivery:
     error: str
     at: float
     event: str = field(default="", compare=False)
-

@@ -167,7 +167,9 @@ INCIDENT_KINDS = ("noise", "seasonal", "drift", "spike", "plateau", "step")
 MUST_RESOLVE = ("spike", "plateau")  # events with an end: the incident must end with them
 
 
-def generate_incidents(n_series: int, *, days: int = 21, seed: int = 11, step_s: int = 3600, max_spike: int = 30) -> list[Series]:
+def generate_incidents(
+    n_series: int, *, days: int = 21, seed: int = 11, step_s: int = 3600, max_spike: int = 30
+) -> list[Series]:
     """Seeded series, ``INCIDENT_KINDS`` in turn: spikes of 1..``max_spike`` windows (3-8x),
     noisy plateaus (5..``max_spike`` windows at 3-6x with 25-45 % noise inside), lasting steps."""
     rng = np.random.default_rng(seed)
@@ -175,13 +177,17 @@ def generate_incidents(n_series: int, *, days: int = 21, seed: int = 11, step_s:
     out = []
     for i in range(n_series):
         kind = INCIDENT_KINDS[i % len(INCIDENT_KINDS)]
-        base = _one_series(rng, "seasonal" if kind in ("spike", "plateau", "step") else kind, i, days * per_day, per_day)
+        base = _one_series(
+            rng, "seasonal" if kind in ("spike", "plateau", "step") else kind, i, days * per_day, per_day
+        )
         values = np.array(base.values)
         events = _incident_events(rng, kind, len(values), per_day, max_spike)
         for event in events:
             values[event.start : event.end] *= event.factor
             if kind == "plateau":
-                values[event.start : event.end] *= np.exp(rng.normal(0.0, rng.uniform(0.25, 0.45), event.end - event.start))
+                values[event.start : event.end] *= np.exp(
+                    rng.normal(0.0, rng.uniform(0.25, 0.45), event.end - event.start)
+                )
         out.append(Series(f"{kind}-{i}", kind, values.tolist(), events))
     return out
 
@@ -191,7 +197,15 @@ def _incident_events(rng: np.random.Generator, kind: str, n: int, per_day: int, 
         low = 1 if kind == "spike" else 5
         first = int(rng.integers(3 * per_day, n // 2 - max_spike - 2))
         second = int(rng.integers(n // 2 + per_day, n - max_spike - 4))
-        return [Event(kind, s, s + int(rng.integers(low, max_spike + 1)), float(rng.uniform(3.0, 8.0) if kind == "spike" else rng.uniform(3.0, 6.0))) for s in (first, second)]
+        return [
+            Event(
+                kind,
+                s,
+                s + int(rng.integers(low, max_spike + 1)),
+                float(rng.uniform(3.0, 8.0) if kind == "spike" else rng.uniform(3.0, 6.0)),
+            )
+            for s in (first, second)
+        ]
     if kind == "step":
         start = int(rng.integers(3 * per_day, n - 3 * per_day))
         return [Event("step", start, n, float(rng.uniform(2.5, 4.0)))]
@@ -206,7 +220,9 @@ class Incident:
     end: int | None  # likewise for its end (``resolved_at``: the first clear window seen); None = still open
     pages: int  # firing + repeat notifications
     repeats: int
-    resolved_notice: int | None = None  # likewise for the ``resolved`` notice (``resolve_after`` windows confirm the end)
+    resolved_notice: int | None = (
+        None  # likewise for the ``resolved`` notice (``resolve_after`` windows confirm the end)
+    )
 
 
 class SyntheticSource:
@@ -219,7 +235,17 @@ class SyntheticSource:
     def projects(self, now: float) -> list[str]:
         return ["bench"]
 
-    def timeseries(self, project: str, metric: str, start: float, end: float, step_s: int, group_by: str = "none", agent: str | None = None, model: str | None = None) -> object:
+    def timeseries(
+        self,
+        project: str,
+        metric: str,
+        start: float,
+        end: float,
+        step_s: int,
+        group_by: str = "none",
+        agent: str | None = None,
+        model: str | None = None,
+    ) -> object:
         first, last = round((start - self.t0) / step_s), math.floor((end - self.t0) / step_s)  # complete buckets only
         points = [
             _Point(self.t0 + i * step_s, s.name, s.values[i])
@@ -228,10 +254,21 @@ class SyntheticSource:
         ]
         return _Points(points)
 
-    def month_cost(self, project: str, now: float, window_s: int, agent: str | None = None, model: str | None = None) -> MonthCost:
+    def month_cost(
+        self, project: str, now: float, window_s: int, agent: str | None = None, model: str | None = None
+    ) -> MonthCost:
         return MonthCost(now, 0.0, 0.0, 0.0, window_s)
 
-    def run_states(self, project: str, metric: str, now: float, window_s: int, group_by: str = "none", agent: str | None = None, min_runs: int = 0) -> dict:
+    def run_states(
+        self,
+        project: str,
+        metric: str,
+        now: float,
+        window_s: int,
+        group_by: str = "none",
+        agent: str | None = None,
+        min_runs: int = 0,
+    ) -> dict:
         return {}
 
     def firing(self, project: str) -> list:
@@ -294,7 +331,9 @@ def run_incidents(rule: object, series: list[Series], *, step_s: int) -> list[In
     return list(incidents.values())
 
 
-def score_incidents(series: list[Series], incidents: list[Incident], *, max_delay_windows: int = 2) -> dict[str, object]:
+def score_incidents(
+    series: list[Series], incidents: list[Incident], *, max_delay_windows: int = 2
+) -> dict[str, object]:
     """Per seeded event: incidents opened for it (1 = no flap), delay, duration error; precision
     over all incidents; the figures per event kind."""
     by_series: dict[str, list[Incident]] = {}
@@ -314,7 +353,12 @@ def score_incidents(series: list[Series], incidents: list[Incident], *, max_dela
 
 def _event_row(s: Series, event: Event, hits: list[Incident], n: int, max_delay: int) -> dict[str, object]:
     first = hits[0] if hits else None
-    row: dict[str, object] = {"series": s.name, "kind": event.kind, "length": event.end - event.start, "incidents": len(hits)}
+    row: dict[str, object] = {
+        "series": s.name,
+        "kind": event.kind,
+        "length": event.end - event.start,
+        "incidents": len(hits),
+    }
     if first is not None:
         row["delay"] = first.start - event.start + 1
         row["pages"] = first.pages
@@ -322,7 +366,11 @@ def _event_row(s: Series, event: Event, hits: list[Incident], n: int, max_delay:
         end = first.end if first.end is not None else n
         row["duration"] = end - first.start
         row["duration_error"] = (end - first.start) - (event.end - event.start) if event.kind in MUST_RESOLVE else None
-        row["notice_lag"] = first.resolved_notice - event.end + 1 if event.kind in MUST_RESOLVE and first.resolved_notice is not None else None
+        row["notice_lag"] = (
+            first.resolved_notice - event.end + 1
+            if event.kind in MUST_RESOLVE and first.resolved_notice is not None
+            else None
+        )
         row["detected"] = row["delay"] <= max_delay  # type: ignore[operator]
     else:
         row.update(delay=None, pages=0, repeats=0, duration=None, duration_error=None, notice_lag=None, detected=False)
@@ -344,7 +392,9 @@ def _summary(rows: list[dict[str, object]], false_positives: dict[str, int], n_i
         "extra_incidents_for_one_event (flaps)": sum(max(int(r["incidents"]) - 1, 0) for r in rows),  # type: ignore[call-overload]
         "precision": round(true_positives / n_incidents, 4) if n_incidents else 1.0,
         "recall": round(sum(bool(r["detected"]) for r in rows) / len(rows), 4) if rows else 1.0,
-        "incidents_per_detected_event": round(sum(int(r["incidents"]) for r in detected) / len(detected), 4) if detected else None,  # type: ignore[call-overload]
+        "incidents_per_detected_event": (
+            round(sum(int(cast(int, r["incidents"])) for r in detected) / len(detected), 4) if detected else None
+        ),
         "delay_windows_median": statistics.median(delays) if delays else None,
         "delay_windows_max": max(delays) if delays else None,
         "duration_error_windows_median": statistics.median(errors) if errors else None,
@@ -364,7 +414,11 @@ def _summary(rows: list[dict[str, object]], false_positives: dict[str, int], n_i
             "pages_per_incident_max": max(int(r["pages"]) for r in mine),  # type: ignore[call-overload]
             "repeats": sum(int(r["repeats"]) for r in mine),  # type: ignore[call-overload]
             "duration_error_max": max(errs) if errs else None,
-            "duration_median": statistics.median([r["duration"] for r in mine if r["duration"] is not None]) if any(r["duration"] is not None for r in mine) else None,  # type: ignore[type-var]
+            "duration_median": (
+                statistics.median([cast(float, r["duration"]) for r in mine if r["duration"] is not None])
+                if any(r["duration"] is not None for r in mine)
+                else None
+            ),
         }
     out["rows"] = rows
     return out

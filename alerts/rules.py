@@ -67,7 +67,20 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, None: 1}
 _TOP_KEYS = ("version", "defaults", "delivery", "channels", "rules", "dashboard_url")
 _LIFECYCLE_KEYS = ("for", "keep_firing_for", "resolve_after", "repeat_interval", "cooldown", "no_data")
-_RULE_KEYS = ("name", "description", "metric", "scope", "window", "condition", "severity", "channels", "min_runs", "top_k", "enabled", *_LIFECYCLE_KEYS)
+_RULE_KEYS = (
+    "name",
+    "description",
+    "metric",
+    "scope",
+    "window",
+    "condition",
+    "severity",
+    "channels",
+    "min_runs",
+    "top_k",
+    "enabled",
+    *_LIFECYCLE_KEYS,
+)
 NO_DATA = ("keep", "notify")
 
 KeyPath = tuple[str | int, ...]
@@ -158,7 +171,11 @@ class _Doc:
             self.data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
-            raise RulesError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", source=source, line=mark.line + 1 if mark else 0) from None
+            raise RulesError(
+                f"not valid YAML: {getattr(exc, 'problem', None) or exc}",
+                source=source,
+                line=mark.line + 1 if mark else 0,
+            ) from None
         if node is not None:
             self._index(node, ())
 
@@ -204,7 +221,9 @@ class _Doc:
             if name in self.env:
                 return self.env[name]
             if default is None:
-                raise self.error(path, f"environment variable {name} is not set (use ${{{name}:-default}} for a default)")
+                raise self.error(
+                    path, f"environment variable {name} is not set (use ${{{name}:-default}} for a default)"
+                )
             return default
 
         return _ENV.sub(replace, value)
@@ -303,7 +322,9 @@ class _Doc:
         if top.get("version", 1) not in (1, "1"):
             raise self.error(("version",), f"unsupported version {top['version']!r} (this agentwatch reads version 1)")
         channels = self._channels(top.get("channels"))
-        defaults = self.mapping(top.get("defaults"), ("defaults",), ("channels", "severity", "window", *_LIFECYCLE_KEYS))
+        defaults = self.mapping(
+            top.get("defaults"), ("defaults",), ("channels", "severity", "window", *_LIFECYCLE_KEYS)
+        )
         rules_value = top.get("rules")
         if not isinstance(rules_value, list) or not rules_value:
             raise self.error(("rules",), "expected a non-empty list of rules")
@@ -347,7 +368,10 @@ class _Doc:
         hidden = getattr(condition, "relearn_after", -2) + 2  # read on top while an incident hides its buckets
         buckets = condition.history_buckets(int(window)) + 2 + hidden
         if buckets > MAX_BUCKETS:
-            raise self.error((*path, "window"), f"the condition's history needs {buckets} buckets of this window; at most {MAX_BUCKETS} (longer window or shorter history)")
+            raise self.error(
+                (*path, "window"),
+                f"the condition's history needs {buckets} buckets of this window; at most {MAX_BUCKETS} (longer window or shorter history)",
+            )
         return Rule(
             name=name,
             metric=metric,
@@ -366,7 +390,11 @@ class _Doc:
         """for, keep_firing_for, resolve_after, repeat_interval (alias cooldown), no_data."""
         if "repeat_interval" in item_keys and "cooldown" in item_keys:
             raise self.error((*path, "cooldown"), "give repeat_interval or cooldown (its older name), not both")
-        repeat_key = "repeat_interval" if "repeat_interval" in item_keys or ("repeat_interval" in data and "cooldown" not in item_keys) else "cooldown"
+        repeat_key = (
+            "repeat_interval"
+            if "repeat_interval" in item_keys or ("repeat_interval" in data and "cooldown" not in item_keys)
+            else "cooldown"
+        )
         resolve_after = int(self.number(data.get("resolve_after", 1), (*path, "resolve_after"), integer=True))
         if resolve_after < 1:
             raise self.error((*path, "resolve_after"), f"must be >= 1 (clear windows in a row), got {resolve_after}")
@@ -407,14 +435,22 @@ class _Doc:
             raise self.error((*path, "model"), f"{metric} is per project or per agent, not per model")
         for key in RUN_SCOPE_KEYS:
             if key in scope and scope[key] != "*":
-                raise self.error((*path, key), f"{key} takes \"*\" only (one incident per {key})")
+                raise self.error((*path, key), f'{key} takes "*" only (one incident per {key})')
             if key in scope and ("model" in scope or metric not in RUN_SCOPE_METRICS):
-                raise self.error((*path, key), f"per {key}: metric one of {', '.join(RUN_SCOPE_METRICS)}, with an agent filter at most")
+                raise self.error(
+                    (*path, key),
+                    f"per {key}: metric one of {', '.join(RUN_SCOPE_METRICS)}, with an agent filter at most",
+                )
         wildcards = [k for k, v in scope.items() if v == "*"]
         if "project" in wildcards:
-            raise self.error((*path, "project"), "every project is evaluated separately; name one project or leave it out")
+            raise self.error(
+                (*path, "project"), "every project is evaluated separately; name one project or leave it out"
+            )
         if len(wildcards) > 1:
-            raise self.error(path, "at most one of agent, model, user, session may be '*' (one incident per agent, model, user or session)")
+            raise self.error(
+                path,
+                "at most one of agent, model, user, session may be '*' (one incident per agent, model, user or session)",
+            )
         return scope
 
     def _rule_channels(self, value: Any, path: KeyPath, channels: dict[str, Channel]) -> tuple[str, ...]:
@@ -433,4 +469,6 @@ def _dotted(path: KeyPath) -> str:
 
 
 def _kind(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", type(None): "nothing"}.get(type(value), type(value).__name__)
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", type(None): "nothing"}.get(
+        type(value), type(value).__name__
+    )

@@ -33,15 +33,30 @@ def run_scope_series(
         raise ValueError(f"key must be one of {', '.join(RUN_SCOPE_KEYS)}, not {key!r}")
     if metric not in RUN_SCOPE_METRICS:
         raise ValueError(f"per {key}, metric must be one of {', '.join(RUN_SCOPE_METRICS)}, not {metric!r}")
-    params = {"project": project, "key": key, "agent": agent or "", "start_ns": int(start * 1e9), "end_ns": int(end * 1e9), "step_ns": int(step_s * 1e9)}
+    params = {
+        "project": project,
+        "key": key,
+        "agent": agent or "",
+        "start_ns": int(start * 1e9),
+        "end_ns": int(end * 1e9),
+        "step_ns": int(step_s * 1e9),
+    }
     points = [
         SeriesPoint(t=start + int(row["bucket"]) * step_s, group=row["grp"], value=float(row[metric]))
         for row in store.query(qa.RUN_SCOPE_SERIES, params)
     ]
-    return TimeSeries(metric=metric, unit=UNITS[metric], step_s=step_s, group_by=key, points=sorted(points, key=lambda p: (p.t, p.group)))
+    return TimeSeries(
+        metric=metric,
+        unit=UNITS[metric],
+        step_s=step_s,
+        group_by=key,
+        points=sorted(points, key=lambda p: (p.t, p.group)),
+    )
 
 
-def top_k(groups: dict[str, list[float | None]], k: int, *, keep: Collection[str] = ()) -> dict[str, list[float | None]]:
+def top_k(
+    groups: dict[str, list[float | None]], k: int, *, keep: Collection[str] = ()
+) -> dict[str, list[float | None]]:
     """The ``k`` groups with the highest value now (the larger of the partial and the last
     complete bucket), plus those in ``keep``; ``k`` = 0 keeps all."""
     if not k or len(groups) <= k:

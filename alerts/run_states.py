@@ -26,8 +26,16 @@ GROUPS = ("none", "agent")
 
 
 def run_state_values(
-    store: Store, project: str, metric: str, *, now: float, window_s: float, idle_timeout_s: float,
-    group_by: str = "none", agent: str | None = None, min_runs: int = 0,
+    store: Store,
+    project: str,
+    metric: str,
+    *,
+    now: float,
+    window_s: float,
+    idle_timeout_s: float,
+    group_by: str = "none",
+    agent: str | None = None,
+    min_runs: int = 0,
 ) -> dict[str, float | None]:
     """``metric`` per group ("" for the project) among the agents with runs in the last day;
     ``None`` (no data) for a rate over fewer than ``max(min_runs, 1)`` ended runs."""
@@ -37,8 +45,13 @@ def run_state_values(
         raise ValueError(f"group_by must be one of {', '.join(GROUPS)} for {metric}, not {group_by!r}")
     now_ns = int(now * 1e9)
     params = {
-        "project": project, "by_agent": int(group_by == "agent"), "agent": agent or "", "now_ns": now_ns,
-        "since_ns": now_ns - int(LOOKBACK_S * 1e9), "idle_cutoff_ns": now_ns - int(idle_timeout_s * 1e9), "window_ns": int(window_s * 1e9),
+        "project": project,
+        "by_agent": int(group_by == "agent"),
+        "agent": agent or "",
+        "now_ns": now_ns,
+        "since_ns": now_ns - int(LOOKBACK_S * 1e9),
+        "idle_cutoff_ns": now_ns - int(idle_timeout_s * 1e9),
+        "window_ns": int(window_s * 1e9),
     }
     return {row["grp"]: _value(metric, row, min_runs) for row in store.query(qa.RUN_STATES, params)}
 

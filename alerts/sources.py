@@ -42,15 +42,32 @@ class MetricSource(Protocol):
     def projects(self, now: float) -> list[str]: ...
 
     def timeseries(
-        self, project: str, metric: str, start: float, end: float, step_s: int, group_by: str = "none", agent: str | None = None, model: str | None = None
+        self,
+        project: str,
+        metric: str,
+        start: float,
+        end: float,
+        step_s: int,
+        group_by: str = "none",
+        agent: str | None = None,
+        model: str | None = None,
     ) -> TimeSeries: ...
 
-    def month_cost(self, project: str, now: float, window_s: int, agent: str | None = None, model: str | None = None) -> MonthCost:
+    def month_cost(
+        self, project: str, now: float, window_s: int, agent: str | None = None, model: str | None = None
+    ) -> MonthCost:
         """The month so far and the cost of the last ``window_s`` (``alerts.budget``)."""
         ...
 
     def run_states(
-        self, project: str, metric: str, now: float, window_s: int, group_by: str = "none", agent: str | None = None, min_runs: int = 0
+        self,
+        project: str,
+        metric: str,
+        now: float,
+        window_s: int,
+        group_by: str = "none",
+        agent: str | None = None,
+        min_runs: int = 0,
     ) -> dict[str, float | None]:
         """A ``RUN_STATE_METRICS`` figure now, per group (``alerts.run_states``)."""
         ...
@@ -94,25 +111,69 @@ class StoreBackend:
             raise SourceError(f"{what}: {exc}") from exc
 
     def projects(self, now: float) -> list[str]:
-        rows = self._guard("active projects", lambda: self.store.query(qa.ACTIVE_PROJECTS, {"since_ns": int((now - PROJECT_LOOKBACK_S) * 1e9)}))
+        rows = self._guard(
+            "active projects",
+            lambda: self.store.query(qa.ACTIVE_PROJECTS, {"since_ns": int((now - PROJECT_LOOKBACK_S) * 1e9)}),
+        )
         return sorted(r["project"] for r in rows)
 
     def timeseries(
-        self, project: str, metric: str, start: float, end: float, step_s: int, group_by: str = "none", agent: str | None = None, model: str | None = None
+        self,
+        project: str,
+        metric: str,
+        start: float,
+        end: float,
+        step_s: int,
+        group_by: str = "none",
+        agent: str | None = None,
+        model: str | None = None,
     ) -> TimeSeries:
         if group_by in RUN_SCOPE_KEYS:
-            return self._guard(metric, lambda: run_scope_series(self.store, project, metric, start, end, step_s, group_by, agent))
-        return self._guard(metric, lambda: query.timeseries(self.store, project, metric, start, end, step_s, group_by=group_by, agent=agent, model=model))
+            return self._guard(
+                metric, lambda: run_scope_series(self.store, project, metric, start, end, step_s, group_by, agent)
+            )
+        return self._guard(
+            metric,
+            lambda: query.timeseries(
+                self.store, project, metric, start, end, step_s, group_by=group_by, agent=agent, model=model
+            ),
+        )
 
-    def month_cost(self, project: str, now: float, window_s: int, agent: str | None = None, model: str | None = None) -> MonthCost:
-        cost = self._guard("cost", lambda: query.cost_breakdown(self.store, project, start=now - window_s, end=now, agent=agent, model=model, now=now))
+    def month_cost(
+        self, project: str, now: float, window_s: int, agent: str | None = None, model: str | None = None
+    ) -> MonthCost:
+        cost = self._guard(
+            "cost",
+            lambda: query.cost_breakdown(
+                self.store, project, start=now - window_s, end=now, agent=agent, model=model, now=now
+            ),
+        )
         return MonthCost(now, cost.month_to_date_usd, cost.projected_month_usd, cost.total_usd, window_s)
 
     def run_states(
-        self, project: str, metric: str, now: float, window_s: int, group_by: str = "none", agent: str | None = None, min_runs: int = 0
+        self,
+        project: str,
+        metric: str,
+        now: float,
+        window_s: int,
+        group_by: str = "none",
+        agent: str | None = None,
+        min_runs: int = 0,
     ) -> dict[str, float | None]:
-        return self._guard(metric, lambda: run_state_values(
-            self.store, project, metric, now=now, window_s=window_s, idle_timeout_s=self.idle_timeout_s, group_by=group_by, agent=agent, min_runs=min_runs))
+        return self._guard(
+            metric,
+            lambda: run_state_values(
+                self.store,
+                project,
+                metric,
+                now=now,
+                window_s=window_s,
+                idle_timeout_s=self.idle_timeout_s,
+                group_by=group_by,
+                agent=agent,
+                min_runs=min_runs,
+            ),
+        )
 
     def firing(self, project: str) -> list[Alert]:
         rows = self._guard("firing alerts", lambda: self.store.query(qa.FIRING_ALERTS, {"project": project}))
@@ -122,7 +183,10 @@ class StoreBackend:
         self._guard("save alert", lambda: self.store.insert_rows("alerts", qa.ALERT_COLUMNS, [alert_row(alert)]))
 
     def record(self, delivery: Delivery) -> None:
-        self._guard("record delivery", lambda: self.store.insert_rows("alert_deliveries", qa.DELIVERY_COLUMNS, [delivery_row(delivery)]))
+        self._guard(
+            "record delivery",
+            lambda: self.store.insert_rows("alert_deliveries", qa.DELIVERY_COLUMNS, [delivery_row(delivery)]),
+        )
 
     def owed(self, project: str, since: float) -> tuple[list[Alert], set[tuple[str, str, str]]]:
         params = {"project": project, "since_ms": int(since * 1000)}
@@ -134,7 +198,9 @@ class StoreBackend:
 class HttpBackend:
     """Out of process: the collector's query API through one ``CollectorClient`` per project key."""
 
-    def __init__(self, url: str, keys: list[str], *, timeout_s: float = 30.0, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self, url: str, keys: list[str], *, timeout_s: float = 30.0, transport: httpx.BaseTransport | None = None
+    ) -> None:
         self._clients = [CollectorClient(url, key, timeout_s=timeout_s, transport=transport) for key in keys]
         self._by_project: dict[str, CollectorClient] = {}
 
@@ -164,14 +230,34 @@ class HttpBackend:
         return sorted(self._by_project)
 
     def timeseries(
-        self, project: str, metric: str, start: float, end: float, step_s: int, group_by: str = "none", agent: str | None = None, model: str | None = None
+        self,
+        project: str,
+        metric: str,
+        start: float,
+        end: float,
+        step_s: int,
+        group_by: str = "none",
+        agent: str | None = None,
+        model: str | None = None,
     ) -> TimeSeries:
         client = self._client(project)
         if group_by in RUN_SCOPE_KEYS:
-            return self._guard(metric, lambda: client.alert_scope_series(metric, start=start, end=end, step_s=step_s, group_by=group_by, agent=agent))
-        return self._guard(metric, lambda: client.timeseries(metric, start=start, end=end, step_s=step_s, group_by=group_by, agent=agent, model=model))
+            return self._guard(
+                metric,
+                lambda: client.alert_scope_series(
+                    metric, start=start, end=end, step_s=step_s, group_by=group_by, agent=agent
+                ),
+            )
+        return self._guard(
+            metric,
+            lambda: client.timeseries(
+                metric, start=start, end=end, step_s=step_s, group_by=group_by, agent=agent, model=model
+            ),
+        )
 
-    def month_cost(self, project: str, now: float, window_s: int, agent: str | None = None, model: str | None = None) -> MonthCost:
+    def month_cost(
+        self, project: str, now: float, window_s: int, agent: str | None = None, model: str | None = None
+    ) -> MonthCost:
         """``/api/cost`` over the last window (its ``now`` is the collector's clock, within a
         round trip of ``now`` here)."""
         client = self._client(project)
@@ -179,11 +265,22 @@ class HttpBackend:
         return MonthCost(now, cost.month_to_date_usd, cost.projected_month_usd, cost.total_usd, window_s)
 
     def run_states(
-        self, project: str, metric: str, now: float, window_s: int, group_by: str = "none", agent: str | None = None, min_runs: int = 0
+        self,
+        project: str,
+        metric: str,
+        now: float,
+        window_s: int,
+        group_by: str = "none",
+        agent: str | None = None,
+        min_runs: int = 0,
     ) -> dict[str, float | None]:
         client = self._client(project)
-        return self._guard(metric, lambda: client.alert_run_states(
-            metric, now=now, window_s=window_s, group_by=group_by, agent=agent, min_runs=min_runs)).values
+        return self._guard(
+            metric,
+            lambda: client.alert_run_states(
+                metric, now=now, window_s=window_s, group_by=group_by, agent=agent, min_runs=min_runs
+            ),
+        ).values
 
     def firing(self, project: str) -> list[Alert]:
         client = self._client(project)
@@ -205,8 +302,13 @@ class HttpBackend:
         client = self._client(project)
         rows = self._guard("recent alerts", lambda: client.alerts(start=since, end=4e9, limit=MAX_LISTED))
         alerts = [Alert(project=project, **row.model_dump()) for row in rows]
+
         def delivered() -> set[tuple[str, str, str]]:
-            return {(alert.alert_id, row.event, row.channel) for alert in alerts
-                    for row in client.alert_deliveries(alert_id=alert.alert_id, limit=MAX_LISTED) if row.ok}
+            return {
+                (alert.alert_id, row.event, row.channel)
+                for alert in alerts
+                for row in client.alert_deliveries(alert_id=alert.alert_id, limit=MAX_LISTED)
+                if row.ok
+            }
 
         return alerts, self._guard("deliveries", delivered)

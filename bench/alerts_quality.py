@@ -83,17 +83,40 @@ def incident_figures(rule: object, n_series: int, days: int, seed: int) -> dict:
     rows = score.pop("rows")
     must_resolve = [r for r in rows if r["kind"] in quality.MUST_RESOLVE]
     score.update(
-        series=n_series, seed=seed,
-        lifecycle={"resolve_after": rule.resolve_after, "keep_firing_for_s": rule.keep_firing_for_s, "for_s": rule.for_s, "repeat_interval_s": rule.repeat_interval_s},  # type: ignore[attr-defined]
-        spike_lengths=f"{min(r['length'] for r in must_resolve)}-{max(r['length'] for r in must_resolve)} windows" if must_resolve else "",
+        series=n_series,
+        seed=seed,
+        lifecycle={
+            "resolve_after": rule.resolve_after,
+            "keep_firing_for_s": rule.keep_firing_for_s,
+            "for_s": rule.for_s,
+            "repeat_interval_s": rule.repeat_interval_s,
+        },  # type: ignore[attr-defined]
+        spike_lengths=f"{min(r['length'] for r in must_resolve)}-{max(r['length'] for r in must_resolve)} windows"
+        if must_resolve
+        else "",
         firing_pages_per_event_max=max((int(r["incidents"]) for r in rows), default=0),
         evaluate_ms_per_window=round(elapsed / len(series[0].values) * 1e3, 1),
-        worst=[r for r in rows if r["incidents"] != 1 or not r["detected"] or (r["duration_error"] is not None and abs(r["duration_error"]) > 2)],
+        worst=[
+            r
+            for r in rows
+            if r["incidents"] != 1
+            or not r["detected"]
+            or (r["duration_error"] is not None and abs(r["duration_error"]) > 2)
+        ],
     )
-    score["targets"] = {"incidents_per_event": 1, "duration_error_windows": 2, "precision": 0.95, "recall": 0.95, "max_delay_windows": 2}
+    score["targets"] = {
+        "incidents_per_event": 1,
+        "duration_error_windows": 2,
+        "precision": 0.95,
+        "recall": 0.95,
+        "max_delay_windows": 2,
+    }
     score["passed"] = (
-        score["firing_pages_per_event_max"] == 1 and score["precision"] >= 0.95 and score["recall"] >= 0.95
-        and (score["delay_windows_max"] or 0) <= 2 and (score["duration_error_windows_max"] or 0) <= 2
+        score["firing_pages_per_event_max"] == 1
+        and score["precision"] >= 0.95
+        and score["recall"] >= 0.95
+        and (score["delay_windows_max"] or 0) <= 2
+        and (score["duration_error_windows_max"] or 0) <= 2
     )
     return score
 
@@ -105,25 +128,31 @@ def incidents_markdown(f: dict) -> str:
         for kind, k in f["by_kind"].items()
     )
     fp = ", ".join(f"{k} {v}" for k, v in f["false_positives_by_kind"].items())
-    worst = "\n".join(f"- {r['series']} ({r['kind']}, {r['length']} windows): {r['incidents']} incident(s), delay {r['delay']}, duration {r['duration']}, error {r['duration_error']}" for r in f["worst"]) or "- none"
+    worst = (
+        "\n".join(
+            f"- {r['series']} ({r['kind']}, {r['length']} windows): {r['incidents']} incident(s), delay {r['delay']}, duration {r['duration']}, error {r['duration_error']}"
+            for r in f["worst"]
+        )
+        or "- none"
+    )
     return f"""
 ## Incidents: the whole rule, as the evaluator runs it
 
-{f['series']} seeded series (seed {f['seed']}): noise, seasonal, drift, spikes ({f['spike_lengths']}), noisy plateaus, steps;
-{f['events']} events. Lifecycle `{json.dumps(f['lifecycle'])}`; evaluated once per window.
+{f["series"]} seeded series (seed {f["seed"]}): noise, seasonal, drift, spikes ({f["spike_lengths"]}), noisy plateaus, steps;
+{f["events"]} events. Lifecycle `{json.dumps(f["lifecycle"])}`; evaluated once per window.
 
 | figure | value | target |
 |---|---|---|
-| incidents opened for one seeded event (max; 1 = no flap) | {f['firing_pages_per_event_max']} | 1 |
-| incidents per detected event (mean) | {f['incidents_per_detected_event']} | 1.0 |
-| precision (incidents that belong to an event) | {f['precision']:.3f} | >= 0.95 |
-| recall (events paged within 2 windows) | {f['recall']:.3f} | >= 0.95 |
-| false positives | {f['false_positives']} ({fp}) | 0 |
-| detection delay, median / max (windows) | {f['delay_windows_median']} / {f['delay_windows_max']} | <= 2 |
-| duration error of spikes and plateaus, median / max (windows) | {f['duration_error_windows_median']} / {f['duration_error_windows_max']} | <= 2 |
-| spikes and plateaus whose incident ended within 2 windows of them | {f['duration_within_2_windows']} | 1.0 |
-| `resolved` notice after the event's last window, median / max (windows) | {f['resolved_notice_lag_windows_median']} / {f['resolved_notice_lag_windows_max']} | resolve_after ({f['lifecycle']['resolve_after']}) |
-| evaluator time per window, all {f['series']} scopes | {f['evaluate_ms_per_window']} ms | |
+| incidents opened for one seeded event (max; 1 = no flap) | {f["firing_pages_per_event_max"]} | 1 |
+| incidents per detected event (mean) | {f["incidents_per_detected_event"]} | 1.0 |
+| precision (incidents that belong to an event) | {f["precision"]:.3f} | >= 0.95 |
+| recall (events paged within 2 windows) | {f["recall"]:.3f} | >= 0.95 |
+| false positives | {f["false_positives"]} ({fp}) | 0 |
+| detection delay, median / max (windows) | {f["delay_windows_median"]} / {f["delay_windows_max"]} | <= 2 |
+| duration error of spikes and plateaus, median / max (windows) | {f["duration_error_windows_median"]} / {f["duration_error_windows_max"]} | <= 2 |
+| spikes and plateaus whose incident ended within 2 windows of them | {f["duration_within_2_windows"]} | 1.0 |
+| `resolved` notice after the event's last window, median / max (windows) | {f["resolved_notice_lag_windows_median"]} / {f["resolved_notice_lag_windows_max"]} | resolve_after ({f["lifecycle"]["resolve_after"]}) |
+| evaluator time per window, all {f["series"]} scopes | {f["evaluate_ms_per_window"]} ms | |
 
 | kind | events | paged in time | incidents per event (max) | repeat reminders (repeat_interval) | duration error max | incident duration median (windows) |
 |---|---|---|---|---|---|---|
@@ -138,34 +167,34 @@ the condition's `relearn_after` windows (their duration is that, not the step's)
 Events outside a target:
 {worst}
 
-Result: {'PASS' if f['passed'] else 'FAIL'}.
+Result: {"PASS" if f["passed"] else "FAIL"}.
 """
 
 
 def markdown(f: dict) -> str:
     fp = ", ".join(f"{k} {v}" for k, v in f["false_positives_by_kind"].items())
-    return f"""# Alert quality: default `{f['rule']}` rule
+    return f"""# Alert quality: default `{f["rule"]}` rule
 
 ## Detection: the detector alone
 
-{f['series']} seeded series (seed {f['seed']}), {f['days']} days of {f['window_s'] // 60}-minute buckets each;
-{f['events']} events (spikes and steps) that must alert; noise, daily seasonality and slow drift that must not.
+{f["series"]} seeded series (seed {f["seed"]}), {f["days"]} days of {f["window_s"] // 60}-minute buckets each;
+{f["events"]} events (spikes and steps) that must alert; noise, daily seasonality and slow drift that must not.
 
 | figure | value | target |
 |---|---|---|
-| precision | {f['precision']:.3f} | >= 0.9 |
-| recall (detected within 2 windows) | {f['recall']:.3f} | >= 0.9 |
-| true positives | {f['true_positives']} | |
-| false positives | {f['false_positives']} ({fp}) | |
-| duplicate episodes (flaps) | {f['duplicates']} | |
-| delay of every first detection, median / max (windows) | {f['delay_windows_median']} / {f['delay_windows_max']} | recall counts only <= 2 |
-| detector time per evaluation | {f['detect_us_per_evaluation']} us | |
+| precision | {f["precision"]:.3f} | >= 0.9 |
+| recall (detected within 2 windows) | {f["recall"]:.3f} | >= 0.9 |
+| true positives | {f["true_positives"]} | |
+| false positives | {f["false_positives"]} ({fp}) | |
+| duplicate episodes (flaps) | {f["duplicates"]} | |
+| delay of every first detection, median / max (windows) | {f["delay_windows_median"]} / {f["delay_windows_max"]} | recall counts only <= 2 |
+| detector time per evaluation | {f["detect_us_per_evaluation"]} us | |
 
 Delay 1 = fired on the event's first bucket (when that window closes; the evaluator's partial-bucket
-check can fire earlier). Condition: `{json.dumps(f['condition'])}`.
+check can fire earlier). Condition: `{json.dumps(f["condition"])}`.
 
-Measured {f['measured_at']} on this machine. Detector result: {'PASS' if f['precision'] >= 0.9 and f['recall'] >= 0.9 else 'FAIL'}.
-{incidents_markdown(f['incidents']) if 'incidents' in f else ''}"""
+Measured {f["measured_at"]} on this machine. Detector result: {"PASS" if f["precision"] >= 0.9 and f["recall"] >= 0.9 else "FAIL"}.
+{incidents_markdown(f["incidents"]) if "incidents" in f else ""}"""
 
 
 if __name__ == "__main__":

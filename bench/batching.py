@@ -79,9 +79,14 @@ async def one_request(client: httpx.AsyncClient, url: str, body: dict) -> tuple[
 async def load(url: str, requests: int, model: str, seed: int) -> dict[str, float]:
     rng = random.Random(seed)
     bodies = [
-        {"model": model, "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True,
-         "max_tokens": rng.randint(16, 256),
-         "messages": [{"role": "user", "content": f"Request {i}: " + "explain batching " * rng.randint(5, 60)}]}
+        {
+            "model": model,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "ignore_eos": True,
+            "max_tokens": rng.randint(16, 256),
+            "messages": [{"role": "user", "content": f"Request {i}: " + "explain batching " * rng.randint(5, 60)}],
+        }
         for i in range(requests)
     ]
     limits = httpx.Limits(max_connections=requests, max_keepalive_connections=requests)
@@ -93,10 +98,15 @@ async def load(url: str, requests: int, model: str, seed: int) -> dict[str, floa
     e2e = [r[1] for r in results]
     tokens = sum(r[2] for r in results)
     return {
-        "requests": requests, "wall_s": round(wall, 3), "output_tokens": tokens,
-        "throughput_tok_s": round(tokens / wall, 1), "requests_per_s": round(requests / wall, 2),
-        "ttft_p50_s": round(percentile(ttft, 50), 3), "ttft_p99_s": round(percentile(ttft, 99), 3),
-        "e2e_p50_s": round(percentile(e2e, 50), 3), "e2e_p99_s": round(percentile(e2e, 99), 3),
+        "requests": requests,
+        "wall_s": round(wall, 3),
+        "output_tokens": tokens,
+        "throughput_tok_s": round(tokens / wall, 1),
+        "requests_per_s": round(requests / wall, 2),
+        "ttft_p50_s": round(percentile(ttft, 50), 3),
+        "ttft_p99_s": round(percentile(ttft, 99), 3),
+        "e2e_p50_s": round(percentile(e2e, 50), 3),
+        "e2e_p99_s": round(percentile(e2e, 99), 3),
         "e2e_mean_s": round(statistics.fmean(e2e), 3),
     }
 
@@ -105,9 +115,26 @@ def live(policy: str, args: argparse.Namespace) -> dict[str, float]:
     """Start ``agentwatch engine --sim`` in its own process and load it."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentwatch", "engine", "--sim", "--port", str(port), "--policy", policy,
-         "--slots", str(args.slots), "--speed", str(args.speed), "--models", args.model],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "agentwatch",
+            "engine",
+            "--sim",
+            "--port",
+            str(port),
+            "--policy",
+            policy,
+            "--slots",
+            str(args.slots),
+            "--speed",
+            str(args.speed),
+            "--models",
+            args.model,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -124,9 +151,11 @@ def live(policy: str, args: argparse.Namespace) -> dict[str, float]:
     finally:
         process.terminate()
         process.wait(15)
-    print(f"live server, {policy:>10}: {figures['throughput_tok_s']:.0f} tok/s, "
-          f"TTFT p50 {figures['ttft_p50_s']:.3f} s p99 {figures['ttft_p99_s']:.3f} s, "
-          f"e2e p50 {figures['e2e_p50_s']:.2f} s p99 {figures['e2e_p99_s']:.2f} s")
+    print(
+        f"live server, {policy:>10}: {figures['throughput_tok_s']:.0f} tok/s, "
+        f"TTFT p50 {figures['ttft_p50_s']:.3f} s p99 {figures['ttft_p99_s']:.3f} s, "
+        f"e2e p50 {figures['e2e_p50_s']:.2f} s p99 {figures['e2e_p99_s']:.2f} s"
+    )
     return figures
 
 
@@ -136,16 +165,27 @@ def write_results(results: dict) -> None:
     (out / "batching.json").write_text(json.dumps(results, indent=2) + "\n")
     setup = results["live_setup"]
     lines = [
-        "# Continuous vs static batching (simulated engine)", "",
-        "## Classic example, step units (4 slots, [10, 3, 8, 2, 9, 4, 7, 5])", "",
-        "| policy | steps | slot utilisation |", "|---|---|---|",
-        *(f"| {p} | {f['steps']} | {f['utilisation']:.0%} |" for p, f in results["classic"].items()), "",
+        "# Continuous vs static batching (simulated engine)",
+        "",
+        "## Classic example, step units (4 slots, [10, 3, 8, 2, 9, 4, 7, 5])",
+        "",
+        "| policy | steps | slot utilisation |",
+        "|---|---|---|",
+        *(f"| {p} | {f['steps']} | {f['utilisation']:.0%} |" for p, f in results["classic"].items()),
+        "",
         f"## Live server: {setup['requests']} streamed requests at once, {setup['slots']} slots, "
-        f"{setup['model']}, max_tokens 16-256, speed x{setup['speed']}", "",
-        "| policy | tok/s | req/s | TTFT p50 | TTFT p99 | e2e p50 | e2e p99 |", "|---|---|---|---|---|---|---|",
-        *(f"| {p} | {f['throughput_tok_s']:.0f} | {f['requests_per_s']:.2f} | {f['ttft_p50_s']:.3f} s | "
-          f"{f['ttft_p99_s']:.3f} s | {f['e2e_p50_s']:.2f} s | {f['e2e_p99_s']:.2f} s |" for p, f in results["live"].items()),
-        "", f"Measured {results['measured_at']} on this machine (wall-clock, client side).", "",
+        f"{setup['model']}, max_tokens 16-256, speed x{setup['speed']}",
+        "",
+        "| policy | tok/s | req/s | TTFT p50 | TTFT p99 | e2e p50 | e2e p99 |",
+        "|---|---|---|---|---|---|---|",
+        *(
+            f"| {p} | {f['throughput_tok_s']:.0f} | {f['requests_per_s']:.2f} | {f['ttft_p50_s']:.3f} s | "
+            f"{f['ttft_p99_s']:.3f} s | {f['e2e_p50_s']:.2f} s | {f['e2e_p99_s']:.2f} s |"
+            for p, f in results["live"].items()
+        ),
+        "",
+        f"Measured {results['measured_at']} on this machine (wall-clock, client side).",
+        "",
     ]
     (out / "batching.md").write_text("\n".join(lines))
 
@@ -161,7 +201,12 @@ def main() -> None:
     args = parser.parse_args()
     results: dict = {"classic": classic_example()}
     if not args.skip_live:
-        results["live_setup"] = {"requests": args.requests, "slots": args.slots, "speed": args.speed, "model": args.model}
+        results["live_setup"] = {
+            "requests": args.requests,
+            "slots": args.slots,
+            "speed": args.speed,
+            "model": args.model,
+        }
         results["live"] = {policy: live(policy, args) for policy in ("continuous", "static")}
         results["measured_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         write_results(results)

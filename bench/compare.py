@@ -181,9 +181,7 @@ class Server:
             return ""
 
 
-def start_server(
-    name: str, argv: list[str], env: dict[str, str], port: int, data_dir: Path, log_dir: Path
-) -> Server:
+def start_server(name: str, argv: list[str], env: dict[str, str], port: int, data_dir: Path, log_dir: Path) -> Server:
     log_path = log_dir / f"{name}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
@@ -204,9 +202,7 @@ def wait_ready(server: Server, path: str, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
-            raise BenchError(
-                f"{server.name} exited with {server.process.returncode}:\n{server.log_tail()}"
-            )
+            raise BenchError(f"{server.name} exited with {server.process.returncode}:\n{server.log_tail()}")
         try:
             if httpx.get(server.base_url + path, timeout=2).status_code < 500:
                 return
@@ -264,9 +260,7 @@ def _post(client: httpx.Client, url: str, body: bytes, headers: dict[str, str]) 
         time.sleep(float(response.headers.get("Retry-After", "0.5") or 0.5))
 
 
-def send_all(
-    server: Server, url_path: str, batches: Iterator[bytes], senders: int
-) -> tuple[int, int]:
+def send_all(server: Server, url_path: str, batches: Iterator[bytes], senders: int) -> tuple[int, int]:
     """Posts every batch from ``senders`` threads; returns (requests, retries)."""
     lock, counts, errors = threading.Lock(), [0, 0], []
     headers = {**PROTOBUF, **server.headers}
@@ -315,23 +309,17 @@ def wait_queryable(count: Callable[[], int], expected: int, timeout_s: float) ->
     return seen
 
 
-def ingest(
-    product: Product, server: Server, workload: Workload, senders: int, timeout_s: float
-) -> IngestResult:
+def ingest(product: Product, server: Server, workload: Workload, senders: int, timeout_s: float) -> IngestResult:
     """Sends every batch, then waits until the product counts every span."""
     start = time.perf_counter()
     requests, retries = send_all(server, "/v1/traces", workload.batches(), senders)
     accepted = time.perf_counter()
     seen = wait_queryable(product.span_count, workload.totals.spans, timeout_s)
     done = time.perf_counter()
-    return IngestResult(
-        workload.totals.spans, requests, retries, accepted - start, done - start, seen
-    )
+    return IngestResult(workload.totals.spans, requests, retries, accepted - start, done - start, seen)
 
 
-def _phase(
-    name: str, server: Server, profile: Path | None, extra: dict[str, object], fn: Callable[[], T]
-) -> T:
+def _phase(name: str, server: Server, profile: Path | None, extra: dict[str, object], fn: Callable[[], T]) -> T:
     """Runs one phase of a measurement, under py-spy when ``profile`` names a file."""
     if profile is None:
         return fn()
@@ -351,9 +339,7 @@ class Profiler:
         self.process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Profiler:
-        py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which(
-            "py-spy"
-        )
+        py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
         if py_spy is None:
             raise BenchError("--profile needs py-spy: .venv/bin/pip install py-spy")
         argv = [py_spy, "record", "--pid", str(self.pid), "--format", "raw", "--rate", "100"]
@@ -390,11 +376,7 @@ def summarize_profile(path: Path, top: int = 15) -> dict[str, object]:
     def shares(counter: Counter[str]) -> list[tuple[str, float]]:
         return [(f, round(n / total, 3)) for f, n in counter.most_common(top)]
 
-    return (
-        {"samples": total, "own": shares(own), "inclusive": shares(inclusive)}
-        if total
-        else {"samples": 0}
-    )
+    return {"samples": total, "own": shares(own), "inclusive": shares(inclusive)} if total else {"samples": 0}
 
 
 # --- the products ----------------------------------------------------------------------------
@@ -432,11 +414,11 @@ class Product(abc.ABC):
     def get_json(self, path: str, **params: object) -> object:
         response = self.client.get(path, params=params)  # type: ignore[union-attr]
         if response.status_code in (401, 403):
-            raise AccessDenied(f"{self.name} GET {path} refused the key ({response.status_code}): {response.text[:300]}")
-        if response.status_code != 200:
-            raise BenchError(
-                f"{self.name} GET {path} answered {response.status_code}: {response.text[:300]}"
+            raise AccessDenied(
+                f"{self.name} GET {path} refused the key ({response.status_code}): {response.text[:300]}"
             )
+        if response.status_code != 200:
+            raise BenchError(f"{self.name} GET {path} answered {response.status_code}: {response.text[:300]}")
         return response.json()
 
     @abc.abstractmethod
@@ -483,15 +465,11 @@ class Agentwatch(Product):
         env = {"AGENTWATCH_GRPC_PORT": "0", **self.env}
         key = self._api_key(data_dir)
         self.auth = (
-            "project API key (agentwatch keys create)"
-            if key
-            else "AGENTWATCH_REQUIRE_AUTH=false (keys create failed)"
+            "project API key (agentwatch keys create)" if key else "AGENTWATCH_REQUIRE_AUTH=false (keys create failed)"
         )
         if key is None:
             env["AGENTWATCH_REQUIRE_AUTH"] = "false"
-        argv = self._cli(
-            "collector", "--data-dir", str(data_dir), "--port", str(port), "--host", "127.0.0.1"
-        )
+        argv = self._cli("collector", "--data-dir", str(data_dir), "--port", str(port), "--host", "127.0.0.1")
         server = start_server(self.name, argv, env, port, data_dir, self.workdir)
         server.headers = {"Authorization": f"Bearer {key}"} if key else {}
         return server
@@ -561,17 +539,13 @@ class Phoenix(Product):
         response = self.client.post("/graphql", json={"query": query, "variables": variables})  # type: ignore[union-attr]
         body = response.json() if response.status_code == 200 else {}
         if response.status_code != 200 or body.get("errors"):
-            raise BenchError(
-                f"phoenix GraphQL answered {response.status_code}: {response.text[:300]}"
-            )
+            raise BenchError(f"phoenix GraphQL answered {response.status_code}: {response.text[:300]}")
         return body["data"]
 
     def project_id(self) -> str:
         if not self._project_id:
             data = self.graphql("{ projects { edges { node { id name } } } }")
-            ids = [
-                e["node"]["id"] for e in data["projects"]["edges"] if e["node"]["name"] == "bench"
-            ]  # type: ignore[index]
+            ids = [e["node"]["id"] for e in data["projects"]["edges"] if e["node"]["name"] == "bench"]  # type: ignore[index]
             if not ids:
                 raise BenchError("phoenix has no project 'bench' yet")
             self._project_id = ids[0]
@@ -597,9 +571,7 @@ class Phoenix(Product):
             return self.project_field("traceCount(timeRange: $tr)", window)["traceCount"]
 
         def tokens() -> object:
-            return int(
-                self.project_field("tokenCountTotal(timeRange: $tr)", window)["tokenCountTotal"]
-            )  # type: ignore[arg-type]
+            return int(self.project_field("tokenCountTotal(timeRange: $tr)", window)["tokenCountTotal"])  # type: ignore[arg-type]
 
         def errors() -> object:
             sel = "recordCount(timeRange: $tr, filterCondition: \"status_code == 'ERROR'\")"
@@ -716,11 +688,7 @@ def disk_breakdown(data_dir: Path) -> dict[str, int]:
 
 
 def _check(questions: dict[str, dict[str, object]], expected: dict[str, object]) -> dict[str, bool]:
-    return {
-        name: questions[name].get("answer") == want
-        for name, want in expected.items()
-        if name in questions
-    }
+    return {name: questions[name].get("answer") == want for name, want in expected.items() if name in questions}
 
 
 # --- SDK overhead ----------------------------------------------------------------------------
@@ -761,9 +729,7 @@ def sdk_overhead(args: argparse.Namespace, phoenix_python: Path | None) -> dict[
     return out
 
 
-def _run_overhead(
-    python: Path, script: str, mode: str, endpoint: str, iterations: int
-) -> dict[str, object]:
+def _run_overhead(python: Path, script: str, mode: str, endpoint: str, iterations: int) -> dict[str, object]:
     done = subprocess.run(
         [str(python), script, mode, endpoint, str(iterations)],
         capture_output=True,
@@ -791,11 +757,7 @@ def machine() -> dict[str, object]:
         platform.processor(),
     )
     mem_kb = int(
-        next(
-            line.split()[1]
-            for line in Path("/proc/meminfo").read_text().splitlines()
-            if line.startswith("MemTotal")
-        )
+        next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
     )
     return {
         "cpu": cpu,
@@ -837,9 +799,7 @@ def compare(aw: dict[str, object], px: dict[str, object]) -> dict[str, dict[str,
     per_question = {q: _ratio(q_px[q]["median_s"], q_aw[q]["median_s"]) for q in QUESTIONS}  # type: ignore[index]
     ratios = {
         "ingest_e2e": _ratio(aw["ingest"]["e2e_spans_per_s"], px["ingest"]["e2e_spans_per_s"]),  # type: ignore[index]
-        "aggregate_queries": min(
-            (per_question[q] for q in AGGREGATES if per_question[q]), default=None
-        ),
+        "aggregate_queries": min((per_question[q] for q in AGGREGATES if per_question[q]), default=None),
         "disk_per_span": _ratio(px["disk_bytes_per_span"], aw["disk_bytes_per_span"]),  # type: ignore[arg-type]
         "peak_rss": _ratio(aw["peak_rss_bytes"], px["peak_rss_bytes"]),  # type: ignore[arg-type]
     }
@@ -888,9 +848,7 @@ def table_rows(result: dict[str, object]) -> list[tuple[str, str, str, str]]:
     pm = px.get("measured", False)
     rows = []
 
-    def row(
-        label: str, get: Callable[[dict], object], unit: str = "", ratio: object = None
-    ) -> None:
+    def row(label: str, get: Callable[[dict], object], unit: str = "", ratio: object = None) -> None:
         rows.append(
             (
                 label,
@@ -949,10 +907,7 @@ def render_table(result: dict[str, object]) -> str:
     rows = [("figure", "agentwatch", "Phoenix", "ratio"), *table_rows(result)]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     return "\n".join(
-        "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        )
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
         for r in rows
     )
 
@@ -989,8 +944,7 @@ def render_markdown(result: dict[str, object]) -> str:
     if sdk:
         lines += ["", "SDK overhead per call of an empty traced function (best of 5 rounds):", ""]
         lines += [
-            f"- {k}: {_fmt(v.get('overhead_us'), ' µs')}"
-            + (f" (error: {v['error']})" if "error" in v else "")
+            f"- {k}: {_fmt(v.get('overhead_us'), ' µs')}" + (f" (error: {v['error']})" if "error" in v else "")
             for k, v in sdk.items()
             if isinstance(v, dict)
         ]  # type: ignore[union-attr]
@@ -1015,9 +969,7 @@ def _profile_lines(figures: dict[str, object]) -> list[str]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench.compare", description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--spans", type=int, default=50_000, help="spans in the workload (default 50k)"
-    )
+    parser.add_argument("--spans", type=int, default=50_000, help="spans in the workload (default 50k)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--batch-spans", type=int, default=1000, help="spans per OTLP request")
     parser.add_argument("--senders", type=int, default=2, help="concurrent sending threads")
@@ -1042,9 +994,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="AGENTWATCH_NAME=VALUE",
         help="collector setting for this run (repeatable), e.g. AGENTWATCH_REDACT_PATTERNS=none",
     )
-    parser.add_argument(
-        "--profile", action="store_true", help="py-spy agentwatch's collector during ingest"
-    )
+    parser.add_argument("--profile", action="store_true", help="py-spy agentwatch's collector during ingest")
     parser.add_argument("--start-timeout", type=float, default=300.0)
     parser.add_argument(
         "--queryable-timeout",
@@ -1153,9 +1103,7 @@ def _note_failures(product: str, figures: dict[str, object], notes: list[str]) -
             notes.append(f"{product}: question {name} failed: {q['error']}")
     wrong = [name for name, ok in figures["answers_correct"].items() if not ok]  # type: ignore[union-attr]
     if wrong:
-        notes.append(
-            f"{product}: wrong or missing answers to {', '.join(wrong)} (see answers in the JSON)."
-        )
+        notes.append(f"{product}: wrong or missing answers to {', '.join(wrong)} (see answers in the JSON).")
 
 
 def _env_pairs(pairs: list[str]) -> dict[str, str]:
@@ -1168,9 +1116,7 @@ def _env_pairs(pairs: list[str]) -> dict[str, str]:
 
 def _out_path(args: argparse.Namespace) -> Path:
     """Where results go, without suffix; a size-only run does not overwrite the side by side."""
-    out = args.out or RESULTS / (
-        "compare" if not args.agentwatch_only else f"compare_agentwatch_{args.spans}"
-    )
+    out = args.out or RESULTS / ("compare" if not args.agentwatch_only else f"compare_agentwatch_{args.spans}")
     out.parent.mkdir(parents=True, exist_ok=True)
     return out
 

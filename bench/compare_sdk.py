@@ -35,18 +35,14 @@ def _otel(endpoint: str) -> Callable[[], None]:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     provider = TracerProvider()
-    provider.add_span_processor(
-        BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint + "/v1/traces"))
-    )
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint + "/v1/traces")))
     return provider.get_tracer("bench").start_as_current_span("tool")(_empty)
 
 
 def _phoenix(endpoint: str) -> Callable[[], None]:
     from phoenix.otel import register
 
-    provider = register(
-        endpoint=endpoint + "/v1/traces", project_name="bench", batch=True, verbose=False
-    )
+    provider = register(endpoint=endpoint + "/v1/traces", project_name="bench", batch=True, verbose=False)
     return provider.get_tracer("bench").tool(_empty)
 
 

@@ -20,8 +20,13 @@ points = [1 + math.sin(i / 6) for i in range(60)]
 columns = st.columns(6)
 for i in range(cards):
     columns[i % 6].metric(f"card {i}", "1.23", delta="+4.5 %", chart_data=points, chart_type="area", border=True)
-frame = pd.DataFrame({"time": pd.date_range("2026-01-01", periods=60, freq="min", tz="UTC").repeat(2), "value": [p for p in points for _ in "ab"],
-                      "series": ["a", "b"] * 60})
+frame = pd.DataFrame(
+    {
+        "time": pd.date_range("2026-01-01", periods=60, freq="min", tz="UTC").repeat(2),
+        "value": [p for p in points for _ in "ab"],
+        "series": ["a", "b"] * 60,
+    }
+)
 columns = st.columns(2)
 for i in range(charts):
     chart = alt.Chart(frame, title=f"chart {i}", height=300).mark_line(point=alt.OverlayMarkDef(size=20))

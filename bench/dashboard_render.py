@@ -98,7 +98,11 @@ def run(spans: int, repeats: int, *, with_browser: bool = True) -> dict[str, Any
         data_dir = Path(tmp)
         big, fill_s = prepare(data_dir, spans)
         with Collector(data_dir) as collector:
-            os.environ.update(AGENTWATCH_COLLECTOR_URL=collector.url, AGENTWATCH_API_KEY=collector.key("bench"), AGENTWATCH_DASHBOARD_OPEN="1")
+            os.environ.update(
+                AGENTWATCH_COLLECTOR_URL=collector.url,
+                AGENTWATCH_API_KEY=collector.key("bench"),
+                AGENTWATCH_DASHBOARD_OPEN="1",
+            )
             app = AppTest.from_file(str(APP), default_timeout=120).run()
             cases = {}
             api = api_breakdown(collector.url, os.environ["AGENTWATCH_API_KEY"])
@@ -109,7 +113,11 @@ def run(spans: int, repeats: int, *, with_browser: bool = True) -> dict[str, Any
                 except RuntimeError as exc:  # a page that failed is a result too
                     cases[name] = {"p50_ms": float("nan"), "max_ms": float("nan"), "error": str(exc)}
                 print(name, json.dumps(cases[name]), flush=True)
-            browser = browser_phase(collector.url, os.environ["AGENTWATCH_API_KEY"], big, data_dir, warm_repeats=repeats) if with_browser else {}
+            browser = (
+                browser_phase(collector.url, os.environ["AGENTWATCH_API_KEY"], big, data_dir, warm_repeats=repeats)
+                if with_browser
+                else {}
+            )
     return {"spans": spans, "fill_s": round(fill_s, 1), "pages": cases, "overview_24h_api_ms": api, "browser": browser}
 
 
@@ -125,7 +133,10 @@ def browser_phase(collector: str, key: str, big: str, data_dir: Path, *, warm_re
     try:
         floor, base = _start_floor(group), _start_dashboard(group, collector, key)
         pages = {name: (floor + path, selector, count) for name, (path, selector, count) in FLOOR_PAGES.items()}
-        pages |= {name: (base + path.format(big=big), selector, count) for name, (path, selector, count) in BROWSER_PAGES.items()}
+        pages |= {
+            name: (base + path.format(big=big), selector, count)
+            for name, (path, selector, count) in BROWSER_PAGES.items()
+        }
         results = {}
         for name, (url, selector, count) in pages.items():
             driver = _chromium(data_dir)
@@ -136,9 +147,14 @@ def browser_phase(collector: str, key: str, big: str, data_dir: Path, *, warm_re
             finally:
                 driver.quit()
             warm = sorted(t for t, _ in warm_runs)
-            results[name] = {"cold_ms": round(cold), "warm_p50_ms": round(statistics.median(warm)), "warm_max_ms": round(warm[-1]),
-                             "cold_title_ms": round(cold_title), "warm_title_p50_ms": round(statistics.median(t for _, t in warm_runs)),
-                             "load_average": round(load, 1)}
+            results[name] = {
+                "cold_ms": round(cold),
+                "warm_p50_ms": round(statistics.median(warm)),
+                "warm_max_ms": round(warm[-1]),
+                "cold_title_ms": round(cold_title),
+                "warm_title_p50_ms": round(statistics.median(t for _, t in warm_runs)),
+                "load_average": round(load, 1),
+            }
             print("browser", name, json.dumps(results[name]), flush=True)
         return results
     finally:
@@ -147,8 +163,11 @@ def browser_phase(collector: str, key: str, big: str, data_dir: Path, *, warm_re
 
 def _start_dashboard(group: Any, collector: str, key: str) -> str:
     port = _free_port()
-    group.start("dashboard", [sys.executable, "-m", "agentwatch", "dashboard", "--port", str(port), "--collector", collector, "--open"],
-                {"AGENTWATCH_API_KEY": key})
+    group.start(
+        "dashboard",
+        [sys.executable, "-m", "agentwatch", "dashboard", "--port", str(port), "--collector", collector, "--open"],
+        {"AGENTWATCH_API_KEY": key},
+    )
     url = f"http://127.0.0.1:{port}"
     group.wait_ready("dashboard", url + "/_stcore/health", timeout_s=120)
     return url
@@ -181,10 +200,20 @@ def _chromium(data_dir: Path) -> Any:
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--window-size=1600,1200"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--window-size=1600,1200",
+    ):
         options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tempfile.mkdtemp(prefix='bench-chromium-', dir=data_dir)}")  # a new session: cold
+    options.add_argument(
+        f"--user-data-dir={tempfile.mkdtemp(prefix='bench-chromium-', dir=data_dir)}"
+    )  # a new session: cold
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(120)
     return driver
@@ -228,7 +257,9 @@ def api_breakdown(url: str, key: str) -> dict[str, float]:
     for charts_ in OVERVIEW_CHARTS.values():
         for _, metrics, group_by, _ in charts_:
             for metric in metrics:
-                calls[f"timeseries {metric} by {group_by}"] = lambda c, m=metric, g=group_by: c.timeseries(m, step_s=900, group_by=g, **window)
+                calls[f"timeseries {metric} by {group_by}"] = lambda c, m=metric, g=group_by: c.timeseries(
+                    m, step_s=900, group_by=g, **window
+                )
     timings = {}
     with CollectorClient(url, key, timeout_s=120) as client:
         for name, call in calls.items():
@@ -240,31 +271,58 @@ def api_breakdown(url: str, key: str) -> dict[str, float]:
 
 def render(result: dict[str, Any]) -> str:
     lines = [
-        "# Dashboard render benchmark (`python -m bench.dashboard_render`)", "",
-        f"Machine: {result['machine']}", "",
+        "# Dashboard render benchmark (`python -m bench.dashboard_render`)",
+        "",
+        f"Machine: {result['machine']}",
+        "",
         f"Store: {result['spans']:,} spans over 24 h plus one run of 10,000 spans; times are Streamlit script runs",
-        "(every API query of the page, charts and tables built), query cache cleared before each run; browser paint excluded.", "",
-        "| page | p50 ms | max ms |", "|---|---:|---:|",
+        "(every API query of the page, charts and tables built), query cache cleared before each run; browser paint excluded.",
+        "",
+        "| page | p50 ms | max ms |",
+        "|---|---:|---:|",
     ]
-    lines += [f"| {name} | {r['p50_ms']:.0f} | {r['max_ms']:.0f} |" + (f" {r['error']}" if "error" in r else "") for name, r in result["pages"].items()]
+    lines += [
+        f"| {name} | {r['p50_ms']:.0f} | {r['max_ms']:.0f} |" + (f" {r['error']}" if "error" in r else "")
+        for name, r in result["pages"].items()
+    ]
     api = result.get("overview_24h_api_ms", {})
-    lines += ["", "The overview's queries over 24 h, one at a time (ms): " + ", ".join(f"{k} {v:.0f}" for k, v in api.items())]
-    lines += ["", f"Targets (< {TARGET_MS:.0f} ms p50): " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in result["targets_met"].items()), ""]
+    lines += [
+        "",
+        "The overview's queries over 24 h, one at a time (ms): " + ", ".join(f"{k} {v:.0f}" for k, v in api.items()),
+    ]
+    lines += [
+        "",
+        f"Targets (< {TARGET_MS:.0f} ms p50): "
+        + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in result["targets_met"].items()),
+        "",
+    ]
     if result.get("browser"):
         lines += [
-            "## In a real browser", "",
+            "## In a real browser",
+            "",
             "Headless Chromium against `agentwatch dashboard` in its own process: milliseconds from navigation to Streamlit idle",
             "(script run over, no skeleton, the page's charts or tables drawn). Cold: a new browser session; warm: the same page",
-            f"again in that session. Targets: cold <= {BROWSER_TARGETS_MS['cold']:.0f} ms, warm <= {BROWSER_TARGETS_MS['warm']:.0f} ms.", "",
+            f"again in that session. Targets: cold <= {BROWSER_TARGETS_MS['cold']:.0f} ms, warm <= {BROWSER_TARGETS_MS['warm']:.0f} ms.",
+            "",
             "Title: until the page's title showed (JavaScript loaded, session opened, sidebar queried, the page's script begun);",
             "the rest of each figure is the page's own queries and drawing. Load: the machine's 1-minute load average as the page began.",
             "Floor: a Streamlit page that queries nothing (bench/dashboard_floor_app.py), served the same way: with a title only,",
-            "with 4 Vega-Lite charts, and with the overview's elements (6 metric cards with sparklines, 4 charts), over static data.", "",
-            "| page | cold ms (title) | warm p50 ms (title) | warm max ms | load |", "|---|---:|---:|---:|---:|",
+            "with 4 Vega-Lite charts, and with the overview's elements (6 metric cards with sparklines, 4 charts), over static data.",
+            "",
+            "| page | cold ms (title) | warm p50 ms (title) | warm max ms | load |",
+            "|---|---:|---:|---:|---:|",
         ]
-        lines += [f"| {name} | {r['cold_ms']} ({r.get('cold_title_ms', '–')}) | {r['warm_p50_ms']} ({r.get('warm_title_p50_ms', '–')}) | "
-                  f"{r['warm_max_ms']} | {r.get('load_average', '–')} |" for name, r in result["browser"].items()]
-        lines += ["", "Browser targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in result["browser_targets_met"].items()), ""]
+        lines += [
+            f"| {name} | {r['cold_ms']} ({r.get('cold_title_ms', '–')}) | {r['warm_p50_ms']} ({r.get('warm_title_p50_ms', '–')}) | "
+            f"{r['warm_max_ms']} | {r.get('load_average', '–')} |"
+            for name, r in result["browser"].items()
+        ]
+        lines += [
+            "",
+            "Browser targets: "
+            + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in result["browser_targets_met"].items()),
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -276,11 +334,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-browser", action="store_true", help="skip the real-browser phase (Chromium)")
     args = parser.parse_args(argv)
     with_browser = not args.no_browser and Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()
-    result = {"command": " ".join(["python -m bench.dashboard_render", *sys.argv[1:]]), "machine": report.machine(),
-              **run(args.spans, args.repeats, with_browser=with_browser)}
-    result["targets_met"] = {k: result["pages"][k]["p50_ms"] < TARGET_MS for k in ("overview_1h", "overview_24h", "run_detail_10k_spans")}
-    result["browser_targets_met"] = {f"{page} {kind}": r[key] <= BROWSER_TARGETS_MS[kind] for page, r in result["browser"].items()
-                                     for kind, key in (("cold", "cold_ms"), ("warm", "warm_p50_ms")) if page in BROWSER_PAGES}
+    result = {
+        "command": " ".join(["python -m bench.dashboard_render", *sys.argv[1:]]),
+        "machine": report.machine(),
+        **run(args.spans, args.repeats, with_browser=with_browser),
+    }
+    result["targets_met"] = {
+        k: result["pages"][k]["p50_ms"] < TARGET_MS for k in ("overview_1h", "overview_24h", "run_detail_10k_spans")
+    }
+    result["browser_targets_met"] = {
+        f"{page} {kind}": r[key] <= BROWSER_TARGETS_MS[kind]
+        for page, r in result["browser"].items()
+        for kind, key in (("cold", "cold_ms"), ("warm", "warm_p50_ms"))
+        if page in BROWSER_PAGES
+    }
     result["load_average_at_end"] = os.getloadavg()[0]
     report.write(args.out, result, render(result))
     return 0

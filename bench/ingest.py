@@ -280,9 +280,7 @@ def _send_all(url: str, key: str, bodies: list[bytes], senders: int, encoding: s
                         accepted[worker] += 1
                         break
                     if response.status_code not in (429, 503):
-                        raise RuntimeError(
-                            f"collector answered {response.status_code}: {response.text[:300]}"
-                        )
+                        raise RuntimeError(f"collector answered {response.status_code}: {response.text[:300]}")
                     time.sleep(float(response.headers.get("Retry-After", "0.2")) / 10)
 
     threads = [threading.Thread(target=send, args=(i,)) for i in range(senders)]
@@ -384,7 +382,10 @@ def phase_live_overhead(store: ChdbStore, spans: int, *, late_roots: bool) -> di
     live, held = LiveRuns(), {"plain": [], "live": []}
     elapsed, opening = {"plain": 0.0, "live": 0.0}, 0.0
     suffix = "-late" if late_roots else ""
-    streams = {"plain": span_batches(spans, seed=7), "live": span_batches(spans, seed=8)}  # trace ids of their own: no look-ups
+    streams = {
+        "plain": span_batches(spans, seed=7),
+        "live": span_batches(spans, seed=8),
+    }  # trace ids of their own: no look-ups
     for n in itertools.count():
         batches = {project: next(stream, None) for project, stream in streams.items()}
         if batches["plain"] is None or batches["live"] is None:
@@ -404,9 +405,17 @@ def phase_live_overhead(store: ChdbStore, spans: int, *, late_roots: bool) -> di
                 opening += time.perf_counter() - inserted
             elapsed[project] += time.perf_counter() - started
     plain, with_live = spans / elapsed["plain"], spans / elapsed["live"]
-    return {"spans": spans, "late_roots": late_roots, "plain_spans_per_s": plain, "live_spans_per_s": with_live,
-            "drop": 1 - with_live / plain, "open_us_per_span": opening / spans * 1e6,
-            "open_share": opening / elapsed["live"], "heads_opened": live.opened, "load_average": os.getloadavg()[0]}
+    return {
+        "spans": spans,
+        "late_roots": late_roots,
+        "plain_spans_per_s": plain,
+        "live_spans_per_s": with_live,
+        "drop": 1 - with_live / plain,
+        "open_us_per_span": opening / spans * 1e6,
+        "open_share": opening / elapsed["live"],
+        "heads_opened": live.opened,
+        "load_average": os.getloadavg()[0],
+    }
 
 
 def phase_lag(probes: int, background_spans: int) -> dict[str, Any]:
@@ -419,12 +428,16 @@ def phase_lag(probes: int, background_spans: int) -> dict[str, Any]:
         key = collector.key("bench")
         idle = visibility.measure(collector.url, key, probes)
         workload = Workload(background_spans, end_time_ns=time.time_ns(), project="bench", content=False)
-        before = httpx.get(f"{collector.url}/api/ingest", headers={"Authorization": f"Bearer {collector.admin_token}"}, timeout=60).json()
+        before = httpx.get(
+            f"{collector.url}/api/ingest", headers={"Authorization": f"Bearer {collector.admin_token}"}, timeout=60
+        ).json()
         started = time.perf_counter()
         with visibility.Background(collector.url, key, workload.batches()):
             loaded = visibility.measure(collector.url, key, probes)
             elapsed = time.perf_counter() - started
-            after = httpx.get(f"{collector.url}/api/ingest", headers={"Authorization": f"Bearer {collector.admin_token}"}, timeout=60).json()
+            after = httpx.get(
+                f"{collector.url}/api/ingest", headers={"Authorization": f"Bearer {collector.admin_token}"}, timeout=60
+            ).json()
         loaded["background_stored_spans_per_s"] = (after["stored_spans"] - before["stored_spans"]) / elapsed
     return {"idle": idle, "under_load": loaded}
 
@@ -438,9 +451,7 @@ def fill(store: ChdbStore, spans: int, *, end_ns: int, chunk: int = 1_000_000) -
         count = min(chunk, spans - have)
         count -= count % SPANS_PER_TRACE or 0
         count = count or SPANS_PER_TRACE
-        store.command(
-            FILL, {"end_ns": end_ns, "window_ns": DAY_NS, "offset": offset, "count": count}
-        )
+        store.command(FILL, {"end_ns": end_ns, "window_ns": DAY_NS, "offset": offset, "count": count})
         offset, have = offset + count, have + count
     return time.perf_counter() - started
 
@@ -469,27 +480,19 @@ def phase_query(store: ChdbStore, spans: int, repeats: int) -> dict[str, Any]:
     cases = {
         "overview_1h": lambda: query.overview(store, "bench", start=hour[0], end=hour[1]),
         "overview_24h": lambda: query.overview(store, "bench", start=day[0], end=day[1]),
-        "runs_list_1h": lambda: query.list_runs(
-            store, "bench", start=hour[0], end=hour[1], limit=50
-        ),
+        "runs_list_1h": lambda: query.list_runs(store, "bench", start=hour[0], end=hour[1], limit=50),
         "runs_list_24h_by_cost": lambda: query.list_runs(
             store, "bench", start=day[0], end=day[1], sort="-cost_usd", limit=50
         ),
         "runs_list_24h_filtered": lambda: query.list_runs(
             store, "bench", start=day[0], end=day[1], agent="agent-3", min_steps=5, limit=50
         ),
-        "timeseries_24h_by_model": lambda: query.timeseries(
-            store, "bench", "cost_usd", day[0], day[1], 300, "model"
-        ),
+        "timeseries_24h_by_model": lambda: query.timeseries(store, "bench", "cost_usd", day[0], day[1], 300, "model"),
         "run_detail_10k_spans": lambda: query.get_run(store, "bench", big),
     }
     results = {name: latency(call, repeats) for name, call in cases.items()}
     stored = int(store.query("SELECT count() AS n FROM spans")[0]["n"])
-    runs = int(
-        store.query("SELECT count() AS n FROM (SELECT trace_id FROM runs_agg GROUP BY trace_id)")[
-            0
-        ]["n"]
-    )
+    runs = int(store.query("SELECT count() AS n FROM (SELECT trace_id FROM runs_agg GROUP BY trace_id)")[0]["n"])
     return {
         "spans": stored,
         "runs": runs,
@@ -532,8 +535,11 @@ def render(result: dict[str, Any]) -> str:
         f"Machine: {result['machine']}",
         "",
     ]
-    for key, what in (("http", "with captured text"), ("http_no_content", "without captured text"),
-                      ("http_json_no_content", "without captured text")):
+    for key, what in (
+        ("http", "with captured text"),
+        ("http_no_content", "without captured text"),
+        ("http_json_no_content", "without captured text"),
+    ):
         if http := result.get(key):
             lines.append(
                 f"- HTTP path, agent-like spans {what} (real collector, OTLP/HTTP {http.get('encoding', 'protobuf')}, {http['senders']} senders): "
@@ -544,16 +550,26 @@ def render(result: dict[str, Any]) -> str:
     if lag := result.get("lag"):
         for cond, what in (("idle", "idle collector"), ("under_load", "collector ingesting")):
             fig = lag[cond]
-            load = f" at {fig['background_stored_spans_per_s']:,.0f} spans/s" if "background_stored_spans_per_s" in fig else ""
+            load = (
+                f" at {fig['background_stored_spans_per_s']:,.0f} spans/s"
+                if "background_stored_spans_per_s" in fig
+                else ""
+            )
             lines.append(
                 f"- Lag from a span's end to its visibility, {what}{load} ({fig['probes']} probes, a span of a running run): "
                 f"run detail **p50 {fig['span_in_run_detail']['p50_ms']:,.0f} ms, p95 {fig['span_in_run_detail']['p95_ms']:,.0f} ms**; "
                 f"running runs list p50 {fig['run_in_running_list']['p50_ms']:,.0f} ms, p95 {fig['run_in_running_list']['p95_ms']:,.0f} ms"
-                + "".join(f"; {fig[k]['not_seen']} not seen in 30 s ({k})" for k in ("span_in_run_detail", "run_in_running_list") if fig[k].get("not_seen"))
+                + "".join(
+                    f"; {fig[k]['not_seen']} not seen in 30 s ({k})"
+                    for k in ("span_in_run_detail", "run_in_running_list")
+                    if fig[k].get("not_seen")
+                )
                 + f" (polled every {fig.get('poll_s', 0.05) * 1000:.0f} ms)"
             )
-    for key, how in (("live_overhead", "whole runs a batch, as this benchmark sends them"),
-                     ("live_overhead_late_roots", "every run's root one batch late, as a live SDK sends them")):
+    for key, how in (
+        ("live_overhead", "whole runs a batch, as this benchmark sends them"),
+        ("live_overhead_late_roots", "every run's root one batch late, as a live SDK sends them"),
+    ):
         if ab := result.get(key):
             lines.append(
                 f"- Writer's extra work for live runs (`LiveRuns.after_insert`; {how}; {ab['heads_opened']:,} heads opened): "
@@ -577,8 +593,10 @@ def render(result: dict[str, Any]) -> str:
         q = result[key]
         title = "Queries" if key == "query" else f"`{key}` (see notes)"
         if key.startswith("query_at_"):
-            title = (f"Checkpoint (filled by SQL at {q['fill_spans_per_s']:,.0f} spans/s since the last one; disk "
-                     f"{q['disk']['bytes_per_row']:.1f} B/span, {q['disk']['bytes'] / 1e9:.2f} GB)")
+            title = (
+                f"Checkpoint (filled by SQL at {q['fill_spans_per_s']:,.0f} spans/s since the last one; disk "
+                f"{q['disk']['bytes_per_row']:.1f} B/span, {q['disk']['bytes'] / 1e9:.2f} GB)"
+            )
         lines += [
             "",
             f"{title} at {q['spans']:,} spans ({q['runs']:,} runs, over 24 h), through `collector.query`:",
@@ -590,7 +608,10 @@ def render(result: dict[str, Any]) -> str:
     lines += [
         "",
         "Targets: "
-        + (", ".join(f"{k} {'met' if ok else 'MISSED'}" for k, ok in result["targets_met"].items()) or "none judged by the phases run"),
+        + (
+            ", ".join(f"{k} {'met' if ok else 'MISSED'}" for k, ok in result["targets_met"].items())
+            or "none judged by the phases run"
+        ),
     ]
     if notes := result.get("notes"):
         lines += ["", *(f"- {note}" for note in notes)]
@@ -610,22 +631,24 @@ def targets_met(result: dict[str, Any]) -> dict[str, bool]:
     if store:
         met["bytes_per_span"] = store["bytes_per_span_merged"] <= TARGETS["bytes_per_span"]
     if query:
-        met["overview_p95_ms"] = max(query["queries"][k]["p95_ms"] for k in ("overview_1h", "overview_24h")) < TARGETS["overview_p95_ms"]
-    for key in (k for k in result if k.startswith("query_at_")):  # issue 19: at 100M spans, overview p95 < 300 ms, a 10k-span trace < 1 s
+        met["overview_p95_ms"] = (
+            max(query["queries"][k]["p95_ms"] for k in ("overview_1h", "overview_24h")) < TARGETS["overview_p95_ms"]
+        )
+    for key in (
+        k for k in result if k.startswith("query_at_")
+    ):  # issue 19: at 100M spans, overview p95 < 300 ms, a 10k-span trace < 1 s
         figures = result[key]["queries"]
-        met[f"{key}_overview_p95_under_300_ms"] = max(figures[k]["p95_ms"] for k in ("overview_1h", "overview_24h")) < 300
+        met[f"{key}_overview_p95_under_300_ms"] = (
+            max(figures[k]["p95_ms"] for k in ("overview_1h", "overview_24h")) < 300
+        )
         met[f"{key}_trace_10k_spans_p95_under_1_s"] = figures["run_detail_10k_spans"]["p95_ms"] < 1000
     return met
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--ingest-spans", type=int, default=1_000_000, help="spans for the ingestion phases"
-    )
-    parser.add_argument(
-        "--spans", type=int, default=10_000_000, help="spans in the store for the query phase"
-    )
+    parser.add_argument("--ingest-spans", type=int, default=1_000_000, help="spans for the ingestion phases")
+    parser.add_argument("--spans", type=int, default=10_000_000, help="spans in the store for the query phase")
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--lag-probes", type=int, default=40, help="probes per condition of the lag phase")
     parser.add_argument(
@@ -634,14 +657,21 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated subset of http, http_json, http_small, lag, live_overhead, store, query; figures of phases not run are kept "
         "from the existing results file",
     )
-    parser.add_argument(
-        "--no-http", action="store_true", help="skip the phases through the collector's HTTP path"
-    )
+    parser.add_argument("--no-http", action="store_true", help="skip the phases through the collector's HTTP path")
     parser.add_argument("--out", type=Path, default=RESULTS / "ingest")
-    parser.add_argument("--checkpoints", type=lambda v: [int(float(x)) for x in v.split(",")], default=[],
-                        help="instead of one query phase at --spans: fill to each count in turn (e.g. 10e6,50e6,100e6) and "
-                        "measure the queries, disk and fill rate there; the results file is written at each checkpoint")
-    parser.add_argument("--store-dir", type=Path, default=None, help="keep the store here (a long run resumes its fill); default a temporary one")
+    parser.add_argument(
+        "--checkpoints",
+        type=lambda v: [int(float(x)) for x in v.split(",")],
+        default=[],
+        help="instead of one query phase at --spans: fill to each count in turn (e.g. 10e6,50e6,100e6) and "
+        "measure the queries, disk and fill rate there; the results file is written at each checkpoint",
+    )
+    parser.add_argument(
+        "--store-dir",
+        type=Path,
+        default=None,
+        help="keep the store here (a long run resumes its fill); default a temporary one",
+    )
     args = parser.parse_args(argv)
     every = {"http", "http_json", "http_small", "lag", "live_overhead", "store", "query"}
     phases = set(args.phases.split(",")) - ({"http", "http_json", "http_small", "lag"} if args.no_http else set())
@@ -649,10 +679,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--phases: unknown phase(s) {sorted(unknown)}; choose from {', '.join(sorted(every))}")
     previous = args.out.with_suffix(".json")
     result: dict[str, Any] = json.loads(previous.read_text()) if previous.exists() and phases != every else {}
-    result.update({
-        "command": " ".join(["python -m bench.ingest", *sys.argv[1:]]),
-        "machine": report.machine(),
-    })
+    result.update(
+        {
+            "command": " ".join(["python -m bench.ingest", *sys.argv[1:]]),
+            "machine": report.machine(),
+        }
+    )
     with tempfile.TemporaryDirectory() as tmp:
         # every query figure runs its SQL; --store-dir keeps the store, so a long run resumes its fill
         store = ChdbStore(args.store_dir or Path(tmp) / "chdb", result_cache_s=0)
@@ -677,7 +709,9 @@ def main(argv: list[str] | None = None) -> int:
                 print("lag:", json.dumps(result["lag"]))
             if "live_overhead" in phases:
                 for late, name in ((False, "live_overhead"), (True, "live_overhead_late_roots")):
-                    result[name] = phase_live_overhead(store, min(args.ingest_spans, LIVE_OVERHEAD_SPANS), late_roots=late)
+                    result[name] = phase_live_overhead(
+                        store, min(args.ingest_spans, LIVE_OVERHEAD_SPANS), late_roots=late
+                    )
                     print(f"{name}:", json.dumps(result[name]))
             if "store" in phases:
                 # Steady state: a collector up for a minute vouches for the keys it stored (RecentKeys).

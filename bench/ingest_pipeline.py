@@ -46,7 +46,12 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def _rates(spans: int, seconds: float, cpu_s: float) -> dict[str, float]:
-    return {"spans": spans, "seconds": round(seconds, 3), "spans_per_s": round(spans / seconds), "cpu_us_per_span": round(cpu_s / spans * 1e6, 1)}
+    return {
+        "spans": spans,
+        "seconds": round(seconds, 3),
+        "spans_per_s": round(spans / seconds),
+        "cpu_us_per_span": round(cpu_s / spans * 1e6, 1),
+    }
 
 
 def decode_stage(bodies: list[bytes]) -> tuple[dict[str, float], list[pa.Table]]:
@@ -95,13 +100,23 @@ async def spool_stage(bodies: list[bytes], directory: Path) -> dict[str, float]:
     seconds = time.perf_counter() - started
     spool.close()
     size = sum(len(b) for b in bodies)
-    return {"requests": len(bodies), "seconds": round(seconds, 3), "requests_per_s": round(len(bodies) / seconds), "mb_per_s": round(size / seconds / 1e6, 1)}
+    return {
+        "requests": len(bodies),
+        "seconds": round(seconds, 3),
+        "requests_per_s": round(len(bodies) / seconds),
+        "mb_per_s": round(size / seconds / 1e6, 1),
+    }
 
 
 async def end_to_end(bodies: list[bytes], spans: int, data_dir: Path) -> dict[str, float]:
     group = ProcessGroup(data_dir.parent / "logs", log=print)
-    url = start_collector(group, data_dir, port=free_port(), grpc_port=0,
-                          env={"AGENTWATCH_REQUIRE_AUTH": "false", "AGENTWATCH_ALERT_INTERVAL_S": "0"})
+    url = start_collector(
+        group,
+        data_dir,
+        port=free_port(),
+        grpc_port=0,
+        env={"AGENTWATCH_REQUIRE_AUTH": "false", "AGENTWATCH_ALERT_INTERVAL_S": "0"},
+    )
     try:
         async with httpx.AsyncClient(timeout=120) as client:
             queue = list(reversed(bodies))
@@ -111,7 +126,9 @@ async def end_to_end(bodies: list[bytes], spans: int, data_dir: Path) -> dict[st
                 while queue:
                     body = queue.pop()
                     while True:
-                        response = await client.post(url + "/v1/traces", content=body, headers={"Content-Type": "application/x-protobuf"})
+                        response = await client.post(
+                            url + "/v1/traces", content=body, headers={"Content-Type": "application/x-protobuf"}
+                        )
                         codes[response.status_code] = codes.get(response.status_code, 0) + 1
                         if response.status_code == 200:
                             break
@@ -126,9 +143,14 @@ async def end_to_end(bodies: list[bytes], spans: int, data_dir: Path) -> dict[st
     finally:
         group.stop()
     return {
-        "spans": spans, "acked_s": round(acked, 2), "acked_spans_per_s": round(spans / acked),
-        "queryable_s": round(stored, 2), "queryable_spans_per_s": round(spans / stored),
-        "lag_p50_s": status["lag_p50_s"], "lag_p95_s": status["lag_p95_s"], "responses": codes,
+        "spans": spans,
+        "acked_s": round(acked, 2),
+        "acked_spans_per_s": round(spans / acked),
+        "queryable_s": round(stored, 2),
+        "queryable_spans_per_s": round(spans / stored),
+        "lag_p50_s": status["lag_p50_s"],
+        "lag_p95_s": status["lag_p95_s"],
+        "responses": codes,
     }
 
 
@@ -142,7 +164,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="agentwatch-bench-") as tmp:
         decoded, tables = decode_stage(bodies)
         results = {
-            "spans": args.spans, "batch_spans": args.batch,
+            "spans": args.spans,
+            "batch_spans": args.batch,
             "bytes_per_span_on_wire": round(sum(map(len, bodies)) / args.spans, 1),
             "decode_normalize": decoded,
             "store": store_stage(tables, Path(tmp) / "store"),
@@ -153,9 +176,12 @@ def main() -> None:
     (RESULTS / "ingest_pipeline.json").write_text(json.dumps(results, indent=2) + "\n")
     e2e, dec, spool, store = results["end_to_end"], results["decode_normalize"], results["spool"], results["store"]
     lines = [
-        "# Ingestion pipeline, stage by stage", "",
-        f"{args.spans} agent-like spans ({results['bytes_per_span_on_wire']} bytes/span on the wire), {args.batch} per request, this machine (2 cores, shared).", "",
-        "| stage | figure |", "|---|---|",
+        "# Ingestion pipeline, stage by stage",
+        "",
+        f"{args.spans} agent-like spans ({results['bytes_per_span_on_wire']} bytes/span on the wire), {args.batch} per request, this machine (2 cores, shared).",
+        "",
+        "| stage | figure |",
+        "|---|---|",
         f"| decode + normalise to Arrow (1 thread) | {dec['spans_per_s']:,} spans/s, {dec['cpu_us_per_span']} µs CPU/span |",
         f"| `insert_spans` (chDB, 20k batches) | {store['insert']['spans_per_s']:,} spans/s, {store['insert']['cpu_us_per_span']} µs CPU/span (all threads) |",
         f"| spool append + fsync (4 writers) | {spool['requests_per_s']:,} requests/s, {spool['mb_per_s']} MB/s |",

@@ -49,10 +49,18 @@ class Scenario:
 
 
 SCENARIOS = (
-    Scenario("routing", {"mode": "iterative", "small_model": None}, {"mode": "iterative", "small_model": "sim-small"},
-             {"policy": "route", "step": "research", "model": "sim-small"}),
-    Scenario("step cap", {"mode": "react", "max_steps": 12}, {"mode": "react", "max_steps": 4},
-             {"policy": "cap_steps", "cap": 4}),
+    Scenario(
+        "routing",
+        {"mode": "iterative", "small_model": None},
+        {"mode": "iterative", "small_model": "sim-small"},
+        {"policy": "route", "step": "research", "model": "sim-small"},
+    ),
+    Scenario(
+        "step cap",
+        {"mode": "react", "max_steps": 12},
+        {"mode": "react", "max_steps": 4},
+        {"policy": "cap_steps", "cap": 4},
+    ),
     Scenario("evolving report", {"mode": "react"}, {"mode": "iterative"}, {"policy": "evolving_report", "bound": 100}),
 )
 
@@ -83,12 +91,23 @@ class Outcome:
         return (self.estimate["change_usd"] - self.measured_change) / abs(self.measured_change)
 
     def row(self) -> dict[str, Any]:
-        return {"scenario": self.scenario, "runs_per_phase": self.off.runs, "cost_off_usd": self.off.cost_usd,
-                "cost_on_usd": self.on.cost_usd, "measured_change_usd": self.measured_change,
-                "estimated_change_usd": self.estimate["change_usd"], "uncertainty_usd": self.estimate["uncertainty_usd"],
-                "estimate_base_usd": self.estimate["actual_usd"], "tokens_off": self.off.tokens, "tokens_on": self.on.tokens,
-                "estimated_tokens": self.estimate["estimate_tokens"], "error": self.error, "within_bound": abs(self.error) <= BOUND,
-                "whatif": self.estimate["description"], "estimated_change_by_bound": self.estimate["sensitivity"]}
+        return {
+            "scenario": self.scenario,
+            "runs_per_phase": self.off.runs,
+            "cost_off_usd": self.off.cost_usd,
+            "cost_on_usd": self.on.cost_usd,
+            "measured_change_usd": self.measured_change,
+            "estimated_change_usd": self.estimate["change_usd"],
+            "uncertainty_usd": self.estimate["uncertainty_usd"],
+            "estimate_base_usd": self.estimate["actual_usd"],
+            "tokens_off": self.off.tokens,
+            "tokens_on": self.on.tokens,
+            "estimated_tokens": self.estimate["estimate_tokens"],
+            "error": self.error,
+            "within_bound": abs(self.error) <= BOUND,
+            "whatif": self.estimate["description"],
+            "estimated_change_by_bound": self.estimate["sensitivity"],
+        }
 
 
 class Stack:
@@ -97,13 +116,20 @@ class Stack:
     def __init__(self, data_dir: Path, speed: float) -> None:
         self.group = ProcessGroup(data_dir / "logs", log=print)
         self.engine = start_engine(self.group, port=free_port(), speed=speed)
-        self.collector = start_collector(self.group, data_dir, port=free_port(), grpc_port=0,
-                                         env={"AGENTWATCH_FLUSH_INTERVAL_S": "0.2", "AGENTWATCH_ALERT_INTERVAL_S": "0"})
+        self.collector = start_collector(
+            self.group,
+            data_dir,
+            port=free_port(),
+            grpc_port=0,
+            env={"AGENTWATCH_FLUSH_INTERVAL_S": "0.2", "AGENTWATCH_ALERT_INTERVAL_S": "0"},
+        )
         self.key = project_key(self.collector, data_dir, "levers-bench")
         self.group.wait_ready("engine", self.engine + "/v1/models")
 
     def get(self, path: str, **params: Any) -> Any:
-        response = httpx.get(self.collector + path, params=params, headers={"Authorization": f"Bearer {self.key}"}, timeout=60)
+        response = httpx.get(
+            self.collector + path, params=params, headers={"Authorization": f"Bearer {self.key}"}, timeout=60
+        )
         response.raise_for_status()
         return response.json()
 
@@ -114,8 +140,11 @@ class Stack:
         deadline, last = time.monotonic() + timeout_s, None
         while time.monotonic() < deadline:
             page = self.get("/api/runs", start=start, end=end, limit=500)
-            figures = (page["total"], sum(r["cost_usd"] for r in page["items"]),
-                       sum(r["input_tokens"] + r["output_tokens"] for r in page["items"]))
+            figures = (
+                page["total"],
+                sum(r["cost_usd"] for r in page["items"]),
+                sum(r["input_tokens"] + r["output_tokens"] for r in page["items"]),
+            )
             if page["total"] >= runs and figures == last:
                 return Phase(start, end, *figures)
             last = figures
@@ -140,18 +169,31 @@ def _phase(stack: Stack, config: dict[str, Any], load: LoadConfig) -> Phase:
 def measure(stack: Stack, scenario: Scenario, load: LoadConfig) -> Outcome:
     off = _phase(stack, scenario.off, load)
     estimate = stack.get("/api/whatif", start=off.start, end=off.end, **scenario.whatif)
-    estimate["sensitivity"] = {bound: stack.get("/api/whatif", start=off.start, end=off.end, **{**scenario.whatif, "bound": bound})["change_usd"]
-                               for bound in (EXTRA_BOUNDS if scenario.whatif["policy"] == "evolving_report" else ())}
+    estimate["sensitivity"] = {
+        bound: stack.get("/api/whatif", start=off.start, end=off.end, **{**scenario.whatif, "bound": bound})[
+            "change_usd"
+        ]
+        for bound in (EXTRA_BOUNDS if scenario.whatif["policy"] == "evolving_report" else ())
+    }
     on = _phase(stack, scenario.on, load)
     return Outcome(scenario.name, off, on, estimate)
 
 
 def report(outcomes: list[Outcome], args: argparse.Namespace, elapsed_s: float) -> dict[str, Any]:
-    return {"benchmark": "levers", "machine": platform.platform(), "python": platform.python_version(),
-            "users": args.users, "runs_per_phase": args.runs, "engine_speed": args.speed, "bound": BOUND,
-            "seed": args.seed, "bounds": args.bounds,
-            "elapsed_s": elapsed_s, "scenarios": [o.row() for o in outcomes],
-            "all_within_bound": all(abs(o.error) <= BOUND for o in outcomes)}
+    return {
+        "benchmark": "levers",
+        "machine": platform.platform(),
+        "python": platform.python_version(),
+        "users": args.users,
+        "runs_per_phase": args.runs,
+        "engine_speed": args.speed,
+        "bound": BOUND,
+        "seed": args.seed,
+        "bounds": args.bounds,
+        "elapsed_s": elapsed_s,
+        "scenarios": [o.row() for o in outcomes],
+        "all_within_bound": all(abs(o.error) <= BOUND for o in outcomes),
+    }
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -167,14 +209,19 @@ def markdown(result: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for r in result["scenarios"]:
-        lines.append(f"| {r['whatif']} | {r['cost_off_usd']:.5f} | {r['cost_on_usd']:.5f} | {r['measured_change_usd']:+.5f} | "
-                     f"{r['estimated_change_usd']:+.5f} +/- {r['uncertainty_usd']:.5f} | {r['error']:+.1%} | "
-                     f"{'yes' if r['within_bound'] else 'NO'} |")
+        lines.append(
+            f"| {r['whatif']} | {r['cost_off_usd']:.5f} | {r['cost_on_usd']:.5f} | {r['measured_change_usd']:+.5f} | "
+            f"{r['estimated_change_usd']:+.5f} +/- {r['uncertainty_usd']:.5f} | {r['error']:+.1%} | "
+            f"{'yes' if r['within_bound'] else 'NO'} |"
+        )
     for r in result["scenarios"]:
         if r["estimated_change_by_bound"]:
             by_bound = ", ".join(f"{b} tokens {c:+.5f}" for b, c in r["estimated_change_by_bound"].items())
-            lines += ["", f"The evolving report's estimate by its `bound` (report tokens a call carries; measured "
-                      f"{r['measured_change_usd']:+.5f}): {by_bound}."]
+            lines += [
+                "",
+                f"The evolving report's estimate by its `bound` (report tokens a call carries; measured "
+                f"{r['measured_change_usd']:+.5f}): {by_bound}.",
+            ]
     lines += ["", f"Machine: {result['machine']}, Python {result['python']}; {result['elapsed_s']:.0f} s in all."]
     return "\n".join(lines) + "\n"
 
@@ -185,18 +232,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=12, help="runs per phase (two phases per policy)")
     parser.add_argument("--speed", type=float, default=40.0, help="the simulated engine's speed-up over real time")
     parser.add_argument("--only", choices=[s.name for s in SCENARIOS], default=None)
-    parser.add_argument("--bounds", type=int, nargs="*", default=[],
-                        help="evolving report: also print the estimate for these bounds (tokens)")
+    parser.add_argument(
+        "--bounds",
+        type=int,
+        nargs="*",
+        default=[],
+        help="evolving report: also print the estimate for these bounds (tokens)",
+    )
     parser.add_argument("--seed", type=int, default=7, help="seed of the questions")
     parser.add_argument("--out", type=Path, default=RESULTS / "levers")
     args = parser.parse_args(argv)
     EXTRA_BOUNDS[:] = args.bounds
-    load = LoadConfig(users=args.users, runs=args.runs, questions=tuple(make_questions(args.runs, seed=args.seed)), seed=args.seed)
+    load = LoadConfig(
+        users=args.users, runs=args.runs, questions=tuple(make_questions(args.runs, seed=args.seed)), seed=args.seed
+    )
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="aw-levers-") as tmp:
         stack = Stack(Path(tmp), args.speed)
         try:
-            agentwatch.init(endpoint=stack.collector, api_key=stack.key, service_name="levers-bench", export_interval_s=0.2)
+            agentwatch.init(
+                endpoint=stack.collector, api_key=stack.key, service_name="levers-bench", export_interval_s=0.2
+            )
             outcomes = []
             for scenario in SCENARIOS:
                 if args.only in (None, scenario.name):

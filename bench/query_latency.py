@@ -53,7 +53,9 @@ def build(data_dir: Path, spans: int) -> dict[str, Any]:
     big = _big_trace(store, now)
     small = store.query("SELECT trace_id FROM runs_agg WHERE roots > 0 ORDER BY trace_id LIMIT 1")[0]["trace_id"]
     rows = [[PROJECT, small, f"fb{i}", 0.5 + i / 10, "", "", "user", now] for i in range(3)]
-    store.insert_rows("feedback", ("project", "trace_id", "feedback_id", "score", "label", "comment", "source", "created_at"), rows)
+    store.insert_rows(
+        "feedback", ("project", "trace_id", "feedback_id", "score", "label", "comment", "source", "created_at"), rows
+    )
     stored = int(store.query("SELECT count() AS n FROM spans")[0]["n"])
     model = store.query("SELECT toString(model) AS m FROM spans WHERE model != '' LIMIT 1")[0]["m"]
     store.close()
@@ -67,18 +69,33 @@ def cases(info: dict[str, Any]) -> dict[str, tuple[Callable[[Any], Any], str, di
     return {
         "overview_1h": (lambda s: query.overview(s, PROJECT, start=lo, end=hi), "/api/overview", w),
         "runs_list_1h": (lambda s: query.list_runs(s, PROJECT, start=lo, end=hi), "/api/runs", w),
-        "runs_list_1h_by_cost": (lambda s: query.list_runs(s, PROJECT, start=lo, end=hi, sort="-cost_usd"), "/api/runs", w | {"sort": "-cost_usd"}),
-        "runs_list_1h_search": (lambda s: query.list_runs(s, PROJECT, start=lo, end=hi, search="no-such-text"), "/api/runs", w | {"search": "no-such-text"}),
+        "runs_list_1h_by_cost": (
+            lambda s: query.list_runs(s, PROJECT, start=lo, end=hi, sort="-cost_usd"),
+            "/api/runs",
+            w | {"sort": "-cost_usd"},
+        ),
+        "runs_list_1h_search": (
+            lambda s: query.list_runs(s, PROJECT, start=lo, end=hi, search="no-such-text"),
+            "/api/runs",
+            w | {"search": "no-such-text"},
+        ),
         "runs_list_1h_tool_failed_by_agent": (
-            lambda s: query.list_runs(s, PROJECT, start=lo, end=hi, tool_failed=True, sort="agent"), "/api/runs", w | {"tool_failed": "true", "sort": "agent"},
+            lambda s: query.list_runs(s, PROJECT, start=lo, end=hi, tool_failed=True, sort="agent"),
+            "/api/runs",
+            w | {"tool_failed": "true", "sort": "agent"},
         ),
         "run_detail_30_spans": (lambda s: query.get_run(s, PROJECT, info["small"]), f"/api/runs/{info['small']}", {}),
         "run_detail_10k_spans": (lambda s: query.get_run(s, PROJECT, info["big"]), f"/api/runs/{info['big']}", {}),
         "timeseries_1h_by_model": (
             lambda s: query.timeseries(s, PROJECT, "cost_usd", lo, hi, 60, "model"),
-            "/api/timeseries", w | {"metric": "cost_usd", "step_s": 60, "group_by": "model"},
+            "/api/timeseries",
+            w | {"metric": "cost_usd", "step_s": 60, "group_by": "model"},
         ),
-        "overview_1h_by_model": (lambda s: query.overview(s, PROJECT, start=lo, end=hi, model=info["model"]), "/api/overview", w | {"model": info["model"]}),
+        "overview_1h_by_model": (
+            lambda s: query.overview(s, PROJECT, start=lo, end=hi, model=info["model"]),
+            "/api/overview",
+            w | {"model": info["model"]},
+        ),
         "cost_1h": (lambda s: query.cost_breakdown(s, PROJECT, start=lo, end=hi), "/api/cost", w),
         "filters_1h": (lambda s: query.filters(s, PROJECT, start=lo, end=hi), "/api/filters", w),
     }
@@ -140,7 +157,11 @@ def render(results: dict[str, Any]) -> str:
         lines += [f"## {label}", "", f"Command: `{run['command']}`  ", f"Machine: {run['machine']}", ""]
         for size, res in run["sizes"].items():
             paths = [p for p in PATHS if p in res]
-            lines += [f"{int(size):,} spans ({res['spans']:,} stored):", "", "| question | " + " | ".join(f"{p} p50 ms | {p} p95 ms" for p in paths) + " |"]
+            lines += [
+                f"{int(size):,} spans ({res['spans']:,} stored):",
+                "",
+                "| question | " + " | ".join(f"{p} p50 ms | {p} p95 ms" for p in paths) + " |",
+            ]
             lines += ["|---|" + "---:|---:|" * len(paths)]
             for name in res["store"]:
                 lines.append(f"| {name} | " + " | ".join(_cell(res[p].get(name)) for p in paths) + " |")
@@ -165,13 +186,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--label", default="after", help="key of this run in the results file (e.g. before, after)")
     parser.add_argument("--no-http", action="store_true", help="measure through the store only")
-    parser.add_argument("--no-cache", action="store_true", help="skip the store phase with the result cache on (a build without one)")
+    parser.add_argument(
+        "--no-cache", action="store_true", help="skip the store phase with the result cache on (a build without one)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     run = {
         "command": " ".join(["python -m bench.query_latency", *sys.argv[1:]]),
         "machine": report.machine(),
-        "sizes": {size: run_size(int(size), args.repeats, http=not args.no_http, cached=not args.no_cache) for size in args.spans.split(",")},
+        "sizes": {
+            size: run_size(int(size), args.repeats, http=not args.no_http, cached=not args.no_cache)
+            for size in args.spans.split(",")
+        },
     }
     run["load_average_at_end"] = os.getloadavg()[0]
     path = args.out.with_suffix(".json")

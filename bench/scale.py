@@ -61,7 +61,9 @@ def clickhouse() -> Iterator[str]:
         yield url
         return
     with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.Popen([sys.executable, "-m", "tests.collector.clickhouse_http", tmp], cwd=REPO, stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.collector.clickhouse_http", tmp], cwd=REPO, stdout=subprocess.PIPE, text=True
+        )
         assert proc.stdout is not None
         port = proc.stdout.readline().strip()
         try:
@@ -87,6 +89,7 @@ def tables(spans: int, seed: int) -> list[pa.Table]:
 
 def insert_rate(stores: list[ClickHouseStore], batches: list[list[pa.Table]]) -> dict[str, Any]:
     """Every store inserts its batches from its own thread; spans/s from first to last insert."""
+
     def insert(store: ClickHouseStore, mine: list[pa.Table]) -> None:
         for table in mine:
             store.insert_spans(table)
@@ -128,7 +131,11 @@ def lease_round_trip(url: str, repeats: int = 50) -> dict[str, Any]:
             with lock.hold():
                 pass
             times.append(time.perf_counter() - started)
-        return {"repeats": repeats, "p50_ms": round(statistics.median(times) * 1000, 2), "max_ms": round(max(times) * 1000, 2)}
+        return {
+            "repeats": repeats,
+            "p50_ms": round(statistics.median(times) * 1000, 2),
+            "max_ms": round(max(times) * 1000, 2),
+        }
     finally:
         store.close()
 
@@ -151,29 +158,56 @@ def phase_memory(spans: int, max_queue_bytes: int) -> dict[str, Any]:
         _send_all(collector.url, key, bodies, 4, "protobuf")
         stored_s = _wait_stored(collector, workload.totals.spans, started)
         peak_rss, peak_anon = sampler.stop()
-    return {"max_queue_bytes": max_queue_bytes, "spans": workload.totals.spans, "stored_s": round(stored_s, 1),
-            "spans_per_s": round(workload.totals.spans / stored_s), "peak_rss_mb": round(peak_rss / 2**20),
-            "peak_anon_mb": round(peak_anon / 2**20), "load_average_after": round(os.getloadavg()[0], 1)}
+    return {
+        "max_queue_bytes": max_queue_bytes,
+        "spans": workload.totals.spans,
+        "stored_s": round(stored_s, 1),
+        "spans_per_s": round(workload.totals.spans / stored_s),
+        "peak_rss_mb": round(peak_rss / 2**20),
+        "peak_anon_mb": round(peak_anon / 2**20),
+        "load_average_after": round(os.getloadavg()[0], 1),
+    }
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines = ["# Scale: many collectors on one ClickHouse, and one collector's memory", "",
-             f"`{result['command']}` on {result['machine']}."]
+    lines = [
+        "# Scale: many collectors on one ClickHouse, and one collector's memory",
+        "",
+        f"`{result['command']}` on {result['machine']}.",
+    ]
     if "alone" in result:
         lines += lease_markdown(result)
     if "memory" in result:
-        lines += ["", "## A burst with captured text: the collector's memory", "",
-                  f"Measured with {result.get('memory_measured', 'the command above')}; chDB and glibc allocator settings are the collector's "
-                  "defaults (collector/storage/chdb_memory.py, collector/commands.py::_tune_malloc).", "",
-                  "| AGENTWATCH_MAX_QUEUE_BYTES | spans | spans/s | peak RSS MB | peak anonymous MB | load after |",
-                  "|---|---:|---:|---:|---:|---:|"]
-        lines += [f"| {m['max_queue_bytes']} | {m['spans']} | {m['spans_per_s']} | {m['peak_rss_mb']} | {m['peak_anon_mb']} | {m['load_average_after']} |"
-                  for m in result["memory"]]
+        lines += [
+            "",
+            "## A burst with captured text: the collector's memory",
+            "",
+            f"Measured with {result.get('memory_measured', 'the command above')}; chDB and glibc allocator settings are the collector's "
+            "defaults (collector/storage/chdb_memory.py, collector/commands.py::_tune_malloc).",
+            "",
+            "| AGENTWATCH_MAX_QUEUE_BYTES | spans | spans/s | peak RSS MB | peak anonymous MB | load after |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {m['max_queue_bytes']} | {m['spans']} | {m['spans_per_s']} | {m['peak_rss_mb']} | {m['peak_anon_mb']} | {m['load_average_after']} |"
+            for m in result["memory"]
+        ]
         if before := result.get("memory_before"):  # the same command on the code before a change, for comparison
-            lines += ["", f"Before ({before['what']}):", "", "| AGENTWATCH_MAX_QUEUE_BYTES | spans/s | peak RSS MB | peak anonymous MB | load after |",
-                      "|---|---:|---:|---:|---:|"]
-            lines += [f"| {m['max_queue_bytes']} | {m['spans_per_s']} | {m['peak_rss_mb']} | {m['peak_anon_mb']} | {m['load_average_after']} |" for m in before["memory"]]
-        lines += ["", "Target (issue 19): peak anonymous memory <= 250 MB without losing more than 10 % of the ingest rate."]
+            lines += [
+                "",
+                f"Before ({before['what']}):",
+                "",
+                "| AGENTWATCH_MAX_QUEUE_BYTES | spans/s | peak RSS MB | peak anonymous MB | load after |",
+                "|---|---:|---:|---:|---:|",
+            ]
+            lines += [
+                f"| {m['max_queue_bytes']} | {m['spans_per_s']} | {m['peak_rss_mb']} | {m['peak_anon_mb']} | {m['load_average_after']} |"
+                for m in before["memory"]
+            ]
+        lines += [
+            "",
+            "Target (issue 19): peak anonymous memory <= 250 MB without losing more than 10 % of the ingest rate.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -201,7 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spans", type=int, default=200_000, help="spans inserted per phase")
     parser.add_argument("--burst-spans", type=int, default=500_000, help="spans of the memory phase's burst")
-    parser.add_argument("--phases", default="lease,memory", help="lease, memory or both; figures of phases not run are kept from --out")
+    parser.add_argument(
+        "--phases", default="lease,memory", help="lease, memory or both; figures of phases not run are kept from --out"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "scale")
     args = parser.parse_args(argv)
     phases = set(args.phases.split(","))
@@ -223,7 +259,11 @@ def main(argv: list[str] | None = None) -> int:
 def lease_phases(args: argparse.Namespace, result: dict[str, Any]) -> None:
     result["lease_measured"] = f"`{result['command']}`, load average {os.getloadavg()[0]:.1f} at start"
     with clickhouse() as url:
-        result["store"] = "ClickHouse server" if os.environ.get("AGENTWATCH_CLICKHOUSE_URL") else "ClickHouse HTTP interface over chDB (tests.collector.clickhouse_http)"
+        result["store"] = (
+            "ClickHouse server"
+            if os.environ.get("AGENTWATCH_CLICKHOUSE_URL")
+            else "ClickHouse HTTP interface over chDB (tests.collector.clickhouse_http)"
+        )
         result["alone"] = phase(url, args.spans, shared=False, writers=1)
         print("alone:", result["alone"])
         result["leased"] = phase(url, args.spans, shared=True, writers=1)

@@ -63,8 +63,9 @@ def _best_of(variants: dict[str, Callable[[], None]], calls: int, repeats: int) 
 
 
 def measure(calls: int, repeats: int) -> dict[str, float]:
-    agentwatch.init(service_name="bench", instrument_openai=False, max_queue_size=calls * 16,
-                    max_export_batch_size=4096)
+    agentwatch.init(
+        service_name="bench", instrument_openai=False, max_queue_size=calls * 16, max_export_batch_size=4096
+    )
     STATE.processor._exporter = _Discard()  # type: ignore[union-attr]
     tracer = STATE.tracer
     tool_fn = agentwatch.tool("x")(_empty)

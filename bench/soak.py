@@ -128,8 +128,13 @@ class Sampler(threading.Thread):
 
     def sample(self) -> Sample:
         metrics = _metrics(httpx.get(self.url + "/metrics", timeout=10).text)
-        return Sample(round(time.monotonic() - self._t0, 1), _rss_mb(self.pid), metrics.get("agentwatch_collector_spool_bytes", 0.0),
-                      metrics.get("agentwatch_collector_queued_spans", 0.0), metrics.get("agentwatch_collector_flushed_spans_total", 0.0))
+        return Sample(
+            round(time.monotonic() - self._t0, 1),
+            _rss_mb(self.pid),
+            metrics.get("agentwatch_collector_spool_bytes", 0.0),
+            metrics.get("agentwatch_collector_queued_spans", 0.0),
+            metrics.get("agentwatch_collector_flushed_spans_total", 0.0),
+        )
 
     def stop(self) -> None:
         self._halt.set()
@@ -165,7 +170,10 @@ def _stored(data_dir: Path) -> tuple[int, int]:
     """(rows, distinct span ids) of the soak's spans, read from the store after the collector stopped."""
     store = ChdbStore(data_dir / "chdb")
     try:
-        row = store.query("SELECT count() AS n, uniqExact(trace_id, span_id) AS u FROM spans WHERE service_name = {s:String}", {"s": SERVICE})[0]
+        row = store.query(
+            "SELECT count() AS n, uniqExact(trace_id, span_id) AS u FROM spans WHERE service_name = {s:String}",
+            {"s": SERVICE},
+        )[0]
     finally:
         store.close()
     return int(row["n"]), int(row["u"])
@@ -176,7 +184,9 @@ async def _load(engine: str, agents: int, duration_s: float) -> tuple[int, int]:
     corpus, cache = Corpus.load(), ToolCache()
     tools = ResearchTools(corpus, ToolConfig(latency_s=0.02, failure_rate=0.05, timeout_rate=0.01, seed=1))
     agent = ResearchAgent(client, tools, config=AgentConfig(), cache=cache, seed=1)
-    summary = await generate_load(agent, LoadConfig(users=agents, runs=10_000_000, duration_s=duration_s, think_time_s=0.5))
+    summary = await generate_load(
+        agent, LoadConfig(users=agents, runs=10_000_000, duration_s=duration_s, think_time_s=0.5)
+    )
     return summary.runs, summary.failed
 
 
@@ -186,8 +196,13 @@ def soak(agents: int, duration_s: float, engine_speed: float, work: Path) -> Rep
     timer.install()
     try:
         data = work / "data"
-        collector = start_collector(group, data, port=free_port(), grpc_port=0, env={
-            "AGENTWATCH_ALERT_INTERVAL_S": "0", "AGENTWATCH_RATE_LIMIT_SPANS_PER_S": "0"})
+        collector = start_collector(
+            group,
+            data,
+            port=free_port(),
+            grpc_port=0,
+            env={"AGENTWATCH_ALERT_INTERVAL_S": "0", "AGENTWATCH_RATE_LIMIT_SPANS_PER_S": "0"},
+        )
         pid = group._children[0][1].pid
         key = project_key(collector, data, "soak")
         engine = start_engine(group, port=free_port(), speed=engine_speed)
@@ -213,24 +228,47 @@ def soak(agents: int, duration_s: float, engine_speed: float, work: Path) -> Rep
     exported = after["spans_exported"] - before["spans_exported"]
     samples = sampler.samples
     return Report(
-        agents=agents, duration_s=round(elapsed, 1), engine_speed=engine_speed, runs=runs, runs_failed=failed,
-        spans_exported=exported, spans_dropped_by_sdk=after["spans_dropped"] - before["spans_dropped"],
-        spans_failed_by_sdk=after["spans_failed"] - before["spans_failed"], spans_stored=distinct,
-        spans_lost=exported - distinct, spans_duplicated=rows - distinct, spans_per_s=round(exported / elapsed, 1),
-        export_requests=len(timer.durations), export_p50_ms=round(timer.quantile(0.5), 1), export_p99_ms=round(timer.quantile(0.99), 1),
-        rss_start_mb=round(samples[0].rss_mb, 1), rss_max_mb=round(max(s.rss_mb for s in samples), 1), rss_end_mb=round(samples[-1].rss_mb, 1),
-        rss_slope_mb_per_min=round(_slope(samples), 2), spool_max_bytes=max(s.spool_bytes for s in samples),
-        queued_max_spans=max(s.queued_spans for s in samples), samples=samples,
+        agents=agents,
+        duration_s=round(elapsed, 1),
+        engine_speed=engine_speed,
+        runs=runs,
+        runs_failed=failed,
+        spans_exported=exported,
+        spans_dropped_by_sdk=after["spans_dropped"] - before["spans_dropped"],
+        spans_failed_by_sdk=after["spans_failed"] - before["spans_failed"],
+        spans_stored=distinct,
+        spans_lost=exported - distinct,
+        spans_duplicated=rows - distinct,
+        spans_per_s=round(exported / elapsed, 1),
+        export_requests=len(timer.durations),
+        export_p50_ms=round(timer.quantile(0.5), 1),
+        export_p99_ms=round(timer.quantile(0.99), 1),
+        rss_start_mb=round(samples[0].rss_mb, 1),
+        rss_max_mb=round(max(s.rss_mb for s in samples), 1),
+        rss_end_mb=round(samples[-1].rss_mb, 1),
+        rss_slope_mb_per_min=round(_slope(samples), 2),
+        spool_max_bytes=max(s.spool_bytes for s in samples),
+        queued_max_spans=max(s.queued_spans for s in samples),
+        samples=samples,
     )
 
 
 def _markdown(report: Report) -> str:
     figures = {k: v for k, v in asdict(report).items() if k != "samples"}
-    lines = ["# Soak: simulated agents through the reference stack", "",
-             "The LLM engine is a simulation (`agentwatch engine --sim`). Collector: embedded chDB.", "",
-             "| figure | value |", "|---|---|"]
+    lines = [
+        "# Soak: simulated agents through the reference stack",
+        "",
+        "The LLM engine is a simulation (`agentwatch engine --sim`). Collector: embedded chDB.",
+        "",
+        "| figure | value |",
+        "|---|---|",
+    ]
     lines += [f"| {name} | {value} |" for name, value in figures.items()]
-    lines += ["", "RSS of the collector over time (MB): " + ", ".join(f"{s.t_s:.0f}s={s.rss_mb:.0f}" for s in report.samples[:: max(1, len(report.samples) // 12)])]
+    lines += [
+        "",
+        "RSS of the collector over time (MB): "
+        + ", ".join(f"{s.t_s:.0f}s={s.rss_mb:.0f}" for s in report.samples[:: max(1, len(report.samples) // 12)]),
+    ]
     verdict = "PASS" if report.spans_lost == 0 and report.spans_duplicated == 0 else "FAIL"
     lines += ["", f"**{verdict}**: {report.spans_lost} spans lost, {report.spans_duplicated} duplicated."]
     return "\n".join(lines) + "\n"
@@ -241,7 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agents", type=int, default=200, help="concurrent simulated users (default 200)")
     parser.add_argument("--duration", type=float, default=600.0, help="seconds of load (default 600)")
     parser.add_argument("--quick", action="store_true", help="one minute instead of ten")
-    parser.add_argument("--engine-speed", type=float, default=20.0, help="simulated engine speed-up over real time (default 20)")
+    parser.add_argument(
+        "--engine-speed", type=float, default=20.0, help="simulated engine speed-up over real time (default 20)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "soak", help="results path without suffix")
     args = parser.parse_args(argv)
     duration = 60.0 if args.quick else args.duration

@@ -31,19 +31,38 @@ PROBE_AGENT = "lag-probe"
 
 
 def _kv(key: str, value: str | int) -> KeyValue:
-    return KeyValue(key=key, value=AnyValue(int_value=value) if isinstance(value, int) else AnyValue(string_value=value))
+    return KeyValue(
+        key=key, value=AnyValue(int_value=value) if isinstance(value, int) else AnyValue(string_value=value)
+    )
 
 
 def probe_body(rng: random.Random) -> tuple[str, bytes, float]:
     """(trace id, an OTLP request with one LLM span under a root not sent, the span's end in epoch s)."""
     trace_id, root, span_id = rng.randbytes(16), rng.randbytes(8), rng.randbytes(8)
     end_ns = time.time_ns()
-    span = Span(trace_id=trace_id, span_id=span_id, parent_span_id=root, name="chat sim-small", kind=Span.SPAN_KIND_CLIENT,
-                start_time_unix_nano=end_ns - 200_000_000, end_time_unix_nano=end_ns, attributes=[
-                    _kv(sc.GEN_AI_OPERATION_NAME, "chat"), _kv(sc.GEN_AI_REQUEST_MODEL, "sim-small"),
-                    _kv(sc.GEN_AI_USAGE_INPUT_TOKENS, 100), _kv(sc.GEN_AI_USAGE_OUTPUT_TOKENS, 10), _kv(sc.GEN_AI_AGENT_NAME, PROBE_AGENT)])
-    request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(
-        resource={"attributes": [_kv("service.name", PROBE_AGENT)]}, scope_spans=[ScopeSpans(spans=[span])])])
+    span = Span(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=root,
+        name="chat sim-small",
+        kind=Span.SPAN_KIND_CLIENT,
+        start_time_unix_nano=end_ns - 200_000_000,
+        end_time_unix_nano=end_ns,
+        attributes=[
+            _kv(sc.GEN_AI_OPERATION_NAME, "chat"),
+            _kv(sc.GEN_AI_REQUEST_MODEL, "sim-small"),
+            _kv(sc.GEN_AI_USAGE_INPUT_TOKENS, 100),
+            _kv(sc.GEN_AI_USAGE_OUTPUT_TOKENS, 10),
+            _kv(sc.GEN_AI_AGENT_NAME, PROBE_AGENT),
+        ],
+    )
+    request = ExportTraceServiceRequest(
+        resource_spans=[
+            ResourceSpans(
+                resource={"attributes": [_kv("service.name", PROBE_AGENT)]}, scope_spans=[ScopeSpans(spans=[span])]
+            )
+        ]
+    )
     return trace_id.hex(), request.SerializeToString(), end_ns / 1e9
 
 
@@ -61,7 +80,9 @@ def probe(client: httpx.Client, rng: random.Random, *, timeout_s: float = 30.0) 
             if detail.status_code == 200 and detail.json()["spans"]:
                 seen["detail_s"] = time.time() - ended
         if "listed_s" not in seen:
-            listed = client.get("/api/runs", params={"status": "running", "agent": PROBE_AGENT, "start": ended - 60, "limit": 50})
+            listed = client.get(
+                "/api/runs", params={"status": "running", "agent": PROBE_AGENT, "start": ended - 60, "limit": 50}
+            )
             if listed.status_code == 200 and any(r["trace_id"] == trace_id for r in listed.json()["items"]):
                 seen["listed_s"] = time.time() - ended
             elif listed.status_code != 200:
@@ -87,9 +108,13 @@ def measure(url: str, key: str, probes: int, *, spacing_s: float = 0.25) -> dict
             for name, value in probe(client, rng).items():
                 lags[name].append(value)
             time.sleep(spacing_s)
-    return {"probes": probes, "span_in_run_detail": quantiles(lags["detail_s"]) | {"not_seen": probes - len(lags["detail_s"])},
-            "run_in_running_list": quantiles(lags["listed_s"]) | {"not_seen": probes - len(lags["listed_s"])},
-            "poll_s": POLL_S, "load_average": os.getloadavg()[0]}
+    return {
+        "probes": probes,
+        "span_in_run_detail": quantiles(lags["detail_s"]) | {"not_seen": probes - len(lags["detail_s"])},
+        "run_in_running_list": quantiles(lags["listed_s"]) | {"not_seen": probes - len(lags["listed_s"])},
+        "poll_s": POLL_S,
+        "load_average": os.getloadavg()[0],
+    }
 
 
 class Background:

@@ -101,9 +101,7 @@ class Workload:
         if spans < 1:
             raise ValueError(f"spans must be at least 1, got {spans}")
         if batch_spans < 1 or unique_spans < 1:
-            raise ValueError(
-                f"batch_spans and unique_spans must be positive, got {batch_spans}, {unique_spans}"
-            )
+            raise ValueError(f"batch_spans and unique_spans must be positive, got {batch_spans}, {unique_spans}")
         self.seed = seed
         self.project = project
         pool_spans = min(spans, unique_spans)
@@ -147,7 +145,10 @@ def _hex_ids(node: object) -> object:
     import base64
 
     if isinstance(node, dict):
-        return {k: base64.b64decode(v).hex() if k in ("traceId", "spanId", "parentSpanId") else _hex_ids(v) for k, v in node.items()}
+        return {
+            k: base64.b64decode(v).hex() if k in ("traceId", "spanId", "parentSpanId") else _hex_ids(v)
+            for k, v in node.items()
+        }
     if isinstance(node, list):
         return [_hex_ids(v) for v in node]
     return node
@@ -203,9 +204,7 @@ class _Builder:
         pool: list[bytes] = []
         pending: list[Span] = []
         while self.tally.spans < spans:
-            children = min(
-                self.rng.randint(MIN_CHILDREN, MAX_CHILDREN), spans - self.tally.spans - 1
-            )
+            children = min(self.rng.randint(MIN_CHILDREN, MAX_CHILDREN), spans - self.tally.spans - 1)
             pending.extend(self._trace(children))
             if len(pending) >= batch_spans or self.tally.spans >= spans:
                 pool.append(self._encode(pending))
@@ -213,9 +212,7 @@ class _Builder:
         return pool, self.tally
 
     def _encode(self, spans: list[Span]) -> bytes:
-        scope = ScopeSpans(
-            scope=InstrumentationScope(name="agentwatch.bench", version="1"), spans=spans
-        )
+        scope = ScopeSpans(scope=InstrumentationScope(name="agentwatch.bench", version="1"), spans=spans)
         request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[scope])])
         request.resource_spans[0].resource.attributes.extend(self._resource)
         body = request.SerializeToString(deterministic=True)
@@ -235,11 +232,7 @@ class _Builder:
         spans = [run]
         for step in range(children):
             llm = self.rng.random() < LLM_SHARE
-            child = (
-                self._llm(trace_id, run.span_id, step, clock)
-                if llm
-                else self._tool(trace_id, run.span_id, clock)
-            )
+            child = self._llm(trace_id, run.span_id, step, clock) if llm else self._tool(trace_id, run.span_id, clock)
             clock = child.end_time_unix_nano + self.rng.randrange(1_000_000, 20_000_000)
             spans.append(child)
         question = self._text(CONTENT_BYTES) if self.content else ""
@@ -280,9 +273,7 @@ class _Builder:
         output_tokens = rng.randint(20, 800)
         ttft = round(rng.uniform(0.05, 1.5), 4)
         span = self._span(trace_id, parent, f"chat {model}", start)
-        span.end_time_unix_nano = start + int(
-            (ttft + output_tokens * rng.uniform(0.005, 0.03)) * 1e9
-        )
+        span.end_time_unix_nano = start + int((ttft + output_tokens * rng.uniform(0.005, 0.03)) * 1e9)
         prompt, completion = (self._text(CONTENT_BYTES), self._text(CONTENT_BYTES)) if self.content else ("", "")
         span.attributes.extend(
             [

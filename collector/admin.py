@@ -38,7 +38,9 @@ from collector.storage import queries
 from collector.storage import queries_admin as qa
 from collector.storage.base import StoreError
 
-READY_TIMEOUT_S = 2.0  # a store slower than this to answer ``/ready`` is ready only if the writer's last insert succeeded
+READY_TIMEOUT_S = (
+    2.0  # a store slower than this to answer ``/ready`` is ready only if the writer's last insert succeeded
+)
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +53,9 @@ async def admin_caller(request: Request) -> Principal:
     """The one dependency of every admin route: the operator, or a key with the ``admin`` scope."""
     caller = await principal(request)
     if ADMIN not in caller.scopes:
-        raise HTTPException(403, "admin endpoints need a key with the 'admin' scope or the token from <data dir>/admin.token")
+        raise HTTPException(
+            403, "admin endpoints need a key with the 'admin' scope or the token from <data dir>/admin.token"
+        )
     return caller
 
 
@@ -72,14 +76,24 @@ async def _ingest_scope(request: Request) -> str | None:
 
 
 AdminDep = Annotated[Principal, Depends(admin_caller)]
-ProjectParam = Annotated[str | None, Query(min_length=1, max_length=64, description="the project (the admin token must name one; an admin key's own by default)")]
+ProjectParam = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=64,
+        description="the project (the admin token must name one; an admin key's own by default)",
+    ),
+]
 
 
 class KeyCreate(BaseModel):
     project: str = Field(default="", max_length=64, description="an admin key's own project by default")
     name: str = Field(default="", max_length=200)
     scopes: list[Literal["ingest", "read", "admin"]] | None = Field(
-        default=None, max_length=3, description="default ingest and read, the rights of a key from before scopes (the CLI defaults to ingest)")
+        default=None,
+        max_length=3,
+        description="default ingest and read, the rights of a key from before scopes (the CLI defaults to ingest)",
+    )
 
 
 class KeyOut(BaseModel):
@@ -150,11 +164,16 @@ def _not_ready(request: Request) -> str:
 
 async def _store_not_ready(request: Request) -> str:
     try:
-        rows = await asyncio.wait_for(asyncio.to_thread(request.app.state.store.query, queries.STORE_READY), READY_TIMEOUT_S)
+        rows = await asyncio.wait_for(
+            asyncio.to_thread(request.app.state.store.query, queries.STORE_READY), READY_TIMEOUT_S
+        )
     except TimeoutError:  # busy (an embedded store runs one statement at a time) or hung: the writer knows which
         writer = request.app.state.ingestor.writer
-        log.warning("/ready: the store did not answer within %.1f s (writer's last insert %s)", READY_TIMEOUT_S,
-                    "succeeded" if writer and writer.store_available else "failed")
+        log.warning(
+            "/ready: the store did not answer within %.1f s (writer's last insert %s)",
+            READY_TIMEOUT_S,
+            "succeeded" if writer and writer.store_available else "failed",
+        )
         return "" if writer and writer.store_available else "store not answering"
     except StoreError as exc:
         log.warning("/ready: store unreachable: %s", exc)
@@ -184,17 +203,32 @@ def ingest_status(request: Request, project: Annotated[str | None, Depends(_inge
     state = request.app.state
     p50, p95 = state.metrics.lag_quantiles()
     writer = state.ingestor.writer
-    health = {"queued_spans": writer.queued_spans if writer else 0, "spool_bytes": state.ingestor.spool.bytes,
-              "lag_p50_s": p50, "lag_p95_s": p95, "store_available": bool(writer and writer.store_available)}
+    health = {
+        "queued_spans": writer.queued_spans if writer else 0,
+        "spool_bytes": state.ingestor.spool.bytes,
+        "lag_p50_s": p50,
+        "lag_p95_s": p95,
+        "store_available": bool(writer and writer.store_available),
+    }
     fleet = getattr(state, "fleet", None)  # other collectors on the same store (collector.fleet)
     received, rejected = fleet.others(project or "") if fleet is not None else (0, 0)
     if project is None:
         totals = state.metrics.totals
-        return IngestStatus(received_spans=totals["received"] + received, stored_spans=totals["stored"],
-                            rejected_spans=totals["rejected"] + rejected, scope="collector", **health)
+        return IngestStatus(
+            received_spans=totals["received"] + received,
+            stored_spans=totals["stored"],
+            rejected_spans=totals["rejected"] + rejected,
+            scope="collector",
+            **health,
+        )
     mine = state.metrics.by_project.get(project, {})
-    return IngestStatus(received_spans=mine.get("received", 0) + received, stored_spans=_stored_spans(request, project),
-                        rejected_spans=mine.get("rejected", 0) + rejected, scope="project", **health)
+    return IngestStatus(
+        received_spans=mine.get("received", 0) + received,
+        stored_spans=_stored_spans(request, project),
+        rejected_spans=mine.get("rejected", 0) + rejected,
+        scope="project",
+        **health,
+    )
 
 
 def _stored_spans(request: Request, project: str) -> int:
@@ -212,10 +246,19 @@ def create_key(body: KeyCreate, caller: AdminDep, request: Request) -> dict[str,
     project = scoped_project(caller, body.project or None, required=True) or ""
     keys: KeyRing = request.app.state.keyring
     try:
-        new = keys.create(project, name=body.name, **({"scopes": tuple(body.scopes)} if body.scopes is not None else {}))
+        new = keys.create(
+            project, name=body.name, **({"scopes": tuple(body.scopes)} if body.scopes is not None else {})
+        )
     except (KeyAdminError, ScopeError) as exc:
         raise HTTPException(400, str(exc)) from None
-    audit(request.app.state.store, project, caller.actor, "key.create", new.info.key_id, {"name": body.name, "scopes": list(new.info.scopes)})
+    audit(
+        request.app.state.store,
+        project,
+        caller.actor,
+        "key.create",
+        new.info.key_id,
+        {"name": body.name, "scopes": list(new.info.scopes)},
+    )
     return {**new.info.as_dict(), "key": new.key}
 
 
@@ -237,19 +280,47 @@ def revoke_key(key_id: Annotated[str, Path(max_length=64)], caller: AdminDep, re
     return info.as_dict()
 
 
-for _prefix, _router, _public in (("", admin_router, True), ("/admin", router, False)):  # /admin/...: old paths, aliases
-    _router.add_api_route(_prefix + "/keys", create_key, methods=["POST"], response_model=NewKeyOut, include_in_schema=_public, deprecated=not _public)
-    _router.add_api_route(_prefix + "/keys", list_keys, methods=["GET"], response_model=list[KeyOut], include_in_schema=_public, deprecated=not _public)
-    _router.add_api_route(_prefix + "/keys/{key_id}/revoke", revoke_key, methods=["POST"], response_model=KeyOut,
-                          include_in_schema=_public, deprecated=not _public, responses={404: {"description": "no such key (in this project)"}})
+for _prefix, _router, _public in (
+    ("", admin_router, True),
+    ("/admin", router, False),
+):  # /admin/...: old paths, aliases
+    _router.add_api_route(
+        _prefix + "/keys",
+        create_key,
+        methods=["POST"],
+        response_model=NewKeyOut,
+        include_in_schema=_public,
+        deprecated=not _public,
+    )
+    _router.add_api_route(
+        _prefix + "/keys",
+        list_keys,
+        methods=["GET"],
+        response_model=list[KeyOut],
+        include_in_schema=_public,
+        deprecated=not _public,
+    )
+    _router.add_api_route(
+        _prefix + "/keys/{key_id}/revoke",
+        revoke_key,
+        methods=["POST"],
+        response_model=KeyOut,
+        include_in_schema=_public,
+        deprecated=not _public,
+        responses={404: {"description": "no such key (in this project)"}},
+    )
 
 
 # --- engines -------------------------------------------------------------------------------------
-def register_engine_as(caller: Principal, body: EngineAdd, store: StoreDep, settings: SettingsDep, request: Request) -> dict[str, str]:
+def register_engine_as(
+    caller: Principal, body: EngineAdd, store: StoreDep, settings: SettingsDep, request: Request
+) -> dict[str, str]:
     """Validate, cap and register an engine; 400 for a refused URL, 409 over the cap."""
     project = scoped_project(caller, body.project or None, required=True) or ""
     try:
-        add_engine(store, settings, project, body.name, body.url, actor=caller.actor, policy=request.app.state.scrape_policy)
+        add_engine(
+            store, settings, project, body.name, body.url, actor=caller.actor, policy=request.app.state.scrape_policy
+        )
     except TargetRefused as exc:
         raise HTTPException(400, f"engine URL refused: {exc}") from None
     except EngineLimit as exc:
@@ -257,25 +328,42 @@ def register_engine_as(caller: Principal, body: EngineAdd, store: StoreDep, sett
     return {"engine": body.name, "url": body.url, "project": project}
 
 
-@admin_router.post("/engines", status_code=201, responses={400: {"description": "URL refused"}, 409: {"description": "too many engines"}})
-def add_engine_route(body: EngineAdd, caller: AdminDep, store: StoreDep, settings: SettingsDep, request: Request) -> dict[str, str]:
+@admin_router.post(
+    "/engines",
+    status_code=201,
+    responses={400: {"description": "URL refused"}, 409: {"description": "too many engines"}},
+)
+def add_engine_route(
+    body: EngineAdd, caller: AdminDep, store: StoreDep, settings: SettingsDep, request: Request
+) -> dict[str, str]:
     """Scrape an engine's ``/metrics`` from the next cycle on."""
     return register_engine_as(caller, body, store, settings, request)
 
 
 @admin_router.get("/engines", response_model=list[EngineStatus])
-def engine_status(caller: AdminDep, store: StoreDep, request: Request, project: ProjectParam = None) -> list[EngineStatus]:
+def engine_status(
+    caller: AdminDep, store: StoreDep, request: Request, project: ProjectParam = None
+) -> list[EngineStatus]:
     """Registered engines with the outcome of their last scrape (why it failed or was refused)."""
     name = scoped_project(caller, project, required=True) or ""
     status = getattr(getattr(request.app.state, "scraper", None), "status", {})
     rows = store.query(queries.ENGINES_REGISTERED, {"project": name})
-    return [EngineStatus(engine=r["engine"], url=r["url"], ok=status.get((name, r["engine"]), {}).get("ok"),
-                         error=status.get((name, r["engine"]), {}).get("error", ""), at=status.get((name, r["engine"]), {}).get("at"))
-            for r in rows]
+    return [
+        EngineStatus(
+            engine=r["engine"],
+            url=r["url"],
+            ok=status.get((name, r["engine"]), {}).get("ok"),
+            error=status.get((name, r["engine"]), {}).get("error", ""),
+            at=status.get((name, r["engine"]), {}).get("at"),
+        )
+        for r in rows
+    ]
 
 
 @admin_router.delete("/engines/{name}", status_code=204, responses={404: {"description": "no such registered engine"}})
-def remove_engine(name: Annotated[str, Path(max_length=128)], caller: AdminDep, store: StoreDep, project: ProjectParam = None) -> Response:
+def remove_engine(
+    name: Annotated[str, Path(max_length=128)], caller: AdminDep, store: StoreDep, project: ProjectParam = None
+) -> Response:
     """Stop scraping a registered engine (one from ``AGENTWATCH_SCRAPE_TARGETS`` stays: it is configuration)."""
     target = scoped_project(caller, project, required=True) or ""
     if not delete_engine(store, target, name, actor=caller.actor):
@@ -285,8 +373,12 @@ def remove_engine(name: Annotated[str, Path(max_length=128)], caller: AdminDep, 
 
 # --- audit ---------------------------------------------------------------------------------------
 @admin_router.get("/audit", response_model=list[AuditEntry])
-def audit_log(caller: AdminDep, store: StoreDep, project: ProjectParam = None,
-              limit: Annotated[int, Query(ge=1, le=MAX_AUDIT)] = 200) -> list[AuditEntry]:
+def audit_log(
+    caller: AdminDep,
+    store: StoreDep,
+    project: ProjectParam = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_AUDIT)] = 200,
+) -> list[AuditEntry]:
     """Admin actions, newest first: an admin key's project, or every project for the operator."""
     name = scoped_project(caller, project, required=False) or ""
     return [AuditEntry(**row) for row in store.query(qa.LIST_AUDIT, {"project": name, "limit": limit})]

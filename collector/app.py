@@ -127,14 +127,23 @@ class StoreHandle:
             store.close()
 
 
-def create_app(settings: Settings, *, store: Store | None = None, clock: Callable[[], float] = time.time,
-               plugins: Sequence[Plugin] = ()) -> FastAPI:
+def create_app(
+    settings: Settings,
+    *,
+    store: Store | None = None,
+    clock: Callable[[], float] = time.time,
+    plugins: Sequence[Plugin] = (),
+) -> FastAPI:
     """The collector: OTLP ingestion, query API, ``/metrics``; ``store`` defaults to the configured one.
 
     ``plugins`` are the parts that run inside it (``collector.plugins``; the alerts)."""
     metrics = Metrics()
     handle = StoreHandle(settings, store)
-    spool = Spool(Path(settings.data_dir) / "spool", max_bytes=settings.spool_max_bytes, on_error=lambda reason: metrics.spool_errors.inc())
+    spool = Spool(
+        Path(settings.data_dir) / "spool",
+        max_bytes=settings.spool_max_bytes,
+        on_error=lambda reason: metrics.spool_errors.inc(),
+    )
     normalizer = Normalizer(
         max_attribute_length=settings.max_attribute_length,
         max_key_length=settings.max_attribute_key_length,
@@ -147,10 +156,20 @@ def create_app(settings: Settings, *, store: Store | None = None, clock: Callabl
     ingestor = Ingestor(settings, normalizer=normalizer, spool=spool, metrics=metrics, clock=clock)
     keyring = KeyRing(handle)
 
-    app = FastAPI(title="agentwatch collector", version="0.1.0", lifespan=_lifespan(settings, handle, ingestor, clock, plugins),
-                  dependencies=[Depends(authorize)])  # every route's scope, from collector.scopes.ROUTE_SCOPES
+    app = FastAPI(
+        title="agentwatch collector",
+        version="0.1.0",
+        lifespan=_lifespan(settings, handle, ingestor, clock, plugins),
+        dependencies=[Depends(authorize)],
+    )  # every route's scope, from collector.scopes.ROUTE_SCOPES
     state = app.state
-    state.settings, state.store, state.metrics, state.ingestor, state.keyring = settings, handle, metrics, ingestor, keyring
+    state.settings, state.store, state.metrics, state.ingestor, state.keyring = (
+        settings,
+        handle,
+        metrics,
+        ingestor,
+        keyring,
+    )
     state.authenticator = Authenticator(lambda: keyring)
     state.rate_limiter = RateLimiter(settings.rate_limit_spans_per_s)
     state.admin_token = None
@@ -187,8 +206,9 @@ async def _store_unavailable(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": f"store unavailable: {exc}"}, status_code=503, headers={"Retry-After": "5"})
 
 
-def _lifespan(settings: Settings, handle: StoreHandle, ingestor: Ingestor, clock: Callable[[], float],
-              plugins: Sequence[Plugin]) -> Callable[[FastAPI], Any]:
+def _lifespan(
+    settings: Settings, handle: StoreHandle, ingestor: Ingestor, clock: Callable[[], float], plugins: Sequence[Plugin]
+) -> Callable[[FastAPI], Any]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
@@ -197,30 +217,49 @@ def _lifespan(settings: Settings, handle: StoreHandle, ingestor: Ingestor, clock
             stack.callback(ingestor.spool.close)
             recovery = _open_spool(ingestor.spool)
             # once-per-cluster work where other collectors may share the store (collector.roles)
-            roles = Roles(handle.get, holder_id(settings.collector_id), ttl_s=settings.lease_ttl_s, shared=bool(settings.clickhouse_url))
+            roles = Roles(
+                handle.get,
+                holder_id(settings.collector_id),
+                ttl_s=settings.lease_ttl_s,
+                shared=bool(settings.clickhouse_url),
+            )
             app.state.roles = roles
             available = await _open_store(handle)
             ingestor.metrics.store_up.set(1 if available else 0)
             _announce_decoder(settings, ingestor.metrics)
             writer = Writer(
-                store=handle.get, spool=ingestor.spool, reload=ingestor.reload, metrics=ingestor.metrics,
-                flush_rows=settings.flush_rows, flush_interval_s=settings.flush_interval_s,
-                max_queue_spans=settings.max_queue_spans, max_queue_bytes=settings.max_queue_bytes, clock=clock,
-                engine_join=EngineJoin(wait_s=settings.engine_join_wait_s, pricer=ingestor.normalizer.price, clock=clock),
-                live_runs=LiveRuns(), may_bill=lambda: roles.holds(ENGINE_JOIN),
+                store=handle.get,
+                spool=ingestor.spool,
+                reload=ingestor.reload,
+                metrics=ingestor.metrics,
+                flush_rows=settings.flush_rows,
+                flush_interval_s=settings.flush_interval_s,
+                max_queue_spans=settings.max_queue_spans,
+                max_queue_bytes=settings.max_queue_bytes,
+                clock=clock,
+                engine_join=EngineJoin(
+                    wait_s=settings.engine_join_wait_s, pricer=ingestor.normalizer.price, clock=clock
+                ),
+                live_runs=LiveRuns(),
+                may_bill=lambda: roles.holds(ENGINE_JOIN),
             )
             writer.store_available = available  # known from the start, not only after a failed insert
             writer.replay(recovery, ingestor.spool.estimate_spans)
             await stack.enter_async_context(writer)
             ingestor.writer = writer
             stack.callback(setattr, ingestor, "writer", None)  # refuse new requests before draining
-            ingestor.metrics.bind(queued=lambda: writer.queued_spans, spool_bytes=lambda: ingestor.spool.bytes,
-                                  lease_overruns=lambda: _lease_overruns(handle))
+            ingestor.metrics.bind(
+                queued=lambda: writer.queued_spans,
+                spool_bytes=lambda: ingestor.spool.bytes,
+                lease_overruns=lambda: _lease_overruns(handle),
+            )
             _runtime_files(app, settings, stack)
             await _start_grpc(app, settings, stack)
             await stack.enter_async_context(roles)
             if roles.shared:  # /api/ingest sums every collector's counters (collector.fleet)
-                app.state.fleet = await stack.enter_async_context(FleetCounters(handle.get, ingestor.metrics, roles.holder))
+                app.state.fleet = await stack.enter_async_context(
+                    FleetCounters(handle.get, ingestor.metrics, roles.holder)
+                )
             await _start_components(app, settings, handle, stack)
             for plugin in plugins:
                 if (component := plugin.lifespan(app)) is not None:
@@ -240,8 +279,11 @@ def _announce_decoder(settings: Settings, metrics: Metrics) -> None:
     """A collector without its native decoder works, at ~3x the CPU per span: said once at start."""
     metrics.native_decoder.set(1 if settings.native_decode and native.AVAILABLE else 0)
     if settings.native_decode and not native.AVAILABLE:
-        log.warning("the native OTLP decoder is not built (%s): decoding in Python, about 3x the CPU per span; "
-                    "reinstall with a C compiler and the Python headers (pip install .) to build it", native.NOT_BUILT)
+        log.warning(
+            "the native OTLP decoder is not built (%s): decoding in Python, about 3x the CPU per span; "
+            "reinstall with a C compiler and the Python headers (pip install .) to build it",
+            native.NOT_BUILT,
+        )
 
 
 def _open_spool(spool: Spool) -> Recovery:
@@ -270,7 +312,9 @@ def _runtime_files(app: FastAPI, settings: Settings, stack: AsyncExitStack) -> N
         app.state.admin_token = handshake.write_admin_token(data_dir)
         runtime = handshake.write_runtime(data_dir, f"http://{_connect_host(settings.host)}:{settings.port}")
     except OSError as exc:
-        log.warning("cannot write runtime files in %s (%s); 'agentwatch keys' cannot reach this collector", data_dir, exc)
+        log.warning(
+            "cannot write runtime files in %s (%s); 'agentwatch keys' cannot reach this collector", data_dir, exc
+        )
         return
     stack.callback(_remove, runtime)
 
@@ -300,13 +344,19 @@ async def _start_components(app: FastAPI, settings: Settings, handle: StoreHandl
     """Engine scraper and GPU sampler."""
     roles: Roles = app.state.roles
     app.state.scraper = await stack.enter_async_context(
-        EngineScraper.from_settings(handle, settings, policy=app.state.scrape_policy, may_scrape=lambda: roles.holds(ENGINE_SCRAPER)))
+        EngineScraper.from_settings(
+            handle, settings, policy=app.state.scrape_policy, may_scrape=lambda: roles.holds(ENGINE_SCRAPER)
+        )
+    )
     _start_gpu_sampler(app, settings, handle, stack)
 
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
     """422 naming each bad field; the offending input is not echoed (it may not be JSON-encodable)."""
-    detail = [{"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")} for err in exc.errors()]
+    detail = [
+        {"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")}
+        for err in exc.errors()
+    ]
     return JSONResponse({"detail": detail}, status_code=422)
 
 

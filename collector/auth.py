@@ -65,7 +65,9 @@ class Authenticator:
         except StoreError as exc:
             if cached is not None and cached[0] is not None:
                 return cached[0]  # the store is away: a key known good stays good
-            raise Unavailable(f"cannot verify the API key now (store unavailable: {exc}); retry later", retry_after=5.0) from None
+            raise Unavailable(
+                f"cannot verify the API key now (store unavailable: {exc}); retry later", retry_after=5.0
+            ) from None
         with self._lock:
             if len(self._cache) > 10_000:
                 self._cache.clear()
@@ -93,7 +95,10 @@ class RateLimiter:
             return
         tokens = self._refill(key)
         if tokens < 0:
-            raise RateLimited(f"rate limit of {self.rate:g} spans/s per key exceeded (AGENTWATCH_RATE_LIMIT_SPANS_PER_S); retry later", retry_after=round(-tokens / self.rate, 3) or 0.001)
+            raise RateLimited(
+                f"rate limit of {self.rate:g} spans/s per key exceeded (AGENTWATCH_RATE_LIMIT_SPANS_PER_S); retry later",
+                retry_after=round(-tokens / self.rate, 3) or 0.001,
+            )
 
     def spend(self, key: str, spans: int) -> None:
         if self.rate <= 0:

@@ -29,7 +29,9 @@ class BodyStalled(HTTPException):
     when it escapes a route."""
 
     def __init__(self, reason: str) -> None:
-        super().__init__(408, f"request body timed out: {reason} (AGENTWATCH_BODY_READ_TIMEOUT_S)", headers={"Connection": "close"})
+        super().__init__(
+            408, f"request body timed out: {reason} (AGENTWATCH_BODY_READ_TIMEOUT_S)", headers={"Connection": "close"}
+        )
 
 
 class BodyReadTimeout:
@@ -72,6 +74,10 @@ class BodyReadTimeout:
 
 async def _send_408(send: Send, detail: str) -> None:
     body = json.dumps({"detail": detail}).encode()
-    headers: list[Any] = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), (b"connection", b"close")]
+    headers: list[Any] = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
     await send({"type": "http.response.start", "status": 408, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -49,15 +49,21 @@ def _register_keys(sub: argparse._SubParsersAction) -> None:  # type: ignore[typ
     create = ksub.add_parser("create", help="create a key; it is printed once, as the last line")
     create.add_argument("--project", required=True)
     create.add_argument("--name", default="", help="a note on what the key is for")
-    create.add_argument("--scope", default="ingest", metavar="SCOPES",
-                        help="comma-separated: ingest (send spans, feedback; what an agent needs), read (query API, "
-                             "dashboard), admin (keys, engines, reprice, alert writes). Default: ingest")
+    create.add_argument(
+        "--scope",
+        default="ingest",
+        metavar="SCOPES",
+        help="comma-separated: ingest (send spans, feedback; what an agent needs), read (query API, "
+        "dashboard), admin (keys, engines, reprice, alert writes). Default: ingest",
+    )
     revoke = ksub.add_parser("revoke", help="revoke a key by its id")
     revoke.add_argument("key_id")
     listing = ksub.add_parser("list", help="list keys (ids, projects, scopes, state; never the keys)")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     for parser, func in ((create, keys_create), (revoke, keys_revoke), (listing, keys_list)):
-        parser.add_argument("--data-dir", type=Path, default=None, help="the collector's data dir (default .agentwatch)")
+        parser.add_argument(
+            "--data-dir", type=Path, default=None, help="the collector's data dir (default .agentwatch)"
+        )
         parser.set_defaults(func=func)
 
 
@@ -107,8 +113,15 @@ def run_collector(args: argparse.Namespace) -> int:
     app = create_app(settings, plugins=plugins.installed())
     _tune_gc()
     _tune_malloc()
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False, timeout_graceful_shutdown=15,
-                http=header_timeout_protocol(settings.header_read_timeout_s))
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=args.log_level,
+        access_log=False,
+        timeout_graceful_shutdown=15,
+        http=header_timeout_protocol(settings.header_read_timeout_s),
+    )
     return 0
 
 
@@ -206,8 +219,10 @@ def _check_data_dir(data_dir: Path, *, may_create: bool) -> None:
     if data_dir.exists() and not data_dir.is_dir():
         raise SystemExit(f"agentwatch keys: --data-dir {data_dir} is not a directory")
     if not may_create and not (data_dir / "chdb").is_dir():
-        raise SystemExit(f"agentwatch keys: no collector data in {data_dir} (pass the collector's --data-dir, "
-                         "e.g. .agentwatch/demo for the demo)")
+        raise SystemExit(
+            f"agentwatch keys: no collector data in {data_dir} (pass the collector's --data-dir, "
+            "e.g. .agentwatch/demo for the demo)"
+        )
 
 
 def _run(args: argparse.Namespace, action: Any) -> Any:
@@ -230,7 +245,9 @@ def keys_create(args: argparse.Namespace) -> int:
     except ScopeError as exc:
         raise SystemExit(f"agentwatch keys: --scope: {exc}") from None
     created = _run(args, lambda k: k.create(args.project, args.name, scopes))
-    print(f"Created API key {created['key_id']} for project {created['project']!r} with scopes {','.join(created.get('scopes', scopes))}.")
+    print(
+        f"Created API key {created['key_id']} for project {created['project']!r} with scopes {','.join(created.get('scopes', scopes))}."
+    )
     print("Store it now: it is shown only this once (only a salted hash is kept).")
     print(created["key"])
     return 0

@@ -32,7 +32,10 @@ async def get_project(request: Request) -> str:
     """
     caller = await principal(request)
     if caller.project is None:
-        raise HTTPException(status_code=403, detail="the admin token names no project: use a project key with the scope this endpoint needs")
+        raise HTTPException(
+            status_code=403,
+            detail="the admin token names no project: use a project key with the scope this endpoint needs",
+        )
     return caller.project
 
 

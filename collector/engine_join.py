@@ -99,7 +99,9 @@ class _Fact:
 class EngineJoin:
     """Shared by the writer's flushes (``prepare``) and its reconcile passes; thread-safe."""
 
-    def __init__(self, *, wait_s: float = 30.0, pricer: Pricer | None = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, *, wait_s: float = 30.0, pricer: Pricer | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
         self.wait_s = wait_s
         self._pricer = pricer
         self._clock = clock
@@ -155,7 +157,9 @@ class EngineJoin:
             by_request = {c["request_id"]: c for c in clients if c["request_id"]}
             unnamed = [c for c in clients if not c["request_id"]]  # OpenInference: no response id
             for row in group:
-                client = by_parent.get(row["parent_span_id"]) or (by_request.get(row["request_id"]) if row["request_id"] else None)
+                client = by_parent.get(row["parent_span_id"]) or (
+                    by_request.get(row["request_id"]) if row["request_id"] else None
+                )
                 client = client or _by_usage_and_time(row, unnamed)
                 if client is None:
                     waiting.append(row)
@@ -177,7 +181,9 @@ class EngineJoin:
         cached = _int(attributes.get(ENGINE_PREFIX + "cached_tokens"))
         if cached and not client["cached_tokens"]:
             row["cached_tokens"] = cached
-            priced = self._price(client["model"], client["provider"], client["input_tokens"], client["output_tokens"], cached)
+            priced = self._price(
+                client["model"], client["provider"], client["input_tokens"], client["output_tokens"], cached
+            )
             if priced is not None and client["cost_usd"] > 0:
                 row["cost_usd"] = priced[0] - client["cost_usd"]  # the discount the cached tokens make
         row["attributes"] = list(attributes.items())
@@ -208,7 +214,9 @@ class EngineJoin:
     def _candidates(self, table: pa.Table, llm: pa.Array) -> pa.Array:
         """LLM rows that may have an engine fact waiting (checked exactly in ``_enrich``)."""
         wanted = pc.is_in(table.column("request_id"), value_set=pa.array([k[1] for k in self._by_request], pa.string()))
-        wanted = pc.or_(wanted, pc.is_in(table.column("span_id"), value_set=pa.array([k[1] for k in self._by_parent], pa.string())))
+        wanted = pc.or_(
+            wanted, pc.is_in(table.column("span_id"), value_set=pa.array([k[1] for k in self._by_parent], pa.string()))
+        )
         if self._by_usage:
             models = pa.array(sorted({k[1] for k in self._by_usage}), pa.string())
             wanted = pc.or_(wanted, pc.is_in(table.column("model"), value_set=models))
@@ -261,7 +269,9 @@ class EngineJoin:
                 del self._by_usage[fact.usage_key]
 
     def _reprice(self, row: dict[str, Any]) -> None:
-        priced = self._price(row["model"], row["provider"], row["input_tokens"], row["output_tokens"], row["cached_tokens"])
+        priced = self._price(
+            row["model"], row["provider"], row["input_tokens"], row["output_tokens"], row["cached_tokens"]
+        )
         if priced is not None:
             row["cost_usd"], row["price_version"] = priced
 
@@ -292,7 +302,10 @@ class EngineJoin:
         if until_ns <= self._watermark_ns:
             return 0
         try:
-            engine = store.query(queries.ENGINE_SPANS_ENDED, {"since_ns": self._watermark_ns, "until_ns": until_ns, "limit": _MAX_PER_PASS})
+            engine = store.query(
+                queries.ENGINE_SPANS_ENDED,
+                {"since_ns": self._watermark_ns, "until_ns": until_ns, "limit": _MAX_PER_PASS},
+            )
             bills = [_bill(e) for e in self._unmatched(store, engine)]
             if bills:
                 store.insert_spans(bills)
@@ -322,11 +335,21 @@ def match_engine_spans(engine: list[dict[str, Any]], clients: list[dict[str, Any
     free = list(clients)
     rules: tuple[Callable[[dict[str, Any], dict[str, Any]], bool], ...] = (
         lambda e, c: c["engine_span_id"] == e["span_id"],
-        lambda e, c: bool(e["parent_span_id"]) and c["trace_id"] == e["trace_id"] and c["span_id"] == e["parent_span_id"],
+        lambda e, c: (
+            bool(e["parent_span_id"]) and c["trace_id"] == e["trace_id"] and c["span_id"] == e["parent_span_id"]
+        ),
         lambda e, c: bool(e["request_id"]) and c["request_id"] == e["request_id"],
-        lambda e, c: c["trace_id"] == e["trace_id"] and _inside(_ns(e["start_time"]), _ns(e["end_time"]), _ns(c["start_time"]), _ns(c["end_time"])),
-        lambda e, c: (c["model"], c["input_tokens"], c["output_tokens"]) == (e["model"], e["input_tokens"], e["output_tokens"])
-        and not c["request_id"] and _inside(_ns(e["start_time"]), _ns(e["end_time"]), _ns(c["start_time"]), _ns(c["end_time"]), _USAGE_SLACK_NS),
+        lambda e, c: (
+            c["trace_id"] == e["trace_id"]
+            and _inside(_ns(e["start_time"]), _ns(e["end_time"]), _ns(c["start_time"]), _ns(c["end_time"]))
+        ),
+        lambda e, c: (
+            (c["model"], c["input_tokens"], c["output_tokens"]) == (e["model"], e["input_tokens"], e["output_tokens"])
+            and not c["request_id"]
+            and _inside(
+                _ns(e["start_time"]), _ns(e["end_time"]), _ns(c["start_time"]), _ns(c["end_time"]), _USAGE_SLACK_NS
+            )
+        ),
     )
     unmatched = list(engine)
     for rule in rules:
@@ -356,13 +379,33 @@ def _client_params(project: str, spans: list[dict[str, Any]]) -> dict[str, Any]:
 def _bill(e: dict[str, Any]) -> SpanRow:
     """The row that counts an engine-only call: kind llm, under the engine span, its figures."""
     return SpanRow(
-        e["project"], e["trace_id"], billing_span_id(e["span_id"]), e["span_id"], sc.VLLM_SPAN_NAME, sc.KIND_LLM,
-        _ns(e["start_time"]), _ns(e["end_time"]), service_name=e["service_name"], status_code=e["status_code"],
-        error_type=e["error_type"], model=e["model"], provider=e["provider"], input_tokens=e["input_tokens"],
-        output_tokens=e["output_tokens"], cached_tokens=e["cached_tokens"], cost_usd=e["cost_usd"],
-        price_version=e["price_version"], ttft_s=e["ttft_s"], tpot_s=e["tpot_s"], queue_s=e["queue_s"],
-        prefill_s=e["prefill_s"], decode_s=e["decode_s"], finish_reason=e["finish_reason"], request_id=e["request_id"],
-        agent_name=e["agent_name"], attributes={ENGINE_ONLY: "true", ENGINE_SPAN: e["span_id"]},
+        e["project"],
+        e["trace_id"],
+        billing_span_id(e["span_id"]),
+        e["span_id"],
+        sc.VLLM_SPAN_NAME,
+        sc.KIND_LLM,
+        _ns(e["start_time"]),
+        _ns(e["end_time"]),
+        service_name=e["service_name"],
+        status_code=e["status_code"],
+        error_type=e["error_type"],
+        model=e["model"],
+        provider=e["provider"],
+        input_tokens=e["input_tokens"],
+        output_tokens=e["output_tokens"],
+        cached_tokens=e["cached_tokens"],
+        cost_usd=e["cost_usd"],
+        price_version=e["price_version"],
+        ttft_s=e["ttft_s"],
+        tpot_s=e["tpot_s"],
+        queue_s=e["queue_s"],
+        prefill_s=e["prefill_s"],
+        decode_s=e["decode_s"],
+        finish_reason=e["finish_reason"],
+        request_id=e["request_id"],
+        agent_name=e["agent_name"],
+        attributes={ENGINE_ONLY: "true", ENGINE_SPAN: e["span_id"]},
     )
 
 
@@ -375,8 +418,17 @@ def _fact(row: dict[str, Any], now: float) -> _Fact:
     engine = dict(row["attributes"] or [])
     tokens = [_int(engine.get(ENGINE_PREFIX + name)) for name in ("input_tokens", "output_tokens", "cached_tokens")]
     return _Fact(
-        row["project"], row["trace_id"], row["span_id"], row["parent_span_id"], row["request_id"], row["model"],
-        *tokens, _ns(row["start_time"]), _ns(row["end_time"]), {name: row[name] for name in _TIMINGS}, now,
+        row["project"],
+        row["trace_id"],
+        row["span_id"],
+        row["parent_span_id"],
+        row["request_id"],
+        row["model"],
+        *tokens,
+        _ns(row["start_time"]),
+        _ns(row["end_time"]),
+        {name: row[name] for name in _TIMINGS},
+        now,
     )
 
 
@@ -390,10 +442,21 @@ def _int(text: str | None) -> int:
 def _by_usage_and_time(row: dict[str, Any], clients: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The client span with the engine row's model and token counts whose time holds it."""
     engine = dict(row["attributes"] or [])
-    usage = (row["model"], _int(engine.get(ENGINE_PREFIX + "input_tokens")), _int(engine.get(ENGINE_PREFIX + "output_tokens")))
+    usage = (
+        row["model"],
+        _int(engine.get(ENGINE_PREFIX + "input_tokens")),
+        _int(engine.get(ENGINE_PREFIX + "output_tokens")),
+    )
     start, end = _ns(row["start_time"]), _ns(row["end_time"])
-    return next((c for c in clients if (c["model"], c["input_tokens"], c["output_tokens"]) == usage
-                 and _inside(start, end, c["start_time"], c["end_time"], _USAGE_SLACK_NS)), None)
+    return next(
+        (
+            c
+            for c in clients
+            if (c["model"], c["input_tokens"], c["output_tokens"]) == usage
+            and _inside(start, end, c["start_time"], c["end_time"], _USAGE_SLACK_NS)
+        ),
+        None,
+    )
 
 
 def _stored_params(project: str, rows: list[dict[str, Any]]) -> dict[str, Any]:

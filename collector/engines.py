@@ -23,15 +23,21 @@ class EngineLimit(Exception):
 
 
 def policy_for(settings: Settings) -> HostPolicy:
-    return HostPolicy.from_setting(settings.scrape_allowed_hosts, configured_hosts=target_hosts(parse_targets(settings.scrape_targets)))
+    return HostPolicy.from_setting(
+        settings.scrape_allowed_hosts, configured_hosts=target_hosts(parse_targets(settings.scrape_targets))
+    )
 
 
-def add_engine(store: Store, settings: Settings, project: str, name: str, url: str, *, actor: str, policy: HostPolicy | None = None) -> None:
+def add_engine(
+    store: Store, settings: Settings, project: str, name: str, url: str, *, actor: str, policy: HostPolicy | None = None
+) -> None:
     """Check ``url`` (``TargetRefused``) and the cap (``EngineLimit``), register, audit."""
     (policy or policy_for(settings)).check(url)
     others = int(store.query(qa.COUNT_ENGINES, {"project": project, "engine": name})[0]["n"])
     if others >= settings.max_engines_per_project:
-        raise EngineLimit(f"project {project!r} has {others} engines, the most it may register (AGENTWATCH_MAX_ENGINES_PER_PROJECT); delete one first")
+        raise EngineLimit(
+            f"project {project!r} has {others} engines, the most it may register (AGENTWATCH_MAX_ENGINES_PER_PROJECT); delete one first"
+        )
     register_engine(store, project, name, url)
     audit(store, project, actor, "engine.add", name, {"url": url})
 
@@ -47,8 +53,17 @@ def delete_engine(store: Store, project: str, name: str, *, actor: str) -> bool:
 
 def audit(store: Store, project: str, actor: str, action: str, target: str, detail: dict[str, object]) -> None:
     """One admin action in ``audit_log`` (who, what, on what; never a secret)."""
-    store.command(qa.INSERT_AUDIT, {"project": project, "at_ms": int(time.time() * 1000), "actor": actor, "action": action,
-                                    "target": target, "detail": json.dumps(detail, separators=(",", ":"), default=str)})
+    store.command(
+        qa.INSERT_AUDIT,
+        {
+            "project": project,
+            "at_ms": int(time.time() * 1000),
+            "actor": actor,
+            "action": action,
+            "target": target,
+            "detail": json.dumps(detail, separators=(",", ":"), default=str),
+        },
+    )
 
 
 __all__ = ["EngineLimit", "TargetRefused", "add_engine", "audit", "delete_engine", "policy_for"]

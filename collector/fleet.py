@@ -33,7 +33,12 @@ class FleetCounters:
         """Write this collector's counts now (from a worker thread); a store error waits for the next time."""
         rows = {"": (self._metrics.totals["received"], self._metrics.totals["rejected"])}
         rows.update({p: (c["received"], c["rejected"]) for p, c in self._metrics.by_project.items()})
-        params = {"collector": self.holder, "projects": list(rows), "received": [r for r, _ in rows.values()], "rejected": [j for _, j in rows.values()]}
+        params = {
+            "collector": self.holder,
+            "projects": list(rows),
+            "received": [r for r, _ in rows.values()],
+            "rejected": [j for _, j in rows.values()],
+        }
         try:
             self._store().command(queries_fleet.WRITE_COUNTERS, params)
         except StoreError as exc:

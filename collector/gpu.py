@@ -40,7 +40,11 @@ def rows_from_readings(readings: Sequence[Mapping[str, Any]], *, engine: str, ts
             ("gpu:memory_used_bytes", reading.get("memory_used"), 1.0),
             ("gpu:power_watts", reading.get("power_mw"), 1e-3),
         )
-        rows.extend((engine, ts, metric, dict(labels), float(value) * scale) for metric, value, scale in fields if value is not None)
+        rows.extend(
+            (engine, ts, metric, dict(labels), float(value) * scale)
+            for metric, value, scale in fields
+            if value is not None
+        )
     return rows
 
 

@@ -47,7 +47,9 @@ class GrpcServer:
         self.app = app
         self.address = f"{host}:{port}"
         max_bytes = app.state.settings.max_body_bytes
-        self._server = grpc.aio.server(options=[("grpc.max_receive_message_length", max_bytes), ("grpc.so_reuseport", 0)])
+        self._server = grpc.aio.server(
+            options=[("grpc.max_receive_message_length", max_bytes), ("grpc.so_reuseport", 0)]
+        )
         handler = grpc.unary_unary_rpc_method_handler(self._export, request_deserializer=None, response_serializer=None)
         self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),))
 
@@ -55,7 +57,9 @@ class GrpcServer:
         try:
             self._server.add_insecure_port(self.address)
         except RuntimeError as exc:
-            raise OSError(f"cannot listen for OTLP/gRPC on {self.address}: {exc}; set --grpc-port (0 disables)") from exc
+            raise OSError(
+                f"cannot listen for OTLP/gRPC on {self.address}: {exc}; set --grpc-port (0 disables)"
+            ) from exc
         await self._server.start()
         log.info("OTLP/gRPC listening on %s", self.address)
         return self
@@ -91,5 +95,7 @@ class GrpcServer:
         if caller.operator:
             raise Forbidden("the admin token names no project: export with a project key")
         if EXPORT_SCOPE not in caller.scopes:
-            raise Forbidden(f"this key lacks the '{EXPORT_SCOPE}' scope needed to export spans; create one with 'agentwatch keys create --scope ingest'")
+            raise Forbidden(
+                f"this key lacks the '{EXPORT_SCOPE}' scope needed to export spans; create one with 'agentwatch keys create --scope ingest'"
+            )
         return caller

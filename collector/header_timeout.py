@@ -30,9 +30,13 @@ SETTING = "AGENTWATCH_HEADER_READ_TIMEOUT_S"
 
 
 def response_408(timeout_s: float) -> bytes:
-    body = json.dumps({"detail": f"request headers timed out: no complete request head within {timeout_s:g} s ({SETTING})"}).encode()
-    head = (f"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
-            "connection: close\r\n\r\n")
+    body = json.dumps(
+        {"detail": f"request headers timed out: no complete request head within {timeout_s:g} s ({SETTING})"}
+    ).encode()
+    head = (
+        f"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+        "connection: close\r\n\r\n"
+    )
     return head.encode() + body
 
 

@@ -70,7 +70,15 @@ def _gunzip_member(body: bytes, room: int) -> tuple[bytes | None, bytes]:
 class Ingestor:
     """Accepts export requests for a project; ``writer`` is attached when the app starts."""
 
-    def __init__(self, settings: Settings, *, normalizer: Normalizer, spool: Spool, metrics: Metrics, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        normalizer: Normalizer,
+        spool: Spool,
+        metrics: Metrics,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.settings = settings
         self._clock = clock
         self.normalizer = normalizer
@@ -84,7 +92,10 @@ class Ingestor:
         if self.writer is None:
             raise Unavailable("collector is starting or stopping; retry later", retry_after=1.0)
         if self.spool.full:
-            raise SpoolError(f"spool is full ({self.spool.bytes} bytes, AGENTWATCH_SPOOL_MAX_BYTES) while the store catches up; retry later", retry_after=5.0)
+            raise SpoolError(
+                f"spool is full ({self.spool.bytes} bytes, AGENTWATCH_SPOOL_MAX_BYTES) while the store catches up; retry later",
+                retry_after=5.0,
+            )
 
     async def export(self, project: str, payload: bytes, fmt: str, *, encoding: str = "") -> Converted:
         """Decode, normalise and durably accept one request body; raises ``IngestError``."""
@@ -92,7 +103,9 @@ class Ingestor:
         if encoding not in _ENCODINGS:
             raise UnsupportedMediaType(f"Content-Encoding {encoding!r} is not supported; send gzip or identity")
         if len(payload) > self.settings.max_body_bytes:
-            raise PayloadTooLarge(f"body of {len(payload)} bytes exceeds the limit of {self.settings.max_body_bytes} bytes (AGENTWATCH_MAX_BODY_BYTES)")
+            raise PayloadTooLarge(
+                f"body of {len(payload)} bytes exceeds the limit of {self.settings.max_body_bytes} bytes (AGENTWATCH_MAX_BODY_BYTES)"
+            )
         if len(payload) <= _INLINE_BYTES and encoding != "gzip":
             payload, converted = payload, self._convert(payload, fmt, project)
         else:
@@ -114,9 +127,15 @@ class Ingestor:
 
     def _convert(self, payload: bytes, fmt: str, project: str) -> Converted:
         return convert(
-            payload, fmt, project, self.normalizer, max_spans=self.settings.max_spans_per_request,
-            not_before_ns=self._retention_start_ns(), not_after_ns=latest_start_ns(self.settings.retention_days),
-            native=self.settings.native_decode, max_resource_bytes=self.settings.max_resource_bytes_per_request,
+            payload,
+            fmt,
+            project,
+            self.normalizer,
+            max_spans=self.settings.max_spans_per_request,
+            not_before_ns=self._retention_start_ns(),
+            not_after_ns=latest_start_ns(self.settings.retention_days),
+            native=self.settings.native_decode,
+            max_resource_bytes=self.settings.max_resource_bytes_per_request,
         )
 
     def _retention_start_ns(self) -> int:
@@ -129,8 +148,14 @@ class Ingestor:
         project, fmt, payload = self.spool.read(seq)
         try:
             return convert(
-                payload, fmt, project, self.normalizer, max_spans=1 << 62, not_after_ns=latest_start_ns(self.settings.retention_days),
-                native=self.settings.native_decode, max_resource_bytes=1 << 62,  # acknowledged once: never refused on replay
+                payload,
+                fmt,
+                project,
+                self.normalizer,
+                max_spans=1 << 62,
+                not_after_ns=latest_start_ns(self.settings.retention_days),
+                native=self.settings.native_decode,
+                max_resource_bytes=1 << 62,  # acknowledged once: never refused on replay
             ).table
         except Exception:
             log.exception("spooled request %d cannot be decoded any more; skipped", seq)

@@ -42,8 +42,15 @@ class KeyInfo:
     legacy: bool = False  # created before scopes: shown with the rights it keeps
 
     def as_dict(self) -> dict[str, object]:
-        return {"key_id": self.key_id, "project": self.project, "name": self.name, "created_at": self.created_at,
-                "revoked_at": self.revoked_at, "scopes": list(self.scopes), "legacy": self.legacy}
+        return {
+            "key_id": self.key_id,
+            "project": self.project,
+            "name": self.name,
+            "created_at": self.created_at,
+            "revoked_at": self.revoked_at,
+            "scopes": list(self.scopes),
+            "legacy": self.legacy,
+        }
 
 
 @dataclass(frozen=True)
@@ -79,13 +86,22 @@ def _stored_scopes(text: str) -> tuple[tuple[str, ...], bool]:
 def _info(row: dict[str, object], key_id: str | None = None) -> KeyInfo:
     scopes, legacy = _stored_scopes(str(row.get("scopes") or ""))
     revoked = row["revoked_ms"]
-    return KeyInfo(str(key_id or row["key_id"]), str(row["project"]), str(row["name"]), int(row["created_ms"]) / 1000,  # type: ignore[call-overload]
-                   None if revoked is None else int(revoked) / 1000, scopes, legacy)  # type: ignore[call-overload]
+    return KeyInfo(
+        str(key_id or row["key_id"]),
+        str(row["project"]),
+        str(row["name"]),
+        int(row["created_ms"]) / 1000,  # type: ignore[call-overload]
+        None if revoked is None else int(revoked) / 1000,
+        scopes,
+        legacy,
+    )  # type: ignore[call-overload]
 
 
 def check_project(project: str) -> str:
     if not _PROJECT_RE.match(project or ""):
-        raise KeyAdminError(f"invalid project name {project!r}: use 1-64 letters, digits, '_', '.', '-', starting with a letter or digit")
+        raise KeyAdminError(
+            f"invalid project name {project!r}: use 1-64 letters, digits, '_', '.', '-', starting with a letter or digit"
+        )
     return project
 
 
@@ -138,15 +154,43 @@ class KeyRing:
         row = rows[0]
         now_ms = int(time.time() * 1000)
         if row["revoked_ms"] is None:
-            self._write(row["project"], key_id, row["salt"], row["key_hash"], row["name"], now_ms, now_ms, row.get("scopes") or "")
+            self._write(
+                row["project"],
+                key_id,
+                row["salt"],
+                row["key_hash"],
+                row["name"],
+                now_ms,
+                now_ms,
+                row.get("scopes") or "",
+            )
         return _info({**row, "revoked_ms": row["revoked_ms"] or now_ms}, key_id)
 
     def list(self, *, project: str | None = None) -> list[KeyInfo]:
         """Every key, or those of ``project``."""
         return [_info(r) for r in self.store.query(q.LIST_KEYS) if project is None or r["project"] == project]
 
-    def _write(self, project: str, key_id: str, salt: str, key_hash: str, name: str, created_ms: int, revoked_ms: int, scopes: str) -> None:
-        self.store.command(q.INSERT_KEY, {
-            "project": project, "key_id": key_id, "salt": salt, "key_hash": key_hash, "name": name,
-            "created_ms": created_ms, "revoked_ms": revoked_ms, "scopes": scopes,
-        })
+    def _write(
+        self,
+        project: str,
+        key_id: str,
+        salt: str,
+        key_hash: str,
+        name: str,
+        created_ms: int,
+        revoked_ms: int,
+        scopes: str,
+    ) -> None:
+        self.store.command(
+            q.INSERT_KEY,
+            {
+                "project": project,
+                "key_id": key_id,
+                "salt": salt,
+                "key_hash": key_hash,
+                "name": name,
+                "created_ms": created_ms,
+                "revoked_ms": revoked_ms,
+                "scopes": scopes,
+            },
+        )

@@ -43,12 +43,18 @@ def price_table(prices_file: str = "") -> PriceTable:
     return PriceTable.from_file(prices_file) if prices_file else PriceTable()
 
 
-def price_params(store: Store, params: dict[str, Any], prices: PriceTable, *, also: list[str] | None = None) -> dict[str, Any]:
+def price_params(
+    store: Store, params: dict[str, Any], prices: PriceTable, *, also: list[str] | None = None
+) -> dict[str, Any]:
     """``keys``/``input``/``output``/``cached`` for every model the range's LLM calls name (and ``also``)."""
     models = sorted({*store.query(ql.LEVER_MODELS, params)[0]["models"], *(also or [])})
     found = [(m, p) for m in models if (p := prices.price(m)) is not None]
-    return {"keys": [m for m, _ in found], "input": [p.input for _, p in found],
-            "output": [p.output for _, p in found], "cached": [p.cached for _, p in found]}
+    return {
+        "keys": [m for m, _ in found],
+        "input": [p.input for _, p in found],
+        "output": [p.output for _, p in found],
+        "cached": [p.cached for _, p in found],
+    }
 
 
 def lever_savings(store: Store, params: dict[str, Any], *, prices: PriceTable) -> LeverSavings:
@@ -57,33 +63,60 @@ def lever_savings(store: Store, params: dict[str, Any], *, prices: PriceTable) -
     calls = store.query(ql.span_levers(q.where(q.SPAN_FILTERS, params)), bound)[0]
     runs = store.query(ql.run_levers(q.where({"agent": "agent = {agent:String}"}, params)), bound)
     levers = [_cache(calls), _routing(calls), _degradation(runs), _rate_limit(runs)]
-    return LeverSavings(price_version=prices.version, total_saving_usd=sum(lv.saving_usd for lv in levers),
-                        levers=levers, quality=_quality(runs))
+    return LeverSavings(
+        price_version=prices.version,
+        total_saving_usd=sum(lv.saving_usd for lv in levers),
+        levers=levers,
+        quality=_quality(runs),
+    )
 
 
 def _saving(lever: str, events: int, actual: float, counterfactual: float, **detail: float) -> LeverSaving:
-    return LeverSaving(lever=lever, events=events, actual_usd=actual, counterfactual_usd=counterfactual,
-                       saving_usd=counterfactual - actual, basis=BASIS[lever], detail=detail)
+    return LeverSaving(
+        lever=lever,
+        events=events,
+        actual_usd=actual,
+        counterfactual_usd=counterfactual,
+        saving_usd=counterfactual - actual,
+        basis=BASIS[lever],
+        detail=detail,
+    )
 
 
 def _cache(row: dict[str, Any]) -> LeverSaving:
     actual = float(row["cache_calls_usd"])
-    return _saving("cache", int(row["tool_cache_hits"]) + int(row["cache_calls"]), actual,
-                   actual + float(row["prompt_cache_saving_usd"]), tool_cache_hits=row["tool_cache_hits"],
-                   tool_tokens_avoided=row["tool_tokens_avoided"], cached_calls=row["cache_calls"],
-                   cached_tokens=row["cache_tokens"])
+    return _saving(
+        "cache",
+        int(row["tool_cache_hits"]) + int(row["cache_calls"]),
+        actual,
+        actual + float(row["prompt_cache_saving_usd"]),
+        tool_cache_hits=row["tool_cache_hits"],
+        tool_tokens_avoided=row["tool_tokens_avoided"],
+        cached_calls=row["cache_calls"],
+        cached_tokens=row["cache_tokens"],
+    )
 
 
 def _routing(row: dict[str, Any]) -> LeverSaving:
-    return _saving("routing", int(row["routed_calls"]), float(row["routed_usd"]), float(row["routed_counterfactual_usd"]),
-                   routed_tokens=row["routed_tokens"], unpriced_calls=row["routed_unpriced"])
+    return _saving(
+        "routing",
+        int(row["routed_calls"]),
+        float(row["routed_usd"]),
+        float(row["routed_counterfactual_usd"]),
+        routed_tokens=row["routed_tokens"],
+        unpriced_calls=row["routed_unpriced"],
+    )
 
 
 def _degradation(rows: list[dict[str, Any]]) -> LeverSaving:
     mine = [r for r in rows if r["degraded"] and not r["refused"]]
-    return _saving("degradation", sum(int(r["projected_runs"]) for r in mine),
-                   sum(float(r["projected_runs_usd"]) for r in mine), sum(float(r["projected_usd"]) for r in mine),
-                   degraded_runs=sum(int(r["runs"]) for r in mine))
+    return _saving(
+        "degradation",
+        sum(int(r["projected_runs"]) for r in mine),
+        sum(float(r["projected_runs_usd"]) for r in mine),
+        sum(float(r["projected_usd"]) for r in mine),
+        degraded_runs=sum(int(r["runs"]) for r in mine),
+    )
 
 
 def _rate_limit(rows: list[dict[str, Any]]) -> LeverSaving:
@@ -96,8 +129,15 @@ def _rate_limit(rows: list[dict[str, Any]]) -> LeverSaving:
         agent_refused = sum(int(r["runs"]) for r in rows if r["agent"] == agent and r["refused"])
         refused, estimate = refused + agent_refused, estimate + agent_refused * mean
     delayed = sum(int(r["delayed"]) for r in rows)
-    return _saving("rate_limit", refused + delayed, 0.0, estimate, refused_runs=refused, delayed_runs=delayed,
-                   delay_s=sum(float(r["delay_s"]) for r in rows))
+    return _saving(
+        "rate_limit",
+        refused + delayed,
+        0.0,
+        estimate,
+        refused_runs=refused,
+        delayed_runs=delayed,
+        delay_s=sum(float(r["delay_s"]) for r in rows),
+    )
 
 
 def _quality(rows: list[dict[str, Any]]) -> list[LeverQuality]:
@@ -107,9 +147,14 @@ def _quality(rows: list[dict[str, Any]]) -> list[LeverQuality]:
         mine = [r for r in rows if r["degraded"] == degraded and not r["refused"]]
         runs = sum(int(r["runs"]) for r in mine)
         fb_n = sum(int(r["fb_n"]) for r in mine)
-        out.append(LeverQuality(
-            group=name, runs=runs, feedback_count=fb_n,
-            success_rate=sum(int(r["successes"]) for r in mine) / runs if runs else None,
-            feedback_score=sum(float(r["fb_sum"]) for r in mine) / fb_n if fb_n else None,
-            mean_cost_usd=sum(float(r["cost_usd"]) for r in mine) / runs if runs else None))
+        out.append(
+            LeverQuality(
+                group=name,
+                runs=runs,
+                feedback_count=fb_n,
+                success_rate=sum(int(r["successes"]) for r in mine) / runs if runs else None,
+                feedback_score=sum(float(r["fb_sum"]) for r in mine) / fb_n if fb_n else None,
+                mean_cost_usd=sum(float(r["cost_usd"]) for r in mine) / runs if runs else None,
+            )
+        )
     return out

@@ -42,7 +42,10 @@ class LiveRuns:
             return 0
         kinds = table.column("kind")
         keys = pc.binary_join_element_wise(table.column("project"), table.column("trace_id"), "/")
-        root = pc.or_(pc.equal(kinds, sc.KIND_RUN), pc.and_(pc.equal(table.column("parent_span_id"), ""), pc.not_equal(kinds, sc.KIND_ENGINE)))
+        root = pc.or_(
+            pc.equal(kinds, sc.KIND_RUN),
+            pc.and_(pc.equal(table.column("parent_span_id"), ""), pc.not_equal(kinds, sc.KIND_ENGINE)),
+        )
         rooted = set(pc.unique(keys.filter(root)).to_pylist())
         agent_spans = pc.not_equal(kinds, sc.KIND_ENGINE)
         new = [k for k in pc.unique(keys.filter(agent_spans)).to_pylist() if k not in rooted and k not in self._known]
@@ -56,7 +59,9 @@ class LiveRuns:
             by_project.setdefault(project, []).append(trace_id)
         try:
             for project, trace_ids in by_project.items():
-                store.command(queries.OPEN_RUN_HEADS, {"project": project, "trace_ids": sorted(trace_ids), "lo_ns": lo_ns})
+                store.command(
+                    queries.OPEN_RUN_HEADS, {"project": project, "trace_ids": sorted(trace_ids), "lo_ns": lo_ns}
+                )
         except StoreError as exc:  # the run is listed when its root comes; nothing is lost
             log.warning("live runs: opening heads for %d traces failed: %s", len(new), exc)
             return 0

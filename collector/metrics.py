@@ -27,41 +27,71 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.received = Counter("agentwatch_collector_received_spans", "Spans received (valid or not)", ["transport"], registry=r)
-        self.rejected = Counter("agentwatch_collector_rejected_spans", "Spans rejected, by reason", ["reason"], registry=r)
-        self.dropped_fields = Counter(
-            "agentwatch_collector_dropped_fields", "Span fields dropped or corrected as out of bounds (collector.bounds), the spans kept", registry=r
+        self.received = Counter(
+            "agentwatch_collector_received_spans", "Spans received (valid or not)", ["transport"], registry=r
         )
-        self.requests = Counter("agentwatch_collector_requests", "Export requests answered, by transport and status code", ["transport", "code"], registry=r)
+        self.rejected = Counter(
+            "agentwatch_collector_rejected_spans", "Spans rejected, by reason", ["reason"], registry=r
+        )
+        self.dropped_fields = Counter(
+            "agentwatch_collector_dropped_fields",
+            "Span fields dropped or corrected as out of bounds (collector.bounds), the spans kept",
+            registry=r,
+        )
+        self.requests = Counter(
+            "agentwatch_collector_requests",
+            "Export requests answered, by transport and status code",
+            ["transport", "code"],
+            registry=r,
+        )
         self.flushed = Counter("agentwatch_collector_flushed_spans", "Spans written to the store", registry=r)
-        self.flush_seconds = Histogram("agentwatch_collector_flush_seconds", "Duration of one batch insert", buckets=_FLUSH_BUCKETS, registry=r)
-        self.flush_errors = Counter("agentwatch_collector_flush_errors", "Batch inserts that failed and will be retried", registry=r)
-        self.lag_seconds = Histogram("agentwatch_collector_ingest_lag_seconds", "Span end to queryable in the store (sampled)", buckets=_LAG_BUCKETS, registry=r)
-        self.spool_errors = Counter("agentwatch_collector_spool_errors", "Spool writes or fsyncs the disk refused (full, read-only)", registry=r)
+        self.flush_seconds = Histogram(
+            "agentwatch_collector_flush_seconds", "Duration of one batch insert", buckets=_FLUSH_BUCKETS, registry=r
+        )
+        self.flush_errors = Counter(
+            "agentwatch_collector_flush_errors", "Batch inserts that failed and will be retried", registry=r
+        )
+        self.lag_seconds = Histogram(
+            "agentwatch_collector_ingest_lag_seconds",
+            "Span end to queryable in the store (sampled)",
+            buckets=_LAG_BUCKETS,
+            registry=r,
+        )
+        self.spool_errors = Counter(
+            "agentwatch_collector_spool_errors", "Spool writes or fsyncs the disk refused (full, read-only)", registry=r
+        )
         self.queued = Gauge("agentwatch_collector_queued_spans", "Spans accepted and not yet in the store", registry=r)
         self.spool_bytes = Gauge("agentwatch_collector_spool_bytes", "Bytes in the on-disk spool", registry=r)
-        self.store_up = Gauge("agentwatch_collector_store_available", "1 when the last insert reached the store", registry=r)
+        self.store_up = Gauge(
+            "agentwatch_collector_store_available", "1 when the last insert reached the store", registry=r
+        )
         self.store_up.set(1)
         self.native_decoder = Gauge(
             "agentwatch_collector_native_decoder",
             "1 when OTLP is decoded by the built-in C decoder; 0: the Python path (not built, or AGENTWATCH_NATIVE_DECODE=false), ~3x the CPU per span",
-            registry=r)
+            registry=r,
+        )
         self.lease_overruns = Gauge(
             "agentwatch_collector_span_writer_lease_overruns",
             "Batch inserts that outlasted the span-writer lease (many collectors on one ClickHouse): each may have stored a batch twice; raise AGENTWATCH_LEASE_TTL_S",
-            registry=r)
+            registry=r,
+        )
         self._recent_lags: deque[float] = deque(maxlen=4096)
         self.totals = {"received": 0, "rejected": 0, "stored": 0}
         # per project (projects come from API keys, so this stays small): what /api/ingest shows a key
         self.by_project: dict[str, dict[str, int]] = {}
 
-    def bind(self, *, queued: Callable[[], float], spool_bytes: Callable[[], float], lease_overruns: Callable[[], float]) -> None:
+    def bind(
+        self, *, queued: Callable[[], float], spool_bytes: Callable[[], float], lease_overruns: Callable[[], float]
+    ) -> None:
         """Gauges read live values at scrape time."""
         self.queued.set_function(queued)
         self.spool_bytes.set_function(spool_bytes)
         self.lease_overruns.set_function(lease_overruns)
 
-    def on_request(self, transport: str, code: int, received: int, rejected: int, reason: str = "invalid", *, project: str = "") -> None:
+    def on_request(
+        self, transport: str, code: int, received: int, rejected: int, reason: str = "invalid", *, project: str = ""
+    ) -> None:
         self.requests.labels(transport, str(code)).inc()
         if received:
             self.received.labels(transport).inc(received)

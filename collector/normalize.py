@@ -40,19 +40,38 @@ STATUS_CODES = ("unset", "ok", "error")
 
 # Unmapped attributes whose values are captured content: redacted like input/output text.
 _CONTENT_PREFIXES = (
-    "gen_ai.prompt", "gen_ai.completion", "llm.input_messages", "llm.output_messages",
-    "llm.prompts", "llm.completions", "gen_ai.system_instructions", "input.", "output.",
-    "retrieval.documents", "exception.message", "traceloop.entity.input", "traceloop.entity.output",
+    "gen_ai.prompt",
+    "gen_ai.completion",
+    "llm.input_messages",
+    "llm.output_messages",
+    "llm.prompts",
+    "llm.completions",
+    "gen_ai.system_instructions",
+    "input.",
+    "output.",
+    "retrieval.documents",
+    "exception.message",
+    "traceloop.entity.input",
+    "traceloop.entity.output",
 )
 
 _OPERATION_KINDS = {
-    sc.OP_INVOKE_AGENT: sc.KIND_RUN, "create_agent": sc.KIND_RUN, sc.OP_CHAT: sc.KIND_LLM,
-    sc.OP_TEXT_COMPLETION: sc.KIND_LLM, "generate_content": sc.KIND_LLM, sc.OP_EMBEDDINGS: sc.KIND_LLM,
+    sc.OP_INVOKE_AGENT: sc.KIND_RUN,
+    "create_agent": sc.KIND_RUN,
+    sc.OP_CHAT: sc.KIND_LLM,
+    sc.OP_TEXT_COMPLETION: sc.KIND_LLM,
+    "generate_content": sc.KIND_LLM,
+    sc.OP_EMBEDDINGS: sc.KIND_LLM,
     sc.OP_EXECUTE_TOOL: sc.KIND_TOOL,
 }
 _OPENINFERENCE_KINDS = {
-    "LLM": sc.KIND_LLM, "EMBEDDING": sc.KIND_LLM, "TOOL": sc.KIND_TOOL, "RETRIEVER": sc.KIND_RETRIEVAL,
-    "RERANKER": sc.KIND_RETRIEVAL, "AGENT": sc.KIND_RUN, "CHAIN": sc.KIND_STEP,
+    "LLM": sc.KIND_LLM,
+    "EMBEDDING": sc.KIND_LLM,
+    "TOOL": sc.KIND_TOOL,
+    "RETRIEVER": sc.KIND_RETRIEVAL,
+    "RERANKER": sc.KIND_RETRIEVAL,
+    "AGENT": sc.KIND_RUN,
+    "CHAIN": sc.KIND_STEP,
 }
 # A traceloop @agent is the agent, under a @workflow or not (its steps are its tasks); like any
 # run-kind span it is never billed, so an agent span that sums its calls' tokens counts nothing twice.
@@ -140,9 +159,29 @@ _map("@llm", _nstr, sc.LLM_REQUEST_TYPE)
 _map("@project", _nstr, sc.AW_PROJECT)  # the API key decides the project, never the span
 _map("model", _nstr, sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_REQUEST_MODEL, sc.LLM_MODEL_NAME)
 _map("provider", _nstr, sc.GEN_AI_PROVIDER_NAME, sc.GEN_AI_SYSTEM, sc.LLM_PROVIDER, sc.LLM_SYSTEM)
-_map("input_tokens", bounds.tokens, sc.GEN_AI_USAGE_INPUT_TOKENS, sc.GEN_AI_USAGE_PROMPT_TOKENS, sc.LLM_TOKEN_COUNT_PROMPT, sc.LLM_USAGE_PROMPT_TOKENS)
-_map("output_tokens", bounds.tokens, sc.GEN_AI_USAGE_OUTPUT_TOKENS, sc.GEN_AI_USAGE_COMPLETION_TOKENS, sc.LLM_TOKEN_COUNT_COMPLETION, sc.LLM_USAGE_COMPLETION_TOKENS)
-_map("cached_tokens", bounds.tokens, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, sc.LLM_TOKEN_COUNT_CACHE_READ, "gen_ai.usage.cache_read_input_tokens")
+_map(
+    "input_tokens",
+    bounds.tokens,
+    sc.GEN_AI_USAGE_INPUT_TOKENS,
+    sc.GEN_AI_USAGE_PROMPT_TOKENS,
+    sc.LLM_TOKEN_COUNT_PROMPT,
+    sc.LLM_USAGE_PROMPT_TOKENS,
+)
+_map(
+    "output_tokens",
+    bounds.tokens,
+    sc.GEN_AI_USAGE_OUTPUT_TOKENS,
+    sc.GEN_AI_USAGE_COMPLETION_TOKENS,
+    sc.LLM_TOKEN_COUNT_COMPLETION,
+    sc.LLM_USAGE_COMPLETION_TOKENS,
+)
+_map(
+    "cached_tokens",
+    bounds.tokens,
+    sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+    sc.LLM_TOKEN_COUNT_CACHE_READ,
+    "gen_ai.usage.cache_read_input_tokens",
+)
 _map("agent_name", _nstr, sc.GEN_AI_AGENT_NAME, sc.OI_AGENT_NAME, sc.TRACELOOP_WORKFLOW_NAME)
 _map("session_id", _nstr, sc.GEN_AI_CONVERSATION_ID, sc.SESSION_ID)
 _map("user_id", _nstr, sc.USER_ID)
@@ -158,7 +197,9 @@ _map("budget_exceeded", _nstr, sc.AW_BUDGET_EXCEEDED)
 # so both name the same call and an engine span joins its client LLM span by it.
 _map("request_id", _nstr, sc.GEN_AI_REQUEST_ID, sc.GEN_AI_RESPONSE_ID)
 # TTFT: then, where none of these is present, openlit's and the stream events' (_stream_latency).
-_map("ttft_s", bounds.seconds, sc.AW_TTFT, sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, sc.GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN)
+_map(
+    "ttft_s", bounds.seconds, sc.AW_TTFT, sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, sc.GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN
+)
 _map("tpot_s", bounds.seconds, sc.AW_TPOT)
 _map("queue_s", bounds.seconds, sc.GEN_AI_LATENCY_TIME_IN_QUEUE)
 _map("prefill_s", bounds.seconds, sc.GEN_AI_LATENCY_TIME_IN_MODEL_PREFILL)
@@ -166,7 +207,14 @@ _map("decode_s", bounds.seconds, sc.GEN_AI_LATENCY_TIME_IN_MODEL_DECODE)
 _map("cost_usd", bounds.cost_usd, sc.AW_COST_USD)
 _map("price_version", _nstr, sc.AW_PRICE_VERSION)
 _map("input_text", _CAPTURED, sc.GEN_AI_INPUT_MESSAGES, sc.INPUT_VALUE, sc.GEN_AI_TOOL_CALL_ARGUMENTS, "gen_ai.prompt")
-_map("output_text", _CAPTURED, sc.GEN_AI_OUTPUT_MESSAGES, sc.OUTPUT_VALUE, sc.GEN_AI_TOOL_CALL_RESULT, "gen_ai.completion")
+_map(
+    "output_text",
+    _CAPTURED,
+    sc.GEN_AI_OUTPUT_MESSAGES,
+    sc.OUTPUT_VALUE,
+    sc.GEN_AI_TOOL_CALL_RESULT,
+    "gen_ai.completion",
+)
 _TOKEN_KEYS = tuple(k for k, spec in _SPEC.items() if spec[0] in _TOKEN_COLUMNS)
 
 # Rules the mapping table cannot express (README "Attribute dialects"). The native decoder
@@ -191,7 +239,10 @@ class Resource:
     def __init__(self, service_name: str, attributes: dict[str, str]) -> None:
         self.service_name = service_name
         self.attributes = attributes
-        self.size = sum(len(k.encode("utf-8", "surrogatepass")) + len(v.encode("utf-8", "surrogatepass")) for k, v in attributes.items())
+        self.size = sum(
+            len(k.encode("utf-8", "surrogatepass")) + len(v.encode("utf-8", "surrogatepass"))
+            for k, v in attributes.items()
+        )
 
 
 Warn = Callable[[str, str], None]
@@ -233,8 +284,14 @@ class Normalizer:
     """
 
     def __init__(
-        self, *, max_attribute_length: int = 32_768, max_key_length: int = MAX_KEY_LENGTH, max_attributes: int = MAX_ATTRIBUTES,
-        max_events: int = MAX_EVENTS, max_event_attributes: int = MAX_EVENT_ATTRIBUTES, redactor: Redactor | None = None,
+        self,
+        *,
+        max_attribute_length: int = 32_768,
+        max_key_length: int = MAX_KEY_LENGTH,
+        max_attributes: int = MAX_ATTRIBUTES,
+        max_events: int = MAX_EVENTS,
+        max_event_attributes: int = MAX_EVENT_ATTRIBUTES,
+        redactor: Redactor | None = None,
         pricer: Pricer | None = None,
     ) -> None:
         self.max_len = max_attribute_length
@@ -292,7 +349,11 @@ class Normalizer:
                 if type(value) is not str or len(value) > max_len:
                     value = self.text(value)
                 if len(key) > max_key_len:  # the native decoder declines these spans
-                    _warn(warn, span_id, f"attribute key of {len(key)} characters cut to {max_key_len} (AGENTWATCH_MAX_ATTRIBUTE_KEY_LENGTH)")
+                    _warn(
+                        warn,
+                        span_id,
+                        f"attribute key of {len(key)} characters cut to {max_key_len} (AGENTWATCH_MAX_ATTRIBUTE_KEY_LENGTH)",
+                    )
                     key = self._cut_key(key)
                 extra[key] = value
                 continue
@@ -313,14 +374,29 @@ class Normalizer:
         dialect = cols.get("@tl") or cols.get("@oi") if cols else None
         kind = _kind(cols, name, parent_span_id) if cols else sc.KIND_OTHER
         if end_time_ns < start_time_ns:
-            _warn(warn, span_id, f"end time {end_time_ns} ns is before the start time {start_time_ns} ns; set to the start time")
+            _warn(
+                warn,
+                span_id,
+                f"end time {end_time_ns} ns is before the start time {start_time_ns} ns; set to the start time",
+            )
             end_time_ns = start_time_ns
         if len(name) > max_len or len(status_message) > max_len:
             name, status_message = self.text(name), self.text(status_message)
         row = SpanRow(
-            project, trace_id, span_id, parent_span_id, name, kind, start_time_ns, end_time_ns,
-            resource.service_name, STATUS_CODES[status_code] if 0 <= status_code < 3 else "unset",
-            status_message, attributes=extra, resource=resource.attributes, **cols,
+            project,
+            trace_id,
+            span_id,
+            parent_span_id,
+            name,
+            kind,
+            start_time_ns,
+            end_time_ns,
+            resource.service_name,
+            STATUS_CODES[status_code] if 0 <= status_code < 3 else "unset",
+            status_message,
+            attributes=extra,
+            resource=resource.attributes,
+            **cols,
         )
         if "decode_s" in cols or "queue_s" in cols:
             self._engine(row, extra)
@@ -338,7 +414,9 @@ class Normalizer:
             set_engine_figures_aside(row)
         return row
 
-    def _fewer_attributes(self, attributes: Collection[tuple[str, Any]], span_id: str, warn: Warn | None) -> list[tuple[str, Any]]:
+    def _fewer_attributes(
+        self, attributes: Collection[tuple[str, Any]], span_id: str, warn: Warn | None
+    ) -> list[tuple[str, Any]]:
         """The mapped attributes and the first ``max_attributes`` others; the rest are dropped."""
         kept: list[tuple[str, Any]] = []
         others, limit = 0, self.max_attributes
@@ -349,14 +427,20 @@ class Normalizer:
                 kept.append(pair)
                 others += 1
         if len(kept) < len(attributes):
-            _warn(warn, span_id, f"{len(attributes) - len(kept)} of {len(attributes)} attributes dropped: at most {limit} "
-                                 "besides the mapped ones are kept (AGENTWATCH_MAX_ATTRIBUTES_PER_SPAN)")
+            _warn(
+                warn,
+                span_id,
+                f"{len(attributes) - len(kept)} of {len(attributes)} attributes dropped: at most {limit} "
+                "besides the mapped ones are kept (AGENTWATCH_MAX_ATTRIBUTES_PER_SPAN)",
+            )
         return kept
 
     def _cut_key(self, key: str) -> str:
         return key[: self.max_key_len] + TRUNCATION_MARKER.format(n=len(key) - self.max_key_len)
 
-    def bounded(self, attrs: dict[str, Any], limit: int, what: str, setting: str, warn: Callable[[str], None] | None) -> dict[str, Any]:
+    def bounded(
+        self, attrs: dict[str, Any], limit: int, what: str, setting: str, warn: Callable[[str], None] | None
+    ) -> dict[str, Any]:
         """``attrs`` with at most ``limit`` entries (the first) and names of at most
         ``max_key_len`` characters (cut with a marker); ``warn`` says what was cut."""
         if len(attrs) > limit:
@@ -367,7 +451,9 @@ class Normalizer:
         if any(len(key) > max_key_len for key in attrs):
             if warn is not None:
                 longest = max(len(key) for key in attrs)
-                warn(f"{what}: attribute key of {longest} characters cut to {max_key_len} (AGENTWATCH_MAX_ATTRIBUTE_KEY_LENGTH)")
+                warn(
+                    f"{what}: attribute key of {longest} characters cut to {max_key_len} (AGENTWATCH_MAX_ATTRIBUTE_KEY_LENGTH)"
+                )
             attrs = {self._cut_key(key) if len(key) > max_key_len else key: value for key, value in attrs.items()}
         return attrs
 
@@ -393,7 +479,9 @@ class Normalizer:
         if not row.is_timeout and "timeout" in row.error_type.lower():
             row.is_timeout = True
 
-    def events(self, events: list[dict[str, Any]], error_type: str, warn: Callable[[str], None] | None = None) -> tuple[str, str]:
+    def events(
+        self, events: list[dict[str, Any]], error_type: str, warn: Callable[[str], None] | None = None
+    ) -> tuple[str, str]:
         """(events as JSON, error type): an exception event gives the error type when none was set.
 
         The first ``max_events`` are stored, each with its first ``max_event_attributes``
@@ -408,10 +496,14 @@ class Normalizer:
             attrs = event.get("attributes")
             if not attrs:
                 continue
-            attrs = self.bounded(attrs, limit, f"event {event.get('name')!r:.80}", "AGENTWATCH_MAX_ATTRIBUTES_PER_EVENT", warn)
+            attrs = self.bounded(
+                attrs, limit, f"event {event.get('name')!r:.80}", "AGENTWATCH_MAX_ATTRIBUTES_PER_EVENT", warn
+            )
             if event.get("name") == "exception" and not error_type:
                 error_type = self.text(attrs.get("exception.type") or "")
-            event["attributes"] = {k: self.captured(v) if k.startswith(_CONTENT_PREFIXES) else self.text(v) for k, v in attrs.items()}
+            event["attributes"] = {
+                k: self.captured(v) if k.startswith(_CONTENT_PREFIXES) else self.text(v) for k, v in attrs.items()
+            }
         return json.dumps(events, separators=(",", ":"), ensure_ascii=False), error_type
 
     def _price(self, row: SpanRow) -> None:
@@ -420,7 +512,9 @@ class Normalizer:
         if priced is not None:
             row.cost_usd, row.price_version = priced
 
-    def price(self, model: str, provider: str, input_tokens: int, output_tokens: int, cached_tokens: int) -> tuple[float, str] | None:
+    def price(
+        self, model: str, provider: str, input_tokens: int, output_tokens: int, cached_tokens: int
+    ) -> tuple[float, str] | None:
         """(cost_usd, price_version) of an LLM span, or None: unknown model, or no pricer."""
         if self.pricer is None:
             return None
@@ -445,7 +539,9 @@ def _names(row: SpanRow, dialect: str, extra: dict[str, str]) -> None:
         row.agent_name = row.name
 
 
-def _stream_latency(row: SpanRow, events: list[dict[str, Any]] | None, extra: dict[str, str], warn: Callable[[str], None]) -> None:
+def _stream_latency(
+    row: SpanRow, events: list[dict[str, Any]] | None, extra: dict[str, str], warn: Callable[[str], None]
+) -> None:
     """TTFT and TPOT of an LLM span from openlit's attributes or from stream events.
 
     openlit records a call it did not stream with its whole duration as TTFT and 0 as TPOT:
@@ -454,7 +550,10 @@ def _stream_latency(row: SpanRow, events: list[dict[str, Any]] | None, extra: di
     (the span end when only the first is recorded) over the output tokens after the first.
     """
     if sc.GEN_AI_SERVER_TIME_TO_FIRST_TOKEN in extra and extra.get(sc.GEN_AI_REQUEST_STREAM) != "false":
-        for column, key in (("ttft_s", sc.GEN_AI_SERVER_TIME_TO_FIRST_TOKEN), ("tpot_s", sc.GEN_AI_SERVER_TIME_PER_OUTPUT_TOKEN)):
+        for column, key in (
+            ("ttft_s", sc.GEN_AI_SERVER_TIME_TO_FIRST_TOKEN),
+            ("tpot_s", sc.GEN_AI_SERVER_TIME_PER_OUTPUT_TOKEN),
+        ):
             if getattr(row, column) is None:
                 try:
                     setattr(row, column, bounds.seconds(extra.get(key)) or None)  # openlit's TPOT is 0 for one chunk
@@ -463,7 +562,9 @@ def _stream_latency(row: SpanRow, events: list[dict[str, Any]] | None, extra: di
     if not events or (row.ttft_s is not None and row.tpot_s is not None):
         return
     start, end = row.start_time_ns, row.end_time_ns
-    times = [t for e in events if e.get("name") in STREAM_EVENTS and type(t := e.get("time_ns")) is int and start <= t <= end]
+    times = [
+        t for e in events if e.get("name") in STREAM_EVENTS and type(t := e.get("time_ns")) is int and start <= t <= end
+    ]
     if not times:
         return
     first, last = min(times), max(times)
@@ -543,6 +644,17 @@ def normalize_span(
 ) -> SpanRow:
     """Normalise one span given as an attribute dict (the unit-testable front door)."""
     return (normalizer or _DEFAULT).normalize(
-        project, resource or Resource("", {}), trace_id, span_id, parent_span_id, name,
-        start_time_ns, end_time_ns, status_code, status_message, attributes.items(), events, warn,
+        project,
+        resource or Resource("", {}),
+        trace_id,
+        span_id,
+        parent_span_id,
+        name,
+        start_time_ns,
+        end_time_ns,
+        status_code,
+        status_message,
+        attributes.items(),
+        events,
+        warn,
     )

@@ -42,6 +42,8 @@ def installed() -> tuple[Plugin, ...]:
         try:
             found.append(entry.load())
         except Exception as exc:
-            raise SystemExit(f"agentwatch collector: the plugin {entry.name!r} ({entry.value}) failed to load: "
-                             f"{type(exc).__name__}: {exc}") from exc
+            raise SystemExit(
+                f"agentwatch collector: the plugin {entry.name!r} ({entry.value}) failed to load: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
     return tuple(found)

@@ -61,17 +61,48 @@ TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 _SPANS = TypeAdapter(list[SpanOut])
 
 UNITS = {
-    "runs": "runs", "cost_usd": "usd", "input_tokens": "tokens", "output_tokens": "tokens",
-    "tokens_per_s": "tokens/s", "run_latency_p50": "s", "run_latency_p95": "s",
-    "ttft_p50": "s", "ttft_p95": "s", "tpot_p50": "s", "tpot_p95": "s",
-    "steps_per_run": "steps", "tool_calls": "calls", "tool_failure_rate": "ratio",
-    "error_rate": "ratio", "timeout_rate": "ratio", "max_run_cost_usd": "usd", "max_steps": "steps",
-    "success_rate": "ratio", "feedback_score": "score", "cost_per_success_usd": "usd",
-    "runs_per_min": "runs/min", "cost_per_hour_usd": "usd/h", "tool_cache_hit_rate": "ratio", "small_model_share": "ratio",
+    "runs": "runs",
+    "cost_usd": "usd",
+    "input_tokens": "tokens",
+    "output_tokens": "tokens",
+    "tokens_per_s": "tokens/s",
+    "run_latency_p50": "s",
+    "run_latency_p95": "s",
+    "ttft_p50": "s",
+    "ttft_p95": "s",
+    "tpot_p50": "s",
+    "tpot_p95": "s",
+    "steps_per_run": "steps",
+    "tool_calls": "calls",
+    "tool_failure_rate": "ratio",
+    "error_rate": "ratio",
+    "timeout_rate": "ratio",
+    "max_run_cost_usd": "usd",
+    "max_steps": "steps",
+    "success_rate": "ratio",
+    "feedback_score": "score",
+    "cost_per_success_usd": "usd",
+    "runs_per_min": "runs/min",
+    "cost_per_hour_usd": "usd/h",
+    "tool_cache_hit_rate": "ratio",
+    "small_model_share": "ratio",
 }
 SPAN_METRICS = frozenset(
-    {"cost_usd", "input_tokens", "output_tokens", "tokens_per_s", "ttft_p50", "ttft_p95",
-     "tpot_p50", "tpot_p95", "tool_calls", "tool_failure_rate", "timeout_rate", "tool_cache_hit_rate", "small_model_share"}
+    {
+        "cost_usd",
+        "input_tokens",
+        "output_tokens",
+        "tokens_per_s",
+        "ttft_p50",
+        "ttft_p95",
+        "tpot_p50",
+        "tpot_p95",
+        "tool_calls",
+        "tool_failure_rate",
+        "timeout_rate",
+        "tool_cache_hit_rate",
+        "small_model_share",
+    }
 )
 QUANTILE_METRICS = frozenset({"ttft_p50", "ttft_p95", "tpot_p50", "tpot_p95"})
 HEAD_METRICS = frozenset({"runs", "run_latency_p50", "run_latency_p95", "error_rate", "success_rate"})
@@ -157,8 +188,15 @@ def list_runs(
     _choice("sort", field, q.RUN_SORTS)
     filters = {name: (None if value == "" else value) for name, value in filters.items()}  # an empty search matches all
     start_ns, end_ns = _range(start, end)
-    params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "limit": limit, "offset": offset,
-              "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s), **filters}
+    params = {
+        "project": project,
+        "start_ns": start_ns,
+        "end_ns": end_ns,
+        "limit": limit,
+        "offset": offset,
+        "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s),
+        **filters,
+    }
     descending = sort.startswith("-")
     open_state = filters.get("status") in ("running", "incomplete")  # known only from whole-run merges
     if field in q.HEAD_SORTS and set(_given(filters)) <= set(q.RUN_HEAD_FILTERS) and not open_state:
@@ -190,11 +228,16 @@ def _with_feedback(store: Store, project: str, rows: list[dict[str, Any]]) -> li
     ids = [r["trace_id"] for r in rows]
     scores = {}
     if ids:
-        scores = {r["trace_id"]: r["mean_score"] for r in store.query(q.FEEDBACK_SCORES, {"project": project, "trace_ids": ids})}
+        scores = {
+            r["trace_id"]: r["mean_score"]
+            for r in store.query(q.FEEDBACK_SCORES, {"project": project, "trace_ids": ids})
+        }
     return [RunSummary(**r, feedback_score=scores.get(r["trace_id"])) for r in rows]
 
 
-def get_run(store: Store, project: str, trace_id: str, *, idle_timeout_s: float = DEFAULT_RUN_IDLE_TIMEOUT_S) -> RunDetail | None:
+def get_run(
+    store: Store, project: str, trace_id: str, *, idle_timeout_s: float = DEFAULT_RUN_IDLE_TIMEOUT_S
+) -> RunDetail | None:
     """A run with its spans and feedback; None when the trace is not in this project."""
     trace_id = _trace_id(trace_id)
     params = {"project": project, "trace_id": trace_id}
@@ -204,8 +247,12 @@ def get_run(store: Store, project: str, trace_id: str, *, idle_timeout_s: float 
     spans = store.query(q.SPANS_OF_TRACE, {**params, "limit": MAX_TRACE_SPANS})
     run = runs[0]
     return RunDetail(
-        run=RunSummary(**run, feedback_score=_mean_score(feedback)) if (feedback := _feedback(store, params)) else RunSummary(**run),
-        spans=with_engine_facts(flag_broken_parents(_SPANS.validate_python(spans))),  # one call into pydantic-core: 10k spans must load fast
+        run=RunSummary(**run, feedback_score=_mean_score(feedback))
+        if (feedback := _feedback(store, params))
+        else RunSummary(**run),
+        spans=with_engine_facts(
+            flag_broken_parents(_SPANS.validate_python(spans))
+        ),  # one call into pydantic-core: 10k spans must load fast
         feedback=feedback,
         agent_median_cost_usd=_agent_median(store, project, run),
     )
@@ -243,7 +290,7 @@ def flag_broken_parents(spans: list[SpanOut]) -> list[SpanOut]:
             state[node] = 1
             path.append(node)
             node = parent_of[node]
-        cycle = set(path[path.index(node):]) if state.get(node) == 1 else set()
+        cycle = set(path[path.index(node) :]) if state.get(node) == 1 else set()
         for visited in path:
             state[visited] = 3 if visited in cycle else 2
     for span in spans:
@@ -272,13 +319,22 @@ def _agent_median(store: Store, project: str, run: dict[str, Any], *, days: int 
     if not run["agent"]:
         return None
     end = run["start_time"] + 1
-    params = {"project": project, "agent": run["agent"], "start_ns": int((end - days * 86_400) * 1e9), "end_ns": int(end * 1e9)}
+    params = {
+        "project": project,
+        "agent": run["agent"],
+        "start_ns": int((end - days * 86_400) * 1e9),
+        "end_ns": int(end * 1e9),
+    }
     return _num(store.query(q.AGENT_MEDIAN_COST, params)[0]["median"])
 
 
 # --- feedback --------------------------------------------------------------------------------
 MAX_FEEDBACK_SCORE = 1e6  # any rating scale fits; two scores of 1e308 averaged to inf on the dashboard
-def add_feedback(store: Store, project: str, trace_id: str, feedback: FeedbackIn, *, now: float | None = None) -> FeedbackOut:
+
+
+def add_feedback(
+    store: Store, project: str, trace_id: str, feedback: FeedbackIn, *, now: float | None = None
+) -> FeedbackOut:
     """Store one piece of feedback for a run of this project.
 
     The run need not be stored yet: feedback often follows a run by less than the SDK's
@@ -287,10 +343,15 @@ def add_feedback(store: Store, project: str, trace_id: str, feedback: FeedbackIn
     if feedback.score is not None and not (math.isfinite(feedback.score) and abs(feedback.score) <= MAX_FEEDBACK_SCORE):
         raise InvalidQuery(f"score must be a finite number between -{MAX_FEEDBACK_SCORE:g} and {MAX_FEEDBACK_SCORE:g}")
     out = FeedbackOut(
-        **feedback.model_dump(), feedback_id=uuid.uuid4().hex, trace_id=_trace_id(trace_id), created_at=time.time() if now is None else now
+        **feedback.model_dump(),
+        feedback_id=uuid.uuid4().hex,
+        trace_id=_trace_id(trace_id),
+        created_at=time.time() if now is None else now,
     )
     row = [project, out.trace_id, out.feedback_id, out.score, out.label, out.comment, out.source, out.created_at]
-    store.insert_rows("feedback", ("project", "trace_id", "feedback_id", "score", "label", "comment", "source", "created_at"), [row])
+    store.insert_rows(
+        "feedback", ("project", "trace_id", "feedback_id", "score", "label", "comment", "source", "created_at"), [row]
+    )
     return out
 
 
@@ -324,7 +385,8 @@ def _head_figures(row: dict[str, Any], step_s: float) -> dict[str, float | None]
     latency = row["latency_q"]
     return {
         "runs": float(row["runs"]),
-        "run_latency_p50": _num(latency[0]), "run_latency_p95": _num(latency[1]),
+        "run_latency_p50": _num(latency[0]),
+        "run_latency_p95": _num(latency[1]),
         "error_rate": _ratio(row["failed_runs"], row["runs"]),
         "success_rate": _ratio(row["successes"], row["with_outcome"]),
         "successes": float(row["successes"]),
@@ -353,7 +415,12 @@ def _plans(wanted: set[str], group_by: str, params: dict[str, Any]) -> list[tupl
     if wanted & SPAN_METRICS:
         filters = q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params)
         source = _call_source(params)
-        plans.append((q.span_metrics(group_by, *filters, source=source, quantiles=bool(wanted & QUANTILE_METRICS)), _span_figures))
+        plans.append(
+            (
+                q.span_metrics(group_by, *filters, source=source, quantiles=bool(wanted & QUANTILE_METRICS)),
+                _span_figures,
+            )
+        )
     if group_by == "model" and wanted & (HEAD_METRICS | TOTAL_METRICS):
         plans.append((q.run_metrics(group_by, q.where(q.RUN_FILTERS, params)), _all_run_figures))
         return plans
@@ -372,7 +439,12 @@ def _rollup_params(start: float, end: float, step_s: float) -> dict[str, Any]:
     range's call-level figures include the rest of its first and last minute.
     """
     buckets = max(1, math.ceil((end - start) / step_s))
-    return {"lo_s": math.floor(start / 60) * 60, "hi_s": math.ceil(end / 60) * 60, "last_bucket": buckets - 1, "step_ns": int(step_s * 1e9)}
+    return {
+        "lo_s": math.floor(start / 60) * 60,
+        "hi_s": math.ceil(end / 60) * 60,
+        "last_bucket": buckets - 1,
+        "step_ns": int(step_s * 1e9),
+    }
 
 
 def _call_source(params: dict[str, Any]) -> str:
@@ -399,13 +471,27 @@ def _rollup_source(params: dict[str, Any]) -> str:
 
 
 def _figures(
-    store: Store, project: str, metrics: Iterable[str], start: float, end: float, step_s: float, group_by: str, agent: str | None, model: str | None,
+    store: Store,
+    project: str,
+    metrics: Iterable[str],
+    start: float,
+    end: float,
+    step_s: float,
+    group_by: str,
+    agent: str | None,
+    model: str | None,
     idle_timeout_s: float = DEFAULT_RUN_IDLE_TIMEOUT_S,
 ) -> Figures:
     """Every figure ``metrics`` needs, per (bucket, group), from as few queries as it takes."""
     start_ns, end_ns = _range(start, end)
-    params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "agent": agent, "model": model,
-              "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s)}
+    params = {
+        "project": project,
+        "start_ns": start_ns,
+        "end_ns": end_ns,
+        "agent": agent,
+        "model": model,
+        "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s),
+    }
     params |= _rollup_params(start, end, step_s)
     wanted = set(metrics) | ({"cost_usd", "runs"} if "cost_per_success_usd" in metrics else set())
     out: Figures = {}
@@ -460,7 +546,9 @@ def timeseries_set(
 
 
 def _series(metric: str, figures: Figures, start: float, step_s: int, count: int, group_by: str) -> TimeSeries:
-    groups = sorted({g for (_, g), values in figures.items() if metric in values}) or ([""] if group_by == "none" else [])
+    groups = sorted({g for (_, g), values in figures.items() if metric in values}) or (
+        [""] if group_by == "none" else []
+    )
     points = []
     for bucket in range(count):
         for group in groups:
@@ -472,20 +560,36 @@ def _series(metric: str, figures: Figures, start: float, step_s: int, count: int
 
 
 def overview(
-    store: Store, project: str, *, start: float, end: float, agent: str | None = None, model: str | None = None,
+    store: Store,
+    project: str,
+    *,
+    start: float,
+    end: float,
+    agent: str | None = None,
+    model: str | None = None,
     idle_timeout_s: float = DEFAULT_RUN_IDLE_TIMEOUT_S,
 ) -> Overview:
     """Every headline figure for [start, end) and for the range of equal length before it,
     and how many of the range's runs are still running or never finished."""
     length = end - start
     start_ns, end_ns = _range(start, end)
-    figures = _figures(store, project, TIMESERIES_METRICS, start - length, end, length, "none", agent, model, idle_timeout_s)
+    figures = _figures(
+        store, project, TIMESERIES_METRICS, start - length, end, length, "none", agent, model, idle_timeout_s
+    )
     previous, current = (_with_rates(figures.get((i, ""), {}), length) for i in (0, 1))
-    params = {"project": project, "start_ns": start_ns, "end_ns": end_ns, "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s)}
+    params = {
+        "project": project,
+        "start_ns": start_ns,
+        "end_ns": end_ns,
+        "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s),
+    }
     states = store.query(q.OPEN_RUN_STATES, params)[0]
     return Overview(
-        start=start, end=end, figures={name: _headline(name, current, previous) for name in UNITS},
-        running_runs=int(states["running"]), incomplete_runs=int(states["incomplete"]),
+        start=start,
+        end=end,
+        figures={name: _headline(name, current, previous) for name in UNITS},
+        running_runs=int(states["running"]),
+        incomplete_runs=int(states["incomplete"]),
     )
 
 
@@ -522,7 +626,11 @@ def cost_breakdown(
     by = {key: [CostRow(**r) for r in store.query(q.cost_by(key, *filters), params)] for key in q.COST_KEYS}
     totals = store.query(q.cost_totals(*filters), params)[0]
     # under a model filter the levers count every call of the runs that used the model (``CostLevers``)
-    lever_totals = totals if model is None else store.query(q.cost_totals("1", q.where(q.RUN_CALL_FILTERS, params), "spans"), params)[0]
+    lever_totals = (
+        totals
+        if model is None
+        else store.query(q.cost_totals("1", q.where(q.RUN_CALL_FILTERS, params), "spans"), params)[0]
+    )
     mtd, projected = _month(store, project, agent, model, time.time() if now is None else now)
     runs = _figures(store, project, ["cost_per_success_usd"], start, end, end - start, "none", agent, model)
     tokens = int(totals["input_tokens"]) + int(totals["output_tokens"])
@@ -535,7 +643,9 @@ def cost_breakdown(
         by_day=by["day"],
         month_to_date_usd=mtd,
         projected_month_usd=projected,
-        top_runs=list_runs(store, project, start=start, end=end, sort="-cost_usd", limit=10, agent=agent, model=model).items,
+        top_runs=list_runs(
+            store, project, start=start, end=end, sort="-cost_usd", limit=10, agent=agent, model=model
+        ).items,
         levers=_levers(lever_totals),
         cost_per_success_usd=runs.get((0, ""), {}).get("cost_per_success_usd"),
         self_hosted=_self_hosted(store, project, start, end, gpu_hour_usd, tokens) if gpu_hour_usd > 0 else None,
@@ -543,11 +653,22 @@ def cost_breakdown(
     )
 
 
-def whatif(store: Store, project: str, *, start: float, end: float, policy: str, prices: PriceTable,
-           agent: str | None = None, **options: Any) -> WhatIf:
+def whatif(
+    store: Store,
+    project: str,
+    *,
+    start: float,
+    end: float,
+    policy: str,
+    prices: PriceTable,
+    agent: str | None = None,
+    **options: Any,
+) -> WhatIf:
     """A cost policy's estimated effect on [start, end) (``collector.whatif``); a bad policy is ``InvalidQuery``."""
     try:
-        return estimate_whatif(store, _call_params(project, start, end, agent, None), policy=policy, prices=prices, **options)
+        return estimate_whatif(
+            store, _call_params(project, start, end, agent, None), policy=policy, prices=prices, **options
+        )
     except ValueError as exc:
         raise InvalidQuery(str(exc)) from None
 
@@ -555,7 +676,13 @@ def whatif(store: Store, project: str, *, start: float, end: float, policy: str,
 def _call_params(project: str, start: float, end: float, agent: str | None, model: str | None) -> dict[str, Any]:
     """Parameters of ``queries.span_source`` for one range taken whole."""
     start_ns, end_ns = _range(start, end)
-    return {"project": project, "start_ns": start_ns, "end_ns": end_ns, "agent": agent, "model": model} | _rollup_params(start, end, end - start)
+    return {
+        "project": project,
+        "start_ns": start_ns,
+        "end_ns": end_ns,
+        "agent": agent,
+        "model": model,
+    } | _rollup_params(start, end, end - start)
 
 
 def _levers(row: dict[str, Any]) -> CostLevers:
@@ -582,45 +709,76 @@ def _month(store: Store, project: str, agent: str | None, model: str | None, now
     return mtd, mtd * month_s / elapsed
 
 
-def _self_hosted(store: Store, project: str, start: float, end: float, gpu_hour_usd: float, tokens: int) -> SelfHostedCost:
+def _self_hosted(
+    store: Store, project: str, start: float, end: float, gpu_hour_usd: float, tokens: int
+) -> SelfHostedCost:
     """Cost per 1k tokens from measured GPU time; per load level from per-minute samples."""
     params = {"project": project, "start_ms": int(start * 1e3), "end_ms": int(end * 1e3)}
     gpu_seconds = float(store.query(q.GPU_SECONDS, params)[0]["gpu_seconds"] or 0.0)
     per_1k = _ratio(gpu_hour_usd * gpu_seconds / 3600, tokens / 1000)
     by_load = [
-        {"running_requests": float(r["running"]), "cost_per_1k_tokens_usd": gpu_hour_usd * r["gpu_seconds"] / 3600 / (r["tokens"] / 1000)}
+        {
+            "running_requests": float(r["running"]),
+            "cost_per_1k_tokens_usd": gpu_hour_usd * r["gpu_seconds"] / 3600 / (r["tokens"] / 1000),
+        }
         for r in store.query(q.COST_BY_LOAD, {**params, "start_ns": int(start * 1e9), "end_ns": int(end * 1e9)})
         if r["tokens"]
     ]
-    return SelfHostedCost(gpu_hour_usd=gpu_hour_usd, gpu_seconds=gpu_seconds, tokens_served=tokens, cost_per_1k_tokens_usd=per_1k, by_load=by_load)
+    return SelfHostedCost(
+        gpu_hour_usd=gpu_hour_usd,
+        gpu_seconds=gpu_seconds,
+        tokens_served=tokens,
+        cost_per_1k_tokens_usd=per_1k,
+        by_load=by_load,
+    )
 
 
 # --- filters and engines ---------------------------------------------------------------------
 def filters(store: Store, project: str, *, start: float, end: float) -> FilterValues:
     start_ns, end_ns = _range(start, end)
-    return FilterValues(**store.query(q.FILTER_VALUES, {"project": project, "start_ns": start_ns, "end_ns": end_ns})[0], project=project)
+    return FilterValues(
+        **store.query(q.FILTER_VALUES, {"project": project, "start_ns": start_ns, "end_ns": end_ns})[0], project=project
+    )
 
 
-def engines(store: Store, project: str, *, configured: dict[str, str] | None = None, now: float | None = None) -> list[EngineInfo]:
+def engines(
+    store: Store, project: str, *, configured: dict[str, str] | None = None, now: float | None = None
+) -> list[EngineInfo]:
     """Engines configured, registered at runtime, or seen in the metrics of the last day."""
     since = (time.time() if now is None else now) - 86_400
-    urls = dict(configured or {}) | {r["engine"]: r["url"] for r in store.query(q.ENGINES_REGISTERED, {"project": project})}
+    urls = dict(configured or {}) | {
+        r["engine"]: r["url"] for r in store.query(q.ENGINES_REGISTERED, {"project": project})
+    }
     seen = {r["engine"]: r for r in store.query(q.ENGINES_SEEN, {"project": project, "since_ms": int(since * 1e3)})}
     return [
-        EngineInfo(engine=name, url=urls.get(name, ""), model_names=seen.get(name, {}).get("model_names", []), last_scrape=seen.get(name, {}).get("last_scrape"))
+        EngineInfo(
+            engine=name,
+            url=urls.get(name, ""),
+            model_names=seen.get(name, {}).get("model_names", []),
+            last_scrape=seen.get(name, {}).get("last_scrape"),
+        )
         for name in sorted(set(urls) | set(seen))
     ]
 
 
-def engine_series(store: Store, project: str, engine: str, *, start: float, end: float, step_s: int | None = None) -> EngineSeries:
+def engine_series(
+    store: Store, project: str, engine: str, *, start: float, end: float, step_s: int | None = None
+) -> EngineSeries:
     """Engine and GPU metrics per bucket: gauges averaged, counters at their last value."""
     _range(start, end)
     step = step_s if step_s is not None else max(1, math.ceil((end - start) / DEFAULT_ENGINE_BUCKETS))
     _buckets(start, end, step)
     params = {
-        "project": project, "engine": engine, "start_ms": int(start * 1e3), "end_ms": int(end * 1e3),
-        "step_ms": step * 1000, "limit": MAX_ENGINE_POINTS,
+        "project": project,
+        "engine": engine,
+        "start_ms": int(start * 1e3),
+        "end_ms": int(end * 1e3),
+        "step_ms": step * 1000,
+        "limit": MAX_ENGINE_POINTS,
     }
     rows = store.query(q.ENGINE_POINTS, params)
-    points = [EnginePoint(t=start + r["bucket"] * step, metric=r["metric"], labels=r["labels"], value=r["value"]) for r in rows]
+    points = [
+        EnginePoint(t=start + r["bucket"] * step, metric=r["metric"], labels=r["labels"], value=r["value"])
+        for r in rows
+    ]
     return EngineSeries(engine=engine, points=points)

@@ -43,7 +43,10 @@ def _digits(count: int) -> Callable[[str], bool]:
 # (pattern, prefilter): a pattern runs only on text its prefilter accepts (substring scans are
 # far cheaper than a regex pass over every position), so prompts without secrets cost little.
 _DEFAULT_RULES: tuple[tuple[str, Callable[[str], bool] | None], ...] = (
-    (r"\b(?:sk|pk|rk)-(?:[A-Za-z0-9_-]{2,}-)?[A-Za-z0-9_-]{16,}", _needles("sk-", "pk-", "rk-", gate="-")),  # OpenAI/Anthropic-style keys
+    (
+        r"\b(?:sk|pk|rk)-(?:[A-Za-z0-9_-]{2,}-)?[A-Za-z0-9_-]{16,}",
+        _needles("sk-", "pk-", "rk-", gate="-"),
+    ),  # OpenAI/Anthropic-style keys
     (r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b", _needles("AKIA", "ASIA", gate="A")),  # AWS access key ids
     (r"\bgh[pousr]_[A-Za-z0-9]{30,}\b", _needles("ghp_", "gho_", "ghu_", "ghs_", "ghr_", gate="_")),  # GitHub tokens
     (r"\baw_[0-9a-f]{12}_[A-Za-z0-9_-]{20,}", _needles("aw_", gate="_")),  # agentwatch keys
@@ -83,4 +86,3 @@ class Redactor:
             if prefilter is None or prefilter(text):
                 text = regex.sub(MASK, text)
         return text
-

@@ -54,7 +54,9 @@ class RepriceResult:
     unpriced_models: list[str]
 
 
-def reprice(store: Store, prices: PriceTable, *, since: float, project: str = "", now: float | None = None) -> RepriceResult:
+def reprice(
+    store: Store, prices: PriceTable, *, since: float, project: str = "", now: float | None = None
+) -> RepriceResult:
     """Re-price the LLM spans since ``since`` (of one project, or all) and rebuild run totals."""
     params: dict[str, Any] = {"since_ns": int(since * 1e9), "project": project}
     found = store.query(queries.REPRICE_MODELS, params)
@@ -121,7 +123,14 @@ def reprice_endpoint(body: RepriceIn, store: StoreDep, settings: SettingsDep, ca
     """Re-price since ``since``: an admin key's own project; the admin token's choice (empty = all)."""
     project = scoped_project(caller, body.project or None, required=False) or ""
     result = asdict(reprice(store, price_table(settings), since=body.since, project=project))
-    audit(store, project, caller.actor, "reprice", project or "*", {"since": body.since, "version": result["version"], "spans": result["spans"]})
+    audit(
+        store,
+        project,
+        caller.actor,
+        "reprice",
+        project or "*",
+        {"since": body.since, "version": result["version"], "spans": result["spans"]},
+    )
     return result
 
 
@@ -144,8 +153,10 @@ def reprice_command(args: argparse.Namespace) -> int:
         result = _remote_or_local(settings, since, args.project)
     except (StoreError, CollectorError) as exc:
         raise SystemExit(f"agentwatch reprice: {exc}") from None
-    print(f"Re-priced {result['spans']} LLM spans since {datetime.fromtimestamp(since, UTC):%Y-%m-%d %H:%M:%S} UTC "
-          f"with price version {result['version']} ({', '.join(result['models']) or 'no priced models'}).")
+    print(
+        f"Re-priced {result['spans']} LLM spans since {datetime.fromtimestamp(since, UTC):%Y-%m-%d %H:%M:%S} UTC "
+        f"with price version {result['version']} ({', '.join(result['models']) or 'no priced models'})."
+    )
     if result["unpriced_models"]:
         print(f"No price for: {', '.join(result['unpriced_models'])} (their costs were left as they were).")
     return 0

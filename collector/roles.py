@@ -37,7 +37,15 @@ class Roles:
     ``shared`` False (embedded chDB, a store of its own): every role is held, nothing runs.
     """
 
-    def __init__(self, store: Callable[[], Store], holder: str, *, ttl_s: float = 15.0, shared: bool = True, roles: tuple[str, ...] = ROLES) -> None:
+    def __init__(
+        self,
+        store: Callable[[], Store],
+        holder: str,
+        *,
+        ttl_s: float = 15.0,
+        shared: bool = True,
+        roles: tuple[str, ...] = ROLES,
+    ) -> None:
         self._store, self.holder, self.ttl_s, self.shared = store, holder, ttl_s, shared
         self._leases: dict[str, StoreLease] = {}
         self._roles = roles

@@ -180,7 +180,15 @@ def app_routes(routes: Sequence[Any]) -> list[tuple[str, str]]:
         contexts = [(r, r.path) for r in routes]
     else:
         contexts = [(c.original_route, c.path) for c in iter_route_contexts(routes)]
-    return sorted({(m, str(path)) for route, path in contexts if isinstance(route, APIRoute) for m in route.methods if m != "HEAD"})
+    return sorted(
+        {
+            (m, str(path))
+            for route, path in contexts
+            if isinstance(route, APIRoute)
+            for m in route.methods
+            if m != "HEAD"
+        }
+    )
 
 
 def undeclared_routes(routes: Sequence[Any]) -> list[tuple[str, str]]:
@@ -205,12 +213,17 @@ async def authorize(request: Request) -> None:
     """The app-wide dependency: the matched route's scope from ``ROUTE_SCOPES``, held by the caller."""
     found = route_scope(request.method, request.url.path)
     if found is None:
-        raise HTTPException(403, f"{request.method} {request.url.path} declares no scope (collector.scopes.ROUTE_SCOPES): refused")
+        raise HTTPException(
+            403, f"{request.method} {request.url.path} declares no scope (collector.scopes.ROUTE_SCOPES): refused"
+        )
     path, needed = found
     if needed == PUBLIC:
         return
     caller = await principal(request)
     if needed not in caller.scopes:
         have = ", ".join(s for s in SCOPES if s in caller.scopes) or "none"
-        raise HTTPException(403, f"this key lacks the '{needed}' scope needed by {request.method} {path} (it has: {have}); "
-                                 f"create one with 'agentwatch keys create --scope {needed}'")
+        raise HTTPException(
+            403,
+            f"this key lacks the '{needed}' scope needed by {request.method} {path} (it has: {have}); "
+            f"create one with 'agentwatch keys create --scope {needed}'",
+        )

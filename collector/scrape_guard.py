@@ -34,9 +34,17 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 
 # Cloud metadata services outside 169.254.0.0/16 (which is refused as link-local anyway).
-METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
-    "169.254.169.254", "169.254.170.2", "fd00:ec2::254", "100.100.100.200", "168.63.129.16", "192.0.0.192",
-))
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a)
+    for a in (
+        "169.254.169.254",
+        "169.254.170.2",
+        "fd00:ec2::254",
+        "100.100.100.200",
+        "168.63.129.16",
+        "192.0.0.192",
+    )
+)
 
 
 class TargetRefused(ValueError):
@@ -118,7 +126,10 @@ class HostPolicy:
         port = parts.port or (443 if parts.scheme == "https" else 80)
         try:
             addresses = await self.resolve(host, port)
-        except (OSError, UnicodeError) as exc:  # UnicodeError: a name IDNA cannot encode (found by schemathesis: was a 500)
+        except (
+            OSError,
+            UnicodeError,
+        ) as exc:  # UnicodeError: a name IDNA cannot encode (found by schemathesis: was a 500)
             raise TargetRefused(f"cannot resolve {host!r}: {exc}") from None
         if not addresses:
             raise TargetRefused(f"{host} resolves to no address")
@@ -136,14 +147,18 @@ def pinned_url(parts: SplitResult, address: IPAddress) -> str:
     return parts._replace(netloc=netloc).geturl()
 
 
-async def fetch_metrics(client: httpx.AsyncClient, policy: HostPolicy, url: str, *, max_bytes: int, timeout_s: float) -> str:
+async def fetch_metrics(
+    client: httpx.AsyncClient, policy: HostPolicy, url: str, *, max_bytes: int, timeout_s: float
+) -> str:
     """GET ``url`` at its checked address: no redirect followed, at most ``max_bytes``, ``timeout_s`` in all."""
     parts, address = await policy.pin(url)
     host_header = parts.netloc.rsplit("@", 1)[-1]
     extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
     try:
         async with asyncio.timeout(timeout_s):
-            request = client.build_request("GET", pinned_url(parts, address), headers={"Host": host_header}, extensions=extensions)
+            request = client.build_request(
+                "GET", pinned_url(parts, address), headers={"Host": host_header}, extensions=extensions
+            )
             response = await client.send(request, stream=True, follow_redirects=False)
             try:
                 return await _read_bounded(response, max_bytes)
@@ -155,7 +170,9 @@ async def fetch_metrics(client: httpx.AsyncClient, policy: HostPolicy, url: str,
 
 async def _read_bounded(response: httpx.Response, max_bytes: int) -> str:
     if response.is_redirect:
-        raise TargetRefused(f"answered {response.status_code} redirect to {response.headers.get('location', '?')!r}: redirects are not followed")
+        raise TargetRefused(
+            f"answered {response.status_code} redirect to {response.headers.get('location', '?')!r}: redirects are not followed"
+        )
     response.raise_for_status()
     body = bytearray()
     async for chunk in response.aiter_bytes():

@@ -87,7 +87,9 @@ def target_hosts(targets: list[Target]) -> list[str]:
 
 def register_engine(store: Store, project: str, name: str, url: str) -> None:
     """Add (or re-point) an engine for the scraper's next cycle."""
-    store.insert_rows("engines", ("project", "engine", "url", "updated_at"), [(project, name, _metrics_url(url), time.time())])
+    store.insert_rows(
+        "engines", ("project", "engine", "url", "updated_at"), [(project, name, _metrics_url(url), time.time())]
+    )
 
 
 def parse_metrics(text: str, *, prefixes: tuple[str, ...] = KEEP_PREFIXES) -> list[Sample]:
@@ -105,13 +107,24 @@ def parse_metrics(text: str, *, prefixes: tuple[str, ...] = KEEP_PREFIXES) -> li
 class EngineScraper:
     """Scrapes every target each ``interval_s``; an async context manager with a lifetime."""
 
-    def __init__(self, store: Store, targets: list[Target], interval_s: float = 5.0, *, timeout_s: float | None = None,
-                 policy: HostPolicy | None = None, max_bytes: int = 4 * 1024 * 1024, may_scrape: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        targets: list[Target],
+        interval_s: float = 5.0,
+        *,
+        timeout_s: float | None = None,
+        policy: HostPolicy | None = None,
+        max_bytes: int = 4 * 1024 * 1024,
+        may_scrape: Callable[[], bool] | None = None,
+    ) -> None:
         self.store = store
         self.targets = list(targets)
         self.interval_s = interval_s
         self.timeout_s = timeout_s if timeout_s is not None else max(1.0, min(interval_s, 10.0))
-        self.policy = policy if policy is not None else HostPolicy.from_setting("", configured_hosts=target_hosts(self.targets))
+        self.policy = (
+            policy if policy is not None else HostPolicy.from_setting("", configured_hosts=target_hosts(self.targets))
+        )
         self.max_bytes = max_bytes
         self.may_scrape = may_scrape  # whether this collector holds the scraping role (collector.roles)
         self.status: dict[tuple[str, str], dict[str, Any]] = {}  # (project, engine) -> {"ok", "error", "at"}
@@ -122,10 +135,26 @@ class EngineScraper:
         self._client: httpx.AsyncClient | None = None
 
     @classmethod
-    def from_settings(cls, store: Store, settings: Settings, *, policy: HostPolicy | None = None, may_scrape: Callable[[], bool] | None = None) -> EngineScraper:
+    def from_settings(
+        cls,
+        store: Store,
+        settings: Settings,
+        *,
+        policy: HostPolicy | None = None,
+        may_scrape: Callable[[], bool] | None = None,
+    ) -> EngineScraper:
         targets = parse_targets(settings.scrape_targets)
-        policy = policy or HostPolicy.from_setting(settings.scrape_allowed_hosts, configured_hosts=target_hosts(targets))
-        return cls(store, targets, settings.scrape_interval_s, policy=policy, max_bytes=settings.scrape_max_bytes, may_scrape=may_scrape)
+        policy = policy or HostPolicy.from_setting(
+            settings.scrape_allowed_hosts, configured_hosts=target_hosts(targets)
+        )
+        return cls(
+            store,
+            targets,
+            settings.scrape_interval_s,
+            policy=policy,
+            max_bytes=settings.scrape_max_bytes,
+            may_scrape=may_scrape,
+        )
 
     async def __aenter__(self) -> EngineScraper:
         self._client = httpx.AsyncClient(timeout=self.timeout_s, follow_redirects=False, trust_env=False)
@@ -189,9 +218,15 @@ class EngineScraper:
     async def _scrape(self, client: httpx.AsyncClient, target: Target) -> list[tuple[Any, ...]]:
         key = (target.project, target.name)
         try:
-            text = await fetch_metrics(client, self.policy, target.url, max_bytes=self.max_bytes, timeout_s=self.timeout_s)
+            text = await fetch_metrics(
+                client, self.policy, target.url, max_bytes=self.max_bytes, timeout_s=self.timeout_s
+            )
             samples = parse_metrics(text)
-        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:  # InvalidURL is no HTTPError; TargetRefused is a ValueError
+        except (
+            httpx.HTTPError,
+            httpx.InvalidURL,
+            ValueError,
+        ) as exc:  # InvalidURL is no HTTPError; TargetRefused is a ValueError
             self._mark_down(key, target, exc)
             return []
         if key in self._down:

@@ -20,47 +20,219 @@ class Settings:
     host: str = field(default="127.0.0.1", metadata={"env": "HOST", "doc": "address the collector binds"})
     port: int = field(default=4318, metadata={"env": "PORT", "doc": "OTLP/HTTP and query API port"})
     grpc_port: int = field(default=4317, metadata={"env": "GRPC_PORT", "doc": "OTLP/gRPC port (0 disables)"})
-    data_dir: Path = field(default=Path(".agentwatch"), metadata={"env": "DATA_DIR", "doc": "chDB data, spool and key files"})
-    clickhouse_url: str = field(default="", metadata={"env": "CLICKHOUSE_URL", "doc": "ClickHouse server URL (http://user:pass@host:8123/db); empty = embedded chDB"})
-    clickhouse_cluster: str = field(default="", metadata={"env": "CLICKHOUSE_CLUSTER", "doc": "ClickHouse cluster name (remote_servers): sharded, replicated DDL with ON CLUSTER; empty = one server"})
-    collector_id: str = field(default="", metadata={"env": "COLLECTOR_ID", "doc": "this collector's name in leases and logs (a random suffix is added per process); empty = host-pid"})
-    lease_ttl_s: float = field(default=15.0, metadata={"env": "LEASE_TTL_S", "doc": "with a ClickHouse server: how long a collector's lease on a once-per-cluster role (alerts, engine scraping, engine-join billing) outlives its last renewal"})
-    max_body_bytes: int = field(default=16 * 1024 * 1024, metadata={"env": "MAX_BODY_BYTES", "doc": "largest accepted request body, after decompression"})
-    max_spans_per_request: int = field(default=50_000, metadata={"env": "MAX_SPANS_PER_REQUEST", "doc": "spans accepted per export request"})
-    max_attribute_length: int = field(default=32_768, metadata={"env": "MAX_ATTRIBUTE_LENGTH", "doc": "longer attribute values are truncated with a marker"})
-    max_attribute_key_length: int = field(default=256, metadata={"env": "MAX_ATTRIBUTE_KEY_LENGTH", "doc": "longer attribute names (span, event, resource) are cut with a marker and a partial_success warning"})
-    max_attributes_per_span: int = field(default=1024, metadata={"env": "MAX_ATTRIBUTES_PER_SPAN", "doc": "attributes kept per span beyond the mapped ones (and per resource); the rest are dropped with a partial_success warning"})
-    max_events_per_span: int = field(default=1024, metadata={"env": "MAX_EVENTS_PER_SPAN", "doc": "events kept per span (the first ones); the rest are dropped with a partial_success warning"})
-    max_resource_bytes_per_request: int = field(default=256 * 1024 * 1024, metadata={"env": "MAX_RESOURCE_BYTES_PER_REQUEST", "doc": "resource attributes a request stores, counted once per span (UTF-8 bytes); beyond it 413 (a large resource over many small spans would multiply the body in memory)"})
-    max_attributes_per_event: int = field(default=128, metadata={"env": "MAX_ATTRIBUTES_PER_EVENT", "doc": "attributes kept per span event; the rest are dropped with a partial_success warning"})
-    native_decode: bool = field(default=True, metadata={"env": "NATIVE_DECODE", "doc": "decode OTLP protobuf with the built-in C decoder (false: the Python path, same results, ~3x the CPU)"})
-    flush_rows: int = field(default=20_000, metadata={"env": "FLUSH_ROWS", "doc": "insert when this many spans are queued"})
-    flush_interval_s: float = field(default=0.5, metadata={"env": "FLUSH_INTERVAL_S", "doc": "insert at least this often"})
-    max_queue_spans: int = field(default=500_000, metadata={"env": "MAX_QUEUE_SPANS", "doc": "in-memory queue bound; beyond it 429/503"})
-    max_queue_bytes: int = field(default=0, metadata={"env": "MAX_QUEUE_BYTES", "doc": "bytes of accepted spans kept in memory until inserted (a batch takes at most half); beyond it they wait in the spool only and are re-read when their turn comes. 0 (default): no bound in bytes; 64 MiB measured -11 % peak memory and -17 % ingest rate on a burst with captured text (bench/results/scale.md)"})
-    chdb_cache_bytes: int = field(default=64 * 1024 * 1024, metadata={"env": "CHDB_CACHE_BYTES", "doc": "embedded chDB: the size of each of its caches (marks, primary index, secondary-index marks, query conditions); ClickHouse's server defaults are 5 GiB each. 0 turns them off"})
-    chdb_memory_limit_bytes: int = field(default=0, metadata={"env": "CHDB_MEMORY_LIMIT_BYTES", "doc": "embedded chDB: memory its statements may hold together (max_server_memory_usage); past it a statement fails (an insert is retried from the spool) instead of the process growing. 0: ClickHouse's default, 90 % of RAM"})
-    chdb_dirty_decay_ms: int = field(default=0, metadata={"env": "CHDB_DIRTY_DECAY_MS", "doc": "embedded chDB: how long its allocator (jemalloc) keeps freed pages before returning them to the OS; chDB's own 5000 kept 150-300 MB more in a burst (bench/results/scale.md). Ignored when JE_MALLOC_CONF is set"})
-    spool_max_bytes: int = field(default=1024**3, metadata={"env": "SPOOL_MAX_BYTES", "doc": "on-disk spool bound while the store is down"})
-    retention_days: int = field(default=30, metadata={"env": "RETENTION_DAYS", "doc": "TTL of spans (0 keeps them forever)"})
-    require_auth: bool = field(default=True, metadata={"env": "REQUIRE_AUTH", "doc": "require a project API key on every endpoint"})
-    rate_limit_spans_per_s: float = field(default=200_000.0, metadata={"env": "RATE_LIMIT_SPANS_PER_S", "doc": "per-key ingestion rate limit"})
-    scrape_targets: str = field(default="", metadata={"env": "SCRAPE_TARGETS", "doc": "engine /metrics to scrape: name=url,name=url"})
+    data_dir: Path = field(
+        default=Path(".agentwatch"), metadata={"env": "DATA_DIR", "doc": "chDB data, spool and key files"}
+    )
+    clickhouse_url: str = field(
+        default="",
+        metadata={
+            "env": "CLICKHOUSE_URL",
+            "doc": "ClickHouse server URL (http://user:pass@host:8123/db); empty = embedded chDB",
+        },
+    )
+    clickhouse_cluster: str = field(
+        default="",
+        metadata={
+            "env": "CLICKHOUSE_CLUSTER",
+            "doc": "ClickHouse cluster name (remote_servers): sharded, replicated DDL with ON CLUSTER; empty = one server",
+        },
+    )
+    collector_id: str = field(
+        default="",
+        metadata={
+            "env": "COLLECTOR_ID",
+            "doc": "this collector's name in leases and logs (a random suffix is added per process); empty = host-pid",
+        },
+    )
+    lease_ttl_s: float = field(
+        default=15.0,
+        metadata={
+            "env": "LEASE_TTL_S",
+            "doc": "with a ClickHouse server: how long a collector's lease on a once-per-cluster role (alerts, engine scraping, engine-join billing) outlives its last renewal",
+        },
+    )
+    max_body_bytes: int = field(
+        default=16 * 1024 * 1024,
+        metadata={"env": "MAX_BODY_BYTES", "doc": "largest accepted request body, after decompression"},
+    )
+    max_spans_per_request: int = field(
+        default=50_000, metadata={"env": "MAX_SPANS_PER_REQUEST", "doc": "spans accepted per export request"}
+    )
+    max_attribute_length: int = field(
+        default=32_768,
+        metadata={"env": "MAX_ATTRIBUTE_LENGTH", "doc": "longer attribute values are truncated with a marker"},
+    )
+    max_attribute_key_length: int = field(
+        default=256,
+        metadata={
+            "env": "MAX_ATTRIBUTE_KEY_LENGTH",
+            "doc": "longer attribute names (span, event, resource) are cut with a marker and a partial_success warning",
+        },
+    )
+    max_attributes_per_span: int = field(
+        default=1024,
+        metadata={
+            "env": "MAX_ATTRIBUTES_PER_SPAN",
+            "doc": "attributes kept per span beyond the mapped ones (and per resource); the rest are dropped with a partial_success warning",
+        },
+    )
+    max_events_per_span: int = field(
+        default=1024,
+        metadata={
+            "env": "MAX_EVENTS_PER_SPAN",
+            "doc": "events kept per span (the first ones); the rest are dropped with a partial_success warning",
+        },
+    )
+    max_resource_bytes_per_request: int = field(
+        default=256 * 1024 * 1024,
+        metadata={
+            "env": "MAX_RESOURCE_BYTES_PER_REQUEST",
+            "doc": "resource attributes a request stores, counted once per span (UTF-8 bytes); beyond it 413 (a large resource over many small spans would multiply the body in memory)",
+        },
+    )
+    max_attributes_per_event: int = field(
+        default=128,
+        metadata={
+            "env": "MAX_ATTRIBUTES_PER_EVENT",
+            "doc": "attributes kept per span event; the rest are dropped with a partial_success warning",
+        },
+    )
+    native_decode: bool = field(
+        default=True,
+        metadata={
+            "env": "NATIVE_DECODE",
+            "doc": "decode OTLP protobuf with the built-in C decoder (false: the Python path, same results, ~3x the CPU)",
+        },
+    )
+    flush_rows: int = field(
+        default=20_000, metadata={"env": "FLUSH_ROWS", "doc": "insert when this many spans are queued"}
+    )
+    flush_interval_s: float = field(
+        default=0.5, metadata={"env": "FLUSH_INTERVAL_S", "doc": "insert at least this often"}
+    )
+    max_queue_spans: int = field(
+        default=500_000, metadata={"env": "MAX_QUEUE_SPANS", "doc": "in-memory queue bound; beyond it 429/503"}
+    )
+    max_queue_bytes: int = field(
+        default=0,
+        metadata={
+            "env": "MAX_QUEUE_BYTES",
+            "doc": "bytes of accepted spans kept in memory until inserted (a batch takes at most half); beyond it they wait in the spool only and are re-read when their turn comes. 0 (default): no bound in bytes; 64 MiB measured -11 % peak memory and -17 % ingest rate on a burst with captured text (bench/results/scale.md)",
+        },
+    )
+    chdb_cache_bytes: int = field(
+        default=64 * 1024 * 1024,
+        metadata={
+            "env": "CHDB_CACHE_BYTES",
+            "doc": "embedded chDB: the size of each of its caches (marks, primary index, secondary-index marks, query conditions); ClickHouse's server defaults are 5 GiB each. 0 turns them off",
+        },
+    )
+    chdb_memory_limit_bytes: int = field(
+        default=0,
+        metadata={
+            "env": "CHDB_MEMORY_LIMIT_BYTES",
+            "doc": "embedded chDB: memory its statements may hold together (max_server_memory_usage); past it a statement fails (an insert is retried from the spool) instead of the process growing. 0: ClickHouse's default, 90 % of RAM",
+        },
+    )
+    chdb_dirty_decay_ms: int = field(
+        default=0,
+        metadata={
+            "env": "CHDB_DIRTY_DECAY_MS",
+            "doc": "embedded chDB: how long its allocator (jemalloc) keeps freed pages before returning them to the OS; chDB's own 5000 kept 150-300 MB more in a burst (bench/results/scale.md). Ignored when JE_MALLOC_CONF is set",
+        },
+    )
+    spool_max_bytes: int = field(
+        default=1024**3, metadata={"env": "SPOOL_MAX_BYTES", "doc": "on-disk spool bound while the store is down"}
+    )
+    retention_days: int = field(
+        default=30, metadata={"env": "RETENTION_DAYS", "doc": "TTL of spans (0 keeps them forever)"}
+    )
+    require_auth: bool = field(
+        default=True, metadata={"env": "REQUIRE_AUTH", "doc": "require a project API key on every endpoint"}
+    )
+    rate_limit_spans_per_s: float = field(
+        default=200_000.0, metadata={"env": "RATE_LIMIT_SPANS_PER_S", "doc": "per-key ingestion rate limit"}
+    )
+    scrape_targets: str = field(
+        default="", metadata={"env": "SCRAPE_TARGETS", "doc": "engine /metrics to scrape: name=url,name=url"}
+    )
     scrape_interval_s: float = field(default=5.0, metadata={"env": "SCRAPE_INTERVAL_S", "doc": "engine scrape period"})
-    scrape_allowed_hosts: str = field(default="", metadata={"env": "SCRAPE_ALLOWED_HOSTS", "doc": "hosts engines may be registered at beyond loopback: names, IPs or CIDRs, comma-separated (link-local and metadata addresses are always refused)"})
-    scrape_max_bytes: int = field(default=4 * 1024 * 1024, metadata={"env": "SCRAPE_MAX_BYTES", "doc": "largest engine /metrics response read; a larger one is cut off and the scrape fails"})
-    max_engines_per_project: int = field(default=16, metadata={"env": "MAX_ENGINES_PER_PROJECT", "doc": "engines a project may register through the API"})
-    body_read_timeout_s: float = field(default=10.0, metadata={"env": "BODY_READ_TIMEOUT_S", "doc": "a request body that sends nothing for this long gets 408 and its connection is closed (0 disables)"})
-    header_read_timeout_s: float = field(default=10.0, metadata={"env": "HEADER_READ_TIMEOUT_S", "doc": "a request line and headers not complete this long after the connection opened (or the previous response) get 408 and the connection is closed (0 disables)"})
-    alert_rules: str = field(default="", metadata={"env": "ALERT_RULES", "doc": "alert rules YAML file (empty = built-in defaults)"})
-    run_idle_timeout_s: float = field(default=300.0, metadata={"env": "RUN_IDLE_TIMEOUT_S", "doc": "a run whose root span has not arrived is 'running' while a span arrived this recently, then 'incomplete'"})
-    engine_join_wait_s: float = field(default=30.0, metadata={"env": "ENGINE_JOIN_WAIT_S", "doc": "how long an engine span waits for the client LLM span that records the same call before it is counted as an engine-only call"})
-    alert_interval_s: float = field(default=30.0, metadata={"env": "ALERT_INTERVAL_S", "doc": "alert evaluation period; 0 disables the in-process evaluator"})
-    prices_file: str = field(default="", metadata={"env": "PRICES_FILE", "doc": "price overrides (JSON/YAML), also self-hosted GPU-hour prices"})
-    gpu_sampler: str = field(default="auto", metadata={"env": "GPU_SAMPLER", "doc": "NVML GPU sampling: 'auto' (the first scrape target's engine and project, else local@default), 'off', or ENGINE@PROJECT"})
-    gpu_hour_usd: float = field(default=0.0, metadata={"env": "GPU_HOUR_USD", "doc": "price of one GPU-hour for self-hosted cost"})
-    redact_patterns: str = field(default="default", metadata={"env": "REDACT_PATTERNS", "doc": "collector-side redaction: 'default', 'none', or extra regexes separated by ';;'"})
-    cors_origins: str = field(default="", metadata={"env": "CORS_ORIGINS", "doc": "comma-separated allowed origins; empty = no CORS"})
+    scrape_allowed_hosts: str = field(
+        default="",
+        metadata={
+            "env": "SCRAPE_ALLOWED_HOSTS",
+            "doc": "hosts engines may be registered at beyond loopback: names, IPs or CIDRs, comma-separated (link-local and metadata addresses are always refused)",
+        },
+    )
+    scrape_max_bytes: int = field(
+        default=4 * 1024 * 1024,
+        metadata={
+            "env": "SCRAPE_MAX_BYTES",
+            "doc": "largest engine /metrics response read; a larger one is cut off and the scrape fails",
+        },
+    )
+    max_engines_per_project: int = field(
+        default=16, metadata={"env": "MAX_ENGINES_PER_PROJECT", "doc": "engines a project may register through the API"}
+    )
+    body_read_timeout_s: float = field(
+        default=10.0,
+        metadata={
+            "env": "BODY_READ_TIMEOUT_S",
+            "doc": "a request body that sends nothing for this long gets 408 and its connection is closed (0 disables)",
+        },
+    )
+    header_read_timeout_s: float = field(
+        default=10.0,
+        metadata={
+            "env": "HEADER_READ_TIMEOUT_S",
+            "doc": "a request line and headers not complete this long after the connection opened (or the previous response) get 408 and the connection is closed (0 disables)",
+        },
+    )
+    alert_rules: str = field(
+        default="", metadata={"env": "ALERT_RULES", "doc": "alert rules YAML file (empty = built-in defaults)"}
+    )
+    run_idle_timeout_s: float = field(
+        default=300.0,
+        metadata={
+            "env": "RUN_IDLE_TIMEOUT_S",
+            "doc": "a run whose root span has not arrived is 'running' while a span arrived this recently, then 'incomplete'",
+        },
+    )
+    engine_join_wait_s: float = field(
+        default=30.0,
+        metadata={
+            "env": "ENGINE_JOIN_WAIT_S",
+            "doc": "how long an engine span waits for the client LLM span that records the same call before it is counted as an engine-only call",
+        },
+    )
+    alert_interval_s: float = field(
+        default=30.0,
+        metadata={"env": "ALERT_INTERVAL_S", "doc": "alert evaluation period; 0 disables the in-process evaluator"},
+    )
+    prices_file: str = field(
+        default="",
+        metadata={"env": "PRICES_FILE", "doc": "price overrides (JSON/YAML), also self-hosted GPU-hour prices"},
+    )
+    gpu_sampler: str = field(
+        default="auto",
+        metadata={
+            "env": "GPU_SAMPLER",
+            "doc": "NVML GPU sampling: 'auto' (the first scrape target's engine and project, else local@default), 'off', or ENGINE@PROJECT",
+        },
+    )
+    gpu_hour_usd: float = field(
+        default=0.0, metadata={"env": "GPU_HOUR_USD", "doc": "price of one GPU-hour for self-hosted cost"}
+    )
+    redact_patterns: str = field(
+        default="default",
+        metadata={
+            "env": "REDACT_PATTERNS",
+            "doc": "collector-side redaction: 'default', 'none', or extra regexes separated by ';;'",
+        },
+    )
+    cors_origins: str = field(
+        default="", metadata={"env": "CORS_ORIGINS", "doc": "comma-separated allowed origins; empty = no CORS"}
+    )
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:

@@ -63,7 +63,14 @@ class Recovery:
 class Spool:
     """Group-committed write-ahead log of export requests. All writes happen on the event loop."""
 
-    def __init__(self, directory: Path, *, max_bytes: int, segment_bytes: int | None = None, on_error: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        max_bytes: int,
+        segment_bytes: int | None = None,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
         self.directory = directory
         self.max_bytes = max_bytes
         self.segment_bytes = segment_bytes or max(64 * 1024, min(64 * 1024**2, max_bytes // 8))
@@ -105,7 +112,12 @@ class Spool:
         recovery = self._settle(done)
         next_number = max(self._segments, default=0) + 1
         self._roll(next_number)
-        log.info("spool %s: %d requests to replay (%d in unfinished batches)", self.directory, len(self._index), sum(len(s) for _, s in recovery.intents))
+        log.info(
+            "spool %s: %d requests to replay (%d in unfinished batches)",
+            self.directory,
+            len(self._index),
+            sum(len(s) for _, s in recovery.intents),
+        )
         return recovery
 
     def _scan(self, segment: _Segment, done: set[str], *, last: bool) -> None:
@@ -121,7 +133,11 @@ class Spool:
                 done.add(body.decode())
             offset += _HEADER.size + length
         if offset < len(data):
-            log.warning("spool segment %s: torn or corrupt record at byte %d (never acknowledged); ignoring the rest", segment.path, offset)
+            log.warning(
+                "spool segment %s: torn or corrupt record at byte %d (never acknowledged); ignoring the rest",
+                segment.path,
+                offset,
+            )
             if last:
                 os.truncate(segment.path, offset)
         segment.size = offset
@@ -167,7 +183,10 @@ class Spool:
         name = project.encode()
         body_len = _DATA.size + len(name) + len(payload)
         if self.bytes + body_len + _HEADER.size > self.max_bytes:
-            raise SpoolError(f"spool is full ({self.bytes} of {self.max_bytes} bytes, AGENTWATCH_SPOOL_MAX_BYTES) while the store catches up; retry later", retry_after=RETRY_AFTER_S)
+            raise SpoolError(
+                f"spool is full ({self.bytes} of {self.max_bytes} bytes, AGENTWATCH_SPOOL_MAX_BYTES) while the store catches up; retry later",
+                retry_after=RETRY_AFTER_S,
+            )
         seq = self._seq + 1
         body = b"".join((_DATA.pack(seq, _FORMATS.index(fmt), len(name)), name, payload))
         segment, offset = self._write(_KIND_DATA, body)
@@ -286,7 +305,9 @@ class Spool:
             await asyncio.to_thread(_fsync_all, fds, closing)
         except OSError as exc:
             self._failed(f"fsync failed: {exc}")
-            raise SpoolError(f"spool could not be made durable ({exc}); retry later", retry_after=RETRY_AFTER_S) from None
+            raise SpoolError(
+                f"spool could not be made durable ({exc}); retry later", retry_after=RETRY_AFTER_S
+            ) from None
         finally:
             self._sync_task = None
         self._synced = max(self._synced, target)

@@ -126,8 +126,12 @@ class Writer:
         """Take the spans of a durable request (called on the event loop, never blocks)."""
         nbytes = table.nbytes
         if table.num_rows:
-            self._span_bytes = 0.9 * self._span_bytes + 0.1 * nbytes / table.num_rows if self._span_bytes else nbytes / table.num_rows
-        keep = self._in_memory + table.num_rows <= self._max_memory and (not self._max_bytes or self._bytes_in_memory + nbytes <= self._max_bytes)
+            self._span_bytes = (
+                0.9 * self._span_bytes + 0.1 * nbytes / table.num_rows if self._span_bytes else nbytes / table.num_rows
+            )
+        keep = self._in_memory + table.num_rows <= self._max_memory and (
+            not self._max_bytes or self._bytes_in_memory + nbytes <= self._max_bytes
+        )
         self._add(_Entry(seq, table.num_rows, table if keep else None, nbytes if keep else 0))
 
     def _add(self, entry: _Entry) -> None:
@@ -158,7 +162,9 @@ class Writer:
         try:
             await asyncio.wait_for(asyncio.shield(self._task), self._drain_timeout)
         except TimeoutError:
-            log.warning("writer: %d spans not flushed at shutdown; they stay in the spool for the next start", self._queued)
+            log.warning(
+                "writer: %d spans not flushed at shutdown; they stay in the spool for the next start", self._queued
+            )
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         self._task = None
@@ -195,7 +201,13 @@ class Writer:
         batch: list[_Entry] = []
         spans = nbytes = 0
         limit = self._flush_rows * _BACKLOG_BATCHES
-        while self._entries and (not batch or (spans + self._entries[0].spans <= limit and not self._over_bytes(nbytes + self._bytes_of(self._entries[0])))):
+        while self._entries and (
+            not batch
+            or (
+                spans + self._entries[0].spans <= limit
+                and not self._over_bytes(nbytes + self._bytes_of(self._entries[0]))
+            )
+        ):
             entry = self._entries.popleft()
             batch.append(entry)
             spans += entry.spans
@@ -279,7 +291,9 @@ class Writer:
         """The batch's spans as one table; entries not kept in memory are re-read from the spool."""
         if all(e.table is not None for e in batch):
             return pa.concat_tables([e.table for e in batch if e.table is not None])
-        return await asyncio.to_thread(lambda: pa.concat_tables([e.table if e.table is not None else self._reload(e.seq) for e in batch]))
+        return await asyncio.to_thread(
+            lambda: pa.concat_tables([e.table if e.table is not None else self._reload(e.seq) for e in batch])
+        )
 
     async def _insert_until_stored(self, table: pa.Table, token: str) -> int | None:
         backoff = 0.2
@@ -322,7 +336,9 @@ class Writer:
                 log.error("writer: the store rejected span %s/%s; dropped: %s", trace_id, span_id, exc)
                 self._metrics.on_rejected("store_rejected", 1)
                 return 0
-            log.warning("writer: the store rejected a batch of %d spans (%s); isolating the bad ones", table.num_rows, exc)
+            log.warning(
+                "writer: the store rejected a batch of %d spans (%s); isolating the bad ones", table.num_rows, exc
+            )
             mid = table.num_rows // 2
             return self._insert(table.slice(0, mid), f"{token}/0") + self._insert(table.slice(mid), f"{token}/1")
 
@@ -335,7 +351,19 @@ class Writer:
         return np.maximum(0.0, self._clock() - ends_s).tolist()
 
 
-_TRANSIENT = ("no space left", "read-only", "cannot write", "cannot open", "cannot lock", "memory limit", "too many parts", "timeout", "timed out", "connection", "errno")
+_TRANSIENT = (
+    "no space left",
+    "read-only",
+    "cannot write",
+    "cannot open",
+    "cannot lock",
+    "memory limit",
+    "too many parts",
+    "timeout",
+    "timed out",
+    "connection",
+    "errno",
+)
 
 
 def _looks_unavailable(exc: Exception) -> bool:

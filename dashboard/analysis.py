@@ -95,7 +95,17 @@ def step_rows(spans: Sequence[SpanOut]) -> list[dict[str, object]]:
 
 
 def _empty_step(index: int) -> dict[str, object]:
-    return {"step": index, "llm_calls": 0, "tool_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "ttft_s": None, "failures": 0, "models": ""}
+    return {
+        "step": index,
+        "llm_calls": 0,
+        "tool_calls": 0,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cost_usd": 0.0,
+        "ttft_s": None,
+        "failures": 0,
+        "models": "",
+    }
 
 
 # --- context growth -----------------------------------------------------------------------
@@ -166,7 +176,11 @@ def engine_shares(spans: Sequence[SpanOut]) -> list[dict[str, object]]:
         parts = {"queue_s": span.queue_s or 0.0, "prefill_s": span.prefill_s or 0.0, "decode_s": span.decode_s or 0.0}
         total = max(call.duration_s, sum(parts.values()))
         parts["other_s"] = max(0.0, total - sum(parts.values()))
-        label = f"step {call.step_index} · {call.model or span.model}" if call.step_index >= 0 else f"{call.name} @{span.start_time:.0f}"
+        label = (
+            f"step {call.step_index} · {call.model or span.model}"
+            if call.step_index >= 0
+            else f"{call.name} @{span.start_time:.0f}"
+        )
         rows.append({"call": label, "span_id": call.span_id, "total_s": total, "start": call.start_time, **parts})
     rows.sort(key=lambda r: r["start"])
     for number, row in enumerate(rows, 1):

@@ -26,13 +26,36 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class DashboardConfig:
-    collector_url: str = field(default=DEFAULT_COLLECTOR_URL, metadata={"env": "COLLECTOR_URL", "doc": "base URL of the collector's query API"})
-    api_key: str = field(default="", metadata={"env": "API_KEY", "doc": "project API key the dashboard queries with (password and open modes); keys of several projects comma-separated, switched in the sidebar"})
-    password: str = field(default="", metadata={"env": "DASHBOARD_PASSWORD", "doc": "dashboard login password; empty = log in with a project API key"})
-    open_mode: bool = field(default=False, metadata={"env": "DASHBOARD_OPEN", "doc": "1 = open local mode: no login, a banner on every page"})
-    timeout_s: float = field(default=30.0, metadata={"env": "DASHBOARD_TIMEOUT_S", "doc": "timeout of one query to the collector"})
-    gpu_hour_usd: float = field(default=0.0, metadata={"env": "GPU_HOUR_USD", "doc": "default GPU-hour price for the self-hosted cost"})
-    cache_ttl_s: float = field(default=5.0, metadata={"env": "DASHBOARD_CACHE_TTL_S", "doc": "how long a query result is reused across reruns"})
+    collector_url: str = field(
+        default=DEFAULT_COLLECTOR_URL, metadata={"env": "COLLECTOR_URL", "doc": "base URL of the collector's query API"}
+    )
+    api_key: str = field(
+        default="",
+        metadata={
+            "env": "API_KEY",
+            "doc": "project API key the dashboard queries with (password and open modes); keys of several projects comma-separated, switched in the sidebar",
+        },
+    )
+    password: str = field(
+        default="",
+        metadata={
+            "env": "DASHBOARD_PASSWORD",
+            "doc": "dashboard login password; empty = log in with a project API key",
+        },
+    )
+    open_mode: bool = field(
+        default=False,
+        metadata={"env": "DASHBOARD_OPEN", "doc": "1 = open local mode: no login, a banner on every page"},
+    )
+    timeout_s: float = field(
+        default=30.0, metadata={"env": "DASHBOARD_TIMEOUT_S", "doc": "timeout of one query to the collector"}
+    )
+    gpu_hour_usd: float = field(
+        default=0.0, metadata={"env": "GPU_HOUR_USD", "doc": "default GPU-hour price for the self-hosted cost"}
+    )
+    cache_ttl_s: float = field(
+        default=5.0, metadata={"env": "DASHBOARD_CACHE_TTL_S", "doc": "how long a query result is reused across reruns"}
+    )
 
     @classmethod
     def from_env(cls) -> DashboardConfig:
@@ -59,4 +82,3 @@ class DashboardConfig:
         if self.open_mode:
             return "open"
         return "password" if self.password else "key"
-

@@ -31,27 +31,55 @@ def series_chart(series: Sequence[TimeSeries], title: str, unit: str, *, stacked
     mark = base.mark_bar() if stacked else base.mark_line(point=alt.OverlayMarkDef(size=20))
     return mark.encode(
         x=alt.X("time:T", title=None, axis=alt.Axis(format="%H:%M", labelOverlap=True)),
-        y=alt.Y("value:Q", title="share" if unit == "ratio" else unit, stack="zero" if stacked else None,
-                axis=alt.Axis(format="%" if unit == "ratio" else _number_format(values)), scale=_y_scale(series, values, unit)),
+        y=alt.Y(
+            "value:Q",
+            title="share" if unit == "ratio" else unit,
+            stack="zero" if stacked else None,
+            axis=alt.Axis(format="%" if unit == "ratio" else _number_format(values)),
+            scale=_y_scale(series, values, unit),
+        ),
         color=alt.Color("series:N", legend=alt.Legend(orient="bottom", title=None)),
         tooltip=[alt.Tooltip("time:T", format="%Y-%m-%d %H:%M:%S"), "series:N", alt.Tooltip("value:Q", format=",.4~g")],
     )
 
 
-def incident_chart(series: TimeSeries, title: str, unit: str, *, started: float, ended: float,
-                   lines: Sequence[tuple[str, float | None]]) -> alt.LayerChart:
+def incident_chart(
+    series: TimeSeries,
+    title: str,
+    unit: str,
+    *,
+    started: float,
+    ended: float,
+    lines: Sequence[tuple[str, float | None]],
+) -> alt.LayerChart:
     """A metric over time with its incident shaded (``started`` to ``ended``) and level lines
     (name, value: a baseline, a threshold) across it, in the same unit as the line."""
     values = [p.value for p in series.points if p.value is not None]
     scale, shown = _scaled_unit([*values, *(v for _, v in lines if v is not None)], unit)
-    shade = pd.DataFrame({"start": [datetime.fromtimestamp(started, tz=UTC)], "end": [datetime.fromtimestamp(ended, tz=UTC)], "label": ["incident"]})
-    levels = pd.DataFrame([(name, value * scale) for name, value in lines if value is not None], columns=["name", "value"])
-    band = alt.Chart(shade).mark_rect(color=ERROR_COLOUR, opacity=0.12).encode(x="start:T", x2="end:T", tooltip=["label:N", "start:T", "end:T"])
+    shade = pd.DataFrame(
+        {
+            "start": [datetime.fromtimestamp(started, tz=UTC)],
+            "end": [datetime.fromtimestamp(ended, tz=UTC)],
+            "label": ["incident"],
+        }
+    )
+    levels = pd.DataFrame(
+        [(name, value * scale) for name, value in lines if value is not None], columns=["name", "value"]
+    )
+    band = (
+        alt.Chart(shade)
+        .mark_rect(color=ERROR_COLOUR, opacity=0.12)
+        .encode(x="start:T", x2="end:T", tooltip=["label:N", "start:T", "end:T"])
+    )
     layers = [band, series_chart([series], title, unit)]
     if not levels.empty:
         rule = alt.Chart(levels).mark_rule(color="#7f7f7f", strokeDash=[4, 4])
-        layers += [rule.encode(y="value:Q", tooltip=["name:N", alt.Tooltip("value:Q", title=shown, format=",.4~g")]),
-                   rule.mark_text(align="left", dx=4, dy=-6, color="#7f7f7f").encode(y="value:Q", text="name:N", x=alt.value(0))]
+        layers += [
+            rule.encode(y="value:Q", tooltip=["name:N", alt.Tooltip("value:Q", title=shown, format=",.4~g")]),
+            rule.mark_text(align="left", dx=4, dy=-6, color="#7f7f7f").encode(
+                y="value:Q", text="name:N", x=alt.value(0)
+            ),
+        ]
     return alt.layer(*layers)
 
 
@@ -66,8 +94,11 @@ def _rows(series: Sequence[TimeSeries], scale: float, *, stacked: bool) -> list[
     rows = []
     for ts in series:
         grouped = stacked and len({p.group for p in ts.points}) > 1  # empty buckets of a grouped series carry no group
-        rows += [(datetime.fromtimestamp(p.t, tz=UTC), p.group or ts.metric, None if p.value is None else p.value * scale)
-                 for p in ts.points if not (grouped and p.group == "")]
+        rows += [
+            (datetime.fromtimestamp(p.t, tz=UTC), p.group or ts.metric, None if p.value is None else p.value * scale)
+            for p in ts.points
+            if not (grouped and p.group == "")
+        ]
     return rows
 
 
@@ -96,16 +127,33 @@ def _number_format(values: Sequence[float]) -> str:
 def points_chart(series: Mapping[str, Mapping[float, float]], title: str, unit: str) -> alt.Chart:
     """Lines from ``{name: {t: value}}`` (engine gauges and counter rates); a line breaks where
     readings stopped (``segments``): an engine that was down is a gap, not a ramp across it."""
-    rows = [(datetime.fromtimestamp(t, tz=UTC), name, f"{name} {segment}", value)
-            for name, values in series.items() for segment, part in enumerate(segments(values)) for t, value in part]
+    rows = [
+        (datetime.fromtimestamp(t, tz=UTC), name, f"{name} {segment}", value)
+        for name, values in series.items()
+        for segment, part in enumerate(segments(values))
+        for t, value in part
+    ]
     frame = pd.DataFrame(rows, columns=["time", "series", "segment", "value"])
     ratio, values = unit == "ratio", [row[3] for row in rows]
-    return alt.Chart(frame, title=title, height=300).mark_line().encode(
-        x=alt.X("time:T", title=None, axis=alt.Axis(format="%H:%M", labelOverlap=True)),
-        y=alt.Y("value:Q", title="share" if ratio else unit, axis=alt.Axis(format=".1%" if ratio else _number_format(values)),
-                scale=_from_zero(values)),
-        color=alt.Color("series:N", legend=alt.Legend(orient="bottom", title=None)), detail="segment:N",
-        tooltip=[alt.Tooltip("time:T", format="%Y-%m-%d %H:%M:%S"), "series:N", alt.Tooltip("value:Q", format=",.4~g")],
+    return (
+        alt.Chart(frame, title=title, height=300)
+        .mark_line()
+        .encode(
+            x=alt.X("time:T", title=None, axis=alt.Axis(format="%H:%M", labelOverlap=True)),
+            y=alt.Y(
+                "value:Q",
+                title="share" if ratio else unit,
+                axis=alt.Axis(format=".1%" if ratio else _number_format(values)),
+                scale=_from_zero(values),
+            ),
+            color=alt.Color("series:N", legend=alt.Legend(orient="bottom", title=None)),
+            detail="segment:N",
+            tooltip=[
+                alt.Tooltip("time:T", format="%Y-%m-%d %H:%M:%S"),
+                "series:N",
+                alt.Tooltip("value:Q", format=",.4~g"),
+            ],
+        )
     )
 
 
@@ -126,8 +174,12 @@ def segments(values: Mapping[float, float], *, factor: float = 3.0) -> list[list
 def bar_chart(keys: Sequence[str], values: Sequence[float], title: str, unit: str) -> alt.Chart:
     """Bars over categories (models, agents, days: never parsed as dates or numbers), in their order."""
     frame = pd.DataFrame({"key": list(keys), "value": list(values)})
-    return alt.Chart(frame, title=title, height=280).mark_bar().encode(
-        x=alt.X("key:N", title=None, sort=None, axis=alt.Axis(labelAngle=-30, labelLimit=160)),
-        y=alt.Y("value:Q", title=unit, scale=alt.Scale(domainMin=0)),
-        tooltip=[alt.Tooltip("key:N", title="key"), alt.Tooltip("value:Q", title=unit, format=",.6~g")],
+    return (
+        alt.Chart(frame, title=title, height=280)
+        .mark_bar()
+        .encode(
+            x=alt.X("key:N", title=None, sort=None, axis=alt.Axis(labelAngle=-30, labelLimit=160)),
+            y=alt.Y("value:Q", title=unit, scale=alt.Scale(domainMin=0)),
+            tooltip=[alt.Tooltip("key:N", title="key"), alt.Tooltip("value:Q", title=unit, format=",.6~g")],
+        )
     )

@@ -62,9 +62,19 @@ def _stand_in(span_id: str, kids: list[SpanOut], root: str, marker: SpanOut | No
         step = max((k.step_index for k in kids), default=-1)
         name = f"step {step}" if kind == sc.KIND_STEP and step >= 0 else kind
         parent, agent = (root if root != span_id else ""), kids[0].agent
-    return SpanOut(span_id=span_id, parent_span_id=parent, name=name, kind=kind, start_time=start, end_time=end,
-                   duration_s=max(end - start, 0.0), status=OPEN, step_index=step, agent=agent,
-                   status_message="not ended: the span is exported when it ends")
+    return SpanOut(
+        span_id=span_id,
+        parent_span_id=parent,
+        name=name,
+        kind=kind,
+        start_time=start,
+        end_time=end,
+        duration_s=max(end - start, 0.0),
+        status=OPEN,
+        step_index=step,
+        agent=agent,
+        status_message="not ended: the span is exported when it ends",
+    )
 
 
 def with_open_spans(run: RunSummary, spans: Sequence[SpanOut], now: float) -> list[SpanOut]:
@@ -76,8 +86,19 @@ def with_open_spans(run: RunSummary, spans: Sequence[SpanOut], now: float) -> li
 
 # --- the runs page's pinned table ------------------------------------------------------------
 
-RUNNING_COLUMNS = ["started", "agent", "elapsed_s", "steps", "llm calls", "tool calls", "tokens", "cost_usd",
-                   "last activity", "user", "open"]
+RUNNING_COLUMNS = [
+    "started",
+    "agent",
+    "elapsed_s",
+    "steps",
+    "llm calls",
+    "tool calls",
+    "tokens",
+    "cost_usd",
+    "last activity",
+    "user",
+    "open",
+]
 
 
 def elapsed_s(run: RunSummary, now: float) -> float:
@@ -86,10 +107,21 @@ def elapsed_s(run: RunSummary, now: float) -> float:
 
 def running_frame(runs: Sequence[RunSummary], now: float) -> pd.DataFrame:
     """One row per running run, oldest first: its figures so far and how long it has run."""
-    rows = [{
-        "started": datetime.fromtimestamp(r.start_time, tz=UTC), "agent": r.agent or r.name, "elapsed_s": round(elapsed_s(r, now), 1),
-        "steps": r.steps, "llm calls": r.llm_calls, "tool calls": r.tool_calls, "tokens": r.total_tokens, "cost_usd": r.cost_usd,
-        "last activity": f"{max(now - r.end_time, 0.0):.0f} s ago", "user": r.user_id,
-        "open": f"./run?run={r.trace_id}", "trace_id": r.trace_id,
-    } for r in sorted(runs, key=lambda r: r.start_time)]
+    rows = [
+        {
+            "started": datetime.fromtimestamp(r.start_time, tz=UTC),
+            "agent": r.agent or r.name,
+            "elapsed_s": round(elapsed_s(r, now), 1),
+            "steps": r.steps,
+            "llm calls": r.llm_calls,
+            "tool calls": r.tool_calls,
+            "tokens": r.total_tokens,
+            "cost_usd": r.cost_usd,
+            "last activity": f"{max(now - r.end_time, 0.0):.0f} s ago",
+            "user": r.user_id,
+            "open": f"./run?run={r.trace_id}",
+            "trace_id": r.trace_id,
+        }
+        for r in sorted(runs, key=lambda r: r.start_time)
+    ]
     return pd.DataFrame(rows, columns=[*RUNNING_COLUMNS, "trace_id"])

@@ -48,8 +48,15 @@ def sidebar() -> None:
     current = next((name for name, key in names.items() if key == st.session_state.get("aw_api_key")), None)
     with st.sidebar:
         if len(names) > 1 and current is not None:
-            st.selectbox("Project", list(names), index=list(names).index(current), key=SWITCH_KEY, on_change=_switch, args=(names,),
-                         help="The projects this session holds a key of; every page shows the one chosen.")
+            st.selectbox(
+                "Project",
+                list(names),
+                index=list(names).index(current),
+                key=SWITCH_KEY,
+                on_change=_switch,
+                args=(names,),
+                help="The projects this session holds a key of; every page shows the one chosen.",
+            )
         else:
             st.markdown(f"Project: **{current or '–'}**")
         if ui.config().login_mode == "key":

@@ -41,31 +41,65 @@ def waterfall_chart(items: Sequence[tuple[SpanOut, int]], total_spans: int) -> a
     frame = _waterfall_frame(items)
     shown = f" (the {len(items)} most telling of {total_spans})" if len(items) < total_spans else ""
     pick = alt.selection_point(name=SPAN_SELECTION, fields=["span_id"], on="click")
-    y = alt.Y("label:N", sort=list(frame["label"]), title=None,
-              axis=alt.Axis(labels=len(items) <= 150, labelFont="monospace", labelFontSize=10, labelLimit=320, labelOverlap=False, ticks=False))
+    y = alt.Y(
+        "label:N",
+        sort=list(frame["label"]),
+        title=None,
+        axis=alt.Axis(
+            labels=len(items) <= 150,
+            labelFont="monospace",
+            labelFontSize=10,
+            labelLimit=320,
+            labelOverlap=False,
+            ticks=False,
+        ),
+    )
     base = alt.Chart(frame, title=f"Waterfall: {len(items)} spans{shown}", height=min(2000, 60 + 18 * len(items)))
-    bars = base.mark_bar(strokeWidth=2).encode(
-        x=alt.X("start:Q", title="seconds since the run started"), x2="end:Q", y=y,
-        color=alt.Color("kind:N", scale=_KINDS, legend=_LEGEND),
-        stroke=alt.condition("datum.failed", alt.value(ERROR_COLOUR), alt.value(None)),
-        strokeDash=alt.condition("datum.open", alt.value([3, 2]), alt.value([1, 0])),
-        opacity=alt.condition("datum.open", alt.value(0.45), alt.value(1.0)),
-        tooltip=[alt.Tooltip("hover:N", title="span")],
-    ).add_params(pick)
-    crosses = base.transform_filter("datum.failed").mark_point(shape="cross", size=90, filled=True, color=ERROR_COLOUR).encode(
-        x="end:Q", y=y, tooltip=[alt.Tooltip("error:N", title="error / timeout")])
+    bars = (
+        base.mark_bar(strokeWidth=2)
+        .encode(
+            x=alt.X("start:Q", title="seconds since the run started"),
+            x2="end:Q",
+            y=y,
+            color=alt.Color("kind:N", scale=_KINDS, legend=_LEGEND),
+            stroke=alt.condition("datum.failed", alt.value(ERROR_COLOUR), alt.value(None)),
+            strokeDash=alt.condition("datum.open", alt.value([3, 2]), alt.value([1, 0])),
+            opacity=alt.condition("datum.open", alt.value(0.45), alt.value(1.0)),
+            tooltip=[alt.Tooltip("hover:N", title="span")],
+        )
+        .add_params(pick)
+    )
+    crosses = (
+        base.transform_filter("datum.failed")
+        .mark_point(shape="cross", size=90, filled=True, color=ERROR_COLOUR)
+        .encode(x="end:Q", y=y, tooltip=[alt.Tooltip("error:N", title="error / timeout")])
+    )
     return alt.layer(bars, crosses)
 
 
 def _waterfall_frame(items: Sequence[tuple[SpanOut, int]]) -> pd.DataFrame:
     t0 = min((s.start_time for s, _ in items), default=0.0)
-    return pd.DataFrame([{
-        "label": f"{i:>5} {'· ' * min(d, 12)}{s.name}", "span_id": s.span_id, "kind": draw_kind(s),
-        "start": s.start_time - t0, "end": s.start_time - t0 + max(s.duration_s, 1e-4),
-        "failed": is_failed(s), "open": s.status == OPEN,
-        "hover": f"{s.name} · " + ("not ended: open" if s.status == OPEN else f"{s.duration_s * 1000:.0f} ms · {s.status}") + (f" · {s.model}" if s.model else ""),
-        "error": f"{s.error_type or ('timeout' if s.is_timeout else 'error')}: {s.status_message}"[:200] if is_failed(s) else "",
-    } for i, (s, d) in enumerate(items)], columns=["label", "span_id", "kind", "start", "end", "failed", "open", "hover", "error"])
+    return pd.DataFrame(
+        [
+            {
+                "label": f"{i:>5} {'· ' * min(d, 12)}{s.name}",
+                "span_id": s.span_id,
+                "kind": draw_kind(s),
+                "start": s.start_time - t0,
+                "end": s.start_time - t0 + max(s.duration_s, 1e-4),
+                "failed": is_failed(s),
+                "open": s.status == OPEN,
+                "hover": f"{s.name} · "
+                + ("not ended: open" if s.status == OPEN else f"{s.duration_s * 1000:.0f} ms · {s.status}")
+                + (f" · {s.model}" if s.model else ""),
+                "error": f"{s.error_type or ('timeout' if s.is_timeout else 'error')}: {s.status_message}"[:200]
+                if is_failed(s)
+                else "",
+            }
+            for i, (s, d) in enumerate(items)
+        ],
+        columns=["label", "span_id", "kind", "start", "end", "failed", "open", "hover", "error"],
+    )
 
 
 def draw_kind(span: SpanOut) -> str:
@@ -77,14 +111,31 @@ def draw_kind(span: SpanOut) -> str:
 def growth_chart(fit: GrowthFit) -> alt.LayerChart:
     """Input tokens per call (bars, left axis) and the run's cumulative input with the chosen fit
     (points and a dashed line, right axis)."""
-    frame = pd.DataFrame({"call": fit.calls, "step": [f"step {s}" for s in fit.steps], "input": fit.input_tokens,
-                          "cumulative": fit.cumulative, "fitted": fit.fitted or [None] * len(fit.calls)})
+    frame = pd.DataFrame(
+        {
+            "call": fit.calls,
+            "step": [f"step {s}" for s in fit.steps],
+            "input": fit.input_tokens,
+            "cumulative": fit.cumulative,
+            "fitted": fit.fitted or [None] * len(fit.calls),
+        }
+    )
     base = alt.Chart(frame, title=f"Context growth: {fit.chosen}", height=340)
     x = alt.X("call:O", title="LLM call, in order (its step index on hover)", axis=alt.Axis(labelAngle=0))
     bars = base.mark_bar(color=KIND_COLOURS[sc.KIND_LLM]).encode(
-        x=x, y=alt.Y("input:Q", title="input tokens per call", scale=alt.Scale(domainMin=0)), tooltip=["call:O", "step:N", "input:Q"])
-    right = alt.Y("cumulative:Q", title="cumulative input tokens (points; dashed: the fit)", scale=alt.Scale(domainMin=0))
-    layers = [bars, base.mark_point(color="#ff7f0e", filled=True).encode(x=x, y=right, tooltip=["call:O", "step:N", "cumulative:Q"])]
+        x=x,
+        y=alt.Y("input:Q", title="input tokens per call", scale=alt.Scale(domainMin=0)),
+        tooltip=["call:O", "step:N", "input:Q"],
+    )
+    right = alt.Y(
+        "cumulative:Q", title="cumulative input tokens (points; dashed: the fit)", scale=alt.Scale(domainMin=0)
+    )
+    layers = [
+        bars,
+        base.mark_point(color="#ff7f0e", filled=True).encode(
+            x=x, y=right, tooltip=["call:O", "step:N", "cumulative:Q"]
+        ),
+    ]
     if fit.fitted:
         layers.append(base.mark_line(color="#ff7f0e", strokeDash=[6, 4]).encode(x=x, y=alt.Y("fitted:Q", axis=None)))
     return alt.layer(*layers).resolve_scale(y="independent")
@@ -93,13 +144,25 @@ def growth_chart(fit: GrowthFit) -> alt.LayerChart:
 def shares_chart(rows: Sequence[Mapping[str, object]]) -> alt.Chart:
     """Each LLM call's time split into engine queue, prefill, decode and the rest (stacked bars)."""
     parts = {"queue_s": "#ff7f0e", "prefill_s": "#9467bd", "decode_s": "#1f77b4", "other_s": "#c7c7c7"}
-    frame = pd.DataFrame([(str(r["call"]), part.removesuffix("_s"), r[part], order) for r in rows for order, part in enumerate(parts)],
-                         columns=["call", "part", "seconds", "order"])
+    frame = pd.DataFrame(
+        [(str(r["call"]), part.removesuffix("_s"), r[part], order) for r in rows for order, part in enumerate(parts)],
+        columns=["call", "part", "seconds", "order"],
+    )
     calls = list(dict.fromkeys(str(r["call"]) for r in rows))
-    return alt.Chart(frame, title="Engine time of each LLM call", height=min(1600, 60 + 20 * len(calls))).mark_bar().encode(
-        x=alt.X("seconds:Q", title="seconds", stack="zero"), y=alt.Y("call:N", sort=calls, title=None), order="order:Q",
-        color=alt.Color("part:N", scale=alt.Scale(domain=[p.removesuffix("_s") for p in parts], range=list(parts.values())), legend=_LEGEND),
-        tooltip=["call:N", "part:N", alt.Tooltip("seconds:Q", format=",.4~g")],
+    return (
+        alt.Chart(frame, title="Engine time of each LLM call", height=min(1600, 60 + 20 * len(calls)))
+        .mark_bar()
+        .encode(
+            x=alt.X("seconds:Q", title="seconds", stack="zero"),
+            y=alt.Y("call:N", sort=calls, title=None),
+            order="order:Q",
+            color=alt.Color(
+                "part:N",
+                scale=alt.Scale(domain=[p.removesuffix("_s") for p in parts], range=list(parts.values())),
+                legend=_LEGEND,
+            ),
+            tooltip=["call:N", "part:N", alt.Tooltip("seconds:Q", format=",.4~g")],
+        )
     )
 
 
@@ -114,22 +177,59 @@ def graph_chart(graph: RunGraph) -> alt.LayerChart:
     """Agents left, models and tools right; edges as wide as their calls, red where calls
     failed, labelled with calls, failures and cost above their middle (not struck through)."""
     pos = _graph_layout(graph)
-    edges = pd.DataFrame([{
-        "x": pos[src][0], "y": pos[src][1], "x2": pos[dst][0], "y2": pos[dst][1], "mx": (pos[src][0] + pos[dst][0]) / 2,
-        "my": (pos[src][1] + pos[dst][1]) / 2, "width": 1 + min(6, math.log2(1 + e.calls)), "failed": e.failures > 0,
-        "label": f"{e.calls} calls" + (f", {e.failures} failed" if e.failures else "") + (f", {_usd(e.cost_usd)}" if e.cost_usd else ""),
-    } for (src, dst), e in graph.edges.items()], columns=["x", "y", "x2", "y2", "mx", "my", "width", "failed", "label"])
-    nodes = pd.DataFrame([{"x": pos[n][0], "y": pos[n][1], "kind": k, "name": n.split(":", 1)[1]} for n, k in graph.nodes.items()],
-                         columns=["x", "y", "kind", "name"])
+    edges = pd.DataFrame(
+        [
+            {
+                "x": pos[src][0],
+                "y": pos[src][1],
+                "x2": pos[dst][0],
+                "y2": pos[dst][1],
+                "mx": (pos[src][0] + pos[dst][0]) / 2,
+                "my": (pos[src][1] + pos[dst][1]) / 2,
+                "width": 1 + min(6, math.log2(1 + e.calls)),
+                "failed": e.failures > 0,
+                "label": f"{e.calls} calls"
+                + (f", {e.failures} failed" if e.failures else "")
+                + (f", {_usd(e.cost_usd)}" if e.cost_usd else ""),
+            }
+            for (src, dst), e in graph.edges.items()
+        ],
+        columns=["x", "y", "x2", "y2", "mx", "my", "width", "failed", "label"],
+    )
+    nodes = pd.DataFrame(
+        [{"x": pos[n][0], "y": pos[n][1], "kind": k, "name": n.split(":", 1)[1]} for n, k in graph.nodes.items()],
+        columns=["x", "y", "kind", "name"],
+    )
     x, y = alt.X("x:Q", axis=None, scale=alt.Scale(padding=60)), alt.Y("y:Q", axis=None, scale=alt.Scale(padding=30))
-    lines = alt.Chart(edges).mark_rule().encode(
-        x=x, y=y, x2="x2:Q", y2="y2:Q", strokeWidth=alt.StrokeWidth("width:Q", legend=None, scale=None),
-        color=alt.condition("datum.failed", alt.value(ERROR_COLOUR), alt.value("#888")))
-    labels = alt.Chart(edges).mark_text(fontSize=11, dy=-9).encode(x=alt.X("mx:Q", axis=None), y=alt.Y("my:Q", axis=None), text="label:N")
-    kinds = alt.Scale(domain=["agent", "llm", "tool"], range=["#6c757d", KIND_COLOURS[sc.KIND_LLM], KIND_COLOURS[sc.KIND_TOOL]])
-    dots = alt.Chart(nodes).mark_circle(size=400, opacity=1).encode(x=x, y=y, color=alt.Color("kind:N", scale=kinds, legend=_LEGEND), tooltip=["name:N", "kind:N"])
+    lines = (
+        alt.Chart(edges)
+        .mark_rule()
+        .encode(
+            x=x,
+            y=y,
+            x2="x2:Q",
+            y2="y2:Q",
+            strokeWidth=alt.StrokeWidth("width:Q", legend=None, scale=None),
+            color=alt.condition("datum.failed", alt.value(ERROR_COLOUR), alt.value("#888")),
+        )
+    )
+    labels = (
+        alt.Chart(edges)
+        .mark_text(fontSize=11, dy=-9)
+        .encode(x=alt.X("mx:Q", axis=None), y=alt.Y("my:Q", axis=None), text="label:N")
+    )
+    kinds = alt.Scale(
+        domain=["agent", "llm", "tool"], range=["#6c757d", KIND_COLOURS[sc.KIND_LLM], KIND_COLOURS[sc.KIND_TOOL]]
+    )
+    dots = (
+        alt.Chart(nodes)
+        .mark_circle(size=400, opacity=1)
+        .encode(x=x, y=y, color=alt.Color("kind:N", scale=kinds, legend=_LEGEND), tooltip=["name:N", "kind:N"])
+    )
     names = alt.Chart(nodes).mark_text(dy=-20, fontSize=12).encode(x=x, y=y, text="name:N")
-    return alt.layer(lines, labels, dots, names, title="Run graph: agents, models and tools", height=max(320, 70 * len(graph.nodes)))
+    return alt.layer(
+        lines, labels, dots, names, title="Run graph: agents, models and tools", height=max(320, 70 * len(graph.nodes))
+    )
 
 
 def _graph_layout(graph: RunGraph) -> dict[str, tuple[float, float]]:

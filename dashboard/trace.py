@@ -18,8 +18,15 @@ from agentwatch_api.schemas import SpanOut
 from dashboard import analysis, live
 
 # Symbols every common font has (emoji fonts are often missing on servers and in CI browsers).
-ICONS = {sc.KIND_RUN: "◆", sc.KIND_STEP: "▸", sc.KIND_LLM: "✦", sc.KIND_TOOL: "⚒", sc.KIND_RETRIEVAL: "☰",
-         sc.KIND_ENGINE: "⚙", sc.KIND_OTHER: "•"}
+ICONS = {
+    sc.KIND_RUN: "◆",
+    sc.KIND_STEP: "▸",
+    sc.KIND_LLM: "✦",
+    sc.KIND_TOOL: "⚒",
+    sc.KIND_RETRIEVAL: "☰",
+    sc.KIND_ENGINE: "⚙",
+    sc.KIND_OTHER: "•",
+}
 FAILED_MARK = "✖"
 OPEN_MARK = "⏵ open"  # a span not ended (yet): dashboard.live's stand-in
 
@@ -62,12 +69,22 @@ def tree_rows(items: Sequence[tuple[SpanOut, int]], names: dict[int, str]) -> li
 
 def _tree_row(span: SpanOut, depth: int, t0: float, total: float, names: dict[int, str]) -> dict[str, Any]:
     failed = analysis.is_failed(span)
-    label = f"{'   ' * min(depth, 12)}{icon(span)} {span.name}" + (f" {FAILED_MARK}" if failed else "") + (f" {OPEN_MARK}" if is_open(span) else "")
+    label = (
+        f"{'   ' * min(depth, 12)}{icon(span)} {span.name}"
+        + (f" {FAILED_MARK}" if failed else "")
+        + (f" {OPEN_MARK}" if is_open(span) else "")
+    )
     return {
-        "span": label, "kind": span.kind, "step": step_label(span.step_index, names),
-        "start_s": round(span.start_time - t0, 4), "duration_s": round(span.duration_s, 4),
-        "share": min(1.0, span.duration_s / total), "status": _status(span),
-        "detail": _detail(span), "cost_usd": span.cost_usd or None, "span_id": span.span_id,
+        "span": label,
+        "kind": span.kind,
+        "step": step_label(span.step_index, names),
+        "start_s": round(span.start_time - t0, 4),
+        "duration_s": round(span.duration_s, 4),
+        "share": min(1.0, span.duration_s / total),
+        "status": _status(span),
+        "detail": _detail(span),
+        "cost_usd": span.cost_usd or None,
+        "span_id": span.span_id,
     }
 
 
@@ -212,12 +229,21 @@ def facts(span: SpanOut, engine: SpanOut | None = None) -> list[tuple[str, Any, 
     that, those of the engine span joined under it."""
     rows: list[tuple[str, Any, str]] = [("Duration", span.duration_s, "s")]
     if span.kind in (sc.KIND_LLM, sc.KIND_ENGINE):
-        rows += [("Input tokens", span.input_tokens, ""), ("Cached tokens", span.cached_tokens, ""),
-                 ("Output tokens", span.output_tokens, ""), ("Cost", span.cost_usd, "USD"),
-                 ("TTFT", span.ttft_s, "s"), ("TPOT", span.tpot_s, "s")]
+        rows += [
+            ("Input tokens", span.input_tokens, ""),
+            ("Cached tokens", span.cached_tokens, ""),
+            ("Output tokens", span.output_tokens, ""),
+            ("Cost", span.cost_usd, "USD"),
+            ("TTFT", span.ttft_s, "s"),
+            ("TPOT", span.tpot_s, "s"),
+        ]
     timings = [_either(span, engine, name) for name in ("queue_s", "prefill_s", "decode_s")]
     if any(v is not None for v in timings):
-        rows += [("Engine queue", timings[0], "s"), ("Engine prefill", timings[1], "s"), ("Engine decode", timings[2], "s")]
+        rows += [
+            ("Engine queue", timings[0], "s"),
+            ("Engine prefill", timings[1], "s"),
+            ("Engine decode", timings[2], "s"),
+        ]
     return rows
 
 
@@ -226,10 +252,35 @@ def _either(span: SpanOut, engine: SpanOut | None, name: str) -> float | None:
     return getattr(engine, name) if own is None and engine is not None else own
 
 
-_FIELDS = ("kind", "name", "status", "status_message", "error_type", "is_timeout", "model", "finish_reason", "tool_name",
-           "tool_cache_hit", "step_index", "agent", "service", "input_tokens", "output_tokens", "cached_tokens", "cost_usd",
-           "ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s", "start_time", "end_time", "duration_s", "span_id",
-           "parent_span_id")
+_FIELDS = (
+    "kind",
+    "name",
+    "status",
+    "status_message",
+    "error_type",
+    "is_timeout",
+    "model",
+    "finish_reason",
+    "tool_name",
+    "tool_cache_hit",
+    "step_index",
+    "agent",
+    "service",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "cost_usd",
+    "ttft_s",
+    "tpot_s",
+    "queue_s",
+    "prefill_s",
+    "decode_s",
+    "start_time",
+    "end_time",
+    "duration_s",
+    "span_id",
+    "parent_span_id",
+)
 _UNSET = (None, "", -1)
 
 
@@ -239,7 +290,11 @@ def fields(span: SpanOut) -> list[tuple[str, str]]:
     rows = []
     for name in _FIELDS:
         value = getattr(span, name)
-        if value in _UNSET or (value is False and name != "is_timeout") or (value == 0 and name.endswith(("tokens", "usd"))):
+        if (
+            value in _UNSET
+            or (value is False and name != "is_timeout")
+            or (value == 0 and name.endswith(("tokens", "usd")))
+        ):
             continue
         rows.append((name, _field_text(name, value)))
     return rows

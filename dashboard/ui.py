@@ -28,7 +28,9 @@ from agentwatch_api.schemas import FilterValues, RunSummary, TimeSeries
 from dashboard.config import DashboardConfig
 
 _TTL_S = DashboardConfig.from_env().cache_ttl_s
-OPEN_MODE_BANNER = "Open local mode: this dashboard requires no login. Anyone who can reach it sees this project's data."
+OPEN_MODE_BANNER = (
+    "Open local mode: this dashboard requires no login. Anyone who can reach it sees this project's data."
+)
 DEMO_HINT = "Run `agentwatch demo` (collector, simulated engine and reference agent) or point your agent's SDK at the collector."
 
 RANGES: dict[str, tuple[int, int]] = {  # label -> (seconds, bucket step)
@@ -76,7 +78,10 @@ def login() -> bool:
     if submitted:
         _try_login(cfg, secret)
     if st.session_state.get("aw_api_key") is None:
-        st.info(f"This dashboard requires a login: enter the {label.lower()}." + (" Create a key with `agentwatch keys create`." if mode == "key" else ""))
+        st.info(
+            f"This dashboard requires a login: enter the {label.lower()}."
+            + (" Create a key with `agentwatch keys create`." if mode == "key" else "")
+        )
         return False
     st.rerun()
     return True
@@ -178,8 +183,11 @@ def _sync_cookie() -> None:
     if token is None:
         return
     age = SESSION_TTL_S if token else 0
-    components.html(f"<script>window.parent.document.cookie = '{SESSION_COOKIE}={token}; path=/; "
-                    f"max-age={age}; SameSite=Strict';</script>", height=0)
+    components.html(
+        f"<script>window.parent.document.cookie = '{SESSION_COOKIE}={token}; path=/; "
+        f"max-age={age}; SameSite=Strict';</script>",
+        height=0,
+    )
 
 
 # --- queries ---------------------------------------------------------------------------
@@ -217,7 +225,9 @@ def fetch_later(method: str, **kwargs: Any) -> Future[Any]:
 
 
 @st.cache_data(ttl=_TTL_S, show_spinner=False, max_entries=100)
-def _together(target: tuple[str, str, float], calls: tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...]) -> dict[str, Any]:
+def _together(
+    target: tuple[str, str, float], calls: tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...]
+) -> dict[str, Any]:
     api = _client(*target)
     with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="agentwatch-fetch") as pool:
         futures = {name: pool.submit(getattr(api, method), **dict(kwargs)) for name, method, kwargs in calls}
@@ -227,7 +237,10 @@ def _together(target: tuple[str, str, float], calls: tuple[tuple[str, str, tuple
 def fetch_together(**calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
     """Several query API calls at once, in parallel: name -> result, as ``fetch`` gives each (a
     page waits for its slowest query, not for their sum); the first error is raised."""
-    return _together(_target(), tuple((name, method, tuple(sorted(kwargs.items()))) for name, (method, kwargs) in sorted(calls.items())))
+    return _together(
+        _target(),
+        tuple((name, method, tuple(sorted(kwargs.items()))) for name, (method, kwargs) in sorted(calls.items())),
+    )
 
 
 def series_calls(specs: Sequence[tuple[str, str]], **common: Any) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -235,12 +248,17 @@ def series_calls(specs: Sequence[tuple[str, str]], **common: Any) -> dict[str, t
     by_group: dict[str, list[str]] = {}
     for metric, group_by in specs:
         by_group.setdefault(group_by, []).append(metric)
-    return {f"series by {g}": ("timeseries_set", {"metrics": tuple(metrics), "group_by": g, **common}) for g, metrics in by_group.items()}
+    return {
+        f"series by {g}": ("timeseries_set", {"metrics": tuple(metrics), "group_by": g, **common})
+        for g, metrics in by_group.items()
+    }
 
 
 def series_of(results: dict[str, Any]) -> dict[str, TimeSeries]:
     """The series among ``fetch_together``'s results (of ``series_calls``): metric -> series."""
-    return {metric: found for name, got in results.items() if name.startswith("series by ") for metric, found in got.items()}
+    return {
+        metric: found for name, got in results.items() if name.startswith("series by ") for metric, found in got.items()
+    }
 
 
 # --- filters ---------------------------------------------------------------------------
@@ -334,7 +352,9 @@ def guarded(what: str) -> Iterator[None]:
     try:
         yield
     except AuthError as exc:
-        st.error(f"The collector refused the API key while loading {what} ({exc.detail}). Log out and log in with a valid key.")
+        st.error(
+            f"The collector refused the API key while loading {what} ({exc.detail}). Log out and log in with a valid key."
+        )
     except NotFound as exc:
         st.warning(f"Not found while loading {what}: {exc.detail}")
     except CollectorUnavailable as exc:
@@ -438,7 +458,7 @@ def _compact(v: float, digits: int) -> str:
         return "0"
     if abs(v) < 0.01:
         return "<0.01" if v > 0 else ">-0.01"
-    return f"{v:.{digits}g}" if abs(v) < 10 ** digits else f"{v:.0f}"
+    return f"{v:.{digits}g}" if abs(v) < 10**digits else f"{v:.0f}"
 
 
 def _si(v: float) -> str:
@@ -472,16 +492,31 @@ RUN_COLUMNS = {
 
 def runs_frame(runs: list[RunSummary]) -> pd.DataFrame:
     """One row per run, with a link that opens the run detail page."""
-    return pd.DataFrame([
-        {
-            "time": datetime.fromtimestamp(r.start_time, tz=UTC), "agent": r.agent, "status": r.status, "outcome": r.outcome,
-            "duration_s": r.duration_s, "steps": r.steps, "llm calls": r.llm_calls, "tool calls": r.tool_calls,
-            "tool failures": r.tool_failures, "tokens": r.total_tokens, "cost_usd": r.cost_usd,
-            "budget stop": r.budget_exceeded, "models": ", ".join(r.models), "feedback": r.feedback_score,
-            "user": r.user_id, "session": r.session_id, "open": f"./run?run={r.trace_id}", "trace_id": r.trace_id,
-        }
-        for r in runs
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "time": datetime.fromtimestamp(r.start_time, tz=UTC),
+                "agent": r.agent,
+                "status": r.status,
+                "outcome": r.outcome,
+                "duration_s": r.duration_s,
+                "steps": r.steps,
+                "llm calls": r.llm_calls,
+                "tool calls": r.tool_calls,
+                "tool failures": r.tool_failures,
+                "tokens": r.total_tokens,
+                "cost_usd": r.cost_usd,
+                "budget stop": r.budget_exceeded,
+                "models": ", ".join(r.models),
+                "feedback": r.feedback_score,
+                "user": r.user_id,
+                "session": r.session_id,
+                "open": f"./run?run={r.trace_id}",
+                "trace_id": r.trace_id,
+            }
+            for r in runs
+        ]
+    )
 
 
 def table_height(rows: int, *, most: int = 1800) -> int:

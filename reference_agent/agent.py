@@ -107,7 +107,9 @@ class AgentConfig:
     max_cost_usd: float | None = None
     max_seconds: float | None = None
     degradation: DegradationPolicy | None = None
-    step_pause_s: float = 0.0  # each research step waits this long after acting (a slow tool or a human): long runs to watch
+    step_pause_s: float = (
+        0.0  # each research step waits this long after acting (a slow tool or a human): long runs to watch
+    )
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -183,8 +185,16 @@ class _State:
 class ResearchAgent:
     """Answers research questions with ``search`` and ``fetch``; one instance serves many runs."""
 
-    def __init__(self, client: openai.AsyncOpenAI, tools: ResearchTools, *, config: AgentConfig | None = None,
-                 cache: ToolCache | None = None, seed: int = 0, rate_limiter: RateLimiter | None = None) -> None:
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI,
+        tools: ResearchTools,
+        *,
+        config: AgentConfig | None = None,
+        cache: ToolCache | None = None,
+        seed: int = 0,
+        rate_limiter: RateLimiter | None = None,
+    ) -> None:
         self.client = client
         self.tools = tools
         self.config = config or AgentConfig()
@@ -192,7 +202,10 @@ class ResearchAgent:
         self.rate_limiter = rate_limiter
         self._rng = random.Random(seed)
         self._prices = agentwatch.PriceTable()
-        self._finished = (0, 0)  # runs that finished undegraded: count, total research steps (a projection's expectation)
+        self._finished = (
+            0,
+            0,
+        )  # runs that finished undegraded: count, total research steps (a projection's expectation)
 
     async def run(self, question: str, *, user_id: str = "", session_id: str = "") -> RunResult:
         """Research ``question`` to a report; never raises for a failed run, the result says why."""
@@ -210,10 +223,12 @@ class ResearchAgent:
 
     async def _traced_run(self, question: str, result: RunResult, *, user_id: str, session_id: str) -> None:
         """The run span wraps everything; exceptions leave it so the SDK records them."""
-        budget = agentwatch.Budget(max_cost_usd=self.config.max_cost_usd, max_steps=None,
-                                   max_seconds=self.config.max_seconds)
-        with agentwatch.run(AGENT_NAME, user_id=user_id or None, session_id=session_id or None,
-                            tags=[self.config.mode], budget=budget) as run:
+        budget = agentwatch.Budget(
+            max_cost_usd=self.config.max_cost_usd, max_steps=None, max_seconds=self.config.max_seconds
+        )
+        with agentwatch.run(
+            AGENT_NAME, user_id=user_id or None, session_id=session_id or None, tags=[self.config.mode], budget=budget
+        ) as run:
             result.trace_id = run.trace_id
             if not await self._admitted(result, user_id):
                 run.set_outcome("abandoned", reason=result.reason)
@@ -230,8 +245,13 @@ class ResearchAgent:
         self._count_finished(result)
 
     def _new_state(self, question: str) -> _State:
-        return _State(question, mode=self.config.mode, model=self.config.model,
-                      decision_model=self.config.decision_model, max_steps=self.config.max_steps)
+        return _State(
+            question,
+            mode=self.config.mode,
+            model=self.config.model,
+            decision_model=self.config.decision_model,
+            max_steps=self.config.max_steps,
+        )
 
     async def _admitted(self, result: RunResult, user_id: str) -> bool:
         """The rate limiter's word on this run (recorded on the run span when it acts)."""
@@ -243,8 +263,12 @@ class ResearchAgent:
             result.outcome, result.reason, result.rate_limited = "abandoned", f"rate limited: {admission.reason}", True
             return False
         if admission.delay_s:
-            agentwatch.record_lever("rate_limit", reason=admission.reason, change=f"run queued {admission.delay_s:.2f} s",
-                                    delay_s=admission.delay_s)
+            agentwatch.record_lever(
+                "rate_limit",
+                reason=admission.reason,
+                change=f"run queued {admission.delay_s:.2f} s",
+                delay_s=admission.delay_s,
+            )
             result.rate_limit_delay_s = admission.delay_s
         return True
 
@@ -263,8 +287,9 @@ class ResearchAgent:
                 await self._maybe_degrade(state, result, index, step_cost)
                 if state.notes and await self._enough(state, result):
                     break
-                reply = await self._chat(state.decision_model, self._act_messages(state), result,
-                                         tools=TOOL_SCHEMAS, routed=True)
+                reply = await self._chat(
+                    state.decision_model, self._act_messages(state), result, tools=TOOL_SCHEMAS, routed=True
+                )
                 result.step_input_tokens.append(reply.input_tokens)
                 if not reply.tool_calls:
                     break  # the model answered instead of acting: nothing left to look up
@@ -291,8 +316,9 @@ class ResearchAgent:
         change = self._degrade(state, policy, index)
         if change is None:
             return
-        agentwatch.record_lever("degradation", reason=why, change=change, cost_so_far_usd=result.cost_usd,
-                                projected_cost_usd=projected)
+        agentwatch.record_lever(
+            "degradation", reason=why, change=change, cost_so_far_usd=result.cost_usd, projected_cost_usd=projected
+        )
         state.degraded, result.degraded = True, policy.action
 
     def _projected(self, state: _State, result: RunResult, index: int, step_cost: float) -> float:
@@ -301,8 +327,9 @@ class ResearchAgent:
         from the material gathered so far."""
         count, steps = self._finished
         expected = steps / count if count else float(self.config.max_steps)
-        synthesis = self._prices.cost(state.model, count_tokens(json.dumps(self._report_messages(state))),
-                                      self.config.report_max_tokens)
+        synthesis = self._prices.cost(
+            state.model, count_tokens(json.dumps(self._report_messages(state))), self.config.report_max_tokens
+        )
         return projected_cost(result.cost_usd, step_cost, index, expected, synthesis)
 
     def _budget_used(self, result: RunResult) -> float | None:
@@ -310,8 +337,11 @@ class ResearchAgent:
         more (the SDK off, or its OpenAI instrumentation: then it sees no LLM cost)."""
         run = agentwatch.current_run()
         limit = self.config.max_cost_usd
-        shares = [x for x in (run.budget_used() if run is not None else None,
-                              result.cost_usd / limit if limit else None) if x is not None]
+        shares = [
+            x
+            for x in (run.budget_used() if run is not None else None, result.cost_usd / limit if limit else None)
+            if x is not None
+        ]
         return max(shares, default=None)
 
     def _degrade(self, state: _State, policy: DegradationPolicy, index: int) -> str | None:
@@ -350,15 +380,28 @@ class ResearchAgent:
 
     # --- model calls -----------------------------------------------------------------------
 
-    async def _chat(self, model: str, messages: list[dict[str, Any]], result: RunResult,
-                    *, tools: list[dict[str, Any]] | None = None, routed: bool = False) -> _Reply:
+    async def _chat(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        result: RunResult,
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        routed: bool = False,
+    ) -> _Reply:
         """One streamed chat completion; usage comes in the final chunk. ``routed``: an easy
         decision, which the router sends to the small model (a lever, when it did)."""
         extra: dict[str, Any] = {"tools": tools, "tool_choice": "auto"} if tools else {}
         with agentwatch.llm_attributes(self._llm_labels(model, routed)):  # the router's choice, on the LLM span
             stream = await self.client.chat.completions.create(
-                model=model, messages=messages, stream=True, stream_options={"include_usage": True},
-                max_tokens=self.config.max_output_tokens, temperature=self.config.temperature, **extra)
+                model=model,
+                messages=messages,
+                stream=True,
+                stream_options={"include_usage": True},
+                max_tokens=self.config.max_output_tokens,
+                temperature=self.config.temperature,
+                **extra,
+            )
         reply = await _collect(stream, fallback_input=count_tokens(json.dumps(messages)))
         result.llm_calls += 1
         result.input_tokens += reply.input_tokens
@@ -374,29 +417,41 @@ class ResearchAgent:
     def _llm_labels(self, model: str, routed: bool) -> dict[str, Any]:
         labels: dict[str, Any] = {MODEL_TIER: self._tier(model)}
         if routed and model == self.config.small_model and model != self.config.model:
-            labels.update(agentwatch.lever_attributes("routing", reason="easy decision", baseline_model=self.config.model,
-                                                      change=f"{self.config.model} -> {model}"))
+            labels.update(
+                agentwatch.lever_attributes(
+                    "routing",
+                    reason="easy decision",
+                    baseline_model=self.config.model,
+                    change=f"{self.config.model} -> {model}",
+                )
+            )
         return labels
 
     def _act_messages(self, state: _State) -> list[dict[str, Any]]:
         if state.mode == "react":
-            return [{"role": "system", "content": ACT_PROMPT},
-                    {"role": "user", "content": f"Question: {state.question}"}, *state.history]
-        return [{"role": "system", "content": ACT_PROMPT},
-                {"role": "user", "content": self._bounded_brief(state)}]
+            return [
+                {"role": "system", "content": ACT_PROMPT},
+                {"role": "user", "content": f"Question: {state.question}"},
+                *state.history,
+            ]
+        return [{"role": "system", "content": ACT_PROMPT}, {"role": "user", "content": self._bounded_brief(state)}]
 
     def _report_messages(self, state: _State) -> list[dict[str, Any]]:
         if state.mode == "react":
             material = "\n\n".join(str(m.get("content") or "") for m in state.history if m["role"] == "tool")
         else:
             material = self._report_text(state)
-        return [{"role": "system", "content": REPORT_PROMPT},
-                {"role": "user", "content": f"Question: {state.question}\n\nMaterial:\n{material}"}]
+        return [
+            {"role": "system", "content": REPORT_PROMPT},
+            {"role": "user", "content": f"Question: {state.question}\n\nMaterial:\n{material}"},
+        ]
 
     def _bounded_brief(self, state: _State) -> str:
         """Question + bounded report + last result: the whole context of an iterative step."""
-        return (f"Question: {state.question}\n\nReport so far:\n{self._report_text(state) or '(empty)'}"
-                f"\n\nLast result:\n{_clip(state.last_result, self.config.report_max_tokens)}")
+        return (
+            f"Question: {state.question}\n\nReport so far:\n{self._report_text(state) or '(empty)'}"
+            f"\n\nLast result:\n{_clip(state.last_result, self.config.report_max_tokens)}"
+        )
 
     def _report_text(self, state: _State) -> str:
         """The evolving report: the newest notes that fit in ``report_max_tokens``."""
@@ -414,8 +469,9 @@ class ResearchAgent:
     async def _act(self, state: _State, reply: _Reply, result: RunResult) -> None:
         """Run the requested tools and remember what they said."""
         if state.mode == "react":
-            state.history.append({"role": "assistant", "content": reply.content or None,
-                                  "tool_calls": reply.tool_calls})
+            state.history.append(
+                {"role": "assistant", "content": reply.content or None, "tool_calls": reply.tool_calls}
+            )
         for call in reply.tool_calls:
             name, argument = _parse_call(call)
             output = await self._call_tool(name, argument, result)
@@ -493,8 +549,9 @@ async def _collect(stream: Any, *, fallback_input: int) -> _Reply:
             delta = choice.delta
             content.append(delta.content or "")
             for part in delta.tool_calls or ():
-                call = calls.setdefault(part.index, {"id": "", "type": "function",
-                                                     "function": {"name": "", "arguments": ""}})
+                call = calls.setdefault(
+                    part.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+                )
                 call["id"] = part.id or call["id"]
                 if part.function is not None:
                     call["function"]["name"] += part.function.name or ""

@@ -23,28 +23,43 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def register_engine(sub: argparse._SubParsersAction) -> None:
-    engine = sub.add_parser("engine", help="serve an LLM: the simulated engine (--sim) or vLLM (--vllm MODEL_PATH)",
-                            description="Serve an OpenAI-compatible LLM endpoint with vLLM's metrics and traces.")
+    engine = sub.add_parser(
+        "engine",
+        help="serve an LLM: the simulated engine (--sim) or vLLM (--vllm MODEL_PATH)",
+        description="Serve an OpenAI-compatible LLM endpoint with vLLM's metrics and traces.",
+    )
     which = engine.add_mutually_exclusive_group(required=True)
     which.add_argument("--sim", action="store_true", help="the simulated engine (CPU; a simulation, not a model)")
     which.add_argument("--vllm", metavar="MODEL_PATH", help="start `vllm serve MODEL_PATH` (needs vLLM and a GPU)")
     engine.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     engine.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    engine.add_argument("--api-key", default=os.environ.get("AGENTWATCH_API_KEY"),
-                        help="the collector's project key: ingest scope for traces, admin to register a vLLM engine (default $AGENTWATCH_API_KEY)")
+    engine.add_argument(
+        "--api-key",
+        default=os.environ.get("AGENTWATCH_API_KEY"),
+        help="the collector's project key: ingest scope for traces, admin to register a vLLM engine (default $AGENTWATCH_API_KEY)",
+    )
     sim = engine.add_argument_group("simulated engine")
     sim.add_argument("--policy", choices=POLICIES, default="continuous", help="batching policy (default continuous)")
     sim.add_argument("--slots", type=int, default=32, help="sequence slots per model (default 32)")
-    sim.add_argument("--kv-tokens", type=int, default=131072, help="KV-cache budget per model in tokens (default 131072)")
+    sim.add_argument(
+        "--kv-tokens", type=int, default=131072, help="KV-cache budget per model in tokens (default 131072)"
+    )
     sim.add_argument("--speed", type=float, default=1.0, help="run X times faster than real time (default 1)")
     sim.add_argument("--models", default=",".join(PROFILES), help=f"served models (default {','.join(PROFILES)})")
-    sim.add_argument("--otlp-endpoint", default=None, help="export llm_request spans here (the collector, e.g. http://127.0.0.1:4318)")
+    sim.add_argument(
+        "--otlp-endpoint",
+        default=None,
+        help="export llm_request spans here (the collector, e.g. http://127.0.0.1:4318)",
+    )
     gpu = engine.add_argument_group("vLLM")
     gpu.add_argument("--served-model-name", default=None, help="the model name clients send")
     gpu.add_argument("--collector", default=None, help="collector URL for traces and metrics registration")
-    gpu.add_argument("--admin-key", default=os.environ.get("AGENTWATCH_ADMIN_KEY"),
-                     help="a key with the admin scope, to register the engine's /metrics with the collector; vLLM never sees it "
-                          "(default $AGENTWATCH_ADMIN_KEY, else --api-key)")
+    gpu.add_argument(
+        "--admin-key",
+        default=os.environ.get("AGENTWATCH_ADMIN_KEY"),
+        help="a key with the admin scope, to register the engine's /metrics with the collector; vLLM never sees it "
+        "(default $AGENTWATCH_ADMIN_KEY, else --api-key)",
+    )
     gpu.add_argument("--engine-name", default="vllm", help="name of this engine in the collector (default vllm)")
     gpu.add_argument("--detailed-traces", action="store_true", help="pass --collect-detailed-traces all (slower)")
     gpu.add_argument("--health-timeout", type=float, default=900.0, help="seconds to wait for /health (default 900)")
@@ -64,8 +79,12 @@ def _run_sim(args: argparse.Namespace) -> int:
     try:
         config = EngineConfig(
             models=tuple(m.strip() for m in args.models.split(",") if m.strip()),
-            policy=args.policy, slots=args.slots, kv_tokens=args.kv_tokens, speed=args.speed,
-            otlp_endpoint=args.otlp_endpoint, api_key=args.api_key,
+            policy=args.policy,
+            slots=args.slots,
+            kv_tokens=args.kv_tokens,
+            speed=args.speed,
+            otlp_endpoint=args.otlp_endpoint,
+            api_key=args.api_key,
         )
     except (KeyError, ValueError) as exc:
         print(f"agentwatch engine: {exc}", file=sys.stderr)
@@ -79,8 +98,14 @@ def _run_vllm(args: argparse.Namespace) -> int:
     from reference_agent.engine.vllm_launcher import LauncherError, VllmLaunch, launch
 
     config = VllmLaunch(
-        model_path=args.vllm, host=args.host, port=args.port, served_model_name=args.served_model_name,
-        collector_url=args.collector, collector_key=args.api_key, admin_key=args.admin_key, engine_name=args.engine_name,
+        model_path=args.vllm,
+        host=args.host,
+        port=args.port,
+        served_model_name=args.served_model_name,
+        collector_url=args.collector,
+        collector_key=args.api_key,
+        admin_key=args.admin_key,
+        engine_name=args.engine_name,
         detailed_traces=args.detailed_traces,
     )
     try:

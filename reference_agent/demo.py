@@ -116,21 +116,40 @@ def register_demo(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--duration", type=float, default=180.0, help="seconds of traffic (default 180)")
     demo.add_argument("--data-dir", type=Path, default=Path(".agentwatch/demo"), help="reused between runs")
     demo.add_argument("--no-browser", action="store_true", help="do not open the dashboard in a browser")
-    demo.add_argument("--port-offset", type=int, default=0,
-                      help="add to every default port (collector 4318/4317, engine 8000, dashboard 8501)")
+    demo.add_argument(
+        "--port-offset",
+        type=int,
+        default=0,
+        help="add to every default port (collector 4318/4317, engine 8000, dashboard 8501)",
+    )
     demo.add_argument("--users", type=int, default=3, help="simulated users in the baseline phase (default 3)")
-    demo.add_argument("--engine-speed", type=float, default=4.0,
-                      help="the simulated engine runs this many times faster than real time (default 4)")
-    demo.add_argument("--exit-when-done", action="store_true",
-                      help="stop everything when the traffic ends (default: keep serving until Ctrl-C)")
+    demo.add_argument(
+        "--engine-speed",
+        type=float,
+        default=4.0,
+        help="the simulated engine runs this many times faster than real time (default 4)",
+    )
+    demo.add_argument(
+        "--exit-when-done",
+        action="store_true",
+        help="stop everything when the traffic ends (default: keep serving until Ctrl-C)",
+    )
     demo.set_defaults(func=run_demo_command)
 
 
 def run_demo_command(args: argparse.Namespace) -> int:
-    os.environ.setdefault(COST_WINDOW_ENV, "5s" if args.duration < SHORT_DEMO_S else "10s")  # the collector child inherits it
-    options = DemoOptions(duration_s=args.duration, data_dir=args.data_dir, open_browser=not args.no_browser,
-                          port_offset=args.port_offset, users=args.users, engine_speed=args.engine_speed,
-                          exit_when_done=args.exit_when_done)
+    os.environ.setdefault(
+        COST_WINDOW_ENV, "5s" if args.duration < SHORT_DEMO_S else "10s"
+    )  # the collector child inherits it
+    options = DemoOptions(
+        duration_s=args.duration,
+        data_dir=args.data_dir,
+        open_browser=not args.no_browser,
+        port_offset=args.port_offset,
+        users=args.users,
+        engine_speed=args.engine_speed,
+        exit_when_done=args.exit_when_done,
+    )
     signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl-C: children first, then exit
     try:
         report = run_demo(options)
@@ -182,6 +201,7 @@ def _interrupts_ignored() -> Iterator[None]:
 
 # --- the processes ----------------------------------------------------------------------------
 
+
 def _check_ports(ports: dict[str, int]) -> None:
     for name, port in ports.items():
         with socket.socket() as sock:
@@ -189,8 +209,9 @@ def _check_ports(ports: dict[str, int]) -> None:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
-                raise DemoError(f"port {port} ({name}) is taken: stop what listens there or pass "
-                                f"--port-offset N to move every port") from None
+                raise DemoError(
+                    f"port {port} ({name}) is taken: stop what listens there or pass --port-offset N to move every port"
+                ) from None
 
 
 class ProcessGroup:
@@ -204,8 +225,14 @@ class ProcessGroup:
     def start(self, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
         log_path = self._log_dir / f"{name}.log"
         with log_path.open("ab") as log_file:
-            proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log_file, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                env={**os.environ, **env},
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         self._children.append((name, proc))
         return proc
 
@@ -231,8 +258,10 @@ class ProcessGroup:
         wanted = set(names)
         for name, code in self.dead():
             if name in wanted:
-                raise DemoError(f"the {name} process exited with code {code}; the end of its log "
-                                f"({self._log_dir / (name + '.log')}):\n{self.log_tail(name)}")
+                raise DemoError(
+                    f"the {name} process exited with code {code}; the end of its log "
+                    f"({self._log_dir / (name + '.log')}):\n{self.log_tail(name)}"
+                )
 
     def log_tail(self, name: str, lines: int = 20) -> str:
         text = (self._log_dir / f"{name}.log").read_text(errors="replace")
@@ -259,27 +288,48 @@ def _agentwatch(*args: str) -> list[str]:
     return [sys.executable, "-m", "agentwatch", *args]
 
 
-def start_collector(group: ProcessGroup, data_dir: Path, *, port: int, grpc_port: int,
-                    env: dict[str, str] | None = None) -> str:
+def start_collector(
+    group: ProcessGroup, data_dir: Path, *, port: int, grpc_port: int, env: dict[str, str] | None = None
+) -> str:
     """``agentwatch collector`` on embedded chDB in ``data_dir``; returns its URL once it answers."""
     url = f"http://127.0.0.1:{port}"
-    group.start("collector", _agentwatch("collector"), {
-        "AGENTWATCH_DATA_DIR": str(data_dir), "AGENTWATCH_PORT": str(port), "AGENTWATCH_GRPC_PORT": str(grpc_port),
-        "AGENTWATCH_HOST": "127.0.0.1", **(env or {})})
+    group.start(
+        "collector",
+        _agentwatch("collector"),
+        {
+            "AGENTWATCH_DATA_DIR": str(data_dir),
+            "AGENTWATCH_PORT": str(port),
+            "AGENTWATCH_GRPC_PORT": str(grpc_port),
+            "AGENTWATCH_HOST": "127.0.0.1",
+            **(env or {}),
+        },
+    )
     group.wait_ready("collector", url + "/metrics")
     return url
 
 
-def project_key(collector: str, data_dir: Path, project: str = DEMO_PROJECT, *, scopes: tuple[str, ...] = ("ingest", "read")) -> str:
+def project_key(
+    collector: str, data_dir: Path, project: str = DEMO_PROJECT, *, scopes: tuple[str, ...] = ("ingest", "read")
+) -> str:
     """A key of the project with ``scopes``, saved in ``data_dir`` and reused while the collector
     accepts it; else a new one from the running collector's key admin (``agentwatch keys create
     --scope ...`` does the same). The demo gives its agents an ``ingest`` key and its dashboard a
     ``read`` one; the default (both) serves a test that sends and reads."""
-    key_path = data_dir / (f"{project}-project-key" if scopes == ("ingest", "read") else f"{project}-{'-'.join(scopes)}-key")
+    key_path = data_dir / (
+        f"{project}-project-key" if scopes == ("ingest", "read") else f"{project}-{'-'.join(scopes)}-key"
+    )
     if key_path.exists():
         key = key_path.read_text().strip()
-        probe = (httpx.get(collector + "/api/ingest", headers=_auth(key), timeout=10.0) if "read" in scopes else
-                 httpx.post(collector + "/v1/traces", content=b"", headers={**_auth(key), "Content-Type": "application/x-protobuf"}, timeout=10.0))
+        probe = (
+            httpx.get(collector + "/api/ingest", headers=_auth(key), timeout=10.0)
+            if "read" in scopes
+            else httpx.post(
+                collector + "/v1/traces",
+                content=b"",
+                headers={**_auth(key), "Content-Type": "application/x-protobuf"},
+                timeout=10.0,
+            )
+        )
         if probe.status_code == 200:
             return key
     token = read_admin_token(data_dir)
@@ -295,13 +345,17 @@ def project_key(collector: str, data_dir: Path, project: str = DEMO_PROJECT, *, 
     return key
 
 
-def start_engine(group: ProcessGroup, *, port: int, speed: float, collector: str | None = None,
-                 key: str | None = None) -> str:
+def start_engine(
+    group: ProcessGroup, *, port: int, speed: float, collector: str | None = None, key: str | None = None
+) -> str:
     """``agentwatch engine --sim`` (its spans sent to ``collector``); returns its URL, not waiting.
     The key goes in the environment, never on the command line (where ``ps`` shows it)."""
     tracing = ["--otlp-endpoint", collector] if collector else []
-    group.start("engine", _agentwatch("engine", "--sim", "--port", str(port), "--speed", str(speed), *tracing),
-                {"AGENTWATCH_API_KEY": key or ""} if collector else {})
+    group.start(
+        "engine",
+        _agentwatch("engine", "--sim", "--port", str(port), "--speed", str(speed), *tracing),
+        {"AGENTWATCH_API_KEY": key or ""} if collector else {},
+    )
     return f"http://127.0.0.1:{port}"
 
 
@@ -310,18 +364,35 @@ def _start_stack(group: ProcessGroup, options: DemoOptions) -> tuple[dict[str, s
     ports, data_dir = options.ports, options.data_dir
     options.log(f"starting the collector, the simulated engine and the dashboard (logs in {data_dir / 'logs'})")
     engine = f"http://127.0.0.1:{ports['engine']}"
-    collector = start_collector(group, data_dir, port=ports["collector"], grpc_port=ports["collector-grpc"], env={
-        "AGENTWATCH_SCRAPE_TARGETS": f"sim-engine={engine}/metrics@{DEMO_PROJECT}", "AGENTWATCH_SCRAPE_INTERVAL_S": "2",
-        "AGENTWATCH_ALERT_RULES": str(DEMO_RULES), "AGENTWATCH_ALERT_INTERVAL_S": str(ALERT_INTERVAL_S),
-        "AGENTWATCH_DEMO_COST_MIN_DELTA": f"{0.01 * options.users:g}",
-        demo_live.IDLE_TIMEOUT_ENV: f"{demo_live.idle_timeout_s(options.duration_s):g}"})
-    key, read_key = project_key(collector, data_dir, scopes=("ingest",)), project_key(collector, data_dir, scopes=("read",))
-    urls = {"dashboard": f"http://127.0.0.1:{ports['dashboard']}",
-            "engine": start_engine(group, port=ports["engine"], speed=options.engine_speed, collector=collector, key=key),
-            "collector": collector}
+    collector = start_collector(
+        group,
+        data_dir,
+        port=ports["collector"],
+        grpc_port=ports["collector-grpc"],
+        env={
+            "AGENTWATCH_SCRAPE_TARGETS": f"sim-engine={engine}/metrics@{DEMO_PROJECT}",
+            "AGENTWATCH_SCRAPE_INTERVAL_S": "2",
+            "AGENTWATCH_ALERT_RULES": str(DEMO_RULES),
+            "AGENTWATCH_ALERT_INTERVAL_S": str(ALERT_INTERVAL_S),
+            "AGENTWATCH_DEMO_COST_MIN_DELTA": f"{0.01 * options.users:g}",
+            demo_live.IDLE_TIMEOUT_ENV: f"{demo_live.idle_timeout_s(options.duration_s):g}",
+        },
+    )
+    key, read_key = (
+        project_key(collector, data_dir, scopes=("ingest",)),
+        project_key(collector, data_dir, scopes=("read",)),
+    )
+    urls = {
+        "dashboard": f"http://127.0.0.1:{ports['dashboard']}",
+        "engine": start_engine(group, port=ports["engine"], speed=options.engine_speed, collector=collector, key=key),
+        "collector": collector,
+    }
     if find_spec("dashboard.cli") is not None:
-        group.start("dashboard", _agentwatch("dashboard", "--port", str(ports["dashboard"]), "--collector", collector,
-                                             "--open"), {"AGENTWATCH_API_KEY": read_key})  # not in argv: ps shows it
+        group.start(
+            "dashboard",
+            _agentwatch("dashboard", "--port", str(ports["dashboard"]), "--collector", collector, "--open"),
+            {"AGENTWATCH_API_KEY": read_key},
+        )  # not in argv: ps shows it
     group.wait_ready("engine", engine + "/v1/models")
     if not _dashboard_ready(group, urls["dashboard"], options.log):
         urls.pop("dashboard")
@@ -342,12 +413,20 @@ def _dashboard_ready(group: ProcessGroup, url: str, log: Callable[[str], None]) 
 
 # --- the traffic ------------------------------------------------------------------------------
 
+
 def _auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-def _agent(base_url: str, config: AgentConfig, cache: ToolCache, corpus: Corpus, seed: int, *,
-           rate_limiter: RateLimiter | None = None) -> ResearchAgent:
+def _agent(
+    base_url: str,
+    config: AgentConfig,
+    cache: ToolCache,
+    corpus: Corpus,
+    seed: int,
+    *,
+    rate_limiter: RateLimiter | None = None,
+) -> ResearchAgent:
     client = make_client(base_url + "/v1", "demo")
     tools = ResearchTools(corpus, ToolConfig(latency_s=0.05, failure_rate=0.05, timeout_rate=0.02, seed=seed))
     return ResearchAgent(client, tools, config=config, cache=cache, seed=seed, rate_limiter=rate_limiter)
@@ -356,8 +435,10 @@ def _agent(base_url: str, config: AgentConfig, cache: ToolCache, corpus: Corpus,
 def export_line(urls: dict[str, str], key: str) -> str:
     """The shell line that points the SDK (``agentwatch.init()``) at the demo's collector with its
     project's key, and the OpenAI client (``OpenAI()``) at the simulated engine."""
-    return (f"export AGENTWATCH_ENDPOINT={urls['collector']} AGENTWATCH_API_KEY={key} "
-            f"OPENAI_BASE_URL={urls['engine']}/v1 OPENAI_API_KEY=sim")
+    return (
+        f"export AGENTWATCH_ENDPOINT={urls['collector']} AGENTWATCH_API_KEY={key} "
+        f"OPENAI_BASE_URL={urls['engine']}/v1 OPENAI_API_KEY=sim"
+    )
 
 
 async def _drive(options: DemoOptions, group: ProcessGroup, urls: dict[str, str], keys: tuple[str, str]) -> DemoReport:
@@ -367,7 +448,9 @@ async def _drive(options: DemoOptions, group: ProcessGroup, urls: dict[str, str]
     log("agentwatch demo (the LLM engine is a simulation)")
     for name, url in urls.items():
         log(f"  {name:<10} {url}")
-    log(f"  data       {options.data_dir}  (ingest and read keys in {options.data_dir / (DEMO_PROJECT + '-ingest-key')}, {DEMO_PROJECT}-read-key)")
+    log(
+        f"  data       {options.data_dir}  (ingest and read keys in {options.data_dir / (DEMO_PROJECT + '-ingest-key')}, {DEMO_PROJECT}-read-key)"
+    )
     log("  your agent: in another terminal, run the README's 'Instrumenting an agent' snippet after")
     log(f"    {export_line(urls, key)}")
     log(f"  {demo_live.describe(options.duration_s)}")
@@ -379,8 +462,11 @@ async def _drive(options: DemoOptions, group: ProcessGroup, urls: dict[str, str]
     started = time.time()
     printed: dict[str, str] = {}
     watcher = asyncio.create_task(_watch(urls["collector"], read_key, started, log, printed=printed))
-    lanes = asyncio.create_task(demo_live.long_and_crashing_runs(group, urls["engine"], urls["collector"], key, _long_tasks(),
-                                                                 options.duration_s, log))
+    lanes = asyncio.create_task(
+        demo_live.long_and_crashing_runs(
+            group, urls["engine"], urls["collector"], key, _long_tasks(), options.duration_s, log
+        )
+    )
     try:
         phases = await _guarded(group, urls, _phases(options, urls["engine"]))
     finally:
@@ -440,26 +526,50 @@ async def _phases(options: DemoOptions, engine_url: str) -> dict[str, LoadSummar
     corpus, cache = Corpus.load(), ToolCache()
     baseline_s = options.duration_s * BASELINE_SHARE
     spike_s = options.duration_s - baseline_s
-    queue = RateLimiter(project_rate=0.3, project_burst=3, mode="queue", max_wait_s=5.0)  # 0.3 runs/s in all, the rest waits
-    baseline = _agent(engine_url, AgentConfig(mode="iterative", max_steps=10), cache, corpus, seed=1, rate_limiter=queue)
-    frugal = _agent(engine_url, AgentConfig(mode="iterative", max_steps=10, max_cost_usd=0.002,
-                                            degradation=DegradationPolicy(action="small_model", budget_share=0.05)),
-                    cache, corpus, seed=4, rate_limiter=RateLimiter(user_rate=1 / 60, mode="reject"))  # one run a minute: refusals even when runs are slow
+    queue = RateLimiter(
+        project_rate=0.3, project_burst=3, mode="queue", max_wait_s=5.0
+    )  # 0.3 runs/s in all, the rest waits
+    baseline = _agent(
+        engine_url, AgentConfig(mode="iterative", max_steps=10), cache, corpus, seed=1, rate_limiter=queue
+    )
+    frugal = _agent(
+        engine_url,
+        AgentConfig(
+            mode="iterative",
+            max_steps=10,
+            max_cost_usd=0.002,
+            degradation=DegradationPolicy(action="small_model", budget_share=0.05),
+        ),
+        cache,
+        corpus,
+        seed=4,
+        rate_limiter=RateLimiter(user_rate=1 / 60, mode="reject"),
+    )  # one run a minute: refusals even when runs are slow
     spike = _agent(engine_url, AgentConfig(mode="react", small_model=None, max_steps=14), cache, corpus, seed=2)
-    options.log(f"phase 1/2: baseline, {options.users} users, evolving-report runs routed to sim-small, and one "
-                f"frugal user whose runs degrade and are rate limited ({baseline_s:.0f} s)")
-    first = asyncio.create_task(generate_load(baseline, LoadConfig(
-        users=options.users, runs=1_000_000, think_time_s=0.5, duration_s=baseline_s, seed=1)))
-    levers = asyncio.create_task(generate_load(frugal, LoadConfig(
-        users=1, runs=1_000_000, think_time_s=1.0, duration_s=baseline_s, seed=4)))
+    options.log(
+        f"phase 1/2: baseline, {options.users} users, evolving-report runs routed to sim-small, and one "
+        f"frugal user whose runs degrade and are rate limited ({baseline_s:.0f} s)"
+    )
+    first = asyncio.create_task(
+        generate_load(
+            baseline, LoadConfig(users=options.users, runs=1_000_000, think_time_s=0.5, duration_s=baseline_s, seed=1)
+        )
+    )
+    levers = asyncio.create_task(
+        generate_load(frugal, LoadConfig(users=1, runs=1_000_000, think_time_s=1.0, duration_s=baseline_s, seed=4))
+    )
     await asyncio.sleep(baseline_s)
-    options.log(f"phase 2/2: cost spike, {2 * options.users} users switch to long ReAct runs on sim-large "
-                f"({spike_s:.0f} s)")
-    second = await generate_load(spike, LoadConfig(users=2 * options.users, runs=1_000_000,
-                                                   duration_s=spike_s, questions=_long_tasks()))
+    options.log(
+        f"phase 2/2: cost spike, {2 * options.users} users switch to long ReAct runs on sim-large ({spike_s:.0f} s)"
+    )
+    second = await generate_load(
+        spike, LoadConfig(users=2 * options.users, runs=1_000_000, duration_s=spike_s, questions=_long_tasks())
+    )
     recovery_s = min(RECOVERY_S, options.duration_s / 2)
     options.log(f"after the spike: back to the baseline's {options.users} users ({recovery_s:.0f} s)")
-    third = await generate_load(baseline, LoadConfig(users=options.users, runs=1_000_000, think_time_s=0.5, duration_s=recovery_s, seed=3))
+    third = await generate_load(
+        baseline, LoadConfig(users=options.users, runs=1_000_000, think_time_s=0.5, duration_s=recovery_s, seed=3)
+    )
     return {"baseline": await first, "frugal": await levers, "spike": second, "recovery": third}
 
 
@@ -468,7 +578,9 @@ def _long_tasks() -> tuple[str, ...]:
     return tuple(q for q in make_questions(200, seed=2) if docs_wanted(q) == 5)
 
 
-async def _watch(collector: str, key: str, started: float, log: Callable[[str], None], *, printed: dict[str, str] | None = None) -> None:
+async def _watch(
+    collector: str, key: str, started: float, log: Callable[[str], None], *, printed: dict[str, str] | None = None
+) -> None:
     """Every 10 s: runs and cost stored so far; every 2 s: each incident once when it fires and
     once when it resolves (``printed``: incident id -> the last state printed)."""
     printed = {} if printed is None else printed
@@ -480,12 +592,18 @@ async def _watch(collector: str, key: str, started: float, log: Callable[[str], 
                     runs = (await client.get("/api/runs", params={"start": started, "limit": 1})).json()["total"]
                     cost = (await client.get("/api/cost", params={"start": started})).json()["total_usd"]
                     live = (await client.get("/api/overview", params={"start": started})).json()
-                    log(f"  [{time.time() - started:4.0f} s] {runs} runs stored, ${cost:.4f} so far; "
-                        f"{live['running_runs']} running, {live['incomplete_runs']} incomplete")
-                _print_incidents((await client.get("/api/alerts", params={"start": started})).json(), printed, started, log)
+                    log(
+                        f"  [{time.time() - started:4.0f} s] {runs} runs stored, ${cost:.4f} so far; "
+                        f"{live['running_runs']} running, {live['incomplete_runs']} incomplete"
+                    )
+                _print_incidents(
+                    (await client.get("/api/alerts", params={"start": started})).json(), printed, started, log
+                )
 
 
-def _print_incidents(alerts: list[dict[str, Any]], printed: dict[str, str], started: float, log: Callable[[str], None]) -> None:
+def _print_incidents(
+    alerts: list[dict[str, Any]], printed: dict[str, str], started: float, log: Callable[[str], None]
+) -> None:
     """One line when an incident fires, one when it resolves; nothing for an incident already told."""
     for alert in sorted(alerts, key=lambda a: a["started_at"]):
         state, last = alert["state"], printed.get(alert["alert_id"])
@@ -499,7 +617,12 @@ def _print_incidents(alerts: list[dict[str, Any]], printed: dict[str, str], star
 
 
 async def _final_report(
-    collector: str, key: str, started: float, completed: int, printed: dict[str, str] | None = None, log: Callable[[str], None] | None = None
+    collector: str,
+    key: str,
+    started: float,
+    completed: int,
+    printed: dict[str, str] | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> DemoReport:
     """Wait (bounded) until the runs are stored and an incident has fired, then until every
     incident has resolved (traffic stopped: the spend is back to nothing) or has no data (no
@@ -514,12 +637,18 @@ async def _final_report(
                 alerts = (await client.get("/api/alerts", params={"start": started})).json()
                 if log is not None:
                     _print_incidents(alerts, {} if printed is None else printed, started, log)
-                if runs >= completed and alerts and all(a["state"] == "resolved" or a.get("no_data_since") for a in alerts):
+                if (
+                    runs >= completed
+                    and alerts
+                    and all(a["state"] == "resolved" or a.get("no_data_since") for a in alerts)
+                ):
                     break
             await asyncio.sleep(1.0)
         with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
             live = (await client.get("/api/overview", params={"start": started})).json()
-            return DemoReport(runs_recorded=runs, alerts=alerts, running=live["running_runs"], incomplete=live["incomplete_runs"])
+            return DemoReport(
+                runs_recorded=runs, alerts=alerts, running=live["running_runs"], incomplete=live["incomplete_runs"]
+            )
     return DemoReport(runs_recorded=runs, alerts=alerts)
 
 
@@ -533,10 +662,14 @@ async def _savings(collector: str, key: str, started: float) -> list[dict[str, A
 
 def _print_report(report: DemoReport, log: Callable[[str], None]) -> None:
     for name, summary in report.phases.items():
-        log(f"{name}: {summary.runs} runs, ${summary.cost_usd:.4f}, p50 {summary.latency_p50_s:.1f} s, "
+        log(
+            f"{name}: {summary.runs} runs, ${summary.cost_usd:.4f}, p50 {summary.latency_p50_s:.1f} s, "
             f"{summary.tool_failures} tool failures, {summary.cache_hits} cache hits, {summary.degraded} degraded, "
-            f"{summary.rate_queued} queued, {summary.rate_refused} refused")
-    log(f"runs recorded by the collector: {report.runs_recorded} ({report.running} running, {report.incomplete} incomplete)")
+            f"{summary.rate_queued} queued, {summary.rate_refused} refused"
+        )
+    log(
+        f"runs recorded by the collector: {report.runs_recorded} ({report.running} running, {report.incomplete} incomplete)"
+    )
     for lever in report.savings:
         log(f"saved by {lever['lever']}: ${lever['saving_usd']:.6f} over {lever['events']} events ({lever['basis']})")
     if not report.alerts:
@@ -547,8 +680,10 @@ def _print_report(report: DemoReport, log: Callable[[str], None]) -> None:
         else:
             end = "still firing" + (" (no data: no run finished since)" if alert.get("no_data_since") else "")
         peak = alert.get("peak", alert["value"])
-        log(f"alert fired: {alert['rule']} [{alert['severity']}] {alert['scope']}: {alert['metric']} peak "
-            f"{_number(peak)} against a baseline of {_number(alert['baseline'])}, {end}")
+        log(
+            f"alert fired: {alert['rule']} [{alert['severity']}] {alert['scope']}: {alert['metric']} peak "
+            f"{_number(peak)} against a baseline of {_number(alert['baseline'])}, {end}"
+        )
 
 
 def _number(value: float | None) -> str:

@@ -45,45 +45,89 @@ def crash_after_s(duration_s: float) -> float:
 
 
 def describe(duration_s: float) -> str:
-    return (f"live view: a long run (each step waits {LONG_STEP_PAUSE_S:.0f} s) runs throughout; every "
-            f"{CRASH_EVERY_S:.0f} s an agent is SIGKILLed {crash_after_s(duration_s):.0f} s into its run, which turns "
-            f"incomplete after {idle_timeout_s(duration_s):.0f} s without a span ({IDLE_TIMEOUT_ENV})")
+    return (
+        f"live view: a long run (each step waits {LONG_STEP_PAUSE_S:.0f} s) runs throughout; every "
+        f"{CRASH_EVERY_S:.0f} s an agent is SIGKILLed {crash_after_s(duration_s):.0f} s into its run, which turns "
+        f"incomplete after {idle_timeout_s(duration_s):.0f} s without a span ({IDLE_TIMEOUT_ENV})"
+    )
 
 
 def _agent_argv(engine_url: str, question: str, *, step_pause_s: float, seed: int) -> list[str]:
-    return [sys.executable, "-m", "agentwatch", "agent", "--question", question, "--base-url", engine_url + "/v1",
-            "--mode", "iterative", "--max-steps", "12", "--step-pause", f"{step_pause_s:g}", "--seed", str(seed)]
+    return [
+        sys.executable,
+        "-m",
+        "agentwatch",
+        "agent",
+        "--question",
+        question,
+        "--base-url",
+        engine_url + "/v1",
+        "--mode",
+        "iterative",
+        "--max-steps",
+        "12",
+        "--step-pause",
+        f"{step_pause_s:g}",
+        "--seed",
+        str(seed),
+    ]
 
 
-async def long_and_crashing_runs(group: ProcessGroup, engine_url: str, collector: str, key: str, questions: Sequence[str],
-                                 duration_s: float, log: Callable[[str], None]) -> None:
+async def long_and_crashing_runs(
+    group: ProcessGroup,
+    engine_url: str,
+    collector: str,
+    key: str,
+    questions: Sequence[str],
+    duration_s: float,
+    log: Callable[[str], None],
+) -> None:
     """Both lanes until ``duration_s`` has passed (or the task is cancelled). A long run under
     way then goes on (the demo keeps serving) until the demo stops its children."""
     env = {"AGENTWATCH_ENDPOINT": collector, "AGENTWATCH_API_KEY": key}  # not in argv: ps shows it
     loop = asyncio.get_running_loop()
     deadline = loop.time() + duration_s
-    await asyncio.gather(_long_lane(group, engine_url, env, questions, deadline),
-                         _crash_lane(group, engine_url, env, questions, deadline, crash_after_s(duration_s), log))
+    await asyncio.gather(
+        _long_lane(group, engine_url, env, questions, deadline),
+        _crash_lane(group, engine_url, env, questions, deadline, crash_after_s(duration_s), log),
+    )
 
 
-async def _long_lane(group: ProcessGroup, engine_url: str, env: dict[str, str], questions: Sequence[str], deadline: float) -> None:
+async def _long_lane(
+    group: ProcessGroup, engine_url: str, env: dict[str, str], questions: Sequence[str], deadline: float
+) -> None:
     loop = asyncio.get_running_loop()
     for n in itertools.count():
         if loop.time() >= deadline:
             return
-        proc = group.start(f"long-run-{n}", _agent_argv(engine_url, questions[n % len(questions)], step_pause_s=LONG_STEP_PAUSE_S, seed=n), env)
+        proc = group.start(
+            f"long-run-{n}",
+            _agent_argv(engine_url, questions[n % len(questions)], step_pause_s=LONG_STEP_PAUSE_S, seed=n),
+            env,
+        )
         while proc.poll() is None:
             await asyncio.sleep(1.0)
 
 
-async def _crash_lane(group: ProcessGroup, engine_url: str, env: dict[str, str], questions: Sequence[str], deadline: float,
-                      after_s: float, log: Callable[[str], None]) -> None:
+async def _crash_lane(
+    group: ProcessGroup,
+    engine_url: str,
+    env: dict[str, str],
+    questions: Sequence[str],
+    deadline: float,
+    after_s: float,
+    log: Callable[[str], None],
+) -> None:
     loop = asyncio.get_running_loop()
     for n in itertools.count():
         started = loop.time()
         if started + after_s >= deadline:
             return
-        proc = group.start(f"crashing-agent-{n}", _agent_argv(engine_url, questions[-1 - n % len(questions)], step_pause_s=LONG_STEP_PAUSE_S, seed=100 + n), env)
+        proc = group.start(
+            f"crashing-agent-{n}",
+            _agent_argv(engine_url, questions[-1 - n % len(questions)], step_pause_s=LONG_STEP_PAUSE_S, seed=100 + n),
+            env,
+        )
         try:
             await asyncio.sleep(after_s)
         finally:

@@ -65,9 +65,17 @@ class Admission:
 class RateLimiter:
     """Token buckets per user (``user_rate``/``user_burst``) and per project; ``None``: no limit."""
 
-    def __init__(self, *, user_rate: float | None = None, user_burst: float = 1.0, project_rate: float | None = None,
-                 project_burst: float = 1.0, mode: LimitMode = "queue", max_wait_s: float = 5.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        user_rate: float | None = None,
+        user_burst: float = 1.0,
+        project_rate: float | None = None,
+        project_burst: float = 1.0,
+        mode: LimitMode = "queue",
+        max_wait_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if mode not in ("queue", "reject"):
             raise ValueError(f"rate limiter: mode must be queue or reject, got {mode!r}")
         if max_wait_s < 0:
@@ -114,9 +122,15 @@ class EngineWatch:
     """The engine's load from its Prometheus ``/metrics`` (vLLM's names), read at most every
     ``interval_s``; an engine that does not answer counts as not saturated."""
 
-    def __init__(self, metrics_url: str, *, max_waiting: float = 4.0, max_kv_usage: float = 0.9,
-                 interval_s: float = 1.0) -> None:
-        self.metrics_url, self.max_waiting, self.max_kv_usage, self.interval_s = metrics_url, max_waiting, max_kv_usage, interval_s
+    def __init__(
+        self, metrics_url: str, *, max_waiting: float = 4.0, max_kv_usage: float = 0.9, interval_s: float = 1.0
+    ) -> None:
+        self.metrics_url, self.max_waiting, self.max_kv_usage, self.interval_s = (
+            metrics_url,
+            max_waiting,
+            max_kv_usage,
+            interval_s,
+        )
         self._read_at = -float("inf")
         self._reason: str | None = None
 
@@ -175,8 +189,9 @@ class DegradationPolicy:
         return await self.engine.saturation() if self.engine is not None else None
 
 
-def projected_cost(cost_so_far: float, last_step_cost: float, steps_done: int, expected_steps: float,
-                   synthesis_cost: float) -> float:
+def projected_cost(
+    cost_so_far: float, last_step_cost: float, steps_done: int, expected_steps: float, synthesis_cost: float
+) -> float:
     """The run's cost if it went on as it was: its cost so far, its latest step's cost for each
     step it was expected to take still, and its synthesis."""
     return cost_so_far + max(expected_steps - steps_done, 0.0) * last_step_cost + synthesis_cost

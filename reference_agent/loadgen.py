@@ -113,18 +113,20 @@ class LoadSummary:
         )
 
     def format(self) -> str:
-        return "\n".join([
-            f"runs            {self.runs} ({self.succeeded} success, {self.failed} failure, {self.abandoned} abandoned)",
-            f"throughput      {self.runs_per_s:.2f} runs/s over {self.duration_s:.1f} s",
-            f"run latency     p50 {self.latency_p50_s:.2f} s, p95 {self.latency_p95_s:.2f} s",
-            f"tokens          {self.input_tokens} input, {self.output_tokens} output",
-            f"cost            ${self.cost_usd:.4f}",
-            f"tool calls      {self.tool_calls} ({self.tool_failures} failed, {self.tool_timeouts} timed out, "
-            f"{self.cache_hits} cache hits)",
-            f"budget stops    {self.budget_stops}",
-            f"levers          {self.degraded} runs degraded, {self.rate_queued} queued and {self.rate_refused} "
-            f"refused by the rate limiter",
-        ])
+        return "\n".join(
+            [
+                f"runs            {self.runs} ({self.succeeded} success, {self.failed} failure, {self.abandoned} abandoned)",
+                f"throughput      {self.runs_per_s:.2f} runs/s over {self.duration_s:.1f} s",
+                f"run latency     p50 {self.latency_p50_s:.2f} s, p95 {self.latency_p95_s:.2f} s",
+                f"tokens          {self.input_tokens} input, {self.output_tokens} output",
+                f"cost            ${self.cost_usd:.4f}",
+                f"tool calls      {self.tool_calls} ({self.tool_failures} failed, {self.tool_timeouts} timed out, "
+                f"{self.cache_hits} cache hits)",
+                f"budget stops    {self.budget_stops}",
+                f"levers          {self.degraded} runs degraded, {self.rate_queued} queued and {self.rate_refused} "
+                f"refused by the rate limiter",
+            ]
+        )
 
 
 def _percentile(ordered: list[float], q: float) -> float:
@@ -148,16 +150,19 @@ class Progress:
         if self._tty:
             filled = self._width * self.done // self.total
             end = "\n" if self.done == self.total else ""
-            self._stream.write(f"\r[{'#' * filled}{'.' * (self._width - filled)}] {self.done}/{self.total} runs, "
-                               f"{self.failed} not successful{end}")
+            self._stream.write(
+                f"\r[{'#' * filled}{'.' * (self._width - filled)}] {self.done}/{self.total} runs, "
+                f"{self.failed} not successful{end}"
+            )
         elif self.done * 10 // self.total > self._last_decile:
             self._last_decile = self.done * 10 // self.total
             self._stream.write(f"{self.done}/{self.total} runs done, {self.failed} not successful\n")
         self._stream.flush()
 
 
-async def generate_load(agent: ResearchAgent, config: LoadConfig, *,
-                        on_result: Callable[[RunResult], None] | None = None) -> LoadSummary:
+async def generate_load(
+    agent: ResearchAgent, config: LoadConfig, *, on_result: Callable[[RunResult], None] | None = None
+) -> LoadSummary:
     """Run ``config.runs`` agent runs (fewer if ``duration_s`` passes) from ``config.users`` users."""
     questions = config.questions or make_questions(config.runs, seed=config.seed)
     pending = iter(enumerate(itertools.islice(itertools.cycle(questions), config.runs)))

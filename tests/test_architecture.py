@@ -33,8 +33,18 @@ PARTS = {  # import name -> folder
 PLATFORM = {"agentwatch_api", "collector", "dashboard", "alerts", "reference_agent", "bench"}
 PRODUCT = {"agentwatch", "agentwatch_api", "collector", "dashboard", "alerts", "reference_agent"}
 # Installed by the ``dev`` extra only (pyproject.toml): the product never imports them.
-TEST_ONLY = ("pytest", "hypothesis", "selenium", "schemathesis", "aiosmtpd", "opentelemetry.exporter.otlp.proto.grpc",
-             "opentelemetry.instrumentation", "openinference", "traceloop", "openlit")
+TEST_ONLY = (
+    "pytest",
+    "hypothesis",
+    "selenium",
+    "schemathesis",
+    "aiosmtpd",
+    "opentelemetry.exporter.otlp.proto.grpc",
+    "opentelemetry.instrumentation",
+    "openinference",
+    "traceloop",
+    "openlit",
+)
 
 # Known violations: "importing file -> imported module". Shrink only.
 KNOWN: dict[str, set[str]] = {
@@ -109,7 +119,8 @@ class _Visitor:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 @cache
@@ -168,43 +179,74 @@ def _check(rule: str, violations: Iterator[Import]) -> None:
 
 
 def test_sdk_imports_nothing_of_the_platform() -> None:
-    _check("sdk_imports_no_platform", (i for i in imports() if part(i.source) == "agentwatch"
-                                       and part(i.target) in PLATFORM | {"tests"}))
+    _check(
+        "sdk_imports_no_platform",
+        (i for i in imports() if part(i.source) == "agentwatch" and part(i.target) in PLATFORM | {"tests"}),
+    )
 
 
 def test_only_the_sdk_imports_its_private_modules() -> None:
     """Outside the SDK, ``agentwatch`` and its public modules (``agentwatch.semconv``), never ``agentwatch._*``."""
-    _check("no_private_sdk_imports", (i for i in imports() if part(i.source) != "agentwatch" and part(i.target) == "agentwatch"
-                                      and any(p.startswith("_") for p in i.target.split(".")[1:])))
+    _check(
+        "no_private_sdk_imports",
+        (
+            i
+            for i in imports()
+            if part(i.source) != "agentwatch"
+            and part(i.target) == "agentwatch"
+            and any(p.startswith("_") for p in i.target.split(".")[1:])
+        ),
+    )
 
 
 def test_dashboard_and_reference_stack_import_no_collector_module() -> None:
-    _check("dashboard_and_reference_stack_import_no_collector",
-           (i for i in imports() if part(i.source) in {"dashboard", "reference_agent"} and part(i.target) == "collector"))
+    _check(
+        "dashboard_and_reference_stack_import_no_collector",
+        (i for i in imports() if part(i.source) in {"dashboard", "reference_agent"} and part(i.target) == "collector"),
+    )
 
 
 def test_the_contract_imports_no_part() -> None:
     """``agentwatch_api`` is what both sides of the wire import, so it imports neither."""
-    _check("contract_imports_no_part", (i for i in imports() if part(i.source) == "agentwatch_api"
-                                        and part(i.target) in PARTS and part(i.target) not in {"agentwatch_api", "agentwatch"}))
+    _check(
+        "contract_imports_no_part",
+        (
+            i
+            for i in imports()
+            if part(i.source) == "agentwatch_api"
+            and part(i.target) in PARTS
+            and part(i.target) not in {"agentwatch_api", "agentwatch"}
+        ),
+    )
 
 
 def test_collector_never_names_the_dashboard() -> None:
-    _check("collector_names_no_dashboard",
-           (i for i in imports() if part(i.source) == "collector" and part(i.target) == "dashboard"))
+    _check(
+        "collector_names_no_dashboard",
+        (i for i in imports() if part(i.source) == "collector" and part(i.target) == "dashboard"),
+    )
 
 
 def test_collector_never_names_the_alerts() -> None:
     """The alerts run inside the collector as a plugin handed to ``create_app`` (``collector.plugins``)."""
-    _check("collector_names_no_alerts", (i for i in imports() if part(i.source) == "collector" and part(i.target) == "alerts"))
+    _check(
+        "collector_names_no_alerts",
+        (i for i in imports() if part(i.source) == "collector" and part(i.target) == "alerts"),
+    )
 
 
 def test_the_command_line_imports_no_platform_module() -> None:
     """``agentwatch.cli`` finds the parts' commands through entry points, so it names no part: it
     imports the standard library only (the SDK's light install runs it), and no part imports it."""
     cli = {"agentwatch.cli", "agentwatch.__main__"}
-    _check("cli_imports_only_the_standard_library",
-           (i for i in imports() if i.source in cli and i.target not in cli and part(i.target) not in sys.stdlib_module_names))
+    _check(
+        "cli_imports_only_the_standard_library",
+        (
+            i
+            for i in imports()
+            if i.source in cli and i.target not in cli and part(i.target) not in sys.stdlib_module_names
+        ),
+    )
     _check("no_part_imports_the_cli", (i for i in imports() if i.target == "agentwatch.cli" and i.source not in cli))
 
 
@@ -215,9 +257,15 @@ def test_benchmarks_import_no_tests() -> None:
 
 def test_the_product_imports_no_test_only_package() -> None:
     """Test-only packages live in the ``dev`` extra: a plain install has none of them."""
-    _check("product_imports_no_test_only_package",
-           (i for i in imports() if part(i.source) in PRODUCT
-            and any(i.target == name or i.target.startswith(name + ".") for name in TEST_ONLY)))
+    _check(
+        "product_imports_no_test_only_package",
+        (
+            i
+            for i in imports()
+            if part(i.source) in PRODUCT
+            and any(i.target == name or i.target.startswith(name + ".") for name in TEST_ONLY)
+        ),
+    )
 
 
 def test_the_sdk_tests_need_only_the_sdk() -> None:
@@ -236,8 +284,14 @@ def test_the_sdk_tests_need_only_the_sdk() -> None:
 
 
 def test_no_import_cycles_between_parts() -> None:
-    edges = [i for i in imports() if not i.type_checking and part(i.source) != "bench"
-             and part(i.target) in PARTS and part(i.target) != part(i.source)]
+    edges = [
+        i
+        for i in imports()
+        if not i.type_checking
+        and part(i.source) != "bench"
+        and part(i.target) in PARTS
+        and part(i.target) != part(i.source)
+    ]
     graph = _graph((part(i.source), part(i.target)) for i in edges if i.key not in KNOWN["no_cycles_between_parts"])
     _check("no_cycles_between_parts", (i for i in edges if _closes_cycle(graph, part(i.source), part(i.target))))
 

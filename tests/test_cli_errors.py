@@ -15,8 +15,14 @@ from agentwatch.cli import build_parser
 
 def _agentwatch(*args: str, cwd: Path, path: tuple[Path, ...] = ()) -> subprocess.CompletedProcess[str]:
     pythonpath = ":".join(map(str, (Path(__file__).resolve().parents[1], *path)))
-    return subprocess.run([sys.executable, "-m", "agentwatch", *args], capture_output=True, text=True,
-                          timeout=60, cwd=cwd, env={"PYTHONPATH": pythonpath, "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "agentwatch", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env={"PYTHONPATH": pythonpath, "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_keys_create_on_a_file_names_it_without_a_traceback(tmp_path: Path) -> None:
@@ -33,12 +39,15 @@ def test_keys_on_a_mistyped_data_dir_creates_nothing(tmp_path: Path, action: lis
     assert not (tmp_path / "agentwatch-typo").exists()
 
 
-@pytest.mark.parametrize(("argv", "usage"), [
-    (["dashboard", "--prot", "3"], "usage: agentwatch dashboard"),
-    (["keys", "list", "--jsn"], "usage: agentwatch keys list"),
-    (["keys", "craete"], "usage: agentwatch keys"),
-    (["demo", "--duraton", "3"], "usage: agentwatch demo"),
-])
+@pytest.mark.parametrize(
+    ("argv", "usage"),
+    [
+        (["dashboard", "--prot", "3"], "usage: agentwatch dashboard"),
+        (["keys", "list", "--jsn"], "usage: agentwatch keys list"),
+        (["keys", "craete"], "usage: agentwatch keys"),
+        (["demo", "--duraton", "3"], "usage: agentwatch demo"),
+    ],
+)
 def test_a_typo_in_a_subcommand_shows_that_subcommands_usage(tmp_path: Path, argv: list[str], usage: str) -> None:
     done = _agentwatch(*argv, cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.startswith(usage), done.stderr
@@ -48,8 +57,18 @@ def test_a_typo_in_a_subcommand_shows_that_subcommands_usage(tmp_path: Path, arg
 def test_the_commands_come_in_the_order_the_parts_are_declared() -> None:
     """pyproject.toml's ``agentwatch.commands``, by name: collector, reference stack, alerts, dashboard."""
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    assert list(sub.choices) == ["collector", "keys", "reprice", "whatif", "engine", "agent", "loadgen", "demo",
-                                 "alerts", "dashboard"]
+    assert list(sub.choices) == [
+        "collector",
+        "keys",
+        "reprice",
+        "whatif",
+        "engine",
+        "agent",
+        "loadgen",
+        "demo",
+        "alerts",
+        "dashboard",
+    ]
 
 
 def test_a_part_that_fails_to_import_is_named_in_one_line_and_the_others_still_work(tmp_path: Path) -> None:
@@ -60,11 +79,27 @@ def test_a_part_that_fails_to_import_is_named_in_one_line_and_the_others_still_w
     (dist / "entry_points.txt").write_text("[agentwatch.commands]\nbroken = no_such_part.cli:register\n")
     done = _agentwatch("--help", cwd=tmp_path, path=(tmp_path / "site",))
     assert done.returncode == 0, done.stderr
-    assert done.stderr.splitlines() == ["agentwatch: the 'broken' commands are unavailable (no_such_part.cli:register: "
-                                        "ModuleNotFoundError: No module named 'no_such_part')"]
-    listed = [line.split()[0] for line in done.stdout.split("COMMAND\n", 1)[1].split("\n\n")[0].splitlines()
-              if line.startswith("    ") and not line.startswith("     ")]
-    assert listed == ["collector", "keys", "reprice", "whatif", "engine", "agent", "loadgen", "demo", "alerts", "dashboard"]
+    assert done.stderr.splitlines() == [
+        "agentwatch: the 'broken' commands are unavailable (no_such_part.cli:register: "
+        "ModuleNotFoundError: No module named 'no_such_part')"
+    ]
+    listed = [
+        line.split()[0]
+        for line in done.stdout.split("COMMAND\n", 1)[1].split("\n\n")[0].splitlines()
+        if line.startswith("    ") and not line.startswith("     ")
+    ]
+    assert listed == [
+        "collector",
+        "keys",
+        "reprice",
+        "whatif",
+        "engine",
+        "agent",
+        "loadgen",
+        "demo",
+        "alerts",
+        "dashboard",
+    ]
 
 
 def test_the_collector_runs_the_alerts_as_its_installed_plugin() -> None:

@@ -31,7 +31,13 @@ def compose() -> dict[str, Any]:
 
 
 def manifests() -> list[dict[str, Any]]:
-    return [doc for path in sorted(K8S.glob("*.yaml")) if path.name != "kustomization.yaml" for doc in yaml.safe_load_all(path.read_text()) if doc]
+    return [
+        doc
+        for path in sorted(K8S.glob("*.yaml"))
+        if path.name != "kustomization.yaml"
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc
+    ]
 
 
 def variables(text: str) -> set[str]:
@@ -56,7 +62,9 @@ def test_compose_has_the_pieces_deploy_readme_describes() -> None:
         assert env["AGENTWATCH_CLICKHOUSE_CLUSTER"] == cluster_name()
         assert env["AGENTWATCH_CLICKHOUSE_URL"].startswith("http://") and env["AGENTWATCH_COLLECTOR_ID"] == name
     assert {services["collector-1"]["volumes"][0], services["collector-2"]["volumes"][0]} == {
-        "collector-1:/var/lib/agentwatch", "collector-2:/var/lib/agentwatch"}, "each collector has a spool of its own"
+        "collector-1:/var/lib/agentwatch",
+        "collector-2:/var/lib/agentwatch",
+    }, "each collector has a spool of its own"
     upstream = re.findall(r"server (\S+):4318", (DEPLOY / "compose" / "nginx.conf").read_text())
     assert sorted(upstream) == ["collector-1", "collector-2"]
     assert services["dashboard"]["environment"]["AGENTWATCH_COLLECTOR_URL"] == "http://lb:4318"
@@ -65,13 +73,23 @@ def test_compose_has_the_pieces_deploy_readme_describes() -> None:
 def test_named_settings_exist() -> None:
     texts = [COMPOSE.read_text(), (DEPLOY / "Dockerfile").read_text(), *(p.read_text() for p in K8S.glob("*.yaml"))]
     named = set().union(*(variables(text) for text in texts))
-    assert {"AGENTWATCH_CLICKHOUSE_URL", "AGENTWATCH_CLICKHOUSE_CLUSTER", "AGENTWATCH_COLLECTOR_ID", "AGENTWATCH_COLLECTOR_URL"} <= named
+    assert {
+        "AGENTWATCH_CLICKHOUSE_URL",
+        "AGENTWATCH_CLICKHOUSE_CLUSTER",
+        "AGENTWATCH_COLLECTOR_ID",
+        "AGENTWATCH_COLLECTOR_URL",
+    } <= named
     assert named <= KNOWN, f"settings that do not exist: {sorted(named - KNOWN)}"
 
 
 def test_commands_are_ones_the_cli_accepts() -> None:
     commands = [s["command"] for s in compose()["services"].values() if s.get("image", "").startswith("agentwatch")]
-    commands += [c["args"] for doc in manifests() if doc["kind"] in ("StatefulSet", "Deployment") for c in doc["spec"]["template"]["spec"]["containers"]]
+    commands += [
+        c["args"]
+        for doc in manifests()
+        if doc["kind"] in ("StatefulSet", "Deployment")
+        for c in doc["spec"]["template"]["spec"]["containers"]
+    ]
     assert len(commands) == 5
     for argv in commands:
         assert build_parser().parse_args(argv).command in ("collector", "dashboard"), argv
@@ -92,24 +110,38 @@ def test_the_cluster_is_two_shards_of_two_replicas_with_unique_replica_names() -
     macros = {p.stem: ET.parse(p).getroot().find("macros") for p in (DEPLOY / "clickhouse" / "macros").glob("*.xml")}
     assert set(macros) == CLICKHOUSE_NODES
     assert {(m.findtext("shard"), m.findtext("replica")) for m in macros.values()} == {  # type: ignore[union-attr]
-        (node[4], node) for node in CLICKHOUSE_NODES}
+        (node[4], node) for node in CLICKHOUSE_NODES
+    }
     services = compose()["services"]
     for node in CLICKHOUSE_NODES:
-        assert f"../clickhouse/macros/{node}.xml:/etc/clickhouse-server/config.d/macros.xml:ro" in services[node]["volumes"]
+        assert (
+            f"../clickhouse/macros/{node}.xml:/etc/clickhouse-server/config.d/macros.xml:ro"
+            in services[node]["volumes"]
+        )
 
 
 def test_kubernetes_manifests_describe_the_same_cluster() -> None:
     docs = manifests()
     assert all(doc.get("apiVersion") and doc.get("kind") and doc.get("metadata", {}).get("name") for doc in docs)
     kinds = {doc["kind"] for doc in docs}
-    assert {"ClickHouseInstallation", "ClickHouseKeeperInstallation", "StatefulSet", "Deployment", "Service", "ConfigMap", "Job"} <= kinds
+    assert {
+        "ClickHouseInstallation",
+        "ClickHouseKeeperInstallation",
+        "StatefulSet",
+        "Deployment",
+        "Service",
+        "ConfigMap",
+        "Job",
+    } <= kinds
     [chi] = [d for d in docs if d["kind"] == "ClickHouseInstallation"]
     [cluster] = chi["spec"]["configuration"]["clusters"]
     assert cluster["name"] == cluster_name() and cluster["layout"] == {"shardsCount": 2, "replicasCount": 2}
     [config] = [d for d in docs if d["kind"] == "ConfigMap"]
     assert config["data"]["AGENTWATCH_CLICKHOUSE_CLUSTER"] == cluster_name()
     [collectors] = [d for d in docs if d["kind"] == "StatefulSet"]
-    assert collectors["spec"]["replicas"] >= 2 and collectors["spec"]["volumeClaimTemplates"], "collectors keep a spool each"
+    assert collectors["spec"]["replicas"] >= 2 and collectors["spec"]["volumeClaimTemplates"], (
+        "collectors keep a spool each"
+    )
     kustomized = yaml.safe_load((K8S / "kustomization.yaml").read_text())["resources"]
     assert sorted(kustomized) == sorted(p.name for p in K8S.glob("*.yaml") if p.name != "kustomization.yaml")
 

@@ -16,8 +16,17 @@ OURS = {"agentwatch", "agentwatch-platform"}  # installed editable, never pinned
 def _declared() -> list[Requirement]:
     platform = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     sdk = tomllib.loads((ROOT / "sdk" / "pyproject.toml").read_text())["project"]
-    names = platform["dependencies"] + platform["optional-dependencies"]["dev"] + sdk["dependencies"] + sdk["optional-dependencies"]["api"]
-    return [r for r in map(Requirement, names) if canonicalize_name(r.name) not in OURS and (r.marker is None or r.marker.evaluate())]
+    names = (
+        platform["dependencies"]
+        + platform["optional-dependencies"]["dev"]
+        + sdk["dependencies"]
+        + sdk["optional-dependencies"]["api"]
+    )
+    return [
+        r
+        for r in map(Requirement, names)
+        if canonicalize_name(r.name) not in OURS and (r.marker is None or r.marker.evaluate())
+    ]
 
 
 def _pinned() -> dict[str, Version]:
@@ -31,6 +40,9 @@ def test_the_lock_pins_every_declared_dependency_within_its_range() -> None:
     pinned = _pinned()
     missing = [str(r) for r in _declared() if canonicalize_name(r.name) not in pinned]
     assert not missing, f"not in requirements-dev.lock (run `make lock`): {missing}"
-    outside = [f"{r} (locked {pinned[canonicalize_name(r.name)]})" for r in _declared()
-               if not r.specifier.contains(pinned[canonicalize_name(r.name)], prereleases=True)]
+    outside = [
+        f"{r} (locked {pinned[canonicalize_name(r.name)]})"
+        for r in _declared()
+        if not r.specifier.contains(pinned[canonicalize_name(r.name)], prereleases=True)
+    ]
     assert not outside, f"requirements-dev.lock is outside the declared range (run `make lock`): {outside}"

@@ -14,7 +14,11 @@ README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
 
 def test_configuration_table_lists_every_variable() -> None:
-    names = [v[0] for v in VARIABLES] + [n for n, _, _ in Settings.describe()] + [n for n, _, _ in DashboardConfig.describe()]
+    names = (
+        [v[0] for v in VARIABLES]
+        + [n for n, _, _ in Settings.describe()]
+        + [n for n, _, _ in DashboardConfig.describe()]
+    )
     missing = [n for n in names if f"`{n}`" not in README]
     assert not missing, f"README configuration table lacks {missing}"
 

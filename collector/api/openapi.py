@@ -24,13 +24,29 @@ from fastapi.openapi.utils import get_openapi
 from collector.scopes import PUBLIC, ROUTE_SCOPES
 
 _ERROR = {"type": "object", "required": ["detail"], "properties": {"detail": {"type": "string"}}, "title": "Error"}
-_STATUS = {"type": "object", "properties": {"code": {"type": "integer"}, "message": {"type": "string"}}, "title": "Status"}
+_STATUS = {
+    "type": "object",
+    "properties": {"code": {"type": "integer"}, "message": {"type": "string"}},
+    "title": "Status",
+}
 _RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "string"}}}
-_WHY = {400: "the body is not valid JSON", 401: "no API key, or one that is unknown or revoked", 403: "the key lacks the scope this endpoint needs",
-        408: "the request body stopped arriving (AGENTWATCH_BODY_READ_TIMEOUT_S)", 503: "the store is unavailable; retry"}
-_OTLP_WHY = {400: "the body is not an OTLP export request", 401: _WHY[401], 403: _WHY[403], 408: _WHY[408],
-             413: "the body or its span count is over the limit", 415: "send application/x-protobuf or application/json",
-             429: "over the rate limit or the queue is full; retry after Retry-After", 503: "the collector cannot accept spans now; retry"}
+_WHY = {
+    400: "the body is not valid JSON",
+    401: "no API key, or one that is unknown or revoked",
+    403: "the key lacks the scope this endpoint needs",
+    408: "the request body stopped arriving (AGENTWATCH_BODY_READ_TIMEOUT_S)",
+    503: "the store is unavailable; retry",
+}
+_OTLP_WHY = {
+    400: "the body is not an OTLP export request",
+    401: _WHY[401],
+    403: _WHY[403],
+    408: _WHY[408],
+    413: "the body or its span count is over the limit",
+    415: "send application/x-protobuf or application/json",
+    429: "over the rate limit or the queue is full; retry after Retry-After",
+    503: "the collector cannot accept spans now; retry",
+}
 _OTLP_PATH = "/v1/traces"
 
 
@@ -67,14 +83,20 @@ def document_errors(schema: dict[str, Any]) -> None:
             if "requestBody" in operation:
                 statuses += [400, 408]
             for status in statuses:
-                answer = {"description": _WHY[status], "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+                answer = {
+                    "description": _WHY[status],
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+                }
                 if status == 503:
                     answer["headers"] = _RETRY_AFTER
                 responses.setdefault(str(status), answer)
 
 
 def _document_otlp(responses: dict[str, Any]) -> None:
-    content = {"application/json": {"schema": {"$ref": "#/components/schemas/Status"}}, "application/x-protobuf": {"schema": {}}}
+    content = {
+        "application/json": {"schema": {"$ref": "#/components/schemas/Status"}},
+        "application/x-protobuf": {"schema": {}},
+    }
     ok = responses.setdefault("200", {"description": "ExportTraceServiceResponse"})
     ok["content"] = {"application/json": {"schema": {"type": "object"}}, "application/x-protobuf": {"schema": {}}}
     for status, why in _OTLP_WHY.items():

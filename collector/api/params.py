@@ -15,7 +15,9 @@ __all__ = ["DEFAULT_RANGE_S", "Agent", "End", "Model", "Start", "parse_time", "t
 
 DEFAULT_RANGE_S = 3600
 
-Start = Annotated[str | None, Query(max_length=64, description="RFC 3339 time or epoch seconds; default: end minus one hour")]
+Start = Annotated[
+    str | None, Query(max_length=64, description="RFC 3339 time or epoch seconds; default: end minus one hour")
+]
 End = Annotated[str | None, Query(max_length=64, description="RFC 3339 time or epoch seconds; default: now")]
 Agent = Annotated[str | None, Query(max_length=256)]
 Model = Annotated[str | None, Query(max_length=256)]
@@ -31,7 +33,9 @@ def parse_time(name: str, value: str | None, default: float) -> float:
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
-            raise HTTPException(422, f"{name}: expected an RFC 3339 time or epoch seconds, got {value[:64]!r}") from None
+            raise HTTPException(
+                422, f"{name}: expected an RFC 3339 time or epoch seconds, got {value[:64]!r}"
+            ) from None
         seconds = (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
     if not math.isfinite(seconds):
         raise HTTPException(422, f"{name}: must be finite")

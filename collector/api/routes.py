@@ -76,16 +76,34 @@ def _run(call: Callable[[], T]) -> T:
 
 @router.get("/runs", response_model=RunsPage)
 def list_runs(
-    store: StoreDep, settings: SettingsDep, project: ProjectDep, filters: Annotated[RunFilters, Query()], start: Start = None, end: End = None,
+    store: StoreDep,
+    settings: SettingsDep,
+    project: ProjectDep,
+    filters: Annotated[RunFilters, Query()],
+    start: Start = None,
+    end: End = None,
 ) -> RunsPage:
     lo, hi = time_window(start, end)
     params = filters.model_dump(exclude={"sort", "limit", "offset"})
     idle = settings.run_idle_timeout_s
-    return _run(lambda: query.list_runs(store, project, start=lo, end=hi, sort=filters.sort, limit=filters.limit, offset=filters.offset,
-                                        idle_timeout_s=idle, **params))
+    return _run(
+        lambda: query.list_runs(
+            store,
+            project,
+            start=lo,
+            end=hi,
+            sort=filters.sort,
+            limit=filters.limit,
+            offset=filters.offset,
+            idle_timeout_s=idle,
+            **params,
+        )
+    )
 
 
-@router.get("/runs/{trace_id}", response_model=RunDetail, responses={404: {"description": "no such run in this project"}})
+@router.get(
+    "/runs/{trace_id}", response_model=RunDetail, responses={404: {"description": "no such run in this project"}}
+)
 def get_run(store: StoreDep, project: ProjectDep, settings: SettingsDep, trace_id: TraceId) -> RunDetail:
     detail = _run(lambda: query.get_run(store, project, trace_id, idle_timeout_s=settings.run_idle_timeout_s))
     if detail is None:
@@ -100,10 +118,20 @@ def add_feedback(store: StoreDep, project: ProjectDep, trace_id: TraceId, body: 
 
 @router.get("/overview", response_model=Overview)
 def overview(
-    store: StoreDep, project: ProjectDep, settings: SettingsDep, start: Start = None, end: End = None, agent: Agent = None, model: Model = None,
+    store: StoreDep,
+    project: ProjectDep,
+    settings: SettingsDep,
+    start: Start = None,
+    end: End = None,
+    agent: Agent = None,
+    model: Model = None,
 ) -> Overview:
     lo, hi = time_window(start, end)
-    return _run(lambda: query.overview(store, project, start=lo, end=hi, agent=agent, model=model, idle_timeout_s=settings.run_idle_timeout_s))
+    return _run(
+        lambda: query.overview(
+            store, project, start=lo, end=hi, agent=agent, model=model, idle_timeout_s=settings.run_idle_timeout_s
+        )
+    )
 
 
 @router.get("/timeseries", response_model=TimeSeries)
@@ -127,7 +155,10 @@ def timeseries(
 def timeseries_set(
     store: StoreDep,
     project: ProjectDep,
-    metric: Annotated[list[str], Query(min_length=1, max_length=len(TIMESERIES_METRICS), description="repeated: metrics of TIMESERIES_METRICS")],
+    metric: Annotated[
+        list[str],
+        Query(min_length=1, max_length=len(TIMESERIES_METRICS), description="repeated: metrics of TIMESERIES_METRICS"),
+    ],
     start: Start = None,
     end: End = None,
     step_s: Annotated[int | None, Query(ge=1, le=366 * 86_400)] = None,
@@ -155,8 +186,11 @@ def cost(
     lo, hi = time_window(start, end)
     price = settings.gpu_hour_usd if gpu_hour_usd is None else gpu_hour_usd
     prices = price_table(settings.prices_file)
-    return _run(lambda: query.cost_breakdown(store, project, start=lo, end=hi, agent=agent, model=model, gpu_hour_usd=price,
-                                             prices=prices))
+    return _run(
+        lambda: query.cost_breakdown(
+            store, project, start=lo, end=hi, agent=agent, model=model, gpu_hour_usd=price, prices=prices
+        )
+    )
 
 
 @router.get("/whatif", response_model=WhatIf)
@@ -171,13 +205,28 @@ def whatif(
     step: Annotated[str | None, Query(max_length=256, description="route: the step name whose LLM calls move")] = None,
     model: Annotated[str | None, Query(max_length=256, description="route: the model they move to")] = None,
     cap: Annotated[int | None, Query(ge=1, le=100_000, description="cap_steps: steps of work per run")] = None,
-    bound: Annotated[int, Query(ge=1, le=10_000_000, description="evolving_report: report tokens per call")] = DEFAULT_BOUND,
+    bound: Annotated[
+        int, Query(ge=1, le=10_000_000, description="evolving_report: report tokens per call")
+    ] = DEFAULT_BOUND,
 ) -> WhatIf:
     """A cost policy applied to the runs of a past range: the estimated cost change, with a 95 % interval."""
     lo, hi = time_window(start, end)
     prices = price_table(settings.prices_file)
-    return _run(lambda: query.whatif(store, project, start=lo, end=hi, policy=policy, prices=prices, agent=agent,
-                                     step=step, model=model, cap=cap, bound=bound))
+    return _run(
+        lambda: query.whatif(
+            store,
+            project,
+            start=lo,
+            end=hi,
+            policy=policy,
+            prices=prices,
+            agent=agent,
+            step=step,
+            model=model,
+            cap=cap,
+            bound=bound,
+        )
+    )
 
 
 @router.get("/engines", response_model=list[EngineInfo])
@@ -186,9 +235,16 @@ def engines(store: StoreDep, project: ProjectDep, settings: SettingsDep) -> list
     return _run(lambda: query.engines(store, project, configured=configured))
 
 
-@router.post("/engines", response_model=EngineInfo, status_code=201, deprecated=True,
-             responses={400: {"description": "URL refused"}, 409: {"description": "too many engines"}})
-def add_engine(store: StoreDep, settings: SettingsDep, caller: AdminDep, body: EngineIn, request: Request) -> EngineInfo:
+@router.post(
+    "/engines",
+    response_model=EngineInfo,
+    status_code=201,
+    deprecated=True,
+    responses={400: {"description": "URL refused"}, 409: {"description": "too many engines"}},
+)
+def add_engine(
+    store: StoreDep, settings: SettingsDep, caller: AdminDep, body: EngineIn, request: Request
+) -> EngineInfo:
     """Old path of ``POST /api/admin/engines`` (``admin`` scope): scrape another engine of the caller's project."""
     _run(lambda: register_engine_as(caller, EngineAdd(name=body.name, url=body.url), store, settings, request))
     return EngineInfo(engine=body.name, url=body.url)

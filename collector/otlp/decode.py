@@ -90,8 +90,16 @@ class Converted:
 
 
 def convert(
-    payload: bytes, fmt: str, project: str, normalizer: Normalizer, *, max_spans: int, not_before_ns: int = 0,
-    not_after_ns: int = MAX_TIME_NS, native: bool = True, max_resource_bytes: int = MAX_RESOURCE_BYTES,
+    payload: bytes,
+    fmt: str,
+    project: str,
+    normalizer: Normalizer,
+    *,
+    max_spans: int,
+    not_before_ns: int = 0,
+    not_after_ns: int = MAX_TIME_NS,
+    native: bool = True,
+    max_resource_bytes: int = MAX_RESOURCE_BYTES,
 ) -> Converted:
     """Decode and normalise one export request body (already decompressed).
 
@@ -117,8 +125,14 @@ def convert(
                 pass  # something unusual in the request: the Python path decides
         request, unreadable = parse_protobuf_spans(payload)
         return convert_message(
-            request, project, normalizer, max_spans=max_spans, not_before_ns=not_before_ns, not_after_ns=not_after_ns,
-            unreadable=unreadable, max_resource_bytes=max_resource_bytes,
+            request,
+            project,
+            normalizer,
+            max_spans=max_spans,
+            not_before_ns=not_before_ns,
+            not_after_ns=not_after_ns,
+            unreadable=unreadable,
+            max_resource_bytes=max_resource_bytes,
         )
     doc = parse_json(payload)
     if decoder is not None:
@@ -147,7 +161,8 @@ class _ResourceBudget:
             raise PayloadTooLarge(
                 f"the request's resource attributes, stored with each of its spans, come to more than {self.limit} bytes "
                 f"by span {self.spans} (AGENTWATCH_MAX_RESOURCE_BYTES_PER_REQUEST); send fewer spans per request "
-                "or fewer, shorter resource attributes")
+                "or fewer, shorter resource attributes"
+            )
 
 
 _NATIVE: weakref.WeakKeyDictionary[Normalizer, NativeDecoder] = weakref.WeakKeyDictionary()
@@ -163,7 +178,13 @@ def _native_decoder(normalizer: Normalizer) -> NativeDecoder | None:
 
 
 def _convert_native(
-    decoder: NativeDecoder, payload: bytes, project: str, nz: Normalizer, max_spans: int, window: _Window, max_resource_bytes: int,
+    decoder: NativeDecoder,
+    payload: bytes,
+    project: str,
+    nz: Normalizer,
+    max_spans: int,
+    window: _Window,
+    max_resource_bytes: int,
 ) -> Converted:
     """The decoder's table, plus the spans it declined normalised by the Python path, in request order."""
     decoded = decoder.decode(payload, project, *window, max_resource_bytes=max_resource_bytes)
@@ -236,7 +257,9 @@ def _not_unicode(row: SpanRow) -> str:
 
 
 def _too_many(count: int, max_spans: int) -> PayloadTooLarge:
-    return PayloadTooLarge(f"request has {count} spans, more than the limit of {max_spans} per request (AGENTWATCH_MAX_SPANS_PER_REQUEST); export smaller batches")
+    return PayloadTooLarge(
+        f"request has {count} spans, more than the limit of {max_spans} per request (AGENTWATCH_MAX_SPANS_PER_REQUEST); export smaller batches"
+    )
 
 
 # --- protobuf --------------------------------------------------------------------------------
@@ -265,8 +288,15 @@ def parse_protobuf_spans(payload: bytes) -> tuple[ExportTraceServiceRequest, dic
 
 
 def convert_message(
-    request: ExportTraceServiceRequest, project: str, nz: Normalizer, *, max_spans: int, not_before_ns: int = 0,
-    not_after_ns: int = MAX_TIME_NS, unreadable: dict[int, str] | None = None, max_resource_bytes: int = MAX_RESOURCE_BYTES,
+    request: ExportTraceServiceRequest,
+    project: str,
+    nz: Normalizer,
+    *,
+    max_spans: int,
+    not_before_ns: int = 0,
+    not_after_ns: int = MAX_TIME_NS,
+    unreadable: dict[int, str] | None = None,
+    max_resource_bytes: int = MAX_RESOURCE_BYTES,
 ) -> Converted:
     """Normalise a parsed request; the spans at the indices in ``unreadable`` (left empty by
     ``parse_protobuf_spans``) are rejected with their reason."""
@@ -277,13 +307,20 @@ def convert_message(
     for index, why in sorted((unreadable or {}).items()):
         out.reject(f"span {index}", why)
     only = set(range(count)) - unreadable.keys() if unreadable else None
-    rows, _ = _normalize_message(out, request, project, nz, (not_before_ns, not_after_ns), only, _ResourceBudget(max_resource_bytes))
+    rows, _ = _normalize_message(
+        out, request, project, nz, (not_before_ns, not_after_ns), only, _ResourceBudget(max_resource_bytes)
+    )
     out.table = _spans_table(out, rows)
     return out
 
 
 def _normalize_message(
-    out: Converted, request: ExportTraceServiceRequest, project: str, nz: Normalizer, window: _Window, only: set[int] | None,
+    out: Converted,
+    request: ExportTraceServiceRequest,
+    project: str,
+    nz: Normalizer,
+    window: _Window,
+    only: set[int] | None,
     budget: _ResourceBudget,
 ) -> tuple[list[SpanRow], list[int]]:
     """Rows of the spans at the indices in ``only`` (all when None), and their indices; rejects go to ``out``."""
@@ -299,7 +336,9 @@ def _normalize_message(
                 if only is not None and index - 1 not in only:
                     continue
                 if resource is None:
-                    resource = nz.resource({kv.key: _any_pb(kv.value) for kv in rs.resource.attributes}, _resource_warning(out))
+                    resource = nz.resource(
+                        {kv.key: _any_pb(kv.value) for kv in rs.resource.attributes}, _resource_warning(out)
+                    )
                 tid, sid, pid = span.trace_id, span.span_id, span.parent_span_id
                 start, end = span.start_time_unix_nano, span.end_time_unix_nano
                 if not _valid(tid, sid, pid, start, end, window):  # one cheap test for the common case
@@ -309,10 +348,23 @@ def _normalize_message(
                 events = [_event_pb(e) for e in span.events] if span.events else None
                 status = span.status
                 try:
-                    rows.append(normalize(
-                        project, resource, tid.hex(), sid.hex(), pid.hex(), span.name,
-                        start, end, status.code, status.message, _pairs_pb(span.attributes), events, out.warn,
-                    ))
+                    rows.append(
+                        normalize(
+                            project,
+                            resource,
+                            tid.hex(),
+                            sid.hex(),
+                            pid.hex(),
+                            span.name,
+                            start,
+                            end,
+                            status.code,
+                            status.message,
+                            _pairs_pb(span.attributes),
+                            events,
+                            out.warn,
+                        )
+                    )
                 except Exception as exc:  # one bad span never sinks the request
                     log.exception("span %d could not be normalised", index - 1)
                     out.reject(f"span {index - 1}", f"could not be normalised: {exc}")
@@ -323,8 +375,14 @@ def _normalize_message(
 
 def _valid(tid: bytes, sid: bytes, pid: bytes, start: int, end: int, window: _Window) -> bool:
     return (
-        len(tid) == 16 and len(sid) == 8 and len(pid) in (0, 8) and tid != _ZERO_TRACE and sid != _ZERO_SPAN
-        and window[0] <= start <= window[1] and start <= _MAX_NS and 0 <= end <= _MAX_NS
+        len(tid) == 16
+        and len(sid) == 8
+        and len(pid) in (0, 8)
+        and tid != _ZERO_TRACE
+        and sid != _ZERO_SPAN
+        and window[0] <= start <= window[1]
+        and start <= _MAX_NS
+        and 0 <= end <= _MAX_NS
     )
 
 
@@ -342,13 +400,17 @@ def _bad_times(start: int, end: int, window: _Window) -> str:
     """Times the store cannot keep would be lost after the 2xx (a failed insert, a TTL that
     drops them at once): refuse them now. "" when the times are kept."""
     if not (0 <= start <= _MAX_NS and 0 <= end <= _MAX_NS):
-        return (f"start and end times must be between 0 and {_MAX_NS} ns since the epoch (2106-02-07T06:28:15Z, "
-                f"where the store's DateTime ends; got {start}, {end})")
+        return (
+            f"start and end times must be between 0 and {_MAX_NS} ns since the epoch (2106-02-07T06:28:15Z, "
+            f"where the store's DateTime ends; got {start}, {end})"
+        )
     if start < window[0]:
         return f"span started before the retention window (start {start} ns < {window[0]} ns, AGENTWATCH_RETENTION_DAYS); it would be dropped, not stored"
     if start > window[1]:
-        return (f"span starts too late for the store to keep (start {start} ns > {window[1]} ns: with AGENTWATCH_RETENTION_DAYS "
-                "its expiry would pass 2106-02-07T06:28:15Z, where the store's DateTime ends); it would be dropped, not stored")
+        return (
+            f"span starts too late for the store to keep (start {start} ns > {window[1]} ns: with AGENTWATCH_RETENTION_DAYS "
+            "its expiry would pass 2106-02-07T06:28:15Z, where the store's DateTime ends); it would be dropped, not stored"
+        )
     return ""
 
 
@@ -377,7 +439,11 @@ def _any_pb(value: Any) -> Any:
 
 
 def _event_pb(event: Any) -> dict[str, Any]:
-    return {"name": event.name, "time_ns": event.time_unix_nano, "attributes": {kv.key: _any_pb(kv.value) for kv in event.attributes}}
+    return {
+        "name": event.name,
+        "time_ns": event.time_unix_nano,
+        "attributes": {kv.key: _any_pb(kv.value) for kv in event.attributes},
+    }
 
 
 def _resource_warning(out: Converted) -> Callable[[str], None]:
@@ -399,10 +465,17 @@ def parse_json(payload: bytes) -> dict[str, Any]:
     return doc
 
 
-def _convert_json(doc: dict[str, Any], project: str, nz: Normalizer, max_spans: int, window: _Window, budget: _ResourceBudget) -> Converted:
+def _convert_json(
+    doc: dict[str, Any], project: str, nz: Normalizer, max_spans: int, window: _Window, budget: _ResourceBudget
+) -> Converted:
     resource_spans = _jlist(doc, "resourceSpans", "resource_spans", "request")
-    scopes = [(rs, _jlist(_jobj(rs, "resourceSpans[]"), "scopeSpans", "scope_spans", "resourceSpans[]")) for rs in resource_spans]
-    spans = [(rs, [_jlist(_jobj(ss, "scopeSpans[]"), "spans", "spans", "scopeSpans[]") for ss in sss]) for rs, sss in scopes]
+    scopes = [
+        (rs, _jlist(_jobj(rs, "resourceSpans[]"), "scopeSpans", "scope_spans", "resourceSpans[]"))
+        for rs in resource_spans
+    ]
+    spans = [
+        (rs, [_jlist(_jobj(ss, "scopeSpans[]"), "spans", "spans", "scopeSpans[]") for ss in sss]) for rs, sss in scopes
+    ]
     count = sum(len(s) for _, lists in spans for s in lists)
     if count > max_spans:
         raise _too_many(count, max_spans)
@@ -425,7 +498,9 @@ def _convert_json(doc: dict[str, Any], project: str, nz: Normalizer, max_spans: 
     return out
 
 
-def _json_span(out: Converted, nz: Normalizer, project: str, resource: Resource, span: Any, index: int, window: _Window) -> SpanRow | None:
+def _json_span(
+    out: Converted, nz: Normalizer, project: str, resource: Resource, span: Any, index: int, window: _Window
+) -> SpanRow | None:
     """The normalised span, or None when it is rejected (recorded in ``out``)."""
     try:
         if not isinstance(span, dict):
@@ -443,8 +518,19 @@ def _json_span(out: Converted, nz: Normalizer, project: str, resource: Resource,
         if why := _bad_times(start, end, window):
             raise ValueError(why)
         return nz.normalize(
-            project, resource, tid, sid, pid, _jstr(_jget(span, "name", "name")), start, end,
-            code, _jstr(status.get("message")), _jpairs(span), events, out.warn,
+            project,
+            resource,
+            tid,
+            sid,
+            pid,
+            _jstr(_jget(span, "name", "name")),
+            start,
+            end,
+            code,
+            _jstr(status.get("message")),
+            _jpairs(span),
+            events,
+            out.warn,
         )
     except (TypeError, ValueError, AttributeError, KeyError, OverflowError, RecursionError) as exc:
         out.reject(f"span {index}", str(exc) or type(exc).__name__)
@@ -469,7 +555,11 @@ def _hex_id(value: Any, size: int, name: str) -> str:
 
 
 def _json_event(event: Any) -> dict[str, Any]:
-    return {"name": _jstr(event.get("name")), "time_ns": int(_jget(event, "timeUnixNano", "time_unix_nano") or 0), "attributes": _jattrs(event)}
+    return {
+        "name": _jstr(event.get("name")),
+        "time_ns": int(_jget(event, "timeUnixNano", "time_unix_nano") or 0),
+        "attributes": _jattrs(event),
+    }
 
 
 def _jattrs(obj: dict[str, Any]) -> dict[str, Any]:

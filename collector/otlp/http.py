@@ -38,7 +38,9 @@ def _format(request: Request) -> str:
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     fmt = _MEDIA.get(media)
     if fmt is None:
-        raise UnsupportedMediaType(f"Content-Type {media or '(none)'!r} is not supported; send application/x-protobuf or application/json")
+        raise UnsupportedMediaType(
+            f"Content-Type {media or '(none)'!r} is not supported; send application/x-protobuf or application/json"
+        )
     return fmt
 
 
@@ -55,7 +57,9 @@ async def capacity(request: Request) -> None:
 async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {limit} bytes (AGENTWATCH_MAX_BODY_BYTES)")
+        raise PayloadTooLarge(
+            f"body of {declared} bytes exceeds the limit of {limit} bytes (AGENTWATCH_MAX_BODY_BYTES)"
+        )
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():

@@ -41,10 +41,34 @@ AVAILABLE = Decoder is not None
 
 # The slots the C decoder fills itself, in the order of its F_* enum.
 NAMED_FIELDS = (
-    "project", "trace_id", "span_id", "parent_span_id", "name", "kind", "start_time_ns", "end_time_ns",
-    "service_name", "status_code", "status_message", "error_type", "is_timeout", "model", "provider",
-    "input_tokens", "output_tokens", "cached_tokens", "cost_usd", "price_version", "tool_name",
-    "request_id", "decode_s", "queue_s", "attributes", "resource", "events", "agent_name",
+    "project",
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "name",
+    "kind",
+    "start_time_ns",
+    "end_time_ns",
+    "service_name",
+    "status_code",
+    "status_message",
+    "error_type",
+    "is_timeout",
+    "model",
+    "provider",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "cost_usd",
+    "price_version",
+    "tool_name",
+    "request_id",
+    "decode_s",
+    "queue_s",
+    "attributes",
+    "resource",
+    "events",
+    "agent_name",
 )
 # Kind signals, in the order of its S_* enum; they live after the row's fields.
 SIGNALS = ("@kind", "@op", "@oi", "@tl", "@llm", "@project")
@@ -154,18 +178,37 @@ class NativeDecoder:
 
         self.resource = resource
         self._decoder = Decoder(
-            _spec(), _defaults(), tuple(_column_type(f) for f in SPANS_SCHEMA),
+            _spec(),
+            _defaults(),
+            tuple(_column_type(f) for f in SPANS_SCHEMA),
             tuple(SPAN_FIELDS.index(name) for name in NAMED_FIELDS),
-            normalize._CONTENT_PREFIXES, nz.text, nz.captured, nz.redact,
-            nz.price if nz.pricer is not None else None, resource, _events_hook(nz),
-            set(normalize._KINDS), dict(normalize._OPERATION_KINDS), dict(normalize._OPENINFERENCE_KINDS),
-            dict(normalize._TRACELOOP_KINDS), sc.VLLM_SPAN_NAME,
+            normalize._CONTENT_PREFIXES,
+            nz.text,
+            nz.captured,
+            nz.redact,
+            nz.price if nz.pricer is not None else None,
+            resource,
+            _events_hook(nz),
+            set(normalize._KINDS),
+            dict(normalize._OPERATION_KINDS),
+            dict(normalize._OPENINFERENCE_KINDS),
+            dict(normalize._TRACELOOP_KINDS),
+            sc.VLLM_SPAN_NAME,
             (sc.KIND_RUN, sc.KIND_STEP, sc.KIND_LLM, sc.KIND_TOOL, sc.KIND_OTHER),
-            normalize.STATUS_CODES, nz.max_len, nz.max_key_len, nz.max_attributes, nz.max_events,
+            normalize.STATUS_CODES,
+            nz.max_len,
+            nz.max_key_len,
+            nz.max_attributes,
+            nz.max_events,
         )
 
     def decode(
-        self, payload: bytes, project: str, not_before_ns: int = 0, not_after_ns: int = bounds.MAX_TIME_NS, *,
+        self,
+        payload: bytes,
+        project: str,
+        not_before_ns: int = 0,
+        not_after_ns: int = bounds.MAX_TIME_NS,
+        *,
         max_resource_bytes: int = normalize.MAX_RESOURCE_BYTES,
     ) -> Decoded:
         """Spans that start outside [``not_before_ns``, ``not_after_ns``] are declined (the Python
@@ -174,7 +217,8 @@ class NativeDecoder:
         path refuses such a request with its message)."""
         window = (max(0, not_before_ns), min(max(0, not_after_ns), bounds.MAX_TIME_NS))
         columns, attr_keys, attr_values, res_keys, res_values, declined, spans = self._decoder.decode(
-            payload, project, *window, max(0, max_resource_bytes))
+            payload, project, *window, max(0, max_resource_bytes)
+        )
         table = _table(columns, attr_keys, attr_values, res_keys, res_values)
         return Decoded(table, declined, spans, len(res_keys[4]) + len(res_values[4]))
 
@@ -191,7 +235,10 @@ def _array(kind: pa.DataType, column: tuple) -> pa.Array:
 def _map(column: tuple, keys: tuple, values: tuple) -> pa.Array:
     n, _, _, offsets, _ = column
     return pa.MapArray.from_arrays(
-        pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(offsets)]), _array(_STR, keys), _array(_STR, values), type=_MAP
+        pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(offsets)]),
+        _array(_STR, keys),
+        _array(_STR, values),
+        type=_MAP,
     )
 
 

@@ -70,7 +70,7 @@ def _scope_spans(ss: ScopeSpans, data: memoryview, index: int, unreadable: dict[
 
 
 def _parse(message: Message, data: memoryview) -> str:
-    """"" when ``data`` parses into ``message``, else why not, in words a sender can act on."""
+    """ "" when ``data`` parses into ``message``, else why not, in words a sender can act on."""
     try:
         message.ParseFromString(bytes(data))
     except RecursionError:
@@ -102,7 +102,7 @@ def _fields(data: memoryview, error: str, messages: tuple[int, ...]) -> Iterator
             size, pos = _varint(data, pos, error)
             if pos + size > end:
                 raise BadRequest(error)
-            yield number, data[pos:pos + size]
+            yield number, data[pos : pos + size]
             pos += size
         else:
             raise BadRequest(error)

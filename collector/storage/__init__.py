@@ -21,15 +21,21 @@ def open_store(settings: Settings, *, migrate: bool = True) -> Store:
         from collector.storage.lease import holder_id
 
         store: Store = ClickHouseStore(
-            settings.clickhouse_url, retention_days=settings.retention_days, cluster=settings.clickhouse_cluster,
-            holder=holder_id(settings.collector_id), lease_ttl_s=settings.lease_ttl_s,
+            settings.clickhouse_url,
+            retention_days=settings.retention_days,
+            cluster=settings.clickhouse_cluster,
+            holder=holder_id(settings.collector_id),
+            lease_ttl_s=settings.lease_ttl_s,
         )
     else:
         from collector.storage.chdb_memory import ChdbMemory
         from collector.storage.chdb_store import ChdbStore
 
-        memory = ChdbMemory(cache_bytes=settings.chdb_cache_bytes, limit_bytes=settings.chdb_memory_limit_bytes,
-                            dirty_decay_ms=settings.chdb_dirty_decay_ms)
+        memory = ChdbMemory(
+            cache_bytes=settings.chdb_cache_bytes,
+            limit_bytes=settings.chdb_memory_limit_bytes,
+            dirty_decay_ms=settings.chdb_dirty_decay_ms,
+        )
         store = ChdbStore(Path(settings.data_dir) / "chdb", retention_days=settings.retention_days, memory=memory)
     if migrate:
         try:

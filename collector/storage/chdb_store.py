@@ -29,7 +29,12 @@ class ChdbStore(SqlStore):
     """
 
     def __init__(
-        self, path: str | Path, *, retention_days: int = 30, recent_window_s: float = 60.0, result_cache_s: float = 10.0,
+        self,
+        path: str | Path,
+        *,
+        retention_days: int = 30,
+        recent_window_s: float = 60.0,
+        result_cache_s: float = 10.0,
         memory: ChdbMemory | None = None,
     ) -> None:
         self.recent_window_s = recent_window_s
@@ -102,7 +107,9 @@ def _open_session(path: Path, memory: ChdbMemory) -> Any:
                 "stop the other collector or go through its API)"
             ) from exc
         if "already initialized with path" in message:
-            raise StoreUnavailable(f"this process already has another chDB data directory open; close it before opening {path}") from exc
+            raise StoreUnavailable(
+                f"this process already has another chDB data directory open; close it before opening {path}"
+            ) from exc
         raise StoreUnavailable(f"cannot open chDB data directory {path}: {message}") from exc
 
 

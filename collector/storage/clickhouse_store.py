@@ -28,7 +28,14 @@ class ClickHouseStore(SqlStore):
     """
 
     def __init__(
-        self, url: str, *, retention_days: int = 30, cluster: str = "", holder: str = "", lease_ttl_s: float = 15.0, shared: bool = True
+        self,
+        url: str,
+        *,
+        retention_days: int = 30,
+        cluster: str = "",
+        holder: str = "",
+        lease_ttl_s: float = 15.0,
+        shared: bool = True,
     ) -> None:
         super().__init__(retention_days=retention_days, cluster=check_cluster_name(cluster) if cluster else "")
         self.url = url

@@ -44,7 +44,9 @@ _CREATE_TABLE = re.compile(
     r"^\s*CREATE TABLE IF NOT EXISTS (?P<table>\w+) \((?P<columns>.*)\)\s*ENGINE = (?P<engine>\w*MergeTree)(?:\((?P<args>[^)]*)\))?(?P<rest>.*)$",
     re.DOTALL,
 )
-_CREATE_VIEW = re.compile(r"^\s*CREATE MATERIALIZED VIEW IF NOT EXISTS (?P<view>\w+) TO (?P<target>\w+) AS(?P<select>.*)$", re.DOTALL)
+_CREATE_VIEW = re.compile(
+    r"^\s*CREATE MATERIALIZED VIEW IF NOT EXISTS (?P<view>\w+) TO (?P<target>\w+) AS(?P<select>.*)$", re.DOTALL
+)
 _DROP_VIEW = re.compile(r"^\s*DROP VIEW IF EXISTS (?P<view>\w+)\s*$")
 _ALTER = re.compile(r"^\s*ALTER TABLE (?P<table>\w+) (?P<action>.*)$", re.DOTALL)
 _INSERT = re.compile(r"^\s*INSERT INTO ", re.IGNORECASE)
@@ -69,7 +71,9 @@ def for_cluster(statement: str, cluster: str) -> list[str]:
         return _create_table(m, cluster)
     if (m := _CREATE_VIEW.match(statement)) is not None:
         select = _local_sources(m["select"])
-        return [f"CREATE MATERIALIZED VIEW IF NOT EXISTS {m['view']} ON CLUSTER {cluster} TO {_local(m['target'])} AS{select}"]
+        return [
+            f"CREATE MATERIALIZED VIEW IF NOT EXISTS {m['view']} ON CLUSTER {cluster} TO {_local(m['target'])} AS{select}"
+        ]
     if (m := _DROP_VIEW.match(statement)) is not None:
         return [f"DROP VIEW IF EXISTS {m['view']} ON CLUSTER {cluster} SYNC"]
     if (m := _ALTER.match(statement)) is not None:
@@ -80,7 +84,11 @@ def for_cluster(statement: str, cluster: str) -> list[str]:
 
 
 def _create_table(m: re.Match[str], cluster: str) -> list[str]:
-    table, engine, rest = m["table"], m["engine"], m["rest"].replace("non_replicated_deduplication_window", "replicated_deduplication_window")
+    table, engine, rest = (
+        m["table"],
+        m["engine"],
+        m["rest"].replace("non_replicated_deduplication_window", "replicated_deduplication_window"),
+    )
     sharded = table in SHARDED
     path = SHARD_PATH if sharded else GLOBAL_PATH
     args = ", ".join(a for a in (f"'{path}'", "'{replica}'", (m["args"] or "").strip()) if a)
@@ -123,13 +131,19 @@ def render(cluster: str, retention_days: int = 30) -> str:
     """The whole schema for ``cluster`` as one SQL file (what ``deploy/clickhouse/schema.sql`` holds)."""
     from collector.storage import schema  # schema imports this module
 
-    lines = [f"-- agentwatch schema for ClickHouse cluster {cluster!r}: written by python -m collector.storage.cluster_ddl",
-             "-- The collector applies it itself (AGENTWATCH_CLICKHOUSE_CLUSTER); this file is for review and manual setup."]
+    lines = [
+        f"-- agentwatch schema for ClickHouse cluster {cluster!r}: written by python -m collector.storage.cluster_ddl",
+        "-- The collector applies it itself (AGENTWATCH_CLICKHOUSE_CLUSTER); this file is for review and manual setup.",
+    ]
     blocks = [*schema.bootstrap_statements(cluster)]
     for migration in schema.MIGRATIONS:
-        blocks += [f"-- migration {migration.version}: {migration.name}"] + schema.migration_statements(migration, cluster)
+        blocks += [f"-- migration {migration.version}: {migration.name}"] + schema.migration_statements(
+            migration, cluster
+        )
     blocks += ["-- retention"] + schema.ttl_statements(retention_days, cluster)
-    return "\n".join(lines) + "\n\n" + "\n\n".join(b.strip() + ("" if b.startswith("--") else ";") for b in blocks) + "\n"
+    return (
+        "\n".join(lines) + "\n\n" + "\n\n".join(b.strip() + ("" if b.startswith("--") else ";") for b in blocks) + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -46,7 +46,9 @@ _TYPES: dict[str, pa.DataType] = {
 # Column names in the spans table (times drop their unit suffix).
 COLUMN_NAMES: tuple[str, ...] = tuple(name.removesuffix("_ns") for name in SPAN_FIELDS)
 
-SPANS_SCHEMA: pa.Schema = pa.schema([(column, _TYPES.get(name, _STR)) for name, column in zip(SPAN_FIELDS, COLUMN_NAMES, strict=True)])
+SPANS_SCHEMA: pa.Schema = pa.schema(
+    [(column, _TYPES.get(name, _STR)) for name, column in zip(SPAN_FIELDS, COLUMN_NAMES, strict=True)]
+)
 _EMPTY = SPANS_SCHEMA.empty_table()
 
 
@@ -89,7 +91,10 @@ def empty_spans_table() -> pa.Table:
 
 def table_rows(table: pa.Table) -> list[SpanRow]:
     """The ``SpanRow``s of a spans table: the inverse of ``spans_table`` (float32 columns keep their rounding)."""
-    columns = [_values(table.column(column), _TYPES.get(name, _STR)) for name, column in zip(SPAN_FIELDS, COLUMN_NAMES, strict=True)]
+    columns = [
+        _values(table.column(column), _TYPES.get(name, _STR))
+        for name, column in zip(SPAN_FIELDS, COLUMN_NAMES, strict=True)
+    ]
     return [SpanRow(*values) for values in zip(*columns, strict=True)]
 
 

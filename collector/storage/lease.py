@@ -136,14 +136,28 @@ class StoreLease:
 
     def _latest(self) -> Term | None:
         rows = self.store.query(queries_lease.LATEST_TERM, {"name": self.name})
-        return Term(int(rows[0]["term"]), rows[0]["holder"], int(rows[0]["expires_ms"]), int(rows[0]["now_ms"])) if rows else None
+        return (
+            Term(int(rows[0]["term"]), rows[0]["holder"], int(rows[0]["expires_ms"]), int(rows[0]["now_ms"]))
+            if rows
+            else None
+        )
 
     def _term(self, term: int) -> Term | None:
         rows = self.store.query(queries_lease.TERMS_FROM, {"name": self.name, "term": term})
-        return Term(term, rows[0]["holder"], int(rows[0]["expires_ms"]), int(rows[0]["now_ms"])) if rows and int(rows[0]["term"]) == term else None
+        return (
+            Term(term, rows[0]["holder"], int(rows[0]["expires_ms"]), int(rows[0]["now_ms"]))
+            if rows and int(rows[0]["term"]) == term
+            else None
+        )
 
     def _write(self, term: int, holder: str, ttl_s: float) -> None:
-        params = {"name": self.name, "term": term, "holder": holder, "ttl_ms": int(ttl_s * 1000), "token": f"lease:{self.name}:{term}"}
+        params = {
+            "name": self.name,
+            "term": term,
+            "holder": holder,
+            "ttl_ms": int(ttl_s * 1000),
+            "token": f"lease:{self.name}:{term}",
+        }
         self.store.command(queries_lease.TAKE_TERM, params)
 
     def _forget(self, term: int) -> None:
@@ -185,7 +199,9 @@ class LeaseLock:
         if self._lease.fresh:
             return
         if not self._lease.acquire():
-            raise StoreUnavailable(f"the {self._lease.name} lease expired during a look-up and another collector took it")
+            raise StoreUnavailable(
+                f"the {self._lease.name} lease expired during a look-up and another collector took it"
+            )
 
     def overran(self) -> bool:
         """Whether the work since the last take or renewal outlasted the lease: another
@@ -194,8 +210,12 @@ class LeaseLock:
         if self._lease.surely_ours:
             return False
         self.overruns += 1
-        log.warning("the %s lease (TTL %.0f s) expired before the work under it ended; another collector may have "
-                    "done the same work: raise AGENTWATCH_LEASE_TTL_S above the slowest batch insert", self._lease.name, self._lease.ttl_s)
+        log.warning(
+            "the %s lease (TTL %.0f s) expired before the work under it ended; another collector may have "
+            "done the same work: raise AGENTWATCH_LEASE_TTL_S above the slowest batch insert",
+            self._lease.name,
+            self._lease.ttl_s,
+        )
         return True
 
     def _take(self) -> None:
@@ -204,7 +224,9 @@ class LeaseLock:
         while not self._lease.acquire():
             self.waits += 1
             if time.monotonic() > deadline:
-                raise StoreUnavailable(f"the {self._lease.name} lease stayed with another collector for {self._wait_s:.0f} s")
+                raise StoreUnavailable(
+                    f"the {self._lease.name} lease stayed with another collector for {self._wait_s:.0f} s"
+                )
             time.sleep(pause)
             pause = min(pause * 2, 0.1)
 

@@ -20,5 +20,11 @@ def rebuild_totals(store: Store, *, since: float, project: str = "") -> None:
     params: dict[str, Any] = {"since_ns": int(since * 1e9), "project": project}
     lock = getattr(store, "write_lock", None)  # other collectors' inserts wait (collector.storage.lease)
     with lock.hold() if lock is not None else nullcontext():
-        for statement in (queries.DROP_RUNS, queries.REBUILD_RUNS, queries.DROP_MINUTES, queries.DROP_HOURS, queries.REBUILD_MINUTES):
+        for statement in (
+            queries.DROP_RUNS,
+            queries.REBUILD_RUNS,
+            queries.DROP_MINUTES,
+            queries.DROP_HOURS,
+            queries.REBUILD_MINUTES,
+        ):
             store.command(statement, params)

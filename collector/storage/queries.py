@@ -88,6 +88,7 @@ _RUN_HOURS = """project = {project:String}
       AND hour >= toStartOfHour(fromUnixTimestamp64Nano({start_ns:Int64}))
       AND hour < fromUnixTimestamp64Nano({end_ns:Int64}) + INTERVAL 1 DAY"""
 
+
 # Runs that started in [start, end): the hours from the start's hour on (a run's spans all
 # start after its root), a day past the end (spans of long runs), and only traces whose root
 # span, or whose opening head (``LiveRuns``: a run whose root has not arrived), is in those
@@ -132,7 +133,13 @@ _CAPTURED_TEXT = """trace_id IN (
           AND spans.start_time < fromUnixTimestamp64Nano({end_ns:Int64}) + INTERVAL 1 DAY
           AND (positionCaseInsensitiveUTF8(input_text, {search:String}) > 0
                OR positionCaseInsensitiveUTF8(output_text, {search:String}) > 0))"""
-RUN_SEARCH = "(" + " OR ".join([*(f"positionCaseInsensitiveUTF8({f}, {{search:String}}) > 0" for f in _SEARCH_FIELDS), _CAPTURED_TEXT]) + ")"
+RUN_SEARCH = (
+    "("
+    + " OR ".join(
+        [*(f"positionCaseInsensitiveUTF8({f}, {{search:String}}) > 0" for f in _SEARCH_FIELDS), _CAPTURED_TEXT]
+    )
+    + ")"
+)
 
 RUN_FILTERS = {
     "agent": "agent = {agent:String}",
@@ -152,9 +159,29 @@ RUN_FILTERS = {
 # scores are looked up after it is picked): sorted on, it is looked up per run as ``run_totals``
 # does; runs without a score come last either way (ClickHouse's NULLS LAST).
 RUN_SORTS = (
-    "start_time", "end_time", "duration_s", "cost_usd", "steps", "total_tokens", "input_tokens", "output_tokens",
-    "cached_tokens", "llm_calls", "tool_calls", "tool_failures", "agent", "name", "service", "status", "outcome",
-    "budget_exceeded", "user_id", "session_id", "models", "trace_id", "feedback_score",
+    "start_time",
+    "end_time",
+    "duration_s",
+    "cost_usd",
+    "steps",
+    "total_tokens",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "llm_calls",
+    "tool_calls",
+    "tool_failures",
+    "agent",
+    "name",
+    "service",
+    "status",
+    "outcome",
+    "budget_exceeded",
+    "user_id",
+    "session_id",
+    "models",
+    "trace_id",
+    "feedback_score",
 )
 
 
@@ -307,7 +334,9 @@ def span_metrics(group: str, filters_rollup: str, filters_spans: str, *, source:
     ``group`` is from ``ROLLUP_GROUPS``; a minute counts in the bucket it starts in (the edge
     minutes in the first and last)."""
     key_rollup = f"({_bucket_of('minute')}, {ROLLUP_GROUPS[group]})"
-    key_spans = f"(intDiv(toUnixTimestamp64Nano(start_time) - {{start_ns:Int64}}, {{step_ns:Int64}}), {SPAN_GROUPS[group]})"
+    key_spans = (
+        f"(intDiv(toUnixTimestamp64Nano(start_time) - {{start_ns:Int64}}, {{step_ns:Int64}}), {SPAN_GROUPS[group]})"
+    )
     return f"""
 SELECT k.1 AS bucket, k.2 AS grp, {_SPAN_SUMS}{_SPAN_QUANTILES if quantiles else ""}
 FROM ({span_source(key_rollup, key_spans, filters_rollup, filters_spans, source=source)})
@@ -324,7 +353,10 @@ RUN_HEAD_FILTERS = {
     "status": f"{_HEAD_STATUS} = {{status:String}}",
     "outcome": "outcome = {outcome:String}",
 }
-HEAD_SORTS = {"start_time": "start_time", "duration_s": "toUnixTimestamp64Nano(end_time) - toUnixTimestamp64Nano(start_time)"}
+HEAD_SORTS = {
+    "start_time": "start_time",
+    "duration_s": "toUnixTimestamp64Nano(end_time) - toUnixTimestamp64Nano(start_time)",
+}
 # A head's hour is that of its earliest span, so no later than its start: heads need only the
 # range's own hours, not the day after it that whole-run merges read.
 # A finished run is its root's row (one per trace: the root is in one partial); only runs whose
@@ -396,8 +428,10 @@ WITH (
         SELECT trace_id, toFloat64(ifNull(sum(score), 0)) AS fb_sum, count(score) AS fb_n
         FROM feedback WHERE project = {project:String} AND score IS NOT NULL GROUP BY trace_id)
 ) AS fb"""
-_FEEDBACK_SCORE = ("if(transform(trace_id, fb.1, fb.3, toUInt64(0)) = 0, NULL, "
-                   "transform(trace_id, fb.1, fb.2, toFloat64(0)) / transform(trace_id, fb.1, fb.3, toUInt64(0)))")
+_FEEDBACK_SCORE = (
+    "if(transform(trace_id, fb.1, fb.3, toUInt64(0)) = 0, NULL, "
+    "transform(trace_id, fb.1, fb.2, toFloat64(0)) / transform(trace_id, fb.1, fb.3, toUInt64(0)))"
+)
 _FEEDBACK_FIGURES = """
     sum(transform(trace_id, fb.1, fb.2, toFloat64(0))) AS fb_sum, sum(transform(trace_id, fb.1, fb.3, toUInt64(0))) AS fb_n"""
 
@@ -579,7 +613,9 @@ DROP_RUNS = f"ALTER TABLE runs_agg DELETE WHERE {_REBUILD_SCOPE} SETTINGS mutati
 _SINCE_HOUR = EPOCH_HOUR.format("intDiv({since_ns:Int64}, 1000000000)")
 _MINUTES_SCOPE = f"minute >= {_SINCE_HOUR} AND {_PROJECT_SCOPE}"
 DROP_MINUTES = f"ALTER TABLE span_minutes DELETE WHERE {_MINUTES_SCOPE} SETTINGS mutations_sync = 2"
-DROP_HOURS = f"ALTER TABLE span_hours DELETE WHERE hour >= {_SINCE_HOUR} AND {_PROJECT_SCOPE} SETTINGS mutations_sync = 2"
+DROP_HOURS = (
+    f"ALTER TABLE span_hours DELETE WHERE hour >= {_SINCE_HOUR} AND {_PROJECT_SCOPE} SETTINGS mutations_sync = 2"
+)
 REBUILD_MINUTES = f"""
 INSERT INTO span_minutes
 SELECT project, minute, agent, model, {SPAN_PARTIALS}

@@ -8,9 +8,25 @@ state change is a new row and ``FINAL`` reads the latest one. Times come back as
 from __future__ import annotations
 
 ALERT_COLUMNS = (
-    "project", "alert_id", "fingerprint", "rule", "severity", "state", "scope", "metric",
-    "value", "baseline", "threshold", "message", "started_at", "resolved_at", "last_notified_at", "updated_at",
-    "peak", "last_breach_at", "no_data_since",
+    "project",
+    "alert_id",
+    "fingerprint",
+    "rule",
+    "severity",
+    "state",
+    "scope",
+    "metric",
+    "value",
+    "baseline",
+    "threshold",
+    "message",
+    "started_at",
+    "resolved_at",
+    "last_notified_at",
+    "updated_at",
+    "peak",
+    "last_breach_at",
+    "no_data_since",
 )
 DELIVERY_COLUMNS = ("project", "alert_id", "channel", "attempt", "ok", "error", "at", "event")
 

@@ -25,8 +25,10 @@ def _price(column: str, index: str) -> str:
 def priced(model: str) -> str:
     """USD of this span's tokens on ``model`` (an SQL expression), 0 when unpriced."""
     i = f"indexOf({{keys:Array(String)}}, {model})"
-    return (f"((input_tokens - {_CACHED}) * {_price('input', i)} + {_CACHED} * {_price('cached', i)}"
-            f" + output_tokens * {_price('output', i)}) / 1e6")
+    return (
+        f"((input_tokens - {_CACHED}) * {_price('input', i)} + {_CACHED} * {_price('cached', i)}"
+        f" + output_tokens * {_price('output', i)}) / 1e6"
+    )
 
 
 def is_priced(model: str) -> str:
@@ -57,8 +59,8 @@ SELECT
     sumIf(toUInt64({_CACHED}), kind = 'llm' AND {is_priced(own)}) AS cache_tokens,
     countIf(kind = 'llm' AND cached_tokens > 0 AND {is_priced(own)}) AS cache_calls,
     sumIf(cost_usd, kind = 'llm' AND cached_tokens > 0 AND {is_priced(own)}) AS cache_calls_usd,
-    sumIf({_CACHED} * ({_price('input', f'indexOf({{keys:Array(String)}}, {own})')}
-                      - {_price('cached', f'indexOf({{keys:Array(String)}}, {own})')}) / 1e6,
+    sumIf({_CACHED} * ({_price("input", f"indexOf({{keys:Array(String)}}, {own})")}
+                      - {_price("cached", f"indexOf({{keys:Array(String)}}, {own})")}) / 1e6,
           kind = 'llm' AND {is_priced(own)}) AS prompt_cache_saving_usd,
     countIf({routed} AND {is_priced(_BASELINE)}) AS routed_calls,
     countIf({routed} AND NOT {is_priced(_BASELINE)}) AS routed_unpriced,
@@ -104,8 +106,10 @@ def priced_tokens(model: str, input_tokens: str, output_tokens: str, cached_toke
     """USD of the given token expressions on ``model`` (0 when unpriced)."""
     i = f"indexOf({{keys:Array(String)}}, {model})"
     cached = f"least({cached_tokens}, {input_tokens})"
-    return (f"(({input_tokens} - {cached}) * {_price('input', i)} + {cached} * {_price('cached', i)}"
-            f" + {output_tokens} * {_price('output', i)}) / 1e6")
+    return (
+        f"(({input_tokens} - {cached}) * {_price('input', i)} + {cached} * {_price('cached', i)}"
+        f" + {output_tokens} * {_price('output', i)}) / 1e6"
+    )
 
 
 # Per run with a root in the range: its cost now (``actual``), under the policy (``estimate``),
@@ -119,8 +123,10 @@ FROM ({per_run})"""
 
 def whatif_route(filters: str) -> str:
     """Route the LLM calls of steps named ``{step}`` to ``{model}``: the same tokens priced there."""
-    target = ("kind = 'llm' AND (trace_id, parent_span_id) IN (SELECT trace_id, span_id FROM spans "
-              f"WHERE {_SPAN_RANGE} AND kind = 'step' AND attributes['agentwatch.step.name'] = {{step:String}})")
+    target = (
+        "kind = 'llm' AND (trace_id, parent_span_id) IN (SELECT trace_id, span_id FROM spans "
+        f"WHERE {_SPAN_RANGE} AND kind = 'step' AND attributes['agentwatch.step.name'] = {{step:String}})"
+    )
     new_cost = priced_tokens("{model:String}", "input_tokens", "output_tokens", "cached_tokens")
     per_run = f"""
     SELECT trace_id, sumIf(cost_usd, {BILLABLE}) AS actual,

@@ -76,7 +76,7 @@ def trace_hashes(spans: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     offsets, data = _offsets(trace), trace.buffers()[2]
     raw = np.frombuffer(data, dtype=np.uint8)
     if len(rows) == n:  # every id 32 chars: they lie end to end in the buffer
-        chars = raw[offsets[0]:offsets[0] + n * _TRACE_ID_CHARS].reshape(n, _TRACE_ID_CHARS)
+        chars = raw[offsets[0] : offsets[0] + n * _TRACE_ID_CHARS].reshape(n, _TRACE_ID_CHARS)
     else:
         chars = raw[(offsets[rows][:, None] + np.arange(_TRACE_ID_CHARS)).ravel()].reshape(-1, _TRACE_ID_CHARS)
     nibbles = _HEX[chars]
@@ -115,7 +115,7 @@ def _words(ids: pa.Array, width: int, rows: np.ndarray | None) -> np.ndarray:
     data = ids.buffers()[2]
     raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)
     if rows is None:
-        chars = raw[offsets[0]:offsets[0] + width * len(ids)]
+        chars = raw[offsets[0] : offsets[0] + width * len(ids)]
     else:
         chars = raw[(offsets[rows][:, None] + np.arange(width)).ravel()]
     return chars.view(np.uint64).reshape(-1, width // 8)
@@ -183,7 +183,12 @@ class RecentKeys:
     """The stored trace ids, and the traces and keys this process stored lately (module doc)."""
 
     def __init__(
-        self, window_s: float = 60.0, *, slots: int = 8, reload_s: float = 86_400.0, clock: Callable[[], float] = time.time
+        self,
+        window_s: float = 60.0,
+        *,
+        slots: int = 8,
+        reload_s: float = 86_400.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.window_s = window_s
         self._clock = clock

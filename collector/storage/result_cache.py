@@ -82,4 +82,4 @@ class ResultCache:
 def is_read(sql: str) -> bool:
     """A statement that cannot change stored data; any other one empties the cache."""
     head = sql.lstrip()[:8].upper()
-    return any(head.startswith(word) and not head[len(word):len(word) + 1].isalnum() for word in _READS)
+    return any(head.startswith(word) and not head[len(word) : len(word) + 1].isalnum() for word in _READS)

@@ -171,20 +171,37 @@ SPAN_ROLLUP: tuple[tuple[str, str, str], ...] = (
     ("output_tokens", "SimpleAggregateFunction(sum, UInt64)", f"sumIf(toUInt64(output_tokens), {BILLABLE})"),
     ("llm_calls", "SimpleAggregateFunction(sum, UInt64)", "toUInt64(countIf(kind = 'llm'))"),
     ("tool_calls", "SimpleAggregateFunction(sum, UInt64)", "toUInt64(countIf(kind = 'tool'))"),
-    ("tool_failures", "SimpleAggregateFunction(sum, UInt64)", "toUInt64(countIf(kind = 'tool' AND status_code = 'error'))"),
+    (
+        "tool_failures",
+        "SimpleAggregateFunction(sum, UInt64)",
+        "toUInt64(countIf(kind = 'tool' AND status_code = 'error'))",
+    ),
     ("calls", "SimpleAggregateFunction(sum, UInt64)", "toUInt64(countIf(kind IN ('llm', 'tool')))"),
     ("timeouts", "SimpleAggregateFunction(sum, UInt64)", "toUInt64(countIf(kind IN ('llm', 'tool') AND is_timeout))"),
     ("tool_cache_hits", "SimpleAggregateFunction(sum, UInt64)", "toUInt64(countIf(kind = 'tool' AND tool_cache_hit))"),
-    ("tokens_saved", "SimpleAggregateFunction(sum, UInt64)", "sumIf(toUInt64OrZero(attributes['agentwatch.tool.tokens_saved']), kind = 'tool')"),
-    ("small_model_calls", "SimpleAggregateFunction(sum, UInt64)", "toUInt64(countIf(kind = 'llm' AND attributes['agentwatch.llm.model_tier'] = 'small'))"),
-    ("ttft", "AggregateFunction(quantilesTDigestIf(0.5, 0.95), Float32, UInt8)",
-     "quantilesTDigestIfState(0.5, 0.95)(toFloat32(ifNull(ttft_s, 0)), toUInt8((kind = 'llm' OR (kind = 'engine' AND attributes['agentwatch.ttft.counted'] = 'true')) AND ttft_s IS NOT NULL))"),
-    ("tpot", "AggregateFunction(quantilesTDigestIf(0.5, 0.95), Float32, UInt8)",
-     "quantilesTDigestIfState(0.5, 0.95)(toFloat32(ifNull(tpot_s, 0)), toUInt8(kind = 'llm' AND tpot_s IS NOT NULL))"),
+    (
+        "tokens_saved",
+        "SimpleAggregateFunction(sum, UInt64)",
+        "sumIf(toUInt64OrZero(attributes['agentwatch.tool.tokens_saved']), kind = 'tool')",
+    ),
+    (
+        "small_model_calls",
+        "SimpleAggregateFunction(sum, UInt64)",
+        "toUInt64(countIf(kind = 'llm' AND attributes['agentwatch.llm.model_tier'] = 'small'))",
+    ),
+    (
+        "ttft",
+        "AggregateFunction(quantilesTDigestIf(0.5, 0.95), Float32, UInt8)",
+        "quantilesTDigestIfState(0.5, 0.95)(toFloat32(ifNull(ttft_s, 0)), toUInt8((kind = 'llm' OR (kind = 'engine' AND attributes['agentwatch.ttft.counted'] = 'true')) AND ttft_s IS NOT NULL))",
+    ),
+    (
+        "tpot",
+        "AggregateFunction(quantilesTDigestIf(0.5, 0.95), Float32, UInt8)",
+        "quantilesTDigestIfState(0.5, 0.95)(toFloat32(ifNull(tpot_s, 0)), toUInt8(kind = 'llm' AND tpot_s IS NOT NULL))",
+    ),
 )
 SPAN_PARTIALS = ",\n    ".join(f"{expr} AS {name}" for name, _, expr in SPAN_ROLLUP)
 ROLLUP_COLUMNS = ", ".join(name for name, _, _ in SPAN_ROLLUP)
-
 
 
 def _rollup_table(table: str, bucket: str) -> str:
@@ -413,26 +430,53 @@ class Migration:
 
 
 MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, "initial", (SPANS, RUNS_AGG, RUNS_MV, API_KEYS, FEEDBACK, ENGINE_METRICS, ENGINES, ALERTS, ALERT_DELIVERIES, PRICE_VERSIONS)),
+    Migration(
+        1,
+        "initial",
+        (
+            SPANS,
+            RUNS_AGG,
+            RUNS_MV,
+            API_KEYS,
+            FEEDBACK,
+            ENGINE_METRICS,
+            ENGINES,
+            ALERTS,
+            ALERT_DELIVERIES,
+            PRICE_VERSIONS,
+        ),
+    ),
     # The view first, then the backfill: a migration runs before the collector ingests.
     Migration(2, "span_minutes", (SPAN_MINUTES, SPAN_MINUTES_MV, SPAN_MINUTES_BACKFILL)),
     Migration(3, "span_hours", (SPAN_HOURS, SPAN_HOURS_MV, SPAN_HOURS_BACKFILL)),
     # Engine spans (kind "engine") are neither billed nor runs, and a run is listed from its first
     # span (runs_agg.opened, collector.live_runs): the views are recreated with today's BILLABLE,
     # ROOT and RUN_PARTIALS (rows already folded keep what they were folded with).
-    Migration(4, "engine_kind_and_open_runs", (
-        "ALTER TABLE runs_agg ADD COLUMN IF NOT EXISTS opened SimpleAggregateFunction(sum, UInt64) DEFAULT 0 AFTER roots",
-        "DROP VIEW IF EXISTS runs_mv", RUNS_MV, "DROP VIEW IF EXISTS span_minutes_mv", SPAN_MINUTES_MV,
-    )),
+    Migration(
+        4,
+        "engine_kind_and_open_runs",
+        (
+            "ALTER TABLE runs_agg ADD COLUMN IF NOT EXISTS opened SimpleAggregateFunction(sum, UInt64) DEFAULT 0 AFTER roots",
+            "DROP VIEW IF EXISTS runs_mv",
+            RUNS_MV,
+            "DROP VIEW IF EXISTS span_minutes_mv",
+            SPAN_MINUTES_MV,
+        ),
+    ),
     # Alerts are incidents: their peak, when the condition last held (the hold-down counts from
     # it), a "no data" stretch; each delivery names its event, so a restart re-sends only what
     # no attempt delivered.
     Migration(5, "alert_incidents", ALERT_INCIDENT_COLUMNS),
     # Keys carry scopes (collector.scopes; empty = a key from before scopes, ingest and read), and
     # admin actions (key create/revoke, engine add/delete, reprice) leave an audit trail.
-    Migration(6, "key_scopes_and_audit", (
-        "ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS scopes String DEFAULT '' AFTER name", AUDIT_LOG,
-    )),
+    Migration(
+        6,
+        "key_scopes_and_audit",
+        (
+            "ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS scopes String DEFAULT '' AFTER name",
+            AUDIT_LOG,
+        ),
+    ),
     # Many collectors on one store: leases (collector.storage.lease) for the span writer and the
     # work done once per cluster (alerts, engine scraping, the engine-join billing pass).
     Migration(7, "leases", (LEASES,)),
@@ -443,7 +487,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     # of a 200k-span burst (bench/results/scale.md), for the same CPU.
     Migration(9, "spans_vertical_merges", (SPANS_VERTICAL_MERGES,)),
 )
-
 
 
 def migration_statements(migration: Migration, cluster: str = "") -> list[str]:
@@ -463,7 +506,13 @@ APPLIED_VERSIONS = "SELECT version FROM schema_migrations"
 RECORD_MIGRATION = "INSERT INTO schema_migrations (version, name) VALUES ({version:UInt32}, {name:String})"
 
 # TTLs follow Settings.retention_days; applied on every start (cheap: metadata only).
-TTL_TABLES = {"spans": "start_time", "runs_agg": "hour", "span_minutes": "minute", "span_hours": "hour", "engine_metrics": "ts"}
+TTL_TABLES = {
+    "spans": "start_time",
+    "runs_agg": "hour",
+    "span_minutes": "minute",
+    "span_hours": "hour",
+    "engine_metrics": "ts",
+}
 
 
 def ttl_statements(retention_days: int, cluster: str = "") -> list[str]:

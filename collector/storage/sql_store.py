@@ -101,7 +101,7 @@ class SqlStore(ABC):
         table = spans if isinstance(spans, pa.Table) else spans_table(spans)
         if not table.schema.equals(SPANS_SCHEMA):
             table = table.cast(SPANS_SCHEMA)
-        with self._insert_lock, (self.write_lock.hold() if self.write_lock else nullcontext()):
+        with self._insert_lock, self.write_lock.hold() if self.write_lock else nullcontext():
             hashes = key_hashes(table)
             first = _first_occurrences(table, hashes)
             traces, usual, sure = self._certainly_new(table, hashes)
@@ -167,7 +167,9 @@ class SqlStore(ABC):
             raise QueryError(f"insert_rows: unknown table {table!r}; expected one of {sorted(queries.SMALL_TABLES)}")
         if not rows:
             return
-        arrays = [pa.array(list(values)) if not _is_map(values) else _map_array(values) for values in zip(*rows, strict=True)]
+        arrays = [
+            pa.array(list(values)) if not _is_map(values) else _map_array(values) for values in zip(*rows, strict=True)
+        ]
         self._insert_arrow(table, pa.Table.from_arrays(arrays, names=list(columns)))
 
 

@@ -54,7 +54,13 @@ def _history(history: list[AlertOut], rules: dict[str, AlertRuleOut], focus: str
         return
     labels = {a.alert_id: f"{a.rule} {_scope(a)} · {ui.fmt_time(a.started_at)}" for a in done}
     ids = list(labels)
-    chosen = st.selectbox("Show incident", ids, index=ids.index(focus) if focus in ids else 0, format_func=labels.__getitem__, key="alerts_incident")
+    chosen = st.selectbox(
+        "Show incident",
+        ids,
+        index=ids.index(focus) if focus in ids else 0,
+        format_func=labels.__getitem__,
+        key="alerts_incident",
+    )
     alert = next(a for a in done if a.alert_id == chosen)
     _incident(alert, rules.get(alert.rule), expanded=True)
 
@@ -79,30 +85,64 @@ def _fmt_duration(seconds: float | None) -> str:
 def _incident(alert: AlertOut, rule: AlertRuleOut | None, *, expanded: bool) -> None:
     unit = ui.unit_of(alert.metric)
     state = "no data" if alert.no_data_since is not None and alert.state == "firing" else alert.state
-    with st.expander(f"[{alert.severity}] {alert.rule} · {_scope(alert)} · {state}: {alert.message}", expanded=expanded):
+    with st.expander(
+        f"[{alert.severity}] {alert.rule} · {_scope(alert)} · {state}: {alert.message}", expanded=expanded
+    ):
         c = st.columns([1, 1, 1, 1, 2])
         change = (alert.value - alert.baseline) / alert.baseline if alert.value is not None and alert.baseline else None
-        c[0].metric(f"{alert.metric} now", ui.fmt(alert.value, unit), delta=ui.fmt_change(change).replace("previous", "baseline") if change is not None else None, delta_color="inverse")
+        c[0].metric(
+            f"{alert.metric} now",
+            ui.fmt(alert.value, unit),
+            delta=ui.fmt_change(change).replace("previous", "baseline") if change is not None else None,
+            delta_color="inverse",
+        )
         c[1].metric("Baseline", ui.fmt(alert.baseline, unit))
         c[2].metric("Threshold", ui.fmt(alert.threshold, unit))
         c[3].metric("Peak", ui.fmt(alert.peak, unit))
-        ended = f"resolved {ui.fmt_time(alert.resolved_at)} after {_fmt_duration(_duration(alert))}" if alert.resolved_at is not None else "still firing"
-        no_data = f"  \nNo data since {ui.fmt_time(alert.no_data_since)}: missing data never resolves an incident" if alert.no_data_since is not None else ""
-        c[4].markdown(f"Scope: **{_scope(alert)}**  \nStarted {ui.fmt_time(alert.started_at)}, {ended}  \nLast notified {ui.fmt_time(alert.last_notified_at)}{no_data}")
+        ended = (
+            f"resolved {ui.fmt_time(alert.resolved_at)} after {_fmt_duration(_duration(alert))}"
+            if alert.resolved_at is not None
+            else "still firing"
+        )
+        no_data = (
+            f"  \nNo data since {ui.fmt_time(alert.no_data_since)}: missing data never resolves an incident"
+            if alert.no_data_since is not None
+            else ""
+        )
+        c[4].markdown(
+            f"Scope: **{_scope(alert)}**  \nStarted {ui.fmt_time(alert.started_at)}, {ended}  \nLast notified {ui.fmt_time(alert.last_notified_at)}{no_data}"
+        )
         step = rule.window_s if rule is not None else 60
         start, end = _span(alert, step)
         with ui.guarded(f"the {alert.metric} series"):
             series = _series(alert, start, end, step)
             if series is None:
-                st.caption(f"{alert.metric} is a figure of the moment (no series): its value, threshold and peak are above.")
+                st.caption(
+                    f"{alert.metric} is a figure of the moment (no series): its value, threshold and peak are above."
+                )
             else:
                 st.altair_chart(incident_chart(series, alert, unit), key=f"alert-chart-{alert.alert_id}")
         with ui.guarded("the incident's runs"):
-            page: RunsPage = ui.fetch("runs", start=start + (CONTEXT_WINDOWS - 1) * step, end=end, sort="-cost_usd", limit=TOP_RUNS, **run_filters(alert))
+            page: RunsPage = ui.fetch(
+                "runs",
+                start=start + (CONTEXT_WINDOWS - 1) * step,
+                end=end,
+                sort="-cost_usd",
+                limit=TOP_RUNS,
+                **run_filters(alert),
+            )
             if page.items:
-                st.caption(f"The {len(page.items)} most expensive runs of the incident's window (open one for its steps):")
+                st.caption(
+                    f"The {len(page.items)} most expensive runs of the incident's window (open one for its steps):"
+                )
                 frame = ui.runs_frame(page.items)
-                st.dataframe(frame, hide_index=True, column_config=ui.RUN_COLUMNS, column_order=[c for c in frame.columns if c != "trace_id"], key=f"alert-runs-{alert.alert_id}")
+                st.dataframe(
+                    frame,
+                    hide_index=True,
+                    column_config=ui.RUN_COLUMNS,
+                    column_order=[c for c in frame.columns if c != "trace_id"],
+                    key=f"alert-runs-{alert.alert_id}",
+                )
             else:
                 st.caption("No run started in the incident's window.")
 
@@ -118,7 +158,15 @@ def _series(alert: AlertOut, start: float, end: float, step: int) -> TimeSeries 
     (the budget and run-state metrics have no series)."""
     key = next((k for k in ("user", "session") if k in alert.scope), None)
     if key is not None:
-        series: TimeSeries = ui.fetch("alert_scope_series", metric=alert.metric, start=start, end=end, step_s=step, group_by=key, agent=alert.scope.get("agent"))
+        series: TimeSeries = ui.fetch(
+            "alert_scope_series",
+            metric=alert.metric,
+            start=start,
+            end=end,
+            step_s=step,
+            group_by=key,
+            agent=alert.scope.get("agent"),
+        )
         return series.model_copy(update={"points": [p for p in series.points if p.group == alert.scope[key]]})
     if alert.metric not in TIMESERIES_METRICS:
         return None
@@ -135,31 +183,67 @@ def _span(alert: AlertOut, step: int) -> tuple[float, float]:
 
 def incident_chart(series: TimeSeries, alert: AlertOut, unit: str) -> alt.LayerChart:
     """The metric over time, its baseline and threshold, and the incident shaded."""
-    end = alert.resolved_at if alert.resolved_at is not None else (series.points[-1].t + series.step_s if series.points else alert.started_at)
-    return light_charts.incident_chart(series, f"{alert.metric}: the incident against its baseline", unit, started=alert.started_at, ended=end,
-                                       lines=[("baseline", alert.baseline), ("threshold", alert.threshold)])
+    end = (
+        alert.resolved_at
+        if alert.resolved_at is not None
+        else (series.points[-1].t + series.step_s if series.points else alert.started_at)
+    )
+    return light_charts.incident_chart(
+        series,
+        f"{alert.metric}: the incident against its baseline",
+        unit,
+        started=alert.started_at,
+        ended=end,
+        lines=[("baseline", alert.baseline), ("threshold", alert.threshold)],
+    )
 
 
 def incidents_frame(alerts: list[AlertOut]) -> pd.DataFrame:
-    return pd.DataFrame([{
-        "rule": a.rule, "severity": a.severity, "scope": _scope(a),
-        "state": "no data" if a.no_data_since is not None and a.state == "firing" else a.state,
-        "started": ui.fmt_time(a.started_at), "ended": ui.fmt_time(a.resolved_at), "duration": _fmt_duration(_duration(a)),
-        "peak": ui.fmt(a.peak, ui.unit_of(a.metric)), "baseline": ui.fmt(a.baseline, ui.unit_of(a.metric)),
-        "threshold": ui.fmt(a.threshold, ui.unit_of(a.metric)), "metric": a.metric,
-    } for a in alerts])
+    return pd.DataFrame(
+        [
+            {
+                "rule": a.rule,
+                "severity": a.severity,
+                "scope": _scope(a),
+                "state": "no data" if a.no_data_since is not None and a.state == "firing" else a.state,
+                "started": ui.fmt_time(a.started_at),
+                "ended": ui.fmt_time(a.resolved_at),
+                "duration": _fmt_duration(_duration(a)),
+                "peak": ui.fmt(a.peak, ui.unit_of(a.metric)),
+                "baseline": ui.fmt(a.baseline, ui.unit_of(a.metric)),
+                "threshold": ui.fmt(a.threshold, ui.unit_of(a.metric)),
+                "metric": a.metric,
+            }
+            for a in alerts
+        ]
+    )
 
 
 def _rules(rules: list[AlertRuleOut]) -> None:
     st.subheader("Rules in force")
     if not rules:
-        ui.empty("No alert rules are loaded.", "Configure them in a YAML file named by `AGENTWATCH_ALERT_RULES` (`agentwatch alerts check FILE` validates it).")
+        ui.empty(
+            "No alert rules are loaded.",
+            "Configure them in a YAML file named by `AGENTWATCH_ALERT_RULES` (`agentwatch alerts check FILE` validates it).",
+        )
         return
-    st.table(pd.DataFrame([{  # a few rows: a plain HTML table, readable and searchable in the page
-        "name": r.name, "metric": r.metric, "scope": ", ".join(f"{k}={v}" for k, v in r.scope.items()) or "project",
-        "window": f"{r.window_s} s", "condition": ", ".join(f"{k} {v}" for k, v in r.condition.items()), "severity": r.severity,
-        "channels": ", ".join(r.channels), "lifecycle": _lifecycle(r),
-    } for r in rules]).set_index("name"))
+    st.table(
+        pd.DataFrame(
+            [
+                {  # a few rows: a plain HTML table, readable and searchable in the page
+                    "name": r.name,
+                    "metric": r.metric,
+                    "scope": ", ".join(f"{k}={v}" for k, v in r.scope.items()) or "project",
+                    "window": f"{r.window_s} s",
+                    "condition": ", ".join(f"{k} {v}" for k, v in r.condition.items()),
+                    "severity": r.severity,
+                    "channels": ", ".join(r.channels),
+                    "lifecycle": _lifecycle(r),
+                }
+                for r in rules
+            ]
+        ).set_index("name")
+    )
 
 
 def _lifecycle(rule: AlertRuleOut) -> str:

@@ -12,9 +12,19 @@ from dashboard import light_charts, ui
 def render() -> None:
     st.title("Cost")
     win = ui.window()
-    gpu_hour = st.sidebar.number_input("GPU-hour price (USD)", min_value=0.0, value=ui.config().gpu_hour_usd, step=0.5, format="%.2f", key="cost_gpu_hour", help="Self-hosted models have no list price: their cost is GPU time.")
+    gpu_hour = st.sidebar.number_input(
+        "GPU-hour price (USD)",
+        min_value=0.0,
+        value=ui.config().gpu_hour_usd,
+        step=0.5,
+        format="%.2f",
+        key="cost_gpu_hour",
+        help="Self-hosted models have no list price: their cost is GPU time.",
+    )
     with ui.guarded("the cost breakdown"):
-        cost: CostBreakdown = ui.fetch("cost", start=win.start, end=win.end, gpu_hour_usd=gpu_hour or None, **ui.agent_model())
+        cost: CostBreakdown = ui.fetch(
+            "cost", start=win.start, end=win.end, gpu_hour_usd=gpu_hour or None, **ui.agent_model()
+        )
         if not cost.total_usd and not cost.top_runs and not cost.levers.llm_calls:
             ui.empty(f"No spend recorded in the {win.label.lower()}.")
             return
@@ -31,18 +41,37 @@ def _headlines(cost: CostBreakdown, label: str) -> None:
     c = st.columns(4)
     c[0].metric(f"Cost, {label.lower()} (USD)", ui.fmt(cost.total_usd, "USD"))
     c[1].metric("Month to date (USD)", ui.fmt(cost.month_to_date_usd, "USD"))
-    c[2].metric("Projected month (USD)", ui.fmt(cost.projected_month_usd, "USD"), help="Month-to-date spend extrapolated at its current daily rate.")
-    c[3].metric("Cost per successful task (USD)", ui.fmt(cost.cost_per_success_usd, "USD"), help="Total cost divided by runs whose outcome is success.")
+    c[2].metric(
+        "Projected month (USD)",
+        ui.fmt(cost.projected_month_usd, "USD"),
+        help="Month-to-date spend extrapolated at its current daily rate.",
+    )
+    c[3].metric(
+        "Cost per successful task (USD)",
+        ui.fmt(cost.cost_per_success_usd, "USD"),
+        help="Total cost divided by runs whose outcome is success.",
+    )
 
 
 def _breakdowns(cost: CostBreakdown) -> None:
     cols = st.columns(3)
-    for col, title, rows in ((cols[0], "By model", cost.by_model), (cols[1], "By agent", cost.by_agent), (cols[2], "By day (UTC)", cost.by_day)):
-        col.altair_chart(light_charts.bar_chart([r.key or "(none)" for r in rows], [r.cost_usd for r in rows], title, "USD"), key=f"cost-{title}")
+    for col, title, rows in (
+        (cols[0], "By model", cost.by_model),
+        (cols[1], "By agent", cost.by_agent),
+        (cols[2], "By day (UTC)", cost.by_day),
+    ):
+        col.altair_chart(
+            light_charts.bar_chart([r.key or "(none)" for r in rows], [r.cost_usd for r in rows], title, "USD"),
+            key=f"cost-{title}",
+        )
     with st.expander("Cost tables (tokens and calls)"):
         cols = st.columns(3)
         for col, rows in zip(cols, (cost.by_model, cost.by_agent, cost.by_day), strict=True):
-            col.dataframe(_rows_frame(rows), hide_index=True, column_config={"cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.4f")})
+            col.dataframe(
+                _rows_frame(rows),
+                hide_index=True,
+                column_config={"cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.4f")},
+            )
 
 
 def _rows_frame(rows: list[CostRow]) -> pd.DataFrame:
@@ -53,23 +82,45 @@ def _levers(cost: CostBreakdown) -> None:
     st.subheader("Cost levers (measured)")
     lv = cost.levers
     c = st.columns(4)
-    c[0].metric("Tool-cache hit rate", ui.fmt(lv.tool_cache_hit_rate, "ratio"), help=f"{lv.tool_cache_hits:,} hits of {lv.tool_calls:,} tool calls")
+    c[0].metric(
+        "Tool-cache hit rate",
+        ui.fmt(lv.tool_cache_hit_rate, "ratio"),
+        help=f"{lv.tool_cache_hits:,} hits of {lv.tool_calls:,} tool calls",
+    )
     c[1].metric("Tokens saved by the cache", f"{lv.tokens_saved:,} tokens")
-    c[2].metric("Calls routed to the small model", ui.fmt(lv.small_model_share, "ratio"), help=f"{lv.small_model_calls:,} of {lv.llm_calls:,} LLM calls")
+    c[2].metric(
+        "Calls routed to the small model",
+        ui.fmt(lv.small_model_share, "ratio"),
+        help=f"{lv.small_model_calls:,} of {lv.llm_calls:,} LLM calls",
+    )
     c[3].metric("LLM calls", f"{lv.llm_calls:,}")
     if model := ui.agent_model()["model"]:
-        st.caption(f"Filtered to {model}: these four count every call of the runs that used {model}, whichever model "
-                   "each call went to (one model's own calls would be routed 0 % or 100 %).")
+        st.caption(
+            f"Filtered to {model}: these four count every call of the runs that used {model}, whichever model "
+            "each call went to (one model's own calls would be routed 0 % or 100 %)."
+        )
 
 
 LEVER_LINES = {
-    "cache": ("Caching", "a tool-cache hit skips the tool call; a prompt-cache hit bills cached input tokens at the "
-              "cheaper cached rate (saved: those tokens at the full input price)."),
-    "routing": ("Routing", "easy steps go to a small model (saved: the same tokens priced on the model they would have used)."),
-    "degradation": ("Degradation", "under budget pressure or a saturated engine a run goes cheaper: small model, fewer "
-                    "steps or a bounded context (saved: its projected cost at the switch minus its final cost)."),
-    "rate_limit": ("Rate limiting", "token buckets per user and project queue or refuse runs (saved: refused runs at the "
-                   "agent's mean run cost; queued runs cost the same, later)."),
+    "cache": (
+        "Caching",
+        "a tool-cache hit skips the tool call; a prompt-cache hit bills cached input tokens at the "
+        "cheaper cached rate (saved: those tokens at the full input price).",
+    ),
+    "routing": (
+        "Routing",
+        "easy steps go to a small model (saved: the same tokens priced on the model they would have used).",
+    ),
+    "degradation": (
+        "Degradation",
+        "under budget pressure or a saturated engine a run goes cheaper: small model, fewer "
+        "steps or a bounded context (saved: its projected cost at the switch minus its final cost).",
+    ),
+    "rate_limit": (
+        "Rate limiting",
+        "token buckets per user and project queue or refuse runs (saved: refused runs at the "
+        "agent's mean run cost; queued runs cost the same, later).",
+    ),
 }
 
 
@@ -78,33 +129,59 @@ def _savings(savings: LeverSavings | None) -> None:
     if savings is None:
         return
     st.subheader("Measured savings per lever")
-    st.caption(f"Saved {ui.fmt(savings.total_saving_usd, 'USD')} in the range against each lever's counterfactual, "
-               f"priced with the collector's price table (version {savings.price_version}).")
+    st.caption(
+        f"Saved {ui.fmt(savings.total_saving_usd, 'USD')} in the range against each lever's counterfactual, "
+        f"priced with the collector's price table (version {savings.price_version})."
+    )
     for lever in savings.levers:
         title, line = LEVER_LINES[lever.lever]
         st.markdown(f"**{title}** — {line}")
-    frame = pd.DataFrame([{"lever": LEVER_LINES[lv.lever][0], "events": lv.events, "cost (USD)": lv.actual_usd,
-                           "without it (USD)": lv.counterfactual_usd, "saved (USD)": lv.saving_usd,
-                           "details": ", ".join(f"{k.replace('_', ' ')} {v:,.6g}" for k, v in lv.detail.items())}
-                          for lv in savings.levers])
+    frame = pd.DataFrame(
+        [
+            {
+                "lever": LEVER_LINES[lv.lever][0],
+                "events": lv.events,
+                "cost (USD)": lv.actual_usd,
+                "without it (USD)": lv.counterfactual_usd,
+                "saved (USD)": lv.saving_usd,
+                "details": ", ".join(f"{k.replace('_', ' ')} {v:,.6g}" for k, v in lv.detail.items()),
+            }
+            for lv in savings.levers
+        ]
+    )
     money = st.column_config.NumberColumn(format="$%.6f")
-    st.dataframe(frame, hide_index=True, key="cost_savings",
-                 column_config={"cost (USD)": money, "without it (USD)": money, "saved (USD)": money})
+    st.dataframe(
+        frame,
+        hide_index=True,
+        key="cost_savings",
+        column_config={"cost (USD)": money, "without it (USD)": money, "saved (USD)": money},
+    )
     st.caption("Quality beside the saving: runs a degradation acted in, and the others (refused runs in neither).")
-    st.dataframe(pd.DataFrame([q.model_dump() for q in savings.quality]), hide_index=True, key="cost_quality",
-                 column_config={"success_rate": st.column_config.NumberColumn("success rate", format="percent"),
-                                "mean_cost_usd": st.column_config.NumberColumn("mean cost (USD)", format="$%.6f")})
+    st.dataframe(
+        pd.DataFrame([q.model_dump() for q in savings.quality]),
+        hide_index=True,
+        key="cost_quality",
+        column_config={
+            "success_rate": st.column_config.NumberColumn("success rate", format="percent"),
+            "mean_cost_usd": st.column_config.NumberColumn("mean cost (USD)", format="$%.6f"),
+        },
+    )
 
 
-WHATIF_POLICIES = {"route": "Route a step kind to another model", "cap_steps": "Cap steps per run",
-                   "evolving_report": "Evolving report instead of the whole history"}
+WHATIF_POLICIES = {
+    "route": "Route a step kind to another model",
+    "cap_steps": "Cap steps per run",
+    "evolving_report": "Evolving report instead of the whole history",
+}
 
 
 def _whatif(win: ui.Window) -> None:
     """A policy applied to the range's stored runs: its estimated cost change, before anything changes."""
     st.subheader("What if")
     cols = st.columns(3)
-    policy = cols[0].selectbox("Policy", list(WHATIF_POLICIES), format_func=WHATIF_POLICIES.__getitem__, key="whatif_policy")
+    policy = cols[0].selectbox(
+        "Policy", list(WHATIF_POLICIES), format_func=WHATIF_POLICIES.__getitem__, key="whatif_policy"
+    )
     options: dict[str, object] = {}
     if policy == "route":
         options["step"] = cols[1].text_input("Step kind (step name)", "research", key="whatif_step")
@@ -112,23 +189,34 @@ def _whatif(win: ui.Window) -> None:
     elif policy == "cap_steps":
         options["cap"] = int(cols[1].number_input("Steps of work per run", min_value=1, value=6, key="whatif_cap"))
     else:
-        options["bound"] = int(cols[1].number_input("Report tokens per call", min_value=1, value=100, key="whatif_bound"))
+        options["bound"] = int(
+            cols[1].number_input("Report tokens per call", min_value=1, value=100, key="whatif_bound")
+        )
     with ui.guarded("the what-if estimate"):
-        w: WhatIf = ui.fetch("whatif", policy=policy, start=win.start, end=win.end, agent=ui.agent_model()["agent"], **options)
+        w: WhatIf = ui.fetch(
+            "whatif", policy=policy, start=win.start, end=win.end, agent=ui.agent_model()["agent"], **options
+        )
         c = st.columns(4)
         c[0].metric("Cost as it was (USD)", ui.fmt(w.actual_usd, "USD"), help=f"{w.runs:,} runs in the range")
         c[1].metric("Estimated cost (USD)", ui.fmt(w.estimate_usd, "USD"))
         c[2].metric("Change (USD)", ui.fmt(w.change_usd, "USD"), ui.fmt_delta(w.change_ratio), delta_color="inverse")
-        c[3].metric("95 % interval (± USD)", ui.fmt(w.uncertainty_usd, "USD"),
-                    help="From the spread of the per-run changes; it does not cover what the policy changes beyond tokens.")
-        st.caption(f"{w.description}: {w.runs_changed:,} of {w.runs:,} runs and {w.calls_changed:,} LLM calls change; "
-                   f"tokens {w.actual_tokens:,} -> {w.estimate_tokens:,}. Estimated as {w.basis}.")
+        c[3].metric(
+            "95 % interval (± USD)",
+            ui.fmt(w.uncertainty_usd, "USD"),
+            help="From the spread of the per-run changes; it does not cover what the policy changes beyond tokens.",
+        )
+        st.caption(
+            f"{w.description}: {w.runs_changed:,} of {w.runs:,} runs and {w.calls_changed:,} LLM calls change; "
+            f"tokens {w.actual_tokens:,} -> {w.estimate_tokens:,}. Estimated as {w.basis}."
+        )
 
 
 def _self_hosted(cost: CostBreakdown) -> None:
     sh = cost.self_hosted
     if sh is None:
-        st.caption("Self-hosted cost: set a GPU-hour price in the sidebar (or `AGENTWATCH_GPU_HOUR_USD`) to price GPU time per 1k tokens.")
+        st.caption(
+            "Self-hosted cost: set a GPU-hour price in the sidebar (or `AGENTWATCH_GPU_HOUR_USD`) to price GPU time per 1k tokens."
+        )
         return
     st.subheader("Self-hosted cost")
     c = st.columns(4)
@@ -138,7 +226,15 @@ def _self_hosted(cost: CostBreakdown) -> None:
     c[3].metric("Cost per 1k tokens (USD)", ui.fmt(sh.cost_per_1k_tokens_usd, "USD"))
     if sh.by_load:
         frame = pd.DataFrame(sh.by_load).sort_values("running_requests")
-        st.altair_chart(light_charts.bar_chart([f"{x:g}" for x in frame["running_requests"]], frame["cost_per_1k_tokens_usd"].tolist(), "Cost per 1k tokens by running requests (batching lowers it)", "USD per 1k tokens"), key="cost-by-load")
+        st.altair_chart(
+            light_charts.bar_chart(
+                [f"{x:g}" for x in frame["running_requests"]],
+                frame["cost_per_1k_tokens_usd"].tolist(),
+                "Cost per 1k tokens by running requests (batching lowers it)",
+                "USD per 1k tokens",
+            ),
+            key="cost-by-load",
+        )
 
 
 def _top_runs(cost: CostBreakdown) -> None:
@@ -148,9 +244,27 @@ def _top_runs(cost: CostBreakdown) -> None:
         return
     st.caption("Click a row's box to open the run: its steps, spans and errors show why it cost what it did.")
     frame = ui.runs_frame(cost.top_runs)
-    event = st.dataframe(frame, hide_index=True, column_config=ui.RUN_COLUMNS, on_select="rerun", selection_mode="single-row",
-                         key="cost_top_runs", height=ui.table_height(len(frame)),
-                         column_order=["open", "cost_usd", "agent", "status", "steps", "tool failures", "tokens", "duration_s", "models", "time"])
+    event = st.dataframe(
+        frame,
+        hide_index=True,
+        column_config=ui.RUN_COLUMNS,
+        on_select="rerun",
+        selection_mode="single-row",
+        key="cost_top_runs",
+        height=ui.table_height(len(frame)),
+        column_order=[
+            "open",
+            "cost_usd",
+            "agent",
+            "status",
+            "steps",
+            "tool failures",
+            "tokens",
+            "duration_s",
+            "models",
+            "time",
+        ],
+    )
     ui.open_selected_run(event, frame)
 
 

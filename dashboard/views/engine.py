@@ -14,7 +14,10 @@ from dashboard import analysis, light_charts, ui
 RUNNING = ["vllm:num_requests_running"]
 WAITING = ["vllm:num_requests_waiting"]
 KV_CACHE = ["vllm:gpu_cache_usage_perc", "vllm:kv_cache_usage_perc"]
-PREFIX_HITS, PREFIX_QUERIES = ["vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits"], ["vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries"]
+PREFIX_HITS, PREFIX_QUERIES = (
+    ["vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits"],
+    ["vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries"],
+)
 PREFIX_HIT_RATE_GAUGE = ["vllm:gpu_prefix_cache_hit_rate"]
 PREEMPTIONS = ["vllm:num_preemptions"]
 PROMPT_TOKENS, GENERATION_TOKENS = ["vllm:prompt_tokens"], ["vllm:generation_tokens"]
@@ -27,14 +30,22 @@ def render() -> None:
     with ui.guarded("the engines"):
         engines: list[EngineInfo] = ui.fetch("engines")
         if not engines:
-            ui.empty("No engine is scraped.", "Start the collector with `AGENTWATCH_SCRAPE_TARGETS=sim=http://127.0.0.1:8000/metrics` (the simulated engine: `agentwatch engine`), or run `agentwatch demo`.")
+            ui.empty(
+                "No engine is scraped.",
+                "Start the collector with `AGENTWATCH_SCRAPE_TARGETS=sim=http://127.0.0.1:8000/metrics` (the simulated engine: `agentwatch engine`), or run `agentwatch demo`.",
+            )
             return
         names = [e.engine for e in engines]
-        engine = engines[names.index(st.selectbox("Engine", names, key="engine_name"))] if len(names) > 1 else engines[0]
+        engine = (
+            engines[names.index(st.selectbox("Engine", names, key="engine_name"))] if len(names) > 1 else engines[0]
+        )
         _describe(engine)
         series: EngineSeries = ui.fetch("engine_metrics", engine=engine.engine, start=win.start, end=win.end)
         if not series.points:
-            ui.empty(f"No metrics from {engine.engine} in the {win.label.lower()}.", "Is the engine up and its /metrics reachable from the collector?")
+            ui.empty(
+                f"No metrics from {engine.engine} in the {win.label.lower()}.",
+                "Is the engine up and its /metrics reachable from the collector?",
+            )
             return
         _headlines(series)
         _charts(series)
@@ -43,7 +54,9 @@ def render() -> None:
 
 def _describe(engine: EngineInfo) -> None:
     scraped = "never" if engine.last_scrape is None else ui.fmt_time(engine.last_scrape)
-    st.caption(f"**{engine.engine}** · {engine.url} · models: {', '.join(engine.model_names) or 'unknown'} · last scrape {scraped}")
+    st.caption(
+        f"**{engine.engine}** · {engine.url} · models: {', '.join(engine.model_names) or 'unknown'} · last scrape {scraped}"
+    )
 
 
 def _latest(values: dict[float, float]) -> float | None:
@@ -77,15 +90,45 @@ def _headlines(series: EngineSeries) -> None:
 def _charts(series: EngineSeries) -> None:
     pts = series.points
     cols = st.columns(2)
-    cols[0].altair_chart(light_charts.points_chart({"running": analysis.gauge_series(pts, RUNNING), "waiting": analysis.gauge_series(pts, WAITING)}, "Requests running and waiting", "requests"), key="eng-load")
-    cols[1].altair_chart(light_charts.points_chart({"KV-cache use": analysis.gauge_series(pts, KV_CACHE, how="mean")}, "KV-cache use", "ratio"), key="eng-kv")
-    cols[0].altair_chart(light_charts.points_chart({"prompt": analysis.counter_rate(pts, PROMPT_TOKENS), "generation": analysis.counter_rate(pts, GENERATION_TOKENS)}, "Token throughput", "tokens/s"), key="eng-tokens")
-    cols[1].altair_chart(light_charts.points_chart({"preemptions": analysis.counter_rate(pts, PREEMPTIONS)}, "Preemptions", "per s"), key="eng-preempt")
+    cols[0].altair_chart(
+        light_charts.points_chart(
+            {"running": analysis.gauge_series(pts, RUNNING), "waiting": analysis.gauge_series(pts, WAITING)},
+            "Requests running and waiting",
+            "requests",
+        ),
+        key="eng-load",
+    )
+    cols[1].altair_chart(
+        light_charts.points_chart(
+            {"KV-cache use": analysis.gauge_series(pts, KV_CACHE, how="mean")}, "KV-cache use", "ratio"
+        ),
+        key="eng-kv",
+    )
+    cols[0].altair_chart(
+        light_charts.points_chart(
+            {
+                "prompt": analysis.counter_rate(pts, PROMPT_TOKENS),
+                "generation": analysis.counter_rate(pts, GENERATION_TOKENS),
+            },
+            "Token throughput",
+            "tokens/s",
+        ),
+        key="eng-tokens",
+    )
+    cols[1].altair_chart(
+        light_charts.points_chart({"preemptions": analysis.counter_rate(pts, PREEMPTIONS)}, "Preemptions", "per s"),
+        key="eng-preempt",
+    )
     for col, name, title in ((cols[0], TTFT_HIST, "Time to first token"), (cols[1], QUEUE_HIST, "Queue time")):
         dist = analysis.histogram_distribution(pts, name)
         if dist.total > 0:
             q = f" · p50 {ui.fmt(dist.quantile(0.5), 's')} · p95 {ui.fmt(dist.quantile(0.95), 's')}"
-            col.altair_chart(light_charts.bar_chart(bucket_labels(dist), dist.counts, f"{title}: {dist.total:,.0f} requests{q}", "requests"), key=f"eng-{name}")
+            col.altair_chart(
+                light_charts.bar_chart(
+                    bucket_labels(dist), dist.counts, f"{title}: {dist.total:,.0f} requests{q}", "requests"
+                ),
+                key=f"eng-{name}",
+            )
         else:
             col.caption(f"{title}: no observations of `{name}` in range.")
 

@@ -35,7 +35,9 @@ def _body() -> None:
             ui.empty(f"No runs in the {win.label.lower()}{_scope(filters)}.")
             return
         series = ui.series_of(got)
-        st.caption(f"{win.label}{_scope(filters)}; changes compare with the {win.label.lower().replace('last ', 'previous ')} (rates: their last complete bucket with the range's average); buckets of {_span_text(win.step_s)}.")
+        st.caption(
+            f"{win.label}{_scope(filters)}; changes compare with the {win.label.lower().replace('last ', 'previous ')} (rates: their last complete bucket with the range's average); buckets of {_span_text(win.step_s)}."
+        )
         _headlines(overview, series, win.step_s)
         _unfinished(overview)
         slot = st.container()
@@ -45,8 +47,16 @@ def _body() -> None:
 
 
 UNFINISHED_CARDS = (
-    ("running", "Running now", "Runs of the range whose root span has not arrived and that sent a span within the collector's idle timeout (AGENTWATCH_RUN_IDLE_TIMEOUT_S)."),
-    ("incomplete", "Incomplete", "Runs of the range whose root span never arrived and that sent nothing for longer than the idle timeout: a crashed or killed agent. Their spans and cost are counted."),
+    (
+        "running",
+        "Running now",
+        "Runs of the range whose root span has not arrived and that sent a span within the collector's idle timeout (AGENTWATCH_RUN_IDLE_TIMEOUT_S).",
+    ),
+    (
+        "incomplete",
+        "Incomplete",
+        "Runs of the range whose root span never arrived and that sent nothing for longer than the idle timeout: a crashed or killed agent. Their spans and cost are counted.",
+    ),
 )
 
 
@@ -56,7 +66,9 @@ def _unfinished(overview: Overview) -> None:
     counts = {"running": overview.running_runs, "incomplete": overview.incomplete_runs}
     for col, (status, label, help_) in zip(cols, UNFINISHED_CARDS, strict=False):
         col.metric(label, f"{counts[status]:,}", help=help_, border=True)
-        col.page_link("views/runs.py", label=f"Show {status} runs", icon=":material/filter_list:", query_params={"status": status})
+        col.page_link(
+            "views/runs.py", label=f"Show {status} runs", icon=":material/filter_list:", query_params={"status": status}
+        )
 
 
 def _costliest(top: RunsPage) -> None:
@@ -65,8 +77,10 @@ def _costliest(top: RunsPage) -> None:
         return
     run = top.items[0]
     text, button = st.columns([5, 1], vertical_alignment="center")
-    text.markdown(f"**Most expensive run:** {run.agent or run.name} · {ui.fmt(run.cost_usd, 'USD')} · {run.steps} steps · "
-                  f"{run.tool_failures} failed tool calls · {run.status} · {ui.fmt_time(run.start_time)}")
+    text.markdown(
+        f"**Most expensive run:** {run.agent or run.name} · {ui.fmt(run.cost_usd, 'USD')} · {run.steps} steps · "
+        f"{run.tool_failures} failed tool calls · {run.status} · {ui.fmt_time(run.start_time)}"
+    )
     if button.button("Open it", key="overview_costliest", icon=":material/open_in_new:"):
         st.switch_page("views/run_detail.py", query_params={"run": run.trace_id})
 
@@ -89,18 +103,26 @@ def _headlines(overview: Overview, series: dict[str, TimeSeries], step_s: int) -
         sparkline = _sparkline(series.get(spark))
         value, change, help_ = (fig.value, fig.change, None) if fig else (None, None, None)
         if key in LAST_BUCKET_RATES and sparkline:
-            value, change, help_ = _last_bucket(series.get(spark), step_s, LAST_BUCKET_RATES[key], fig.value if fig else None, unit)
+            value, change, help_ = _last_bucket(
+                series.get(spark), step_s, LAST_BUCKET_RATES[key], fig.value if fig else None, unit
+            )
 
         delta = ui.fmt_delta(change) if key not in LAST_BUCKET_RATES else _vs_average(change)
         cols[i % 6].metric(
-            label, ui.fmt(value, unit), delta=delta, help=help_,
+            label,
+            ui.fmt(value, unit),
+            delta=delta,
+            help=help_,
             delta_color="normal" if rise_is_good else "inverse",
-            chart_data=sparkline or None, chart_type="area", border=True,
+            chart_data=sparkline or None,
+            chart_type="area",
+            border=True,
         )
 
 
-def _last_bucket(ts: TimeSeries | None, step_s: int, per_s: float, average: float | None,
-                 unit: str) -> tuple[float | None, float | None, str]:
+def _last_bucket(
+    ts: TimeSeries | None, step_s: int, per_s: float, average: float | None, unit: str
+) -> tuple[float | None, float | None, str]:
     """The rate in the last complete bucket, its change against the range's average, and a help
     text that gives that average."""
     now = time.time()
@@ -110,7 +132,11 @@ def _last_bucket(ts: TimeSeries | None, step_s: int, per_s: float, average: floa
         return average, None, "Average over the range (no complete bucket yet)."
     rate = totals[max(complete)] / step_s * per_s
     change = (rate - average) / average if average else None
-    return rate, change, f"Over the last complete bucket ({_span_text(step_s)}); the change compares it with the average over the range, {ui.fmt(average, unit)}."
+    return (
+        rate,
+        change,
+        f"Over the last complete bucket ({_span_text(step_s)}); the change compares it with the average over the range, {ui.fmt(average, unit)}.",
+    )
 
 
 def _vs_average(change: float | None) -> str | None:
@@ -137,13 +163,20 @@ def _sparkline(ts: TimeSeries | None) -> list[float]:
 
 
 def _charts(series: dict[str, TimeSeries], step_s: int) -> None:
-    tab = st.segmented_control("Charts", list(CHARTS), default=list(CHARTS)[0], key="overview_tab", label_visibility="collapsed") or list(CHARTS)[0]
+    tab = (
+        st.segmented_control(
+            "Charts", list(CHARTS), default=list(CHARTS)[0], key="overview_tab", label_visibility="collapsed"
+        )
+        or list(CHARTS)[0]
+    )
     cols = st.columns(2)
     for i, (title, metrics, _, stacked) in enumerate(CHARTS[tab]):
         present = [series[m] for m in metrics if m in series]
         unit = ui.unit_of(metrics[0], present[0].unit if present else "")
         suffix = f" (per {step_s} s)" if metrics[0] in ("cost_usd", "runs") else ""
-        cols[i % 2].altair_chart(light_charts.series_chart(present, title + suffix, unit, stacked=stacked), key=f"overview-{title}")
+        cols[i % 2].altair_chart(
+            light_charts.series_chart(present, title + suffix, unit, stacked=stacked), key=f"overview-{title}"
+        )
 
 
 render()

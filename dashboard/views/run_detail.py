@@ -30,7 +30,11 @@ def render() -> None:
     st.title("Run detail")
     params = st.query_params
     wanted = params.get("trace_id") or params.get("run") or ""
-    trace_id = st.text_input("Trace id", value=wanted, placeholder="32 hex characters; or pick a run on the Runs page").strip().lower()
+    trace_id = (
+        st.text_input("Trace id", value=wanted, placeholder="32 hex characters; or pick a run on the Runs page")
+        .strip()
+        .lower()
+    )
     if not trace_id:
         ui.empty("Pick a run on the Runs page (select a row) or paste its trace id.", "No runs yet? " + ui.DEMO_HINT)
         return
@@ -58,22 +62,40 @@ def _run(trace_id: str, was_running: bool) -> None:
 
 def _summary(detail: RunDetail) -> None:
     run = detail.run
-    st.subheader(f"{run.agent or run.name} · {run.status}" + (f" · outcome {run.outcome}" if run.outcome else "") + (f" · stopped by budget ({run.budget_exceeded})" if run.budget_exceeded else ""))
+    st.subheader(
+        f"{run.agent or run.name} · {run.status}"
+        + (f" · outcome {run.outcome}" if run.outcome else "")
+        + (f" · stopped by budget ({run.budget_exceeded})" if run.budget_exceeded else "")
+    )
     now = time.time()
     _unfinished_banner(run, now)
     c = st.columns(6)
     if run.status == "running":
-        c[0].metric("Elapsed", ui.fmt(live.elapsed_s(run, now), "s"), help="Since the run's first span; it has not ended.")
+        c[0].metric(
+            "Elapsed", ui.fmt(live.elapsed_s(run, now), "s"), help="Since the run's first span; it has not ended."
+        )
     else:
         c[0].metric("Duration", ui.fmt(run.duration_s, "s"))
     c[1].metric("Steps", run.steps)
     c[2].metric("LLM calls", run.llm_calls)
     c[3].metric("Tool calls (failed)", f"{run.tool_calls} ({run.tool_failures})")
-    c[4].metric("Tokens", f"{run.total_tokens:,}", help=f"{run.input_tokens:,} input ({run.cached_tokens:,} cached), {run.output_tokens:,} output")
+    c[4].metric(
+        "Tokens",
+        f"{run.total_tokens:,}",
+        help=f"{run.input_tokens:,} input ({run.cached_tokens:,} cached), {run.output_tokens:,} output",
+    )
     median = detail.agent_median_cost_usd
     change = (run.cost_usd - median) / median if median else None
-    c[5].metric("Cost (USD)", ui.fmt(run.cost_usd, "USD"), delta=None if change is None else f"{change * 100:+.0f} % vs median", delta_color="inverse", help=f"The median run of this agent costs {ui.fmt(median, 'USD')}.")
-    st.caption(f"Tokens: {run.input_tokens:,} input ({run.cached_tokens:,} cached), {run.output_tokens:,} output · agent median cost {ui.fmt(median, 'USD')} · models {', '.join(run.models) or '–'}")
+    c[5].metric(
+        "Cost (USD)",
+        ui.fmt(run.cost_usd, "USD"),
+        delta=None if change is None else f"{change * 100:+.0f} % vs median",
+        delta_color="inverse",
+        help=f"The median run of this agent costs {ui.fmt(median, 'USD')}.",
+    )
+    st.caption(
+        f"Tokens: {run.input_tokens:,} input ({run.cached_tokens:,} cached), {run.output_tokens:,} output · agent median cost {ui.fmt(median, 'USD')} · models {', '.join(run.models) or '–'}"
+    )
     if detail.feedback:
         st.dataframe(pd.DataFrame([f.model_dump() for f in detail.feedback]), hide_index=True)
 
@@ -81,15 +103,20 @@ def _summary(detail: RunDetail) -> None:
 def _unfinished_banner(run: RunSummary, now: float) -> None:
     if run.status == "running":
         st.badge("running", icon=":material/play_circle:", color="green")
-        st.info(f"Running: started {ui.fmt(live.elapsed_s(run, now), 's')} ago, last span {ui.fmt(max(now - run.end_time, 0.0), 's')} ago. "
-                "Figures are so far; spans not ended yet (the run itself, its current step) are drawn open to now, "
-                f"marked {trace.OPEN_MARK}, and the page refreshes while the sidebar's Live switch is on.", icon=":material/autorenew:")
+        st.info(
+            f"Running: started {ui.fmt(live.elapsed_s(run, now), 's')} ago, last span {ui.fmt(max(now - run.end_time, 0.0), 's')} ago. "
+            "Figures are so far; spans not ended yet (the run itself, its current step) are drawn open to now, "
+            f"marked {trace.OPEN_MARK}, and the page refreshes while the sidebar's Live switch is on.",
+            icon=":material/autorenew:",
+        )
     elif run.status == "incomplete":
         st.badge("incomplete", icon=":material/error:", color="orange")
-        st.warning(f"Incomplete: its root span never arrived and nothing came for longer than the collector's idle timeout "
-                   f"(last span at {ui.fmt_time(run.end_time)}): the agent's process most likely crashed or was killed. "
-                   f"Its spans and cost are counted; spans that never ended are drawn open to the last activity, marked {trace.OPEN_MARK}.",
-                   icon=":material/warning:")
+        st.warning(
+            f"Incomplete: its root span never arrived and nothing came for longer than the collector's idle timeout "
+            f"(last span at {ui.fmt_time(run.end_time)}): the agent's process most likely crashed or was killed. "
+            f"Its spans and cost are counted; spans that never ended are drawn open to the last activity, marked {trace.OPEN_MARK}.",
+            icon=":material/warning:",
+        )
 
 
 VIEWS = ("Trace", "Steps", "Context growth", "Engine", "Graph", "Content", "Spans")
@@ -141,13 +168,24 @@ def _explorer(detail: RunDetail) -> None:
         frame = pd.DataFrame(trace.tree_rows(items, trace.step_names(spans)))
         st.caption(f"{len(items):,} of {len(spans):,} spans · click a row (or a bar below) to inspect a span")
         height = min(640, 38 + 35 * max(len(frame), 1))
-        table = st.dataframe(frame, hide_index=True, column_config=TREE_COLUMNS, on_select="rerun", selection_mode="single-row",
-                             key=f"tree-{detail.run.trace_id}-{scope}", height=height,
-                             column_order=["span", "duration_s", "share", "status", "detail", "cost_usd", "start_s", "step"])
+        table = st.dataframe(
+            frame,
+            hide_index=True,
+            column_config=TREE_COLUMNS,
+            on_select="rerun",
+            selection_mode="single-row",
+            key=f"tree-{detail.run.trace_id}-{scope}",
+            height=height,
+            column_order=["span", "duration_s", "share", "status", "detail", "cost_usd", "start_s", "step"],
+        )
         _pick("tree", f"{detail.run.trace_id}-{scope}", [str(frame.iloc[r]["span_id"]) for r in _rows(table)])
         drawn = analysis.spans_to_draw(spans, MAX_DRAWN)
-        chart = st.altair_chart(run_charts.waterfall_chart(drawn, len(spans)), key=f"waterfall-{detail.run.trace_id}",
-                                on_select="rerun", selection_mode=run_charts.SPAN_SELECTION)
+        chart = st.altair_chart(
+            run_charts.waterfall_chart(drawn, len(spans)),
+            key=f"waterfall-{detail.run.trace_id}",
+            on_select="rerun",
+            selection_mode=run_charts.SPAN_SELECTION,
+        )
         _pick("chart", detail.run.trace_id, _chart_span_ids(chart))
     with panel_col:
         chosen = trace.find(spans, st.query_params.get("span", ""))
@@ -160,9 +198,15 @@ def _explorer(detail: RunDetail) -> None:
 def _tree_items(spans: list[SpanOut]) -> tuple[list[tuple[SpanOut, int]], str]:
     """The tree cut to what the controls ask for (depth, engine spans, failures) and a key for it."""
     c = st.columns(3)
-    depth = c[0].selectbox("Expand to depth", [ALL_DEPTHS, 1, 2, 3, 4], key="tree_depth",
-                           help="Collapse the tree below this depth (1: the run's direct children).")
-    engine = c[1].toggle("Engine spans", value=True, key="tree_engine", help="The engine's own record of each LLM call.")
+    depth = c[0].selectbox(
+        "Expand to depth",
+        [ALL_DEPTHS, 1, 2, 3, 4],
+        key="tree_depth",
+        help="Collapse the tree below this depth (1: the run's direct children).",
+    )
+    engine = c[1].toggle(
+        "Engine spans", value=True, key="tree_engine", help="The engine's own record of each LLM call."
+    )
     failures = c[2].toggle("Failures only", value=False, key="tree_failures")
     items = analysis.tree_order(spans)
     if depth != ALL_DEPTHS:
@@ -198,9 +242,15 @@ def _pick(source: str, scope: str, span_ids: list[str]) -> None:
 
 def _no_span_chosen(spans: list[SpanOut]) -> None:
     failed = [s for s in spans if analysis.is_failed(s) and s.kind != "run"]
-    st.info("Select a span in the tree or the waterfall to see its attributes, events, error, tokens, "
-            "timings and captured messages." + (f" This run has {len(failed)} failed spans ({trace.FAILED_MARK}): "
-                                                     "the Failures only switch lists them." if failed else ""))
+    st.info(
+        "Select a span in the tree or the waterfall to see its attributes, events, error, tokens, "
+        "timings and captured messages."
+        + (
+            f" This run has {len(failed)} failed spans ({trace.FAILED_MARK}): the Failures only switch lists them."
+            if failed
+            else ""
+        )
+    )
     if st.query_params.get("span"):
         st.warning(f"Span {st.query_params['span']} is not part of this run.")
 
@@ -209,17 +259,25 @@ def _span_panel(span: SpanOut, spans: list[SpanOut]) -> None:
     names = trace.step_names(spans)
     st.subheader(f"{trace.icon(span)} {span.name}")
     t0 = min(s.start_time for s in spans)
-    st.caption(f"{span.kind} · step {trace.step_label(span.step_index, names)} · +{span.start_time - t0:.3f} s · "
-               f"span {span.span_id}" + (f" · parent {span.parent_span_id}" if span.parent_span_id else "")
-               + (f" · {span.service}" if span.service else ""))
+    st.caption(
+        f"{span.kind} · step {trace.step_label(span.step_index, names)} · +{span.start_time - t0:.3f} s · "
+        f"span {span.span_id}"
+        + (f" · parent {span.parent_span_id}" if span.parent_span_id else "")
+        + (f" · {span.service}" if span.service else "")
+    )
     if analysis.is_failed(span):
-        st.error(f"**{span.error_type or ('timeout' if span.is_timeout else 'error')}**" + (" (timeout)" if span.is_timeout and span.error_type else ""))
+        st.error(
+            f"**{span.error_type or ('timeout' if span.is_timeout else 'error')}**"
+            + (" (timeout)" if span.is_timeout and span.error_type else "")
+        )
         st.code(trace.error_text(span), language=None, wrap_lines=True)
     engine = trace.engine_child(spans, span)
     _facts(span, engine)
     if engine is not None:
-        st.caption(f"Joined engine span {engine.name} ({engine.span_id}): queue {ui.fmt(engine.queue_s, 's')}, "
-                   f"prefill {ui.fmt(engine.prefill_s, 's')}, decode {ui.fmt(engine.decode_s, 's')}")
+        st.caption(
+            f"Joined engine span {engine.name} ({engine.span_id}): queue {ui.fmt(engine.queue_s, 's')}, "
+            f"prefill {ui.fmt(engine.prefill_s, 's')}, decode {ui.fmt(engine.decode_s, 's')}"
+        )
     _chat("Prompt", trace.messages(span.input_text, default_role="user"))
     _chat("Completion", trace.messages(span.output_text, default_role="assistant"))
     _attributes(span)
@@ -236,7 +294,7 @@ def _facts(span: SpanOut, engine: SpanOut | None) -> None:
     cards = trace.facts(span, engine)
     for row in range(0, len(cards), 3):
         cols = st.columns(3)
-        for col, (label, value, unit) in zip(cols, cards[row:row + 3], strict=False):
+        for col, (label, value, unit) in zip(cols, cards[row : row + 3], strict=False):
             col.metric(label, _fact(value, unit))
 
 
@@ -275,7 +333,11 @@ def _attributes(span: SpanOut) -> None:
     if len(frame) <= MAX_TABLE_ATTRIBUTES:  # a plain table: every value whole, wrapped, findable with Ctrl-F
         st.table(frame)
     else:
-        st.dataframe(frame, key=f"attrs-{span.span_id}", column_config={"value": st.column_config.TextColumn("value", width="large")})
+        st.dataframe(
+            frame,
+            key=f"attrs-{span.span_id}",
+            column_config={"value": st.column_config.TextColumn("value", width="large")},
+        )
 
 
 def _events(span: SpanOut) -> None:
@@ -306,22 +368,43 @@ def _steps(spans) -> None:
     names = trace.step_names(spans)
     for row in steps:
         row["step"] = trace.step_label(int(row["step"]), names)  # type: ignore[call-overload]
-    st.dataframe(pd.DataFrame(steps), hide_index=True, column_config={
-        "cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.5f"),
-        "ttft_s": st.column_config.NumberColumn("TTFT (s)", format="%.3f s"),
-    })
+    st.dataframe(
+        pd.DataFrame(steps),
+        hide_index=True,
+        column_config={
+            "cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.5f"),
+            "ttft_s": st.column_config.NumberColumn("TTFT (s)", format="%.3f s"),
+        },
+    )
     calls = analysis.client_llm_calls(spans)
     st.caption(f"{len(calls)} LLM calls")
-    st.dataframe(pd.DataFrame([{
-        "step": trace.step_label(c.step_index, names), "model": c.model, "input tokens": c.input_tokens, "output tokens": c.output_tokens,
-        "cached tokens": c.cached_tokens, "cost_usd": c.cost_usd, "ttft_s": c.ttft_s, "tpot_s": c.tpot_s,
-        "duration_s": c.duration_s, "finish": c.finish_reason, "status": c.status,
-    } for c in calls]), hide_index=True, column_config={
-        "cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.5f"),
-        "ttft_s": st.column_config.NumberColumn("TTFT (s)", format="%.3f s"),
-        "tpot_s": st.column_config.NumberColumn("TPOT (s)", format="%.4f s"),
-        "duration_s": st.column_config.NumberColumn("duration (s)", format="%.2f s"),
-    })
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "step": trace.step_label(c.step_index, names),
+                    "model": c.model,
+                    "input tokens": c.input_tokens,
+                    "output tokens": c.output_tokens,
+                    "cached tokens": c.cached_tokens,
+                    "cost_usd": c.cost_usd,
+                    "ttft_s": c.ttft_s,
+                    "tpot_s": c.tpot_s,
+                    "duration_s": c.duration_s,
+                    "finish": c.finish_reason,
+                    "status": c.status,
+                }
+                for c in calls
+            ]
+        ),
+        hide_index=True,
+        column_config={
+            "cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.5f"),
+            "ttft_s": st.column_config.NumberColumn("TTFT (s)", format="%.3f s"),
+            "tpot_s": st.column_config.NumberColumn("TPOT (s)", format="%.4f s"),
+            "duration_s": st.column_config.NumberColumn("duration (s)", format="%.2f s"),
+        },
+    )
 
 
 def _growth(spans) -> None:
@@ -329,44 +412,84 @@ def _growth(spans) -> None:
     if fit.chosen == "too few calls":
         st.info("Context growth needs at least three LLM calls.")
         return
-    explain = "the history is re-sent every step (ReAct-like): tokens grow with steps squared" if fit.chosen == "quadratic" else "the context stays bounded: tokens grow linearly with steps"
-    st.markdown(f"**Fitted growth: {fit.chosen}** — {explain}. Each call's input grows by **{fit.tokens_added_per_call:,.0f} tokens per call**.")
+    explain = (
+        "the history is re-sent every step (ReAct-like): tokens grow with steps squared"
+        if fit.chosen == "quadratic"
+        else "the context stays bounded: tokens grow linearly with steps"
+    )
+    st.markdown(
+        f"**Fitted growth: {fit.chosen}** — {explain}. Each call's input grows by **{fit.tokens_added_per_call:,.0f} tokens per call**."
+    )
     st.altair_chart(run_charts.growth_chart(fit), key="growth")
 
 
 def _engine(spans) -> None:
     rows = analysis.engine_shares(spans)
     if not rows:
-        st.info("No engine spans in this run: start the engine with OTLP tracing pointed at the collector (vLLM `--otlp-traces-endpoint`, or the simulated engine) to see queue, prefill and decode time.")
+        st.info(
+            "No engine spans in this run: start the engine with OTLP tracing pointed at the collector (vLLM `--otlp-traces-endpoint`, or the simulated engine) to see queue, prefill and decode time."
+        )
         return
     frame = pd.DataFrame(rows)
     totals = frame[["queue_s", "prefill_s", "decode_s", "other_s"]].sum()
     share = totals / max(totals.sum(), 1e-9)
-    st.markdown(" · ".join(f"{k.removesuffix('_s')}: **{v * 100:.0f} %**" for k, v in share.items()) + " of the time in LLM calls")
+    st.markdown(
+        " · ".join(f"{k.removesuffix('_s')}: **{v * 100:.0f} %**" for k, v in share.items())
+        + " of the time in LLM calls"
+    )
     st.altair_chart(run_charts.shares_chart(rows[:300]), key="shares")
 
 
 def _content(spans) -> None:
     captured = [s for s in spans if s.input_text or s.output_text]
     if not captured:
-        st.info("No captured content: prompt and completion capture is off by default (`agentwatch.init(capture_content=True)`).")
+        st.info(
+            "No captured content: prompt and completion capture is off by default (`agentwatch.init(capture_content=True)`)."
+        )
         return
-    st.caption(f"{len(captured)} spans with captured content" + (f"; the first {MAX_CONTENT} shown" if len(captured) > MAX_CONTENT else ""))
+    st.caption(
+        f"{len(captured)} spans with captured content"
+        + (f"; the first {MAX_CONTENT} shown" if len(captured) > MAX_CONTENT else "")
+    )
     names = trace.step_names(spans)
     for span in captured[:MAX_CONTENT]:
-        with st.expander(f"{trace.icon(span)} {span.name} · {span.kind} · step {trace.step_label(span.step_index, names)}"):
-            _chat("Prompt" if span.kind != "tool" else "Arguments", trace.messages(span.input_text, default_role="user" if span.kind != "tool" else "tool"))
-            _chat("Completion" if span.kind != "tool" else "Result", trace.messages(span.output_text, default_role="assistant" if span.kind != "tool" else "tool"))
+        with st.expander(
+            f"{trace.icon(span)} {span.name} · {span.kind} · step {trace.step_label(span.step_index, names)}"
+        ):
+            _chat(
+                "Prompt" if span.kind != "tool" else "Arguments",
+                trace.messages(span.input_text, default_role="user" if span.kind != "tool" else "tool"),
+            )
+            _chat(
+                "Completion" if span.kind != "tool" else "Result",
+                trace.messages(span.output_text, default_role="assistant" if span.kind != "tool" else "tool"),
+            )
 
 
 def _spans_frame(spans) -> pd.DataFrame:
     t0 = min(s.start_time for s in spans)
     names = trace.step_names(spans)
-    return pd.DataFrame([{
-        "offset_s": round(s.start_time - t0, 4), "duration_s": round(s.duration_s, 4), "kind": s.kind, "name": s.name,
-        "status": s.status, "error": trace.error_text(s) if analysis.is_failed(s) else "", "timeout": s.is_timeout, "model": s.model, "tool": s.tool_name,
-        "step": trace.step_label(s.step_index, names), "input tokens": s.input_tokens, "output tokens": s.output_tokens, "cost_usd": s.cost_usd, "span_id": s.span_id,
-    } for s in sorted(spans, key=lambda s: s.start_time)])
+    return pd.DataFrame(
+        [
+            {
+                "offset_s": round(s.start_time - t0, 4),
+                "duration_s": round(s.duration_s, 4),
+                "kind": s.kind,
+                "name": s.name,
+                "status": s.status,
+                "error": trace.error_text(s) if analysis.is_failed(s) else "",
+                "timeout": s.is_timeout,
+                "model": s.model,
+                "tool": s.tool_name,
+                "step": trace.step_label(s.step_index, names),
+                "input tokens": s.input_tokens,
+                "output tokens": s.output_tokens,
+                "cost_usd": s.cost_usd,
+                "span_id": s.span_id,
+            }
+            for s in sorted(spans, key=lambda s: s.start_time)
+        ]
+    )
 
 
 render()

@@ -20,26 +20,66 @@ from agentwatch_api.schemas import RunsPage, RunStatus, RunSummary
 from dashboard import live, ui
 
 SORTS = {  # label -> RunSummary column: the query API sorts on any of them
-    "Start time": "start_time", "End time": "end_time", "Duration": "duration_s", "Cost": "cost_usd", "Steps": "steps",
-    "Tokens": "total_tokens", "Input tokens": "input_tokens", "Output tokens": "output_tokens", "Cached tokens": "cached_tokens",
-    "LLM calls": "llm_calls", "Tool calls": "tool_calls", "Tool failures": "tool_failures", "Agent": "agent", "Run name": "name",
-    "Status": "status", "Outcome": "outcome", "Budget stop": "budget_exceeded", "User": "user_id", "Session": "session_id",
-    "Models": "models", "Trace id": "trace_id", "Feedback score": "feedback_score",
+    "Start time": "start_time",
+    "End time": "end_time",
+    "Duration": "duration_s",
+    "Cost": "cost_usd",
+    "Steps": "steps",
+    "Tokens": "total_tokens",
+    "Input tokens": "input_tokens",
+    "Output tokens": "output_tokens",
+    "Cached tokens": "cached_tokens",
+    "LLM calls": "llm_calls",
+    "Tool calls": "tool_calls",
+    "Tool failures": "tool_failures",
+    "Agent": "agent",
+    "Run name": "name",
+    "Status": "status",
+    "Outcome": "outcome",
+    "Budget stop": "budget_exceeded",
+    "User": "user_id",
+    "Session": "session_id",
+    "Models": "models",
+    "Trace id": "trace_id",
+    "Feedback score": "feedback_score",
 }
 ANY = "any"
 STATUSES = [ANY, *get_args(RunStatus)]
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 MAX_PINNED = 20
-RUNNING_COLUMNS = {**ui.RUN_COLUMNS, "started": st.column_config.DatetimeColumn("started (UTC)", format="HH:mm:ss"), "elapsed_s": st.column_config.NumberColumn("elapsed", format="%.0f s")}
-DEFAULT_COLUMNS = ["time", "agent", "status", "outcome", "duration_s", "steps", "tool failures", "tokens", "cost_usd",
-                   "user", "session", "models", "open"]
+RUNNING_COLUMNS = {
+    **ui.RUN_COLUMNS,
+    "started": st.column_config.DatetimeColumn("started (UTC)", format="HH:mm:ss"),
+    "elapsed_s": st.column_config.NumberColumn("elapsed", format="%.0f s"),
+}
+DEFAULT_COLUMNS = [
+    "time",
+    "agent",
+    "status",
+    "outcome",
+    "duration_s",
+    "steps",
+    "tool failures",
+    "tokens",
+    "cost_usd",
+    "user",
+    "session",
+    "models",
+    "open",
+]
 
 
 def render() -> None:
     st.title("Runs")
     _status_from_link()
-    st.fragment(_running_now, run_every=ui.refresh_every("runs_live", "runs_live_s", on=True, label="Live: running runs"))()
-    search = st.text_input("Search", key="runs_search", placeholder="part of a trace id, user id, session id, agent, run name or captured text").strip()
+    st.fragment(
+        _running_now, run_every=ui.refresh_every("runs_live", "runs_live_s", on=True, label="Live: running runs")
+    )()
+    search = st.text_input(
+        "Search",
+        key="runs_search",
+        placeholder="part of a trace id, user id, session id, agent, run name or captured text",
+    ).strip()
     if TRACE_ID.match(search.lower()):
         st.switch_page("views/run_detail.py", query_params={"run": search.lower()})
     query = _filters() | {"search": search or None}
@@ -60,7 +100,15 @@ def _running_now() -> None:
     on its own (the sidebar's Live switch), so the list below keeps its page and selection."""
     win = ui.window()
     with ui.guarded("the running runs"):
-        page: RunsPage = ui.fetch("runs", start=win.start, end=win.end, status="running", sort="start_time", limit=MAX_PINNED, **ui.agent_model())
+        page: RunsPage = ui.fetch(
+            "runs",
+            start=win.start,
+            end=win.end,
+            status="running",
+            sort="start_time",
+            limit=MAX_PINNED,
+            **ui.agent_model(),
+        )
         if not page.items:
             st.caption(f"No run is running now (runs started in the {win.label.lower()}).")
             return
@@ -68,34 +116,73 @@ def _running_now() -> None:
         more = f", the {len(page.items)} oldest shown" if page.total > len(page.items) else ""
         st.subheader(f"Running now: {page.total:,}{more}")
         frame = live.running_frame(page.items, now)
-        event = st.dataframe(frame, hide_index=True, column_config=RUNNING_COLUMNS, column_order=live.RUNNING_COLUMNS, on_select="rerun",
-                             selection_mode="single-row", key="runs_running_table", height=ui.table_height(len(frame), most=400))
-        st.caption(f"As of {ui.fmt_time(now)}: steps, calls, tokens and cost so far; elapsed since the run's first span. Click a row's box to watch the run.")
+        event = st.dataframe(
+            frame,
+            hide_index=True,
+            column_config=RUNNING_COLUMNS,
+            column_order=live.RUNNING_COLUMNS,
+            on_select="rerun",
+            selection_mode="single-row",
+            key="runs_running_table",
+            height=ui.table_height(len(frame), most=400),
+        )
+        st.caption(
+            f"As of {ui.fmt_time(now)}: steps, calls, tokens and cost so far; elapsed since the run's first span. Click a row's box to watch the run."
+        )
         ui.open_selected_run(event, frame)
 
 
 def _filters() -> dict[str, object]:
     """The query API's filters, sort and page (``RunFilters``) as the widgets set them."""
     c = st.columns([1, 1, 1, 1, 1, 1])
-    status = c[0].selectbox("Status", STATUSES, key="runs_status", help="running: its root span has not arrived yet; incomplete: it never did.")
+    status = c[0].selectbox(
+        "Status",
+        STATUSES,
+        key="runs_status",
+        help="running: its root span has not arrived yet; incomplete: it never did.",
+    )
     outcome = c[1].selectbox("Outcome", [ANY, "success", "failure", "abandoned"], key="runs_outcome")
-    failed_tools = c[2].toggle("Tool failed", key="runs_tool_failed", help="Runs with at least one failed or timed-out tool call, whatever their status.")
-    user = c[3].text_input("User id", key="runs_user", help="Exactly this user id (the search finds parts of one).").strip()
-    session = c[4].text_input("Session id", key="runs_session", help="Exactly this session id (the search finds parts of one).").strip()
+    failed_tools = c[2].toggle(
+        "Tool failed",
+        key="runs_tool_failed",
+        help="Runs with at least one failed or timed-out tool call, whatever their status.",
+    )
+    user = (
+        c[3]
+        .text_input("User id", key="runs_user", help="Exactly this user id (the search finds parts of one).")
+        .strip()
+    )
+    session = (
+        c[4]
+        .text_input("Session id", key="runs_session", help="Exactly this session id (the search finds parts of one).")
+        .strip()
+    )
     size = c[5].selectbox("Rows", [5, 25, 50, 100, 200], index=2, key="runs_size")
     c = st.columns([1, 1, 1, 1, 1.3, 0.8])
-    min_cost = c[0].number_input("Min cost (USD)", min_value=0.0, value=0.0, step=0.01, format="%.4f", key="runs_min_cost")
-    max_cost = c[1].number_input("Max cost (USD, 0 = none)", min_value=0.0, value=0.0, step=0.01, format="%.4f", key="runs_max_cost")
+    min_cost = c[0].number_input(
+        "Min cost (USD)", min_value=0.0, value=0.0, step=0.01, format="%.4f", key="runs_min_cost"
+    )
+    max_cost = c[1].number_input(
+        "Max cost (USD, 0 = none)", min_value=0.0, value=0.0, step=0.01, format="%.4f", key="runs_max_cost"
+    )
     min_steps = c[2].number_input("Min steps", min_value=0, value=0, step=1, key="runs_min_steps")
     max_steps = c[3].number_input("Max steps (0 = none)", min_value=0, value=0, step=1, key="runs_max_steps")
     sort = c[4].selectbox("Sort by", list(SORTS), key="runs_sort")
     descending = c[5].toggle("Descending", value=True, key="runs_desc")
     page = st.session_state.get("runs_page", 1)
     return {
-        "status": None if status == ANY else status, "outcome": None if outcome == ANY else outcome,
-        "tool_failed": True if failed_tools else None, "user_id": user or None, "session_id": session or None,
-        "min_cost": min_cost or None, "max_cost": max_cost or None, "min_steps": min_steps or None, "max_steps": max_steps or None,
-        "sort": ("-" if descending else "") + SORTS[sort], "limit": size, "offset": (page - 1) * size,
+        "status": None if status == ANY else status,
+        "outcome": None if outcome == ANY else outcome,
+        "tool_failed": True if failed_tools else None,
+        "user_id": user or None,
+        "session_id": session or None,
+        "min_cost": min_cost or None,
+        "max_cost": max_cost or None,
+        "min_steps": min_steps or None,
+        "max_steps": max_steps or None,
+        "sort": ("-" if descending else "") + SORTS[sort],
+        "limit": size,
+        "offset": (page - 1) * size,
     }
 
 
@@ -112,13 +199,23 @@ def _paged(win: ui.Window, query: dict[str, object]) -> None:
 
 def _table(runs: list[RunSummary], total: int, offset: int, limit: int) -> None:
     pages = max(1, -(-total // limit))
-    st.caption(f"Runs {offset + 1}–{offset + len(runs)} of {total:,} · page {offset // limit + 1} of {pages}. "
-               "Click a row's box to open the run; Sort by orders every run of the range, a column header this page only.")
+    st.caption(
+        f"Runs {offset + 1}–{offset + len(runs)} of {total:,} · page {offset // limit + 1} of {pages}. "
+        "Click a row's box to open the run; Sort by orders every run of the range, a column header this page only."
+    )
     frame = ui.runs_frame(runs)
-    shown = st.multiselect("Columns", [c for c in frame.columns if c != "trace_id"], default=DEFAULT_COLUMNS, key="runs_columns")
+    shown = st.multiselect(
+        "Columns", [c for c in frame.columns if c != "trace_id"], default=DEFAULT_COLUMNS, key="runs_columns"
+    )
     event = st.dataframe(
-        frame, hide_index=True, column_config=ui.RUN_COLUMNS, on_select="rerun", selection_mode="single-row", key="runs_table",
-        column_order=shown or DEFAULT_COLUMNS, height=ui.table_height(len(frame)),
+        frame,
+        hide_index=True,
+        column_config=ui.RUN_COLUMNS,
+        on_select="rerun",
+        selection_mode="single-row",
+        key="runs_table",
+        column_order=shown or DEFAULT_COLUMNS,
+        height=ui.table_height(len(frame)),
     )
     st.session_state["runs_page"] = min(st.session_state.get("runs_page", 1), pages)
     st.columns(6)[0].number_input("Page", min_value=1, max_value=pages, step=1, key="runs_page")

@@ -19,59 +19,200 @@ CORPUS_PATH = Path(__file__).with_name("corpus.jsonl.gz")
 
 # topic -> (field, key terms, a related topic to compare with)
 TOPICS: dict[str, tuple[str, tuple[str, ...], str]] = {
-    "continuous batching": ("LLM serving", ("scheduler", "decode step", "slot", "throughput", "queue time"), "static batching"),
-    "static batching": ("LLM serving", ("batch", "padding", "head-of-line blocking", "slot", "latency"), "continuous batching"),
-    "paged attention": ("LLM serving", ("KV cache", "block table", "fragmentation", "page", "memory"), "contiguous KV allocation"),
-    "prefix caching": ("LLM serving", ("shared prefix", "hash", "KV block", "hit rate", "system prompt"), "paged attention"),
-    "speculative decoding": ("LLM serving", ("draft model", "acceptance rate", "verification", "tokens per step", "latency"), "continuous batching"),
-    "KV cache quantization": ("LLM serving", ("FP8", "precision", "memory bandwidth", "accuracy", "cache size"), "paged attention"),
-    "tensor parallelism": ("distributed inference", ("all-reduce", "shard", "GPU", "interconnect", "NVLink"), "pipeline parallelism"),
-    "pipeline parallelism": ("distributed inference", ("stage", "micro-batch", "bubble", "GPU", "activation"), "tensor parallelism"),
-    "time to first token": ("LLM performance", ("prefill", "queue", "prompt length", "latency", "percentile"), "time per output token"),
-    "time per output token": ("LLM performance", ("decode", "memory bandwidth", "batch size", "latency", "streaming"), "time to first token"),
-    "ReAct agents": ("agent design", ("reasoning", "action", "observation", "history", "context window"), "evolving-report agents"),
-    "evolving-report agents": ("agent design", ("report", "bounded context", "summary", "step", "memory"), "ReAct agents"),
-    "tool calling": ("agent design", ("function schema", "arguments", "JSON", "tool result", "parser"), "structured output"),
-    "structured output": ("agent design", ("JSON schema", "grammar", "constrained decoding", "validation", "parser"), "tool calling"),
+    "continuous batching": (
+        "LLM serving",
+        ("scheduler", "decode step", "slot", "throughput", "queue time"),
+        "static batching",
+    ),
+    "static batching": (
+        "LLM serving",
+        ("batch", "padding", "head-of-line blocking", "slot", "latency"),
+        "continuous batching",
+    ),
+    "paged attention": (
+        "LLM serving",
+        ("KV cache", "block table", "fragmentation", "page", "memory"),
+        "contiguous KV allocation",
+    ),
+    "prefix caching": (
+        "LLM serving",
+        ("shared prefix", "hash", "KV block", "hit rate", "system prompt"),
+        "paged attention",
+    ),
+    "speculative decoding": (
+        "LLM serving",
+        ("draft model", "acceptance rate", "verification", "tokens per step", "latency"),
+        "continuous batching",
+    ),
+    "KV cache quantization": (
+        "LLM serving",
+        ("FP8", "precision", "memory bandwidth", "accuracy", "cache size"),
+        "paged attention",
+    ),
+    "tensor parallelism": (
+        "distributed inference",
+        ("all-reduce", "shard", "GPU", "interconnect", "NVLink"),
+        "pipeline parallelism",
+    ),
+    "pipeline parallelism": (
+        "distributed inference",
+        ("stage", "micro-batch", "bubble", "GPU", "activation"),
+        "tensor parallelism",
+    ),
+    "time to first token": (
+        "LLM performance",
+        ("prefill", "queue", "prompt length", "latency", "percentile"),
+        "time per output token",
+    ),
+    "time per output token": (
+        "LLM performance",
+        ("decode", "memory bandwidth", "batch size", "latency", "streaming"),
+        "time to first token",
+    ),
+    "ReAct agents": (
+        "agent design",
+        ("reasoning", "action", "observation", "history", "context window"),
+        "evolving-report agents",
+    ),
+    "evolving-report agents": (
+        "agent design",
+        ("report", "bounded context", "summary", "step", "memory"),
+        "ReAct agents",
+    ),
+    "tool calling": (
+        "agent design",
+        ("function schema", "arguments", "JSON", "tool result", "parser"),
+        "structured output",
+    ),
+    "structured output": (
+        "agent design",
+        ("JSON schema", "grammar", "constrained decoding", "validation", "parser"),
+        "tool calling",
+    ),
     "model routing": ("cost control", ("small model", "large model", "router", "difficulty", "cost"), "prompt caching"),
     "prompt caching": ("cost control", ("cached tokens", "discount", "prefix", "hit rate", "cost"), "model routing"),
     "token budgets": ("cost control", ("budget", "limit", "runaway", "step count", "cost"), "rate limiting"),
     "rate limiting": ("reliability", ("token bucket", "quota", "429", "burst", "fairness"), "load shedding"),
     "load shedding": ("reliability", ("overload", "priority", "queue", "503", "degradation"), "rate limiting"),
-    "retries with backoff": ("reliability", ("exponential backoff", "jitter", "idempotency", "timeout", "retry budget"), "circuit breakers"),
-    "circuit breakers": ("reliability", ("open state", "half-open", "failure rate", "fallback", "timeout"), "retries with backoff"),
-    "distributed tracing": ("observability", ("span", "trace", "context propagation", "traceparent", "sampling"), "structured logging"),
-    "structured logging": ("observability", ("log record", "field", "JSON", "correlation id", "index"), "distributed tracing"),
-    "OpenTelemetry": ("observability", ("OTLP", "exporter", "span processor", "resource", "semantic conventions"), "distributed tracing"),
-    "Prometheus metrics": ("observability", ("counter", "histogram", "label", "scrape", "cardinality"), "OpenTelemetry"),
-    "anomaly detection": ("observability", ("baseline", "seasonality", "drift", "threshold", "false positive"), "static thresholds"),
-    "static thresholds": ("observability", ("threshold", "alert", "noise", "tuning", "false positive"), "anomaly detection"),
-    "columnar storage": ("databases", ("column", "compression", "vectorized execution", "scan", "granule"), "row storage"),
+    "retries with backoff": (
+        "reliability",
+        ("exponential backoff", "jitter", "idempotency", "timeout", "retry budget"),
+        "circuit breakers",
+    ),
+    "circuit breakers": (
+        "reliability",
+        ("open state", "half-open", "failure rate", "fallback", "timeout"),
+        "retries with backoff",
+    ),
+    "distributed tracing": (
+        "observability",
+        ("span", "trace", "context propagation", "traceparent", "sampling"),
+        "structured logging",
+    ),
+    "structured logging": (
+        "observability",
+        ("log record", "field", "JSON", "correlation id", "index"),
+        "distributed tracing",
+    ),
+    "OpenTelemetry": (
+        "observability",
+        ("OTLP", "exporter", "span processor", "resource", "semantic conventions"),
+        "distributed tracing",
+    ),
+    "Prometheus metrics": (
+        "observability",
+        ("counter", "histogram", "label", "scrape", "cardinality"),
+        "OpenTelemetry",
+    ),
+    "anomaly detection": (
+        "observability",
+        ("baseline", "seasonality", "drift", "threshold", "false positive"),
+        "static thresholds",
+    ),
+    "static thresholds": (
+        "observability",
+        ("threshold", "alert", "noise", "tuning", "false positive"),
+        "anomaly detection",
+    ),
+    "columnar storage": (
+        "databases",
+        ("column", "compression", "vectorized execution", "scan", "granule"),
+        "row storage",
+    ),
     "row storage": ("databases", ("row", "page", "index", "update", "transaction"), "columnar storage"),
     "ClickHouse MergeTree": ("databases", ("part", "merge", "primary key", "granule", "partition"), "columnar storage"),
     "B-tree indexes": ("databases", ("node", "fan-out", "page", "range scan", "split"), "LSM trees"),
-    "LSM trees": ("databases", ("memtable", "SSTable", "compaction", "write amplification", "bloom filter"), "B-tree indexes"),
+    "LSM trees": (
+        "databases",
+        ("memtable", "SSTable", "compaction", "write amplification", "bloom filter"),
+        "B-tree indexes",
+    ),
     "write-ahead logging": ("databases", ("log", "fsync", "durability", "recovery", "checkpoint"), "LSM trees"),
-    "idempotent ingestion": ("data pipelines", ("deduplication", "token", "retry", "exactly once", "key"), "write-ahead logging"),
+    "idempotent ingestion": (
+        "data pipelines",
+        ("deduplication", "token", "retry", "exactly once", "key"),
+        "write-ahead logging",
+    ),
     "Raft consensus": ("distributed systems", ("leader", "term", "log replication", "quorum", "election"), "Paxos"),
     "Paxos": ("distributed systems", ("proposer", "acceptor", "ballot", "quorum", "learner"), "Raft consensus"),
-    "consistent hashing": ("distributed systems", ("ring", "virtual node", "rebalancing", "key", "shard"), "rendezvous hashing"),
-    "rendezvous hashing": ("distributed systems", ("weight", "hash", "node", "key", "minimal disruption"), "consistent hashing"),
+    "consistent hashing": (
+        "distributed systems",
+        ("ring", "virtual node", "rebalancing", "key", "shard"),
+        "rendezvous hashing",
+    ),
+    "rendezvous hashing": (
+        "distributed systems",
+        ("weight", "hash", "node", "key", "minimal disruption"),
+        "consistent hashing",
+    ),
     "vector search": ("retrieval", ("embedding", "nearest neighbour", "HNSW", "recall", "index"), "BM25 ranking"),
-    "BM25 ranking": ("retrieval", ("term frequency", "inverse document frequency", "length normalisation", "query", "score"), "vector search"),
-    "retrieval-augmented generation": ("retrieval", ("retriever", "chunk", "context", "grounding", "citation"), "vector search"),
-    "document chunking": ("retrieval", ("chunk size", "overlap", "boundary", "context", "recall"), "retrieval-augmented generation"),
-    "GPU memory bandwidth": ("hardware", ("HBM", "bandwidth", "roofline", "arithmetic intensity", "decode"), "GPU compute throughput"),
-    "GPU compute throughput": ("hardware", ("tensor core", "FLOPS", "matrix multiply", "utilisation", "prefill"), "GPU memory bandwidth"),
+    "BM25 ranking": (
+        "retrieval",
+        ("term frequency", "inverse document frequency", "length normalisation", "query", "score"),
+        "vector search",
+    ),
+    "retrieval-augmented generation": (
+        "retrieval",
+        ("retriever", "chunk", "context", "grounding", "citation"),
+        "vector search",
+    ),
+    "document chunking": (
+        "retrieval",
+        ("chunk size", "overlap", "boundary", "context", "recall"),
+        "retrieval-augmented generation",
+    ),
+    "GPU memory bandwidth": (
+        "hardware",
+        ("HBM", "bandwidth", "roofline", "arithmetic intensity", "decode"),
+        "GPU compute throughput",
+    ),
+    "GPU compute throughput": (
+        "hardware",
+        ("tensor core", "FLOPS", "matrix multiply", "utilisation", "prefill"),
+        "GPU memory bandwidth",
+    ),
     "mixed precision": ("hardware", ("FP16", "BF16", "FP8", "loss scaling", "accuracy"), "KV cache quantization"),
-    "async I/O in Python": ("software", ("event loop", "coroutine", "await", "concurrency", "backpressure"), "thread pools"),
+    "async I/O in Python": (
+        "software",
+        ("event loop", "coroutine", "await", "concurrency", "backpressure"),
+        "thread pools",
+    ),
     "thread pools": ("software", ("worker", "queue", "GIL", "blocking call", "concurrency"), "async I/O in Python"),
     "bounded queues": ("software", ("capacity", "drop", "backpressure", "producer", "consumer"), "load shedding"),
     "HTTP keep-alive": ("networking", ("connection", "pool", "latency", "handshake", "reuse"), "gRPC streaming"),
     "gRPC streaming": ("networking", ("stream", "HTTP/2", "flow control", "message", "deadline"), "HTTP keep-alive"),
 }
 
-ASPECTS = ("overview", "performance", "failure modes", "configuration", "cost", "history", "comparison", "best practices")
+ASPECTS = (
+    "overview",
+    "performance",
+    "failure modes",
+    "configuration",
+    "cost",
+    "history",
+    "comparison",
+    "best practices",
+)
 
 SENTENCES: dict[str, tuple[str, ...]] = {
     "overview": (
@@ -129,8 +270,15 @@ def _fill(template: str, topic: str, info: tuple[str, tuple[str, ...], str], rng
     field, terms, other = info
     shuffled = rng.sample(terms, k=len(terms))
     values = {f"t{i}": term for i, term in enumerate(shuffled)}
-    values.update(topic=topic, Topic=topic[0].upper() + topic[1:], field=field, other=other,
-                  Other=other[0].upper() + other[1:], n=rng.randint(8, 60), year=rng.randint(2009, 2023))
+    values.update(
+        topic=topic,
+        Topic=topic[0].upper() + topic[1:],
+        field=field,
+        other=other,
+        Other=other[0].upper() + other[1:],
+        n=rng.randint(8, 60),
+        year=rng.randint(2009, 2023),
+    )
     return template.format(**values)
 
 
@@ -143,8 +291,12 @@ def _document(index: int, rng: random.Random) -> dict[str, str]:
         chosen = list(dict.fromkeys([*SENTENCES[aspect], *SENTENCES[rng.choice(ASPECTS)]]))
         sentences = [_fill(t, topic, info, rng) for t in rng.sample(chosen, k=min(len(chosen), rng.randint(3, 6)))]
         paragraphs.append(" ".join(sentences))
-    return {"id": f"doc-{index:04d}", "title": f"{topic[0].upper() + topic[1:]}: {aspect}",
-            "topic": topic, "text": "\n\n".join(paragraphs)}
+    return {
+        "id": f"doc-{index:04d}",
+        "title": f"{topic[0].upper() + topic[1:]}: {aspect}",
+        "topic": topic,
+        "text": "\n\n".join(paragraphs),
+    }
 
 
 def build_documents(count: int = DOCS, seed: int = SEED) -> list[dict[str, str]]:

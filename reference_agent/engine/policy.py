@@ -256,7 +256,9 @@ def _report(question: str, history: _History) -> str:
     while words < target_words:
         chosen = [pool[(index * 7 + k) % len(pool)] for k in range(5)]
         cite = f" [{sources[index % len(sources)]}]" if sources else ""
-        sentence = f"{_FILLER[index % len(_FILLER)]} {', '.join(chosen[:3])} relate to {chosen[3]} and {chosen[4]}{cite}."
+        sentence = (
+            f"{_FILLER[index % len(_FILLER)]} {', '.join(chosen[:3])} relate to {chosen[3]} and {chosen[4]}{cite}."
+        )
         lines.append(sentence)
         words += len(sentence.split())
         index += 1

@@ -102,7 +102,9 @@ def parse_chat_request(body: Any, served: Mapping[str, ModelEngine]) -> ChatRequ
         raise BadRequest("request body must be a JSON object")
     model = body.get("model")
     if model not in served:
-        raise BadRequest(f"The model `{model}` does not exist. Served (simulated): {', '.join(served)}", param="model", status=404)
+        raise BadRequest(
+            f"The model `{model}` does not exist. Served (simulated): {', '.join(served)}", param="model", status=404
+        )
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) and "role" in m for m in messages):
         raise BadRequest("'messages' must be a non-empty list of objects with a 'role'", param="messages")
@@ -188,7 +190,11 @@ def _message(job: Job, deltas: list[Delta]) -> dict[str, Any]:
         if index is None:
             content += text
         elif name is not None:
-            calls[index] = {"id": _tool_call_id(job, index), "type": "function", "function": {"name": name, "arguments": ""}}
+            calls[index] = {
+                "id": _tool_call_id(job, index),
+                "type": "function",
+                "function": {"name": name, "arguments": ""},
+            }
         else:
             calls[index]["function"]["arguments"] += text
     return {"role": "assistant", "content": None if calls else content, "tool_calls": list(calls.values())}
@@ -202,8 +208,11 @@ class _Chunks:
 
     def chunk(self, choices: list[dict[str, Any]], *, usage: bool) -> str:
         body: dict[str, Any] = {
-            "id": self.job.request.request_id, "object": "chat.completion.chunk", "created": self.created,
-            "model": self.model, "choices": choices,
+            "id": self.job.request.request_id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
         }
         if usage:
             body["usage"] = None
@@ -225,14 +234,24 @@ class SimEngineServer:
     def start(self) -> None:
         for name in self.config.models:
             engine = ModelEngine(
-                get_profile(name), slots=self.config.slots, kv_tokens=self.config.kv_tokens,
-                policy=self.config.policy, metrics=self.metrics.for_model(name),
-                speed=self.config.speed, on_finished=self._export,
+                get_profile(name),
+                slots=self.config.slots,
+                kv_tokens=self.config.kv_tokens,
+                policy=self.config.policy,
+                metrics=self.metrics.for_model(name),
+                speed=self.config.speed,
+                on_finished=self._export,
             )
             engine.start()
             self.engines[name] = engine
-        log.info("simulated engine (a simulation, not a model) serving %s, %s batching, %d slots, %d KV tokens, speed x%g",
-                 ", ".join(self.engines), self.config.policy, self.config.slots, self.config.kv_tokens, self.config.speed)
+        log.info(
+            "simulated engine (a simulation, not a model) serving %s, %s batching, %d slots, %d KV tokens, speed x%g",
+            ", ".join(self.engines),
+            self.config.policy,
+            self.config.slots,
+            self.config.kv_tokens,
+            self.config.speed,
+        )
 
     async def stop(self) -> None:
         for engine in self.engines.values():
@@ -251,8 +270,11 @@ class SimEngineServer:
         prompt = tokenize(render_prompt(chat.messages, chat.tools))
         limit = engine.profile.max_model_len
         if len(prompt) + (chat.max_tokens or 0) > limit:
-            raise BadRequest(f"This model's maximum context length is {limit} tokens; the request has "
-                             f"{len(prompt)} prompt tokens and asks for max_tokens={chat.max_tokens}", param="max_tokens")
+            raise BadRequest(
+                f"This model's maximum context length is {limit} tokens; the request has "
+                f"{len(prompt)} prompt tokens and asks for max_tokens={chat.max_tokens}",
+                param="max_tokens",
+            )
         carrier = {key: headers[key] for key in _TRACE_HEADERS if key in headers}
         try:
             job = engine.submit(prompt, deltas, reason, params=chat.params, carrier=carrier)
@@ -263,8 +285,13 @@ class SimEngineServer:
     async def complete(self, chat: ChatRequest, engine: ModelEngine, job: Job) -> dict[str, Any]:
         deltas: list[Delta] = [delta async for delta in engine.stream(job)]  # type: ignore[misc]
         return {
-            "id": job.request.request_id, "object": "chat.completion", "created": int(job.arrival), "model": chat.model,
-            "choices": [{"index": 0, "message": _message(job, deltas), "logprobs": None, "finish_reason": job.finish_reason}],
+            "id": job.request.request_id,
+            "object": "chat.completion",
+            "created": int(job.arrival),
+            "model": chat.model,
+            "choices": [
+                {"index": 0, "message": _message(job, deltas), "logprobs": None, "finish_reason": job.finish_reason}
+            ],
             "usage": _usage(job),
         }
 
@@ -278,8 +305,14 @@ class SimEngineServer:
             done = job.finished is not None
             yield chunks.chunk(chunks.choice({}, job.finish_reason), usage=chat.include_usage)
             if chat.include_usage:
-                body = {"id": job.request.request_id, "object": "chat.completion.chunk", "created": chunks.created,
-                        "model": chat.model, "choices": [], "usage": _usage(job)}
+                body = {
+                    "id": job.request.request_id,
+                    "object": "chat.completion.chunk",
+                    "created": chunks.created,
+                    "model": chat.model,
+                    "choices": [],
+                    "usage": _usage(job),
+                }
                 yield f"data: {json.dumps(body)}\n\n"
             yield "data: [DONE]\n\n"
         finally:
@@ -324,8 +357,15 @@ def create_app(config: EngineConfig, *, metrics: EngineMetrics | None = None) ->
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         data = [
-            {"id": name, "object": "model", "created": int(time.time()), "owned_by": OWNED_BY, "root": name,
-             "max_model_len": get_profile(name).max_model_len, "description": get_profile(name).description}
+            {
+                "id": name,
+                "object": "model",
+                "created": int(time.time()),
+                "owned_by": OWNED_BY,
+                "root": name,
+                "max_model_len": get_profile(name).max_model_len,
+                "description": get_profile(name).description,
+            }
             for name in sim.engines
         ]
         return {"object": "list", "data": data}
@@ -347,7 +387,9 @@ def serve(config: EngineConfig, *, host: str = "127.0.0.1", port: int = 8000) ->
 
 
 @contextlib.contextmanager
-def running_server(config: EngineConfig, *, host: str = "127.0.0.1", port: int, timeout_s: float = 10.0) -> Iterator[str]:
+def running_server(
+    config: EngineConfig, *, host: str = "127.0.0.1", port: int, timeout_s: float = 10.0
+) -> Iterator[str]:
     """Run the simulated engine in a background thread (tests, benchmarks); yields its base URL."""
     server = uvicorn.Server(uvicorn.Config(create_app(config), host=host, port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name=f"sim-engine-{port}", daemon=True)

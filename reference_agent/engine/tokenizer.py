@@ -54,7 +54,6 @@ def render_prompt(messages: Sequence[Mapping[str, Any]], tools: Iterable[Any] = 
     if tool_list:
         header = "<|im_start|>system\n# Tools\n" + json.dumps(tool_list, sort_keys=True) + "<|im_end|>\n"
     body = "".join(
-        f"<|im_start|>{message.get('role', 'user')}\n{_message_text(message)}<|im_end|>\n"
-        for message in messages
+        f"<|im_start|>{message.get('role', 'user')}\n{_message_text(message)}<|im_end|>\n" for message in messages
     )
     return header + body + "<|im_start|>assistant\n"

@@ -84,10 +84,14 @@ def span_attributes(record: RequestRecord) -> dict[str, str | int | float | tupl
 class EngineTracer:
     """Exports ``llm_request`` spans to an OTLP/HTTP endpoint; ``shutdown()`` flushes."""
 
-    def __init__(self, endpoint: str, *, api_key: str | None = None, service_name: str = "agentwatch-sim-engine") -> None:
+    def __init__(
+        self, endpoint: str, *, api_key: str | None = None, service_name: str = "agentwatch-sim-engine"
+    ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
         self._provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
-        self._provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_url(endpoint), headers=headers)))
+        self._provider.add_span_processor(
+            BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_url(endpoint), headers=headers))
+        )
         self._tracer = self._provider.get_tracer("reference_agent.engine")
 
     def record(self, record: RequestRecord, carrier: Mapping[str, str]) -> None:

@@ -66,13 +66,23 @@ def vllm_executable() -> list[str] | None:
     return None
 
 
-def build_command(launch: VllmLaunch, *, executable: list[str] | None = None,
-                  base_env: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+def build_command(
+    launch: VllmLaunch, *, executable: list[str] | None = None, base_env: Mapping[str, str] | None = None
+) -> tuple[list[str], dict[str, str]]:
     """The ``vllm serve`` argv and its environment."""
-    argv = [*(executable or ["vllm"]), "serve", launch.model_path,
-            "--host", launch.host, "--port", str(launch.port),
-            "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
-            "--enable-prompt-tokens-details"]
+    argv = [
+        *(executable or ["vllm"]),
+        "serve",
+        launch.model_path,
+        "--host",
+        launch.host,
+        "--port",
+        str(launch.port),
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "hermes",
+        "--enable-prompt-tokens-details",
+    ]
     if launch.served_model_name:
         argv += ["--served-model-name", launch.served_model_name]
     env = dict(os.environ if base_env is None else base_env)
@@ -94,16 +104,21 @@ def check_environment() -> list[str]:
     """The vLLM command to use; raises ``LauncherError`` saying what is missing."""
     executable = vllm_executable()
     if executable is None:
-        raise LauncherError("vLLM is not installed: `pip install 'agentwatch-platform[gpu]'` on a machine "
-                            "with an NVIDIA GPU, or use the simulated engine: `agentwatch engine --sim`")
+        raise LauncherError(
+            "vLLM is not installed: `pip install 'agentwatch-platform[gpu]'` on a machine "
+            "with an NVIDIA GPU, or use the simulated engine: `agentwatch engine --sim`"
+        )
     if nvml_device_count() < 1:
-        raise LauncherError("no NVIDIA GPU found (NVML/nvidia-smi unavailable): vLLM needs one; "
-                            "use the simulated engine instead: `agentwatch engine --sim`")
+        raise LauncherError(
+            "no NVIDIA GPU found (NVML/nvidia-smi unavailable): vLLM needs one; "
+            "use the simulated engine instead: `agentwatch engine --sim`"
+        )
     return executable
 
 
-def wait_for_health(base_url: str, *, timeout_s: float, process: subprocess.Popen[bytes] | None = None,
-                    poll_s: float = 0.5) -> float:
+def wait_for_health(
+    base_url: str, *, timeout_s: float, process: subprocess.Popen[bytes] | None = None, poll_s: float = 0.5
+) -> float:
     """Poll ``<base_url>/health`` until it answers 200; the seconds it took.
 
     Raises ``LauncherError`` when ``process`` exits first or ``timeout_s`` passes.
@@ -113,16 +128,19 @@ def wait_for_health(base_url: str, *, timeout_s: float, process: subprocess.Pope
     with httpx.Client(timeout=min(2.0, timeout_s)) as client:
         while True:
             if process is not None and process.poll() is not None:
-                raise LauncherError(f"vllm serve exited with code {process.returncode} before it was healthy; "
-                                    "its output above says why")
+                raise LauncherError(
+                    f"vllm serve exited with code {process.returncode} before it was healthy; its output above says why"
+                )
             try:
                 if client.get(f"{base_url}/health").status_code == 200:
                     return time.monotonic() - started
             except httpx.HTTPError:
                 pass  # not listening yet
             if time.monotonic() >= deadline:
-                raise LauncherError(f"vLLM did not become healthy at {base_url}/health within {timeout_s:g} s "
-                                    "(model still loading? raise --health-timeout)")
+                raise LauncherError(
+                    f"vLLM did not become healthy at {base_url}/health within {timeout_s:g} s "
+                    "(model still loading? raise --health-timeout)"
+                )
             time.sleep(poll_s)
 
 
@@ -133,9 +151,20 @@ def register_engine(collector_url: str, *, name: str, metrics_url: str, api_key:
         try:
             client.register_engine(name, metrics_url)
         except ApiError as exc:
-            hint = " (registering an engine needs a key with the admin scope: --admin-key)" if isinstance(exc, AuthError) else ""
-            log.warning("the collector refused to scrape %s (HTTP %d: %s)%s; or set AGENTWATCH_SCRAPE_TARGETS=%s=%s on the collector",
-                        metrics_url, exc.status, exc.detail[:200], hint, name, metrics_url)
+            hint = (
+                " (registering an engine needs a key with the admin scope: --admin-key)"
+                if isinstance(exc, AuthError)
+                else ""
+            )
+            log.warning(
+                "the collector refused to scrape %s (HTTP %d: %s)%s; or set AGENTWATCH_SCRAPE_TARGETS=%s=%s on the collector",
+                metrics_url,
+                exc.status,
+                exc.detail[:200],
+                hint,
+                name,
+                metrics_url,
+            )
             return False
         except CollectorError as exc:
             log.warning("could not register %s with the collector at %s: %s", metrics_url, collector_url, exc)
@@ -152,8 +181,12 @@ def launch(config: VllmLaunch, *, health_timeout_s: float = 900.0) -> int:
         took = wait_for_health(config.base_url, timeout_s=health_timeout_s, process=process)
         log.info("vLLM healthy at %s after %.0f s", config.base_url, took)
         if config.collector_url:
-            register_engine(config.collector_url, name=config.engine_name,
-                            metrics_url=f"{config.base_url}/metrics", api_key=config.admin_key or config.collector_key)
+            register_engine(
+                config.collector_url,
+                name=config.engine_name,
+                metrics_url=f"{config.base_url}/metrics",
+                api_key=config.admin_key or config.collector_key,
+            )
         return process.wait()
     except (LauncherError, KeyboardInterrupt):
         process.terminate()

@@ -94,8 +94,15 @@ class Run:
         budget = self.budget
         if budget is None:
             return None
-        shares = [used / limit for used, limit in ((self.cost_usd, budget.max_cost_usd), (self.steps, budget.max_steps),
-                                                   (self.elapsed_s, budget.max_seconds)) if limit]
+        shares = [
+            used / limit
+            for used, limit in (
+                (self.cost_usd, budget.max_cost_usd),
+                (self.steps, budget.max_steps),
+                (self.elapsed_s, budget.max_seconds),
+            )
+            if limit
+        ]
         return max(shares) if shares else None
 
     def add_cost(self, usd: float) -> None:
@@ -415,8 +422,15 @@ class run(_Scope):  # noqa: N801 - used as agentwatch.run(...), like a function
 
     kind = sc.KIND_RUN
 
-    def __init__(self, name: str, *, user_id: str | None = None, session_id: str | None = None,
-                 tags: Sequence[str] | None = None, budget: Budget | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        tags: Sequence[str] | None = None,
+        budget: Budget | None = None,
+    ) -> None:
         super().__init__()
         if not isinstance(name, str) or not name:
             raise ValueError(f"run(name=...): a non-empty string is required, got {name!r}")
@@ -438,12 +452,20 @@ class run(_Scope):  # noqa: N801 - used as agentwatch.run(...), like a function
             sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT,
             sc.GEN_AI_AGENT_NAME: self.name,
         }
-        optional: dict[str, AttributeValue | None] = {sc.USER_ID: self.user_id, sc.SESSION_ID: self.session_id,
-                    sc.GEN_AI_CONVERSATION_ID: self.session_id, sc.AW_RUN_TAGS: self.tags or None}
+        optional: dict[str, AttributeValue | None] = {
+            sc.USER_ID: self.user_id,
+            sc.SESSION_ID: self.session_id,
+            sc.GEN_AI_CONVERSATION_ID: self.session_id,
+            sc.AW_RUN_TAGS: self.tags or None,
+        }
         if self.budget is not None:
-            optional.update({sc.AW_BUDGET_MAX_COST_USD: self.budget.max_cost_usd,
-                             sc.AW_BUDGET_MAX_STEPS: self.budget.max_steps,
-                             sc.AW_BUDGET_MAX_SECONDS: self.budget.max_seconds})
+            optional.update(
+                {
+                    sc.AW_BUDGET_MAX_COST_USD: self.budget.max_cost_usd,
+                    sc.AW_BUDGET_MAX_STEPS: self.budget.max_steps,
+                    sc.AW_BUDGET_MAX_SECONDS: self.budget.max_seconds,
+                }
+            )
         attributes.update({k: v for k, v in optional.items() if v is not None})
         return attributes
 
@@ -457,9 +479,17 @@ class run(_Scope):  # noqa: N801 - used as agentwatch.run(...), like a function
         it runs (the collector lists the run from this span on)."""
         try:
             now = time.time_ns()
-            attributes: dict[str, AttributeValue] = {sc.AW_RUN_START: True, sc.AW_RUN_NAME: self._span_name(), sc.GEN_AI_AGENT_NAME: self.name}
-            attributes.update({k: v for k, v in ((sc.USER_ID, self.user_id), (sc.SESSION_ID, self.session_id)) if v is not None})
-            STATE.tracer.start_span(sc.AW_RUN_START, context=self._ctx, start_time=now, attributes=attributes).end(end_time=now)
+            attributes: dict[str, AttributeValue] = {
+                sc.AW_RUN_START: True,
+                sc.AW_RUN_NAME: self._span_name(),
+                sc.GEN_AI_AGENT_NAME: self.name,
+            }
+            attributes.update(
+                {k: v for k, v in ((sc.USER_ID, self.user_id), (sc.SESSION_ID, self.session_id)) if v is not None}
+            )
+            STATE.tracer.start_span(sc.AW_RUN_START, context=self._ctx, start_time=now, attributes=attributes).end(
+                end_time=now
+            )
             COUNTERS.add("spans_started")
         except Exception as bug:  # ours: the run goes on without its start marker
             internal_error("marking a run's start", bug)
@@ -553,8 +583,14 @@ class llm(_Scope):  # noqa: N801
 
     kind = sc.KIND_LLM
 
-    def __init__(self, model: str = "", *, provider: str | None = None, operation: str = sc.OP_CHAT,
-                 streaming: bool | None = None) -> None:
+    def __init__(
+        self,
+        model: str = "",
+        *,
+        provider: str | None = None,
+        operation: str = sc.OP_CHAT,
+        streaming: bool | None = None,
+    ) -> None:
         super().__init__()
         self.model, self.provider, self.operation, self.streaming = model, provider, operation, streaming
         self.response_model = ""
@@ -595,12 +631,22 @@ class llm(_Scope):  # noqa: N801
     def span(self) -> Span | None:
         return self._span
 
-    def record_usage(self, *, input_tokens: int | None = None, output_tokens: int | None = None,
-                     cached_tokens: int | None = None, ttft: float | None = None, model: str | None = None,
-                     finish_reason: str | Sequence[str] | None = None) -> None:
+    def record_usage(
+        self,
+        *,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        cached_tokens: int | None = None,
+        ttft: float | None = None,
+        model: str | None = None,
+        finish_reason: str | Sequence[str] | None = None,
+    ) -> None:
         """Token counts, time to first token (seconds), response model, finish reason(s)."""
-        for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens),
-                            ("cached_tokens", cached_tokens)):
+        for name, value in (
+            ("input_tokens", input_tokens),
+            ("output_tokens", output_tokens),
+            ("cached_tokens", cached_tokens),
+        ):
             if value is not None:
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                     raise ValueError(f"record_usage({name}={value!r}): expected a non-negative int")
@@ -621,8 +667,11 @@ class llm(_Scope):  # noqa: N801
 
     def _before_end(self, exc: BaseException | None) -> None:
         model = self.response_model or self.model
-        self.cost_usd = STATE.prices.cost(model, self.input_tokens, self.output_tokens,
-                                          self.cached_tokens, self.provider) if model else 0.0
+        self.cost_usd = (
+            STATE.prices.cost(model, self.input_tokens, self.output_tokens, self.cached_tokens, self.provider)
+            if model
+            else 0.0
+        )
         if self._run is not None:
             self._run._count_llm_call(self.cost_usd)
         self._span.set_attributes(self._usage_attributes(model))  # type: ignore[union-attr]
@@ -695,8 +744,10 @@ class tool(_Scope):  # noqa: N801
 
     def _check_sync(self) -> None:
         if self.timeout is not None:
-            raise ValueError(f"tool({self.name!r}, timeout=...): only async tools can be timed out; "
-                             "give the blocking call its own timeout instead")
+            raise ValueError(
+                f"tool({self.name!r}, timeout=...): only async tools can be timed out; "
+                "give the blocking call its own timeout instead"
+            )
 
     def __enter__(self) -> Any:
         self._check_sync()
@@ -704,8 +755,10 @@ class tool(_Scope):  # noqa: N801
 
     def __call__(self, fn: F) -> F:
         if self.timeout is not None and (inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)):
-            raise ValueError(f"tool({self.name!r}, timeout=...): a timeout applies to a call, "
-                             "not to a generator; time out the awaited work inside it instead")
+            raise ValueError(
+                f"tool({self.name!r}, timeout=...): a timeout applies to a call, "
+                "not to a generator; time out the awaited work inside it instead"
+            )
         return super().__call__(fn)
 
     async def __aenter__(self) -> Any:

@@ -169,8 +169,7 @@ def _rejected(body: bytes) -> int:
         return 0
     rejected = int(response.partial_success.rejected_spans)
     if rejected:
-        logger.warning("agentwatch: collector rejected %d spans: %s", rejected,
-                       response.partial_success.error_message)
+        logger.warning("agentwatch: collector rejected %d spans: %s", rejected, response.partial_success.error_message)
     return max(rejected, 0)
 
 
@@ -302,8 +301,12 @@ class BoundedBatchProcessor(SpanProcessor):
         now = time.monotonic()
         if now - self._last_warning >= _WARN_EVERY_S:
             self._last_warning = now
-            logger.warning("agentwatch: could not export %d spans to %s; the agent is unaffected "
-                           "(see agentwatch.stats(): %s)", lost, self._exporter_url, COUNTERS.snapshot())
+            logger.warning(
+                "agentwatch: could not export %d spans to %s; the agent is unaffected (see agentwatch.stats(): %s)",
+                lost,
+                self._exporter_url,
+                COUNTERS.snapshot(),
+            )
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Export everything queued now; True when it all reached the collector in time.

@@ -24,8 +24,15 @@ MAX_COMMENT_CHARS = 10_000
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
-def feedback(run_id: str | Run, *, score: float | None = None, label: str = "", comment: str = "",
-             source: str = "user", timeout_s: float = 5.0) -> bool:
+def feedback(
+    run_id: str | Run,
+    *,
+    score: float | None = None,
+    label: str = "",
+    comment: str = "",
+    source: str = "user",
+    timeout_s: float = 5.0,
+) -> bool:
     """Attach feedback to a run (its ``trace_id``, or the ``Run`` handle). True when stored."""
     trace_id = _trace_id(run_id)
     body = _body(score, label, comment, source)
@@ -38,14 +45,15 @@ def _trace_id(run_id: str | Run) -> str:
     if not isinstance(trace_id, str) or not _TRACE_ID.match(trace_id.lower()):
         raise ValueError(f"feedback(run_id={run_id!r}): expected a run's trace_id, 32 hex digits")
     if trace_id.strip("0") == "":
-        raise ValueError("feedback(): this run has no trace id (32 hex digits, not all zero): "
-                         "tracing was off when it ran (call agentwatch.init() first)")
+        raise ValueError(
+            "feedback(): this run has no trace id (32 hex digits, not all zero): "
+            "tracing was off when it ran (call agentwatch.init() first)"
+        )
     return trace_id.lower()
 
 
 def _body(score: float | None, label: str, comment: str, source: str) -> bytes:
-    if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)
-                              or score != score):
+    if score is not None and (isinstance(score, bool) or not isinstance(score, int | float) or score != score):
         raise ValueError(f"feedback(score={score!r}): expected a number or None")
     if not isinstance(label, str) or not isinstance(comment, str):
         raise ValueError("feedback(label=, comment=): expected strings")

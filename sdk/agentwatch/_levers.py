@@ -27,9 +27,17 @@ from ._decorators import _RUN
 from ._stats import internal_error
 
 
-def lever_attributes(lever: str, *, reason: str, change: str, baseline_model: str | None = None,
-                     projected_cost_usd: float | None = None, cost_so_far_usd: float | None = None,
-                     delay_s: float | None = None, refused: bool | None = None) -> dict[str, Any]:
+def lever_attributes(
+    lever: str,
+    *,
+    reason: str,
+    change: str,
+    baseline_model: str | None = None,
+    projected_cost_usd: float | None = None,
+    cost_so_far_usd: float | None = None,
+    delay_s: float | None = None,
+    refused: bool | None = None,
+) -> dict[str, Any]:
     """The ``agentwatch.lever.*`` attributes of one decision (for ``llm_attributes`` or a span)."""
     if lever not in sc.LEVERS:
         raise ValueError(f"lever {lever!r}: must be one of {', '.join(sc.LEVERS)}")
@@ -41,9 +49,11 @@ def lever_attributes(lever: str, *, reason: str, change: str, baseline_model: st
         if not isinstance(baseline_model, str) or not baseline_model:
             raise ValueError(f"lever {lever!r}: baseline_model must be a model name, got {baseline_model!r}")
         attributes[sc.AW_LEVER_BASELINE_MODEL] = baseline_model
-    for key, name, value in ((sc.AW_LEVER_PROJECTED_COST_USD, "projected_cost_usd", projected_cost_usd),
-                             (sc.AW_LEVER_COST_SO_FAR_USD, "cost_so_far_usd", cost_so_far_usd),
-                             (sc.AW_LEVER_DELAY_S, "delay_s", delay_s)):
+    for key, name, value in (
+        (sc.AW_LEVER_PROJECTED_COST_USD, "projected_cost_usd", projected_cost_usd),
+        (sc.AW_LEVER_COST_SO_FAR_USD, "cost_so_far_usd", cost_so_far_usd),
+        (sc.AW_LEVER_DELAY_S, "delay_s", delay_s),
+    ):
         if value is not None:
             attributes[key] = _amount(lever, name, value)
     if refused is not None:

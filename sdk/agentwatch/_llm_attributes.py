@@ -25,13 +25,15 @@ from . import semconv as sc
 
 _PREFIX = sc.AW_MODEL_TIER.rsplit(".", 1)[0] + "."  # "agentwatch.llm."
 _EMPTY: Mapping[str, object] = MappingProxyType({})
-_CURRENT: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar("agentwatch_llm_attributes",
-                                                                                 default=_EMPTY)
+_CURRENT: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
+    "agentwatch_llm_attributes", default=_EMPTY
+)
 
 
 @contextlib.contextmanager
-def llm_attributes(attributes: Mapping[str, AttributeValue] | None = None, /,
-                   **short_names: AttributeValue) -> Iterator[None]:
+def llm_attributes(
+    attributes: Mapping[str, AttributeValue] | None = None, /, **short_names: AttributeValue
+) -> Iterator[None]:
     """Add attributes to every LLM span agentwatch opens inside the block.
 
     Keyword names are agentwatch's LLM attributes (``model_tier`` becomes
@@ -64,8 +66,12 @@ def _checked(attributes: Mapping[str, AttributeValue], *, prefix: str) -> dict[s
 def _value(name: str, value: object) -> object:
     if isinstance(value, str | bool | int | float):
         return value
-    if isinstance(value, list | tuple) and len({type(v) for v in value}) <= 1 \
-            and all(isinstance(v, str | bool | int | float) for v in value):
+    if (
+        isinstance(value, list | tuple)
+        and len({type(v) for v in value}) <= 1
+        and all(isinstance(v, str | bool | int | float) for v in value)
+    ):
         return tuple(value)
-    raise ValueError(f"llm_attributes: {name}={value!r}: expected str, bool, int, float or a list of one of "
-                     "those types")
+    raise ValueError(
+        f"llm_attributes: {name}={value!r}: expected str, bool, int, float or a list of one of those types"
+    )

@@ -55,8 +55,11 @@ def instrument_openai() -> bool:
         logger.debug("agentwatch: openai is not installed; OpenAI instrumentation off")
         return False
     if _version_tuple(getattr(openai, "__version__", "0")) < MIN_VERSION:
-        logger.warning("agentwatch: openai %s is older than %s; not instrumented",
-                       openai.__version__, ".".join(map(str, MIN_VERSION)))
+        logger.warning(
+            "agentwatch: openai %s is older than %s; not instrumented",
+            openai.__version__,
+            ".".join(map(str, MIN_VERSION)),
+        )
         return False
     if not getattr(Completions.create, "__agentwatch__", False):
         setattr(Completions, "create", _wrap_sync(Completions.create))  # noqa: B010 (mypy: no method assignment)
@@ -228,9 +231,11 @@ class _Call:
 
 def _record_token_usage(scope: llm, usage: Any) -> None:
     details = getattr(usage, "prompt_tokens_details", None)
-    scope.record_usage(input_tokens=getattr(usage, "prompt_tokens", None) or 0,
-                       output_tokens=getattr(usage, "completion_tokens", None) or 0,
-                       cached_tokens=getattr(details, "cached_tokens", None) or 0)
+    scope.record_usage(
+        input_tokens=getattr(usage, "prompt_tokens", None) or 0,
+        output_tokens=getattr(usage, "completion_tokens", None) or 0,
+        cached_tokens=getattr(details, "cached_tokens", None) or 0,
+    )
 
 
 class _StreamObserver:

@@ -59,8 +59,7 @@ BUILTIN_PRICES: dict[str, Price] = {
 class PriceTable:
     """Cost of LLM calls by model; fast, thread-safe, and versioned by content."""
 
-    def __init__(self, overrides: Mapping[str, Mapping[str, float]] | None = None, *,
-                 hosted: bool = True) -> None:
+    def __init__(self, overrides: Mapping[str, Mapping[str, float]] | None = None, *, hosted: bool = True) -> None:
         self._overrides = {name.lower(): _parse_entry(name, entry) for name, entry in (overrides or {}).items()}
         self._hosted = hosted
         self._cache: dict[tuple[str, str | None], Price | None] = {}
@@ -73,15 +72,17 @@ class PriceTable:
         """Load overrides from a JSON or YAML file (``models:`` mapping, or the mapping itself)."""
         return cls(load_overrides(path), **kwargs)
 
-    def cost(self, model: str, input_tokens: int, output_tokens: int, cached_tokens: int = 0,
-             provider: str | None = None) -> float:
+    def cost(
+        self, model: str, input_tokens: int, output_tokens: int, cached_tokens: int = 0, provider: str | None = None
+    ) -> float:
         """USD for one call; 0.0 (and counted) when the model has no price."""
         price = self.price(model, provider)
         if price is None:
             return 0.0
         cached = min(max(cached_tokens, 0), max(input_tokens, 0))
-        return ((input_tokens - cached) * price.input + cached * price.cached
-                + output_tokens * price.output) / PER_MILLION
+        return (
+            (input_tokens - cached) * price.input + cached * price.cached + output_tokens * price.output
+        ) / PER_MILLION
 
     def price(self, model: str, provider: str | None = None) -> Price | None:
         key = (model, provider)
@@ -154,11 +155,12 @@ def _hosted_price(name: str, provider: str | None, *, any_provider: bool = True)
     else (``any_provider``) the model's under any provider."""
     for provider_id in dict.fromkeys((provider, None) if any_provider else (provider,)):
         try:
-            return Price(_probe(name, provider_id, input_tokens=_PROBE_TOKENS),
-                         _probe(name, provider_id, output_tokens=_PROBE_TOKENS),
-                         _probe(name, provider_id, input_tokens=_PROBE_TOKENS,
-                                cache_read_tokens=_PROBE_TOKENS),
-                         "genai-prices")
+            return Price(
+                _probe(name, provider_id, input_tokens=_PROBE_TOKENS),
+                _probe(name, provider_id, output_tokens=_PROBE_TOKENS),
+                _probe(name, provider_id, input_tokens=_PROBE_TOKENS, cache_read_tokens=_PROBE_TOKENS),
+                "genai-prices",
+            )
         except LookupError:
             continue
         except Exception as exc:  # a data quirk of one model must not break pricing of others
@@ -196,8 +198,9 @@ def _parse_document(path: Path, text: str) -> object:
             try:
                 import yaml
             except ImportError:
-                raise ValueError(f"prices file {path}: YAML needs PyYAML (pip install pyyaml), "
-                                 "or write the file as JSON") from None
+                raise ValueError(
+                    f"prices file {path}: YAML needs PyYAML (pip install pyyaml), or write the file as JSON"
+                ) from None
             return yaml.safe_load(text)
         return json.loads(text)
     except ValueError as exc:
@@ -217,8 +220,10 @@ def _parse_entry(model: str, entry: Mapping[str, float]) -> Price:
     if "gpu_hour_usd" in values:
         return _self_hosted(model, values)
     if "input" not in values or "output" not in values:
-        raise ValueError(f"price of {model!r}: needs 'input' and 'output' (USD per 1M tokens), "
-                         "or 'gpu_hour_usd' and 'tokens_per_second'")
+        raise ValueError(
+            f"price of {model!r}: needs 'input' and 'output' (USD per 1M tokens), "
+            "or 'gpu_hour_usd' and 'tokens_per_second'"
+        )
     return Price(values["input"], values["output"], values.get("cached", values["input"]), "override")
 
 

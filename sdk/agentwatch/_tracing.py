@@ -91,8 +91,16 @@ def init(
     ``export_interval_s``, ``export_timeout_s``, ``export_retries``, ``shutdown_timeout_s``,
     ``max_content_chars`` (see ``agentwatch._config.VARIABLES``).
     """
-    config = resolve(endpoint=endpoint, api_key=api_key, project=project, service_name=service_name,
-                     capture_content=capture_content, redact=redact, sample_rate=sample_rate, **options)
+    config = resolve(
+        endpoint=endpoint,
+        api_key=api_key,
+        project=project,
+        service_name=service_name,
+        capture_content=capture_content,
+        redact=redact,
+        sample_rate=sample_rate,
+        **options,
+    )
     with STATE.lock:
         if STATE.config is not None:
             logger.debug("agentwatch: init() called again; keeping the first configuration")
@@ -112,13 +120,16 @@ def init(
 
 
 def _start_provider(config: Config) -> None:
-    resource = Resource.create({
-        "service.name": config.service_name,
-        sc.AW_PROJECT: config.project,
-        sc.AW_SDK_VERSION: sdk_version(),
-    })
-    provider = TracerProvider(resource=resource, sampler=ParentBased(TraceIdRatioBased(config.sample_rate)),
-                              shutdown_on_exit=False)  # our own atexit flush is the bounded one
+    resource = Resource.create(
+        {
+            "service.name": config.service_name,
+            sc.AW_PROJECT: config.project,
+            sc.AW_SDK_VERSION: sdk_version(),
+        }
+    )
+    provider = TracerProvider(
+        resource=resource, sampler=ParentBased(TraceIdRatioBased(config.sample_rate)), shutdown_on_exit=False
+    )  # our own atexit flush is the bounded one
     processor = BoundedBatchProcessor(OtlpHttpExporter(config), config)
     provider.add_span_processor(processor)
     STATE.provider, STATE.processor = provider, processor

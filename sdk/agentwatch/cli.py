@@ -29,8 +29,10 @@ def registrars() -> list[Register]:
         try:
             found.append(entry.load())
         except Exception as exc:  # a broken part must not take the other parts' commands with it
-            print(f"agentwatch: the {entry.name!r} commands are unavailable ({entry.value}: "
-                  f"{type(exc).__name__}: {exc})", file=sys.stderr)
+            print(
+                f"agentwatch: the {entry.name!r} commands are unavailable ({entry.value}: {type(exc).__name__}: {exc})",
+                file=sys.stderr,
+            )
     return found
 
 

@@ -63,8 +63,14 @@ def parse_as(raw: str, default: T) -> T:
     return raw if isinstance(default, str) else kind(raw)  # type: ignore[return-value]
 
 
-def env_value(variable: str, default: T, *, check: Callable[[T], object] | None = None, empty_is_unset: bool = True,
-              environ: Mapping[str, str] | None = None) -> T:
+def env_value(
+    variable: str,
+    default: T,
+    *,
+    check: Callable[[T], object] | None = None,
+    empty_is_unset: bool = True,
+    environ: Mapping[str, str] | None = None,
+) -> T:
     """The value of ``variable`` (a full name, ``AGENTWATCH_...``), or ``default`` when it is unset.
 
     ``check`` raises ``ValueError`` for a value out of range; every failure becomes ``EnvError``.
@@ -82,8 +88,14 @@ def env_value(variable: str, default: T, *, check: Callable[[T], object] | None 
     return value
 
 
-def env_value_or_default(variable: str, default: T, *, log: logging.Logger, check: Callable[[T], object] | None = None,
-                         environ: Mapping[str, str] | None = None) -> T:
+def env_value_or_default(
+    variable: str,
+    default: T,
+    *,
+    log: logging.Logger,
+    check: Callable[[T], object] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> T:
     """As ``env_value``, but a bad value is logged (a warning naming it) and ``default`` used."""
     try:
         return env_value(variable, default, check=check, environ=environ)

@@ -65,7 +65,9 @@ class NotFound(ApiError):
 class CollectorClient:
     """Query API calls with a project key; thread-safe (one pooled ``httpx.Client``)."""
 
-    def __init__(self, base_url: str, api_key: str = "", *, timeout_s: float = 10.0, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self, base_url: str, api_key: str = "", *, timeout_s: float = 10.0, transport: httpx.BaseTransport | None = None
+    ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url = base_url.rstrip("/")
         self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s, transport=transport)
@@ -81,7 +83,9 @@ class CollectorClient:
 
     # --- endpoints -------------------------------------------------------------------
 
-    def runs(self, *, start: float, end: float, limit: int = 50, offset: int = 0, sort: str = "-start_time", **filters: Any) -> RunsPage:
+    def runs(
+        self, *, start: float, end: float, limit: int = 50, offset: int = 0, sort: str = "-start_time", **filters: Any
+    ) -> RunsPage:
         return self._get("/api/runs", RunsPage, start=start, end=end, limit=limit, offset=offset, sort=sort, **filters)
 
     def run(self, trace_id: str) -> RunDetail:
@@ -90,24 +94,98 @@ class CollectorClient:
     def overview(self, *, start: float, end: float, agent: str | None = None, model: str | None = None) -> Overview:
         return self._get("/api/overview", Overview, start=start, end=end, agent=agent, model=model)
 
-    def timeseries(self, metric: str, *, start: float, end: float, step_s: int, group_by: str = "none", agent: str | None = None, model: str | None = None) -> TimeSeries:
-        return self._get("/api/timeseries", TimeSeries, metric=metric, start=start, end=end, step_s=step_s, group_by=group_by, agent=agent, model=model)
+    def timeseries(
+        self,
+        metric: str,
+        *,
+        start: float,
+        end: float,
+        step_s: int,
+        group_by: str = "none",
+        agent: str | None = None,
+        model: str | None = None,
+    ) -> TimeSeries:
+        return self._get(
+            "/api/timeseries",
+            TimeSeries,
+            metric=metric,
+            start=start,
+            end=end,
+            step_s=step_s,
+            group_by=group_by,
+            agent=agent,
+            model=model,
+        )
 
-    def timeseries_set(self, metrics: Sequence[str], *, start: float, end: float, step_s: int, group_by: str = "none", agent: str | None = None,
-                       model: str | None = None) -> dict[str, TimeSeries]:
+    def timeseries_set(
+        self,
+        metrics: Sequence[str],
+        *,
+        start: float,
+        end: float,
+        step_s: int,
+        group_by: str = "none",
+        agent: str | None = None,
+        model: str | None = None,
+    ) -> dict[str, TimeSeries]:
         """Several metrics over the same buckets in one request (and fewer queries than one by one): metric -> series."""
-        found: list[TimeSeries] = self._get("/api/timeseries/set", list[TimeSeries], metric=list(metrics), start=start, end=end, step_s=step_s, group_by=group_by,
-                          agent=agent, model=model)
+        found: list[TimeSeries] = self._get(
+            "/api/timeseries/set",
+            list[TimeSeries],
+            metric=list(metrics),
+            start=start,
+            end=end,
+            step_s=step_s,
+            group_by=group_by,
+            agent=agent,
+            model=model,
+        )
         return {series.metric: series for series in found}
 
-    def cost(self, *, start: float, end: float, agent: str | None = None, model: str | None = None, gpu_hour_usd: float | None = None) -> CostBreakdown:
-        return self._get("/api/cost", CostBreakdown, start=start, end=end, agent=agent, model=model, gpu_hour_usd=gpu_hour_usd or None)
+    def cost(
+        self,
+        *,
+        start: float,
+        end: float,
+        agent: str | None = None,
+        model: str | None = None,
+        gpu_hour_usd: float | None = None,
+    ) -> CostBreakdown:
+        return self._get(
+            "/api/cost",
+            CostBreakdown,
+            start=start,
+            end=end,
+            agent=agent,
+            model=model,
+            gpu_hour_usd=gpu_hour_usd or None,
+        )
 
-    def whatif(self, policy: str, *, start: float, end: float, agent: str | None = None, step: str | None = None,
-               model: str | None = None, cap: int | None = None, bound: int | None = None) -> WhatIf:
+    def whatif(
+        self,
+        policy: str,
+        *,
+        start: float,
+        end: float,
+        agent: str | None = None,
+        step: str | None = None,
+        model: str | None = None,
+        cap: int | None = None,
+        bound: int | None = None,
+    ) -> WhatIf:
         """A cost policy's estimated effect on a past range (``/api/whatif``)."""
-        return self._get("/api/whatif", WhatIf, policy=policy, start=start, end=end, agent=agent, step=step, model=model,
-                         cap=cap, bound=bound)
+        return self._get(
+            "/api/whatif",
+            WhatIf,
+            policy=policy,
+            start=start,
+            end=end,
+            agent=agent,
+            step=step,
+            model=model,
+            cap=cap,
+            bound=bound,
+        )
 
     def engines(self) -> list[EngineInfo]:
         return self._get("/api/engines", list[EngineInfo])
@@ -115,15 +193,33 @@ class CollectorClient:
     def engine_metrics(self, engine: str, *, start: float, end: float, step_s: int | None = None) -> EngineSeries:
         return self._get("/api/engine/metrics", EngineSeries, engine=engine, start=start, end=end, step_s=step_s)
 
-    def alerts(self, *, state: str | None = None, start: float | None = None, end: float | None = None, limit: int | None = None) -> list[AlertOut]:
+    def alerts(
+        self,
+        *,
+        state: str | None = None,
+        start: float | None = None,
+        end: float | None = None,
+        limit: int | None = None,
+    ) -> list[AlertOut]:
         return self._get("/api/alerts", list[AlertOut], state=state, start=start, end=end, limit=limit)
 
     def alert_rules(self) -> list[AlertRuleOut]:
         return self._get("/api/alerts/rules", list[AlertRuleOut])
 
-    def alert_scope_series(self, metric: str, *, start: float, end: float, step_s: int, group_by: str, agent: str | None = None) -> TimeSeries:
+    def alert_scope_series(
+        self, metric: str, *, start: float, end: float, step_s: int, group_by: str, agent: str | None = None
+    ) -> TimeSeries:
         """A per-user or per-session series (``group_by`` user|session) of an alert rule's metric."""
-        return self._get("/api/alerts/scope-series", TimeSeries, metric=metric, start=start, end=end, step_s=step_s, group_by=group_by, agent=agent)
+        return self._get(
+            "/api/alerts/scope-series",
+            TimeSeries,
+            metric=metric,
+            start=start,
+            end=end,
+            step_s=step_s,
+            group_by=group_by,
+            agent=agent,
+        )
 
     # --- the out-of-process evaluator (``agentwatch alerts run``) -----------------------
 
@@ -131,10 +227,26 @@ class CollectorClient:
         """The project of this client's key."""
         return self._get("/api/alerts/context", AlertContext)
 
-    def alert_run_states(self, metric: str, *, now: float, window_s: int, group_by: str = "none", agent: str | None = None,
-                         min_runs: int = 0) -> RunStates:
-        return self._get("/api/alerts/run-states", RunStates, metric=metric, now=now, window_s=window_s, group_by=group_by,
-                         agent=agent, min_runs=min_runs)
+    def alert_run_states(
+        self,
+        metric: str,
+        *,
+        now: float,
+        window_s: int,
+        group_by: str = "none",
+        agent: str | None = None,
+        min_runs: int = 0,
+    ) -> RunStates:
+        return self._get(
+            "/api/alerts/run-states",
+            RunStates,
+            metric=metric,
+            now=now,
+            window_s=window_s,
+            group_by=group_by,
+            agent=agent,
+            min_runs=min_runs,
+        )
 
     def alert_deliveries(self, *, alert_id: str = "", limit: int | None = None) -> list[DeliveryOut]:
         return self._get("/api/alerts/deliveries", list[DeliveryOut], alert_id=alert_id, limit=limit)
@@ -143,7 +255,9 @@ class CollectorClient:
         return self._send("POST", "/api/alerts", dict[str, int], json=[a.model_dump(mode="json") for a in alerts])
 
     def save_deliveries(self, deliveries: Sequence[DeliveryIn]) -> dict[str, int]:
-        return self._send("POST", "/api/alerts/deliveries", dict[str, int], json=[d.model_dump(mode="json") for d in deliveries])
+        return self._send(
+            "POST", "/api/alerts/deliveries", dict[str, int], json=[d.model_dump(mode="json") for d in deliveries]
+        )
 
     def filters(self, *, start: float | None = None, end: float | None = None) -> FilterValues:
         return self._get("/api/filters", FilterValues, start=start, end=end)
@@ -155,7 +269,9 @@ class CollectorClient:
 
     def create_key(self, project: str, name: str, scopes: Sequence[str]) -> dict[str, Any]:
         """A new key; the answer holds the key itself, this once."""
-        return self._send("POST", "/api/admin/keys", dict[str, Any], json={"project": project, "name": name, "scopes": list(scopes)})
+        return self._send(
+            "POST", "/api/admin/keys", dict[str, Any], json={"project": project, "name": name, "scopes": list(scopes)}
+        )
 
     def revoke_key(self, key_id: str) -> dict[str, Any]:
         return self._send("POST", f"/api/admin/keys/{key_id}/revoke", dict[str, Any])
@@ -181,7 +297,9 @@ class CollectorClient:
         try:
             response = self._http.request(method, path, **request)
         except httpx.HTTPError as exc:
-            raise CollectorUnavailable(f"cannot reach the collector at {self.base_url}: {exc or type(exc).__name__}") from exc
+            raise CollectorUnavailable(
+                f"cannot reach the collector at {self.base_url}: {exc or type(exc).__name__}"
+            ) from exc
         if response.status_code >= 400:
             raise _api_error(response, path)
         return cast(T, _parse(response, path, shape))
@@ -193,7 +311,11 @@ def _parse(response: httpx.Response, path: str, model: type[T] | Any) -> T:
             return cast(T, model.model_validate_json(response.content))
         return cast(T, TypeAdapter(model).validate_json(response.content))
     except ValidationError as exc:
-        raise ApiError(response.status_code, f"unexpected response shape: {exc.error_count()} errors, first: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}", path) from exc
+        raise ApiError(
+            response.status_code,
+            f"unexpected response shape: {exc.error_count()} errors, first: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}",
+            path,
+        ) from exc
 
 
 def _api_error(response: httpx.Response, path: str) -> ApiError:

@@ -121,9 +121,14 @@ class RunFilters(BaseModel):
     user_id: str | None = Field(None, max_length=256, description="exactly this user id")
     session_id: str | None = Field(None, max_length=256, description="exactly this session id")
     tool_failed: bool | None = Field(None, description="true: a tool call failed or timed out; false: none did")
-    search: str | None = Field(None, max_length=256, description=(
-        "case-insensitive substring of the trace id, user id, session id, agent or run name, "
-        "or of captured prompt or completion text"))
+    search: str | None = Field(
+        None,
+        max_length=256,
+        description=(
+            "case-insensitive substring of the trace id, user id, session id, agent or run name, "
+            "or of captured prompt or completion text"
+        ),
+    )
     min_cost: float | None = Field(None, ge=0, allow_inf_nan=False)
     max_cost: float | None = Field(None, ge=0, allow_inf_nan=False)
     min_steps: int | None = Field(None, ge=0, le=2**31)
@@ -183,7 +188,9 @@ class SpanOut(BaseModel):
 
 
 class FeedbackIn(BaseModel):
-    score: float | None = Field(default=None, ge=-1e6, le=1e6, description="any rating scale within +-1e6 (means must stay finite)")
+    score: float | None = Field(
+        default=None, ge=-1e6, le=1e6, description="any rating scale within +-1e6 (means must stay finite)"
+    )
     label: str = Field(default="", max_length=256)
     comment: str = Field(default="", max_length=10_000)
     source: Literal["user", "eval"] = "user"

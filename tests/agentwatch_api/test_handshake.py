@@ -22,7 +22,9 @@ def test_an_exited_collector_or_a_missing_token_is_none(tmp_path: Path) -> None:
     handshake.write_runtime(tmp_path, "http://127.0.0.1:4318")
     assert handshake.running_collector(tmp_path) is None  # no admin token
     handshake.write_admin_token(tmp_path)
-    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    exited = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
     (tmp_path / handshake.RUNTIME_FILE).write_text(json.dumps({"pid": int(exited.stdout), "url": "http://127.0.0.1:1"}))
     assert handshake.running_collector(tmp_path) is None
     (tmp_path / handshake.RUNTIME_FILE).write_text("{not json")

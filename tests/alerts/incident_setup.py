@@ -20,7 +20,13 @@ from tests.alerts.conftest import Receiver
 from tests.collector.factories import agent_run, new_span_id, new_trace_id
 
 T0 = int(time.time()) // 60 * 60 - 3600  # a recent minute boundary (old spans fall to the retention TTL)
-SPIKE = (20, 21, 22, 24, 25)  # the delivery tests' six minutes of 20x spend, one ordinary minute (23) inside: one incident
+SPIKE = (
+    20,
+    21,
+    22,
+    24,
+    25,
+)  # the delivery tests' six minutes of 20x spend, one ordinary minute (23) inside: one incident
 
 
 def seed(store: Store, *, spike_minutes: Collection[int], minutes: int = 30) -> None:
@@ -32,7 +38,9 @@ def seed(store: Store, *, spike_minutes: Collection[int], minutes: int = 30) -> 
             spike = agent == "researcher" and minute in spike_minutes
             for k in range(3):
                 cost = rng.uniform(0.008, 0.012) * (20 if spike else 1)
-                rows += agent_run(project="p1", agent=agent, start_s=T0 + minute * 60 + k * 15, steps=1, cost_per_call=cost)
+                rows += agent_run(
+                    project="p1", agent=agent, start_s=T0 + minute * 60 + k * 15, steps=1, cost_per_call=cost
+                )
     store.insert_spans(rows)
 
 
@@ -49,7 +57,7 @@ dashboard_url: http://dash.example:8501/
 delivery: {{attempts: 4, backoff: 50ms, max_backoff: 100ms}}
 channels:
   hook: {{type: webhook, url: "{hook_url}", secret: s3cret}}
-  slack: {{type: slack, url: "{hook_url.replace('/hook', '/slack')}"}}
+  slack: {{type: slack, url: "{hook_url.replace("/hook", "/slack")}"}}
   mail: {{type: email, host: 127.0.0.1, port: {smtp_port}, from: agentwatch@example.com, to: [oncall@example.com]}}
 rules:
   - name: spend
@@ -88,8 +96,19 @@ def rootless(agent: str, start_s: float, step_offsets_s: range, *, project: str 
     """A run whose root never arrives: one step span at each offset (a live agent sends steps)."""
     trace_id, run_id = new_trace_id(), new_span_id()
     return [
-        SpanRow(project=project, trace_id=trace_id, agent_name=agent, service_name="svc", span_id=new_span_id(), parent_span_id=run_id,
-                name=f"step {i}", kind="step", start_time_ns=int((start_s + at) * 1e9), end_time_ns=int((start_s + at + 1) * 1e9), step_index=i)
+        SpanRow(
+            project=project,
+            trace_id=trace_id,
+            agent_name=agent,
+            service_name="svc",
+            span_id=new_span_id(),
+            parent_span_id=run_id,
+            name=f"step {i}",
+            kind="step",
+            start_time_ns=int((start_s + at) * 1e9),
+            end_time_ns=int((start_s + at + 1) * 1e9),
+            step_index=i,
+        )
         for i, at in enumerate(step_offsets_s)
     ]
 

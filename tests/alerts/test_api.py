@@ -17,9 +17,20 @@ from tests.collector.factories import agent_run
 from tests.collector.ingest_helpers import Running, serve, settings_for
 
 ALERT = {
-    "alert_id": "a1", "fingerprint": "f1", "rule": "cost-per-hour-spike", "severity": "critical", "state": "firing",
-    "scope": {"agent": "researcher"}, "metric": "cost_usd", "value": 41.2, "baseline": 6.1, "threshold": 15.8,
-    "message": "spike", "started_at": 1_790_000_000.0, "last_notified_at": 1_790_000_000.0, "updated_at": 1_790_000_000.0,
+    "alert_id": "a1",
+    "fingerprint": "f1",
+    "rule": "cost-per-hour-spike",
+    "severity": "critical",
+    "state": "firing",
+    "scope": {"agent": "researcher"},
+    "metric": "cost_usd",
+    "value": 41.2,
+    "baseline": 6.1,
+    "threshold": 15.8,
+    "message": "spike",
+    "started_at": 1_790_000_000.0,
+    "last_notified_at": 1_790_000_000.0,
+    "updated_at": 1_790_000_000.0,
 }
 
 
@@ -31,13 +42,23 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 
 def client(collector: Running, project: str) -> httpx.Client:
     """A client with a read and admin key: what ``agentwatch alerts run`` needs to read and to write history."""
-    return httpx.Client(base_url=collector.url, headers={"Authorization": f"Bearer {collector.key(project, ['read', 'admin'])}"}, timeout=30)
+    return httpx.Client(
+        base_url=collector.url,
+        headers={"Authorization": f"Bearer {collector.key(project, ['read', 'admin'])}"},
+        timeout=30,
+    )
 
 
 def test_rules_are_the_defaults_without_a_file(collector: Running) -> None:
     rules = client(collector, "a").get("/api/alerts/rules").json()
     names = [r["name"] for r in rules]
-    assert "cost-per-hour-spike" in names and "success-rate-drop" in names and "stuck-run" in names and "user-cost-spike" in names and len(names) == 14
+    assert (
+        "cost-per-hour-spike" in names
+        and "success-rate-drop" in names
+        and "stuck-run" in names
+        and "user-cost-spike" in names
+        and len(names) == 14
+    )
     spike = next(r for r in rules if r["name"] == "cost-per-hour-spike")
     assert spike["window_s"] == 3600 and spike["condition"]["kind"] == "anomaly" and spike["scope"] == {"agent": "*"}
 
@@ -49,7 +70,11 @@ def test_history_is_written_and_read_per_project(collector: Running) -> None:
     assert a.post("/api/alerts", json=[resolved]).status_code == 201
     window = {"start": 1_789_999_000, "end": 1_790_003_600}
     [alert] = a.get("/api/alerts", params=window).json()
-    assert alert["state"] == "resolved" and alert["resolved_at"] == 1_790_000_600.0 and alert["scope"] == {"agent": "researcher"}
+    assert (
+        alert["state"] == "resolved"
+        and alert["resolved_at"] == 1_790_000_600.0
+        and alert["scope"] == {"agent": "researcher"}
+    )
     assert a.get("/api/alerts", params={**window, "state": "firing"}).json() == []
     assert b.get("/api/alerts", params=window).json() == []
     assert a.get("/api/alerts/context").json() == {"project": "a"}
@@ -58,8 +83,16 @@ def test_history_is_written_and_read_per_project(collector: Running) -> None:
 
 @pytest.mark.parametrize(
     "change",
-    [{"value": float("inf")}, {"started_at": 1e300}, {"started_at": -5}, {"alert_id": ""}, {"state": "exploded"}, {"scope": {str(i): "x" for i in range(50)}},
-     {"scope": {"k" * 257: "x"}}, {"scope": {"agent": "v" * 1025}}],
+    [
+        {"value": float("inf")},
+        {"started_at": 1e300},
+        {"started_at": -5},
+        {"alert_id": ""},
+        {"state": "exploded"},
+        {"scope": {str(i): "x" for i in range(50)}},
+        {"scope": {"k" * 257: "x"}},
+        {"scope": {"agent": "v" * 1025}},
+    ],
 )
 def test_bad_alert_bodies_are_422(collector: Running, change: dict) -> None:
     body = json.dumps([{**ALERT, **change}])  # allows Infinity, as some clients send it
@@ -74,7 +107,17 @@ def test_extreme_time_range_is_not_an_error(collector: Running) -> None:
 
 def test_deliveries_round_trip(collector: Running) -> None:
     c = client(collector, "c")
-    body = [{"alert_id": "a9", "channel": "hook", "attempt": 1, "ok": False, "error": "HTTP 500", "at": 1_790_000_000.5, "event": "firing"}]
+    body = [
+        {
+            "alert_id": "a9",
+            "channel": "hook",
+            "attempt": 1,
+            "ok": False,
+            "error": "HTTP 500",
+            "at": 1_790_000_000.5,
+            "event": "firing",
+        }
+    ]
     assert c.post("/api/alerts/deliveries", json=body).status_code == 201
     assert c.get("/api/alerts/deliveries", params={"alert_id": "a9"}).json() == body
     assert client(collector, "a").get("/api/alerts/deliveries", params={"alert_id": "a9"}).json() == []
@@ -103,9 +146,19 @@ def test_run_states_for_an_out_of_process_evaluator(collector: Running) -> None:
         backend.close()
     assert ages == {"hung": pytest.approx(600, abs=1)}
     c = client(collector, "d")
-    assert c.get("/api/alerts/run-states", params={"metric": "incomplete_run_rate", "now": now, "window_s": 900}).json() == {"metric": "incomplete_run_rate", "values": {"": None}}
-    assert c.get("/api/alerts/run-states", params={"metric": "cost_usd", "now": now, "window_s": 900}).status_code == 422
-    assert c.get("/api/alerts/run-states", params={"metric": "incomplete_run_rate", "now": now, "window_s": 900, "group_by": "model"}).status_code == 422
+    assert c.get(
+        "/api/alerts/run-states", params={"metric": "incomplete_run_rate", "now": now, "window_s": 900}
+    ).json() == {"metric": "incomplete_run_rate", "values": {"": None}}
+    assert (
+        c.get("/api/alerts/run-states", params={"metric": "cost_usd", "now": now, "window_s": 900}).status_code == 422
+    )
+    assert (
+        c.get(
+            "/api/alerts/run-states",
+            params={"metric": "incomplete_run_rate", "now": now, "window_s": 900, "group_by": "model"},
+        ).status_code
+        == 422
+    )
 
 
 def test_per_user_series_for_an_out_of_process_evaluator(collector: Running) -> None:
@@ -113,7 +166,10 @@ def test_per_user_series_for_an_out_of_process_evaluator(collector: Running) -> 
     t0 = int(time.time()) // 60 * 60 - 600
     rows = []
     for user, cost in (("alice", 0.5), ("bob", 0.25)):
-        rows += [dataclasses.replace(r, user_id=user) if r.kind == "run" else r for r in agent_run(project="e", start_s=t0 + 5, steps=1, cost_per_call=cost)]
+        rows += [
+            dataclasses.replace(r, user_id=user) if r.kind == "run" else r
+            for r in agent_run(project="e", start_s=t0 + 5, steps=1, cost_per_call=cost)
+        ]
     collector.app.state.store.get().insert_spans(rows)
     backend = HttpBackend(collector.url, [collector.key("e", ["read"])])
     try:
@@ -124,4 +180,7 @@ def test_per_user_series_for_an_out_of_process_evaluator(collector: Running) -> 
     c = client(collector, "e")
     bad = {"metric": "ttft_p95", "start": t0, "end": t0 + 60, "step_s": 60, "group_by": "user"}
     assert c.get("/api/alerts/scope-series", params=bad).status_code == 422
-    assert c.get("/api/alerts/scope-series", params={**bad, "metric": "runs", "end": t0 + 10**7, "step_s": 1}).status_code == 422
+    assert (
+        c.get("/api/alerts/scope-series", params={**bad, "metric": "runs", "end": t0 + 10**7, "step_s": 1}).status_code
+        == 422
+    )

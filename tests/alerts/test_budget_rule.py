@@ -57,7 +57,9 @@ def test_the_last_days_pace_fires_before_the_months_average_does(store: Store) -
     pager = Pager()
     evaluator = Evaluator(parse_rules(RULES, env={"BUDGET": "100"}), backend, backend, pager)  # type: ignore[arg-type]
     events = evaluator.run_once(now=now)
-    assert [(event, alert.rule, round(alert.value or 0)) for event, alert in events] == [("firing", "budget-pace", round(pace))]
+    assert [(event, alert.rule, round(alert.value or 0)) for event, alert in events] == [
+        ("firing", "budget-pace", round(pace))
+    ]
 
 
 def test_month_remaining_counts_to_the_utc_months_end() -> None:

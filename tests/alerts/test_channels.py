@@ -31,10 +31,22 @@ from tests.support.ports import free_port
 
 
 def notification(event: str = "firing") -> Notification:
-    alert = Alert(project="proj", alert_id="a1", fingerprint="fp1", rule="cost-per-hour-spike", severity="critical", state="firing",
-                  scope={"agent": "researcher"}, metric="cost_usd", value=41.2, baseline=6.1, threshold=15.8,
-                  message="cost-per-hour-spike [agent=researcher]: cost_usd = 41.2", started_at=1_800_000_000.0,
-                  last_notified_at=1_800_000_000.0)
+    alert = Alert(
+        project="proj",
+        alert_id="a1",
+        fingerprint="fp1",
+        rule="cost-per-hour-spike",
+        severity="critical",
+        state="firing",
+        scope={"agent": "researcher"},
+        metric="cost_usd",
+        value=41.2,
+        baseline=6.1,
+        threshold=15.8,
+        message="cost-per-hour-spike [agent=researcher]: cost_usd = 41.2",
+        started_at=1_800_000_000.0,
+        last_notified_at=1_800_000_000.0,
+    )
     return Notification(event, alert, 1_800_000_000.0, "cost per hour spiked")  # type: ignore[arg-type]
 
 
@@ -78,8 +90,26 @@ def test_email_plain_smtp(smtp_server: tuple[Mailbox, int]) -> None:
 
 def _self_signed(tmp_path: Path) -> ssl.SSLContext:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=127.0.0.1"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
     return context
@@ -88,19 +118,45 @@ def _self_signed(tmp_path: Path) -> ssl.SSLContext:
 def test_email_starttls_and_login(tmp_path: Path) -> None:
     mailbox, port = Mailbox(), free_port()
 
-    def authenticator(server: object, session: object, envelope: object, mechanism: str, auth_data: object) -> AuthResult:
+    def authenticator(
+        server: object, session: object, envelope: object, mechanism: str, auth_data: object
+    ) -> AuthResult:
         ok = getattr(auth_data, "login", b"") == b"alice" and getattr(auth_data, "password", b"") == b"pw"
         return AuthResult(success=ok)
 
-    controller = Controller(mailbox, hostname="127.0.0.1", port=port, tls_context=_self_signed(tmp_path), require_starttls=True,
-                            authenticator=authenticator, auth_require_tls=True)
+    controller = Controller(
+        mailbox,
+        hostname="127.0.0.1",
+        port=port,
+        tls_context=_self_signed(tmp_path),
+        require_starttls=True,
+        authenticator=authenticator,
+        auth_require_tls=True,
+    )
     controller.start()
     try:
-        channel = EmailChannel(host="127.0.0.1", port=port, to=("x@example.com",), starttls=True, verify_tls=False, user="alice", password="pw")
+        channel = EmailChannel(
+            host="127.0.0.1",
+            port=port,
+            to=("x@example.com",),
+            starttls=True,
+            verify_tls=False,
+            user="alice",
+            password="pw",
+        )
         channel.send(notification())
         assert len(mailbox.wait_for(1)) == 1
         with pytest.raises(DeliveryError, match="SMTP"):
-            EmailChannel(host="127.0.0.1", port=port, to=("x@example.com",), starttls=True, verify_tls=False, user="alice", password="wrong", timeout_s=1).send(notification())
+            EmailChannel(
+                host="127.0.0.1",
+                port=port,
+                to=("x@example.com",),
+                starttls=True,
+                verify_tls=False,
+                user="alice",
+                password="wrong",
+                timeout_s=1,
+            ).send(notification())
         with pytest.raises(DeliveryError, match="SMTP"):  # the server insists on STARTTLS
             EmailChannel(host="127.0.0.1", port=port, to=("x@example.com",)).send(notification())
     finally:
@@ -129,8 +185,14 @@ class SlowChannel:
 def test_failing_channel_is_retried_and_recorded_while_others_deliver(receiver: Receiver) -> None:
     deliveries: list[Delivery] = []
     slow = SlowChannel()
-    channels = {"good": WebhookChannel(url=receiver.url), "bad": WebhookChannel(url=f"http://127.0.0.1:{free_port()}/", timeout_s=1), "slow": slow}
-    dispatcher = Dispatcher(channels, record=deliveries.append, policy=DeliveryPolicy(attempts=3, backoff_s=0.05, max_backoff_s=0.2))
+    channels = {
+        "good": WebhookChannel(url=receiver.url),
+        "bad": WebhookChannel(url=f"http://127.0.0.1:{free_port()}/", timeout_s=1),
+        "slow": slow,
+    }
+    dispatcher = Dispatcher(
+        channels, record=deliveries.append, policy=DeliveryPolicy(attempts=3, backoff_s=0.05, max_backoff_s=0.2)
+    )
     try:
         started = time.monotonic()
         dispatcher.submit(notification(), ["good", "bad", "slow"])
@@ -150,7 +212,11 @@ def test_failing_channel_is_retried_and_recorded_while_others_deliver(receiver: 
 def test_retry_succeeds_after_transient_failures(receiver: Receiver) -> None:
     receiver.fail_first = 2
     deliveries: list[Delivery] = []
-    dispatcher = Dispatcher({"hook": WebhookChannel(url=receiver.url)}, record=deliveries.append, policy=DeliveryPolicy(attempts=5, backoff_s=0.05))
+    dispatcher = Dispatcher(
+        {"hook": WebhookChannel(url=receiver.url)},
+        record=deliveries.append,
+        policy=DeliveryPolicy(attempts=5, backoff_s=0.05),
+    )
     try:
         dispatcher.submit(notification(), ["hook"])
         assert dispatcher.flush(timeout=10)

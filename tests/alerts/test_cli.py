@@ -38,7 +38,9 @@ def test_check_names_line_and_key_of_a_bad_file(tmp_path: Path, capsys: pytest.C
     assert f"{bad}:4: rules[0].condition:" in err and "z_resolve" in err
 
 
-def test_test_command_sends_a_signed_test_notification(tmp_path: Path, receiver: Receiver, capsys: pytest.CaptureFixture[str]) -> None:
+def test_test_command_sends_a_signed_test_notification(
+    tmp_path: Path, receiver: Receiver, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["alerts", "test", "--channel", "hook", "--rules", str(write_rules(tmp_path, receiver.url))]) == 0
     [request] = receiver.wait_for(1)
     assert request.headers[SIGNATURE_HEADER.lower()] == sign("cli-secret", request.body)
@@ -67,16 +69,24 @@ def test_run_once_over_http_fires_and_stores_history_in_the_collector(tmp_path: 
         wait_for_runs(collector.url, key, t0 - 60, now + 60, sent)
         evaluator = collector.key("watched", ["read", "admin"])  # alerts run reads and writes alert history
         code = main(["alerts", "run", "--once", "--url", collector.url, "--key", evaluator, "--rules", str(rules)])
-        again = main(["alerts", "run", "--once", "--url", collector.url, "--key", evaluator, "--rules", str(rules)])  # reloads it as firing
+        again = main(
+            ["alerts", "run", "--once", "--url", collector.url, "--key", evaluator, "--rules", str(rules)]
+        )  # reloads it as firing
         headers = {"Authorization": f"Bearer {key}"}
-        alerts = httpx.get(f"{collector.url}/api/alerts", params={"state": "firing", "start": t0}, headers=headers).json()
+        alerts = httpx.get(
+            f"{collector.url}/api/alerts", params={"state": "firing", "start": t0}, headers=headers
+        ).json()
         deliveries = httpx.get(f"{collector.url}/api/alerts/deliveries", headers=headers).json()
-        foreign = httpx.get(f"{collector.url}/api/alerts", params={"start": t0}, headers={"Authorization": f"Bearer {other}"}).json()
+        foreign = httpx.get(
+            f"{collector.url}/api/alerts", params={"start": t0}, headers={"Authorization": f"Bearer {other}"}
+        ).json()
     assert code == 0 and again == 0
     time.sleep(0.2)
     [request] = receiver.requests  # the second process did not notify again
     body = json.loads(request.body)
-    assert body["event"] == "firing" and body["project"] == "watched" and body["alert"]["scope"] == {"agent": "researcher"}
+    assert (
+        body["event"] == "firing" and body["project"] == "watched" and body["alert"]["scope"] == {"agent": "researcher"}
+    )
     assert [(a["rule"], a["alert_id"]) for a in alerts] == [("spend", body["alert"]["alert_id"])]
     assert [(d["channel"], d["attempt"], d["ok"]) for d in deliveries] == [("hook", 1, True)]
     assert foreign == []  # another project's key sees none of it

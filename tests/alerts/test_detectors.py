@@ -41,7 +41,9 @@ def test_seasonal_detector_waits_for_a_whole_season() -> None:
 def daily(days: int, *, seed: int = 1, drift: float = 0.0) -> list[float]:
     rng = np.random.default_rng(seed)
     t = np.arange(days * 24)
-    values = 10 * (1 + 0.5 * np.sin(2 * math.pi * t / 24)) * np.exp(drift * t / len(t)) * np.exp(rng.normal(0, 0.1, len(t)))
+    values = (
+        10 * (1 + 0.5 * np.sin(2 * math.pi * t / 24)) * np.exp(drift * t / len(t)) * np.exp(rng.normal(0, 0.1, len(t)))
+    )
     return values.tolist()
 
 
@@ -86,7 +88,9 @@ def test_a_near_idle_baseline_does_not_hide_a_spike() -> None:
     """Seen in CI's demo under load: a baseline of $0, $0.0001 and $0.004 buckets read in log
     space as orders of magnitude of noise, and a $0.08 spike stayed under a $0.26 threshold.
     Values below min_delta cannot alert, so their spread must not widen the band."""
-    detector = AnomalyDetector(transform="log", z=3, z_resolve=0.5, min_ratio=3, min_delta=0.03, history_s=40, season_s=0, min_history=3)
+    detector = AnomalyDetector(
+        transform="log", z=3, z_resolve=0.5, min_ratio=3, min_delta=0.03, history_s=40, season_s=0, min_history=3
+    )
     idle = [8.5e-05, 0.0002616, 0.0, 0.0040621]  # before: threshold $7.75
     verdict = detector.detect([*idle, 0.0768], step_s=5)
     assert verdict.ready and verdict.firing, verdict

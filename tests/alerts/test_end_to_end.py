@@ -21,7 +21,6 @@ SPIKE = 20  # the minute of the cost spike
 MINUTES = 30
 
 
-
 def advance(app: object, now: float) -> None:
     """Set the evaluator's clock and wait for two complete rounds at that time."""
     state = app.state  # type: ignore[attr-defined]
@@ -42,7 +41,13 @@ def test_cost_spike_notifies_once_then_resolves_once(tmp_path: Path, receiver: R
     with serve(settings) as collector:
         collector.app.state.alerts_clock = lambda: float(t0)  # before any traffic: nothing to judge
         key = collector.key("e2e")
-        wait_for_runs(collector.url, key, t0 - 60, t0 + MINUTES * 60, export_traffic(collector.url, key, t0, minutes=MINUTES, spike_minutes={SPIKE}))
+        wait_for_runs(
+            collector.url,
+            key,
+            t0 - 60,
+            t0 + MINUTES * 60,
+            export_traffic(collector.url, key, t0, minutes=MINUTES, spike_minutes={SPIKE}),
+        )
         for minute in range(SPIKE - 3, SPIKE):
             advance(collector.app, t0 + minute * 60 + 30)
         assert receiver.requests == []
@@ -52,13 +57,21 @@ def test_cost_spike_notifies_once_then_resolves_once(tmp_path: Path, receiver: R
         for minute in range(SPIKE + 2, SPIKE + 6):
             advance(collector.app, t0 + minute * 60 + 30)
         requests = receiver.wait_for(2)
-        alerts = httpx.get(f"{collector.url}/api/alerts", params={"start": t0, "end": t0 + 3600}, headers={"Authorization": f"Bearer {key}"}).json()
+        alerts = httpx.get(
+            f"{collector.url}/api/alerts",
+            params={"start": t0, "end": t0 + 3600},
+            headers={"Authorization": f"Bearer {key}"},
+        ).json()
         rules_out = httpx.get(f"{collector.url}/api/alerts/rules", headers={"Authorization": f"Bearer {key}"}).json()
     assert [r.json()["event"] for r in requests] == ["firing", "resolved"]
     for request in requests:
         assert request.headers[SIGNATURE_HEADER.lower()] == sign("e2e-secret", request.body)
     fired = requests[0].json()["alert"]
-    assert fired["rule"] == "spend" and fired["scope"] == {"agent": "researcher"} and fired["started_at"] == t0 + SPIKE * 60 + 30
+    assert (
+        fired["rule"] == "spend"
+        and fired["scope"] == {"agent": "researcher"}
+        and fired["started_at"] == t0 + SPIKE * 60 + 30
+    )
     assert requests[1].json()["alert"]["resolved_at"] == t0 + (SPIKE + 2) * 60 + 30
     assert [(a["alert_id"], a["state"]) for a in alerts] == [(fired["alert_id"], "resolved")]
     assert [r["name"] for r in rules_out] == ["spend"]
@@ -68,8 +81,17 @@ def test_bad_rules_file_keeps_the_collector_ingesting(tmp_path: Path, caplog: py
     rules = tmp_path / "rules.yaml"
     rules.write_text("rules:\n  - name: spend\n    metric: cost_usd\n    condition: {kind: anomaly, z: banana}\n")
     t0 = int(time.time()) // 60 * 60 - 120
-    with caplog.at_level("ERROR", logger="agentwatch.alerts"), serve(settings_for(tmp_path / "data", alert_rules=str(rules), alert_interval_s=1)) as collector:
+    with (
+        caplog.at_level("ERROR", logger="agentwatch.alerts"),
+        serve(settings_for(tmp_path / "data", alert_rules=str(rules), alert_interval_s=1)) as collector,
+    ):
         key = collector.key("p")
-        wait_for_runs(collector.url, key, t0 - 60, t0 + 120, export_traffic(collector.url, key, t0, minutes=1, spike_minutes=set()))
+        wait_for_runs(
+            collector.url,
+            key,
+            t0 - 60,
+            t0 + 120,
+            export_traffic(collector.url, key, t0, minutes=1, spike_minutes=set()),
+        )
         assert collector.app.state.alerts.evaluator is None
     assert f"{rules}:4: rules[0].condition.z: expected a number" in caplog.text

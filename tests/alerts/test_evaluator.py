@@ -75,7 +75,9 @@ def test_spike_fires_once_and_resolves_once(store: Store, receiver: Receiver) ->
     assert fired["event"] == "firing" and fired["alert"]["scope"] == {"agent": "researcher"}
     assert fired["alert"]["value"] > 2 * fired["alert"]["baseline"] and fired["alert"]["threshold"] is not None
     assert resolved["event"] == "resolved" and resolved["alert"]["alert_id"] == fired["alert"]["alert_id"]
-    stored = store.query(qa.LIST_ALERTS, {"project": "p1", "state": "", "start_ms": 0, "end_ms": 4_000_000_000_000, "limit": 10})
+    stored = store.query(
+        qa.LIST_ALERTS, {"project": "p1", "state": "", "start_ms": 0, "end_ms": 4_000_000_000_000, "limit": 10}
+    )
     assert [(a["state"], a["started_at"], a["resolved_at"]) for a in stored] == [
         ("resolved", T0 + SPIKE_MINUTE * 60 + 30, T0 + (SPIKE_MINUTE + 2) * 60 + 30)
     ]
@@ -102,7 +104,9 @@ def test_restart_reloads_firing_alerts_without_renotifying(store: Store, receive
         second, dispatcher2 = make(store, rules(receiver.url))  # a restarted evaluator
         try:
             assert drive(second, range(SPIKE_MINUTE + 1, SPIKE_MINUTE + 2)) == []
-            assert drive(second, range(SPIKE_MINUTE + 2, SPIKE_MINUTE + 3)) == [("resolved", SPIKE_MINUTE + 2, alert_id)]
+            assert drive(second, range(SPIKE_MINUTE + 2, SPIKE_MINUTE + 3)) == [
+                ("resolved", SPIKE_MINUTE + 2, alert_id)
+            ]
         finally:
             dispatcher2.close()
     finally:
@@ -120,7 +124,11 @@ def test_failing_channel_is_retried_and_recorded_while_webhook_delivers(store: S
         dispatcher.close()
     assert len(receiver.wait_for(1)) == 1
     rows = store.query(qa.LIST_DELIVERIES, {"project": "p1", "alert_id": alert_id, "limit": 10})
-    assert sorted((r["channel"], r["attempt"], r["ok"]) for r in rows) == [("bad", 1, False), ("bad", 2, False), ("hook", 1, True)]
+    assert sorted((r["channel"], r["attempt"], r["ok"]) for r in rows) == [
+        ("bad", 1, False),
+        ("bad", 2, False),
+        ("hook", 1, True),
+    ]
     assert all("ConnectError" in r["error"] for r in rows if r["channel"] == "bad")
 
 
@@ -147,9 +155,13 @@ def test_alert_of_a_removed_rule_resolves_quietly(store: Store, receiver: Receiv
     without_spend = RulesConfig(tuple(r for r in config.rules if r.name != "spend"), config.channels, config.delivery)
     evaluator, dispatcher = make(store, without_spend)
     try:
-        assert drive(evaluator, range(SPIKE_MINUTE + 1, SPIKE_MINUTE + 2)) == []  # no notification: its channels are gone
+        assert (
+            drive(evaluator, range(SPIKE_MINUTE + 1, SPIKE_MINUTE + 2)) == []
+        )  # no notification: its channels are gone
     finally:
         dispatcher.close()
-    stored = store.query(qa.LIST_ALERTS, {"project": "p1", "state": "", "start_ms": 0, "end_ms": 4_000_000_000_000, "limit": 10})
+    stored = store.query(
+        qa.LIST_ALERTS, {"project": "p1", "state": "", "start_ms": 0, "end_ms": 4_000_000_000_000, "limit": 10}
+    )
     assert [(a["alert_id"], a["state"]) for a in stored] == [(alert_id, "resolved")]
     assert "no longer configured" in stored[0]["message"]

@@ -26,7 +26,9 @@ def make(store: Store, config: RulesConfig) -> tuple[Evaluator, Dispatcher]:
     return incident_setup.make(config, StoreBackend(store))
 
 
-def test_one_firing_and_one_resolved_per_channel_signed_and_retried(store: Store, receiver: Receiver, smtp_server: tuple[Mailbox, int]) -> None:
+def test_one_firing_and_one_resolved_per_channel_signed_and_retried(
+    store: Store, receiver: Receiver, smtp_server: tuple[Mailbox, int]
+) -> None:
     mailbox, port = smtp_server
     seed(store)
     receiver.fail_first = 3  # the first deliveries fail: retried
@@ -44,17 +46,33 @@ def test_one_firing_and_one_resolved_per_channel_signed_and_retried(store: Store
         assert request.headers[IDEMPOTENCY_HEADER.lower()] == request.json()["idempotency_key"]
     fired, resolved = (r.json() for r in hooks)
     alert = fired["alert"]
-    assert alert["scope"] == {"agent": "researcher"} and alert["value"] > 2 * alert["baseline"] and alert["threshold"] is not None
+    assert (
+        alert["scope"] == {"agent": "researcher"}
+        and alert["value"] > 2 * alert["baseline"]
+        and alert["threshold"] is not None
+    )
     assert alert["started_at"] == T0 + 20 * 60 + 5
-    assert fired["link"].startswith(f"http://dash.example:8501/alerts?alert={alert['alert_id']}&project=p1&") and "agent=researcher" in fired["link"] and f"start={T0 + 19 * 60}" in fired["link"]
+    assert (
+        fired["link"].startswith(f"http://dash.example:8501/alerts?alert={alert['alert_id']}&project=p1&")
+        and "agent=researcher" in fired["link"]
+        and f"start={T0 + 19 * 60}" in fired["link"]
+    )
     assert resolved["alert"]["alert_id"] == alert["alert_id"] and resolved["alert"]["peak"] >= alert["value"]
-    assert [p["text"].split("]")[0] for p in by_path(receiver, "/slack")] == ["[agentwatch FIRING", "[agentwatch RESOLVED"]
+    assert [p["text"].split("]")[0] for p in by_path(receiver, "/slack")] == [
+        "[agentwatch FIRING",
+        "[agentwatch RESOLVED",
+    ]
     mails = mailbox.wait_for(2)
     assert len(mails) == 2
     subjects = [message_from_bytes(content)["Subject"] for _, _, content in mails]
     assert ["FIRING" in subjects[0], "RESOLVED" in subjects[1]] == [True, True]
     body = message_from_bytes(mails[0][2]).get_payload(decode=True).decode()
-    assert "scope: agent=researcher" in body and "incident started" in body and "baseline" in body and "http://dash.example:8501/alerts?alert=" in body
+    assert (
+        "scope: agent=researcher" in body
+        and "incident started" in body
+        and "baseline" in body
+        and "http://dash.example:8501/alerts?alert=" in body
+    )
     rows = store.query(qa.LIST_DELIVERIES, {"project": "p1", "alert_id": alert["alert_id"], "limit": 100})
     assert sum(not r["ok"] for r in rows) == 3
     assert sorted((r["channel"], r["event"]) for r in rows if r["ok"]) == sorted(
@@ -62,7 +80,9 @@ def test_one_firing_and_one_resolved_per_channel_signed_and_retried(store: Store
     )
 
 
-def test_a_restart_mid_incident_sends_nothing_twice(store: Store, receiver: Receiver, smtp_server: tuple[Mailbox, int]) -> None:
+def test_a_restart_mid_incident_sends_nothing_twice(
+    store: Store, receiver: Receiver, smtp_server: tuple[Mailbox, int]
+) -> None:
     mailbox, port = smtp_server
     seed(store)
     first, dispatcher = make(store, rules(receiver.url, port))
@@ -78,11 +98,16 @@ def test_a_restart_mid_incident_sends_nothing_twice(store: Store, receiver: Rece
     finally:
         dispatcher.close()
     assert [r["event"] for r in by_path(receiver, "/hook")] == ["firing", "resolved"]
-    assert [p["text"].split("]")[0] for p in by_path(receiver, "/slack")] == ["[agentwatch FIRING", "[agentwatch RESOLVED"]
+    assert [p["text"].split("]")[0] for p in by_path(receiver, "/slack")] == [
+        "[agentwatch FIRING",
+        "[agentwatch RESOLVED",
+    ]
     assert len(mailbox.wait_for(2)) == 2
 
 
-def test_a_notification_cut_off_by_a_stop_is_sent_once_after_the_restart(store: Store, receiver: Receiver, smtp_server: tuple[Mailbox, int]) -> None:
+def test_a_notification_cut_off_by_a_stop_is_sent_once_after_the_restart(
+    store: Store, receiver: Receiver, smtp_server: tuple[Mailbox, int]
+) -> None:
     mailbox, port = smtp_server
     seed(store)
     config = rules(receiver.url, port)
@@ -104,4 +129,6 @@ def test_a_notification_cut_off_by_a_stop_is_sent_once_after_the_restart(store: 
             dispatcher.close()
     hooks = by_path(receiver, "/hook")
     assert [r["event"] for r in hooks] == ["firing"] and hooks[0]["alert"]["started_at"] == T0 + 20 * 60 + 5
-    assert len(by_path(receiver, "/slack")) == 1 and len(mailbox.wait_for(1)) == 1  # delivered before the stop: not again
+    assert (
+        len(by_path(receiver, "/slack")) == 1 and len(mailbox.wait_for(1)) == 1
+    )  # delivered before the stop: not again

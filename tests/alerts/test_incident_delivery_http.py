@@ -31,7 +31,9 @@ def restart(url: str, key: str, config: object, minutes: range) -> list[tuple[st
     return events
 
 
-def test_restarts_of_the_out_of_process_evaluator_neither_duplicate_nor_lose(tmp_path: Path, receiver: Receiver, smtp_server: tuple[Mailbox, int]) -> None:
+def test_restarts_of_the_out_of_process_evaluator_neither_duplicate_nor_lose(
+    tmp_path: Path, receiver: Receiver, smtp_server: tuple[Mailbox, int]
+) -> None:
     mailbox, port = smtp_server
     config = rules(receiver.url, port)
     with serve(settings_for(tmp_path / "data")) as collector:  # in-process alerts off
@@ -44,12 +46,17 @@ def test_restarts_of_the_out_of_process_evaluator_neither_duplicate_nor_lose(tmp
         assert restart(collector.url, key, config, range(22, 26)) == []  # owes the hooks' firing: sent once
         assert restart(collector.url, key, config, range(26, 31)) == [("resolved", 28)]
         assert restart(collector.url, key, config, range(31, 32)) == []  # owes nothing
-        deliveries = httpx.get(f"{collector.url}/api/alerts/deliveries", params={"limit": 1000}, headers={"Authorization": f"Bearer {key}"}).json()
+        deliveries = httpx.get(
+            f"{collector.url}/api/alerts/deliveries", params={"limit": 1000}, headers={"Authorization": f"Bearer {key}"}
+        ).json()
     hooks = [r for r in receiver.requests if r.path == "/hook"]
     assert [r.json()["event"] for r in hooks] == ["firing", "resolved"]
     assert all(r.headers[SIGNATURE_HEADER.lower()] == sign("s3cret", r.body) for r in hooks)
     assert hooks[0].json()["alert"]["alert_id"] == hooks[1].json()["alert"]["alert_id"]
-    assert [p["text"].split("]")[0] for p in by_path(receiver, "/slack")] == ["[agentwatch FIRING", "[agentwatch RESOLVED"]
+    assert [p["text"].split("]")[0] for p in by_path(receiver, "/slack")] == [
+        "[agentwatch FIRING",
+        "[agentwatch RESOLVED",
+    ]
     assert len(mailbox.wait_for(2)) == 2
     ok = sorted((d["channel"], d["event"]) for d in deliveries if d["ok"])
     assert ok == sorted((c, e) for c in ("hook", "slack", "mail", "log") for e in ("firing", "resolved"))

@@ -24,7 +24,9 @@ def normal(n: int, seed: int = 1) -> list[float]:
     return (1.0 * np.exp(rng.normal(0, 0.08, n))).tolist()
 
 
-def with_spike(n: int, start: int, length: int, factor: float = 6.0, *, dips: tuple[int, ...] = (), seed: int = 1) -> list[float]:
+def with_spike(
+    n: int, start: int, length: int, factor: float = 6.0, *, dips: tuple[int, ...] = (), seed: int = 1
+) -> list[float]:
     values = normal(n, seed)
     for i in range(start, start + length):
         values[i] *= 1.2 if i - start in dips else factor
@@ -43,7 +45,9 @@ rules:
 """
 
 
-def run(values: list[float] | dict[str, list[float | None]], lifecycle: str = "", condition: str = "") -> list[tuple[str, int, str]]:
+def run(
+    values: list[float] | dict[str, list[float | None]], lifecycle: str = "", condition: str = ""
+) -> list[tuple[str, int, str]]:
     """(event, window index, agent) of every notification, evaluating once per window."""
     config = parse_rules(rule_text(lifecycle, condition))
     series_values = values if isinstance(values, dict) else {"researcher": values}
@@ -59,7 +63,14 @@ def run(values: list[float] | dict[str, list[float | None]], lifecycle: str = ""
 
 def test_a_spike_that_dips_is_one_incident_with_resolve_after() -> None:
     values = with_spike(60, 30, 12, dips=(4, 8))
-    assert [e for e, _, _ in run(values, "resolve_after: 1")] == ["firing", "resolved", "firing", "resolved", "firing", "resolved"]  # the flap
+    assert [e for e, _, _ in run(values, "resolve_after: 1")] == [
+        "firing",
+        "resolved",
+        "firing",
+        "resolved",
+        "firing",
+        "resolved",
+    ]  # the flap
     events = run(values, "resolve_after: 2")
     assert [(e, i) for e, i, _ in events] == [("firing", 30), ("resolved", 43)]
 
@@ -94,7 +105,12 @@ def test_for_waits_before_opening_and_the_incident_starts_at_the_first_breach() 
     config = parse_rules(rule_text("for: 2m"))
     source, pager = SyntheticSource([Series("researcher", "test", with_spike(60, 30, 5))], T0, STEP), Pager()
     evaluator = Evaluator(config, source, source, pager)  # type: ignore[arg-type]
-    fired = [alert for i in range(60) for event, alert in evaluator.run_once(now=T0 + (i + 1) * STEP + 1) if event == "firing"]
+    fired = [
+        alert
+        for i in range(60)
+        for event, alert in evaluator.run_once(now=T0 + (i + 1) * STEP + 1)
+        if event == "firing"
+    ]
     assert len(fired) == 1 and fired[0].started_at == T0 + 31 * STEP + 1
 
 
@@ -126,16 +142,35 @@ def test_no_data_keeps_the_incident_firing_and_notifies_once_when_asked() -> Non
 
 def test_scopes_are_separate_incidents() -> None:
     events = run({"researcher": with_spike(60, 30, 3), "writer": with_spike(60, 40, 3, seed=2)})
-    assert [(e, i, a) for e, i, a in events] == [("firing", 30, "researcher"), ("resolved", 33, "researcher"), ("firing", 40, "writer"), ("resolved", 43, "writer")]
+    assert [(e, i, a) for e, i, a in events] == [
+        ("firing", 30, "researcher"),
+        ("resolved", 33, "researcher"),
+        ("firing", 40, "writer"),
+        ("resolved", 43, "writer"),
+    ]
 
 
 def test_lifecycle_keys_parse_with_defaults_and_errors_name_the_key() -> None:
-    config = parse_rules(rule_text("for: 2m\n    keep_firing_for: 10m\n    resolve_after: 3\n    repeat_interval: 0\n    no_data: notify"))
+    config = parse_rules(
+        rule_text(
+            "for: 2m\n    keep_firing_for: 10m\n    resolve_after: 3\n    repeat_interval: 0\n    no_data: notify"
+        )
+    )
     (rule,) = config.rules
-    assert (rule.for_s, rule.keep_firing_for_s, rule.resolve_after, rule.repeat_interval_s, rule.no_data) == (120, 600, 3, 0, "notify")
+    assert (rule.for_s, rule.keep_firing_for_s, rule.resolve_after, rule.repeat_interval_s, rule.no_data) == (
+        120,
+        600,
+        3,
+        0,
+        "notify",
+    )
     assert rule.to_out().resolve_after == 3
     assert parse_rules(rule_text("cooldown: 2h")).rules[0].repeat_interval_s == 7200  # the older name
-    for bad, key in (("resolve_after: 0", "resolve_after"), ("no_data: resolve", "no_data"), ("cooldown: 1h\n    repeat_interval: 2h", "cooldown")):
+    for bad, key in (
+        ("resolve_after: 0", "resolve_after"),
+        ("no_data: resolve", "no_data"),
+        ("cooldown: 1h\n    repeat_interval: 2h", "cooldown"),
+    ):
         with pytest.raises(RulesError) as caught:
             parse_rules(rule_text(bad))
         assert caught.value.key == f"rules[0].{key}"
@@ -151,5 +186,7 @@ def test_the_incident_ends_at_its_first_clear_window_and_resolves_when_confirmed
     events = [(event, i, alert) for i in range(60) for event, alert in evaluator.run_once(now=T0 + (i + 1) * STEP + 1)]
     assert [(e, i) for e, i, _ in events] == [("firing", 30), ("resolved", 38)]
     alert = events[1][2]
-    assert alert.started_at == T0 + 31 * STEP + 1 and alert.resolved_at == T0 + 37 * STEP + 1  # windows 30..35 breached, 36 clear
+    assert (
+        alert.started_at == T0 + 31 * STEP + 1 and alert.resolved_at == T0 + 37 * STEP + 1
+    )  # windows 30..35 breached, 36 clear
     assert alert.last_notified_at == T0 + 39 * STEP + 1 and "resolved after 6 min" in alert.message

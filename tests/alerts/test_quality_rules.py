@@ -31,12 +31,24 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChdbStore]:
         dropped = hour == HOURS - 1
         for k in range(10):
             success = k < (3 if dropped else 9)
-            rows = agent_run(project="q", agent="researcher", start_s=T + hour * 3600 + k * 300, steps=1, outcome="success" if success else "failure")
+            rows = agent_run(
+                project="q",
+                agent="researcher",
+                start_s=T + hour * 3600 + k * 300,
+                steps=1,
+                outcome="success" if success else "failure",
+            )
             spans += rows
             score = (1.0 + k % 2) if dropped else (4.0 + k % 2)
-            feedback.append(("q", rows[0].trace_id, uuid.uuid4().hex, score, "", "", "user", T + hour * 3600 + k * 300 + 60))
+            feedback.append(
+                ("q", rows[0].trace_id, uuid.uuid4().hex, score, "", "", "user", T + hour * 3600 + k * 300 + 60)
+            )
     s.insert_spans(spans)
-    s.insert_rows("feedback", ("project", "trace_id", "feedback_id", "score", "label", "comment", "source", "created_at"), feedback)
+    s.insert_rows(
+        "feedback",
+        ("project", "trace_id", "feedback_id", "score", "label", "comment", "source", "created_at"),
+        feedback,
+    )
     yield s
     s.close()
 

@@ -45,8 +45,19 @@ def parse(text: str, **env: str) -> object:
 def test_default_rules_load_and_cover_the_issue() -> None:
     config = load_rules()
     names = {r.name for r in config.rules}
-    assert {"cost-per-hour-spike", "run-cost-outlier", "monthly-budget-burn", "tool-failure-rate", "error-rate", "timeout-rate",
-            "run-latency-p95-regression", "ttft-p95-regression", "runaway-steps", "success-rate-drop", "feedback-score-drop"} <= names
+    assert {
+        "cost-per-hour-spike",
+        "run-cost-outlier",
+        "monthly-budget-burn",
+        "tool-failure-rate",
+        "error-rate",
+        "timeout-rate",
+        "run-latency-p95-regression",
+        "ttft-p95-regression",
+        "runaway-steps",
+        "success-rate-drop",
+        "feedback-score-drop",
+    } <= names
     spike = next(r for r in config.rules if r.name == "cost-per-hour-spike")
     assert isinstance(spike.condition, AnomalyDetector) and spike.group_by == "agent" and spike.window_s == 3600
     assert config.source == str(DEFAULT_RULES)
@@ -68,7 +79,12 @@ def test_good_file_parses_with_env_expansion_and_defaults() -> None:
     assert steps.group_by == "model" and steps.filters() == {"agent": "researcher"} and steps.channels == ("log",)
     assert config.channels["ops"] == WebhookChannel(url="http://127.0.0.1:9/hook", secret="s3cret", timeout_s=5.0)
     mail = config.channels["mail"]
-    assert isinstance(mail, EmailChannel) and mail.port == 2525 and mail.sender == "aw@example.com" and mail.to == ("a@example.com", "b@example.com")
+    assert (
+        isinstance(mail, EmailChannel)
+        and mail.port == 2525
+        and mail.sender == "aw@example.com"
+        and mail.to == ("a@example.com", "b@example.com")
+    )
     assert config.delivery.attempts == 3 and config.delivery.backoff_s == 0.5
     out = spend.to_out()
     assert out.condition["kind"] == "anomaly" and out.window_s == 3600
@@ -77,21 +93,81 @@ def test_good_file_parses_with_env_expansion_and_defaults() -> None:
 @pytest.mark.parametrize(
     ("text", "line", "key", "words"),
     [
-        ("rules:\n  - name: a\n    metric: cost_usd\n    condition: {kind: threshold, threshold: 1}\n    windw: 1h\n", 5, "rules[0].windw", "unknown key"),
-        ("rules:\n  - name: a\n    metric: cost_dollars\n    condition: {kind: threshold, threshold: 1}\n", 3, "rules[0].metric", "must be one of"),
-        ("rules:\n  - name: a\n    metric: runs\n    condition:\n      kind: threshold\n      threshold: lots\n", 6, "rules[0].condition.threshold", "expected a number"),
-        ("rules:\n  - name: a\n    metric: runs\n    condition: {kind: anomaly, z: 2, z_resolve: 3}\n", 4, "rules[0].condition", "z_resolve"),
-        ("rules:\n  - name: a\n    metric: runs\n    window: soon\n    condition: {kind: threshold, threshold: 1}\n", 4, "rules[0].window", "duration"),
-        ("rules:\n  - name: a\n    metric: runs\n    condition: {kind: threshold, threshold: 1}\n    channels: [pager]\n", 5, "rules[0].channels[0]", "unknown channel 'pager'"),
-        ("channels:\n  hook: {type: webhook, url: '${NOPE}'}\nrules:\n  - {name: a, metric: runs, condition: {kind: threshold, threshold: 1}}\n", 2, "channels.hook.url", "NOPE is not set"),
+        (
+            "rules:\n  - name: a\n    metric: cost_usd\n    condition: {kind: threshold, threshold: 1}\n    windw: 1h\n",
+            5,
+            "rules[0].windw",
+            "unknown key",
+        ),
+        (
+            "rules:\n  - name: a\n    metric: cost_dollars\n    condition: {kind: threshold, threshold: 1}\n",
+            3,
+            "rules[0].metric",
+            "must be one of",
+        ),
+        (
+            "rules:\n  - name: a\n    metric: runs\n    condition:\n      kind: threshold\n      threshold: lots\n",
+            6,
+            "rules[0].condition.threshold",
+            "expected a number",
+        ),
+        (
+            "rules:\n  - name: a\n    metric: runs\n    condition: {kind: anomaly, z: 2, z_resolve: 3}\n",
+            4,
+            "rules[0].condition",
+            "z_resolve",
+        ),
+        (
+            "rules:\n  - name: a\n    metric: runs\n    window: soon\n    condition: {kind: threshold, threshold: 1}\n",
+            4,
+            "rules[0].window",
+            "duration",
+        ),
+        (
+            "rules:\n  - name: a\n    metric: runs\n    condition: {kind: threshold, threshold: 1}\n    channels: [pager]\n",
+            5,
+            "rules[0].channels[0]",
+            "unknown channel 'pager'",
+        ),
+        (
+            "channels:\n  hook: {type: webhook, url: '${NOPE}'}\nrules:\n  - {name: a, metric: runs, condition: {kind: threshold, threshold: 1}}\n",
+            2,
+            "channels.hook.url",
+            "NOPE is not set",
+        ),
         ("channels:\n  hook: {type: carrier-pigeon}\nrules: []\n", 2, "channels.hook.type", "must be one of"),
-        ("channels:\n  mail: {type: email, to: [x@example.com]}\nrules: []\n", 2, "channels.mail", "missing required key 'host'"),
-        ("rules:\n  - {name: a, metric: runs, condition: {kind: threshold, threshold: 1}}\n  - {name: a, metric: runs, condition: {kind: threshold, threshold: 2}}\n", 3, "rules[1].name", "duplicate rule name"),
-        ("rules:\n  - name: a\n    metric: runs\n    scope: {agent: '*', model: '*'}\n    condition: {kind: threshold, threshold: 1}\n", 4, "rules[0].scope", "at most one"),
-        ("rules:\n  - name: a\n    metric: projected_month_cost_usd\n    condition: {kind: anomaly}\n", 4, "rules[0].condition.kind", "only kind: threshold"),
+        (
+            "channels:\n  mail: {type: email, to: [x@example.com]}\nrules: []\n",
+            2,
+            "channels.mail",
+            "missing required key 'host'",
+        ),
+        (
+            "rules:\n  - {name: a, metric: runs, condition: {kind: threshold, threshold: 1}}\n  - {name: a, metric: runs, condition: {kind: threshold, threshold: 2}}\n",
+            3,
+            "rules[1].name",
+            "duplicate rule name",
+        ),
+        (
+            "rules:\n  - name: a\n    metric: runs\n    scope: {agent: '*', model: '*'}\n    condition: {kind: threshold, threshold: 1}\n",
+            4,
+            "rules[0].scope",
+            "at most one",
+        ),
+        (
+            "rules:\n  - name: a\n    metric: projected_month_cost_usd\n    condition: {kind: anomaly}\n",
+            4,
+            "rules[0].condition.kind",
+            "only kind: threshold",
+        ),
         ("rules:\n  - name: a\n    name: b\n", 3, "rules[0].name", "duplicate key"),
         ("version: 2\nrules: []\n", 1, "version", "unsupported version"),
-        ("rules:\n  - name: a\n    metric: runs\n    window: 1s\n    condition: {kind: anomaly, history: 1d}\n", 4, "rules[0].window", "at most 5000"),
+        (
+            "rules:\n  - name: a\n    metric: runs\n    window: 1s\n    condition: {kind: anomaly, history: 1d}\n",
+            4,
+            "rules[0].window",
+            "at most 5000",
+        ),
         ("rules: [\n", 2, "", "not valid YAML"),
         ("rules: []\n", 1, "rules", "non-empty list"),
     ],

@@ -36,7 +36,10 @@ rules:
 
 def user_run(user: str, minute: int, cost: float) -> list[SpanRow]:
     rows = agent_run(project="p1", agent="researcher", start_s=T0 + minute * 60 + 5, steps=1, cost_per_call=cost)
-    return [dataclasses.replace(r, user_id=user, session_id=f"{user}-s{minute // 10}") if r.kind == "run" else r for r in rows]
+    return [
+        dataclasses.replace(r, user_id=user, session_id=f"{user}-s{minute // 10}") if r.kind == "run" else r
+        for r in rows
+    ]
 
 
 def seed(store: Store) -> None:
@@ -54,14 +57,23 @@ def evaluate(store: Store, scope: str, top: str = "") -> list[tuple[str, int, st
     config = parse_rules(RULES.format(scope=scope, top_k=top))
     backend, pager = StoreBackend(store), Pager()
     evaluator = Evaluator(config, backend, backend, pager)  # type: ignore[arg-type]
-    return [(event, minute, alert.scope.get(scope, "")) for minute in range(12, 29) for event, alert in evaluator.run_once(now=T0 + minute * 60 + 30)]
+    return [
+        (event, minute, alert.scope.get(scope, ""))
+        for minute in range(12, 29)
+        for event, alert in evaluator.run_once(now=T0 + minute * 60 + 30)
+    ]
 
 
 def test_each_spiking_user_is_an_incident_the_agent_total_hides(store: Store) -> None:
     seed(store)
     assert evaluate(store, "agent") == []  # $1.00 -> $1.38 a minute: the heavy user hides both
     events = evaluate(store, "user", "top_k: 3")
-    assert sorted(events) == [("firing", 20, "u03"), ("firing", 20, "u07"), ("resolved", 24, "u03"), ("resolved", 24, "u07")]
+    assert sorted(events) == [
+        ("firing", 20, "u03"),
+        ("firing", 20, "u07"),
+        ("resolved", 24, "u03"),
+        ("resolved", 24, "u07"),
+    ]
     sessions = run_scope_series(store, "p1", "cost_usd", T0 + 1200, T0 + 1260, 60, "session")
     assert {p.group: p.value for p in sessions.points}["u03-s2"] == pytest.approx(0.20)
     assert len(sessions.points) == 11  # one session per user in that minute
@@ -76,13 +88,21 @@ def test_top_k_keeps_the_highest_now_and_every_open_incident() -> None:
 
 @pytest.mark.parametrize(
     ("scope", "problem"),
-    [('{user: "alice"}', 'takes "*" only'), ('{user: "*", agent: "*"}', "at most one of"), ('{session: "*", model: m}', "per session")],
+    [
+        ('{user: "alice"}', 'takes "*" only'),
+        ('{user: "*", agent: "*"}', "at most one of"),
+        ('{session: "*", model: m}', "per session"),
+    ],
 )
 def test_user_and_session_scopes_are_checked(scope: str, problem: str) -> None:
     with pytest.raises(RulesError, match=re.escape(problem)):
-        parse_rules(f"rules:\n  - name: a\n    metric: cost_usd\n    scope: {scope}\n    condition: {{kind: threshold, threshold: 1}}\n")
+        parse_rules(
+            f"rules:\n  - name: a\n    metric: cost_usd\n    scope: {scope}\n    condition: {{kind: threshold, threshold: 1}}\n"
+        )
     with pytest.raises(RulesError, match="per user"):
-        parse_rules('rules:\n  - name: a\n    metric: ttft_p95\n    scope: {user: "*"}\n    condition: {kind: threshold, threshold: 1}\n')
+        parse_rules(
+            'rules:\n  - name: a\n    metric: ttft_p95\n    scope: {user: "*"}\n    condition: {kind: threshold, threshold: 1}\n'
+        )
 
 
 def test_top_k_is_part_of_the_rule_as_served() -> None:

@@ -31,9 +31,7 @@ def _figures(e2e: float, query_s: float, disk_per_span: float, rss: int) -> dict
     }
 
 
-def _result(
-    products: dict[str, object], ratios: dict[str, object] | None = None
-) -> dict[str, object]:
+def _result(products: dict[str, object], ratios: dict[str, object] | None = None) -> dict[str, object]:
     result: dict[str, object] = {
         "command": "python -m bench.compare",
         "started_at": "2026-01-01T00:00:00+00:00",
@@ -61,9 +59,7 @@ def test_targets_are_met_or_missed_by_their_own_direction() -> None:
     px = _figures(e2e=100, query_s=0.1, disk_per_span=400, rss=1000 * 2**20)
     ratios = compare(aw, px)
     assert ratios["ingest_e2e"]["ratio"] == 1000 and ratios["ingest_e2e"]["met"] is True
-    assert (
-        ratios["aggregate_queries"]["ratio"] == 100 and ratios["aggregate_queries"]["met"] is True
-    )
+    assert ratios["aggregate_queries"]["ratio"] == 100 and ratios["aggregate_queries"]["met"] is True
     assert ratios["disk_per_span"]["ratio"] == 4 and ratios["disk_per_span"]["met"] is False
     assert ratios["peak_rss"]["ratio"] == 0.2 and ratios["peak_rss"]["met"] is True
     markdown = render_markdown(_result({"agentwatch": aw, "phoenix": px}, ratios))
@@ -77,9 +73,7 @@ def test_without_phoenix_no_phoenix_figure_is_shown() -> None:
     table = render_table(result)
     assert table.count("not measured") == len(table.splitlines()) - 1
     assert "50,000" in table
-    targets = [
-        line for line in render_markdown(result).splitlines() if line.endswith("| not measured |")
-    ]
+    targets = [line for line in render_markdown(result).splitlines() if line.endswith("| not measured |")]
     assert len(targets) == 4
 
 

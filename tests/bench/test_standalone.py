@@ -15,6 +15,8 @@ _WITHOUT_TESTS = "import runpy, sys; sys.modules.update(pytest=None, tests=None)
 
 @pytest.mark.parametrize("script", ["bench/batching.py", "bench/ingest_pipeline.py", "bench/soak.py"])
 def test_benchmark_starts_without_pytest_or_tests(script: str) -> None:
-    done = subprocess.run([sys.executable, "-c", _WITHOUT_TESTS, script, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_TESTS, script, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert "usage:" in done.stdout

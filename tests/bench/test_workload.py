@@ -48,22 +48,14 @@ def test_batches_decode_to_agent_traces_with_both_dialects() -> None:
     spans, resources = _decode(workload)
     totals = workload.totals
     assert len(spans) == totals.spans == 3000
-    assert all(
-        r["service.name"] == "bench-agent" and r["openinference.project.name"] == "bench"
-        for r in resources
-    )
+    assert all(r["service.name"] == "bench-agent" and r["openinference.project.name"] == "bench" for r in resources)
     children = Counter(s.trace_id for s in spans if s.parent_span_id)
     roots = [s for s in spans if not s.parent_span_id]
     assert len(roots) == len(children) == totals.traces
     sizes = sorted(children.values())
-    assert (
-        MIN_CHILDREN <= sizes[1] and sizes[-1] <= MAX_CHILDREN
-    )  # only the last trace may be cut short
+    assert MIN_CHILDREN <= sizes[1] and sizes[-1] <= MAX_CHILDREN  # only the last trace may be cut short
     assert len({(s.trace_id, s.span_id) for s in spans}) == len(spans)
-    assert all(
-        totals.start_ns <= s.start_time_unix_nano < s.end_time_unix_nano <= totals.end_ns
-        for s in spans
-    )
+    assert all(totals.start_ns <= s.start_time_unix_nano < s.end_time_unix_nano <= totals.end_ns for s in spans)
     assert roots[0].trace_id.hex() == workload.first_trace_id
     assert workload.first_trace_spans == sum(1 for s in spans if s.trace_id == roots[0].trace_id)
 
@@ -80,10 +72,7 @@ def test_llm_spans_carry_model_tokens_ttft_and_content() -> None:
         assert a[sc.LLM_MODEL_NAME] == a[sc.GEN_AI_REQUEST_MODEL] in ("sim-small", "sim-large")
         assert a[sc.LLM_TOKEN_COUNT_PROMPT] == a[sc.GEN_AI_USAGE_INPUT_TOKENS] > 0
         assert a[sc.LLM_TOKEN_COUNT_COMPLETION] == a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] > 0
-        assert (
-            a[sc.LLM_TOKEN_COUNT_TOTAL]
-            == a[sc.LLM_TOKEN_COUNT_PROMPT] + a[sc.LLM_TOKEN_COUNT_COMPLETION]
-        )
+        assert a[sc.LLM_TOKEN_COUNT_TOTAL] == a[sc.LLM_TOKEN_COUNT_PROMPT] + a[sc.LLM_TOKEN_COUNT_COMPLETION]
         assert len(a[sc.INPUT_VALUE]) == len(a[sc.OUTPUT_VALUE]) == CONTENT_BYTES
         assert 0 < a[sc.AW_TTFT] < 2
     assert sum(a[sc.GEN_AI_USAGE_INPUT_TOKENS] for a in llm) == workload.totals.input_tokens

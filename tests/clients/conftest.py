@@ -79,7 +79,9 @@ class Stack:
     tmp: Path
 
     def get(self, path: str, **params: Any) -> Any:
-        response = httpx.get(self.collector.url + path, params=params, headers={"Authorization": f"Bearer {self.key}"}, timeout=30)
+        response = httpx.get(
+            self.collector.url + path, params=params, headers={"Authorization": f"Bearer {self.key}"}, timeout=30
+        )
         response.raise_for_status()
         return response.json()
 
@@ -104,8 +106,23 @@ class _Engine:
     def __init__(self, collector: str, key: str, log: Path) -> None:
         self.port, self.log = free_port(), log
         self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "agentwatch", "engine", "--sim", "--port", str(self.port), "--models", ENGINE_MODEL,
-               "--speed", "5", "--otlp-endpoint", collector, "--api-key", key]
+        cmd = [
+            sys.executable,
+            "-m",
+            "agentwatch",
+            "engine",
+            "--sim",
+            "--port",
+            str(self.port),
+            "--models",
+            ENGINE_MODEL,
+            "--speed",
+            "5",
+            "--otlp-endpoint",
+            collector,
+            "--api-key",
+            key,
+        ]
         env = {**os.environ, "OTEL_BSP_SCHEDULE_DELAY": "200"}  # the engine's batch exporter: 0.2 s, not 5 s
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -155,8 +172,18 @@ class _Script:
         if not python.exists():
             self.scenario.error = f"{python} is missing: `make clients-venvs` builds the client environments"
             return
-        cmd = [str(python), str(AGENTS / SCRIPTS[client]), "--collector", stack.collector.url, "--key", stack.key,
-               "--engine", stack.engine, "--mode", mode]
+        cmd = [
+            str(python),
+            str(AGENTS / SCRIPTS[client]),
+            "--collector",
+            stack.collector.url,
+            "--key",
+            stack.key,
+            "--engine",
+            stack.engine,
+            "--mode",
+            mode,
+        ]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACELOOP_", "OPENLIT_"))}
         self.out, self.err = stack.tmp / f"{client}-{mode}.out", stack.tmp / f"{client}-{mode}.err"
         with open(self.out, "wb") as out, open(self.err, "wb") as err:
@@ -189,8 +216,11 @@ def scenarios(stack: Stack, request: pytest.FixtureRequest) -> dict[tuple[str, s
     """The agent runs of the scenarios this session selected: the scripts start together, their
     runs go one after another (so their time windows do not overlap); then a wait until
     engine-only calls would have been counted."""
-    wanted = {item.callspec.params["scenario"] for item in request.session.items
-              if item.module is request.module and hasattr(item, "callspec") and "scenario" in item.callspec.params}
+    wanted = {
+        item.callspec.params["scenario"]
+        for item in request.session.items
+        if item.module is request.module and hasattr(item, "callspec") and "scenario" in item.callspec.params
+    }
     scripts = {key: _Script(stack, *key) for key in SCENARIOS if key in wanted}
     stack.engine_process.wait_ready()
     done = {}
@@ -201,7 +231,9 @@ def scenarios(stack: Stack, request: pytest.FixtureRequest) -> dict[tuple[str, s
     if dump := os.environ.get("AGENTWATCH_CLIENTS_DUMP"):  # what each client sent, for whoever maps a dialect
         Path(dump).mkdir(parents=True, exist_ok=True)
         for (client, mode), scenario in done.items():
-            Path(dump, f"{client}-{mode}.json").write_text(json.dumps(scenario.outcome or {"error": scenario.error}, indent=1))
+            Path(dump, f"{client}-{mode}.json").write_text(
+                json.dumps(scenario.outcome or {"error": scenario.error}, indent=1)
+            )
     return done
 
 

@@ -30,7 +30,9 @@ def _expected(outcome: dict[str, Any]) -> dict[str, float]:
         "input_tokens": sum(c["prompt_tokens"] for c in calls),
         "output_tokens": sum(c["completion_tokens"] for c in calls),
         "cached_tokens": sum(c["cached_tokens"] for c in calls),
-        "cost_usd": sum(prices.cost(c["model"], c["prompt_tokens"], c["completion_tokens"], c["cached_tokens"]) for c in calls),
+        "cost_usd": sum(
+            prices.cost(c["model"], c["prompt_tokens"], c["completion_tokens"], c["cached_tokens"]) for c in calls
+        ),
     }
 
 
@@ -128,7 +130,9 @@ def test_streamed_call_has_ttft(stack: Stack, scenario: Scenario) -> None:
 
 def test_every_llm_call_has_ttft_from_the_client_or_the_joined_engine_span(stack: Stack, scenario: Scenario) -> None:
     spans = _llm_spans(_detail(stack, scenario))
-    assert [s["ttft_s"] is not None and s["ttft_s"] > 0 for s in spans] == [True] * LLM_CALLS, [(s["name"], s["ttft_s"]) for s in spans]
+    assert [s["ttft_s"] is not None and s["ttft_s"] > 0 for s in spans] == [True] * LLM_CALLS, [
+        (s["name"], s["ttft_s"]) for s in spans
+    ]
 
 
 def test_steps_tools_and_tool_failures(stack: Stack, scenario: Scenario) -> None:

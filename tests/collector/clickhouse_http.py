@@ -28,11 +28,29 @@ from chdb import session
 
 # URL parameters of the HTTP interface that are not query settings.
 _TRANSPORT = {
-    "query", "database", "default_format", "session_id", "session_timeout", "session_check", "query_id", "compress",
-    "decompress", "enable_http_compression", "client_protocol_version", "wait_end_of_query", "buffer_size", "quota_key",
-    "user", "password", "send_progress_in_http_headers", "http_headers_progress_interval_ms", "http_zlib_compression_level",
+    "query",
+    "database",
+    "default_format",
+    "session_id",
+    "session_timeout",
+    "session_check",
+    "query_id",
+    "compress",
+    "decompress",
+    "enable_http_compression",
+    "client_protocol_version",
+    "wait_end_of_query",
+    "buffer_size",
+    "quota_key",
+    "user",
+    "password",
+    "send_progress_in_http_headers",
+    "http_headers_progress_interval_ms",
+    "http_zlib_compression_level",
 }
-_INSERT = re.compile(r"^\s*INSERT\s+INTO\s+(?P<target>.+?)\s+FORMAT\s+(?P<format>\w+)[ \t]*\r?\n?", re.IGNORECASE | re.DOTALL)
+_INSERT = re.compile(
+    r"^\s*INSERT\s+INTO\s+(?P<target>.+?)\s+FORMAT\s+(?P<format>\w+)[ \t]*\r?\n?", re.IGNORECASE | re.DOTALL
+)
 _CODE = re.compile(r"Code: (\d+)")
 
 
@@ -48,7 +66,7 @@ class _Engine:
     def run(self, sql: str, data: bytes | None, params: dict[str, str]) -> tuple[bytes, str]:
         database = params.get("database") or "default"
         settings = {k: v for k, v in params.items() if k not in _TRANSPORT and not k.startswith("param_")}
-        binds = {k[len("param_"):]: v for k, v in params.items() if k.startswith("param_")}
+        binds = {k[len("param_") :]: v for k, v in params.items() if k.startswith("param_")}
         fmt = params.get("default_format") or "TabSeparated"
         with self._lock:
             self._session.query(f"USE {_identifier(database)}")
@@ -56,7 +74,7 @@ class _Engine:
                 self._session.query(f"SET {_identifier(name)} = {_literal(value)}")
             try:
                 if (insert := _INSERT.match(sql)) is not None:
-                    data = (sql[insert.end():].encode() if data is None else data)
+                    data = sql[insert.end() :].encode() if data is None else data
                     return self._insert(insert["target"], insert["format"], data), fmt
                 return self._session.query(sql, fmt, params=binds or None).bytes(), fmt
             finally:
@@ -148,7 +166,15 @@ class _Handler(BaseHTTPRequestHandler):
             text = message if message.startswith("Code:") else f"Code: {code}. DB::Exception: {message}"
             return self._reply(500, text.encode(), {"X-ClickHouse-Exception-Code": code})
         summary = json.dumps({"read_rows": "0", "read_bytes": "0", "written_rows": "0", "written_bytes": "0"})
-        self._reply(200, out, {"X-ClickHouse-Format": fmt, "X-ClickHouse-Timezone": self.engine.timezone, "X-ClickHouse-Summary": summary})
+        self._reply(
+            200,
+            out,
+            {
+                "X-ClickHouse-Format": fmt,
+                "X-ClickHouse-Timezone": self.engine.timezone,
+                "X-ClickHouse-Summary": summary,
+            },
+        )
 
     def _reply(self, status: int, body: bytes, headers: dict[str, str]) -> None:
         self.send_response(status)

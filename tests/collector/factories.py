@@ -47,23 +47,67 @@ def agent_run(
     for i in range(steps):
         step_id = new_span_id()
         base = t0 + (i + 1) * 1_000_000_000
-        spans.append(SpanRow(**common, span_id=step_id, parent_span_id=run_id, name=f"step {i}", kind="step", start_time_ns=base, end_time_ns=base + 900_000_000, step_index=i))
-        spans.append(SpanRow(
-            **common, span_id=new_span_id(), parent_span_id=step_id, name="chat", kind="llm", start_time_ns=base + 1000,
-            end_time_ns=base + 500_000_000, model=model, input_tokens=tokens[0], output_tokens=tokens[1],
-            cost_usd=cost_per_call, ttft_s=0.1 + 0.01 * i, tpot_s=0.02, step_index=i,
-        ))
+        spans.append(
+            SpanRow(
+                **common,
+                span_id=step_id,
+                parent_span_id=run_id,
+                name=f"step {i}",
+                kind="step",
+                start_time_ns=base,
+                end_time_ns=base + 900_000_000,
+                step_index=i,
+            )
+        )
+        spans.append(
+            SpanRow(
+                **common,
+                span_id=new_span_id(),
+                parent_span_id=step_id,
+                name="chat",
+                kind="llm",
+                start_time_ns=base + 1000,
+                end_time_ns=base + 500_000_000,
+                model=model,
+                input_tokens=tokens[0],
+                output_tokens=tokens[1],
+                cost_usd=cost_per_call,
+                ttft_s=0.1 + 0.01 * i,
+                tpot_s=0.02,
+                step_index=i,
+            )
+        )
         failed = i < failing_tools + timed_out_tools
-        spans.append(SpanRow(
-            **common, span_id=new_span_id(), parent_span_id=step_id, name="search", kind="tool", start_time_ns=base + 600_000_000,
-            end_time_ns=base + 800_000_000, tool_name="search", status_code="error" if failed else "ok",
-            is_timeout=failing_tools <= i < failing_tools + timed_out_tools,
-        ))
+        spans.append(
+            SpanRow(
+                **common,
+                span_id=new_span_id(),
+                parent_span_id=step_id,
+                name="search",
+                kind="tool",
+                start_time_ns=base + 600_000_000,
+                end_time_ns=base + 800_000_000,
+                tool_name="search",
+                status_code="error" if failed else "ok",
+                is_timeout=failing_tools <= i < failing_tools + timed_out_tools,
+            )
+        )
     end = t0 + (steps + 1) * 1_000_000_000
-    spans.append(SpanRow(
-        **common, span_id=run_id, parent_span_id="", name=agent, kind="run", start_time_ns=t0, end_time_ns=end,
-        status_code=status, outcome=outcome, budget_exceeded=budget_exceeded, is_timeout=status == "timeout",
-    ))
+    spans.append(
+        SpanRow(
+            **common,
+            span_id=run_id,
+            parent_span_id="",
+            name=agent,
+            kind="run",
+            start_time_ns=t0,
+            end_time_ns=end,
+            status_code=status,
+            outcome=outcome,
+            budget_exceeded=budget_exceeded,
+            is_timeout=status == "timeout",
+        )
+    )
     return spans
 
 
@@ -73,14 +117,37 @@ def with_project(rows: list[SpanRow], project: str) -> list[SpanRow]:
 
 def _known_runs(P: str, T: int) -> dict[str, list[SpanRow]]:
     a = agent_run(project=P, agent="alpha", start_s=T + 60, steps=3, outcome="success")
-    a = [replace(s, tool_cache_hit=True, attributes={"agentwatch.tool.tokens_saved": "100"}) if s.kind == "tool" else s for s in a]
-    f = [s for s in agent_run(project=P, agent="gamma", start_s=T + 2500, steps=2, outcome="success") if s.kind in ("run", "llm")]
-    f = [replace(s, parent_span_id=f[-1].span_id, attributes={"agentwatch.llm.model_tier": "small"}) if s.kind == "llm" else s for s in f]
+    a = [
+        replace(s, tool_cache_hit=True, attributes={"agentwatch.tool.tokens_saved": "100"}) if s.kind == "tool" else s
+        for s in a
+    ]
+    f = [
+        s
+        for s in agent_run(project=P, agent="gamma", start_s=T + 2500, steps=2, outcome="success")
+        if s.kind in ("run", "llm")
+    ]
+    f = [
+        replace(s, parent_span_id=f[-1].span_id, attributes={"agentwatch.llm.model_tier": "small"})
+        if s.kind == "llm"
+        else s
+        for s in f
+    ]
     return {
         "A": a,
-        "B": agent_run(project=P, agent="alpha", start_s=T + 700, steps=2, model="sim-large", cost_per_call=0.05,
-                       outcome="failure", failing_tools=1, status="error"),
-        "C": agent_run(project=P, agent="beta", start_s=T + 1300, steps=4, outcome="success", timed_out_tools=1, status="timeout"),
+        "B": agent_run(
+            project=P,
+            agent="alpha",
+            start_s=T + 700,
+            steps=2,
+            model="sim-large",
+            cost_per_call=0.05,
+            outcome="failure",
+            failing_tools=1,
+            status="error",
+        ),
+        "C": agent_run(
+            project=P, agent="beta", start_s=T + 1300, steps=4, outcome="success", timed_out_tools=1, status="timeout"
+        ),
         "D": agent_run(project=P, agent="beta", start_s=T + 1900, steps=1, budget_exceeded="cost", status="error"),
         "F": f,
         "E": agent_run(project=P, agent="alpha", start_s=T - 1800, steps=1, outcome="failure"),  # previous period

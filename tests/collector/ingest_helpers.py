@@ -43,7 +43,13 @@ class Running:
 
 
 def settings_for(data_dir: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {"port": free_port(), "grpc_port": 0, "data_dir": data_dir, "flush_interval_s": 0.1, "alert_interval_s": 0.0}
+    values: dict[str, Any] = {
+        "port": free_port(),
+        "grpc_port": 0,
+        "data_dir": data_dir,
+        "flush_interval_s": 0.1,
+        "alert_interval_s": 0.0,
+    }
     values.update(overrides)
     return Settings.from_env(**values)
 
@@ -52,8 +58,14 @@ def settings_for(data_dir: Path, **overrides: Any) -> Settings:
 def serve(settings: Settings) -> Iterator[Running]:
     """``create_app(settings)`` served by uvicorn on 127.0.0.1 in a thread, until the block ends."""
     app = create_app(settings, plugins=(ALERTS,))  # as `agentwatch collector` assembles it
-    config = uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="warning", lifespan="on",
-                            http=header_timeout_protocol(settings.header_read_timeout_s))
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=settings.port,
+        log_level="warning",
+        lifespan="on",
+        http=header_timeout_protocol(settings.header_read_timeout_s),
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="test-collector", daemon=True)
     thread.start()
@@ -82,7 +94,20 @@ class CollectorProcess:
         self.log = data_dir.parent / f"{data_dir.name}-collector.log"
 
     def start(self) -> CollectorProcess:
-        cmd = [sys.executable, "-m", "agentwatch", "collector", "--port", str(self.port), "--grpc-port", "0", "--data-dir", str(self.data_dir), "--log-level", "warning"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "agentwatch",
+            "collector",
+            "--port",
+            str(self.port),
+            "--grpc-port",
+            "0",
+            "--data-dir",
+            str(self.data_dir),
+            "--log-level",
+            "warning",
+        ]
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 90
@@ -126,11 +151,15 @@ agentwatch.shutdown()
 def sdk_agent_run(url: str, key: str, service: str, *, timeout: float = 20.0) -> dict[str, Any]:
     """Runs ``_SDK_AGENT`` in a subprocess against the collector at ``url``; its run's summary
     from ``/api/runs`` once listed (other "research" runs may be there: this one is by service)."""
-    done = subprocess.run([sys.executable, "-c", _SDK_AGENT, url, key, service], cwd=REPO, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", _SDK_AGENT, url, key, service], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     deadline = time.monotonic() + timeout
     while True:
-        runs = httpx.get(url + "/api/runs", params={"agent": "research"}, headers={"Authorization": f"Bearer {key}"}, timeout=30).json()
+        runs = httpx.get(
+            url + "/api/runs", params={"agent": "research"}, headers={"Authorization": f"Bearer {key}"}, timeout=30
+        ).json()
         mine = [r for r in runs["items"] if r["service"] == service]
         if mine or time.monotonic() > deadline:
             break
@@ -153,7 +182,9 @@ def run_spans(url: str, key: str, trace_id: str, *, expect: int, timeout: float 
     deadline = time.monotonic() + timeout
     spans: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
-        response = httpx.get(f"{url}/api/runs/{trace_id}", headers={"Authorization": f"Bearer {key}"} if key else {}, timeout=30)
+        response = httpx.get(
+            f"{url}/api/runs/{trace_id}", headers={"Authorization": f"Bearer {key}"} if key else {}, timeout=30
+        )
         if response.status_code == 200:
             spans = response.json()["spans"]
             if len(spans) >= expect:
@@ -172,7 +203,9 @@ def kv(key: str, value: Any) -> KeyValue:
     return KeyValue(key=key, value=AnyValue(string_value=value))
 
 
-def otlp_request(trace_id: bytes, spans: list[dict[str, Any]], *, service: str = "test-agent") -> ExportTraceServiceRequest:
+def otlp_request(
+    trace_id: bytes, spans: list[dict[str, Any]], *, service: str = "test-agent"
+) -> ExportTraceServiceRequest:
     """A request with one resource and scope; each span dict has span_id (bytes), name, attrs."""
     request = ExportTraceServiceRequest()
     rs = request.resource_spans.add()
@@ -194,9 +227,27 @@ def otlp_request(trace_id: bytes, spans: list[dict[str, Any]], *, service: str =
 def agent_trace(trace_id: bytes, llm_calls: int = 3) -> ExportTraceServiceRequest:
     """A run with ``llm_calls`` priced LLM calls of sim-small (100 in / 20 out tokens each)."""
     root = os.urandom(8)
-    spans: list[dict[str, Any]] = [{"span_id": root, "name": "invoke_agent research", "attrs": {"agentwatch.span.kind": "run", "gen_ai.agent.name": "research"}}]
+    spans: list[dict[str, Any]] = [
+        {
+            "span_id": root,
+            "name": "invoke_agent research",
+            "attrs": {"agentwatch.span.kind": "run", "gen_ai.agent.name": "research"},
+        }
+    ]
     for i in range(llm_calls):
-        spans.append({"span_id": os.urandom(8), "parent": root, "name": "chat sim-small", "attrs": {
-            "agentwatch.span.kind": "llm", "gen_ai.request.model": "sim-small", "gen_ai.usage.input_tokens": 100,
-            "gen_ai.usage.output_tokens": 20, "agentwatch.step.index": i, "gen_ai.agent.name": "research"}})
+        spans.append(
+            {
+                "span_id": os.urandom(8),
+                "parent": root,
+                "name": "chat sim-small",
+                "attrs": {
+                    "agentwatch.span.kind": "llm",
+                    "gen_ai.request.model": "sim-small",
+                    "gen_ai.usage.input_tokens": 100,
+                    "gen_ai.usage.output_tokens": 20,
+                    "agentwatch.step.index": i,
+                    "gen_ai.agent.name": "research",
+                },
+            }
+        )
     return otlp_request(trace_id, spans)

@@ -17,7 +17,16 @@ from tests.collector.ingest_helpers import Running, serve, settings_for
 
 T = (int(time.time()) // 3600 - 3) * 3600
 W = {"start": T, "end": T + 3600}
-GETS = ["/api/runs", "/api/overview", "/api/timeseries?metric=runs", "/api/timeseries/set?metric=runs", "/api/cost", "/api/engines", "/api/engine/metrics?engine=e1", "/api/filters"]
+GETS = [
+    "/api/runs",
+    "/api/overview",
+    "/api/timeseries?metric=runs",
+    "/api/timeseries/set?metric=runs",
+    "/api/cost",
+    "/api/engines",
+    "/api/engine/metrics?engine=e1",
+    "/api/filters",
+]
 
 
 class Api:
@@ -81,9 +90,17 @@ def test_runs_list_searches_filters_and_sorts_in_the_store(q1: Api, collector: t
 
 @pytest.mark.parametrize(
     ("params", "needle"),
-    [({"sort": "colour"}, "sort"), ({"limit": 1000}, "limit"), ({"start": "yesterday"}, "start"), ({"status": "weird"}, "status"),
-     ({"start": T + 10, "end": T}, "after start"), ({"min_cost": -1}, "min_cost"), ({"min_cost": "inf"}, "min_cost"),
-     ({"tool_failed": "maybe"}, "tool_failed"), ({"search": "x" * 257}, "search")],
+    [
+        ({"sort": "colour"}, "sort"),
+        ({"limit": 1000}, "limit"),
+        ({"start": "yesterday"}, "start"),
+        ({"status": "weird"}, "status"),
+        ({"start": T + 10, "end": T}, "after start"),
+        ({"min_cost": -1}, "min_cost"),
+        ({"min_cost": "inf"}, "min_cost"),
+        ({"tool_failed": "maybe"}, "tool_failed"),
+        ({"search": "x" * 257}, "search"),
+    ],
 )
 def test_runs_list_rejects_bad_parameters_with_a_message(q1: Api, params: dict, needle: str) -> None:
     response = q1.get("/api/runs", **{**W, **params})
@@ -128,37 +145,65 @@ def test_timeseries_set_answers_many_series_in_one_request(q1: Api, collector: t
     with CollectorClient(collector[0].url, collector[0].key("q1")) as client:
         got = client.timeseries_set(["cost_usd", "runs", "ttft_p95"], step_s=600, group_by="model", **W)
     assert list(got) == ["cost_usd", "runs", "ttft_p95"]
-    assert got["runs"].model_dump() == q1.get("/api/timeseries", **W, metric="runs", step_s=600, group_by="model").json()
+    assert (
+        got["runs"].model_dump() == q1.get("/api/timeseries", **W, metric="runs", step_s=600, group_by="model").json()
+    )
     bad = q1.client.get("/api/timeseries/set", params={"metric": ["runs", "bogus"], **W})
     assert bad.status_code == 422 and "bogus" in bad.json()["detail"]
     assert q1.client.get("/api/timeseries/set", params=W).status_code == 422  # no metric
-    assert q1.client.get("/api/timeseries/set", params={"metric": ["runs"] * (len(TIMESERIES_METRICS) + 1), **W}).status_code == 422
+    assert (
+        q1.client.get(
+            "/api/timeseries/set", params={"metric": ["runs"] * (len(TIMESERIES_METRICS) + 1), **W}
+        ).status_code
+        == 422
+    )
 
 
 def test_cost_filters_and_engines(q1: Api, q2: Api) -> None:
     cost = q1.get("/api/cost", **W, gpu_hour_usd=3.6).json()
     assert cost["total_usd"] == pytest.approx(0.20) and cost["self_hosted"]["gpu_seconds"] == pytest.approx(60)
     assert q1.get("/api/filters", **W).json()["agents"] == ["alpha", "beta", "gamma"]
-    assert (q1.get("/api/filters").json()["project"], q2.get("/api/filters").json()["project"]) == ("q1", "q2")  # what the dashboard names
+    assert (q1.get("/api/filters").json()["project"], q2.get("/api/filters").json()["project"]) == (
+        "q1",
+        "q2",
+    )  # what the dashboard names
     assert [e["engine"] for e in q1.get("/api/engines").json()] == ["cfg", "e1"]
     assert [e["engine"] for e in q2.get("/api/engines").json()] == ["e2"]
     points = q1.get("/api/engine/metrics", engine="e1", start=T, end=T + 600, step_s=60).json()["points"]
-    assert {p["metric"] for p in points} == {"vllm:num_requests_running", "vllm:generation_tokens_total", "gpu:utilization"}
+    assert {p["metric"] for p in points} == {
+        "vllm:num_requests_running",
+        "vllm:generation_tokens_total",
+        "gpu:utilization",
+    }
 
 
-def test_engines_register_at_runtime_under_the_callers_project(collector: tuple[Running, dict], q1: Api, q2: Api) -> None:
+def test_engines_register_at_runtime_under_the_callers_project(
+    collector: tuple[Running, dict], q1: Api, q2: Api
+) -> None:
     """Registering needs the admin scope (a read/ingest key gets 403); the engine is the admin key's project's."""
     assert q2.client.post("/api/engines", json={"name": "late", "url": "http://127.0.0.1:9"}).status_code == 403
     admin = Api(collector[0].url, collector[0].app.state.keyring.create("q2", scopes="admin").key)
     created = admin.client.post("/api/engines", json={"name": "late", "url": "http://127.0.0.1:9"})
     assert created.status_code == 201 and created.json()["url"] == "http://127.0.0.1:9"
-    assert [(e["engine"], e["url"]) for e in q2.get("/api/engines").json()] == [("e2", ""), ("late", "http://127.0.0.1:9/metrics")]
+    assert [(e["engine"], e["url"]) for e in q2.get("/api/engines").json()] == [
+        ("e2", ""),
+        ("late", "http://127.0.0.1:9/metrics"),
+    ]
     assert "late" not in [e["engine"] for e in q1.get("/api/engines").json()]
     assert admin.client.post("/api/engines", json={"name": "x y", "url": "ftp://nope"}).status_code == 422
 
 
 def test_openapi_lists_the_query_endpoints(collector: tuple[Running, dict]) -> None:
     paths = httpx.get(collector[0].url + "/openapi.json", timeout=30).json()["paths"]
-    for path in ("/api/runs", "/api/runs/{trace_id}", "/api/runs/{trace_id}/feedback", "/api/overview", "/api/timeseries",
-                 "/api/cost", "/api/engines", "/api/engine/metrics", "/api/filters"):
+    for path in (
+        "/api/runs",
+        "/api/runs/{trace_id}",
+        "/api/runs/{trace_id}/feedback",
+        "/api/overview",
+        "/api/timeseries",
+        "/api/cost",
+        "/api/engines",
+        "/api/engine/metrics",
+        "/api/filters",
+    ):
         assert path in paths

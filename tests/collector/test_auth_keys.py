@@ -83,18 +83,31 @@ def test_keys_cli_with_and_without_a_running_collector(tmp_path: Path, capsys: p
     try:
         online_key = _cli(capsys, "create", "--project", "beta", "--name", "ci", data_dir=data).strip().splitlines()[-1]
         for key in (offline_key, online_key):
-            response = httpx.post(collector.url + "/v1/traces", content=agent_trace(os.urandom(16)).SerializeToString(), headers={**PROTOBUF, "Authorization": f"Bearer {key}"})
+            response = httpx.post(
+                collector.url + "/v1/traces",
+                content=agent_trace(os.urandom(16)).SerializeToString(),
+                headers={**PROTOBUF, "Authorization": f"Bearer {key}"},
+            )
             assert response.status_code == 200
         key_id = online_key.split("_")[1]
         assert "Revoked" in _cli(capsys, "revoke", key_id, data_dir=data)
-        with pytest.raises(SystemExit, match="agentwatch keys: the collector answered 404: no API key with id 'nosuchkey'"):
+        with pytest.raises(
+            SystemExit, match="agentwatch keys: the collector answered 404: no API key with id 'nosuchkey'"
+        ):
             cli.main(["keys", "revoke", "nosuchkey", "--data-dir", str(data)])
-        response = httpx.post(collector.url + "/v1/traces", content=b"", headers={**PROTOBUF, "Authorization": f"Bearer {online_key}"})
+        response = httpx.post(
+            collector.url + "/v1/traces", content=b"", headers={**PROTOBUF, "Authorization": f"Bearer {online_key}"}
+        )
         assert response.status_code == 401
         listing = _cli(capsys, "list", data_dir=data)
         assert "alpha" in listing and "beta" in listing and "revoked" in listing
         assert online_key not in listing and offline_key not in listing
-        assert httpx.post(collector.url + "/admin/keys", json={"project": "x"}, headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert (
+            httpx.post(
+                collector.url + "/admin/keys", json={"project": "x"}, headers={"Authorization": "Bearer wrong"}
+            ).status_code
+            == 401
+        )
     finally:
         collector.kill()
 
@@ -110,4 +123,7 @@ def test_keys_cli_scopes_default_to_ingest_and_are_listed(tmp_path: Path, capsys
     listing = {line.split()[-1]: line for line in _cli(capsys, "list", data_dir=data).splitlines()[1:]}
     assert "ingest " in listing["agent"] and "read,admin" in listing["ops"]
     keys = json.loads(_cli(capsys, "list", "--json", data_dir=data))
-    assert sorted((k["name"], tuple(k["scopes"]), k["legacy"]) for k in keys) == [("agent", ("ingest",), False), ("ops", ("read", "admin"), False)]
+    assert sorted((k["name"], tuple(k["scopes"]), k["legacy"]) for k in keys) == [
+        ("agent", ("ingest",), False),
+        ("ops", ("read", "admin"), False),
+    ]

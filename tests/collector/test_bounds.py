@@ -38,37 +38,87 @@ from tests.collector.store_fixtures import open_backend
 
 NZ = Normalizer(pricer=sdk_pricer())
 SMALL_IN, SMALL_OUT = 0.10, 0.40  # sim-small, USD per million tokens
-INPUT, OUTPUT, CACHED = sc.GEN_AI_USAGE_INPUT_TOKENS, sc.GEN_AI_USAGE_OUTPUT_TOKENS, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS
-BOUNDED_KEYS = sorted(k for k, (column, _, _) in normalize._SPEC.items() if column in (
-    "input_tokens", "output_tokens", "cached_tokens", "cost_usd", "ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s"))
-PATHS = [pytest.param(fmt, use_native, id=f"{fmt}-{'native' if use_native else 'python'}") for fmt in (PROTOBUF, JSON) for use_native in (False, True)]
+INPUT, OUTPUT, CACHED = (
+    sc.GEN_AI_USAGE_INPUT_TOKENS,
+    sc.GEN_AI_USAGE_OUTPUT_TOKENS,
+    sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+)
+BOUNDED_KEYS = sorted(
+    k
+    for k, (column, _, _) in normalize._SPEC.items()
+    if column
+    in (
+        "input_tokens",
+        "output_tokens",
+        "cached_tokens",
+        "cost_usd",
+        "ttft_s",
+        "tpot_s",
+        "queue_s",
+        "prefill_s",
+        "decode_s",
+    )
+)
+PATHS = [
+    pytest.param(fmt, use_native, id=f"{fmt}-{'native' if use_native else 'python'}")
+    for fmt in (PROTOBUF, JSON)
+    for use_native in (False, True)
+]
 
 
 # --- the converters ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("value, kept", [(0, 0), (838, 838), (MAX_TOKENS, MAX_TOKENS), ("12", 12), (12.7, 12), (None, None), ("", None)])
+
+@pytest.mark.parametrize(
+    "value, kept", [(0, 0), (838, 838), (MAX_TOKENS, MAX_TOKENS), ("12", 12), (12.7, 12), (None, None), ("", None)]
+)
 def test_token_counts_in_bounds_are_kept(value: Any, kept: int | None) -> None:
     assert bounds.tokens(value) == kept
 
 
-@pytest.mark.parametrize("value", [-1, -40_000_000, MAX_TOKENS + 1, 10**18, 1e18, 2**64, float("nan"), float("inf"), "many", "1e3", True, [1], b"\x01"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        -1,
+        -40_000_000,
+        MAX_TOKENS + 1,
+        10**18,
+        1e18,
+        2**64,
+        float("nan"),
+        float("inf"),
+        "many",
+        "1e3",
+        True,
+        [1],
+        b"\x01",
+    ],
+)
 def test_token_counts_out_of_bounds_are_bad_values(value: Any) -> None:
     with pytest.raises(BadValue):
         bounds.tokens(value)
 
 
-@pytest.mark.parametrize("value, kept", [(0.0, 0.0), (0.25, 0.25), (3, 3.0), ("0.5", 0.5), (MAX_SECONDS, MAX_SECONDS), (None, None), ("", None)])
+@pytest.mark.parametrize(
+    "value, kept",
+    [(0.0, 0.0), (0.25, 0.25), (3, 3.0), ("0.5", 0.5), (MAX_SECONDS, MAX_SECONDS), (None, None), ("", None)],
+)
 def test_durations_in_bounds_are_kept(value: Any, kept: float | None) -> None:
     assert bounds.seconds(value) == kept
 
 
-@pytest.mark.parametrize("value", [-0.001, -1, MAX_SECONDS + 0.5, 1e308, 10**400, float("nan"), float("inf"), float("-inf"), "soon", False, {}])
+@pytest.mark.parametrize(
+    "value",
+    [-0.001, -1, MAX_SECONDS + 0.5, 1e308, 10**400, float("nan"), float("inf"), float("-inf"), "soon", False, {}],
+)
 def test_durations_out_of_bounds_are_bad_values(value: Any) -> None:
     with pytest.raises(BadValue):
         bounds.seconds(value)
 
 
-@pytest.mark.parametrize("value, kept", [(0.0, 0.0), (1.9e-3, 1.9e-3), (5, 5.0), ("0.01", 0.01), (MAX_COST_USD, MAX_COST_USD), (None, None)])
+@pytest.mark.parametrize(
+    "value, kept", [(0.0, 0.0), (1.9e-3, 1.9e-3), (5, 5.0), ("0.01", 0.01), (MAX_COST_USD, MAX_COST_USD), (None, None)]
+)
 def test_costs_in_bounds_are_kept(value: Any, kept: float | None) -> None:
     assert bounds.cost_usd(value) == kept
 
@@ -81,8 +131,13 @@ def test_costs_out_of_bounds_are_bad_values(value: Any) -> None:
 
 def test_every_attribute_of_a_bounded_column_goes_through_its_bound() -> None:
     """A dialect's new attribute name for tokens, cost or a latency must use the column's bound."""
-    expected = {"input_tokens": bounds.tokens, "output_tokens": bounds.tokens, "cached_tokens": bounds.tokens, "cost_usd": bounds.cost_usd,
-                **dict.fromkeys(("ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s"), bounds.seconds)}
+    expected = {
+        "input_tokens": bounds.tokens,
+        "output_tokens": bounds.tokens,
+        "cached_tokens": bounds.tokens,
+        "cost_usd": bounds.cost_usd,
+        **dict.fromkeys(("ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s"), bounds.seconds),
+    }
     for key, (column, _, convert_fn) in normalize._SPEC.items():
         if column in expected:
             assert convert_fn is expected[column], key
@@ -95,9 +150,16 @@ def test_the_latest_start_leaves_room_for_the_retention() -> None:
 
 # --- one span ------------------------------------------------------------------------------------
 
+
 def _normalized(attrs: dict[str, Any], **kwargs: Any) -> tuple[Any, list[str]]:
     warnings: list[str] = []
-    row = normalize_span(attrs, span_id="00000000000000ab", normalizer=NZ, warn=lambda where, why: warnings.append(f"{where}: {why}"), **kwargs)
+    row = normalize_span(
+        attrs,
+        span_id="00000000000000ab",
+        normalizer=NZ,
+        warn=lambda where, why: warnings.append(f"{where}: {why}"),
+        **kwargs,
+    )
     return row, warnings
 
 
@@ -109,7 +171,9 @@ def test_a_huge_token_count_is_dropped_and_never_priced() -> None:
     row, warnings = _normalized(_llm(**{INPUT: 10**18, OUTPUT: 20}))
     assert (row.input_tokens, row.output_tokens) == (0, 20)
     assert row.cost_usd == pytest.approx(20 * SMALL_OUT / 1e6)
-    assert warnings == [f"span 00000000000000ab: {INPUT} = 1000000000000000000 is outside 0..100,000,000 tokens; dropped"]
+    assert warnings == [
+        f"span 00000000000000ab: {INPUT} = 1000000000000000000 is outside 0..100,000,000 tokens; dropped"
+    ]
 
 
 def test_a_negative_token_count_never_makes_a_negative_cost() -> None:
@@ -119,16 +183,24 @@ def test_a_negative_token_count_never_makes_a_negative_cost() -> None:
 
 
 def test_an_sdk_cost_out_of_bounds_is_dropped_and_the_collector_price_stays() -> None:
-    row, warnings = _normalized({sc.AGENTWATCH_SPAN_KIND: "llm", sc.GEN_AI_REQUEST_MODEL: "no-such-model", sc.AW_COST_USD: 1e308})
+    row, warnings = _normalized(
+        {sc.AGENTWATCH_SPAN_KIND: "llm", sc.GEN_AI_REQUEST_MODEL: "no-such-model", sc.AW_COST_USD: 1e308}
+    )
     assert row.cost_usd == 0.0 and sc.AW_COST_USD in warnings[0]
     row, _ = _normalized(_llm(**{INPUT: 100, sc.AW_COST_USD: float("nan")}))
     assert row.cost_usd == pytest.approx(100 * SMALL_IN / 1e6)
 
 
 def test_negative_or_endless_latencies_are_dropped_as_not_measured() -> None:
-    row, warnings = _normalized(_llm(**{sc.AW_TTFT: -0.3, sc.AW_TPOT: float("inf"), sc.GEN_AI_LATENCY_TIME_IN_QUEUE: 10 * MAX_SECONDS}))
+    row, warnings = _normalized(
+        _llm(**{sc.AW_TTFT: -0.3, sc.AW_TPOT: float("inf"), sc.GEN_AI_LATENCY_TIME_IN_QUEUE: 10 * MAX_SECONDS})
+    )
     assert (row.ttft_s, row.tpot_s, row.queue_s) == (None, None, None)
-    assert [w.split(": ")[1].split(" ")[0] for w in warnings] == [sc.AW_TTFT, sc.AW_TPOT, sc.GEN_AI_LATENCY_TIME_IN_QUEUE]
+    assert [w.split(": ")[1].split(" ")[0] for w in warnings] == [
+        sc.AW_TTFT,
+        sc.AW_TPOT,
+        sc.GEN_AI_LATENCY_TIME_IN_QUEUE,
+    ]
 
 
 def test_a_bad_value_of_a_better_attribute_leaves_the_next_one() -> None:
@@ -139,23 +211,37 @@ def test_a_bad_value_of_a_better_attribute_leaves_the_next_one() -> None:
 def test_an_end_before_the_start_is_set_to_the_start_with_a_warning() -> None:
     row, warnings = _normalized({}, start_time_ns=2_000, end_time_ns=1_000)
     assert (row.start_time_ns, row.end_time_ns) == (2_000, 2_000)
-    assert warnings == ["span 00000000000000ab: end time 1000 ns is before the start time 2000 ns; set to the start time"]
+    assert warnings == [
+        "span 00000000000000ab: end time 1000 ns is before the start time 2000 ns; set to the start time"
+    ]
 
 
 def test_values_in_bounds_give_no_warning() -> None:
-    row, warnings = _normalized(_llm(**{INPUT: 100, OUTPUT: 20, CACHED: 50, sc.AW_TTFT: 0.25, sc.AW_COST_USD: 0.5}), start_time_ns=1, end_time_ns=2)
+    row, warnings = _normalized(
+        _llm(**{INPUT: 100, OUTPUT: 20, CACHED: 50, sc.AW_TTFT: 0.25, sc.AW_COST_USD: 0.5}),
+        start_time_ns=1,
+        end_time_ns=2,
+    )
     assert warnings == [] and (row.input_tokens, row.ttft_s) == (100, 0.25)
 
 
 # --- requests: protobuf and JSON, native and Python paths -----------------------------------------
 
+
 def _hostile_request(trace_id: bytes, now: int) -> tuple[bytes, dict[str, bytes]]:
-    ids = {name: os.urandom(8) for name in ("good", "huge", "negative", "sdk_cost", "ttft", "future", "late_end", "backwards")}
+    ids = {
+        name: os.urandom(8)
+        for name in ("good", "huge", "negative", "sdk_cost", "ttft", "future", "late_end", "backwards")
+    }
     spans = [
         {"span_id": ids["good"], "name": "good", "attrs": _llm(**{INPUT: 1000, OUTPUT: 100, sc.AW_TTFT: 0.2})},
         {"span_id": ids["huge"], "name": "huge", "attrs": _llm(**{INPUT: 10**18, OUTPUT: 10})},
         {"span_id": ids["negative"], "name": "negative", "attrs": _llm(**{INPUT: -40_000_000, OUTPUT: 10})},
-        {"span_id": ids["sdk_cost"], "name": "sdk_cost", "attrs": {sc.AGENTWATCH_SPAN_KIND: "llm", sc.GEN_AI_REQUEST_MODEL: "own", sc.AW_COST_USD: 1e308}},
+        {
+            "span_id": ids["sdk_cost"],
+            "name": "sdk_cost",
+            "attrs": {sc.AGENTWATCH_SPAN_KIND: "llm", sc.GEN_AI_REQUEST_MODEL: "own", sc.AW_COST_USD: 1e308},
+        },
         {"span_id": ids["ttft"], "name": "ttft", "attrs": _llm(**{OUTPUT: 10, sc.AW_TTFT: -5.0})},
         {"span_id": ids["future"], "name": "future", "start": MAX_TIME_NS + 10**9, "end": MAX_TIME_NS + 2 * 10**9},
         {"span_id": ids["late_end"], "name": "late_end", "start": now, "end": 2**63 - 1},
@@ -195,14 +281,23 @@ def test_hostile_values_are_contained_on_every_path(fmt: str, use_native: bool) 
 def test_spans_whose_expiry_would_pass_2106_are_rejected(fmt: str, use_native: bool) -> None:
     """The retention TTL (start + n days) wraps past 2106: such a span would vanish after its 2xx."""
     last = latest_start_ns(30)
-    body = otlp_request(os.urandom(16), [
-        {"span_id": os.urandom(8), "name": "last", "start": last, "end": last},
-        {"span_id": os.urandom(8), "name": "wraps", "start": last + 1, "end": last + 1},
-    ]).SerializeToString()
+    body = otlp_request(
+        os.urandom(16),
+        [
+            {"span_id": os.urandom(8), "name": "last", "start": last, "end": last},
+            {"span_id": os.urandom(8), "name": "wraps", "start": last + 1, "end": last + 1},
+        ],
+    ).SerializeToString()
     out = _convert(body, fmt, use_native, not_after_ns=last)
     assert [r["name"] for r in out.table.to_pylist()] == ["last"]
-    assert out.rejected == 1 and "span 1: span starts too late" in out.error_message and "AGENTWATCH_RETENTION_DAYS" in out.error_message
-    edge = otlp_request(os.urandom(16), [{"span_id": os.urandom(8), "start": MAX_TIME_NS, "end": MAX_TIME_NS}]).SerializeToString()
+    assert (
+        out.rejected == 1
+        and "span 1: span starts too late" in out.error_message
+        and "AGENTWATCH_RETENTION_DAYS" in out.error_message
+    )
+    edge = otlp_request(
+        os.urandom(16), [{"span_id": os.urandom(8), "start": MAX_TIME_NS, "end": MAX_TIME_NS}]
+    ).SerializeToString()
     assert _convert(edge, fmt, use_native).spans == 1  # no retention: the last second DateTime holds
 
 
@@ -234,8 +329,12 @@ def test_dropped_fields_are_a_partial_success_warning(fmt: str) -> None:
 # --- properties -----------------------------------------------------------------------------------
 
 _HOSTILE = st.one_of(
-    st.integers(-(2**63), 2**63 - 1), st.integers(-5, MAX_TOKENS + 5), st.floats(allow_nan=True, allow_infinity=True),
-    st.floats(-1.0, 2 * MAX_SECONDS), st.sampled_from(["12", "-3", "1e400", "nan", "", "x", "0.5"]), st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(-5, MAX_TOKENS + 5),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.floats(-1.0, 2 * MAX_SECONDS),
+    st.sampled_from(["12", "-3", "1e400", "nan", "", "x", "0.5"]),
+    st.booleans(),
 )
 _TIMES = st.one_of(
     st.integers(0, 3600 * 10**9).map(lambda back: time.time_ns() - back),
@@ -247,10 +346,20 @@ _TIMES = st.one_of(
 def _hostile_spans(draw: st.DrawFn, *, recent: bool) -> list[dict[str, Any]]:
     spans = []
     for i in range(draw(st.integers(1, 6))):
-        attrs = _llm() if draw(st.booleans()) else {sc.AGENTWATCH_SPAN_KIND: draw(st.sampled_from(["llm", "tool", "step"]))}
+        attrs = (
+            _llm() if draw(st.booleans()) else {sc.AGENTWATCH_SPAN_KIND: draw(st.sampled_from(["llm", "tool", "step"]))}
+        )
         attrs.update(draw(st.dictionaries(st.sampled_from(BOUNDED_KEYS), _HOSTILE, max_size=5)))
         times = st.integers(0, 3600 * 10**9).map(lambda back: time.time_ns() - back) if recent else _TIMES
-        spans.append({"span_id": (i + 1).to_bytes(8, "big"), "name": f"s{i}", "attrs": attrs, "start": draw(times), "end": draw(times)})
+        spans.append(
+            {
+                "span_id": (i + 1).to_bytes(8, "big"),
+                "name": f"s{i}",
+                "attrs": attrs,
+                "start": draw(times),
+                "end": draw(times),
+            }
+        )
     return spans
 
 
@@ -258,18 +367,25 @@ def _assert_contained(out: Converted, sent: int) -> None:
     """Every span stored once or rejected with a message; every value stored within its bound."""
     rows = out.table.to_pylist()
     assert len(rows) + out.rejected == sent and len({r["span_id"] for r in rows}) == len(rows)
-    assert bool(out.messages) == bool(out.rejected or out.warnings) and len(out.messages) == min(3, out.rejected + out.warnings)
+    assert bool(out.messages) == bool(out.rejected or out.warnings) and len(out.messages) == min(
+        3, out.rejected + out.warnings
+    )
     for row in rows:
         assert all(0 <= row[c] <= MAX_TOKENS for c in ("input_tokens", "output_tokens", "cached_tokens"))
         assert math.isfinite(row["cost_usd"]) and row["cost_usd"] >= 0
-        assert all(row[c] is None or 0 <= row[c] <= MAX_SECONDS for c in ("ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s"))
+        assert all(
+            row[c] is None or 0 <= row[c] <= MAX_SECONDS
+            for c in ("ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s")
+        )
     total = pc.sum(out.table["cost_usd"]).as_py() or 0.0
     assert math.isfinite(total) and total >= 0
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spans=_hostile_spans(recent=False), fmt=st.sampled_from([PROTOBUF, JSON]))
-def test_hostile_spans_are_stored_bounded_or_rejected_the_same_on_both_paths(spans: list[dict[str, Any]], fmt: str) -> None:
+def test_hostile_spans_are_stored_bounded_or_rejected_the_same_on_both_paths(
+    spans: list[dict[str, Any]], fmt: str
+) -> None:
     body = otlp_request(os.urandom(16), spans).SerializeToString()
     python, fast = (_convert(body, fmt, use_native, not_after_ns=latest_start_ns(30)) for use_native in (False, True))
     _assert_contained(python, len(spans))
@@ -284,7 +400,9 @@ def chdb_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     store.close()
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(spans=_hostile_spans(recent=True))
 def test_no_stored_total_is_ever_null_negative_or_infinite(chdb_store: Store, spans: list[dict[str, Any]]) -> None:
     project = "b" + os.urandom(6).hex()
@@ -312,7 +430,9 @@ def test_an_overlong_attribute_name_is_cut_with_a_warning_on_both_paths() -> Non
     from tests.collector.ingest_helpers import otlp_request
 
     name = "k" * (1 << 20)
-    request = otlp_request(os.urandom(16), [{"span_id": os.urandom(8), "name": "tool", "attrs": {name: "v", "fine": "x"}}])
+    request = otlp_request(
+        os.urandom(16), [{"span_id": os.urandom(8), "name": "tool", "attrs": {name: "v", "fine": "x"}}]
+    )
     for use_native in (True, False):
         out = convert(request.SerializeToString(), PROTOBUF, "p", Normalizer(), max_spans=10, native=use_native)
         (attributes,) = out.table.column("attributes").to_pylist()

@@ -21,17 +21,26 @@ def _server_settings(store: object) -> dict[str, int]:
     return {r["name"]: int(r["value"]) for r in rows}
 
 
-def test_the_store_runs_with_the_configured_cache_sizes_and_memory_limit_and_merges_spans_vertically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_store_runs_with_the_configured_cache_sizes_and_memory_limit_and_merges_spans_vertically(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("AGENTWATCH_CHDB_CACHE_BYTES", str(3 * 2**20))
     monkeypatch.setenv("AGENTWATCH_CHDB_MEMORY_LIMIT_BYTES", str(3 * 2**30))
     store = open_store(Settings.from_env(data_dir=tmp_path))
     try:
         figures = _server_settings(store)
-        spans = store.query("SELECT engine_full FROM system.tables WHERE database = currentDatabase() AND name = 'spans'")[0]["engine_full"]
+        spans = store.query(
+            "SELECT engine_full FROM system.tables WHERE database = currentDatabase() AND name = 'spans'"
+        )[0]["engine_full"]
     finally:
         store.close()
-    assert figures == {"mark_cache_size": 3 * 2**20, "primary_index_cache_size": 3 * 2**20, "index_mark_cache_size": 3 * 2**20,
-                       "query_condition_cache_size": 3 * 2**20, "max_server_memory_usage": 3 * 2**30}
+    assert figures == {
+        "mark_cache_size": 3 * 2**20,
+        "primary_index_cache_size": 3 * 2**20,
+        "index_mark_cache_size": 3 * 2**20,
+        "query_condition_cache_size": 3 * 2**20,
+        "max_server_memory_usage": 3 * 2**30,
+    }
     assert "vertical_merge_algorithm_min_rows_to_activate = 1" in spans  # migration 9: merges a column at a time
 
 
@@ -40,7 +49,9 @@ def test_no_memory_limit_leaves_clickhouse_its_own() -> None:
     assert ChdbMemory().connection_string(Path("/d")).startswith("/d?mark_cache_size=67108864&")
 
 
-def test_allocator_options_are_set_before_chdb_loads_and_never_over_the_operators(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_allocator_options_are_set_before_chdb_loads_and_never_over_the_operators(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv(ALLOCATOR_ENV, raising=False)
     monkeypatch.delitem(sys.modules, "chdb", raising=False)
     ChdbMemory(dirty_decay_ms=250).configure_allocator()

@@ -31,8 +31,14 @@ def test_sdk_run_lands_through_the_collector_on_clickhouse(clickhouse_url: str, 
         assert isinstance(collector.app.state.store.get(), ClickHouseStore)
         key = collector.key("alpha")  # keys live in the ClickHouse store too
         summary = sdk_agent_run(collector.url, key, "ch-agent")
-        spans = {s["kind"]: s for s in run_spans(collector.url, key, summary["trace_id"], expect=4)}  # with the run-start marker
-        assert (spans["llm"]["model"], spans["llm"]["input_tokens"], spans["llm"]["ttft_s"]) == ("sim-large", 2000, 0.25)
+        spans = {
+            s["kind"]: s for s in run_spans(collector.url, key, summary["trace_id"], expect=4)
+        }  # with the run-start marker
+        assert (spans["llm"]["model"], spans["llm"]["input_tokens"], spans["llm"]["ttft_s"]) == (
+            "sim-large",
+            2000,
+            0.25,
+        )
         assert spans["llm"]["cost_usd"] == pytest.approx((2000 * 2.5 + 100 * 10.0) / 1e6)
         assert "ann@example.com" not in spans["llm"]["input_text"]
         assert (spans["tool"]["tool_name"], spans["tool"]["is_timeout"]) == ("fetch", True)
@@ -47,10 +53,14 @@ def test_duplicate_delivery_changes_no_total_on_clickhouse(clickhouse_url: str, 
         body = agent_trace(trace_id).SerializeToString()
         headers = {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {key}"}
         for _ in range(3):  # an exporter's retries
-            assert httpx.post(collector.url + "/v1/traces", content=body, headers=headers, timeout=30).status_code == 200
+            assert (
+                httpx.post(collector.url + "/v1/traces", content=body, headers=headers, timeout=30).status_code == 200
+            )
             time.sleep(0.3)  # separate inserts, not one batch
         run_spans(collector.url, key, trace_id.hex(), expect=4)
         time.sleep(0.5)
-        detail = httpx.get(f"{collector.url}/api/runs/{trace_id.hex()}", headers={"Authorization": f"Bearer {key}"}, timeout=30).json()
+        detail = httpx.get(
+            f"{collector.url}/api/runs/{trace_id.hex()}", headers={"Authorization": f"Bearer {key}"}, timeout=30
+        ).json()
         assert len(detail["spans"]) == 4
         assert (detail["run"]["llm_calls"], detail["run"]["input_tokens"]) == (3, 300)

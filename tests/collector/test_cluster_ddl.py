@@ -53,8 +53,14 @@ def test_sharded_tables_are_replicated_locals_behind_distributed_tables(parser: 
     text = [parsed(parser, s) for s in cluster_ddl()]
     for table, key in SHARDED.items():
         local = [s for s in text if s.startswith(f"CREATE TABLE IF NOT EXISTS {table}_local ON CLUSTER {CLUSTER}")]
-        assert len(local) == 1 and "ENGINE = Replicated" in local[0] and "/clickhouse/tables/{shard}/{database}/{table}" in local[0]
-        distributed = [s for s in text if s.startswith(f"CREATE TABLE IF NOT EXISTS {table} ON CLUSTER {CLUSTER} AS {table}_local")]
+        assert (
+            len(local) == 1
+            and "ENGINE = Replicated" in local[0]
+            and "/clickhouse/tables/{shard}/{database}/{table}" in local[0]
+        )
+        distributed = [
+            s for s in text if s.startswith(f"CREATE TABLE IF NOT EXISTS {table} ON CLUSTER {CLUSTER} AS {table}_local")
+        ]
         assert len(distributed) == 1
         assert f"Distributed({CLUSTER}, currentDatabase(), {table}_local, {key})" in distributed[0]
 
@@ -81,7 +87,11 @@ def test_small_tables_are_one_table_for_the_whole_cluster(parser: ChdbStore) -> 
 
 def test_views_read_and_write_the_local_tables(parser: ChdbStore) -> None:
     views = [parsed(parser, s) for s in cluster_ddl() if s.startswith("CREATE MATERIALIZED VIEW")]
-    assert {re.search(r"VIEW IF NOT EXISTS (\w+)", v)[1] for v in views} == {"runs_mv", "span_minutes_mv", "span_hours_mv"}  # type: ignore[index]
+    assert {re.search(r"VIEW IF NOT EXISTS (\w+)", v)[1] for v in views} == {
+        "runs_mv",
+        "span_minutes_mv",
+        "span_hours_mv",
+    }  # type: ignore[index]
     for view in views:
         sources = re.findall(r"FROM (\w+)", view)
         assert sources and all(s.endswith("_local") for s in sources), view
@@ -116,4 +126,6 @@ def test_cluster_ddl_file_is_current() -> None:
     from collector.storage.cluster_ddl import render
 
     path = Path(__file__).resolve().parents[2] / "deploy" / "clickhouse" / "schema.sql"
-    assert path.read_text() == render(CLUSTER), "regenerate: python -m collector.storage.cluster_ddl agentwatch > deploy/clickhouse/schema.sql"
+    assert path.read_text() == render(CLUSTER), (
+        "regenerate: python -m collector.storage.cluster_ddl agentwatch > deploy/clickhouse/schema.sql"
+    )

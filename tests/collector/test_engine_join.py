@@ -38,13 +38,29 @@ class Clock:
         return self.now
 
 
-def run_with_call(t0: float, *, response_id: str = "", ttft: float | None = None, tokens: tuple[int, int] = (120, 30)) -> tuple[list[SpanRow], SpanRow]:
+def run_with_call(
+    t0: float, *, response_id: str = "", ttft: float | None = None, tokens: tuple[int, int] = (120, 30)
+) -> tuple[list[SpanRow], SpanRow]:
     """A client's run: root span and one LLM call (what openai-v2 or OpenInference record)."""
     trace = new_trace_id()
-    root = SpanRow(P, trace, new_span_id(), "", "research", "run", int(t0 * 1e9), int((t0 + 3) * 1e9), agent_name="researcher")
+    root = SpanRow(
+        P, trace, new_span_id(), "", "research", "run", int(t0 * 1e9), int((t0 + 3) * 1e9), agent_name="researcher"
+    )
     llm = SpanRow(
-        P, trace, new_span_id(), root.span_id, "chat sim-small", "llm", int((t0 + 1) * 1e9), int((t0 + 2) * 1e9),
-        model="sim-small", input_tokens=tokens[0], output_tokens=tokens[1], request_id=response_id, ttft_s=ttft, agent_name="researcher",
+        P,
+        trace,
+        new_span_id(),
+        root.span_id,
+        "chat sim-small",
+        "llm",
+        int((t0 + 1) * 1e9),
+        int((t0 + 2) * 1e9),
+        model="sim-small",
+        input_tokens=tokens[0],
+        output_tokens=tokens[1],
+        request_id=response_id,
+        ttft_s=ttft,
+        agent_name="researcher",
     )
     priced = PRICE("sim-small", "", tokens[0], tokens[1], 0)
     assert priced is not None
@@ -57,10 +73,26 @@ def engine_span(call: SpanRow, *, parent: bool, request_id: str = "chatcmpl-1", 
     priced = PRICE("sim-small", "", call.input_tokens, call.output_tokens, cached)
     assert priced is not None
     row = SpanRow(
-        P, call.trace_id if parent else new_trace_id(), new_span_id(), call.span_id if parent else "", "llm_request", "engine",
-        call.start_time_ns + 10_000_000, call.end_time_ns - 10_000_000, model="sim-small", input_tokens=call.input_tokens,
-        output_tokens=call.output_tokens, cached_tokens=cached, cost_usd=priced[0], price_version=priced[1],
-        request_id=request_id, ttft_s=0.042, queue_s=0.01, prefill_s=0.03, decode_s=0.5, tpot_s=0.017,
+        P,
+        call.trace_id if parent else new_trace_id(),
+        new_span_id(),
+        call.span_id if parent else "",
+        "llm_request",
+        "engine",
+        call.start_time_ns + 10_000_000,
+        call.end_time_ns - 10_000_000,
+        model="sim-small",
+        input_tokens=call.input_tokens,
+        output_tokens=call.output_tokens,
+        cached_tokens=cached,
+        cost_usd=priced[0],
+        price_version=priced[1],
+        request_id=request_id,
+        ttft_s=0.042,
+        queue_s=0.01,
+        prefill_s=0.03,
+        decode_s=0.5,
+        tpot_s=0.017,
     )
     set_engine_figures_aside(row)  # as the normaliser stores an engine span
     return row
@@ -80,10 +112,16 @@ def totals(store: Store, t0: float) -> dict[str, float | None]:
     figures = query.overview(store, P, start=t0 - 60, end=t0 + 600).figures
     runs = query.list_runs(store, P, start=t0 - 60, end=t0 + 600).items
     return {
-        "runs": len(runs), "input_tokens": figures["input_tokens"].value, "output_tokens": figures["output_tokens"].value,
-        "cost_usd": figures["cost_usd"].value, "ttft_p50": figures["ttft_p50"].value,
-        "cached_tokens": store.query("SELECT sum(cached_tokens) AS n FROM spans WHERE project = {p:String} AND kind != 'run'", {"p": P})[0]["n"],
-        "run_cost": runs[0].cost_usd if runs else None, "run_llm_calls": runs[0].llm_calls if runs else None,
+        "runs": len(runs),
+        "input_tokens": figures["input_tokens"].value,
+        "output_tokens": figures["output_tokens"].value,
+        "cost_usd": figures["cost_usd"].value,
+        "ttft_p50": figures["ttft_p50"].value,
+        "cached_tokens": store.query(
+            "SELECT sum(cached_tokens) AS n FROM spans WHERE project = {p:String} AND kind != 'run'", {"p": P}
+        )[0]["n"],
+        "run_cost": runs[0].cost_usd if runs else None,
+        "run_llm_calls": runs[0].llm_calls if runs else None,
     }
 
 
@@ -164,7 +202,10 @@ def test_engine_only_call_is_billed_once_and_is_no_run(store: Store, t0: float) 
     assert got["cost_usd"] == pytest.approx(engine_cost())
     assert got["ttft_p50"] == pytest.approx(0.042, rel=1e-3)
     rows = store.query("SELECT span_id, kind, attributes FROM spans WHERE project = {p:String} ORDER BY kind", {"p": P})
-    assert [(r["kind"], r["span_id"]) for r in rows] == [("engine", engine.span_id), ("llm", billing_span_id(engine.span_id))]
+    assert [(r["kind"], r["span_id"]) for r in rows] == [
+        ("engine", engine.span_id),
+        ("llm", billing_span_id(engine.span_id)),
+    ]
     assert rows[1]["attributes"][ENGINE_ONLY] == "true"
 
 
@@ -174,7 +215,12 @@ def test_engine_call_inside_a_run_without_client_llm_span_counts_in_the_run(stor
     join = EngineJoin(wait_s=30, pricer=PRICE, clock=clock)
     run, call = run_with_call(t0)
     root = run[0]
-    engine = replace(engine_span(call, parent=True), parent_span_id=root.span_id, start_time_ns=int((t0 + 4) * 1e9), end_time_ns=int((t0 + 5) * 1e9))
+    engine = replace(
+        engine_span(call, parent=True),
+        parent_span_id=root.span_id,
+        start_time_ns=int((t0 + 4) * 1e9),
+        end_time_ns=int((t0 + 5) * 1e9),
+    )
     ingest(store, join, [root, engine])
     clock.now = t0 + 600
     assert join.reconcile(store) == 1
@@ -185,12 +231,32 @@ def test_engine_call_inside_a_run_without_client_llm_span_counts_in_the_run(stor
 
 def test_matching_rules_pair_each_client_span_once() -> None:
     def e(span: str, **kw: object) -> dict:
-        return {"span_id": span, "parent_span_id": "", "trace_id": "t-e", "request_id": "", "model": "m", "input_tokens": 1,
-                "output_tokens": 1, "start_time": 2, "end_time": 3, **kw}
+        return {
+            "span_id": span,
+            "parent_span_id": "",
+            "trace_id": "t-e",
+            "request_id": "",
+            "model": "m",
+            "input_tokens": 1,
+            "output_tokens": 1,
+            "start_time": 2,
+            "end_time": 3,
+            **kw,
+        }
 
     def c(span: str, **kw: object) -> dict:
-        return {"span_id": span, "trace_id": "t-c", "request_id": "", "engine_span_id": "", "model": "m", "input_tokens": 1,
-                "output_tokens": 1, "start_time": 1, "end_time": 4, **kw}
+        return {
+            "span_id": span,
+            "trace_id": "t-c",
+            "request_id": "",
+            "engine_span_id": "",
+            "model": "m",
+            "input_tokens": 1,
+            "output_tokens": 1,
+            "start_time": 1,
+            "end_time": 4,
+            **kw,
+        }
 
     engines = [e("e1", request_id="r1"), e("e2", request_id="r2"), e("e3"), e("e4", model="other")]
     clients = [c("c1", request_id="r1"), c("c3")]

@@ -101,11 +101,19 @@ class FakeDns:
 def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcess, dict[str, str], FakeDns]]:
     dns = FakeDns()
     data = tmp_path_factory.mktemp("ssrf") / "data"
-    with in_process(data, scrape_interval_s=0.3, max_engines_per_project=3, scrape_allowed_hosts="10.0.0.0/8,engine.test,169.254.0.0/16") as running:
+    with in_process(
+        data,
+        scrape_interval_s=0.3,
+        max_engines_per_project=3,
+        scrape_allowed_hosts="10.0.0.0/8,engine.test,169.254.0.0/16",
+    ) as running:
         running.app.state.scrape_policy.resolve = dns
         ring = running.app.state.keyring
-        keys = {"admin": ring.create("eng", scopes="admin").key, "read": ring.create("eng", scopes="ingest,read").key,
-                "other-admin": ring.create("other", scopes="admin").key}
+        keys = {
+            "admin": ring.create("eng", scopes="admin").key,
+            "read": ring.create("eng", scopes="ingest,read").key,
+            "other-admin": ring.create("other", scopes="admin").key,
+        }
         yield running, keys, dns
 
 
@@ -126,24 +134,29 @@ def _scraper(running: InProcess, **kwargs: Any) -> EngineScraper:
     return EngineScraper(running.app.state.store, [], policy=running.app.state.scrape_policy, **kwargs)
 
 
-def test_a_project_key_without_admin_cannot_register(collector: tuple[InProcess, dict[str, str], FakeDns], upstream: Upstream) -> None:
+def test_a_project_key_without_admin_cannot_register(
+    collector: tuple[InProcess, dict[str, str], FakeDns], upstream: Upstream
+) -> None:
     running, keys, _ = collector
     for path in ("/api/admin/engines", "/api/engines"):
         response = running.client.post(path, json={"name": "x", "url": upstream.url}, headers=_auth(keys, "read"))
         assert response.status_code == 403 and "admin" in response.json()["detail"]
 
 
-@pytest.mark.parametrize(("url", "reason"), [
-    ("http://169.254.169.254/latest/meta-data/", "metadata"),
-    ("http://169.254.10.1:8000/metrics", "link-local"),
-    ("http://[fe80::1]:8000/metrics", "link-local"),
-    ("http://[::ffff:169.254.169.254]/", "metadata"),
-    ("http://100.100.100.200/", "metadata"),
-    ("http://0.0.0.0:8000/metrics", "unspecified"),
-    ("http://192.168.1.20:8000/metrics", "AGENTWATCH_SCRAPE_ALLOWED_HOSTS"),
-    ("http://unknown.example:8000/metrics", "cannot resolve"),
-    ("http://user:secret@127.0.0.1:8000/metrics", "credentials"),
-])
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://169.254.169.254/latest/meta-data/", "metadata"),
+        ("http://169.254.10.1:8000/metrics", "link-local"),
+        ("http://[fe80::1]:8000/metrics", "link-local"),
+        ("http://[::ffff:169.254.169.254]/", "metadata"),
+        ("http://100.100.100.200/", "metadata"),
+        ("http://0.0.0.0:8000/metrics", "unspecified"),
+        ("http://192.168.1.20:8000/metrics", "AGENTWATCH_SCRAPE_ALLOWED_HOSTS"),
+        ("http://unknown.example:8000/metrics", "cannot resolve"),
+        ("http://user:secret@127.0.0.1:8000/metrics", "credentials"),
+    ],
+)
 def test_refused_urls_say_why(collector: tuple[InProcess, dict[str, str], FakeDns], url: str, reason: str) -> None:
     running, keys, _ = collector
     response = _register(running, keys, "bad", url)
@@ -156,7 +169,9 @@ def test_non_http_schemes_are_422(collector: tuple[InProcess, dict[str, str], Fa
         assert _register(running, keys, "bad", url).status_code == 422
 
 
-def test_allow_list_admits_private_networks_and_named_hosts_never_link_local(collector: tuple[InProcess, dict[str, str], FakeDns]) -> None:
+def test_allow_list_admits_private_networks_and_named_hosts_never_link_local(
+    collector: tuple[InProcess, dict[str, str], FakeDns],
+) -> None:
     running, keys, dns = collector
     _delete_all(running, keys)
     assert _register(running, keys, "lan", "http://10.1.2.3:8000/metrics").status_code == 201
@@ -168,7 +183,9 @@ def test_allow_list_admits_private_networks_and_named_hosts_never_link_local(col
     _delete_all(running, keys)
 
 
-def test_loopback_engine_is_registered_and_scraped(collector: tuple[InProcess, dict[str, str], FakeDns], upstream: Upstream) -> None:
+def test_loopback_engine_is_registered_and_scraped(
+    collector: tuple[InProcess, dict[str, str], FakeDns], upstream: Upstream
+) -> None:
     running, keys, _ = collector
     _delete_all(running, keys)
     created = _register(running, keys, "local", upstream.url)
@@ -179,7 +196,9 @@ def test_loopback_engine_is_registered_and_scraped(collector: tuple[InProcess, d
     _delete_all(running, keys)
 
 
-def test_dns_rebinding_is_caught_at_scrape_time(collector: tuple[InProcess, dict[str, str], FakeDns], upstream: Upstream) -> None:
+def test_dns_rebinding_is_caught_at_scrape_time(
+    collector: tuple[InProcess, dict[str, str], FakeDns], upstream: Upstream
+) -> None:
     running, keys, dns = collector
     _delete_all(running, keys)
     dns.answers["engine.test"] = ["127.0.0.1"]
@@ -198,8 +217,13 @@ def test_dns_rebinding_is_caught_at_scrape_time(collector: tuple[InProcess, dict
     _delete_all(running, keys)
 
 
-@pytest.mark.parametrize(("path", "reason"), [("/redirect", "redirects are not followed"), ("/big", "larger than"), ("/slow", "no complete response within")])
-def test_redirects_oversize_and_slow_responses_are_cut_off(collector: tuple[InProcess, dict[str, str], FakeDns], upstream: Upstream, path: str, reason: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [("/redirect", "redirects are not followed"), ("/big", "larger than"), ("/slow", "no complete response within")],
+)
+def test_redirects_oversize_and_slow_responses_are_cut_off(
+    collector: tuple[InProcess, dict[str, str], FakeDns], upstream: Upstream, path: str, reason: str
+) -> None:
     running, keys, _ = collector
     _delete_all(running, keys)
     assert _register(running, keys, "hostile", upstream.url + path).status_code == 201
@@ -213,7 +237,9 @@ def test_redirects_oversize_and_slow_responses_are_cut_off(collector: tuple[InPr
     _delete_all(running, keys)
 
 
-def test_the_reason_shows_on_the_engine_status(collector: tuple[InProcess, dict[str, str], FakeDns], upstream: Upstream) -> None:
+def test_the_reason_shows_on_the_engine_status(
+    collector: tuple[InProcess, dict[str, str], FakeDns], upstream: Upstream
+) -> None:
     """The collector's own scraper (every 0.3 s here) records why a target failed; admins read it."""
     running, keys, _ = collector
     _delete_all(running, keys)
@@ -227,7 +253,9 @@ def test_the_reason_shows_on_the_engine_status(collector: tuple[InProcess, dict[
     _delete_all(running, keys)
 
 
-def test_engines_are_capped_listed_and_deleted_per_project(collector: tuple[InProcess, dict[str, str], FakeDns], upstream: Upstream) -> None:
+def test_engines_are_capped_listed_and_deleted_per_project(
+    collector: tuple[InProcess, dict[str, str], FakeDns], upstream: Upstream
+) -> None:
     running, keys, _ = collector
     _delete_all(running, keys)
     for i in range(3):
@@ -256,7 +284,9 @@ def test_policy_unit_checks() -> None:
         asyncio.run(policy.pin("http://\ufff9x/metrics"))
 
 
-def test_registered_before_the_guard_is_still_refused_at_scrape(collector: tuple[InProcess, dict[str, str], FakeDns], tmp_path: Path) -> None:
+def test_registered_before_the_guard_is_still_refused_at_scrape(
+    collector: tuple[InProcess, dict[str, str], FakeDns], tmp_path: Path
+) -> None:
     """A target stored by an older collector (no checks then) is checked when scraped."""
     running, keys, _ = collector
     from collector.scraper import register_engine

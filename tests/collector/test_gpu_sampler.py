@@ -103,8 +103,9 @@ def test_a_failing_sink_is_logged_and_counted_not_raised(caplog) -> None:
     def sink(rows: list) -> None:
         raise OSError("store down")
 
-    sampler = GpuSampler(sink, engine="e", nvml=RecordedNvml([{"index": 0, "utilization_gpu": 1,
-                                                                "memory_used": 2, "power_mw": 3}]))
+    sampler = GpuSampler(
+        sink, engine="e", nvml=RecordedNvml([{"index": 0, "utilization_gpu": 1, "memory_used": 2, "power_mw": 3}])
+    )
     with caplog.at_level(logging.ERROR, logger="collector.gpu"):
         assert sampler.sample_once() == []
     assert sampler.errors == 1 and "sample failed" in caplog.text

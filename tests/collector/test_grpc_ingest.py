@@ -42,9 +42,16 @@ def _export(collector: Running, body: bytes, key: str | None) -> bytes:
 def test_real_grpc_exporter_lands_in_store(collector: Running) -> None:
     key = collector.key("grpc-project")
     provider = TracerProvider()
-    exporter = OTLPSpanExporter(endpoint=collector.grpc, insecure=True, headers={"authorization": f"Bearer {key}"}, compression=grpc.Compression.Gzip)
+    exporter = OTLPSpanExporter(
+        endpoint=collector.grpc,
+        insecure=True,
+        headers={"authorization": f"Bearer {key}"},
+        compression=grpc.Compression.Gzip,
+    )
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    with provider.get_tracer("t").start_as_current_span("chat", attributes={"gen_ai.request.model": "sim-small", "gen_ai.usage.input_tokens": 7}) as span:
+    with provider.get_tracer("t").start_as_current_span(
+        "chat", attributes={"gen_ai.request.model": "sim-small", "gen_ai.usage.input_tokens": 7}
+    ) as span:
         pass
     provider.shutdown()
     [row] = run_spans(collector.url, key, f"{span.get_span_context().trace_id:032x}", expect=1)
@@ -91,4 +98,7 @@ def test_grpc_applies_the_per_span_bounds_of_http(collector: Running) -> None:
         span.events.add(name=f"e{i}", time_unix_nano=span.start_time_unix_nano)
     response = ExportTraceServiceResponse.FromString(_export(collector, request.SerializeToString(), key))
     assert response.partial_success.rejected_spans == 0
-    assert f"{limit + 5} events; the first {limit} kept (AGENTWATCH_MAX_EVENTS_PER_SPAN)" in response.partial_success.error_message
+    assert (
+        f"{limit + 5} events; the first {limit} kept (AGENTWATCH_MAX_EVENTS_PER_SPAN)"
+        in response.partial_success.error_message
+    )

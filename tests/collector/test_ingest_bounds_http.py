@@ -31,12 +31,32 @@ LLM = {sc.AGENTWATCH_SPAN_KIND: "llm", sc.GEN_AI_REQUEST_MODEL: "sim-small"}
 # (name, attributes or times, what the partial_success message must name, rejected)
 HOSTILE: list[tuple[str, dict[str, Any], str, int]] = [
     ("huge-tokens", {"attrs": {**LLM, sc.GEN_AI_USAGE_INPUT_TOKENS: 10**18}}, sc.GEN_AI_USAGE_INPUT_TOKENS, 0),
-    ("negative-tokens", {"attrs": {**LLM, sc.GEN_AI_USAGE_OUTPUT_TOKENS: -40_000_000}}, sc.GEN_AI_USAGE_OUTPUT_TOKENS, 0),
-    ("sdk-cost-1", {"attrs": {sc.AGENTWATCH_SPAN_KIND: "llm", sc.GEN_AI_REQUEST_MODEL: "own-model", sc.AW_COST_USD: 1e308}}, sc.AW_COST_USD, 0),
-    ("sdk-cost-2", {"attrs": {sc.AGENTWATCH_SPAN_KIND: "llm", sc.GEN_AI_REQUEST_MODEL: "own-model", sc.AW_COST_USD: 1e308}}, sc.AW_COST_USD, 0),
+    (
+        "negative-tokens",
+        {"attrs": {**LLM, sc.GEN_AI_USAGE_OUTPUT_TOKENS: -40_000_000}},
+        sc.GEN_AI_USAGE_OUTPUT_TOKENS,
+        0,
+    ),
+    (
+        "sdk-cost-1",
+        {"attrs": {sc.AGENTWATCH_SPAN_KIND: "llm", sc.GEN_AI_REQUEST_MODEL: "own-model", sc.AW_COST_USD: 1e308}},
+        sc.AW_COST_USD,
+        0,
+    ),
+    (
+        "sdk-cost-2",
+        {"attrs": {sc.AGENTWATCH_SPAN_KIND: "llm", sc.GEN_AI_REQUEST_MODEL: "own-model", sc.AW_COST_USD: 1e308}},
+        sc.AW_COST_USD,
+        0,
+    ),
     ("negative-ttft", {"attrs": {**LLM, sc.AW_TTFT: -3.0}}, sc.AW_TTFT, 0),
     ("after-2106", {"start": MAX_TIME_NS + 10**9, "end": MAX_TIME_NS + 2 * 10**9}, "2106-02-07T06:28:15Z", 1),
-    ("expiry-after-2106", {"start": latest_start_ns(30) + 10**9, "end": latest_start_ns(30) + 2 * 10**9}, "starts too late", 1),
+    (
+        "expiry-after-2106",
+        {"start": latest_start_ns(30) + 10**9, "end": latest_start_ns(30) + 2 * 10**9},
+        "starts too late",
+        1,
+    ),
 ]
 
 
@@ -47,13 +67,23 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Running:
 
 
 def _post(collector: Running, key: str, body: bytes, content_type: str = "application/x-protobuf") -> httpx.Response:
-    response = httpx.post(collector.url + "/v1/traces", content=body, headers={"Content-Type": content_type, "Authorization": f"Bearer {key}"}, timeout=30)
+    response = httpx.post(
+        collector.url + "/v1/traces",
+        content=body,
+        headers={"Content-Type": content_type, "Authorization": f"Bearer {key}"},
+        timeout=30,
+    )
     assert response.status_code == 200, response.text
     return response
 
 
 def _get(collector: Running, key: str, path: str, start: float, end: float) -> dict[str, Any]:
-    response = httpx.get(f"{collector.url}{path}", params={"start": start, "end": end}, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    response = httpx.get(
+        f"{collector.url}{path}",
+        params={"start": start, "end": end},
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=30,
+    )
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -62,7 +92,13 @@ def test_hostile_values_are_named_and_never_reach_the_totals(collector: Running)
     key = collector.key("hostile")
     trace_id = os.urandom(16)
     _post(collector, key, agent_trace(trace_id).SerializeToString())
-    _post(collector, key, otlp_request(trace_id, [{"span_id": os.urandom(8), "name": "timed", "attrs": {**LLM, sc.AW_TTFT: 0.25}}]).SerializeToString())
+    _post(
+        collector,
+        key,
+        otlp_request(
+            trace_id, [{"span_id": os.urandom(8), "name": "timed", "attrs": {**LLM, sc.AW_TTFT: 0.25}}]
+        ).SerializeToString(),
+    )
     for i, (name, spec, named, rejected) in enumerate(HOSTILE):
         body = otlp_request(trace_id, [{"span_id": os.urandom(8), "name": name, **spec}]).SerializeToString()
         if i % 2:  # every other one as OTLP JSON
@@ -76,12 +112,21 @@ def test_hostile_values_are_named_and_never_reach_the_totals(collector: Running)
     now = time.time()
     overview = _get(collector, key, "/api/overview", now - 3600, now + 60)["figures"]
     cost = _get(collector, key, "/api/cost", now - 3600, now + 60)
-    for total in (overview["cost_usd"]["value"], overview["input_tokens"]["value"], overview["output_tokens"]["value"], cost["total_usd"]):
+    for total in (
+        overview["cost_usd"]["value"],
+        overview["input_tokens"]["value"],
+        overview["output_tokens"]["value"],
+        cost["total_usd"],
+    ):
         assert total is not None and math.isfinite(total) and total >= 0
     assert overview["cost_usd"]["value"] == pytest.approx(GOOD_COST) and cost["total_usd"] == pytest.approx(GOOD_COST)
     assert (overview["input_tokens"]["value"], overview["output_tokens"]["value"]) == (300, 60)
     assert sum(row["cost_usd"] for row in cost["by_model"]) == pytest.approx(GOOD_COST)
     assert overview["ttft_p50"]["value"] == pytest.approx(0.25)  # the negative TTFT is not a quantile's
     json.dumps(cost, allow_nan=False)  # nothing the dashboard's schema would refuse
-    dropped = [line for line in httpx.get(collector.url + "/metrics").text.splitlines() if line.startswith("agentwatch_collector_dropped_fields_total")]
+    dropped = [
+        line
+        for line in httpx.get(collector.url + "/metrics").text.splitlines()
+        if line.startswith("agentwatch_collector_dropped_fields_total")
+    ]
     assert dropped and float(dropped[0].split()[-1]) == 5

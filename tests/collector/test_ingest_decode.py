@@ -22,7 +22,14 @@ NZ = Normalizer()
 
 
 def _json_span(**fields: object) -> bytes:
-    span = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "s", "startTimeUnixNano": "1", "endTimeUnixNano": "2", **fields}
+    span = {
+        "traceId": "ab" * 16,
+        "spanId": "cd" * 8,
+        "name": "s",
+        "startTimeUnixNano": "1",
+        "endTimeUnixNano": "2",
+        **fields,
+    }
     return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
 
 
@@ -37,33 +44,51 @@ def test_protobuf_round_trip() -> None:
 
 
 def test_json_mapping_ids_ints_enums_and_snake_case() -> None:
-    body = _json_span(parentSpanId="ef" * 8, status={"code": 2}, attributes=[
-        {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "9007199254740993"}},
-        {"key": "n", "value": {"intValue": "9007199254740993"}},
-        {"key": "b", "value": {"bytesValue": base64.b64encode(b"\x01").decode()}},
-        {"key": "d", "value": {"doubleValue": 1.5}},
-        {"key": "kv", "value": {"kvlistValue": {"values": [{"key": "x", "value": {"boolValue": True}}]}}},
-    ])
+    body = _json_span(
+        parentSpanId="ef" * 8,
+        status={"code": 2},
+        attributes=[
+            {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "9007199254740993"}},
+            {"key": "n", "value": {"intValue": "9007199254740993"}},
+            {"key": "b", "value": {"bytesValue": base64.b64encode(b"\x01").decode()}},
+            {"key": "d", "value": {"doubleValue": 1.5}},
+            {"key": "kv", "value": {"kvlistValue": {"values": [{"key": "x", "value": {"boolValue": True}}]}}},
+        ],
+    )
     out = convert(body, JSON, "p", NZ, max_spans=10)
     [row] = table_rows(out.table)
     assert (row.trace_id, row.parent_span_id, row.status_code) == ("ab" * 16, "ef" * 8, "error")
-    assert row.input_tokens == 0 and "gen_ai.usage.input_tokens" in out.error_message  # beyond collector.bounds: dropped, warned
+    assert (
+        row.input_tokens == 0 and "gen_ai.usage.input_tokens" in out.error_message
+    )  # beyond collector.bounds: dropped, warned
     assert row.attributes == {"n": "9007199254740993", "b": "01", "d": "1.5", "kv": '{"x":true}'}
-    snake = json.dumps({"resource_spans": [{"scope_spans": [{"spans": [{"trace_id": "ab" * 16, "span_id": "cd" * 8, "start_time_unix_nano": 5}]}]}]})
+    snake = json.dumps(
+        {
+            "resource_spans": [
+                {"scope_spans": [{"spans": [{"trace_id": "ab" * 16, "span_id": "cd" * 8, "start_time_unix_nano": 5}]}]}
+            ]
+        }
+    )
     assert table_rows(convert(snake.encode(), JSON, "p", NZ, max_spans=10).table)[0].start_time_ns == 5
 
 
-@pytest.mark.parametrize("fields, why", [
-    ({"traceId": "ab" * 15}, "traceId must be 32 hex characters"),
-    ({"spanId": "zz" * 8}, "spanId is not hex"),
-    ({"spanId": "00" * 8}, "spanId must not be all zero"),
-    ({"parentSpanId": "ab"}, "parentSpanId must be 16 hex"),
-    ({"startTimeUnixNano": "soon"}, "invalid literal"),
-    ({"attributes": [{"key": "k", "value": {"weirdValue": 1}}]}, "unknown AnyValue"),
-    ({"name": "lone \ud800"}, "name is not valid Unicode"),
-    ({"attributes": [{"key": "k\udfff", "value": {"stringValue": "v"}}]}, "attributes is not valid Unicode"),
-    ({"attributes": [{"key": "k", "value": {"intValue": float("inf")}}]}, "cannot convert float infinity"),  # JSON 1e400
-])
+@pytest.mark.parametrize(
+    "fields, why",
+    [
+        ({"traceId": "ab" * 15}, "traceId must be 32 hex characters"),
+        ({"spanId": "zz" * 8}, "spanId is not hex"),
+        ({"spanId": "00" * 8}, "spanId must not be all zero"),
+        ({"parentSpanId": "ab"}, "parentSpanId must be 16 hex"),
+        ({"startTimeUnixNano": "soon"}, "invalid literal"),
+        ({"attributes": [{"key": "k", "value": {"weirdValue": 1}}]}, "unknown AnyValue"),
+        ({"name": "lone \ud800"}, "name is not valid Unicode"),
+        ({"attributes": [{"key": "k\udfff", "value": {"stringValue": "v"}}]}, "attributes is not valid Unicode"),
+        (
+            {"attributes": [{"key": "k", "value": {"intValue": float("inf")}}]},
+            "cannot convert float infinity",
+        ),  # JSON 1e400
+    ],
+)
 def test_bad_json_span_is_rejected_alone(fields: dict[str, object], why: str) -> None:
     doc = json.loads(_json_span(**fields))
     doc["resourceSpans"][0]["scopeSpans"][0]["spans"].append({"traceId": "12" * 16, "spanId": "34" * 8})
@@ -85,7 +110,9 @@ def test_request_with_every_span_rejected_gives_an_empty_table() -> None:
     assert json.loads(response_body(out, JSON))["partialSuccess"]["rejectedSpans"] == "1"
 
 
-@pytest.mark.parametrize("body", [b"[]", b'{"resourceSpans": 5}', b'{"resourceSpans": [{"scopeSpans": [3]}]}', b"{not json", b"[" * 100_000])
+@pytest.mark.parametrize(
+    "body", [b"[]", b'{"resourceSpans": 5}', b'{"resourceSpans": [{"scopeSpans": [3]}]}', b"{not json", b"[" * 100_000]
+)
 def test_bad_json_structure_is_bad_request(body: bytes) -> None:
     with pytest.raises(BadRequest):
         convert(body, JSON, "p", NZ, max_spans=10)
@@ -106,7 +133,11 @@ def test_gzip_limits() -> None:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.binary(max_size=2000), cut=st.integers(min_value=0, max_value=400), flip=st.integers(min_value=0, max_value=399))
+@given(
+    data=st.binary(max_size=2000),
+    cut=st.integers(min_value=0, max_value=400),
+    flip=st.integers(min_value=0, max_value=399),
+)
 def test_fuzzed_protobuf_never_raises_anything_but_ingest_errors(data: bytes, cut: int, flip: int) -> None:
     valid = bytearray(agent_trace(b"\x11" * 16).SerializeToString())
     valid[flip % len(valid)] ^= 0xFF

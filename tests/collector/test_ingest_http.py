@@ -34,7 +34,12 @@ PROTOBUF = {"Content-Type": "application/x-protobuf"}
 
 @pytest.fixture(scope="module")
 def collector(tmp_path_factory: pytest.TempPathFactory) -> Running:
-    settings = settings_for(tmp_path_factory.mktemp("ingest") / "data", max_attribute_length=1000, max_body_bytes=2_000_000, max_spans_per_request=1000)
+    settings = settings_for(
+        tmp_path_factory.mktemp("ingest") / "data",
+        max_attribute_length=1000,
+        max_body_bytes=2_000_000,
+        max_spans_per_request=1000,
+    )
     with serve(settings) as running:
         yield running
 
@@ -60,10 +65,19 @@ def test_real_exporter_spans_are_queryable(collector: Running, key: str) -> None
     exporter = OTLPSpanExporter(endpoint=collector.url + "/v1/traces", headers={"Authorization": f"Bearer {key}"})
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("test")
-    with tracer.start_as_current_span("invoke_agent research", attributes={"agentwatch.span.kind": "run", "gen_ai.agent.name": "research"}) as root:
-        with tracer.start_as_current_span("chat sim-large", attributes={
-            "gen_ai.operation.name": "chat", "gen_ai.request.model": "sim-large",
-            "gen_ai.usage.input_tokens": 1000, "gen_ai.usage.output_tokens": 100, "custom.flag": "yes"}):
+    with tracer.start_as_current_span(
+        "invoke_agent research", attributes={"agentwatch.span.kind": "run", "gen_ai.agent.name": "research"}
+    ) as root:
+        with tracer.start_as_current_span(
+            "chat sim-large",
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "sim-large",
+                "gen_ai.usage.input_tokens": 1000,
+                "gen_ai.usage.output_tokens": 100,
+                "custom.flag": "yes",
+            },
+        ):
             pass
     provider.shutdown()
     trace_id = f"{root.get_span_context().trace_id:032x}"
@@ -78,7 +92,9 @@ def test_real_exporter_spans_are_queryable(collector: Running, key: str) -> None
 
 def test_gzip_exporter(collector: Running, key: str) -> None:
     provider = TracerProvider()
-    exporter = OTLPSpanExporter(endpoint=collector.url + "/v1/traces", headers={"Authorization": f"Bearer {key}"}, compression=Compression.Gzip)
+    exporter = OTLPSpanExporter(
+        endpoint=collector.url + "/v1/traces", headers={"Authorization": f"Bearer {key}"}, compression=Compression.Gzip
+    )
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     with provider.get_tracer("t").start_as_current_span("gz", attributes={"gen_ai.request.model": "sim-small"}) as span:
         pass
@@ -89,28 +105,62 @@ def test_gzip_exporter(collector: Running, key: str) -> None:
 def test_json_body_with_otlp_mapping(collector: Running, key: str) -> None:
     trace_id = os.urandom(16).hex()
     now = time.time_ns()
-    body = {"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "json-agent"}}]},
-        "scopeSpans": [{"scope": {"name": "s"}, "spans": [{
-            "traceId": trace_id, "spanId": os.urandom(8).hex(), "name": "chat", "kind": 3,
-            "startTimeUnixNano": str(now - 10**9), "endTimeUnixNano": str(now),
-            "status": {"code": "STATUS_CODE_ERROR", "message": "boom"},
-            "attributes": [
-                {"key": "gen_ai.request.model", "value": {"stringValue": "sim-small"}},
-                {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "42"}},
-                {"key": "tags", "value": {"arrayValue": {"values": [{"stringValue": "a"}, {"intValue": "2"}]}}},
-            ]}]}]}]}
-    response = _post(collector, key, gzip.compress(json.dumps(body).encode()), {"Content-Type": "application/json", "Content-Encoding": "gzip"})
+    body = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "json-agent"}}]},
+                "scopeSpans": [
+                    {
+                        "scope": {"name": "s"},
+                        "spans": [
+                            {
+                                "traceId": trace_id,
+                                "spanId": os.urandom(8).hex(),
+                                "name": "chat",
+                                "kind": 3,
+                                "startTimeUnixNano": str(now - 10**9),
+                                "endTimeUnixNano": str(now),
+                                "status": {"code": "STATUS_CODE_ERROR", "message": "boom"},
+                                "attributes": [
+                                    {"key": "gen_ai.request.model", "value": {"stringValue": "sim-small"}},
+                                    {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "42"}},
+                                    {
+                                        "key": "tags",
+                                        "value": {"arrayValue": {"values": [{"stringValue": "a"}, {"intValue": "2"}]}},
+                                    },
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            }
+        ]
+    }
+    response = _post(
+        collector,
+        key,
+        gzip.compress(json.dumps(body).encode()),
+        {"Content-Type": "application/json", "Content-Encoding": "gzip"},
+    )
     assert response.status_code == 200, response.text
     assert response.json() == {}
     [span] = run_spans(collector.url, key, trace_id, expect=1)
-    assert (span["model"], span["input_tokens"], span["status"], span["service"]) == ("sim-small", 42, "error", "json-agent")
+    assert (span["model"], span["input_tokens"], span["status"], span["service"]) == (
+        "sim-small",
+        42,
+        "error",
+        "json-agent",
+    )
     assert json.loads(span["attributes"]["tags"]) == ["a", 2]
 
 
-@pytest.mark.parametrize("body, needle", [
-    (os.urandom(300), "not a valid OTLP protobuf"),
-    (agent_trace(os.urandom(16)).SerializeToString()[:-7], "not a valid OTLP protobuf"),
-])
+@pytest.mark.parametrize(
+    "body, needle",
+    [
+        (os.urandom(300), "not a valid OTLP protobuf"),
+        (agent_trace(os.urandom(16)).SerializeToString()[:-7], "not a valid OTLP protobuf"),
+    ],
+)
 def test_malformed_protobuf_is_400_with_message(collector: Running, key: str, body: bytes, needle: str) -> None:
     response = _post(collector, key, body)
     assert response.status_code == 400
@@ -149,24 +199,43 @@ def test_wrong_id_lengths_partial_success_keeps_valid_spans(collector: Running, 
     assert [s["span_id"] for s in spans] == [good.hex()]
 
 
-
 def test_spans_older_than_the_retention_are_rejected_not_silently_dropped(collector: Running, key: str) -> None:
     """The TTL would drop such a span right after the 2xx: it is refused in partial_success instead."""
     trace_id, fresh, stale = os.urandom(16), os.urandom(8), os.urandom(8)
     days_ago = (collector.settings.retention_days + 1) * 86_400 * 10**9
     old = time.time_ns() - days_ago
-    request = otlp_request(trace_id, [{"span_id": fresh, "name": "fresh"}, {"span_id": stale, "name": "stale", "start": old, "end": old + 10**9}])
+    request = otlp_request(
+        trace_id,
+        [{"span_id": fresh, "name": "fresh"}, {"span_id": stale, "name": "stale", "start": old, "end": old + 10**9}],
+    )
     response = _post(collector, key, request.SerializeToString())
     assert response.status_code == 200
     partial = ExportTraceServiceResponse.FromString(response.content).partial_success
     assert partial.rejected_spans == 1
     assert "retention" in partial.error_message and "AGENTWATCH_RETENTION_DAYS" in partial.error_message
-    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [
-        {"traceId": trace_id.hex(), "spanId": os.urandom(8).hex(), "name": "stale-json", "startTimeUnixNano": str(old), "endTimeUnixNano": str(old + 1)},
-    ]}]}]}
+    doc = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": trace_id.hex(),
+                                "spanId": os.urandom(8).hex(),
+                                "name": "stale-json",
+                                "startTimeUnixNano": str(old),
+                                "endTimeUnixNano": str(old + 1),
+                            },
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
     answer = _post(collector, key, json.dumps(doc).encode(), {"Content-Type": "application/json"}).json()
     assert answer["partialSuccess"]["rejectedSpans"] == "1" and "retention" in answer["partialSuccess"]["errorMessage"]
     assert [s["span_id"] for s in run_spans(collector.url, key, trace_id.hex(), expect=1)] == [fresh.hex()]
+
 
 def test_empty_request_is_ok(collector: Running, key: str) -> None:
     assert _post(collector, key, b"").status_code == 200
@@ -196,7 +265,9 @@ def test_missing_or_bad_key_is_401_and_nothing_stored(collector: Running, key: s
 
 def test_huge_attribute_is_truncated_with_marker(collector: Running, key: str) -> None:
     trace_id = os.urandom(16)
-    body = otlp_request(trace_id, [{"span_id": os.urandom(8), "attrs": {"blob": "z" * 5000, "input.value": "q" * 3000}}])
+    body = otlp_request(
+        trace_id, [{"span_id": os.urandom(8), "attrs": {"blob": "z" * 5000, "input.value": "q" * 3000}}]
+    )
     assert _post(collector, key, body.SerializeToString()).status_code == 200
     [span] = run_spans(collector.url, key, trace_id.hex(), expect=1)
     assert span["attributes"]["blob"] == "z" * 1000 + TRUNCATION_MARKER.format(n=4000)
@@ -222,7 +293,10 @@ def test_project_isolation(collector: Running, key: str) -> None:
     trace_id = os.urandom(16)
     assert _post(collector, other, agent_trace(trace_id).SerializeToString()).status_code == 200
     assert len(run_spans(collector.url, other, trace_id.hex(), expect=4)) == 4
-    assert httpx.get(f"{collector.url}/api/runs/{trace_id.hex()}", headers={"Authorization": f"Bearer {key}"}).status_code == 404
+    assert (
+        httpx.get(f"{collector.url}/api/runs/{trace_id.hex()}", headers={"Authorization": f"Bearer {key}"}).status_code
+        == 404
+    )
 
 
 def test_metrics_and_ingest_status(collector: Running, key: str) -> None:
@@ -245,8 +319,16 @@ def test_one_span_that_cannot_be_stored_does_not_sink_its_request(collector: Run
     """A lone surrogate (valid JSON escape, not encodable UTF-8) cannot become an Arrow string:
     that span is rejected at decode, in partial_success, and the rest is stored."""
     trace_id, now = os.urandom(16).hex(), time.time_ns()
-    spans = [{"traceId": trace_id, "spanId": os.urandom(8).hex(), "name": name, "startTimeUnixNano": now - 10**9, "endTimeUnixNano": now}
-             for name in ("fine-1", "bad-\ud800", "fine-2")]
+    spans = [
+        {
+            "traceId": trace_id,
+            "spanId": os.urandom(8).hex(),
+            "name": name,
+            "startTimeUnixNano": now - 10**9,
+            "endTimeUnixNano": now,
+        }
+        for name in ("fine-1", "bad-\ud800", "fine-2")
+    ]
     body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
     response = _post(collector, key, body.encode(), {"Content-Type": "application/json"})
     assert response.status_code == 200

@@ -24,11 +24,18 @@ class _ChatCompletions(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        body = json.dumps({
-            "id": "chatcmpl-local1", "object": "chat.completion", "created": 1700000000, "model": request["model"],
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Paris."}}],
-            "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16},
-        }).encode()
+        body = json.dumps(
+            {
+                "id": "chatcmpl-local1",
+                "object": "chat.completion",
+                "created": 1700000000,
+                "model": request["model"],
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Paris."}}
+                ],
+                "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16},
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -68,16 +75,24 @@ def _openinference() -> Any:
 
 
 @pytest.mark.parametrize("make_instrumentor", [_openai_v2, _openinference], ids=["openai-v2", "openinference"])
-def test_instrumented_openai_call_lands_with_model_and_tokens(collector: Running, llm_server: str, make_instrumentor: Callable[[], Any]) -> None:
+def test_instrumented_openai_call_lands_with_model_and_tokens(
+    collector: Running, llm_server: str, make_instrumentor: Callable[[], Any]
+) -> None:
     key = collector.key("instrumented")
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=collector.url + "/v1/traces", headers={"Authorization": f"Bearer {key}"})))
+    provider.add_span_processor(
+        SimpleSpanProcessor(
+            OTLPSpanExporter(endpoint=collector.url + "/v1/traces", headers={"Authorization": f"Bearer {key}"})
+        )
+    )
     instrumentor = make_instrumentor()
     instrumentor.instrument(tracer_provider=provider)
     try:
         with provider.get_tracer("test").start_as_current_span("agent") as root:
             client = openai.OpenAI(base_url=llm_server, api_key="sk-test-not-a-real-key-000000")
-            answer = client.chat.completions.create(model="sim-small", messages=[{"role": "user", "content": "Capital of France?"}])
+            answer = client.chat.completions.create(
+                model="sim-small", messages=[{"role": "user", "content": "Capital of France?"}]
+            )
         assert answer.choices[0].message.content == "Paris."
     finally:
         instrumentor.uninstrument()

@@ -45,7 +45,9 @@ def test_gunzip_bounds_all_members_together() -> None:
     assert gunzip(gzip.compress(b"x" * 5) + gzip.compress(b"y" * 5), 10) == b"x" * 5 + b"y" * 5
 
 
-@pytest.mark.parametrize("tail", [b"garbage", gzip.compress(b"cut short")[:-6], b"\x1f"], ids=["not gzip", "truncated member", "one byte"])
+@pytest.mark.parametrize(
+    "tail", [b"garbage", gzip.compress(b"cut short")[:-6], b"\x1f"], ids=["not gzip", "truncated member", "one byte"]
+)
 def test_gunzip_refuses_what_follows_a_member_unless_it_is_one(tail: bytes) -> None:
     with pytest.raises(BadRequest, match="not valid gzip"):
         gunzip(gzip.compress(b"abc") + tail, 100)
@@ -75,7 +77,13 @@ def _varint(value: int) -> bytes:
 
 def _span(trace_id: bytes, name: str = "ok", *, extra: bytes = b"") -> bytes:
     now = time.time_ns()
-    span = Span(trace_id=trace_id, span_id=os.urandom(8), name=name, start_time_unix_nano=now - 2_000_000_000, end_time_unix_nano=now - 10**9)
+    span = Span(
+        trace_id=trace_id,
+        span_id=os.urandom(8),
+        name=name,
+        start_time_unix_nano=now - 2_000_000_000,
+        end_time_unix_nano=now - 10**9,
+    )
     span.attributes.append(kv("gen_ai.request.model", "sim-small"))
     return span.SerializeToString() + extra
 
@@ -105,14 +113,19 @@ def _resource(service: str) -> bytes:
 
 
 def _mixed(trace_id: bytes) -> bytes:
-    return _request((_resource("svc"), [_span(trace_id), _bad_utf8_span(trace_id), _deep_span(trace_id), _span(trace_id)]))
+    return _request(
+        (_resource("svc"), [_span(trace_id), _bad_utf8_span(trace_id), _deep_span(trace_id), _span(trace_id)])
+    )
 
 
 @pytest.mark.parametrize("use_native", NATIVE)
 def test_bad_protobuf_spans_are_rejected_alone_with_index_and_reason(use_native: bool) -> None:
     converted = convert(_mixed(os.urandom(16)), PROTOBUF, "p", Normalizer(), max_spans=100, native=use_native)
     assert converted.spans == 2 and converted.rejected == 2
-    assert converted.messages == ["span 1: a string field is not valid UTF-8", "span 2: attribute values are nested too deeply (more than 100 levels)"]
+    assert converted.messages == [
+        "span 1: a string field is not valid UTF-8",
+        "span 2: attribute values are nested too deeply (more than 100 levels)",
+    ]
     assert converted.table.column("name").to_pylist() == ["ok", "ok"]
 
 
@@ -168,7 +181,9 @@ def _stored(collector: Running, trace_id: bytes, *, expect: int, timeout: float 
 
 
 def _post(collector: Running, key: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
-    return httpx.post(collector.url + "/v1/traces", content=body, headers={**headers, "Authorization": f"Bearer {key}"}, timeout=30)
+    return httpx.post(
+        collector.url + "/v1/traces", content=body, headers={**headers, "Authorization": f"Bearer {key}"}, timeout=30
+    )
 
 
 def test_multi_member_gzip_protobuf_body_is_stored_whole(collector: Running, key: str) -> None:
@@ -184,10 +199,18 @@ def test_multi_member_gzip_protobuf_body_is_stored_whole(collector: Running, key
 def test_multi_member_gzip_json_body_is_stored_whole(collector: Running, key: str) -> None:
     trace_id = os.urandom(16)
     now = time.time_ns()
-    spans = [{"traceId": trace_id.hex(), "spanId": os.urandom(8).hex(), "name": f"s{i}", "startTimeUnixNano": str(now - 2 * 10**9),
-              "endTimeUnixNano": str(now - 10**9)} for i in range(4)]
+    spans = [
+        {
+            "traceId": trace_id.hex(),
+            "spanId": os.urandom(8).hex(),
+            "name": f"s{i}",
+            "startTimeUnixNano": str(now - 2 * 10**9),
+            "endTimeUnixNano": str(now - 10**9),
+        }
+        for i in range(4)
+    ]
     doc = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).encode()
-    gz = b"".join(gzip.compress(doc[i:i + 40]) for i in range(0, len(doc), 40))
+    gz = b"".join(gzip.compress(doc[i : i + 40]) for i in range(0, len(doc), 40))
     response = _post(collector, key, gz, {"Content-Type": "application/json", "Content-Encoding": "gzip"})
     assert response.status_code == 200, response.text
     assert _stored(collector, trace_id, expect=4) == 4
@@ -195,7 +218,12 @@ def test_multi_member_gzip_json_body_is_stored_whole(collector: Running, key: st
 
 def test_gzip_with_trailing_garbage_is_400_not_a_silent_loss(collector: Running, key: str) -> None:
     body = otlp_request(os.urandom(16), [{"span_id": os.urandom(8)}]).SerializeToString()
-    response = _post(collector, key, gzip.compress(body) + b"trailing", {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"})
+    response = _post(
+        collector,
+        key,
+        gzip.compress(body) + b"trailing",
+        {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"},
+    )
     assert response.status_code == 400
 
 
@@ -227,7 +255,9 @@ def test_health_and_ready_answer_without_a_key(collector: Running) -> None:
     assert (response.status_code, response.json()) == (200, {"status": "ready"})
 
 
-def test_ready_trusts_the_writer_when_the_store_is_slow_to_answer(collector: Running, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ready_trusts_the_writer_when_the_store_is_slow_to_answer(
+    collector: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A busy embedded store (one statement at a time) is not an unreachable one; a failing one is."""
     monkeypatch.setattr(admin, "READY_TIMEOUT_S", 0.1)
     monkeypatch.setattr(collector.app.state.store, "query", lambda *args, **kwargs: time.sleep(1.0) or [{"n": 1}])

@@ -96,7 +96,9 @@ def two_collectors_stores(clickhouse_url: str) -> Iterator[tuple[ClickHouseStore
     _drop(first)
 
 
-def test_the_same_spans_written_by_two_collectors_at_once_are_stored_once(two_collectors_stores: tuple[ClickHouseStore, ClickHouseStore]) -> None:
+def test_the_same_spans_written_by_two_collectors_at_once_are_stored_once(
+    two_collectors_stores: tuple[ClickHouseStore, ClickHouseStore],
+) -> None:
     first, second = two_collectors_stores
     runs = [agent_run(start_s=time.time() - 600 + i, steps=4) for i in range(12)]
     rows = [span for run in runs for span in run]
@@ -108,8 +110,8 @@ def test_the_same_spans_written_by_two_collectors_at_once_are_stored_once(two_co
 
     # Both collectors get every run (a retry on the other collector), in other groupings and orders.
     threads = [
-        threading.Thread(target=send, args=(first, [rows[i:i + 10] for i in range(0, len(rows), 10)])),
-        threading.Thread(target=send, args=(second, [rows[::-1][i:i + 7] for i in range(0, len(rows), 7)])),
+        threading.Thread(target=send, args=(first, [rows[i : i + 10] for i in range(0, len(rows), 10)])),
+        threading.Thread(target=send, args=(second, [rows[::-1][i : i + 7] for i in range(0, len(rows), 7)])),
     ]
     for t in threads:
         t.start()
@@ -122,7 +124,9 @@ def test_the_same_spans_written_by_two_collectors_at_once_are_stored_once(two_co
     assert first.query("SELECT sum(llm_calls) AS n FROM runs_agg")[0]["n"] == sum(1 for r in rows if r.kind == "llm")
 
 
-def test_a_writer_waits_for_the_lease_then_gives_up_with_store_unavailable(two_collectors_stores: tuple[ClickHouseStore, ClickHouseStore]) -> None:
+def test_a_writer_waits_for_the_lease_then_gives_up_with_store_unavailable(
+    two_collectors_stores: tuple[ClickHouseStore, ClickHouseStore],
+) -> None:
     from collector.storage.base import StoreUnavailable
 
     first, second = two_collectors_stores
@@ -138,7 +142,9 @@ def test_a_writer_waits_for_the_lease_then_gives_up_with_store_unavailable(two_c
         pass
 
 
-def test_each_role_is_held_by_one_collector_and_handed_over_at_shutdown(two_collectors_stores: tuple[ClickHouseStore, ClickHouseStore]) -> None:
+def test_each_role_is_held_by_one_collector_and_handed_over_at_shutdown(
+    two_collectors_stores: tuple[ClickHouseStore, ClickHouseStore],
+) -> None:
     import asyncio
 
     from collector.roles import ROLES, Roles
@@ -167,5 +173,7 @@ def test_a_term_taken_by_another_is_never_won_by_a_late_contender(module_store: 
     assert b.acquire()
     assert not a.acquire() and b.held
     stale = StoreLease(store, "writer", "stale")
-    store.command("INSERT INTO leases (name, term, holder, expires_at, taken_at) SELECT 'writer', 1, 'stale', now64(3) + 60, now64(3)")
+    store.command(
+        "INSERT INTO leases (name, term, holder, expires_at, taken_at) SELECT 'writer', 1, 'stale', now64(3) + 60, now64(3)"
+    )
     assert not stale._try(1), "a later term exists: an old term's row (its token forgotten) wins nothing"

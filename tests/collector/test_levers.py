@@ -26,15 +26,32 @@ M = 1e6  # prices are USD per 1M tokens: sim-small 0.10 / 0.40 / 0.05 cached, si
 
 def _span(trace: str, kind: str, at: int, **fields: Any) -> SpanRow:
     t = (T + at) * 1_000_000_000
-    return SpanRow(project=P, trace_id=trace, span_id=new_span_id(), parent_span_id=fields.pop("parent", "p"), name=kind,
-                   kind=kind, start_time_ns=t, end_time_ns=t + 1_000_000, agent_name=fields.pop("agent", "a"), **fields)
+    return SpanRow(
+        project=P,
+        trace_id=trace,
+        span_id=new_span_id(),
+        parent_span_id=fields.pop("parent", "p"),
+        name=kind,
+        kind=kind,
+        start_time_ns=t,
+        end_time_ns=t + 1_000_000,
+        agent_name=fields.pop("agent", "a"),
+        **fields,
+    )
 
 
-def _run(at: int, *children: dict[str, Any], agent: str = "a", outcome: str = "success",
-         attributes: dict[str, str] | None = None) -> list[SpanRow]:
+def _run(
+    at: int,
+    *children: dict[str, Any],
+    agent: str = "a",
+    outcome: str = "success",
+    attributes: dict[str, str] | None = None,
+) -> list[SpanRow]:
     trace = new_trace_id()
     spans = [_span(trace, "run", at, parent="", agent=agent, outcome=outcome, attributes=attributes or {})]
-    return spans + [_span(trace, child.pop("kind"), at + 1 + i, agent=agent, **child) for i, child in enumerate(children)]
+    return spans + [
+        _span(trace, child.pop("kind"), at + 1 + i, agent=agent, **child) for i, child in enumerate(children)
+    ]
 
 
 def _routed(baseline: str) -> dict[str, str]:
@@ -43,29 +60,87 @@ def _routed(baseline: str) -> dict[str, str]:
 
 RUNS = {
     # routed calls, the prompt cache and tool-cache hits
-    "R1": _run(10,
-               {"kind": "llm", "model": "sim-small", "input_tokens": 1000, "output_tokens": 100, "cached_tokens": 400,
-                "cost_usd": (600 * 0.10 + 400 * 0.05 + 100 * 0.40) / M, "attributes": _routed("sim-large")},
-               {"kind": "llm", "model": "sim-small", "input_tokens": 2000, "output_tokens": 50,
-                "cost_usd": (2000 * 0.10 + 50 * 0.40) / M, "attributes": _routed("sim-large")},
-               {"kind": "llm", "model": "sim-large", "input_tokens": 3000, "output_tokens": 500, "cached_tokens": 1000,
-                "cost_usd": (2000 * 2.50 + 1000 * 1.25 + 500 * 10.0) / M},
-               {"kind": "tool", "tool_name": "search", "tool_cache_hit": True, "attributes": {"agentwatch.tool.tokens_saved": "150"}},
-               {"kind": "tool", "tool_name": "fetch", "tool_cache_hit": True, "attributes": {"agentwatch.tool.tokens_saved": "250"}},
-               {"kind": "tool", "tool_name": "fetch"}),
+    "R1": _run(
+        10,
+        {
+            "kind": "llm",
+            "model": "sim-small",
+            "input_tokens": 1000,
+            "output_tokens": 100,
+            "cached_tokens": 400,
+            "cost_usd": (600 * 0.10 + 400 * 0.05 + 100 * 0.40) / M,
+            "attributes": _routed("sim-large"),
+        },
+        {
+            "kind": "llm",
+            "model": "sim-small",
+            "input_tokens": 2000,
+            "output_tokens": 50,
+            "cost_usd": (2000 * 0.10 + 50 * 0.40) / M,
+            "attributes": _routed("sim-large"),
+        },
+        {
+            "kind": "llm",
+            "model": "sim-large",
+            "input_tokens": 3000,
+            "output_tokens": 500,
+            "cached_tokens": 1000,
+            "cost_usd": (2000 * 2.50 + 1000 * 1.25 + 500 * 10.0) / M,
+        },
+        {
+            "kind": "tool",
+            "tool_name": "search",
+            "tool_cache_hit": True,
+            "attributes": {"agentwatch.tool.tokens_saved": "150"},
+        },
+        {
+            "kind": "tool",
+            "tool_name": "fetch",
+            "tool_cache_hit": True,
+            "attributes": {"agentwatch.tool.tokens_saved": "250"},
+        },
+        {"kind": "tool", "tool_name": "fetch"},
+    ),
     # degraded at a projected $0.05, ended at $0.02, and failed
-    "R2": _run(20,
-               {"kind": "step", "attributes": {"agentwatch.lever.name": "degradation", "agentwatch.lever.projected_cost_usd": "0.05",
-                                               "agentwatch.lever.cost_so_far_usd": "0.015"}},
-               {"kind": "llm", "model": "sim-large", "input_tokens": 4000, "output_tokens": 1000, "cost_usd": 0.02},
-               outcome="failure", attributes={"agentwatch.run.degraded": "true"}),
-    "R3": _run(30, outcome="abandoned", attributes={"agentwatch.lever.name": "rate_limit", "agentwatch.lever.refused": "true"}),
+    "R2": _run(
+        20,
+        {
+            "kind": "step",
+            "attributes": {
+                "agentwatch.lever.name": "degradation",
+                "agentwatch.lever.projected_cost_usd": "0.05",
+                "agentwatch.lever.cost_so_far_usd": "0.015",
+            },
+        },
+        {"kind": "llm", "model": "sim-large", "input_tokens": 4000, "output_tokens": 1000, "cost_usd": 0.02},
+        outcome="failure",
+        attributes={"agentwatch.run.degraded": "true"},
+    ),
+    "R3": _run(
+        30, outcome="abandoned", attributes={"agentwatch.lever.name": "rate_limit", "agentwatch.lever.refused": "true"}
+    ),
     # queued 1.5 s; its one routed call names a model without a price
-    "R4": _run(40, {"kind": "llm", "model": "sim-small", "input_tokens": 100, "output_tokens": 10, "cost_usd": 0.01,
-                    "attributes": _routed("mystery-model-without-price")},
-               attributes={"agentwatch.lever.name": "rate_limit", "agentwatch.lever.delay_s": "1.5"}),
-    "R5": _run(50, agent="b", outcome="abandoned", attributes={"agentwatch.lever.name": "rate_limit", "agentwatch.lever.refused": "true"}),
-    "R6": _run(60, {"kind": "llm", "model": "sim-large", "input_tokens": 100, "output_tokens": 10, "cost_usd": 0.04}, agent="b"),
+    "R4": _run(
+        40,
+        {
+            "kind": "llm",
+            "model": "sim-small",
+            "input_tokens": 100,
+            "output_tokens": 10,
+            "cost_usd": 0.01,
+            "attributes": _routed("mystery-model-without-price"),
+        },
+        attributes={"agentwatch.lever.name": "rate_limit", "agentwatch.lever.delay_s": "1.5"},
+    ),
+    "R5": _run(
+        50,
+        agent="b",
+        outcome="abandoned",
+        attributes={"agentwatch.lever.name": "rate_limit", "agentwatch.lever.refused": "true"},
+    ),
+    "R6": _run(
+        60, {"kind": "llm", "model": "sim-large", "input_tokens": 100, "output_tokens": 10, "cost_usd": 0.04}, agent="b"
+    ),
 }
 R1_COST = (600 * 0.10 + 400 * 0.05 + 100 * 0.40 + 2000 * 0.10 + 50 * 0.40 + 2000 * 2.50 + 1000 * 1.25 + 500 * 10.0) / M
 
@@ -96,10 +171,14 @@ def savings(api: Api) -> dict[str, Any]:
 
 def test_routing_prices_the_routed_tokens_on_the_model_they_would_have_used(savings: dict) -> None:
     routing = savings["by_lever"]["routing"]
-    counterfactual = (600 * 2.50 + 400 * 1.25 + 100 * 10.0 + 2000 * 2.50 + 50 * 10.0) / M  # the same tokens on sim-large
+    counterfactual = (
+        600 * 2.50 + 400 * 1.25 + 100 * 10.0 + 2000 * 2.50 + 50 * 10.0
+    ) / M  # the same tokens on sim-large
     actual = (600 * 0.10 + 400 * 0.05 + 100 * 0.40 + 2000 * 0.10 + 50 * 0.40) / M
     assert routing["events"] == 2 and routing["detail"]["unpriced_calls"] == 1  # R4's baseline has no price
-    assert routing["counterfactual_usd"] == pytest.approx(counterfactual) and routing["actual_usd"] == pytest.approx(actual)
+    assert routing["counterfactual_usd"] == pytest.approx(counterfactual) and routing["actual_usd"] == pytest.approx(
+        actual
+    )
     assert routing["saving_usd"] == pytest.approx(counterfactual - actual)
     assert routing["detail"]["routed_tokens"] == 1000 + 100 + 2000 + 50
 
@@ -108,8 +187,15 @@ def test_cache_prices_cached_tokens_at_the_full_input_price_and_counts_tool_hits
     cache = savings["by_lever"]["cache"]
     saving = (400 * (0.10 - 0.05) + 1000 * (2.50 - 1.25)) / M
     assert cache["saving_usd"] == pytest.approx(saving)
-    assert cache["actual_usd"] == pytest.approx((600 * 0.10 + 400 * 0.05 + 100 * 0.40 + 2000 * 2.50 + 1000 * 1.25 + 500 * 10.0) / M)
-    assert cache["detail"] == {"tool_cache_hits": 2, "tool_tokens_avoided": 400, "cached_calls": 2, "cached_tokens": 1400}
+    assert cache["actual_usd"] == pytest.approx(
+        (600 * 0.10 + 400 * 0.05 + 100 * 0.40 + 2000 * 2.50 + 1000 * 1.25 + 500 * 10.0) / M
+    )
+    assert cache["detail"] == {
+        "tool_cache_hits": 2,
+        "tool_tokens_avoided": 400,
+        "cached_calls": 2,
+        "cached_tokens": 1400,
+    }
 
 
 def test_degradation_is_the_projected_cost_at_the_switch_against_the_final_cost(savings: dict) -> None:
@@ -129,10 +215,20 @@ def test_rate_limiting_estimates_refused_runs_at_the_agents_mean_served_run(savi
 
 def test_quality_of_degraded_runs_beside_the_others(savings: dict) -> None:
     degraded, other = savings["quality"]
-    assert (degraded["group"], degraded["runs"], degraded["success_rate"], degraded["feedback_score"]) == ("degraded", 1, 0.0, 0.5)
+    assert (degraded["group"], degraded["runs"], degraded["success_rate"], degraded["feedback_score"]) == (
+        "degraded",
+        1,
+        0.0,
+        0.5,
+    )
     assert degraded["mean_cost_usd"] == pytest.approx(0.02)
     assert (other["group"], other["runs"], other["success_rate"], other["feedback_score"], other["feedback_count"]) == (
-        "not degraded", 3, 1.0, 1.0, 1)
+        "not degraded",
+        3,
+        1.0,
+        1.0,
+        1,
+    )
     assert other["mean_cost_usd"] == pytest.approx((R1_COST + 0.01 + 0.04) / 3)
 
 
@@ -158,11 +254,32 @@ def _stepped_run(at: int, *steps: tuple[str, int, int, int]) -> list[SpanRow]:
     root = _span(trace, "run", at, parent="", agent="c", outcome="success")
     rows = [root]
     for index, (name, inp, out, cached) in enumerate(steps):
-        step = _span(trace, "step", at + 1 + index, parent=root.span_id, agent="c", step_index=index,
-                     attributes={"agentwatch.step.name": name})
+        step = _span(
+            trace,
+            "step",
+            at + 1 + index,
+            parent=root.span_id,
+            agent="c",
+            step_index=index,
+            attributes={"agentwatch.step.name": name},
+        )
         cost = ((inp - cached) * 2.50 + cached * 1.25 + out * 10.0) / M
-        rows += [step, _span(trace, "llm", at + 1 + index, parent=step.span_id, agent="c", step_index=index, model="sim-large",
-                             input_tokens=inp, output_tokens=out, cached_tokens=cached, cost_usd=cost)]
+        rows += [
+            step,
+            _span(
+                trace,
+                "llm",
+                at + 1 + index,
+                parent=step.span_id,
+                agent="c",
+                step_index=index,
+                model="sim-large",
+                input_tokens=inp,
+                output_tokens=out,
+                cached_tokens=cached,
+                cost_usd=cost,
+            ),
+        ]
     return with_project(rows, W)
 
 
@@ -192,12 +309,18 @@ def _interval(*changes: float) -> float:
 
 def test_whatif_route_prices_the_steps_calls_on_the_new_model(wf: Api) -> None:
     body = _whatif(wf, policy="route", step="research", model="sim-small")
-    small = {"W1": (1000 * 0.10 + 100 * 0.40 + 1500 * 0.10 + 500 * 0.05 + 100 * 0.40) / M, "W2": (1000 * 0.10 + 50 * 0.40) / M}
+    small = {
+        "W1": (1000 * 0.10 + 100 * 0.40 + 1500 * 0.10 + 500 * 0.05 + 100 * 0.40) / M,
+        "W2": (1000 * 0.10 + 50 * 0.40) / M,
+    }
     changes = (small["W1"] - (3500 + 5375) / M, small["W2"] - 3000 / M)
     assert (body["runs"], body["runs_changed"], body["calls_changed"]) == (2, 2, 3)
     assert body["actual_usd"] == pytest.approx(W_ACTUAL) and body["change_usd"] == pytest.approx(sum(changes))
     assert body["uncertainty_usd"] == pytest.approx(_interval(*changes))
-    assert body["change_ratio"] == pytest.approx(sum(changes) / W_ACTUAL) and body["estimate_tokens"] == body["actual_tokens"]
+    assert (
+        body["change_ratio"] == pytest.approx(sum(changes) / W_ACTUAL)
+        and body["estimate_tokens"] == body["actual_tokens"]
+    )
 
 
 def test_whatif_cap_keeps_the_first_steps_of_longer_runs(wf: Api) -> None:
@@ -216,11 +339,14 @@ def test_whatif_evolving_report_bounds_each_calls_context(wf: Api) -> None:
     assert (body["actual_tokens"], body["estimate_tokens"], body["calls_changed"]) == (9550, 7750, 2)
 
 
-@pytest.mark.parametrize(("params", "says"), [
-    ({"policy": "route", "step": "research"}, "needs step"),
-    ({"policy": "route", "step": "research", "model": "no-such-model-anywhere"}, "has no price"),
-    ({"policy": "cap_steps"}, "cap must be"),
-])
+@pytest.mark.parametrize(
+    ("params", "says"),
+    [
+        ({"policy": "route", "step": "research"}, "needs step"),
+        ({"policy": "route", "step": "research", "model": "no-such-model-anywhere"}, "has no price"),
+        ({"policy": "cap_steps"}, "cap must be"),
+    ],
+)
 def test_whatif_bad_policy_says_why(wf: Api, params: dict, says: str) -> None:
     response = wf.get("/api/whatif", start=T, end=T + 3600, **params)
     assert response.status_code == 422 and says in response.json()["detail"]
@@ -228,8 +354,20 @@ def test_whatif_bad_policy_says_why(wf: Api, params: dict, says: str) -> None:
 
 def test_whatif_command_prints_the_estimate(wf: Api, capsys: pytest.CaptureFixture[str]) -> None:
     running: Running = wf.running  # type: ignore[attr-defined]
-    argv = ["whatif", "cap_steps", "--cap", "1", "--since", str(T), "--until", str(T + 3600),
-            "--collector", running.url, "--key", wf.key]  # type: ignore[attr-defined]
+    argv = [
+        "whatif",
+        "cap_steps",
+        "--cap",
+        "1",
+        "--since",
+        str(T),
+        "--until",
+        str(T + 3600),
+        "--collector",
+        running.url,
+        "--key",
+        wf.key,
+    ]  # type: ignore[attr-defined]
     assert main(argv) == 0
     out = capsys.readouterr().out
     change = (3500 + 3000 + 6750) / M - W_ACTUAL

@@ -46,7 +46,9 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Runnin
 
 
 def agent(running: Running, key: str, service: str, mode: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-c", AGENT, running.url, key, service, str(STEPS), mode], cwd=REPO, stdout=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", AGENT, running.url, key, service, str(STEPS), mode], cwd=REPO, stdout=subprocess.PIPE
+    )
 
 
 def my_run(running: Running, key: str, service: str) -> dict | None:
@@ -76,7 +78,13 @@ def test_long_run_is_listed_while_running_and_finishes_ok(collector: tuple[Runni
     while (run := my_run(running, key, "svc-long")) is None or run["status"] == "running":
         assert time.monotonic() < deadline
         time.sleep(0.3)
-    assert (run["status"], run["steps"], run["llm_calls"], run["tool_calls"], run["input_tokens"]) == ("ok", STEPS, STEPS, STEPS, 1000 * STEPS)
+    assert (run["status"], run["steps"], run["llm_calls"], run["tool_calls"], run["input_tokens"]) == (
+        "ok",
+        STEPS,
+        STEPS,
+        STEPS,
+        1000 * STEPS,
+    )
     assert run["name"] == "invoke_agent long-research"
 
 
@@ -92,5 +100,7 @@ def test_killed_run_becomes_incomplete_with_its_cost(collector: tuple[Running, s
     headers = {"Authorization": f"Bearer {key}"}
     overview = httpx.get(running.url + "/api/overview", headers=headers, timeout=30).json()
     assert overview["incomplete_runs"] >= 1
-    listed = httpx.get(running.url + "/api/runs", params={"status": "incomplete"}, headers=headers, timeout=30).json()["items"]
+    listed = httpx.get(running.url + "/api/runs", params={"status": "incomplete"}, headers=headers, timeout=30).json()[
+        "items"
+    ]
     assert run["trace_id"] in [r["trace_id"] for r in listed]

@@ -27,18 +27,54 @@ from tests.reliability import otlp_gen as gen
 
 NORMALIZERS = {
     "plain": Normalizer(),
-    "priced-redacted-short": Normalizer(max_attribute_length=24, redactor=Redactor.from_setting("default"), pricer=sdk_pricer()),
+    "priced-redacted-short": Normalizer(
+        max_attribute_length=24, redactor=Redactor.from_setting("default"), pricer=sdk_pricer()
+    ),
 }
 KEYS = sorted(set(normalize._SPEC) | set(gen.SEMCONV_KEYS) | set(normalize.PYTHON_RULE_KEYS)) + [
-    "input.mime_type", "gen_ai.prompt.0.content", "exception.type", "custom.key"]
+    "input.mime_type",
+    "gen_ai.prompt.0.content",
+    "exception.type",
+    "custom.key",
+]
 _EVENT_NAMES = ["exception", "log", "", *sorted(normalize.STREAM_EVENTS)]
 _TEXT = st.one_of(
-    st.text(max_size=30), st.sampled_from(["", "llm", "run", "step", "tool", "TOOL", "CHAIN", "chat", "workflow", "gpt-4o-mini",
-                                           "openai", "TimeoutError", "a@b.example", "sk-" + "x" * 30, "é" * 30,
-                                           "AGENT", "agent", "task", "false", "openai/gpt-4o-mini"]),
+    st.text(max_size=30),
+    st.sampled_from(
+        [
+            "",
+            "llm",
+            "run",
+            "step",
+            "tool",
+            "TOOL",
+            "CHAIN",
+            "chat",
+            "workflow",
+            "gpt-4o-mini",
+            "openai",
+            "TimeoutError",
+            "a@b.example",
+            "sk-" + "x" * 30,
+            "é" * 30,
+            "AGENT",
+            "agent",
+            "task",
+            "false",
+            "openai/gpt-4o-mini",
+        ]
+    ),
 )
-_SCALARS = st.one_of(_TEXT, st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.binary(max_size=9))
-_VALUES = st.one_of(_SCALARS, st.none(), st.lists(_SCALARS, max_size=3), st.dictionaries(st.text(max_size=5), _SCALARS, max_size=2))
+_SCALARS = st.one_of(
+    _TEXT,
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.binary(max_size=9),
+)
+_VALUES = st.one_of(
+    _SCALARS, st.none(), st.lists(_SCALARS, max_size=3), st.dictionaries(st.text(max_size=5), _SCALARS, max_size=2)
+)
 
 
 def _any(value: object) -> AnyValue:
@@ -50,7 +86,11 @@ def requests(draw: st.DrawFn) -> bytes:
     request = ExportTraceServiceRequest()
     for _ in range(draw(st.integers(1, 2))):
         rs = request.resource_spans.add()
-        for key, value in draw(st.lists(st.tuples(st.sampled_from(["service.name", "host.name", "process.command_args"]), _VALUES), max_size=3)):
+        for key, value in draw(
+            st.lists(
+                st.tuples(st.sampled_from(["service.name", "host.name", "process.command_args"]), _VALUES), max_size=3
+            )
+        ):
             rs.resource.attributes.append(KeyValue(key=key, value=_any(value)))
         for _ in range(draw(st.integers(1, 2))):
             scope = rs.scope_spans.add()
@@ -67,10 +107,19 @@ def requests(draw: st.DrawFn) -> bytes:
                 for _ in range(draw(st.integers(0, 2))):
                     event = span.events.add()
                     event.name = draw(st.sampled_from(_EVENT_NAMES))
-                    after_start, ns = draw(st.one_of(st.tuples(st.just(False), st.integers(0, 2**64 - 1)),
-                                                     st.tuples(st.just(True), st.integers(0, 10**10))))  # a stream event
+                    after_start, ns = draw(
+                        st.one_of(
+                            st.tuples(st.just(False), st.integers(0, 2**64 - 1)),
+                            st.tuples(st.just(True), st.integers(0, 10**10)),
+                        )
+                    )  # a stream event
                     event.time_unix_nano = min(spec.start + ns, 2**64 - 1) if after_start else ns
-                    for key, value in draw(st.lists(st.tuples(st.sampled_from(["exception.type", "exception.message", "k"]), _VALUES), max_size=3)):
+                    for key, value in draw(
+                        st.lists(
+                            st.tuples(st.sampled_from(["exception.type", "exception.message", "k"]), _VALUES),
+                            max_size=3,
+                        )
+                    ):
                         event.attributes.append(KeyValue(key=key, value=_any(value)))
                 if draw(st.integers(0, 9)) == 0:
                     span.links.add(trace_id=spec.trace_id, span_id=spec.span_id)
@@ -82,7 +131,9 @@ def _both(payload: bytes, normalizer: Normalizer, not_before_ns: int = 0, fmt: s
     out = []
     for use_native in (False, True):
         try:
-            out.append(convert(payload, fmt, "p", normalizer, max_spans=1000, not_before_ns=not_before_ns, native=use_native))
+            out.append(
+                convert(payload, fmt, "p", normalizer, max_spans=1000, not_before_ns=not_before_ns, native=use_native)
+            )
         except IngestError as exc:
             out.append((type(exc), str(exc)))
     return out[0], out[1]
@@ -134,11 +185,14 @@ def test_invalid_utf8_in_a_scope_name_loses_only_the_scope_the_same() -> None:
     assert not isinstance(python, tuple) and python.spans == python.rejected == 0
 
 
-@pytest.mark.parametrize("body", [
-    pytest.param(b"\n\x03\x08\x01\x02", id="wrong-wire-type"),
-    pytest.param(b"\n\xff\xff\xff\xff\x0f", id="length-past-end"),
-    pytest.param(b"\x0b", id="group"),
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b"\n\x03\x08\x01\x02", id="wrong-wire-type"),
+        pytest.param(b"\n\xff\xff\xff\xff\x0f", id="length-past-end"),
+        pytest.param(b"\x0b", id="group"),
+    ],
+)
 def test_malformed_bodies_are_refused_the_same(body: bytes) -> None:
     python, fast = _both(body, NORMALIZERS["plain"])
     assert python == fast
@@ -147,12 +201,48 @@ def test_malformed_bodies_are_refused_the_same(body: bytes) -> None:
 
 # --- JSON bodies: re-encoded as protobuf (native.json_wire) for the same decoder -------------------
 
-_ODD_VALUES = st.sampled_from([
-    None, "", 0, -1, 1.5, True, False, [], {}, "zz", "12", "-12", "+3", " 7", "1e3", "0" * 32, "AB" * 16, "ab" * 8, "ab",
-    2**63, 2**64, -(2**63) - 1, 10**30, float("nan"), float("inf"), "NaN", "STATUS_CODE_OK", "STATUS_CODE_NOPE", "\ud800",
-    {"stringValue": "s"}, {"intValue": "5"}, {"values": []}, {"key": "k"}, {"key": "k", "value": {"boolValue": True}},
-    [{"key": "k", "value": {"doubleValue": 2}}], {"bytesValue": "AQ=="}, {"weirdValue": 1}, {"x": 1, "stringValue": "late"},
-])
+_ODD_VALUES = st.sampled_from(
+    [
+        None,
+        "",
+        0,
+        -1,
+        1.5,
+        True,
+        False,
+        [],
+        {},
+        "zz",
+        "12",
+        "-12",
+        "+3",
+        " 7",
+        "1e3",
+        "0" * 32,
+        "AB" * 16,
+        "ab" * 8,
+        "ab",
+        2**63,
+        2**64,
+        -(2**63) - 1,
+        10**30,
+        float("nan"),
+        float("inf"),
+        "NaN",
+        "STATUS_CODE_OK",
+        "STATUS_CODE_NOPE",
+        "\ud800",
+        {"stringValue": "s"},
+        {"intValue": "5"},
+        {"values": []},
+        {"key": "k"},
+        {"key": "k", "value": {"boolValue": True}},
+        [{"key": "k", "value": {"doubleValue": 2}}],
+        {"bytesValue": "AQ=="},
+        {"weirdValue": 1},
+        {"x": 1, "stringValue": "late"},
+    ]
+)
 
 
 def _dialect(node: object, data: st.DataObject) -> object:
@@ -197,8 +287,15 @@ def _json_body(payload: bytes, data: st.DataObject, *, odd: int) -> bytes:
     if data.draw(st.booleans()):  # spans with bad ids send a request the Python way whole: leave them out
         for rs in doc.get("resourceSpans", ()):
             for ss in rs.get("scopeSpans", ()):
-                ss["spans"] = [s for s in ss.get("spans", ()) if len(s.get("traceId", "")) == 32 and len(s.get("spanId", "")) == 16
-                               and len(s.get("parentSpanId", "")) in (0, 16) and s["traceId"] != "0" * 32 and s["spanId"] != "0" * 16]
+                ss["spans"] = [
+                    s
+                    for s in ss.get("spans", ())
+                    if len(s.get("traceId", "")) == 32
+                    and len(s.get("spanId", "")) == 16
+                    and len(s.get("parentSpanId", "")) in (0, 16)
+                    and s["traceId"] != "0" * 32
+                    and s["spanId"] != "0" * 16
+                ]
     for _ in range(odd):  # a value somewhere replaced by one of an odd type or form
         path = data.draw(st.sampled_from(_paths(doc)[1:] or [()]))
         if path:
@@ -211,14 +308,18 @@ def _json_body(payload: bytes, data: st.DataObject, *, odd: int) -> bytes:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), payload=requests(), which=st.sampled_from(sorted(NORMALIZERS)), retention=st.booleans())
-def test_generated_json_requests_decode_the_same_natively(data: st.DataObject, payload: bytes, which: str, retention: bool) -> None:
+def test_generated_json_requests_decode_the_same_natively(
+    data: st.DataObject, payload: bytes, which: str, retention: bool
+) -> None:
     not_before = time.time_ns() - 3600 * 10**9 if retention else 0
     _assert_same(*_both(_json_body(payload, data, odd=0), NORMALIZERS[which], not_before, JSON))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), payload=requests(), odd=st.integers(1, 3))
-def test_json_requests_with_odd_values_decode_or_fail_the_same_natively(data: st.DataObject, payload: bytes, odd: int) -> None:
+def test_json_requests_with_odd_values_decode_or_fail_the_same_natively(
+    data: st.DataObject, payload: bytes, odd: int
+) -> None:
     _assert_same(*_both(_json_body(payload, data, odd=odd), NORMALIZERS["plain"], fmt=JSON))
 
 
@@ -239,14 +340,21 @@ def test_agent_workload_as_json_is_decoded_natively(content: bool) -> None:
 
 # --- dialect rules that live in Python only: the native decoder declines those spans ---------------
 
+
 def _dialect_request(spans: list[tuple[str, str, dict, list[tuple[str, int]]]]) -> bytes:
     """(name, parent span id hex, attributes, [(event name, ms after start)]) -> one request."""
     request = ExportTraceServiceRequest()
     scope = request.resource_spans.add().scope_spans.add()
     start = time.time_ns() - 60 * 10**9
     for i, (name, parent, attributes, events) in enumerate(spans):
-        span = scope.spans.add(name=name, trace_id=bytes.fromhex("ab" * 16), span_id=(i + 1).to_bytes(8, "big"),
-                               parent_span_id=bytes.fromhex(parent), start_time_unix_nano=start, end_time_unix_nano=start + 900 * 10**6)
+        span = scope.spans.add(
+            name=name,
+            trace_id=bytes.fromhex("ab" * 16),
+            span_id=(i + 1).to_bytes(8, "big"),
+            parent_span_id=bytes.fromhex(parent),
+            start_time_unix_nano=start,
+            end_time_unix_nano=start + 900 * 10**6,
+        )
         for key, value in attributes.items():
             span.attributes.append(KeyValue(key=key, value=_any(value)))
         for event_name, ms in events:
@@ -260,13 +368,42 @@ def test_dialect_spans_decode_the_same_natively_and_only_rule_spans_are_declined
     parent = "0a" * 8
     chunks = [(sc.TRACELOOP_CHUNK_EVENT, 150 + 10 * i) for i in range(20)]
     spans = [  # (name, parent, attributes, events), declined by the native decoder?
-        (("research.workflow", "", {"traceloop.span.kind": "workflow", "traceloop.entity.name": "research",
-                                    "traceloop.workflow.name": "research"}, []), False),
-        (("researcher.agent", parent, {"traceloop.span.kind": "agent", "traceloop.entity.name": "researcher",
-                                       "traceloop.workflow.name": "researcher"}, []), False),
+        (
+            (
+                "research.workflow",
+                "",
+                {
+                    "traceloop.span.kind": "workflow",
+                    "traceloop.entity.name": "research",
+                    "traceloop.workflow.name": "research",
+                },
+                [],
+            ),
+            False,
+        ),
+        (
+            (
+                "researcher.agent",
+                parent,
+                {
+                    "traceloop.span.kind": "agent",
+                    "traceloop.entity.name": "researcher",
+                    "traceloop.workflow.name": "researcher",
+                },
+                [],
+            ),
+            False,
+        ),
         (("plan.task", parent, {"traceloop.span.kind": "task", "traceloop.entity.name": "plan"}, []), True),
-        (("search.tool", parent, {"traceloop.span.kind": "tool", "traceloop.entity.name": "search",
-                                  "traceloop.entity.path": "plan"}, []), True),
+        (
+            (
+                "search.tool",
+                parent,
+                {"traceloop.span.kind": "tool", "traceloop.entity.name": "search", "traceloop.entity.path": "plan"},
+                [],
+            ),
+            True,
+        ),
         (("openai.chat", parent, real.TRACELOOP_LLM, []), False),
         (("openai.chat", parent, real.TRACELOOP_LLM, chunks), True),
         (("ChatCompletion", parent, real.OPENINFERENCE_LLM, [(sc.OI_FIRST_TOKEN_EVENT, 180)]), True),
@@ -276,7 +413,15 @@ def test_dialect_spans_decode_the_same_natively_and_only_rule_spans_are_declined
         (("Step 1", parent, {"openinference.span.kind": "CHAIN"}, []), False),
         (("chat gpt-4o-mini", parent, real.OPENLIT_STREAM, []), True),
         (("chat gpt-4o-mini", parent, {**real.OPENAI_V2, "gen_ai.response.model": "openai/gpt-4o-mini"}, []), False),
-        (("execute_tool search", parent, {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}, []), False),
+        (
+            (
+                "execute_tool search",
+                parent,
+                {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"},
+                [],
+            ),
+            False,
+        ),
     ]
     body = _dialect_request([span for span, _ in spans])
     for normalizer in NORMALIZERS.values():

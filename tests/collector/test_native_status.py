@@ -22,7 +22,8 @@ def _started(tmp_path: Path) -> str:
 
 
 def test_without_the_native_decoder_the_collector_warns_once_and_shows_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setattr(native, "AVAILABLE", False)
     monkeypatch.setattr(native, "NOT_BUILT", "No module named 'collector.otlp._native'")
     with caplog.at_level(logging.WARNING, logger="collector.app"):

@@ -33,8 +33,19 @@ def test_runs_list_summarises_each_run(module_store: Store, seeded: dict) -> Non
     a, b, c, d, f = (by_id[trace(seeded, k)] for k in "ABCDF")
     assert [r.trace_id for r in page.items] == [a.trace_id, b.trace_id, c.trace_id, d.trace_id, f.trace_id]
     assert (a.steps, a.llm_calls, a.tool_calls, a.tool_failures, a.status, a.outcome) == (3, 3, 3, 0, "ok", "success")
-    assert (a.input_tokens, a.output_tokens, a.total_tokens, a.models, a.agent, a.name) == (300, 60, 360, ["sim-small"], "alpha", "alpha")
-    assert a.cost_usd == pytest.approx(0.03) and a.duration_s == pytest.approx(4.0) and a.feedback_score == pytest.approx(0.75)
+    assert (a.input_tokens, a.output_tokens, a.total_tokens, a.models, a.agent, a.name) == (
+        300,
+        60,
+        360,
+        ["sim-small"],
+        "alpha",
+        "alpha",
+    )
+    assert (
+        a.cost_usd == pytest.approx(0.03)
+        and a.duration_s == pytest.approx(4.0)
+        and a.feedback_score == pytest.approx(0.75)
+    )
     assert (b.status, b.tool_failures, b.cost_usd, b.models) == ("error", 1, pytest.approx(0.10), ["sim-large"])
     assert (c.status, d.status, d.budget_exceeded) == ("timeout", "budget", "cost")
     assert (f.steps, f.llm_calls, f.tool_calls) == (2, 2, 0)  # no step spans: steps are LLM calls
@@ -108,7 +119,11 @@ def test_overview_figures_and_previous_period(module_store: Store, seeded: dict)
     assert value["cost_usd"] == pytest.approx(0.20) and value["cost_per_hour_usd"] == pytest.approx(0.20)
     assert value["success_rate"] == pytest.approx(0.75) and figures["success_rate"].previous == pytest.approx(0.5)
     assert value["cost_per_success_usd"] == pytest.approx(0.20 / 3)
-    assert value["error_rate"] == pytest.approx(0.6) and value["max_steps"] == 4 and value["max_run_cost_usd"] == pytest.approx(0.10)
+    assert (
+        value["error_rate"] == pytest.approx(0.6)
+        and value["max_steps"] == 4
+        and value["max_run_cost_usd"] == pytest.approx(0.10)
+    )
     assert value["steps_per_run"] == pytest.approx(2.4) and value["tool_calls"] == 10
     assert value["tool_failure_rate"] == pytest.approx(0.2) and value["timeout_rate"] == pytest.approx(1 / 22)
     assert value["feedback_score"] == pytest.approx(0.5) and value["input_tokens"] == 1200
@@ -149,7 +164,11 @@ def test_timeseries_set_gives_each_series_as_asked_alone(module_store: Store, se
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(("bogus", W[0], W[1], 60), "metric"), (("runs", W[0], W[1], 0), "step_s"), (("runs", W[0], W[1] + 86_400 * 30, 1), "buckets")],
+    [
+        (("bogus", W[0], W[1], 60), "metric"),
+        (("runs", W[0], W[1], 0), "step_s"),
+        (("runs", W[0], W[1] + 86_400 * 30, 1), "buckets"),
+    ],
 )
 def test_timeseries_rejects_bad_parameters(module_store: Store, args: tuple, message: str) -> None:
     with pytest.raises(query.InvalidQuery, match=message):
@@ -172,15 +191,24 @@ def test_cost_breakdown(module_store: Store, seeded: dict) -> None:
     hosted = cost.self_hosted
     assert hosted is not None and hosted.gpu_seconds == pytest.approx(60) and hosted.tokens_served == 1440
     assert hosted.cost_per_1k_tokens_usd == pytest.approx(3.6 * 60 / 3600 / 1.44)
-    assert hosted.by_load == [{"running_requests": 3.0, "cost_per_1k_tokens_usd": pytest.approx(3.6 * 60 / 3600 / 0.36)}]
+    assert hosted.by_load == [
+        {"running_requests": 3.0, "cost_per_1k_tokens_usd": pytest.approx(3.6 * 60 / 3600 / 0.36)}
+    ]
     assert query.cost_breakdown(module_store, P, start=W[0], end=W[1]).self_hosted is None
 
 
 def test_filters_and_engines(module_store: Store, seeded: dict) -> None:
     values = query.filters(module_store, P, start=W[0], end=W[1])
-    assert (values.agents, values.models, values.services) == (["alpha", "beta", "gamma"], ["sim-large", "sim-small"], ["svc"])
+    assert (values.agents, values.models, values.services) == (
+        ["alpha", "beta", "gamma"],
+        ["sim-large", "sim-small"],
+        ["svc"],
+    )
     engines = query.engines(module_store, P, configured={"cfg": "http://127.0.0.1:9/metrics"}, now=W[0] + 600)
-    assert [(e.engine, e.url, e.model_names) for e in engines] == [("cfg", "http://127.0.0.1:9/metrics", []), ("e1", "", ["sim-small"])]
+    assert [(e.engine, e.url, e.model_names) for e in engines] == [
+        ("cfg", "http://127.0.0.1:9/metrics", []),
+        ("e1", "", ["sim-small"]),
+    ]
     assert engines[1].last_scrape == pytest.approx(T + 120)
 
 
@@ -215,9 +243,33 @@ def test_feedback_before_the_run_is_kept(module_store: Store) -> None:
 def test_trace_of_ten_thousand_spans_loads_whole(module_store: Store) -> None:
     trace_id, root = new_trace_id(), new_span_id()
     t0 = int(T * 1e9)
-    rows = [SpanRow(project="big", trace_id=trace_id, span_id=root, parent_span_id="", name="run", kind="run", start_time_ns=t0, end_time_ns=t0 + 10**12)]
-    rows += [SpanRow(project="big", trace_id=trace_id, span_id=new_span_id(), parent_span_id=root, name="llm", kind="llm",
-                     start_time_ns=t0 + i * 10**6, end_time_ns=t0 + i * 10**6 + 5 * 10**5, input_tokens=10, cost_usd=0.001) for i in range(9_999)]
+    rows = [
+        SpanRow(
+            project="big",
+            trace_id=trace_id,
+            span_id=root,
+            parent_span_id="",
+            name="run",
+            kind="run",
+            start_time_ns=t0,
+            end_time_ns=t0 + 10**12,
+        )
+    ]
+    rows += [
+        SpanRow(
+            project="big",
+            trace_id=trace_id,
+            span_id=new_span_id(),
+            parent_span_id=root,
+            name="llm",
+            kind="llm",
+            start_time_ns=t0 + i * 10**6,
+            end_time_ns=t0 + i * 10**6 + 5 * 10**5,
+            input_tokens=10,
+            cost_usd=0.001,
+        )
+        for i in range(9_999)
+    ]
     module_store.insert_spans(rows)
     detail = query.get_run(module_store, "big", trace_id)
     assert detail is not None and len(detail.spans) == 10_000
@@ -228,7 +280,9 @@ def test_runs_list_sorts_by_duration_and_filters_heads(module_store: Store, seed
     page = query.list_runs(module_store, P, start=W[0], end=W[1], sort="-duration_s")
     durations = [r.duration_s for r in page.items]
     assert durations == sorted(durations, reverse=True) and page.total == 5
-    both = query.list_runs(module_store, P, start=W[0], end=W[1], model="sim-large", outcome="failure", sort="duration_s")
+    both = query.list_runs(
+        module_store, P, start=W[0], end=W[1], model="sim-large", outcome="failure", sort="duration_s"
+    )
     assert [r.trace_id for r in both.items] == [trace(seeded, "B")]
 
 

@@ -40,17 +40,36 @@ def test_reprice_updates_spans_runs_and_records_prices(store: Store) -> None:
     prices = PriceTable(OVERRIDES, hosted=False)
     result = reprice(store, prices, since=NOW - 3600, now=NOW)
     per_call = ((1000 - 400) * 1.0 + 400 * 0.5 + 100 * 2.0) / 1e6
-    assert (result.spans, result.models, result.unpriced_models, result.version) == (2, ["sim-small"], ["no-such-model-xyz"], prices.version)
+    assert (result.spans, result.models, result.unpriced_models, result.version) == (
+        2,
+        ["sim-small"],
+        ["no-such-model-xyz"],
+        prices.version,
+    )
     llm = store.query("SELECT trace_id, cost_usd, price_version FROM spans WHERE kind = 'llm' ORDER BY trace_id")
     by_trace = {r["trace_id"]: r for r in llm}
-    assert by_trace[runs["recent"][0].trace_id] == {"trace_id": runs["recent"][0].trace_id, "cost_usd": pytest.approx(per_call), "price_version": prices.version}
+    assert by_trace[runs["recent"][0].trace_id] == {
+        "trace_id": runs["recent"][0].trace_id,
+        "cost_usd": pytest.approx(per_call),
+        "price_version": prices.version,
+    }
     assert by_trace[runs["unknown"][0].trace_id]["cost_usd"] == 0.25  # no price now: left alone
     assert by_trace[runs["old"][0].trace_id]["cost_usd"] == 0.5  # before --since
     assert _run_cost(store, "p1", runs["recent"][0].trace_id) == pytest.approx(2 * per_call)
     assert _run_cost(store, "p1", runs["unknown"][0].trace_id) == pytest.approx(0.25)
     assert query.list_runs(store, "p1", start=NOW - 86_400, end=NOW + 60).total == 3
-    recorded = store.query("SELECT version, model, input_per_mtok, output_per_mtok, cached_input_per_mtok FROM price_versions")
-    assert recorded == [{"version": prices.version, "model": "sim-small", "input_per_mtok": 1.0, "output_per_mtok": 2.0, "cached_input_per_mtok": 0.5}]
+    recorded = store.query(
+        "SELECT version, model, input_per_mtok, output_per_mtok, cached_input_per_mtok FROM price_versions"
+    )
+    assert recorded == [
+        {
+            "version": prices.version,
+            "model": "sim-small",
+            "input_per_mtok": 1.0,
+            "output_per_mtok": 2.0,
+            "cached_input_per_mtok": 0.5,
+        }
+    ]
 
 
 def test_reprice_of_one_project_leaves_the_others(store: Store) -> None:
@@ -82,7 +101,9 @@ def test_cli_reprices_through_a_running_collector(tmp_path: Path, capsys: pytest
     assert cost == pytest.approx(2 * ((1000 - 400) * 1.0 + 400 * 0.5 + 100 * 2.0) / 1e6)
 
 
-def test_cli_reprices_the_data_dir_directly_and_rejects_bad_times(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_reprices_the_data_dir_directly_and_rejects_bad_times(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from collector.storage import open_store
 
     settings = settings_for(tmp_path)

@@ -22,8 +22,13 @@ TIMEOUT_S = 1.0
 
 @pytest.fixture(scope="module")
 def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, str]]:
-    settings = settings_for(tmp_path_factory.mktemp("bounds") / "data", body_read_timeout_s=TIMEOUT_S,
-                            header_read_timeout_s=TIMEOUT_S, rate_limit_spans_per_s=0.0, max_resource_bytes_per_request=100_000)
+    settings = settings_for(
+        tmp_path_factory.mktemp("bounds") / "data",
+        body_read_timeout_s=TIMEOUT_S,
+        header_read_timeout_s=TIMEOUT_S,
+        rate_limit_spans_per_s=0.0,
+        max_resource_bytes_per_request=100_000,
+    )
     with serve(settings) as running:
         yield running, running.app.state.keyring.create("bounded", scopes="ingest,read").key
 
@@ -31,8 +36,10 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Runnin
 def _stall(running: Running, path: str, key: str) -> socket.socket:
     """Headers promising 100 kB, 10 bytes of body, then nothing."""
     sock = socket.create_connection(("127.0.0.1", running.settings.port), timeout=10)
-    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
-            "Content-Type: application/x-protobuf\r\nContent-Length: 100000\r\n\r\n")
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
+        "Content-Type: application/x-protobuf\r\nContent-Length: 100000\r\n\r\n"
+    )
     sock.sendall(head.encode() + b"\n\x00" * 5)
     return sock
 
@@ -65,8 +72,12 @@ def _export_beside(running: Running, key: str, stalled: list[socket.socket]) -> 
         time.sleep(0.2)
         body = agent_trace(os.urandom(16)).SerializeToString()
         started = time.monotonic()
-        response = httpx.post(running.url + "/v1/traces", content=body, timeout=10,
-                              headers={"Authorization": f"Bearer {key}", "Content-Type": "application/x-protobuf"})
+        response = httpx.post(
+            running.url + "/v1/traces",
+            content=body,
+            timeout=10,
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/x-protobuf"},
+        )
         assert response.status_code == 200 and time.monotonic() - started < TIMEOUT_S
         answers = [_answer(sock) for sock in stalled]  # each freed: 408 and closed
         assert all(a.startswith(b"HTTP/1.1 408") for a in answers)
@@ -86,15 +97,22 @@ def test_feedback_label_is_bounded(collector: tuple[Running, str]) -> None:
     headers = {"Authorization": f"Bearer {key}"}
     response = httpx.post(url, json={"score": 1.0, "label": "x" * (1024 * 1024)}, headers=headers, timeout=30)
     assert response.status_code == 422 and "label" in response.text
-    assert httpx.post(url, json={"score": 1.0, "label": "x" * 256}, headers=headers, timeout=30).status_code in (201, 404)
+    assert httpx.post(url, json={"score": 1.0, "label": "x" * 256}, headers=headers, timeout=30).status_code in (
+        201,
+        404,
+    )
 
 
 @pytest.mark.parametrize("score", ["1e308", "-2e6", "NaN", "Infinity"])
 def test_feedback_score_is_bounded(collector: tuple[Running, str], score: str) -> None:
     """A mean of scores must stay finite: 1e308 twice averaged to inf."""
     running, key = collector
-    response = httpx.post(running.url + "/api/runs/" + "0" * 31 + "1/feedback", content=f'{{"score": {score}}}', timeout=30,
-                          headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    response = httpx.post(
+        running.url + "/api/runs/" + "0" * 31 + "1/feedback",
+        content=f'{{"score": {score}}}',
+        timeout=30,
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
     assert response.status_code == 422 and "score" in response.text
     assert "1000000" in response.text or "finite number" in response.text, response.text
 
@@ -157,6 +175,10 @@ def test_an_export_storing_too_much_resource_per_span_gets_413(collector: tuple[
     running, key = collector
     request = agent_trace(os.urandom(16), llm_calls=20)
     request.resource_spans[0].resource.attributes.append(kv("process.command_line", "x" * 10_000))  # x 21 spans: 210 kB
-    response = httpx.post(running.url + "/v1/traces", content=request.SerializeToString(), timeout=30,
-                          headers={"Authorization": f"Bearer {key}", "Content-Type": "application/x-protobuf"})
+    response = httpx.post(
+        running.url + "/v1/traces",
+        content=request.SerializeToString(),
+        timeout=30,
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/x-protobuf"},
+    )
     assert response.status_code == 413 and b"AGENTWATCH_MAX_RESOURCE_BYTES_PER_REQUEST" in response.content

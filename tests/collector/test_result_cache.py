@@ -74,9 +74,15 @@ def test_entries_expire_and_the_cache_stays_bounded() -> None:
 
 @pytest.mark.parametrize(
     ("sql", "read"),
-    [("SELECT 1", True), ("\n  with a AS (SELECT 1) SELECT * FROM a", True), ("EXPLAIN SELECT 1", True),
-     ("INSERT INTO t SELECT 1", False), ("ALTER TABLE spans UPDATE x = 1 WHERE 1", False), ("OPTIMIZE TABLE spans", False),
-     ("SELECTED", False)],
+    [
+        ("SELECT 1", True),
+        ("\n  with a AS (SELECT 1) SELECT * FROM a", True),
+        ("EXPLAIN SELECT 1", True),
+        ("INSERT INTO t SELECT 1", False),
+        ("ALTER TABLE spans UPDATE x = 1 WHERE 1", False),
+        ("OPTIMIZE TABLE spans", False),
+        ("SELECTED", False),
+    ],
 )
 def test_only_reads_are_cached(sql: str, read: bool) -> None:
     assert is_read(sql) is read

@@ -37,14 +37,25 @@ def _runs(rng: random.Random) -> list[list[SpanRow]]:
     t = T0 - 600.0
     while t < T0 + 7 * 3600:
         rows = agent_run(
-            project=P, agent=rng.choice(("alpha", "beta", "gamma")), start_s=t, steps=rng.randint(1, 5),
-            model=rng.choice(("sim-small", "sim-large")), cost_per_call=rng.choice((0.01, 0.02, 0.05)),
-            tokens=(rng.randint(50, 500), rng.randint(5, 80)), failing_tools=rng.choice((0, 0, 1)),
-            status=rng.choice(("ok", "ok", "ok", "error")), outcome=rng.choice(("success", "success", "failure", "")),
+            project=P,
+            agent=rng.choice(("alpha", "beta", "gamma")),
+            start_s=t,
+            steps=rng.randint(1, 5),
+            model=rng.choice(("sim-small", "sim-large")),
+            cost_per_call=rng.choice((0.01, 0.02, 0.05)),
+            tokens=(rng.randint(50, 500), rng.randint(5, 80)),
+            failing_tools=rng.choice((0, 0, 1)),
+            status=rng.choice(("ok", "ok", "ok", "error")),
+            outcome=rng.choice(("success", "success", "failure", "")),
         )
         if rng.random() < 0.2:  # an agent without step spans: its steps are its LLM calls
             rows = [r for r in rows if r.kind != "step"]
-        runs.append([replace(r, ttft_s=rng.uniform(0.05, 0.9), tpot_s=rng.uniform(0.005, 0.05)) if r.kind == "llm" else r for r in rows])
+        runs.append(
+            [
+                replace(r, ttft_s=rng.uniform(0.05, 0.9), tpot_s=rng.uniform(0.005, 0.05)) if r.kind == "llm" else r
+                for r in rows
+            ]
+        )
         t += rng.uniform(240, 560)
     return runs
 
@@ -53,11 +64,15 @@ def _runs(rng: random.Random) -> list[list[SpanRow]]:
 def seed(module_store: Store) -> Seed:
     rng = random.Random(5)
     runs = _runs(rng)
-    straddling = agent_run(project=P, agent="beta", start_s=T0 + 4 * 3600 - 2.5, steps=4, outcome="success", cost_per_call=0.07)
-    split = agent_run(project=P, agent="alpha", start_s=T0 + 2 * 3600 + 1500, steps=3, model="sim-large", cost_per_call=0.04)
+    straddling = agent_run(
+        project=P, agent="beta", start_s=T0 + 4 * 3600 - 2.5, steps=4, outcome="success", cost_per_call=0.07
+    )
+    split = agent_run(
+        project=P, agent="alpha", start_s=T0 + 2 * 3600 + 1500, steps=3, model="sim-large", cost_per_call=0.04
+    )
     module_store.insert_spans([r for r in straddling if r.kind != "run"])  # children first, across the hour boundary
     for i in range(0, len(runs), 9):
-        module_store.insert_spans([r for run in runs[i:i + 9] for r in run])
+        module_store.insert_spans([r for run in runs[i : i + 9] for r in run])
     module_store.insert_spans([r for r in straddling if r.kind == "run"] + split[:4])
     module_store.insert_spans(split[4:])
     runs += [straddling, split]
@@ -87,13 +102,25 @@ def _run(spans: list[SpanRow]) -> dict[str, Any] | None:
         return None
     start, end = min(s.start_time_ns for s in spans), max(s.end_time_ns for s in spans)
     steps = sum(s.kind == "step" for s in spans) or sum(s.kind == "llm" for s in spans)
-    status = "budget" if any(s.budget_exceeded for s in spans) else "timeout" if any(s.is_timeout for s in roots) else (
-        "error" if any(s.status_code == "error" for s in roots) else "ok")
+    status = (
+        "budget"
+        if any(s.budget_exceeded for s in spans)
+        else "timeout"
+        if any(s.is_timeout for s in roots)
+        else ("error" if any(s.status_code == "error" for s in roots) else "ok")
+    )
     return {
-        "trace_id": spans[0].trace_id, "start_ns": start, "duration_s": max(end - start, 0) / 1e9, "status": status,
-        "outcome": max(s.outcome for s in spans), "steps": steps, "cost_usd": sum(s.cost_usd for s in spans if s.kind != "run"),
-        "total_tokens": sum(s.input_tokens + s.output_tokens for s in spans if s.kind != "run"), "start_time": start,  # (ns)
-        "agent": max(s.agent_name for s in spans), "models": sorted({s.model for s in spans if s.model}) or [""],
+        "trace_id": spans[0].trace_id,
+        "start_ns": start,
+        "duration_s": max(end - start, 0) / 1e9,
+        "status": status,
+        "outcome": max(s.outcome for s in spans),
+        "steps": steps,
+        "cost_usd": sum(s.cost_usd for s in spans if s.kind != "run"),
+        "total_tokens": sum(s.input_tokens + s.output_tokens for s in spans if s.kind != "run"),
+        "start_time": start,  # (ns)
+        "agent": max(s.agent_name for s in spans),
+        "models": sorted({s.model for s in spans if s.model}) or [""],
     }
 
 
@@ -104,7 +131,9 @@ def runs_of(seed: Seed) -> list[dict[str, Any]]:
     return [run for spans in by_trace.values() if (run := _run(spans))]
 
 
-def reference(seed: Seed, start: float, end: float, step: float, group_by: str = "none") -> dict[tuple[int, str], dict[str, float | None]]:
+def reference(
+    seed: Seed, start: float, end: float, step: float, group_by: str = "none"
+) -> dict[tuple[int, str], dict[str, float | None]]:
     """Every figure but the TDigest quantiles per (bucket, group), from the spans themselves:
     call-level figures over the whole minutes covering [start, end) (a minute in the bucket it
     starts in), run-level ones over the runs that started in [start, end)."""
@@ -115,7 +144,10 @@ def reference(seed: Seed, start: float, end: float, step: float, group_by: str =
         minute = s.start_time_ns // 60_000_000_000 * 60
         if not lo <= minute < hi:
             continue
-        key = (min((max(minute * 10**9, start_ns) - start_ns) // step_ns, last), {"none": "", "agent": s.agent_name, "model": s.model}[group_by])
+        key = (
+            min((max(minute * 10**9, start_ns) - start_ns) // step_ns, last),
+            {"none": "", "agent": s.agent_name, "model": s.model}[group_by],
+        )
         c = calls[key]
         if s.kind != "run":
             c["cost_usd"] += s.cost_usd
@@ -137,8 +169,11 @@ def reference(seed: Seed, start: float, end: float, step: float, group_by: str =
     out: dict[tuple[int, str], dict[str, float | None]] = {}
     for key, c in calls.items():
         out[key] = {
-            "cost_usd": c["cost_usd"], "input_tokens": c["input_tokens"], "output_tokens": c["output_tokens"],
-            "tokens_per_s": c["output_tokens"] / step, "tool_calls": c["tool_calls"],
+            "cost_usd": c["cost_usd"],
+            "input_tokens": c["input_tokens"],
+            "output_tokens": c["output_tokens"],
+            "tokens_per_s": c["output_tokens"] / step,
+            "tool_calls": c["tool_calls"],
             "tool_failure_rate": c["tool_failures"] / c["tool_calls"] if c["tool_calls"] else None,
             "timeout_rate": c["timeouts"] / c["calls"] if c["calls"] else None,
             "tool_cache_hit_rate": c["tool_cache_hits"] / c["tool_calls"] if c["tool_calls"] else None,
@@ -147,24 +182,30 @@ def reference(seed: Seed, start: float, end: float, step: float, group_by: str =
     for key, rs in runs.items():
         with_outcome = [r for r in rs if r["outcome"]]
         scores = [score for r in rs for score in seed["feedback"].get(r["trace_id"], [])]
-        out.setdefault(key, {}).update({
-            "runs": len(rs),
-            "run_latency_p50": _quantile([r["duration_s"] for r in rs], 0.5),
-            "run_latency_p95": _quantile([r["duration_s"] for r in rs], 0.95),
-            "error_rate": sum(r["status"] != "ok" for r in rs) / len(rs),
-            "success_rate": sum(r["outcome"] == "success" for r in rs) / len(with_outcome) if with_outcome else None,
-            "steps_per_run": sum(r["steps"] for r in rs) / len(rs),
-            "max_steps": max(r["steps"] for r in rs),
-            "max_run_cost_usd": max(r["cost_usd"] for r in rs),
-            "feedback_score": sum(scores) / len(scores) if scores else None,
-        })
+        out.setdefault(key, {}).update(
+            {
+                "runs": len(rs),
+                "run_latency_p50": _quantile([r["duration_s"] for r in rs], 0.5),
+                "run_latency_p95": _quantile([r["duration_s"] for r in rs], 0.95),
+                "error_rate": sum(r["status"] != "ok" for r in rs) / len(rs),
+                "success_rate": sum(r["outcome"] == "success" for r in rs) / len(with_outcome)
+                if with_outcome
+                else None,
+                "steps_per_run": sum(r["steps"] for r in rs) / len(rs),
+                "max_steps": max(r["steps"] for r in rs),
+                "max_run_cost_usd": max(r["cost_usd"] for r in rs),
+                "feedback_score": sum(scores) / len(scores) if scores else None,
+            }
+        )
     for key, figures in out.items():
         successes = sum(r["outcome"] == "success" for r in runs.get(key, []))
         figures["cost_per_success_usd"] = figures.get("cost_usd", 0.0) / successes if successes else None
     return out
 
 
-def span_quantiles(store: Store, start: float, end: float, step: float, group_by: str = "none") -> dict[tuple[int, str], dict[str, float | None]]:
+def span_quantiles(
+    store: Store, start: float, end: float, step: float, group_by: str = "none"
+) -> dict[tuple[int, str], dict[str, float | None]]:
     """TTFT/TPOT quantiles per (bucket, group) in one pass over the spans (no rollup)."""
     group = {"none": "''", "agent": "toString(agent_name)", "model": "toString(model)"}[group_by]
     rows = store.query(
@@ -175,13 +216,36 @@ def span_quantiles(store: Store, start: float, end: float, step: float, group_by
         FROM spans WHERE project = {{project:String}}
           AND toStartOfMinute(start_time) >= toDateTime({{lo:Int64}}) AND toStartOfMinute(start_time) < toDateTime({{hi:Int64}})
         GROUP BY bucket, grp""",
-        {"project": P, "start_ns": int(start * 1e9), "step_ns": int(step * 1e9), "last": max(1, math.ceil((end - start) / step)) - 1,
-         "lo": math.floor(start / 60) * 60, "hi": math.ceil(end / 60) * 60},
+        {
+            "project": P,
+            "start_ns": int(start * 1e9),
+            "step_ns": int(step * 1e9),
+            "last": max(1, math.ceil((end - start) / step)) - 1,
+            "lo": math.floor(start / 60) * 60,
+            "hi": math.ceil(end / 60) * 60,
+        },
     )
-    return {(r["bucket"], r["grp"]): {"ttft_p50": r["ttft"][0], "ttft_p95": r["ttft"][1], "tpot_p50": r["tpot"][0], "tpot_p95": r["tpot"][1]} for r in rows}
+    return {
+        (r["bucket"], r["grp"]): {
+            "ttft_p50": r["ttft"][0],
+            "ttft_p95": r["ttft"][1],
+            "tpot_p50": r["tpot"][0],
+            "tpot_p95": r["tpot"][1],
+        }
+        for r in rows
+    }
 
 
-def expected(seed: Seed, store: Store, key: tuple[int, str], metric: str, start: float, end: float, step: float, group_by: str = "none") -> Any:
+def expected(
+    seed: Seed,
+    store: Store,
+    key: tuple[int, str],
+    metric: str,
+    start: float,
+    end: float,
+    step: float,
+    group_by: str = "none",
+) -> Any:
     """The figure ``metric`` of ``key`` as the spans give it (additive figures of an empty bucket are 0)."""
     if metric in QUANTILES:
         value = span_quantiles(store, start, end, step, group_by).get(key, {}).get(metric)
@@ -196,7 +260,11 @@ def expected(seed: Seed, store: Store, key: tuple[int, str], metric: str, start:
 # --- the tests -------------------------------------------------------------------------------
 # First: a chDB process opens one directory at a time, and the module's store stays open after.
 def test_upgrade_backfills_the_hour_rollup(store: Store) -> None:
-    for statement in ("DROP VIEW span_hours_mv", "DROP TABLE span_hours", "DELETE FROM schema_migrations WHERE version = 3"):
+    for statement in (
+        "DROP VIEW span_hours_mv",
+        "DROP TABLE span_hours",
+        "DELETE FROM schema_migrations WHERE version = 3",
+    ):
         store.command(statement)
     store.insert_spans(agent_run(start_s=time.time() - 7200, steps=2) + agent_run(start_s=time.time() - 300, steps=3))
     store.migrate()
@@ -216,7 +284,10 @@ def test_overview_matches_the_spans(module_store: Store, seed: Seed) -> None:
     for metric in TIMESERIES_METRICS:
         for bucket, side in ((0, "previous"), (1, "value")):
             value = getattr(got.figures[metric], side)
-            assert value == expected(seed, module_store, (bucket, ""), metric, start - length, end, length), (metric, side)
+            assert value == expected(seed, module_store, (bucket, ""), metric, start - length, end, length), (
+                metric,
+                side,
+            )
     assert got.figures["runs"].value > 10 and got.figures["feedback_score"].value is not None
 
 
@@ -224,16 +295,32 @@ def test_overview_matches_the_spans(module_store: Store, seed: Seed) -> None:
     ("start", "step", "group_by", "metrics"),
     [
         (T0 + 1111.25, 7200, "none", TIMESERIES_METRICS),  # each bucket holds one whole hour and minutes around it
-        (T0 + 3600, 3600, "agent", ("cost_usd", "ttft_p95", "runs", "steps_per_run", "max_run_cost_usd", "feedback_score")),
+        (
+            T0 + 3600,
+            3600,
+            "agent",
+            ("cost_usd", "ttft_p95", "runs", "steps_per_run", "max_run_cost_usd", "feedback_score"),
+        ),
         (T0 + 1111.25, 7200, "model", ("cost_usd", "input_tokens", "tpot_p50", "runs", "max_steps", "success_rate")),
-        (T0 + 3000, 300, "none", ("cost_usd", "ttft_p50", "runs", "max_run_cost_usd")),  # buckets under an hour: minutes only
+        (
+            T0 + 3000,
+            300,
+            "none",
+            ("cost_usd", "ttft_p50", "runs", "max_run_cost_usd"),
+        ),  # buckets under an hour: minutes only
     ],
 )
-def test_timeseries_matches_the_spans(module_store: Store, seed: Seed, start: float, step: int, group_by: str, metrics: tuple[str, ...]) -> None:
+def test_timeseries_matches_the_spans(
+    module_store: Store, seed: Seed, start: float, step: int, group_by: str, metrics: tuple[str, ...]
+) -> None:
     end = start + 6 * 3600
     for metric in metrics:
         series = query.timeseries(module_store, P, metric, start, end, step, group_by)
-        assert {p.group for p in series.points} >= {"none": {""}, "agent": {"alpha", "beta", "gamma"}, "model": {"sim-small", "sim-large"}}[group_by]
+        assert {p.group for p in series.points} >= {
+            "none": {""},
+            "agent": {"alpha", "beta", "gamma"},
+            "model": {"sim-small", "sim-large"},
+        }[group_by]
         for point in series.points:
             key = (round((point.t - start) / step), point.group)
             assert point.value == expected(seed, module_store, key, metric, start, end, step, group_by), (metric, key)
@@ -246,14 +333,21 @@ def test_timeseries_matches_the_spans(module_store: Store, seed: Seed, start: fl
 def test_hours_and_minutes_give_the_same_figures(module_store: Store, seed: Seed, start: float, step: int) -> None:
     """Reading whole hours from span_hours is only a shortcut: forced on or off, the figures agree."""
     end = start + 6 * 3600
-    params = {"project": P, "start_ns": int(start * 1e9), "end_ns": int(end * 1e9)} | query._rollup_params(start, end, step)
+    params = {"project": P, "start_ns": int(start * 1e9), "end_ns": int(end * 1e9)} | query._rollup_params(
+        start, end, step
+    )
     got = {
-        source: sorted(module_store.query(q.span_metrics("model", "1", "1", source=source, quantiles=True), params), key=lambda r: (r["bucket"], r["grp"]))
+        source: sorted(
+            module_store.query(q.span_metrics("model", "1", "1", source=source, quantiles=True), params),
+            key=lambda r: (r["bucket"], r["grp"]),
+        )
         for source in ("minutes", "hours")
     }
     assert len(got["hours"]) == len(got["minutes"]) >= 6 * 3600 // step
     for by_hours, by_minutes in zip(got["hours"], got["minutes"], strict=True):
-        assert _no_nan(by_hours) == {k: pytest.approx(v, rel=1e-12) if k == "cost_usd" else v for k, v in _no_nan(by_minutes).items()}
+        assert _no_nan(by_hours) == {
+            k: pytest.approx(v, rel=1e-12) if k == "cost_usd" else v for k, v in _no_nan(by_minutes).items()
+        }
 
 
 def _no_nan(row: dict[str, Any]) -> dict[str, Any]:
@@ -267,14 +361,18 @@ def test_cost_breakdown_matches_the_spans(module_store: Store, seed: Seed) -> No
     ref = reference(seed, start, end, end - start)[(0, "")]
     by_model = reference(seed, start, end, end - start, "model")
     assert got.total_usd == pytest.approx(ref["cost_usd"], rel=1e-9)
-    assert {r.key: r.cost_usd for r in got.by_model} == {k[1]: pytest.approx(v["cost_usd"], rel=1e-9) for k, v in by_model.items() if v["cost_usd"]}
+    assert {r.key: r.cost_usd for r in got.by_model} == {
+        k[1]: pytest.approx(v["cost_usd"], rel=1e-9) for k, v in by_model.items() if v["cost_usd"]
+    }
     by_day = module_store.query(  # days are the server's local days: grouped by ClickHouse, straight from the spans
         """SELECT toString(toDate(start_time)) AS day, sumIf(cost_usd, kind != 'run') AS cost FROM spans
         WHERE project = {p:String} AND toStartOfMinute(start_time) >= toDateTime({lo:Int64}) AND toStartOfMinute(start_time) < toDateTime({hi:Int64})
         GROUP BY day""",
         {"p": P, "lo": math.floor(start / 60) * 60, "hi": math.ceil(end / 60) * 60},
     )
-    assert {r.key: r.cost_usd for r in got.by_day} == {r["day"]: pytest.approx(r["cost"], rel=1e-9) for r in by_day if r["cost"]}
+    assert {r.key: r.cost_usd for r in got.by_day} == {
+        r["day"]: pytest.approx(r["cost"], rel=1e-9) for r in by_day if r["cost"]
+    }
     in_range = [r for r in runs_of(seed) if start * 1e9 <= r["start_ns"] < end * 1e9]
     top = sorted(in_range, key=lambda r: (-round(r["cost_usd"], 9), r["trace_id"]))[:10]
     assert [round(r.cost_usd, 9) for r in got.top_runs] == [round(r["cost_usd"], 9) for r in top]
@@ -282,14 +380,25 @@ def test_cost_breakdown_matches_the_spans(module_store: Store, seed: Seed) -> No
 
 @pytest.mark.parametrize(
     ("sort", "filters"),
-    [("-cost_usd", {}), ("steps", {"agent": "beta"}), ("-start_time", {"min_steps": 3}), ("-total_tokens", {"model": "sim-large", "min_cost": 0.05})],
+    [
+        ("-cost_usd", {}),
+        ("steps", {"agent": "beta"}),
+        ("-start_time", {"min_steps": 3}),
+        ("-total_tokens", {"model": "sim-large", "min_cost": 0.05}),
+    ],
 )
 def test_runs_list_matches_the_spans(module_store: Store, seed: Seed, sort: str, filters: dict[str, Any]) -> None:
     start, end = T0 + 1800.0, T0 + 5 * 3600 + 0.5
     page = query.list_runs(module_store, P, start=start, end=end, sort=sort, limit=7, offset=2, **filters)
     runs = [r for r in runs_of(seed) if start * 1e9 <= r["start_ns"] < end * 1e9]
-    runs = [r for r in runs if r["agent"] == filters.get("agent", r["agent"]) and r["steps"] >= filters.get("min_steps", 0)]
-    runs = [r for r in runs if filters.get("model", r["models"][0]) in r["models"] and r["cost_usd"] >= filters.get("min_cost", 0) - 1e-12]
+    runs = [
+        r for r in runs if r["agent"] == filters.get("agent", r["agent"]) and r["steps"] >= filters.get("min_steps", 0)
+    ]
+    runs = [
+        r
+        for r in runs
+        if filters.get("model", r["models"][0]) in r["models"] and r["cost_usd"] >= filters.get("min_cost", 0) - 1e-12
+    ]
     assert page.total == len(runs) > 9
     field, sign = sort.removeprefix("-"), -1 if sort.startswith("-") else 1
     want = sorted(runs, key=lambda r: (sign * r[field], r["trace_id"]))[2:9]
@@ -299,7 +408,8 @@ def test_runs_list_matches_the_spans(module_store: Store, seed: Seed, sort: str,
         assert [r.trace_id for r in page.items] == [r["trace_id"] for r in want]
     by_id = {r["trace_id"]: r for r in runs}
     assert [(r.steps, round(r.cost_usd, 9), r.agent) for r in page.items] == [
-        (by_id[r.trace_id]["steps"], round(by_id[r.trace_id]["cost_usd"], 9), by_id[r.trace_id]["agent"]) for r in page.items
+        (by_id[r.trace_id]["steps"], round(by_id[r.trace_id]["cost_usd"], 9), by_id[r.trace_id]["agent"])
+        for r in page.items
     ]
 
 
@@ -308,18 +418,26 @@ def test_a_run_split_across_inserts_and_hours_is_whole(module_store: Store, seed
     assert run is not None
     assert (run.run.steps, run.run.llm_calls, run.run.cost_usd) == (4, 4, pytest.approx(0.28))
     page = query.list_runs(module_store, P, start=T0 + 4 * 3600 - 60, end=T0 + 4 * 3600, sort="-cost_usd")
-    assert [(r.trace_id, r.steps, r.duration_s) for r in page.items][:1] == [(seed["straddling"], 4, pytest.approx(5.0))]
+    assert [(r.trace_id, r.steps, r.duration_s) for r in page.items][:1] == [
+        (seed["straddling"], 4, pytest.approx(5.0))
+    ]
 
 
 def test_rebuilding_the_rollups_leaves_every_figure_unchanged(module_store: Store, seed: Seed) -> None:
     start, end = OVERVIEW
     before = query.overview(module_store, P, start=start, end=end)
-    hours = module_store.query("SELECT count() AS n, sum(llm_calls) AS calls FROM span_hours WHERE project = {p:String}", {"p": P})[0]
+    hours = module_store.query(
+        "SELECT count() AS n, sum(llm_calls) AS calls FROM span_hours WHERE project = {p:String}", {"p": P}
+    )[0]
     rebuild_totals(module_store, since=T0 + 2 * 3600 + 1700.5, project=P)  # from inside an hour
-    assert _flat(query.overview(module_store, P, start=start, end=end)) == pytest.approx(_flat(before), rel=1e-12)  # sums in another order
+    assert _flat(query.overview(module_store, P, start=start, end=end)) == pytest.approx(
+        _flat(before), rel=1e-12
+    )  # sums in another order
     after = module_store.query("SELECT sum(llm_calls) AS calls FROM span_hours WHERE project = {p:String}", {"p": P})[0]
     assert after["calls"] == hours["calls"] == sum(r.kind == "llm" for r in seed["rows"])
 
 
 def _flat(overview: Any) -> dict[str, float | None]:
-    return {f"{name}.{side}": getattr(h, side) for name, h in overview.figures.items() for side in ("value", "previous")}
+    return {
+        f"{name}.{side}": getattr(h, side) for name, h in overview.figures.items() for side in ("value", "previous")
+    }

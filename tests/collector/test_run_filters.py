@@ -30,11 +30,22 @@ def _run(name: str, *, user: str, session: str, start: int, **kwargs: object) ->
 def _runs() -> dict[str, list[SpanRow]]:
     r1 = _run("alpha", user="alice", session="s-1", start=60, steps=2, failing_tools=1, outcome="success")
     llm = [i for i, r in enumerate(r1) if r.kind == "llm"]
-    r1[llm[0]] = replace(r1[llm[0]], input_text='[{"role": "user", "content": "What is the capital of France?"}]', attributes=SMALL)
+    r1[llm[0]] = replace(
+        r1[llm[0]], input_text='[{"role": "user", "content": "What is the capital of France?"}]', attributes=SMALL
+    )
     r1[llm[1]] = replace(r1[llm[1]], model="sim-large", cost_usd=0.05)  # routed back to the large model
     r2 = _run("beta", user="bob", session="s-2", start=600, steps=3, model="sim-large", cost_per_call=0.05)
     r2 = [replace(r, output_text="Paris is the answer.") if r.kind == "llm" else r for r in r2]
-    r3 = _run("gamma", user="alice", session="s-3", start=1200, steps=1, timed_out_tools=1, model="sim-large", status="timeout")
+    r3 = _run(
+        "gamma",
+        user="alice",
+        session="s-3",
+        start=1200,
+        steps=1,
+        timed_out_tools=1,
+        model="sim-large",
+        status="timeout",
+    )
     r4 = _run("alpha", user="carol", session="s-1", start=1800, steps=4, cost_per_call=0.005)
     r4 = [replace(r, attributes=SMALL) if r.kind == "llm" else r for r in r4]
     return {"R1": r1, "R2": r2, "R3": r3, "R4": r4}
@@ -83,7 +94,9 @@ def _found(store: Store, runs: dict[str, str], **filters: object) -> str:
         ({"min_cost": 0.05, "max_cost": 0.1}, "R1"),
     ],
 )
-def test_runs_filters_apply_in_the_store(module_store: Store, runs: dict[str, str], filters: dict, expected: str) -> None:
+def test_runs_filters_apply_in_the_store(
+    module_store: Store, runs: dict[str, str], filters: dict, expected: str
+) -> None:
     assert _found(module_store, runs, **filters) == expected
 
 
@@ -94,8 +107,12 @@ def test_search_by_part_of_a_trace_id(module_store: Store, runs: dict[str, str])
 
 def _expected_order(items: list[RunSummary], column: str, descending: bool) -> list[str]:
     by_id = sorted(items, key=lambda r: r.trace_id)  # ties: by trace id, ascending in both directions
-    valued = sorted((r for r in by_id if getattr(r, column) is not None), key=lambda r: getattr(r, column), reverse=descending)
-    return [r.trace_id for r in valued + [r for r in by_id if getattr(r, column) is None]]  # no value (no feedback): last either way
+    valued = sorted(
+        (r for r in by_id if getattr(r, column) is not None), key=lambda r: getattr(r, column), reverse=descending
+    )
+    return [
+        r.trace_id for r in valued + [r for r in by_id if getattr(r, column) is None]
+    ]  # no value (no feedback): last either way
 
 
 @pytest.mark.parametrize("column", queries.RUN_SORTS)
@@ -103,7 +120,10 @@ def test_runs_sort_on_every_column(module_store: Store, runs: dict[str, str], co
     everything = query.list_runs(module_store, P, **W).items
     for descending in (False, True):
         page = query.list_runs(module_store, P, **W, sort=("-" if descending else "") + column, limit=3, offset=1)
-        assert [r.trace_id for r in page.items] == _expected_order(everything, column, descending)[1:], (column, descending)
+        assert [r.trace_id for r in page.items] == _expected_order(everything, column, descending)[1:], (
+            column,
+            descending,
+        )
 
 
 def test_runs_sort_by_feedback_score_puts_runs_without_one_last(module_store: Store, runs: dict[str, str]) -> None:
@@ -111,10 +131,17 @@ def test_runs_sort_by_feedback_score_puts_runs_without_one_last(module_store: St
     for sort, expected in (("feedback_score", "R2 R3 R1 R4"), ("-feedback_score", "R1 R3 R2 R4")):
         page = query.list_runs(module_store, P, **W, sort=sort)
         assert " ".join(names[r.trace_id] for r in page.items) == expected, sort
-    assert [r.feedback_score for r in query.list_runs(module_store, P, **W, sort="feedback_score").items] == [0.2, 0.5, 0.9, None]
+    assert [r.feedback_score for r in query.list_runs(module_store, P, **W, sort="feedback_score").items] == [
+        0.2,
+        0.5,
+        0.9,
+        None,
+    ]
 
 
-def test_model_filter_keeps_the_tool_calls_of_runs_that_used_the_model(module_store: Store, runs: dict[str, str]) -> None:
+def test_model_filter_keeps_the_tool_calls_of_runs_that_used_the_model(
+    module_store: Store, runs: dict[str, str]
+) -> None:
     # sim-small: runs R1 (2 tools, 1 failed) and R4 (4 tools); before, tool spans (no model) were dropped: rate "-"
     small = query.overview(module_store, P, **W, model="sim-small").figures
     assert small["tool_calls"].value == 6 and small["tool_failure_rate"].value == pytest.approx(1 / 6)
@@ -124,8 +151,9 @@ def test_model_filter_keeps_the_tool_calls_of_runs_that_used_the_model(module_st
 
 
 @pytest.mark.parametrize(("model", "calls", "small"), [(None, 10, 5), ("sim-large", 6, 1), ("sim-small", 6, 5)])
-def test_cost_levers_under_a_model_filter_cover_the_runs_that_used_it(module_store: Store, runs: dict[str, str], model: str | None,
-                                                                      calls: int, small: int) -> None:
+def test_cost_levers_under_a_model_filter_cover_the_runs_that_used_it(
+    module_store: Store, runs: dict[str, str], model: str | None, calls: int, small: int
+) -> None:
     """The small model's share among one model's own calls is 0 or 1 by definition (it read
     "0.0 %" filtered to the large model while half the calls were small)."""
     levers = query.cost_breakdown(module_store, P, **W, model=model).levers

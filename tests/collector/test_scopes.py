@@ -34,7 +34,9 @@ PATH_VALUES = {"trace_id": "0" * 32, "key_id": "0" * 12, "name": "no-such-engine
 
 @pytest.fixture(scope="module")
 def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, dict[str, str]]]:
-    settings = settings_for(tmp_path_factory.mktemp("scopes") / "data", grpc_port=free_port(), rate_limit_spans_per_s=0.0)
+    settings = settings_for(
+        tmp_path_factory.mktemp("scopes") / "data", grpc_port=free_port(), rate_limit_spans_per_s=0.0
+    )
     with serve(settings) as running:
         ring: KeyRing = running.app.state.keyring
         keys = {scope: ring.create(PROJECT, name=f"only {scope}", scopes=(scope,)).key for scope in SCOPES}
@@ -53,13 +55,19 @@ def _url(running: Running, path: str) -> str:
 
 def _call(running: Running, method: str, path: str, key: str | None) -> httpx.Response:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    body: dict[str, Any] = {"content": b"", "headers": {**headers, "Content-Type": "application/x-protobuf"}} if path == "/v1/traces" else {"json": {}, "headers": headers}
+    body: dict[str, Any] = (
+        {"content": b"", "headers": {**headers, "Content-Type": "application/x-protobuf"}}
+        if path == "/v1/traces"
+        else {"json": {}, "headers": headers}
+    )
     if method in ("GET", "DELETE"):
         body = {"headers": headers}
     return httpx.request(method, _url(running, path), timeout=30, **body)
 
 
-def test_every_route_declares_its_scope_and_the_openapi_lists_no_other(collector: tuple[Running, dict[str, str]]) -> None:
+def test_every_route_declares_its_scope_and_the_openapi_lists_no_other(
+    collector: tuple[Running, dict[str, str]],
+) -> None:
     running, _ = collector
     assert undeclared_routes(running.app.routes) == []
     schema = httpx.get(running.url + "/openapi.json").json()
@@ -91,7 +99,9 @@ def test_a_key_with_several_scopes_has_each(collector: tuple[Running, dict[str, 
     headers = {"Authorization": f"Bearer {both}"}
     assert httpx.get(running.url + "/api/runs", headers=headers).status_code == 200
     assert httpx.get(running.url + "/api/admin/keys", headers=headers).status_code == 200
-    refused = httpx.post(running.url + "/v1/traces", content=b"", headers={**headers, "Content-Type": "application/x-protobuf"})
+    refused = httpx.post(
+        running.url + "/v1/traces", content=b"", headers={**headers, "Content-Type": "application/x-protobuf"}
+    )
     assert refused.status_code == 403 and "ingest" in refused.json()["detail"]
 
 
@@ -114,24 +124,38 @@ def test_an_admin_key_manages_its_own_project_only(collector: tuple[Running, dic
     other = running.app.state.keyring.create("someone-else", scopes="ingest")
     created = httpx.post(running.url + "/api/admin/keys", json={"scopes": ["read"], "name": "dash"}, headers=admin)
     assert created.status_code == 200 and created.json()["project"] == PROJECT and created.json()["scopes"] == ["read"]
-    assert httpx.post(running.url + "/api/admin/keys", json={"project": "someone-else"}, headers=admin).status_code == 403
+    assert (
+        httpx.post(running.url + "/api/admin/keys", json={"project": "someone-else"}, headers=admin).status_code == 403
+    )
     assert httpx.post(running.url + f"/api/admin/keys/{other.info.key_id}/revoke", headers=admin).status_code == 404
     listed = httpx.get(running.url + "/api/admin/keys", headers=admin).json()
     assert {k["project"] for k in listed} == {PROJECT}
     assert running.app.state.keyring.grant(other.key) is not None
 
 
-def test_the_admin_token_manages_every_project_and_actions_are_audited(collector: tuple[Running, dict[str, str]]) -> None:
+def test_the_admin_token_manages_every_project_and_actions_are_audited(
+    collector: tuple[Running, dict[str, str]],
+) -> None:
     running, keys = collector
     token = read_admin_token(Path(running.settings.data_dir))
     operator = {"Authorization": f"Bearer {token}"}
-    made = httpx.post(running.url + "/api/admin/keys", json={"project": "ops-made", "scopes": ["ingest"]}, headers=operator)
+    made = httpx.post(
+        running.url + "/api/admin/keys", json={"project": "ops-made", "scopes": ["ingest"]}, headers=operator
+    )
     assert made.status_code == 200
-    assert httpx.post(running.url + "/api/admin/keys", json={"scopes": ["ingest"]}, headers=operator).status_code == 422  # names a project
-    assert httpx.post(running.url + f"/api/admin/keys/{made.json()['key_id']}/revoke", headers=operator).status_code == 200
+    assert (
+        httpx.post(running.url + "/api/admin/keys", json={"scopes": ["ingest"]}, headers=operator).status_code == 422
+    )  # names a project
+    assert (
+        httpx.post(running.url + f"/api/admin/keys/{made.json()['key_id']}/revoke", headers=operator).status_code == 200
+    )
     audit = httpx.get(running.url + "/api/admin/audit", headers=operator).json()
     actions = [(a["action"], a["target"], a["actor"]) for a in audit if a["project"] == "ops-made"]
-    assert ("key.create", made.json()["key_id"], "operator") in actions and ("key.revoke", made.json()["key_id"], "operator") in actions
+    assert ("key.create", made.json()["key_id"], "operator") in actions and (
+        "key.revoke",
+        made.json()["key_id"],
+        "operator",
+    ) in actions
     assert all(made.json()["key"] not in a["detail"] for a in audit)
     mine = httpx.get(running.url + "/api/admin/audit", headers={"Authorization": f"Bearer {keys['admin']}"}).json()
     assert all(a["project"] == PROJECT for a in mine)
@@ -140,8 +164,11 @@ def test_the_admin_token_manages_every_project_and_actions_are_audited(collector
 def test_legacy_keys_keep_ingest_and_read_and_are_listed_as_such(collector: tuple[Running, dict[str, str]]) -> None:
     running, _ = collector
     store = running.app.state.store
-    store.command("INSERT INTO api_keys (project, key_id, salt, key_hash, name, created_at) VALUES "
-                  "({p:String}, 'abcdef012345', 's', 'h', 'pre-scopes', now64(3))", {"p": PROJECT})
+    store.command(
+        "INSERT INTO api_keys (project, key_id, salt, key_hash, name, created_at) VALUES "
+        "({p:String}, 'abcdef012345', 's', 'h', 'pre-scopes', now64(3))",
+        {"p": PROJECT},
+    )
     [old] = [k for k in running.app.state.keyring.list() if k.key_id == "abcdef012345"]
     assert old.legacy and old.scopes == ("ingest", "read")
     default = running.app.state.keyring.create(PROJECT)  # the Python API's default: the pre-scope rights
@@ -155,14 +182,19 @@ def test_scope_lists_are_validated() -> None:
             parse_scopes(bad)
 
 
-def test_the_dashboard_client_needs_only_read_and_the_sdk_only_ingest(collector: tuple[Running, dict[str, str]]) -> None:
+def test_the_dashboard_client_needs_only_read_and_the_sdk_only_ingest(
+    collector: tuple[Running, dict[str, str]],
+) -> None:
     """Every call the dashboard makes works with a read-only key; an ingest-only key exports spans."""
     from agentwatch_api.client import CollectorClient, NotFound
 
     running, keys = collector
     trace_id = os.urandom(16)
-    exported = httpx.post(running.url + "/v1/traces", content=agent_trace(trace_id).SerializeToString(),
-                          headers={"Authorization": f"Bearer {keys['ingest']}", "Content-Type": "application/x-protobuf"})
+    exported = httpx.post(
+        running.url + "/v1/traces",
+        content=agent_trace(trace_id).SerializeToString(),
+        headers={"Authorization": f"Bearer {keys['ingest']}", "Content-Type": "application/x-protobuf"},
+    )
     assert exported.status_code == 200
     end = time.time() + 60
     start = end - 86_400

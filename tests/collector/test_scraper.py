@@ -91,14 +91,23 @@ def test_only_vllm_samples_are_kept() -> None:
     samples = parse_metrics(VLLM_TEXT)
     names = [name for name, _, _ in samples]
     assert names == [
-        "vllm:num_requests_running", "vllm:generation_tokens_total", "vllm:time_to_first_token_seconds_bucket",
-        "vllm:time_to_first_token_seconds_bucket", "vllm:time_to_first_token_seconds_count", "vllm:time_to_first_token_seconds_sum",
+        "vllm:num_requests_running",
+        "vllm:generation_tokens_total",
+        "vllm:time_to_first_token_seconds_bucket",
+        "vllm:time_to_first_token_seconds_bucket",
+        "vllm:time_to_first_token_seconds_count",
+        "vllm:time_to_first_token_seconds_sum",
     ]
     assert samples[2] == ("vllm:time_to_first_token_seconds_bucket", {"le": "0.1", "model_name": "sim-small"}, 2.0)
 
 
-async def test_scrape_stores_samples_and_logs_a_dead_target_once(store: Store, exporter: Exporter, caplog: pytest.LogCaptureFixture) -> None:
-    scraper = EngineScraper(store, [Target("e1", exporter.url + "/metrics", "p1"), Target("dead", f"http://127.0.0.1:{free_port()}/metrics")])
+async def test_scrape_stores_samples_and_logs_a_dead_target_once(
+    store: Store, exporter: Exporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    scraper = EngineScraper(
+        store,
+        [Target("e1", exporter.url + "/metrics", "p1"), Target("dead", f"http://127.0.0.1:{free_port()}/metrics")],
+    )
     with caplog.at_level(logging.WARNING, logger="collector.scraper"):
         assert await scraper.scrape_once() == 6
         assert await scraper.scrape_once() == 6
@@ -139,7 +148,9 @@ async def _until(condition, timeout: float = 20.0) -> None:  # noqa: ANN001
 async def test_a_collector_without_the_scraping_role_does_not_scrape(store: Store, exporter: Exporter) -> None:
     """Where collectors share a store, only the holder of the engine-scraper role scrapes (collector.roles)."""
     role = {"held": False}
-    async with EngineScraper(store, [Target("e1", exporter.url + "/metrics")], interval_s=0.05, may_scrape=lambda: role["held"]) as scraper:
+    async with EngineScraper(
+        store, [Target("e1", exporter.url + "/metrics")], interval_s=0.05, may_scrape=lambda: role["held"]
+    ) as scraper:
         await asyncio.sleep(0.3)  # several cycles without the role
         assert scraper.last_scrape == {} and store.query(ENGINE_ROWS) == []
         role["held"] = True  # taken over (its holder died)

@@ -23,7 +23,11 @@ from collector.otlp.errors import PayloadTooLarge
 from tests.collector.ingest_helpers import kv, otlp_request
 from tests.collector.test_native_decode import _assert_same, _both, requests
 
-PATHS = [pytest.param(fmt, use_native, id=f"{fmt}-{'native' if use_native else 'python'}") for fmt in (PROTOBUF, JSON) for use_native in (False, True)]
+PATHS = [
+    pytest.param(fmt, use_native, id=f"{fmt}-{'native' if use_native else 'python'}")
+    for fmt in (PROTOBUF, JSON)
+    for use_native in (False, True)
+]
 SMALL = Normalizer(max_key_length=16, max_attributes=5, max_events=3, max_event_attributes=4)
 TIGHT = Normalizer(max_key_length=24, max_attributes=3, max_events=1, max_event_attributes=1, max_attribute_length=24)
 
@@ -62,17 +66,26 @@ def _row(out: Converted) -> dict[str, Any]:
 
 @pytest.mark.parametrize("fmt, use_native", PATHS)
 def test_unmapped_attributes_beyond_the_bound_are_dropped_and_mapped_ones_kept(fmt: str, use_native: bool) -> None:
-    attrs = {f"extra.{i}": str(i) for i in range(9)} | {sc.GEN_AI_REQUEST_MODEL: "sim-small", sc.GEN_AI_USAGE_INPUT_TOKENS: 120}
+    attrs = {f"extra.{i}": str(i) for i in range(9)} | {
+        sc.GEN_AI_REQUEST_MODEL: "sim-small",
+        sc.GEN_AI_USAGE_INPUT_TOKENS: 120,
+    }
     out = _convert(_span(attrs), fmt, use_native)
     row = _row(out)
     assert sorted(k for k, _ in row["attributes"]) == [f"extra.{i}" for i in range(5)]
     assert row["model"] == "sim-small" and row["input_tokens"] == 120  # mapped after the cut: still columns
-    assert out.rejected == 0 and "4 of 11 attributes dropped" in out.error_message and "AGENTWATCH_MAX_ATTRIBUTES_PER_SPAN" in out.error_message
+    assert (
+        out.rejected == 0
+        and "4 of 11 attributes dropped" in out.error_message
+        and "AGENTWATCH_MAX_ATTRIBUTES_PER_SPAN" in out.error_message
+    )
 
 
 @pytest.mark.parametrize("fmt, use_native", PATHS)
 def test_events_beyond_the_bound_are_dropped_and_their_attributes_bounded(fmt: str, use_native: bool) -> None:
-    events = [("exception", {"exception.type": "ValueError", **{f"a{j}": j for j in range(6)}})] + [(f"e{i}", {"k" * 40: "v"}) for i in range(4)]
+    events = [("exception", {"exception.type": "ValueError", **{f"a{j}": j for j in range(6)}})] + [
+        (f"e{i}", {"k" * 40: "v"}) for i in range(4)
+    ]
     out = _convert(_span({"x": "y"}, events), fmt, use_native)
     stored = json.loads(_row(out)["events"])
     assert [e["name"] for e in stored] == ["exception", "e0", "e1"]
@@ -80,14 +93,20 @@ def test_events_beyond_the_bound_are_dropped_and_their_attributes_bounded(fmt: s
     assert list(stored[1]["attributes"]) == ["k" * 16 + "…[truncated 24 chars]"]
     assert _row(out)["error_type"] == "ValueError"
     assert out.rejected == 0 and out.warnings >= 3
-    for setting in ("AGENTWATCH_MAX_EVENTS_PER_SPAN", "AGENTWATCH_MAX_ATTRIBUTES_PER_EVENT", "AGENTWATCH_MAX_ATTRIBUTE_KEY_LENGTH"):
+    for setting in (
+        "AGENTWATCH_MAX_EVENTS_PER_SPAN",
+        "AGENTWATCH_MAX_ATTRIBUTES_PER_EVENT",
+        "AGENTWATCH_MAX_ATTRIBUTE_KEY_LENGTH",
+    ):
         assert setting in out.error_message
 
 
 @pytest.mark.parametrize("fmt, use_native", PATHS)
 def test_a_resource_beyond_the_bound_is_cut_with_a_warning(fmt: str, use_native: bool) -> None:
     request = _span({"x": "y"})
-    request.resource_spans[0].resource.attributes.extend([kv(f"host.tag.{i}", "t") for i in range(7)] + [kv("r" * 30, "long name")])
+    request.resource_spans[0].resource.attributes.extend(
+        [kv(f"host.tag.{i}", "t") for i in range(7)] + [kv("r" * 30, "long name")]
+    )
     out = _convert(request, fmt, use_native)
     resource = dict(_row(out)["resource"])
     assert list(resource) == ["service.name"] + [f"host.tag.{i}" for i in range(4)]
@@ -98,7 +117,9 @@ def test_a_resource_beyond_the_bound_is_cut_with_a_warning(fmt: str, use_native:
 @pytest.mark.parametrize("fmt, use_native", PATHS)
 def test_spans_within_the_bounds_carry_no_warning(fmt: str, use_native: bool) -> None:
     events = [(f"e{i}", {f"a{j}": j for j in range(4)}) for i in range(3)]
-    out = _convert(_span({f"extra.{i}": "v" for i in range(5)} | {sc.GEN_AI_REQUEST_MODEL: "m"}, events), fmt, use_native)
+    out = _convert(
+        _span({f"extra.{i}": "v" for i in range(5)} | {sc.GEN_AI_REQUEST_MODEL: "m"}, events), fmt, use_native
+    )
     assert out.messages == [] and len(json.loads(_row(out)["events"])) == 3
 
 
@@ -115,7 +136,14 @@ def test_the_native_decoder_declines_exactly_the_spans_beyond_a_bound() -> None:
         "key": _span({"k" * 17: 1}),
     }
     declined = {name: decoder.decode(request.SerializeToString(), "p").declined for name, request in cases.items()}
-    assert declined == {"within": [], "attributes": [0], "events": [0], "event attributes": [0], "event key": [0], "key": [0]}
+    assert declined == {
+        "within": [],
+        "attributes": [0],
+        "events": [0],
+        "event attributes": [0],
+        "event key": [0],
+        "key": [0],
+    }
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -141,7 +169,10 @@ def test_a_request_storing_too_much_resource_per_span_is_refused(fmt: str, use_n
     payload = body.SerializeToString() if fmt == PROTOBUF else _json(body)
     with pytest.raises(PayloadTooLarge, match="AGENTWATCH_MAX_RESOURCE_BYTES_PER_REQUEST"):
         convert(payload, fmt, "p", Normalizer(), max_spans=100, native=use_native, max_resource_bytes=100_000)
-    assert convert(payload, fmt, "p", Normalizer(), max_spans=100, native=use_native, max_resource_bytes=1_000_000).spans == 50
+    assert (
+        convert(payload, fmt, "p", Normalizer(), max_spans=100, native=use_native, max_resource_bytes=1_000_000).spans
+        == 50
+    )
 
 
 def test_the_resource_bound_counts_native_and_declined_spans_together() -> None:
@@ -159,4 +190,6 @@ def test_the_native_decoder_stops_at_the_resource_bound() -> None:
     payload = _many_spans_one_big_resource(50).SerializeToString()
     with pytest.raises(native.NativeFallback):
         decoder.decode(payload, "p", max_resource_bytes=100_000)
-    assert decoder.decode(payload, "p", max_resource_bytes=1_000_000).resource_bytes == 50 * (len("process.command_line") + 10_000 + len("service.name") + len("test-agent"))
+    assert decoder.decode(payload, "p", max_resource_bytes=1_000_000).resource_bytes == 50 * (
+        len("process.command_line") + 10_000 + len("service.name") + len("test-agent")
+    )

@@ -130,7 +130,11 @@ def test_acknowledged_spans_survive_sigkill_before_flush(tmp_path: Path) -> None
         key = first.key("durable")
         traces = [os.urandom(16) for _ in range(5)]
         for trace_id in traces:
-            response = httpx.post(first.url + "/v1/traces", content=agent_trace(trace_id).SerializeToString(), headers={**PROTOBUF, "Authorization": f"Bearer {key}"})
+            response = httpx.post(
+                first.url + "/v1/traces",
+                content=agent_trace(trace_id).SerializeToString(),
+                headers={**PROTOBUF, "Authorization": f"Bearer {key}"},
+            )
             assert response.status_code == 200
     finally:
         first.kill()
@@ -156,7 +160,9 @@ def test_store_unavailable_spools_then_drains_exactly_once(tmp_path: Path) -> No
     """The chDB directory is held by another process: spans wait in the spool, then land once."""
     data = tmp_path / "data"
     settings = settings_for(data, require_auth=False)
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(data / "chdb")], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(data / "chdb")], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == b"holding"
         with serve(settings) as collector:
@@ -183,6 +189,11 @@ def test_rows_beyond_the_memory_bound_are_reread_from_the_spool(tmp_path: Path) 
     with serve(settings) as collector:
         traces = [os.urandom(16) for _ in range(4)]
         for trace_id in traces:  # 4 spans each: only the first request fits in memory
-            assert httpx.post(collector.url + "/v1/traces", content=agent_trace(trace_id).SerializeToString(), headers=PROTOBUF).status_code == 200
+            assert (
+                httpx.post(
+                    collector.url + "/v1/traces", content=agent_trace(trace_id).SerializeToString(), headers=PROTOBUF
+                ).status_code
+                == 200
+            )
         for trace_id in traces:
             assert len(run_spans(collector.url, "", trace_id.hex(), expect=4)) == 4

@@ -40,14 +40,46 @@ def full_row() -> SpanRow:
     """A span with every field set to something other than its default (recent: not past the TTL)."""
     t0 = int(time.time() - 3600) * 1_000_000_000 + 123_456_789
     return SpanRow(
-        project="p1", trace_id=new_trace_id(), span_id="00000000000000aa", parent_span_id="00000000000000bb",
-        name="chat sim-small", kind="llm", start_time_ns=t0, end_time_ns=t0 + 1_864_197_532,
-        service_name="svc", status_code="error", status_message="boom 'quoted' \\ back", error_type="TimeoutError",
-        is_timeout=True, agent_name="researcher", session_id="s1", user_id="u1", model="sim-small", provider="sim",
-        input_tokens=1234, output_tokens=56, cached_tokens=7, cost_usd=0.000123, price_version="v1", ttft_s=0.25,
-        tpot_s=0.0125, queue_s=0.5, prefill_s=0.125, decode_s=1.0, tool_name="search", tool_cache_hit=True, step_index=3,
-        finish_reason="stop", outcome="success", budget_exceeded="cost", request_id="req-1", input_text="héllo\n\tworld",
-        output_text="out", attributes={"a.b": "1", "x": "y"}, resource={"service.name": "svc"}, events='[{"name":"e"}]',
+        project="p1",
+        trace_id=new_trace_id(),
+        span_id="00000000000000aa",
+        parent_span_id="00000000000000bb",
+        name="chat sim-small",
+        kind="llm",
+        start_time_ns=t0,
+        end_time_ns=t0 + 1_864_197_532,
+        service_name="svc",
+        status_code="error",
+        status_message="boom 'quoted' \\ back",
+        error_type="TimeoutError",
+        is_timeout=True,
+        agent_name="researcher",
+        session_id="s1",
+        user_id="u1",
+        model="sim-small",
+        provider="sim",
+        input_tokens=1234,
+        output_tokens=56,
+        cached_tokens=7,
+        cost_usd=0.000123,
+        price_version="v1",
+        ttft_s=0.25,
+        tpot_s=0.0125,
+        queue_s=0.5,
+        prefill_s=0.125,
+        decode_s=1.0,
+        tool_name="search",
+        tool_cache_hit=True,
+        step_index=3,
+        finish_reason="stop",
+        outcome="success",
+        budget_exceeded="cost",
+        request_id="req-1",
+        input_text="héllo\n\tworld",
+        output_text="out",
+        attributes={"a.b": "1", "x": "y"},
+        resource={"service.name": "svc"},
+        events='[{"name":"e"}]',
     )
 
 
@@ -57,7 +89,17 @@ def test_migrate_is_versioned_and_idempotent(store: Store) -> None:
     versions = store.query("SELECT version, count() AS n FROM schema_migrations GROUP BY version ORDER BY version")
     assert versions == [{"version": v.version, "n": 1} for v in MIGRATIONS]
     tables = {r["name"] for r in store.query("SELECT name FROM system.tables WHERE database = currentDatabase()")}
-    assert {"spans", "runs_agg", "span_minutes", "api_keys", "feedback", "engine_metrics", "alerts", "alert_deliveries", "price_versions"} <= tables
+    assert {
+        "spans",
+        "runs_agg",
+        "span_minutes",
+        "api_keys",
+        "feedback",
+        "engine_metrics",
+        "alerts",
+        "alert_deliveries",
+        "price_versions",
+    } <= tables
 
 
 def test_span_round_trips_every_field(store: Store) -> None:
@@ -68,9 +110,30 @@ def test_span_round_trips_every_field(store: Store) -> None:
         {"t": row.trace_id},
     )[0]
     assert (got["s_ns"], got["e_ns"]) == (row.start_time_ns, row.end_time_ns)
-    for name in ("project", "span_id", "parent_span_id", "name", "kind", "status_message", "error_type", "is_timeout",
-                 "model", "input_tokens", "output_tokens", "cached_tokens", "cost_usd", "tool_cache_hit", "step_index",
-                 "outcome", "budget_exceeded", "request_id", "input_text", "attributes", "resource", "events"):
+    for name in (
+        "project",
+        "span_id",
+        "parent_span_id",
+        "name",
+        "kind",
+        "status_message",
+        "error_type",
+        "is_timeout",
+        "model",
+        "input_tokens",
+        "output_tokens",
+        "cached_tokens",
+        "cost_usd",
+        "tool_cache_hit",
+        "step_index",
+        "outcome",
+        "budget_exceeded",
+        "request_id",
+        "input_text",
+        "attributes",
+        "resource",
+        "events",
+    ):
         assert got[name] == getattr(row, name), name
     assert got["ttft_s"] == pytest.approx(0.25) and got["tpot_s"] == pytest.approx(0.0125)
 
@@ -159,10 +222,17 @@ def test_same_span_ids_in_another_project_are_separate(store: Store) -> None:
 
 def test_parameters_are_bound_by_the_server(store: Store) -> None:
     nasty = "it's a \\ back\tslash\nnew 'line'; DROP TABLE spans --"
-    got = store.query("SELECT {s:String} AS s, {a:Array(String)} AS a, {n:Nullable(Float64)} AS n, {i:Int64} AS i",
-                      {"s": nasty, "a": [nasty, "x"], "n": None, "i": -5})[0]
+    got = store.query(
+        "SELECT {s:String} AS s, {a:Array(String)} AS a, {n:Nullable(Float64)} AS n, {i:Int64} AS i",
+        {"s": nasty, "a": [nasty, "x"], "n": None, "i": -5},
+    )[0]
     assert got == {"s": nasty, "a": [nasty, "x"], "n": None, "i": -5}
-    assert store.query("SELECT count() AS n FROM system.tables WHERE name = 'spans' AND database = currentDatabase()")[0]["n"] == 1
+    assert (
+        store.query("SELECT count() AS n FROM system.tables WHERE name = 'spans' AND database = currentDatabase()")[0][
+            "n"
+        ]
+        == 1
+    )
 
 
 def test_bad_sql_and_unknown_tables_raise_query_error(store: Store) -> None:
@@ -174,10 +244,16 @@ def test_bad_sql_and_unknown_tables_raise_query_error(store: Store) -> None:
 
 def test_insert_rows_writes_small_tables(store: Store) -> None:
     now = time.time()
-    store.insert_rows("engine_metrics", ("project", "engine", "ts", "metric", "labels", "value"),
-                      [("p1", "e1", now, "vllm:num_requests_running", {"model_name": "m"}, 3.0)])
-    store.insert_rows("api_keys", ("project", "key_id", "salt", "key_hash", "name", "created_at", "revoked_at"),
-                      [("p1", "k1", "s", "h", "ci", now, None)])
+    store.insert_rows(
+        "engine_metrics",
+        ("project", "engine", "ts", "metric", "labels", "value"),
+        [("p1", "e1", now, "vllm:num_requests_running", {"model_name": "m"}, 3.0)],
+    )
+    store.insert_rows(
+        "api_keys",
+        ("project", "key_id", "salt", "key_hash", "name", "created_at", "revoked_at"),
+        [("p1", "k1", "s", "h", "ci", now, None)],
+    )
     assert store.query("SELECT labels, value FROM engine_metrics") == [{"labels": {"model_name": "m"}, "value": 3.0}]
     assert store.query("SELECT key_id, revoked_at FROM api_keys") == [{"key_id": "k1", "revoked_at": None}]
 
@@ -231,7 +307,10 @@ def test_spans_table_and_table_rows_round_trip_with_the_schema() -> None:
         assert table_rows(table) == batch
     assert table_rows(spans_table(rows).slice(1)) == rows[1:]
     assert empty_spans_table().schema.equals(SPANS_SCHEMA) and table_rows(empty_spans_table()) == []
-    assert SPANS_SCHEMA.field("start_time").type == pa.timestamp("ns") and SPANS_SCHEMA.field("trace_id").type == pa.string()
+    assert (
+        SPANS_SCHEMA.field("start_time").type == pa.timestamp("ns")
+        and SPANS_SCHEMA.field("trace_id").type == pa.string()
+    )
 
 
 def test_key_hashes_do_not_depend_on_the_batch() -> None:
@@ -293,7 +372,12 @@ def test_fast_path_keeps_totals_on_duplicate_delivery(tmp_path: Path) -> None:
         time.sleep(0.6)
         t0 = time.time_ns() - 300_000_000
         span_ids = [f"{i:016x}" if i % 7 else f"{i:x}" for i in range(50)]  # some of another width
-        table = spans_table([SpanRow("p1", new_trace_id(), s, "", "llm", "llm", t0, t0 + 1000, input_tokens=10, cost_usd=0.5) for s in span_ids])
+        table = spans_table(
+            [
+                SpanRow("p1", new_trace_id(), s, "", "llm", "llm", t0, t0 + 1000, input_tokens=10, cost_usd=0.5)
+                for s in span_ids
+            ]
+        )
         assert store.insert_spans(table.slice(0, 30)) == 30
         assert store.insert_spans(table.slice(20)) == 20  # 10 of them vouched for as seen, checked exactly
         assert store.insert_spans(table) == 0
@@ -304,7 +388,11 @@ def test_fast_path_keeps_totals_on_duplicate_delivery(tmp_path: Path) -> None:
 
 
 def test_upgrade_from_version_1_backfills_the_minute_rollup(store: Store) -> None:
-    for statement in ("DROP VIEW span_minutes_mv", "DROP TABLE span_minutes", "DELETE FROM schema_migrations WHERE version = 2"):
+    for statement in (
+        "DROP VIEW span_minutes_mv",
+        "DROP TABLE span_minutes",
+        "DELETE FROM schema_migrations WHERE version = 2",
+    ):
         store.command(statement)
     rows = agent_run(start_s=time.time() - 300, steps=2)
     store.insert_spans(rows)

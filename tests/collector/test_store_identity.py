@@ -40,7 +40,10 @@ SHIFTS_NS = {
 
 def _run(start_s: float, project: str = "p1") -> list[SpanRow]:
     """An agent run whose start times have sub-microsecond digits, as an SDK's clock gives them."""
-    return [replace(s, start_time_ns=s.start_time_ns + 123_457, end_time_ns=s.end_time_ns + 123_457) for s in agent_run(project=project, start_s=start_s, steps=3)]
+    return [
+        replace(s, start_time_ns=s.start_time_ns + 123_457, end_time_ns=s.end_time_ns + 123_457)
+        for s in agent_run(project=project, start_s=start_s, steps=3)
+    ]
 
 
 def _shifted(rows: list[SpanRow], shift: int | None) -> list[SpanRow]:
@@ -161,8 +164,13 @@ def test_redelivery_after_a_restart_is_stored_once(tmp_path: Path) -> None:
         with ipc.new_file(tmp_path / name, table.schema) as writer:
             writer.write_table(table)
         script = textwrap.dedent(_RESTART_SCRIPT)
-        out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "chdb"), str(tmp_path / name)],
-                             capture_output=True, text=True, timeout=120, cwd=REPO)
+        out = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / "chdb"), str(tmp_path / name)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO,
+        )
         assert out.returncode == 0, out.stderr
         outputs.append(out.stdout.strip().splitlines()[-1])
     assert [json.loads(o)["stored"] for o in outputs] == [len(original), len(redelivery) - len(original)]

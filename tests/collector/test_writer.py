@@ -26,11 +26,16 @@ DAY_NS = 86_400 * 10**9
 def _request(names: list[str], days: Sequence[int]) -> bytes:
     """One trace; span i starts ``days[i]`` days from now (each day is a partition of ``spans``)."""
     now = time.time_ns()
-    spans = [{"span_id": os.urandom(8), "name": name, "start": now + d * DAY_NS, "end": now + d * DAY_NS + 1000} for name, d in zip(names, days, strict=True)]
+    spans = [
+        {"span_id": os.urandom(8), "name": name, "start": now + d * DAY_NS, "end": now + d * DAY_NS + 1000}
+        for name, d in zip(names, days, strict=True)
+    ]
     return otlp_request(os.urandom(16), spans).SerializeToString()
 
 
-async def _ingest(tmp_path: Path, bodies: list[bytes], *, max_queue_spans: int, max_queue_bytes: int = 0) -> tuple[list[str], Metrics]:
+async def _ingest(
+    tmp_path: Path, bodies: list[bytes], *, max_queue_spans: int, max_queue_bytes: int = 0
+) -> tuple[list[str], Metrics]:
     """Export ``bodies`` and stop the writer (one flush of everything); the names stored, sorted."""
     settings = Settings.from_env(data_dir=tmp_path, max_queue_spans=max_queue_spans)
     spool, metrics = Spool(tmp_path / "spool", max_bytes=1 << 26), Metrics()
@@ -39,8 +44,16 @@ async def _ingest(tmp_path: Path, bodies: list[bytes], *, max_queue_spans: int, 
     store = ChdbStore(tmp_path / "chdb")
     store.migrate()
     try:
-        writer = Writer(store=lambda: store, spool=spool, reload=ingestor.reload, metrics=metrics, flush_rows=10_000,
-                        flush_interval_s=60.0, max_queue_spans=max_queue_spans, max_queue_bytes=max_queue_bytes)
+        writer = Writer(
+            store=lambda: store,
+            spool=spool,
+            reload=ingestor.reload,
+            metrics=metrics,
+            flush_rows=10_000,
+            flush_interval_s=60.0,
+            max_queue_spans=max_queue_spans,
+            max_queue_bytes=max_queue_bytes,
+        )
         async with writer:
             ingestor.writer = writer
             for body in bodies:
@@ -60,16 +73,23 @@ async def test_tables_not_kept_in_memory_are_read_back_from_the_spool(tmp_path: 
 
 
 @pytest.mark.parametrize(("max_queue_bytes", "flushes"), [(0, 1), (1, 6)])
-async def test_the_bound_in_bytes_keeps_spans_in_the_spool_and_batches_small(tmp_path: Path, max_queue_bytes: int, flushes: int) -> None:
+async def test_the_bound_in_bytes_keeps_spans_in_the_spool_and_batches_small(
+    tmp_path: Path, max_queue_bytes: int, flushes: int
+) -> None:
     bodies = [_request([f"r{r}-s{s}" for s in range(4)], [0] * 4) for r in range(6)]
     stored, metrics = await _ingest(tmp_path, bodies, max_queue_spans=1000, max_queue_bytes=max_queue_bytes)
     assert stored == sorted(f"r{r}-s{s}" for r in range(6) for s in range(4))
     assert metrics.registry.get_sample_value("agentwatch_collector_flush_seconds_count") == flushes
 
 
-async def test_a_batch_the_store_rejects_is_split_and_no_span_is_lost(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_batch_the_store_rejects_is_split_and_no_span_is_lost(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """150 spans on 150 days exceed the store's 100 partitions per insert: the halves go in."""
-    bodies = [_request([f"a{d:03}" for d in range(75)], range(75)), _request([f"b{d:03}" for d in range(75)], range(75, 150))]
+    bodies = [
+        _request([f"a{d:03}" for d in range(75)], range(75)),
+        _request([f"b{d:03}" for d in range(75)], range(75, 150)),
+    ]
     stored, metrics = await _ingest(tmp_path, bodies, max_queue_spans=1_000)
     assert stored == sorted([f"a{d:03}" for d in range(75)] + [f"b{d:03}" for d in range(75)])
     assert metrics.totals["stored"] == 150

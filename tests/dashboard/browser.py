@@ -19,8 +19,15 @@ from tests.support.ports import free_port
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 CHROME_FLAGS = (
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1600,2200",
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--window-size=1600,2200",
 )
 EXCEPTION_BOX = '[data-testid="stException"]'
 
@@ -30,7 +37,11 @@ def start_dashboards(group: ProcessGroup, collector: str, flags: dict[str, list[
     urls = {}
     for name, extra in flags.items():
         port = free_port()
-        group.start(name, [sys.executable, "-m", "agentwatch", "dashboard", "--port", str(port), "--collector", collector, *extra], {"AGENTWATCH_DASHBOARD_CACHE_TTL_S": "1"})
+        group.start(
+            name,
+            [sys.executable, "-m", "agentwatch", "dashboard", "--port", str(port), "--collector", collector, *extra],
+            {"AGENTWATCH_DASHBOARD_CACHE_TTL_S": "1"},
+        )
         urls[name] = f"http://127.0.0.1:{port}"
     for name, url in urls.items():
         group.wait_ready(name, url + "/_stcore/health", timeout_s=90)
@@ -60,7 +71,9 @@ class Page:
         """Wait until the script run ended and the page stopped changing (charts drawn)."""
         deadline, last, stable = time.monotonic() + timeout_s, None, 0
         while time.monotonic() < deadline:
-            busy = self.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"], [data-testid="stSkeleton"]')
+            busy = self.driver.find_elements(
+                By.CSS_SELECTOR, '[data-testid="stStatusWidget"], [data-testid="stSkeleton"]'
+            )
             ready = self.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMain"] h1, [data-testid="stForm"]')
             snapshot = self.driver.execute_script("return document.querySelectorAll('*').length")
             stable = stable + 1 if not busy and ready and snapshot == last else 0
@@ -106,7 +119,10 @@ class Page:
         """Click the row marker of ``row`` (from 0, as drawn) of the ``table``-th data frame."""
         grid = self.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"]')[table]
         self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", grid)
-        x, y = -grid.size["width"] // 2 + 15, -grid.size["height"] // 2 + 35 + 35 * row + 18  # header ~35 px, rows ~35 px
+        x, y = (
+            -grid.size["width"] // 2 + 15,
+            -grid.size["height"] // 2 + 35 + 35 * row + 18,
+        )  # header ~35 px, rows ~35 px
         ActionChains(self.driver).move_to_element_with_offset(grid, x, y).click().perform()
         time.sleep(0.5)
         return self.settle()
@@ -114,7 +130,9 @@ class Page:
     def click_bar(self, described: str) -> Page:
         """Click the Vega-Lite bar whose description (its ``aria-label``: the fields it encodes)
         contains ``described``."""
-        bars = self.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stVegaLiteChart"] path[aria-roledescription="bar"]')
+        bars = self.driver.find_elements(
+            By.CSS_SELECTOR, '[data-testid="stVegaLiteChart"] path[aria-roledescription="bar"]'
+        )
         bar = next(b for b in bars if described in (b.get_attribute("aria-label") or ""))
         self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", bar)
         ActionChains(self.driver).move_to_element(bar).click().perform()
@@ -129,7 +147,7 @@ class Page:
 
     def screenshot(self, folder: Path, name: str) -> Path:
         path = folder / f"{name}.png"
-        height = self.driver.execute_script('return document.querySelector(\'[data-testid="stMain"]\').scrollHeight')
+        height = self.driver.execute_script("return document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
         self.driver.set_window_size(1600, max(1200, min(int(height or 0) + 100, 8000)))
         self.settle()
         self.driver.save_screenshot(str(path))

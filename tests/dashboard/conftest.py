@@ -56,7 +56,9 @@ class SeededStack:
     facts: dict[str, Any] = field(default_factory=dict)
 
     def get(self, path: str, **params: Any) -> Any:
-        response = httpx.get(self.collector + path, params=params, headers={"Authorization": f"Bearer {self.key}"}, timeout=15.0)
+        response = httpx.get(
+            self.collector + path, params=params, headers={"Authorization": f"Bearer {self.key}"}, timeout=15.0
+        )
         response.raise_for_status()
         return response.json()
 
@@ -66,9 +68,32 @@ def _loadgen(stack: SeededStack) -> None:
     procs = []
     for seed, (mode, runs) in enumerate(RUNS.items()):
         argv = [
-            sys.executable, "-m", "agentwatch", "loadgen", "--users", "3", "--runs", str(runs), "--mode", mode,
-            "--base-url", stack.engine + "/v1", "--collector", stack.collector, "--collector-key", stack.key,
-            "--tool-failure-rate", "0.15", "--tool-timeout-rate", "0.05", "--tool-timeout", "0.2", "--max-steps", "8", "--seed", str(seed),
+            sys.executable,
+            "-m",
+            "agentwatch",
+            "loadgen",
+            "--users",
+            "3",
+            "--runs",
+            str(runs),
+            "--mode",
+            mode,
+            "--base-url",
+            stack.engine + "/v1",
+            "--collector",
+            stack.collector,
+            "--collector-key",
+            stack.key,
+            "--tool-failure-rate",
+            "0.15",
+            "--tool-timeout-rate",
+            "0.05",
+            "--tool-timeout",
+            "0.2",
+            "--max-steps",
+            "8",
+            "--seed",
+            str(seed),
         ]
         procs.append((mode, subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
     for mode, proc in procs:
@@ -85,7 +110,9 @@ def _wait_stored(stack: SeededStack, timeout_s: float = 60.0) -> None:
         if total >= stack.runs and alerts:
             return
         time.sleep(0.5)
-    raise AssertionError(f"stack not seeded in {timeout_s} s: {total} of {stack.runs} runs stored, {len(alerts)} alerts")
+    raise AssertionError(
+        f"stack not seeded in {timeout_s} s: {total} of {stack.runs} runs stored, {len(alerts)} alerts"
+    )
 
 
 def _wait_scraped(stack: SeededStack, *, after: float, timeout_s: float = 30.0) -> None:
@@ -110,10 +137,18 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededStack]:
     try:
         data_dir = root / "data"
         engine_port = free_port()
-        collector = start_collector(group, data_dir, port=free_port(), grpc_port=0, env={
-            "AGENTWATCH_SCRAPE_TARGETS": f"sim-engine=http://127.0.0.1:{engine_port}/metrics@{PROJECT}",
-            "AGENTWATCH_SCRAPE_INTERVAL_S": "1", "AGENTWATCH_ALERT_RULES": str(rules), "AGENTWATCH_ALERT_INTERVAL_S": "1",
-        })
+        collector = start_collector(
+            group,
+            data_dir,
+            port=free_port(),
+            grpc_port=0,
+            env={
+                "AGENTWATCH_SCRAPE_TARGETS": f"sim-engine=http://127.0.0.1:{engine_port}/metrics@{PROJECT}",
+                "AGENTWATCH_SCRAPE_INTERVAL_S": "1",
+                "AGENTWATCH_ALERT_RULES": str(rules),
+                "AGENTWATCH_ALERT_INTERVAL_S": "1",
+            },
+        )
         key = project_key(collector, data_dir, PROJECT)
         engine = start_engine(group, port=engine_port, speed=40.0, collector=collector, key=key)
         group.wait_ready("engine", engine + "/v1/models")
@@ -129,7 +164,12 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededStack]:
 
 
 def dashboard_env(stack: SeededStack, **extra: str) -> dict[str, str]:
-    return {"AGENTWATCH_COLLECTOR_URL": stack.collector, "AGENTWATCH_API_KEY": stack.key, "AGENTWATCH_DASHBOARD_CACHE_TTL_S": "1", **extra}
+    return {
+        "AGENTWATCH_COLLECTOR_URL": stack.collector,
+        "AGENTWATCH_API_KEY": stack.key,
+        "AGENTWATCH_DASHBOARD_CACHE_TTL_S": "1",
+        **extra,
+    }
 
 
 SCREENSHOTS = pytest.StashKey[Path]()
@@ -141,7 +181,9 @@ def chart(at: Any, index: int = 0) -> tuple[dict[str, Any], list[Any]]:
     from streamlit import dataframe_util
 
     element = at.get("vega_lite_chart")[index]
-    return json.loads(element.proto.spec), [dataframe_util.convert_arrow_bytes_to_pandas_df(d.data.data) for d in element.proto.datasets]
+    return json.loads(element.proto.spec), [
+        dataframe_util.convert_arrow_bytes_to_pandas_df(d.data.data) for d in element.proto.datasets
+    ]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:

@@ -22,9 +22,22 @@ HOUR = int(NOW) // 3600 * 3600 - 3600  # the incident's hour (the rule's window 
 
 def incident(alert_id: str, rule: str, metric: str, scope: dict[str, str], *, resolved: bool) -> dict:
     return {
-        "alert_id": alert_id, "fingerprint": f"fp-{alert_id}", "rule": rule, "severity": "warning", "state": "resolved" if resolved else "firing",
-        "scope": scope, "metric": metric, "value": 3.0, "baseline": 0.5, "threshold": 1.5, "peak": 4.0, "message": f"{rule} evidence",
-        "started_at": HOUR + 60.0, "resolved_at": NOW - 600 if resolved else None, "last_notified_at": HOUR + 60.0, "updated_at": NOW,
+        "alert_id": alert_id,
+        "fingerprint": f"fp-{alert_id}",
+        "rule": rule,
+        "severity": "warning",
+        "state": "resolved" if resolved else "firing",
+        "scope": scope,
+        "metric": metric,
+        "value": 3.0,
+        "baseline": 0.5,
+        "threshold": 1.5,
+        "peak": 4.0,
+        "message": f"{rule} evidence",
+        "started_at": HOUR + 60.0,
+        "resolved_at": NOW - 600 if resolved else None,
+        "last_notified_at": HOUR + 60.0,
+        "updated_at": NOW,
     }
 
 
@@ -37,15 +50,21 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
             rows += [dataclasses.replace(r, user_id=user) if r.kind == "run" else r for r in run]
         running.app.state.store.get().insert_spans(rows)
         admin = {"Authorization": f"Bearer {running.key('dash', ['read', 'admin'])}"}
-        body = [incident("u1", "user-cost-spike", "cost_usd", {"user": "alice"}, resolved=True),
-                incident("s1", "stuck-run", "oldest_running_run_s", {"agent": "researcher"}, resolved=False)]
+        body = [
+            incident("u1", "user-cost-spike", "cost_usd", {"user": "alice"}, resolved=True),
+            incident("s1", "stuck-run", "oldest_running_run_s", {"agent": "researcher"}, resolved=False),
+        ]
         assert httpx.post(f"{running.url}/api/alerts", json=body, headers=admin).status_code == 201
         yield running
 
 
 def alerts_page(collector: Running, monkeypatch: pytest.MonkeyPatch, focus: str) -> AppTest:
-    env = {"AGENTWATCH_COLLECTOR_URL": collector.url, "AGENTWATCH_API_KEY": collector.key("dash", ["read"]),
-           "AGENTWATCH_DASHBOARD_CACHE_TTL_S": "1", "AGENTWATCH_DASHBOARD_OPEN": "1"}
+    env = {
+        "AGENTWATCH_COLLECTOR_URL": collector.url,
+        "AGENTWATCH_API_KEY": collector.key("dash", ["read"]),
+        "AGENTWATCH_DASHBOARD_CACHE_TTL_S": "1",
+        "AGENTWATCH_DASHBOARD_OPEN": "1",
+    }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AGENTWATCH_DASHBOARD_PASSWORD", raising=False)
@@ -58,7 +77,9 @@ def alerts_page(collector: Running, monkeypatch: pytest.MonkeyPatch, focus: str)
 
 def test_a_user_incident_shows_that_users_series_and_runs(collector: Running, monkeypatch: pytest.MonkeyPatch) -> None:
     at = alerts_page(collector, monkeypatch, "u1")
-    *_, runs = (d.value for d in at.dataframe if "user" in getattr(d.value, "columns", []))  # the focused incident's, after the firing ones
+    *_, runs = (
+        d.value for d in at.dataframe if "user" in getattr(d.value, "columns", [])
+    )  # the focused incident's, after the firing ones
     assert list(runs["user"]) == ["alice"] * 3 and list(runs["cost_usd"]) == sorted(runs["cost_usd"], reverse=True)
     charts = at.get("vega_lite_chart")  # Vega-Lite, as the overview's: the page loads no Plotly
     assert charts and all("Traceback" not in str(e.value) for e in at.error) and not at.get("plotly_chart")

@@ -8,8 +8,20 @@ from agentwatch_api.schemas import EnginePoint, SpanOut
 from dashboard import analysis
 
 
-def span(span_id: str, parent: str = "", *, kind: str = "step", start: float = 0.0, dur: float = 1.0, **kw: object) -> SpanOut:
-    return SpanOut(span_id=span_id, parent_span_id=parent, name=kw.pop("name", span_id), kind=kind, start_time=start, end_time=start + dur, duration_s=dur, status=kw.pop("status", "ok"), **kw)
+def span(
+    span_id: str, parent: str = "", *, kind: str = "step", start: float = 0.0, dur: float = 1.0, **kw: object
+) -> SpanOut:
+    return SpanOut(
+        span_id=span_id,
+        parent_span_id=parent,
+        name=kw.pop("name", span_id),
+        kind=kind,
+        start_time=start,
+        end_time=start + dur,
+        duration_s=dur,
+        status=kw.pop("status", "ok"),
+        **kw,
+    )
 
 
 def react_run(steps: int, *, per_step: int, base: int = 500) -> list[SpanOut]:
@@ -17,19 +29,52 @@ def react_run(steps: int, *, per_step: int, base: int = 500) -> list[SpanOut]:
     spans = [span("run", kind="run", dur=steps + 1, agent="researcher", attributes={"gen_ai.agent.name": "researcher"})]
     for k in range(steps):
         spans.append(span(f"s{k}", "run", start=k, step_index=k))
-        spans.append(span(f"l{k}", f"s{k}", kind="llm", start=k, dur=0.5, step_index=k, model="sim-large", input_tokens=base + per_step * k, output_tokens=50, cost_usd=0.001, ttft_s=0.1))
-        spans.append(span(f"t{k}", f"s{k}", kind="tool", start=k + 0.5, dur=0.2, step_index=k, tool_name="search", status="error" if k == 2 else "ok"))
+        spans.append(
+            span(
+                f"l{k}",
+                f"s{k}",
+                kind="llm",
+                start=k,
+                dur=0.5,
+                step_index=k,
+                model="sim-large",
+                input_tokens=base + per_step * k,
+                output_tokens=50,
+                cost_usd=0.001,
+                ttft_s=0.1,
+            )
+        )
+        spans.append(
+            span(
+                f"t{k}",
+                f"s{k}",
+                kind="tool",
+                start=k + 0.5,
+                dur=0.2,
+                step_index=k,
+                tool_name="search",
+                status="error" if k == 2 else "ok",
+            )
+        )
     return spans
 
 
 def test_tree_order_puts_children_under_parents_by_start_time() -> None:
-    spans = [span("c2", "root", start=2), span("root", kind="run"), span("c1", "root", start=1), span("g", "c1", start=1.5), span("orphan", "missing", start=9)]
+    spans = [
+        span("c2", "root", start=2),
+        span("root", kind="run"),
+        span("c1", "root", start=1),
+        span("g", "c1", start=1.5),
+        span("orphan", "missing", start=9),
+    ]
     order = [(s.span_id, d) for s, d in analysis.tree_order(spans)]
     assert order == [("root", 0), ("c1", 1), ("g", 2), ("c2", 1), ("orphan", 0)]
 
 
 def test_spans_to_draw_keeps_failures_and_the_run_when_cut() -> None:
-    spans = [span("run", kind="run", dur=100)] + [span(f"o{i}", "run", kind="other", start=i, dur=0.01) for i in range(50)]
+    spans = [span("run", kind="run", dur=100)] + [
+        span(f"o{i}", "run", kind="other", start=i, dur=0.01) for i in range(50)
+    ]
     spans.append(span("bad", "run", kind="tool", start=5, dur=0.001, status="error"))
     drawn = {s.span_id for s, _ in analysis.spans_to_draw(spans, 10)}
     assert len(drawn) == 10 and {"run", "bad"} <= drawn
@@ -40,7 +85,9 @@ def test_react_context_fits_quadratic_and_bounded_fits_linear() -> None:
     bounded = analysis.context_growth(react_run(12, per_step=0))
     assert react.chosen == "quadratic" and round(react.tokens_added_per_call) == 400
     assert bounded.chosen == "linear" and abs(bounded.tokens_added_per_call) < 1
-    assert react.calls == react.steps == list(range(12)) and react.cumulative[-1] == sum(500 + 400 * k for k in range(12))
+    assert react.calls == react.steps == list(range(12)) and react.cumulative[-1] == sum(
+        500 + 400 * k for k in range(12)
+    )
 
 
 def test_context_growth_needs_three_calls() -> None:
@@ -55,7 +102,10 @@ def test_step_rows_sum_tokens_cost_and_failures_per_step() -> None:
 
 
 def test_engine_shares_split_the_client_call() -> None:
-    spans = [span("l", kind="llm", dur=2.0, step_index=0, model="m"), span("e", "l", kind="llm", start=0.1, dur=1.8, name="llm_request", queue_s=0.5, prefill_s=0.3, decode_s=1.0)]
+    spans = [
+        span("l", kind="llm", dur=2.0, step_index=0, model="m"),
+        span("e", "l", kind="llm", start=0.1, dur=1.8, name="llm_request", queue_s=0.5, prefill_s=0.3, decode_s=1.0),
+    ]
     (row,) = analysis.engine_shares(spans)
     assert row["total_s"] == 2.0 and row["queue_s"] == 0.5 and abs(row["other_s"] - 0.2) < 1e-9
     assert [c.span_id for c in analysis.client_llm_calls(spans)] == ["l"]
@@ -63,10 +113,24 @@ def test_engine_shares_split_the_client_call() -> None:
 
 def test_run_graph_counts_calls_failures_cost_and_handoffs() -> None:
     spans = react_run(4, per_step=0)
-    spans.append(span("sub", "s1", kind="other", start=1.1, attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "writer"}))
+    spans.append(
+        span(
+            "sub",
+            "s1",
+            kind="other",
+            start=1.1,
+            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "writer"},
+        )
+    )
     spans.append(span("sub-llm", "sub", kind="llm", start=1.2, model="sim-small", cost_usd=0.5, status="error"))
     graph = analysis.run_graph(spans)
-    assert graph.nodes == {"agent:researcher": "agent", "llm:sim-large": "llm", "tool:search": "tool", "agent:writer": "agent", "llm:sim-small": "llm"}
+    assert graph.nodes == {
+        "agent:researcher": "agent",
+        "llm:sim-large": "llm",
+        "tool:search": "tool",
+        "agent:writer": "agent",
+        "llm:sim-small": "llm",
+    }
     assert graph.edges[("agent:researcher", "llm:sim-large")].calls == 4
     assert graph.edges[("agent:researcher", "tool:search")].failures == 1
     assert graph.edges[("agent:researcher", "agent:writer")].calls == 1
@@ -79,9 +143,13 @@ def point(t: float, metric: str, value: float, **labels: str) -> EnginePoint:
 
 
 def test_counter_rate_handles_suffix_labels_and_resets() -> None:
-    pts = [point(0, "vllm:prompt_tokens_total", 0, model_name="a"), point(10, "vllm:prompt_tokens_total", 100, model_name="a"),
-           point(20, "vllm:prompt_tokens_total", 30, model_name="a"), point(0, "vllm:prompt_tokens", 0, model_name="b"),
-           point(10, "vllm:prompt_tokens", 50, model_name="b")]
+    pts = [
+        point(0, "vllm:prompt_tokens_total", 0, model_name="a"),
+        point(10, "vllm:prompt_tokens_total", 100, model_name="a"),
+        point(20, "vllm:prompt_tokens_total", 30, model_name="a"),
+        point(0, "vllm:prompt_tokens", 0, model_name="b"),
+        point(10, "vllm:prompt_tokens", 50, model_name="b"),
+    ]
     assert analysis.counter_rate(pts, ["vllm:prompt_tokens"]) == {10: 15.0, 20: 3.0}
     assert analysis.counter_increase(pts, ["vllm:prompt_tokens_total"]) == 180
 
@@ -99,7 +167,10 @@ def test_histogram_distribution_and_quantiles() -> None:
 
 
 def test_gauge_series_sums_or_averages_label_sets() -> None:
-    pts = [point(1, "vllm:num_requests_running", 2, model_name="a"), point(1, "vllm:num_requests_running", 3, model_name="b")]
+    pts = [
+        point(1, "vllm:num_requests_running", 2, model_name="a"),
+        point(1, "vllm:num_requests_running", 3, model_name="b"),
+    ]
     assert analysis.gauge_series(pts, ["vllm:num_requests_running"]) == {1: 5.0}
     assert analysis.gauge_series(pts, ["vllm:num_requests_running"], how="mean") == {1: 2.5}
 

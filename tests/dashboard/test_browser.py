@@ -29,7 +29,9 @@ def servers(seeded: SeededStack, tmp_path_factory: pytest.TempPathFactory) -> It
     """One dashboard in open local mode, one that asks for a project key."""
     group = ProcessGroup(tmp_path_factory.mktemp("dashboard-logs"), log=lambda line: print(line, file=sys.stderr))
     try:
-        yield browser.start_dashboards(group, seeded.collector, {"open": ["--api-key", seeded.key, "--open"], "login": []})
+        yield browser.start_dashboards(
+            group, seeded.collector, {"open": ["--api-key", seeded.key, "--open"], "login": []}
+        )
     finally:
         group.stop()
 
@@ -70,7 +72,9 @@ def _check(page: browser.Page, shots: Path, name: str) -> dict[str, str]:
     return page.metrics()
 
 
-def test_every_page_renders_with_its_key_figures(servers: dict[str, str], page: browser.Page, shots: Path, seeded: SeededStack) -> None:
+def test_every_page_renders_with_its_key_figures(
+    servers: dict[str, str], page: browser.Page, shots: Path, seeded: SeededStack
+) -> None:
     base = servers["open"]
     figures = seeded.get("/api/overview")["figures"]
     shown = _check(page.open(base + "/"), shots, "overview")
@@ -101,7 +105,9 @@ def test_every_page_renders_with_its_key_figures(servers: dict[str, str], page: 
     assert int(shown["Firing now"]) + int(shown["Resolved, last hour"]) >= 1 and "dash-traffic-seen" in page.text()
 
 
-def test_login_asks_for_a_project_key(servers: dict[str, str], page: browser.Page, shots: Path, seeded: SeededStack) -> None:
+def test_login_asks_for_a_project_key(
+    servers: dict[str, str], page: browser.Page, shots: Path, seeded: SeededStack
+) -> None:
     page.open(servers["login"] + "/")
     assert "Project API key" in page.text() and not page.metrics() and page.exceptions() == []
     assert ui.OPEN_MODE_BANNER not in page.text()
@@ -137,7 +143,9 @@ def _failed_tool(seeded: SeededStack) -> tuple[dict, dict]:
     raise AssertionError("no failed tool call with a message stored")
 
 
-def test_a_click_on_a_span_opens_its_panel_with_the_full_error(servers: dict[str, str], page: browser.Page, shots: Path, seeded: SeededStack) -> None:
+def test_a_click_on_a_span_opens_its_panel_with_the_full_error(
+    servers: dict[str, str], page: browser.Page, shots: Path, seeded: SeededStack
+) -> None:
     detail, failed = _failed_tool(seeded)
     trace_id = detail["run"]["trace_id"]
     _check(page.open(f"{servers['open']}/run?run={trace_id}"), shots, "trace_explorer")
@@ -155,17 +163,23 @@ def test_a_click_on_a_span_opens_its_panel_with_the_full_error(servers: dict[str
     page.screenshot(shots, "trace_explorer_span")
 
 
-def test_a_click_on_a_waterfall_bar_opens_its_span(servers: dict[str, str], page: browser.Page, shots: Path, seeded: SeededStack) -> None:
+def test_a_click_on_a_waterfall_bar_opens_its_span(
+    servers: dict[str, str], page: browser.Page, shots: Path, seeded: SeededStack
+) -> None:
     detail, failed = _failed_tool(seeded)
     spans = [SpanOut(**s) for s in detail["spans"]]
     row = next(i for i, (s, _) in enumerate(analysis.spans_to_draw(spans, 1000)) if s.span_id == failed["span_id"])
-    page.open(f"{servers['open']}/run?run={detail['run']['trace_id']}").click_bar(f" {row} · ")  # its row label: index, depth dots, name
+    page.open(f"{servers['open']}/run?run={detail['run']['trace_id']}").click_bar(
+        f" {row} · "
+    )  # its row label: index, depth dots, name
     assert page.exceptions() == [] and f"span={failed['span_id']}" in page.driver.current_url
     assert f"{failed['error_type'] or 'error'}: {failed['status_message']}" in page.text()
     page.screenshot(shots, "waterfall_click")
 
 
-def test_a_deep_link_opens_the_span(servers: dict[str, str], page: browser.Page, shots: Path, seeded: SeededStack) -> None:
+def test_a_deep_link_opens_the_span(
+    servers: dict[str, str], page: browser.Page, shots: Path, seeded: SeededStack
+) -> None:
     detail, failed = _failed_tool(seeded)
     trace_id = detail["run"]["trace_id"]
     _check(page.open(f"{servers['open']}/run?run={trace_id}&span={failed['span_id']}"), shots, "deep_link_tool")
@@ -173,7 +187,9 @@ def test_a_deep_link_opens_the_span(servers: dict[str, str], page: browser.Page,
     engine = {s["parent_span_id"]: s for s in detail["spans"] if s["kind"] == "engine"}
     llm = next(s for s in detail["spans"] if s["kind"] == "llm" and s["ttft_s"] is not None and s["span_id"] in engine)
     queue = llm["queue_s"] if llm["queue_s"] is not None else engine[llm["span_id"]]["queue_s"]
-    _check(page.open(f"{servers['open']}/?run={trace_id}&span={llm['span_id']}"), shots, "deep_link_llm")  # from the root too
+    _check(
+        page.open(f"{servers['open']}/?run={trace_id}&span={llm['span_id']}"), shots, "deep_link_llm"
+    )  # from the root too
     shown = page.metrics()
     assert "/run?" in page.driver.current_url and f"span={llm['span_id']}" in page.driver.current_url
     assert shown["TTFT"] == ui.fmt(llm["ttft_s"], "s") and shown["Engine queue"] == ui.fmt(queue, "s")

@@ -23,41 +23,71 @@ def test_login_mode_follows_open_flag_then_password(monkeypatch: pytest.MonkeyPa
     assert DashboardConfig.from_env().login_mode == "open"
 
 
-def test_bad_environment_value_is_logged_and_the_default_kept(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+def test_bad_environment_value_is_logged_and_the_default_kept(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv("AGENTWATCH_DASHBOARD_TIMEOUT_S", "soon")
     monkeypatch.setenv("AGENTWATCH_COLLECTOR_URL", "http://collector:4318/")
     with caplog.at_level(logging.WARNING):
         cfg = DashboardConfig.from_env()
     assert cfg.timeout_s == DashboardConfig.timeout_s and cfg.collector_url == "http://collector:4318"
     assert "AGENTWATCH_DASHBOARD_TIMEOUT_S='soon'" in caplog.text
-    assert {name for name, _, _ in DashboardConfig.describe()} >= {"AGENTWATCH_COLLECTOR_URL", "AGENTWATCH_API_KEY", "AGENTWATCH_DASHBOARD_PASSWORD", "AGENTWATCH_DASHBOARD_OPEN"}
+    assert {name for name, _, _ in DashboardConfig.describe()} >= {
+        "AGENTWATCH_COLLECTOR_URL",
+        "AGENTWATCH_API_KEY",
+        "AGENTWATCH_DASHBOARD_PASSWORD",
+        "AGENTWATCH_DASHBOARD_OPEN",
+    }
 
 
 def test_dashboard_command_runs_streamlit_headless_with_the_flags(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AGENTWATCH_DASHBOARD_OPEN", raising=False)
-    args = build_parser().parse_args(["dashboard", "--collector", "http://c:1", "--api-key", "k", "--port", "8600", "--open"])
+    args = build_parser().parse_args(
+        ["dashboard", "--collector", "http://c:1", "--api-key", "k", "--port", "8600", "--open"]
+    )
     argv = streamlit_command(args)
     assert argv[1:4] == ["-m", "dashboard.server", "run"] and argv[4].endswith("dashboard/app.py")
     assert argv[argv.index("--server.port") + 1] == "8600" and argv[argv.index("--server.address") + 1] == "127.0.0.1"
     assert argv[argv.index("--server.headless") + 1] == "true"
     env = streamlit_env(args)
-    assert (env["AGENTWATCH_COLLECTOR_URL"], env["AGENTWATCH_API_KEY"], env["AGENTWATCH_DASHBOARD_OPEN"]) == ("http://c:1", "k", "1")
+    assert (env["AGENTWATCH_COLLECTOR_URL"], env["AGENTWATCH_API_KEY"], env["AGENTWATCH_DASHBOARD_OPEN"]) == (
+        "http://c:1",
+        "k",
+        "1",
+    )
     assert "AGENTWATCH_DASHBOARD_OPEN" not in streamlit_env(build_parser().parse_args(["dashboard"]))
 
 
-@pytest.mark.parametrize(("value", "unit", "shown"), [
-    (0.0123, "USD", "$0.012"), (1234.5, "USD", "$1,234"), (0.25, "s", "250 ms"), (2.5, "s", "2.50 s"),
-    (0.125, "ratio", "12.5 %"), (12.0, "", "12"), (None, "USD", "–"), (1500.4, "tokens/s", "1.5k tok/s"),
-])
+@pytest.mark.parametrize(
+    ("value", "unit", "shown"),
+    [
+        (0.0123, "USD", "$0.012"),
+        (1234.5, "USD", "$1,234"),
+        (0.25, "s", "250 ms"),
+        (2.5, "s", "2.50 s"),
+        (0.125, "ratio", "12.5 %"),
+        (12.0, "", "12"),
+        (None, "USD", "–"),
+        (1500.4, "tokens/s", "1.5k tok/s"),
+    ],
+)
 def test_numbers_carry_their_units(value: float | None, unit: str, shown: str) -> None:
     assert ui.fmt(value, unit) == shown
 
 
 def test_units_come_from_metric_names() -> None:
-    assert [ui.unit_of(m) for m in ("cost_per_success_usd", "ttft_p95", "error_rate", "tokens_per_s", "runs")] == ["USD", "s", "ratio", "tokens/s", ""]
+    assert [ui.unit_of(m) for m in ("cost_per_success_usd", "ttft_p95", "error_rate", "tokens_per_s", "runs")] == [
+        "USD",
+        "s",
+        "ratio",
+        "tokens/s",
+        "",
+    ]
 
 
-def test_collector_and_dashboard_read_a_shared_variable_alike(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+def test_collector_and_dashboard_read_a_shared_variable_alike(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """``AGENTWATCH_GPU_HOUR_USD`` is read by both: the same value, the same complaint (the collector refuses, the dashboard logs)."""
     monkeypatch.setenv("AGENTWATCH_GPU_HOUR_USD", " 2.5")
     assert Settings.from_env().gpu_hour_usd == DashboardConfig.from_env().gpu_hour_usd == 2.5

@@ -44,7 +44,9 @@ class LiveStack:
     crashed: str = ""
 
     def get(self, path: str, **params: Any) -> Any:
-        response = httpx.get(self.collector + path, params=params, headers={"Authorization": f"Bearer {self.key}"}, timeout=15.0)
+        response = httpx.get(
+            self.collector + path, params=params, headers={"Authorization": f"Bearer {self.key}"}, timeout=15.0
+        )
         response.raise_for_status()
         return response.json()
 
@@ -72,16 +74,30 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     root = tmp_path_factory.mktemp("live-stack")
     group = ProcessGroup(root / "logs", log=lambda line: print(line, file=sys.stderr))
     try:
-        collector = start_collector(group, root / "data", port=free_port(), grpc_port=0,
-                                    env={"AGENTWATCH_RUN_IDLE_TIMEOUT_S": str(IDLE_TIMEOUT_S)})
+        collector = start_collector(
+            group,
+            root / "data",
+            port=free_port(),
+            grpc_port=0,
+            env={"AGENTWATCH_RUN_IDLE_TIMEOUT_S": str(IDLE_TIMEOUT_S)},
+        )
         stack = LiveStack(collector, project_key(collector, root / "data", PROJECT), group)
         env = {"AGENTWATCH_ENDPOINT": collector, "AGENTWATCH_API_KEY": stack.key}
         _agent(group, RUNNING, env, pause=1.5)
         crashing = _agent(group, CRASHED, env, pause=0.4)
-        runs = stack.wait("two running runs, one with 2 steps", lambda: (r := stack.runs(status="running")).get(CRASHED, {}).get("llm_calls", 0) >= 2 and RUNNING in r and r)
+        runs = stack.wait(
+            "two running runs, one with 2 steps",
+            lambda: (
+                (r := stack.runs(status="running")).get(CRASHED, {}).get("llm_calls", 0) >= 2 and RUNNING in r and r
+            ),
+        )
         os.killpg(crashing.pid, signal.SIGKILL)  # mid-run: its root span and open step are never sent
         stack.running, stack.crashed = runs[RUNNING]["trace_id"], runs[CRASHED]["trace_id"]
-        stack.wait("the killed run incomplete", lambda: stack.runs(status="incomplete").get(CRASHED), timeout_s=IDLE_TIMEOUT_S + 30)
+        stack.wait(
+            "the killed run incomplete",
+            lambda: stack.runs(status="incomplete").get(CRASHED),
+            timeout_s=IDLE_TIMEOUT_S + 30,
+        )
         yield stack
     finally:
         group.stop()
@@ -96,8 +112,12 @@ def _incomplete(stack: LiveStack) -> dict:
 
 @pytest.fixture
 def app(stack: LiveStack, monkeypatch: pytest.MonkeyPatch) -> AppTest:
-    env = {"AGENTWATCH_COLLECTOR_URL": stack.collector, "AGENTWATCH_API_KEY": stack.key, "AGENTWATCH_DASHBOARD_CACHE_TTL_S": "1",
-           "AGENTWATCH_DASHBOARD_OPEN": "1"}
+    env = {
+        "AGENTWATCH_COLLECTOR_URL": stack.collector,
+        "AGENTWATCH_API_KEY": stack.key,
+        "AGENTWATCH_DASHBOARD_CACHE_TTL_S": "1",
+        "AGENTWATCH_DASHBOARD_OPEN": "1",
+    }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AGENTWATCH_DASHBOARD_PASSWORD", raising=False)
@@ -112,14 +132,22 @@ def page(at: AppTest, path: str, **query: str) -> AppTest:
 
 
 def texts(at: AppTest) -> str:
-    return "\n".join(str(e.value) for kind in ("markdown", "caption", "info", "warning", "subheader") for e in getattr(at, kind))
+    return "\n".join(
+        str(e.value) for kind in ("markdown", "caption", "info", "warning", "subheader") for e in getattr(at, kind)
+    )
 
 
 def test_a_running_run_is_listed_with_rising_figures_and_an_incomplete_one_after_the_timeout(stack: LiveStack) -> None:
     first = stack.runs(status="running")[RUNNING]
     assert first["status"] == "running" and first["user_id"] == "watcher" and first["cost_usd"] > 0
-    later = stack.wait("a rising step count", lambda: (r := stack.runs()[RUNNING])["llm_calls"] > first["llm_calls"] and r)
-    assert later["status"] == "running" and later["total_tokens"] > first["total_tokens"] and later["cost_usd"] > first["cost_usd"]
+    later = stack.wait(
+        "a rising step count", lambda: (r := stack.runs()[RUNNING])["llm_calls"] > first["llm_calls"] and r
+    )
+    assert (
+        later["status"] == "running"
+        and later["total_tokens"] > first["total_tokens"]
+        and later["cost_usd"] > first["cost_usd"]
+    )
     crashed = _incomplete(stack)
     assert crashed["llm_calls"] >= 2 and crashed["cost_usd"] > 0
     overview = stack.get("/api/overview")
@@ -145,9 +173,14 @@ def test_runs_page_pins_running_runs_above_the_list(stack: LiveStack, app: AppTe
     assert "Running now: 1" in texts(at)
     assert at.toggle(key="runs_live").value is True  # live by default
     listed = at.dataframe[1].value  # the list below holds every run, the running one too
-    assert set(listed["trace_id"]) == {stack.running, stack.crashed} and set(listed["status"]) == {"running", "incomplete"}
+    assert set(listed["trace_id"]) == {stack.running, stack.crashed} and set(listed["status"]) == {
+        "running",
+        "incomplete",
+    }
     at.selectbox(key="runs_status").set_value("incomplete").run()
-    assert list(at.dataframe[1].value["trace_id"]) == [stack.crashed] and len(at.dataframe[0].value) == 1  # still pinned
+    assert (
+        list(at.dataframe[1].value["trace_id"]) == [stack.crashed] and len(at.dataframe[0].value) == 1
+    )  # still pinned
 
 
 def _tree(at: AppTest) -> Any:
@@ -173,7 +206,9 @@ def test_run_detail_of_a_crashed_run_says_incomplete(stack: LiveStack, app: AppT
     assert "run_live" not in {t.key for t in at.toggle}  # nothing to refresh
     tree = _tree(at)
     root = tree[(tree["status"] == live.OPEN) & (tree["kind"] == "run")]
-    assert len(root) == 1 and root["duration_s"].iloc[0] == pytest.approx(crashed["duration_s"], abs=0.01)  # to its last activity
+    assert len(root) == 1 and root["duration_s"].iloc[0] == pytest.approx(
+        crashed["duration_s"], abs=0.01
+    )  # to its last activity
 
 
 # --- headless Chromium ------------------------------------------------------------------------
@@ -183,7 +218,9 @@ def test_run_detail_of_a_crashed_run_says_incomplete(stack: LiveStack, app: AppT
 def dashboard_url(stack: LiveStack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     group = ProcessGroup(tmp_path_factory.mktemp("live-dashboard-logs"), log=lambda line: print(line, file=sys.stderr))
     try:
-        yield browser.start_dashboards(group, stack.collector, {"dashboard": ["--api-key", stack.key, "--open"]})["dashboard"]
+        yield browser.start_dashboards(group, stack.collector, {"dashboard": ["--api-key", stack.key, "--open"]})[
+            "dashboard"
+        ]
     finally:
         group.stop()
 
@@ -192,8 +229,10 @@ def _grid_rows(page: browser.Page, table: int) -> list[dict[str, str]]:
     """A data frame's rows as drawn (header -> cell text), read from the accessible table the
     grid keeps inside its canvas."""
     grid = page.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"]')[table]
-    rows = [[c.get_attribute("textContent") for c in r.find_elements(By.CSS_SELECTOR, "th, td")]
-            for r in grid.find_elements(By.CSS_SELECTOR, 'table[role="grid"] tr')]
+    rows = [
+        [c.get_attribute("textContent") for c in r.find_elements(By.CSS_SELECTOR, "th, td")]
+        for r in grid.find_elements(By.CSS_SELECTOR, 'table[role="grid"] tr')
+    ]
     return [dict(zip(rows[0], row, strict=False)) for row in rows[1:]]
 
 
@@ -206,7 +245,9 @@ def _pinned(page: browser.Page) -> dict[str, str]:
 def _click_pinned_run(page: browser.Page) -> None:
     grid = page.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"]')[0]
     page.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", grid)
-    ActionChains(page.driver).move_to_element_with_offset(grid, -grid.size["width"] // 2 + 15, -grid.size["height"] // 2 + 53).click().perform()
+    ActionChains(page.driver).move_to_element_with_offset(
+        grid, -grid.size["width"] // 2 + 15, -grid.size["height"] // 2 + 53
+    ).click().perform()
 
 
 def _until(ready: Any, timeout_s: float = 60.0) -> None:
@@ -221,16 +262,23 @@ def _until(ready: Any, timeout_s: float = 60.0) -> None:
 
 
 @pytest.mark.browser
-def test_runs_page_in_a_browser_shows_the_running_run_with_a_growing_step_count(stack: LiveStack, dashboard_url: str) -> None:
+def test_runs_page_in_a_browser_shows_the_running_run_with_a_growing_step_count(
+    stack: LiveStack, dashboard_url: str
+) -> None:
     page = browser.Page(browser.chromium())
     try:
         first = _pinned(page.open(dashboard_url + "/runs"))
         assert first["agent"] == RUNNING and int(first["steps"]) >= 1, first
         time.sleep(3.5)  # two more steps of the slow agent
         later = _pinned(page.open(dashboard_url + "/runs"))
-        assert int(later["steps"]) > int(first["steps"]) and later["started (UTC)"] == first["started (UTC)"], (first, later)
+        assert int(later["steps"]) > int(first["steps"]) and later["started (UTC)"] == first["started (UTC)"], (
+            first,
+            later,
+        )
         _click_pinned_run(page)  # opens it, live: the page refreshes on its own, so it is never still for long
-        _until(lambda: page.driver.current_url.endswith(f"/run?run={stack.running}") and "Running: started" in page.text())
+        _until(
+            lambda: page.driver.current_url.endswith(f"/run?run={stack.running}") and "Running: started" in page.text()
+        )
         page.open(dashboard_url + "/runs?status=incomplete")  # the Overview's Incomplete card links here
         assert "Runs 1–1 of 1" in page.text() and _grid_rows(page, 1)[0]["status"] == "incomplete"
     finally:

@@ -10,25 +10,58 @@ from tests.dashboard.test_analysis import span
 
 
 def running_run(**kw: object) -> RunSummary:
-    fields = {"trace_id": "t" * 32, "agent": "researcher", "name": "researcher", "start_time": 100.0, "end_time": 130.0,
-              "duration_s": 30.0, "status": "running", "steps": 2, "llm_calls": 2, "tool_calls": 1, "tool_failures": 0,
-              "input_tokens": 900, "output_tokens": 100, "cached_tokens": 0, "total_tokens": 1000, "cost_usd": 0.02}
+    fields = {
+        "trace_id": "t" * 32,
+        "agent": "researcher",
+        "name": "researcher",
+        "start_time": 100.0,
+        "end_time": 130.0,
+        "duration_s": 30.0,
+        "status": "running",
+        "steps": 2,
+        "llm_calls": 2,
+        "tool_calls": 1,
+        "tool_failures": 0,
+        "input_tokens": 900,
+        "output_tokens": 100,
+        "cached_tokens": 0,
+        "total_tokens": 1000,
+        "cost_usd": 0.02,
+    }
     return RunSummary(**(fields | kw))
 
 
 def stored_so_far() -> list:
     """What a running run has stored: its start marker, a finished step, the open step's LLM call."""
-    marker = span("m", "root", kind="other", start=100, dur=0, agent="researcher",
-                  attributes={sc.AW_RUN_START: "true", sc.AW_RUN_NAME: "researcher"})
-    return [marker, span("s0", "root", start=101, dur=9, step_index=0), span("l0", "s0", kind="llm", start=101, dur=2, step_index=0),
-            span("l1", "s1", kind="llm", start=111, dur=2, step_index=1), span("e1", "l2", kind="engine", start=121, dur=1)]
+    marker = span(
+        "m",
+        "root",
+        kind="other",
+        start=100,
+        dur=0,
+        agent="researcher",
+        attributes={sc.AW_RUN_START: "true", sc.AW_RUN_NAME: "researcher"},
+    )
+    return [
+        marker,
+        span("s0", "root", start=101, dur=9, step_index=0),
+        span("l0", "s0", kind="llm", start=101, dur=2, step_index=0),
+        span("l1", "s1", kind="llm", start=111, dur=2, step_index=1),
+        span("e1", "l2", kind="engine", start=121, dur=1),
+    ]
 
 
 def test_open_parents_stand_in_from_their_first_child_to_now() -> None:
     opened = {s.span_id: s for s in live.open_spans(stored_so_far(), until=130.0)}
     assert set(opened) == {"root", "s1", "l2"}
     root, step, call = opened["root"], opened["s1"], opened["l2"]
-    assert (root.kind, root.name, root.parent_span_id, root.start_time, root.end_time) == ("run", "researcher", "", 100, 130)
+    assert (root.kind, root.name, root.parent_span_id, root.start_time, root.end_time) == (
+        "run",
+        "researcher",
+        "",
+        100,
+        130,
+    )
     assert (step.kind, step.name, step.parent_span_id, step.step_index) == ("step", "step 1", "root", 1)
     assert call.kind == "llm"  # only engine spans under it: the client's LLM call under way
     assert all(s.status == live.OPEN for s in opened.values())
@@ -53,7 +86,12 @@ def test_an_incomplete_run_ends_its_open_spans_at_its_last_activity_and_a_finish
 
 
 def test_running_frame_lists_oldest_first_with_elapsed_time_and_last_activity() -> None:
-    frame = live.running_frame([running_run(trace_id="b" * 32, start_time=120.0), running_run(trace_id="a" * 32)], now=160.0)
+    frame = live.running_frame(
+        [running_run(trace_id="b" * 32, start_time=120.0), running_run(trace_id="a" * 32)], now=160.0
+    )
     assert list(frame["trace_id"]) == ["a" * 32, "b" * 32]
     assert list(frame["elapsed_s"]) == [60.0, 40.0] and frame["last activity"][0] == "30 s ago"
-    assert frame["open"][0] == f"./run?run={'a' * 32}" and list(frame.columns[:len(live.RUNNING_COLUMNS)]) == live.RUNNING_COLUMNS
+    assert (
+        frame["open"][0] == f"./run?run={'a' * 32}"
+        and list(frame.columns[: len(live.RUNNING_COLUMNS)]) == live.RUNNING_COLUMNS
+    )

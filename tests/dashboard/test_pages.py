@@ -12,7 +12,14 @@ from dashboard import ui
 from reference_agent.demo import project_key
 from tests.dashboard.conftest import APP, SeededStack, chart, dashboard_env
 
-PAGES = ["views/overview.py", "views/runs.py", "views/run_detail.py", "views/cost.py", "views/engine.py", "views/alerts.py"]
+PAGES = [
+    "views/overview.py",
+    "views/runs.py",
+    "views/run_detail.py",
+    "views/cost.py",
+    "views/engine.py",
+    "views/alerts.py",
+]
 
 
 @pytest.fixture
@@ -35,7 +42,11 @@ def metrics(at: AppTest) -> dict[str, str]:
 
 
 def text(at: AppTest) -> str:
-    return "\n".join(str(e.value) for kind in ("markdown", "caption", "info", "warning", "error", "success") for e in getattr(at, kind))
+    return "\n".join(
+        str(e.value)
+        for kind in ("markdown", "caption", "info", "warning", "error", "success")
+        for e in getattr(at, kind)
+    )
 
 
 def test_overview_headlines_match_the_stored_runs(app: AppTest, seeded: SeededStack) -> None:
@@ -69,7 +80,10 @@ def test_runs_page_pages_sorts_and_links_each_run(app: AppTest, seeded: SeededSt
     at.selectbox(key="runs_sort").set_value("Cost").run()
     costs = at.dataframe[0].value["cost_usd"].tolist()
     assert costs == sorted(costs, reverse=True)
-    assert all(link.endswith(tid) for link, tid in zip(at.dataframe[0].value["open"], at.dataframe[0].value["trace_id"], strict=True))
+    assert all(
+        link.endswith(tid)
+        for link, tid in zip(at.dataframe[0].value["open"], at.dataframe[0].value["trace_id"], strict=True)
+    )
 
 
 def test_runs_page_filters_by_status(app: AppTest, seeded: SeededStack) -> None:
@@ -110,8 +124,12 @@ def test_run_detail_shows_waterfall_steps_growth_engine_and_graph(app: AppTest, 
     spec, data = chart(at)
     waterfall = re.search(r"Waterfall: (\d+) spans", json.dumps(spec))
     assert waterfall is not None and not at.get("plotly_chart")  # Vega-Lite, as every page's: no page loads Plotly
-    assert [(p["name"], p["select"]["fields"]) for p in spec["params"]] == [("span", ["span_id"])]  # a click on a bar selects its span
-    assert set(data[0]["span_id"]) <= {s["span_id"] for s in seeded.get(f"/api/runs/{react['run']['trace_id']}")["spans"]}
+    assert [(p["name"], p["select"]["fields"]) for p in spec["params"]] == [
+        ("span", ["span_id"])
+    ]  # a click on a bar selects its span
+    assert set(data[0]["span_id"]) <= {
+        s["span_id"] for s in seeded.get(f"/api/runs/{react['run']['trace_id']}")["spans"]
+    }
     after = seeded.get(f"/api/runs/{react['run']['trace_id']}")
     assert len(react["spans"]) <= int(waterfall.group(1)) <= len(after["spans"])
     steps = view(at, "Steps").dataframe[0].value
@@ -141,7 +159,9 @@ def test_cost_page_totals_levers_and_self_hosted_cost(app: AppTest, seeded: Seed
     projected = float(shown["Projected month (USD)"].lstrip("$").replace(",", ""))
     assert projected == pytest.approx(cost["projected_month_usd"], rel=0.05)  # it moves with the clock
     assert shown["LLM calls"] == f"{cost['levers']['llm_calls']:,}"
-    [savings] = [df.value for df in at.dataframe if "saved (USD)" in df.value.columns]  # one row per lever, the API's figures
+    [savings] = [
+        df.value for df in at.dataframe if "saved (USD)" in df.value.columns
+    ]  # one row per lever, the API's figures
     assert savings["saved (USD)"].tolist() == pytest.approx([lv["saving_usd"] for lv in cost["savings"]["levers"]])
     assert cost["savings"]["levers"][1]["lever"] == "routing" and cost["savings"]["levers"][1]["saving_usd"] > 0
     assert all(f"**{title}** — " in text(at) for title in ("Caching", "Routing", "Degradation", "Rate limiting"))
@@ -154,7 +174,9 @@ def test_cost_page_levers_under_a_model_filter_cover_the_runs_that_used_it(app: 
     at.selectbox(key="aw_model").set_value("sim-large").run()
     levers = seeded.get("/api/cost", model="sim-large")["levers"]
     assert 0 < levers["small_model_share"] < 1  # was 0.0 %: one model's own calls, never the small one
-    assert not at.exception and metrics(at)["Calls routed to the small model"] == ui.fmt(levers["small_model_share"], "ratio")
+    assert not at.exception and metrics(at)["Calls routed to the small model"] == ui.fmt(
+        levers["small_model_share"], "ratio"
+    )
     assert "every call of the runs that used sim-large" in text(at)
 
 
@@ -184,11 +206,19 @@ def test_engine_page_shows_load_rates_and_distributions(app: AppTest, seeded: Se
         assert "No GPU readings" in text(at)
 
 
-@pytest.mark.parametrize(("path", "says"), [
-    ("views/overview.py", "No runs in the last hour"), ("views/runs.py", "No runs match"),
-    ("views/cost.py", "No spend recorded"), ("views/engine.py", "No engine is scraped"), ("views/alerts.py", "No alert is firing"),
-])
-def test_an_empty_project_gets_empty_states_with_what_to_run(path: str, says: str, app: AppTest, seeded: SeededStack, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("views/overview.py", "No runs in the last hour"),
+        ("views/runs.py", "No runs match"),
+        ("views/cost.py", "No spend recorded"),
+        ("views/engine.py", "No engine is scraped"),
+        ("views/alerts.py", "No alert is firing"),
+    ],
+)
+def test_an_empty_project_gets_empty_states_with_what_to_run(
+    path: str, says: str, app: AppTest, seeded: SeededStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("AGENTWATCH_API_KEY", project_key(seeded.collector, seeded.data_dir, "dash-empty"))
     at = page(app, path)
     assert says in text(at) and ("agentwatch" in text(at) or path.endswith("alerts.py"))
@@ -205,7 +235,9 @@ def test_alerts_page_shows_alerts_with_evidence_and_rules(app: AppTest, seeded: 
 
 
 @pytest.mark.parametrize("path", PAGES)
-def test_unreachable_collector_is_a_message_not_a_trace(path: str, app: AppTest, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unreachable_collector_is_a_message_not_a_trace(
+    path: str, app: AppTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("AGENTWATCH_COLLECTOR_URL", "http://127.0.0.1:9")
     at = page(app, path, trace_id="1" * 32)
     if path != "views/run_detail.py" or at.error:
@@ -272,7 +304,9 @@ def test_runs_page_filters_and_sorts_every_run_in_the_store(app: AppTest, seeded
     assert not at.exception and "No runs match" in text(at)
     at.text_input(key="runs_user").set_value("").run()
     at.text_input(key="runs_search").set_value(user.upper()).run()  # the search finds parts, any case
-    assert {r["trace_id"] for r in runs if user.lower() in r["user_id"].lower()} >= set(at.dataframe[0].value["trace_id"])
+    assert {r["trace_id"] for r in runs if user.lower() in r["user_id"].lower()} >= set(
+        at.dataframe[0].value["trace_id"]
+    )
 
 
 def test_overview_offers_the_most_expensive_run(app: AppTest, seeded: SeededStack) -> None:

@@ -28,7 +28,9 @@ def _sidebar_text(at: AppTest) -> str:
     return "\n".join(str(m.value) for m in at.sidebar.markdown)
 
 
-@pytest.mark.parametrize("path", ["views/overview.py", "views/runs.py", "views/cost.py", "views/engine.py", "views/alerts.py"])
+@pytest.mark.parametrize(
+    "path", ["views/overview.py", "views/runs.py", "views/cost.py", "views/engine.py", "views/alerts.py"]
+)
 def test_every_page_names_its_project(path: str, seeded: SeededStack, monkeypatch: pytest.MonkeyPatch) -> None:
     at = _app(monkeypatch, seeded, AGENTWATCH_DASHBOARD_OPEN="1")
     at.switch_page(path).run()
@@ -70,5 +72,7 @@ def test_a_link_naming_its_project_switches_to_it(seeded: SeededStack, monkeypat
     at.switch_page("views/overview.py").run()
     assert not at.exception and at.selectbox(key="aw_project_switch").value == OTHER
     assert "No runs in the last hour" in "\n".join(str(i.value) for i in at.info)
-    at.selectbox(key="aw_project_switch").set_value(PROJECT).run()  # the link's project applied once, not on every rerun
+    at.selectbox(key="aw_project_switch").set_value(
+        PROJECT
+    ).run()  # the link's project applied once, not on every rerun
     assert _runs_shown(at) == str(seeded.runs)

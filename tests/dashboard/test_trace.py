@@ -9,18 +9,36 @@ from tests.dashboard.test_analysis import react_run, span
 
 
 def test_steps_are_named_by_their_step_spans() -> None:
-    spans = [span("run", kind="run"), span("s0", "run", name="plan", step_index=0), span("s1", "run", name="search", step_index=1),
-             span("l", "s1", kind="llm", step_index=1)]
+    spans = [
+        span("run", kind="run"),
+        span("s0", "run", name="plan", step_index=0),
+        span("s1", "run", name="search", step_index=1),
+        span("l", "s1", kind="llm", step_index=1),
+    ]
     names = trace.step_names(spans)
     assert names == {0: "plan", 1: "search"}
-    assert trace.step_label(1, names) == "1 · search" and trace.step_label(5, names) == "5" and trace.step_label(-1, names) == "–"
+    assert (
+        trace.step_label(1, names) == "1 · search"
+        and trace.step_label(5, names) == "5"
+        and trace.step_label(-1, names) == "–"
+    )
 
 
 def test_tree_rows_indent_mark_failures_and_keep_the_whole_error() -> None:
     message = "backend answered 503 after 3 retries; " + "x" * 500
     spans = react_run(3, per_step=100)
-    spans[-1] = span("t2", "s2", kind="tool", start=2.5, dur=0.2, step_index=2, tool_name="search", status="error",
-                     status_message=message, error_type="ToolFailure")
+    spans[-1] = span(
+        "t2",
+        "s2",
+        kind="tool",
+        start=2.5,
+        dur=0.2,
+        step_index=2,
+        tool_name="search",
+        status="error",
+        status_message=message,
+        error_type="ToolFailure",
+    )
     rows = trace.tree_rows(analysis.tree_order(spans), trace.step_names(spans))
     failed = next(r for r in rows if r["span_id"] == "t2")
     assert failed["span"].startswith("      " + trace.ICONS["tool"]) and failed["span"].endswith(trace.FAILED_MARK)
@@ -31,8 +49,18 @@ def test_tree_rows_indent_mark_failures_and_keep_the_whole_error() -> None:
 
 
 def test_error_text_falls_back_to_the_exception_event() -> None:
-    events = json.dumps([{"name": "exception", "time_ns": 1_500_000_000, "attributes": {
-        "exception.type": "TimeoutError", "exception.message": "fetch of doc 7 took longer than 2 s"}}])
+    events = json.dumps(
+        [
+            {
+                "name": "exception",
+                "time_ns": 1_500_000_000,
+                "attributes": {
+                    "exception.type": "TimeoutError",
+                    "exception.message": "fetch of doc 7 took longer than 2 s",
+                },
+            }
+        ]
+    )
     failed = span("t", kind="tool", start=1.0, status="error", error_type="TimeoutError", events=events)
     assert trace.error_text(failed) == "TimeoutError: fetch of doc 7 took longer than 2 s"
     (event,) = trace.parse_events(failed.events, failed.start_time)
@@ -41,25 +69,61 @@ def test_error_text_falls_back_to_the_exception_event() -> None:
 
 
 def test_captured_content_becomes_chat_messages() -> None:
-    openai = json.dumps([{"role": "system", "content": "be brief"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]},
-                         {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "search", "arguments": "{\"q\": \"kv\"}"}}]},
-                         {"role": "tool", "content": "3 results"}])
+    openai = json.dumps(
+        [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"function": {"name": "search", "arguments": '{"q": "kv"}'}}],
+            },
+            {"role": "tool", "content": "3 results"},
+        ]
+    )
     got = [(m.role, m.text, m.tool_calls) for m in trace.messages(openai, default_role="user")]
-    assert got == [("system", "be brief", []), ("user", "hi", []), ("assistant", "", ['search({"q": "kv"})']), ("tool", "3 results", [])]
-    genai = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "done"},
-                                                          {"type": "tool_call", "name": "fetch", "arguments": {"id": 3}}]}])
+    assert got == [
+        ("system", "be brief", []),
+        ("user", "hi", []),
+        ("assistant", "", ['search({"q": "kv"})']),
+        ("tool", "3 results", []),
+    ]
+    genai = json.dumps(
+        [
+            {
+                "role": "assistant",
+                "parts": [
+                    {"type": "text", "content": "done"},
+                    {"type": "tool_call", "name": "fetch", "arguments": {"id": 3}},
+                ],
+            }
+        ]
+    )
     (message,) = trace.messages(genai, default_role="assistant")
     assert message.text == "done" and message.tool_calls == ['fetch({"id": 3})']
-    assert [(m.role, m.text) for m in trace.messages("plain words", default_role="assistant")] == [("assistant", "plain words")]
-    assert [m.text for m in trace.messages(json.dumps({"query": "kv cache"}), default_role="tool")] == ['{"query": "kv cache"}']
+    assert [(m.role, m.text) for m in trace.messages("plain words", default_role="assistant")] == [
+        ("assistant", "plain words")
+    ]
+    assert [m.text for m in trace.messages(json.dumps({"query": "kv cache"}), default_role="tool")] == [
+        '{"query": "kv cache"}'
+    ]
     assert trace.messages("", default_role="user") == []
 
 
 def test_llm_facts_take_engine_timings_from_the_joined_engine_span() -> None:
-    llm = span("l", kind="llm", input_tokens=10, output_tokens=5, cached_tokens=4, cost_usd=3e-5, ttft_s=0.2, tpot_s=0.01)
+    llm = span(
+        "l", kind="llm", input_tokens=10, output_tokens=5, cached_tokens=4, cost_usd=3e-5, ttft_s=0.2, tpot_s=0.01
+    )
     engine = span("e", "l", kind="engine", queue_s=0.05, prefill_s=0.1, decode_s=0.3)
     facts = {label: value for label, value, _ in trace.facts(llm, trace.engine_child([llm, engine], llm))}
-    assert facts["TTFT"] == 0.2 and facts["Cached tokens"] == 4 and facts["Engine queue"] == 0.05 and facts["Engine decode"] == 0.3
+    assert (
+        facts["TTFT"] == 0.2
+        and facts["Cached tokens"] == 4
+        and facts["Engine queue"] == 0.05
+        and facts["Engine decode"] == 0.3
+    )
     tool = span("t", kind="tool", tool_name="search")
     assert [label for label, _, _ in trace.facts(tool)] == ["Duration"]
-    assert ("tool_name", "search") in trace.fields(tool) and not any(name == "cost_usd" for name, _ in trace.fields(tool))
+    assert ("tool_name", "search") in trace.fields(tool) and not any(
+        name == "cost_usd" for name, _ in trace.fields(tool)
+    )

@@ -30,15 +30,27 @@ class LiveStack:
     key: str
     engine: str
 
-    def agent(self, *, tools: ToolConfig | None = None, cache: ToolCache | None = None,
-              rate_limiter: RateLimiter | None = None, **config: Any) -> ResearchAgent:
+    def agent(
+        self,
+        *,
+        tools: ToolConfig | None = None,
+        cache: ToolCache | None = None,
+        rate_limiter: RateLimiter | None = None,
+        **config: Any,
+    ) -> ResearchAgent:
         client = make_client(self.engine + "/v1", "test", timeout_s=60.0, max_retries=0)
-        return ResearchAgent(client, ResearchTools(Corpus.load(), tools or ToolConfig(latency_s=0.001)),
-                             config=AgentConfig(**config), cache=cache, rate_limiter=rate_limiter)
+        return ResearchAgent(
+            client,
+            ResearchTools(Corpus.load(), tools or ToolConfig(latency_s=0.001)),
+            config=AgentConfig(**config),
+            cache=cache,
+            rate_limiter=rate_limiter,
+        )
 
     def get(self, path: str, **params: Any) -> httpx.Response:
-        return httpx.get(self.collector + path, params=params, headers={"Authorization": f"Bearer {self.key}"},
-                         timeout=10.0)
+        return httpx.get(
+            self.collector + path, params=params, headers={"Authorization": f"Bearer {self.key}"}, timeout=10.0
+        )
 
     def run_detail(self, result: RunResult, *, timeout_s: float = 20.0) -> dict[str, Any]:
         """``/api/runs/{trace_id}`` once the collector has stored the run span and every LLM and
@@ -56,8 +68,11 @@ class LiveStack:
 
 def _complete(detail: dict[str, Any], result: RunResult) -> bool:
     kinds = [span["kind"] for span in detail["spans"]]
-    return (kinds.count("run") == 1 and kinds.count("llm") == result.llm_calls
-            and kinds.count("tool") == result.tool_calls + (result.outcome == "success"))
+    return (
+        kinds.count("run") == 1
+        and kinds.count("llm") == result.llm_calls
+        and kinds.count("tool") == result.tool_calls + (result.outcome == "success")
+    )
 
 
 @contextlib.contextmanager
@@ -65,8 +80,13 @@ def live_stack(data_dir: Path) -> Iterator[LiveStack]:
     group = ProcessGroup(data_dir / "logs", log=lambda line: None)
     try:
         engine = start_engine(group, port=free_port(), speed=ENGINE_SPEED)  # starts while the collector does
-        collector = start_collector(group, data_dir, port=free_port(), grpc_port=0,
-                                    env={"AGENTWATCH_FLUSH_INTERVAL_S": "0.2", "AGENTWATCH_ALERT_INTERVAL_S": "0"})
+        collector = start_collector(
+            group,
+            data_dir,
+            port=free_port(),
+            grpc_port=0,
+            env={"AGENTWATCH_FLUSH_INTERVAL_S": "0.2", "AGENTWATCH_ALERT_INTERVAL_S": "0"},
+        )
         key = project_key(collector, data_dir, "agent-tests")
         group.wait_ready("engine", engine + "/v1/models")
         agentwatch.shutdown()

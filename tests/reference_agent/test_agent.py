@@ -112,8 +112,9 @@ def test_tool_cache_hits_are_recorded_with_tokens_saved(stack: LiveStack) -> Non
 
 def test_tool_failures_and_timeouts_are_retried_and_recorded(stack: LiveStack) -> None:
     tools = ToolConfig(latency_s=0.001, failure_rate=0.3, timeout_rate=0.15, hang_s=5.0, seed=4)
-    result = asyncio.run(stack.agent(mode="iterative", tools=tools, tool_timeout_s=0.2, backoff_s=0.01)
-                         .run(LONG_QUESTION))
+    result = asyncio.run(
+        stack.agent(mode="iterative", tools=tools, tool_timeout_s=0.2, backoff_s=0.01).run(LONG_QUESTION)
+    )
     assert result.tool_failures > 0 and result.tool_timeouts > 0
 
     detail = stack.run_detail(result)
@@ -136,9 +137,28 @@ def test_budget_stop_is_recorded_as_abandoned(stack: LiveStack) -> None:
 def test_loadgen_command_traces_every_run_into_the_collector(stack: LiveStack) -> None:
     started = time.time()
     done = subprocess.run(
-        [sys.executable, "-m", "agentwatch", "loadgen", "--users", "3", "--runs", "6", "--mode", "iterative",
-         "--base-url", stack.engine + "/v1", "--collector", stack.collector, "--collector-key", stack.key],
-        capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "agentwatch",
+            "loadgen",
+            "--users",
+            "3",
+            "--runs",
+            "6",
+            "--mode",
+            "iterative",
+            "--base-url",
+            stack.engine + "/v1",
+            "--collector",
+            stack.collector,
+            "--collector-key",
+            stack.key,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "runs            6 (6 success" in done.stdout
     deadline = time.monotonic() + 20

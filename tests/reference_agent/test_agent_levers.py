@@ -61,7 +61,9 @@ def test_budget_pressure_moves_the_rest_of_the_run_to_the_small_model(stack: Liv
 
 def test_step_cap_writes_the_report_at_the_cap(stack: LiveStack) -> None:
     free = asyncio.run(stack.agent(mode="react").run(LONG_QUESTION))
-    capped = asyncio.run(stack.agent(mode="react", max_cost_usd=1.0, degradation=_degrading("cap_steps")).run(LONG_QUESTION))
+    capped = asyncio.run(
+        stack.agent(mode="react", max_cost_usd=1.0, degradation=_degrading("cap_steps")).run(LONG_QUESTION)
+    )
     assert capped.outcome == "success" and capped.report and capped.degraded == "cap_steps"
     assert capped.steps == 3 < free.steps  # degraded at the second step, one more step, then the report
     assert capped.cost_usd < free.cost_usd
@@ -71,7 +73,9 @@ def test_step_cap_writes_the_report_at_the_cap(stack: LiveStack) -> None:
 
 def test_react_run_switches_to_the_evolving_report(stack: LiveStack) -> None:
     react = asyncio.run(stack.agent(mode="react").run(LONG_QUESTION))
-    switched = asyncio.run(stack.agent(mode="react", max_cost_usd=1.0, degradation=_degrading("iterative")).run(LONG_QUESTION))
+    switched = asyncio.run(
+        stack.agent(mode="react", max_cost_usd=1.0, degradation=_degrading("iterative")).run(LONG_QUESTION)
+    )
     assert switched.outcome == "success" and switched.degraded == "iterative"
     assert switched.input_tokens < react.input_tokens  # the history is no longer re-sent
     [step] = _with_lever(stack.run_detail(switched), "degradation")

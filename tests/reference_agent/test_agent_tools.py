@@ -90,4 +90,7 @@ def test_agent_attribute_names_are_the_semantic_conventions() -> None:
     from reference_agent import agent
 
     assert (agent.CACHE_HIT, agent.TOKENS_SAVED, agent.MODEL_TIER) == (
-        sc.AW_TOOL_CACHE_HIT, sc.AW_TOOL_TOKENS_SAVED, sc.AW_MODEL_TIER)
+        sc.AW_TOOL_CACHE_HIT,
+        sc.AW_TOOL_TOKENS_SAVED,
+        sc.AW_MODEL_TIER,
+    )

@@ -40,15 +40,27 @@ def _free_offset() -> int:
     """A --port-offset that moves every default port of the demo onto a free one."""
     rng = random.Random()
     for _ in range(200):
-        offset = rng.randrange(6_000, 24_000)  # below the ephemeral range (32768+), where bind(0) and outgoing connections land
+        offset = rng.randrange(
+            6_000, 24_000
+        )  # below the ephemeral range (32768+), where bind(0) and outgoing connections land
         if all(_port_free(port + offset) for port in PORTS):
             return offset
     raise RuntimeError("no free port offset found")
 
 
 def _demo(data_dir: Path, offset: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "agentwatch", "demo", "--no-browser", "--data-dir", str(data_dir),
-            "--port-offset", str(offset), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "agentwatch",
+        "demo",
+        "--no-browser",
+        "--data-dir",
+        str(data_dir),
+        "--port-offset",
+        str(offset),
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +70,9 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_short_demo_stores_runs_and_fires_a_cost_alert(data_dir: Path) -> None:
     offset = _free_offset()
-    done = subprocess.run(_demo(data_dir, offset, "--duration", "40", "--exit-when-done"), capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        _demo(data_dir, offset, "--duration", "40", "--exit-when-done"), capture_output=True, text=True, timeout=240
+    )
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
     assert out.index(f"http://127.0.0.1:{8501 + offset}") < out.index("phase 1/2")  # URLs first
@@ -66,10 +80,14 @@ def test_short_demo_stores_runs_and_fires_a_cost_alert(data_dir: Path) -> None:
     assert runs >= 10
     # the live view: the long run is running while the traffic lasts; the agent killed mid-run is incomplete by the end
     assert max(int(n) for n in re.findall(r"; (\d+) running, \d+ incomplete$", out, re.MULTILINE)) >= 1, out
-    assert int(re.search(r"runs recorded by the collector: \d+ \(\d+ running, (\d+) incomplete\)", out).group(1)) >= 1, out  # type: ignore[union-attr]
+    assert (
+        int(re.search(r"runs recorded by the collector: \d+ \(\d+ running, (\d+) incomplete\)", out).group(1)) >= 1
+    ), out  # type: ignore[union-attr]
     assert "an agent was killed mid-run (SIGKILL" in out and "turns incomplete after 20 s without a span" in out
     saved = dict(re.findall(r"^saved by (\w+): \$([0-9.]+) ", out, re.MULTILINE))
-    assert set(saved) == {"cache", "routing", "degradation", "rate_limit"} and all(float(v) > 0 for v in saved.values()), out
+    assert set(saved) == {"cache", "routing", "degradation", "rate_limit"} and all(
+        float(v) > 0 for v in saved.values()
+    ), out
     fired = re.findall(r"^alert fired: (\S+) ", out, re.MULTILINE)
     assert any("cost" in rule for rule in fired), out
     assert all(_port_free(port + offset) for port in PORTS)  # every child stopped
@@ -79,9 +97,13 @@ def test_demo_runs_again_on_the_same_data_and_stops_on_ctrl_c(data_dir: Path) ->
     offset = _free_offset()
     # As from a terminal: a runner that started pytest in the background (SIGINT ignored, which
     # children inherit) must not make the demo deaf to the Ctrl-C this test sends.
-    proc = subprocess.Popen(_demo(data_dir, offset, "--duration", "120"), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        _demo(data_dir, offset, "--duration", "120"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         lines = []
         for line in proc.stdout:  # type: ignore[union-attr]
@@ -101,8 +123,12 @@ def test_demo_runs_again_on_the_same_data_and_stops_on_ctrl_c(data_dir: Path) ->
 
 def test_demo_keeps_serving_after_its_traffic_and_names_a_dead_child(tmp_path: Path) -> None:
     offset = _free_offset()
-    proc = subprocess.Popen(_demo(tmp_path, offset, "--duration", "10", "--users", "1"), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        _demo(tmp_path, offset, "--duration", "10", "--users", "1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines = []
         for line in proc.stdout:  # type: ignore[union-attr]

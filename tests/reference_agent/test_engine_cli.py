@@ -14,9 +14,24 @@ from tests.support.ports import free_port
 def test_engine_sim_command_serves_and_says_it_is_a_simulation() -> None:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentwatch", "engine", "--sim", "--port", str(port), "--slots", "4",
-         "--policy", "static", "--speed", "50"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "agentwatch",
+            "engine",
+            "--sim",
+            "--port",
+            str(port),
+            "--slots",
+            "4",
+            "--policy",
+            "static",
+            "--speed",
+            "50",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 30
@@ -28,8 +43,11 @@ def test_engine_sim_command_serves_and_says_it_is_a_simulation() -> None:
             except httpx.HTTPError:
                 assert time.monotonic() < deadline, "engine did not start within 30 s"
                 time.sleep(0.1)
-        reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=10, json={
-            "model": "sim-small", "messages": [{"role": "user", "content": "hi"}]}).json()
+        reply = httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            timeout=10,
+            json={"model": "sim-small", "messages": [{"role": "user", "content": "hi"}]},
+        ).json()
         assert reply["choices"][0]["message"]["content"].startswith("(simulated engine)")
     finally:
         process.terminate()
@@ -39,7 +57,11 @@ def test_engine_sim_command_serves_and_says_it_is_a_simulation() -> None:
 
 
 def test_engine_sim_rejects_an_unknown_model_with_a_clear_message() -> None:
-    result = subprocess.run([sys.executable, "-m", "agentwatch", "engine", "--sim", "--models", "gpt-9"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "agentwatch", "engine", "--sim", "--models", "gpt-9"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "unknown simulated model 'gpt-9'" in result.stderr

@@ -11,10 +11,20 @@ from reference_agent.engine.policy import decide, docs_wanted, task_question
 from reference_agent.engine.tokenizer import count_tokens, render_prompt, tokenize
 
 TOOLS = [
-    {"type": "function", "function": {"name": "search", "parameters": {"type": "object",
-     "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
-    {"type": "function", "function": {"name": "fetch", "parameters": {"type": "object",
-     "properties": {"doc_id": {"type": "string"}}, "required": ["doc_id"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "fetch",
+            "parameters": {"type": "object", "properties": {"doc_id": {"type": "string"}}, "required": ["doc_id"]},
+        },
+    },
 ]
 
 
@@ -38,8 +48,15 @@ def test_a_growing_conversation_keeps_its_prompt_as_a_prefix() -> None:
 def _step(messages: list, call_id: str, result: str) -> dict:
     answer = decide(messages, TOOLS)
     call = answer.tool_calls[0]
-    messages.append({"role": "assistant", "content": None, "tool_calls": [
-        {"id": call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}]})
+    messages.append(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            ],
+        }
+    )
     messages.append({"role": "tool", "tool_call_id": call_id, "content": result})
     return {"name": call.name, **json.loads(call.arguments)}
 
@@ -72,9 +89,17 @@ def test_enough_question_is_answered_from_the_documents_read() -> None:
 
 
 def test_report_lengths_vary_by_task() -> None:
-    lengths = {count_tokens(decide([{"role": "system", "content": "Write the final report."},
-                                    {"role": "user", "content": f"Question: topic number {i}?"}]).content)
-               for i in range(8)}
+    lengths = {
+        count_tokens(
+            decide(
+                [
+                    {"role": "system", "content": "Write the final report."},
+                    {"role": "user", "content": f"Question: topic number {i}?"},
+                ]
+            ).content
+        )
+        for i in range(8)
+    }
     assert len(lengths) >= 4 and min(lengths) >= 60
 
 

@@ -22,10 +22,22 @@ from reference_agent.engine.server import EngineConfig, running_server
 from tests.support.ports import free_port
 
 TOOLS = [
-    {"type": "function", "function": {"name": "search", "description": "search the corpus",
-     "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
-    {"type": "function", "function": {"name": "fetch", "description": "read one document",
-     "parameters": {"type": "object", "properties": {"doc_id": {"type": "string"}}, "required": ["doc_id"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "search the corpus",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "fetch",
+            "description": "read one document",
+            "parameters": {"type": "object", "properties": {"doc_id": {"type": "string"}}, "required": ["doc_id"]},
+        },
+    },
 ]
 QUESTION = "Question: How does continuous batching raise GPU throughput in LLM serving?"
 
@@ -93,7 +105,10 @@ def test_models_are_listed_and_marked_as_simulations(client: openai.OpenAI) -> N
 
 def test_tool_calls_stream_as_deltas_through_the_openai_client(client: openai.OpenAI) -> None:
     stream = client.chat.completions.create(
-        model="sim-small", messages=[{"role": "user", "content": QUESTION}], tools=TOOLS, stream=True,
+        model="sim-small",
+        messages=[{"role": "user", "content": QUESTION}],
+        tools=TOOLS,
+        stream=True,
         stream_options={"include_usage": True},
     )
     name, arguments, finish, usage, deltas = "", "", None, None, 0
@@ -130,8 +145,12 @@ def test_research_conversation_fetches_found_documents_then_reports(client: open
 
 
 def test_streaming_text_with_include_usage_ends_with_a_usage_chunk(engine_url: str) -> None:
-    body = {"model": "sim-large", "stream": True, "stream_options": {"include_usage": True},
-            "messages": [{"role": "user", "content": "What limits decode throughput on a GPU?"}]}
+    body = {
+        "model": "sim-large",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": "What limits decode throughput on a GPU?"}],
+    }
     with httpx.stream("POST", f"{engine_url}/v1/chat/completions", json=body, timeout=30) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         events = [line.removeprefix("data: ") for line in response.iter_lines() if line.startswith("data: ")]
@@ -147,7 +166,9 @@ def test_streaming_text_with_include_usage_ends_with_a_usage_chunk(engine_url: s
 
 def test_max_tokens_cuts_the_answer_with_finish_reason_length(client: openai.OpenAI) -> None:
     reply = client.chat.completions.create(
-        model="sim-small", messages=[{"role": "user", "content": "Write a long report on caching."}], max_tokens=5,
+        model="sim-small",
+        messages=[{"role": "user", "content": "Write a long report on caching."}],
+        max_tokens=5,
     )
     assert reply.choices[0].finish_reason == "length"
     assert reply.usage.completion_tokens == 5
@@ -159,9 +180,21 @@ def test_max_tokens_cuts_the_answer_with_finish_reason_length(client: openai.Ope
         ({"model": "sim-small", "messages": []}, 400, "'messages'"),
         ({"model": "gpt-9", "messages": [{"role": "user", "content": "hi"}]}, 404, "gpt-9"),
         ({"model": "sim-small", "messages": [{"role": "user", "content": "hi"}], "max_tokens": "x"}, 400, "max_tokens"),
-        ({"model": "sim-small", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10**7}, 400, "maximum context length"),
-        ({"model": "sim-small", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 20000,
-          "ignore_eos": True}, 400, "KV cache"),
+        (
+            {"model": "sim-small", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10**7},
+            400,
+            "maximum context length",
+        ),
+        (
+            {
+                "model": "sim-small",
+                "messages": [{"role": "user", "content": "hi"}],
+                "max_tokens": 20000,
+                "ignore_eos": True,
+            },
+            400,
+            "KV cache",
+        ),
     ],
 )
 def test_bad_requests_get_openai_style_errors(engine_url: str, body: dict, status: int, needle: str) -> None:
@@ -180,10 +213,18 @@ def test_metrics_carry_the_names_a_vllm_scraper_expects(client: openai.OpenAI, e
             if sample.labels.get("model_name") == "sim-small":
                 samples.setdefault(sample.name, 0.0)
                 samples[sample.name] += sample.value
-    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-                 "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:num_preemptions_total",
-                 "vllm:time_to_first_token_seconds_bucket", "vllm:inter_token_latency_seconds_count",
-                 "vllm:e2e_request_latency_seconds_sum", "vllm:request_queue_time_seconds_count"):
+    for name in (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:prefix_cache_queries_total",
+        "vllm:prefix_cache_hits_total",
+        "vllm:num_preemptions_total",
+        "vllm:time_to_first_token_seconds_bucket",
+        "vllm:inter_token_latency_seconds_count",
+        "vllm:e2e_request_latency_seconds_sum",
+        "vllm:request_queue_time_seconds_count",
+    ):
         assert name in samples, name
     assert samples["vllm:prompt_tokens_total"] > 0 and samples["vllm:generation_tokens_total"] > 0
     assert samples["vllm:e2e_request_latency_seconds_count"] >= 1
@@ -196,7 +237,9 @@ def test_engine_span_joins_the_callers_trace(client: openai.OpenAI, receiver: Ot
         headers: dict[str, str] = {}
         TraceContextTextMapPropagator().inject(headers)
         reply = client.chat.completions.create(
-            model="sim-small", messages=[{"role": "user", "content": "trace me"}], extra_headers=headers,
+            model="sim-small",
+            messages=[{"role": "user", "content": "trace me"}],
+            extra_headers=headers,
         )
     context = parent.get_span_context()
     span = _wait_for_span(receiver, reply.id)
@@ -227,8 +270,13 @@ def _wait_for_span(receiver: OtlpReceiver, request_id: str, timeout_s: float = 1
 
 
 def test_a_client_that_goes_away_frees_its_slot(engine_url: str) -> None:
-    body = {"model": "sim-large", "stream": True, "ignore_eos": True, "max_tokens": 4000,
-            "messages": [{"role": "user", "content": "a very long answer please"}]}
+    body = {
+        "model": "sim-large",
+        "stream": True,
+        "ignore_eos": True,
+        "max_tokens": 4000,
+        "messages": [{"role": "user", "content": "a very long answer please"}],
+    }
     with httpx.stream("POST", f"{engine_url}/v1/chat/completions", json=body, timeout=30) as response:
         lines = response.iter_lines()
         assert next(lines).startswith("data: ")
@@ -237,7 +285,8 @@ def test_a_client_that_goes_away_frees_its_slot(engine_url: str) -> None:
         metrics = {
             (s.name, s.labels.get("finished_reason")): s.value
             for family in text_string_to_metric_families(httpx.get(f"{engine_url}/metrics", timeout=10).text)
-            for s in family.samples if s.labels.get("model_name") == "sim-large"
+            for s in family.samples
+            if s.labels.get("model_name") == "sim-large"
         }
         aborted = metrics.get(("vllm:request_success_total", "abort"), 0)
         if aborted >= 1 and metrics[("vllm:num_requests_running", None)] == 0:

@@ -63,8 +63,9 @@ def test_queue_mode_refuses_past_max_wait() -> None:
     assert limiter.admit_now("a").refused  # 10 s to wait > 5 s
 
 
-@pytest.mark.parametrize("kwargs", [{"mode": "drop"}, {"user_rate": 0.0}, {"project_rate": 1.0, "project_burst": 0.5},
-                                    {"max_wait_s": -1.0}])
+@pytest.mark.parametrize(
+    "kwargs", [{"mode": "drop"}, {"user_rate": 0.0}, {"project_rate": 1.0, "project_burst": 0.5}, {"max_wait_s": -1.0}]
+)
 def test_bad_limiter_settings_are_refused(kwargs: dict) -> None:
     with pytest.raises(ValueError, match="rate limiter|token bucket"):
         RateLimiter(**kwargs)

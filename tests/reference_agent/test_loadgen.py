@@ -39,9 +39,10 @@ def test_questions_are_seeded() -> None:
 
 
 def test_summary_percentiles_and_totals() -> None:
-    results = [RunResult("q", "react", outcome="success", duration_s=d, input_tokens=10, cost_usd=0.5)
-               for d in (1.0, 2.0, 3.0, 4.0)] + [RunResult("q", "react", outcome="abandoned", duration_s=10.0,
-                                                           budget_exceeded="cost")]
+    results = [
+        RunResult("q", "react", outcome="success", duration_s=d, input_tokens=10, cost_usd=0.5)
+        for d in (1.0, 2.0, 3.0, 4.0)
+    ] + [RunResult("q", "react", outcome="abandoned", duration_s=10.0, budget_exceeded="cost")]
     summary = LoadSummary.of(results, duration_s=5.0)
     assert (summary.runs, summary.succeeded, summary.abandoned, summary.budget_stops) == (5, 4, 1, 1)
     assert summary.runs_per_s == 1.0 and summary.latency_p50_s == 3.0
@@ -67,8 +68,7 @@ def test_concurrent_users_with_failing_tools(engine: str) -> None:
 
 def test_budget_stops_are_counted(engine: str) -> None:
     # the SDK prices the calls for the budget; its spans go to a closed port and are dropped
-    agentwatch.init(endpoint=f"http://127.0.0.1:{free_port()}", enabled=True, export_retries=0,
-                    shutdown_timeout_s=0.5)
+    agentwatch.init(endpoint=f"http://127.0.0.1:{free_port()}", enabled=True, export_retries=0, shutdown_timeout_s=0.5)
     try:
         agent = _agent(engine, ToolConfig(latency_s=0.001), mode="react", small_model=None, max_cost_usd=0.001)
         summary = asyncio.run(generate_load(agent, LoadConfig(users=3, runs=3)))
@@ -91,8 +91,21 @@ def test_given_questions_are_asked_in_turn(engine: str) -> None:
 
 
 def test_loadgen_command_prints_summary(engine: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["loadgen", "--users", "2", "--runs", "3", "--mode", "react", "--base-url", engine + "/v1",
-                 "--tool-failure-rate", "0.1"])
+    code = main(
+        [
+            "loadgen",
+            "--users",
+            "2",
+            "--runs",
+            "3",
+            "--mode",
+            "react",
+            "--base-url",
+            engine + "/v1",
+            "--tool-failure-rate",
+            "0.1",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "runs            3 (" in out and "run latency     p50" in out and "cost            $" in out
@@ -111,10 +124,34 @@ def test_bad_rate_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert "failure_rate must be within [0, 1]" in capsys.readouterr().err
 
 
-def test_loadgen_command_exercises_degradation_and_the_rate_limiter(engine: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["loadgen", "--users", "3", "--runs", "4", "--mode", "react", "--base-url", engine + "/v1",
-                 "--budget-usd", "1", "--degrade", "iterative", "--degrade-at", "0.000001",
-                 "--rate-limit-user", "0.001", "--rate-limit-project", "100/3", "--rate-limit-mode", "reject"])
+def test_loadgen_command_exercises_degradation_and_the_rate_limiter(
+    engine: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "loadgen",
+            "--users",
+            "3",
+            "--runs",
+            "4",
+            "--mode",
+            "react",
+            "--base-url",
+            engine + "/v1",
+            "--budget-usd",
+            "1",
+            "--degrade",
+            "iterative",
+            "--degrade-at",
+            "0.000001",
+            "--rate-limit-user",
+            "0.001",
+            "--rate-limit-project",
+            "100/3",
+            "--rate-limit-mode",
+            "reject",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     # 3 users: each first run passes its user's bucket; user 0's second run is refused

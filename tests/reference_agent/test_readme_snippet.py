@@ -56,16 +56,22 @@ def test_readme_snippet_runs_as_printed_against_the_demo_stack(tmp_path: Path) -
     group = ProcessGroup(tmp_path / "logs", log=lambda line: None)
     try:
         engine = start_engine(group, port=free_port(), speed=40.0)
-        collector = start_collector(group, tmp_path, port=free_port(), grpc_port=0,
-                                    env={"AGENTWATCH_FLUSH_INTERVAL_S": "0.2", "AGENTWATCH_ALERT_INTERVAL_S": "0"})
+        collector = start_collector(
+            group,
+            tmp_path,
+            port=free_port(),
+            grpc_port=0,
+            env={"AGENTWATCH_FLUSH_INTERVAL_S": "0.2", "AGENTWATCH_ALERT_INTERVAL_S": "0"},
+        )
         key = project_key(collector, tmp_path)
         group.wait_ready("engine", engine + "/v1/models")
         script = tmp_path / "researcher.py"
         script.write_text(readme_snippet())
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTWATCH_", "OPENAI_"))}
         env.update(_exported(export_line({"collector": collector, "engine": engine}, key)))
-        done = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path, capture_output=True,
-                              text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         assert done.stdout.strip(), "research() printed no answer"
         assert "Traceback" not in done.stderr and "401" not in done.stderr, done.stderr

@@ -76,14 +76,24 @@ def server_factory() -> Iterator:
 
 
 def test_command_serves_offline_with_tools_cached_tokens_and_otlp_to_the_collector() -> None:
-    launch = VllmLaunch("/models/qwen", port=8123, served_model_name="qwen-small",
-                        collector_url="http://127.0.0.1:4318/", collector_key="aw-key 1")
+    launch = VllmLaunch(
+        "/models/qwen",
+        port=8123,
+        served_model_name="qwen-small",
+        collector_url="http://127.0.0.1:4318/",
+        collector_key="aw-key 1",
+    )
     argv, env = build_command(launch, base_env={"PATH": "/usr/bin"})
     assert argv[:3] == ["vllm", "serve", "/models/qwen"]
     joined = " ".join(argv)
-    for flag in ("--port 8123", "--served-model-name qwen-small", "--enable-auto-tool-choice",
-                 "--tool-call-parser hermes", "--enable-prompt-tokens-details",
-                 "--otlp-traces-endpoint http://127.0.0.1:4318/v1/traces"):
+    for flag in (
+        "--port 8123",
+        "--served-model-name qwen-small",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser hermes",
+        "--enable-prompt-tokens-details",
+        "--otlp-traces-endpoint http://127.0.0.1:4318/v1/traces",
+    ):
         assert flag in joined
     assert "--collect-detailed-traces" not in argv
     assert env["HF_HUB_OFFLINE"] == "1" and env["PATH"] == "/usr/bin"
@@ -139,7 +149,9 @@ def test_registration_with_a_real_collector_needs_the_admin_scope(tmp_path) -> N
         metrics_url = f"http://127.0.0.1:{free_port()}/metrics"
         assert not register_engine(running.url, name="vllm-a", metrics_url=metrics_url, api_key=ingest)
         assert register_engine(running.url, name="vllm-a", metrics_url=metrics_url, api_key=admin)
-        listed = httpx.get(running.url + "/api/admin/engines", headers={"Authorization": f"Bearer {admin}"}, timeout=10).json()
+        listed = httpx.get(
+            running.url + "/api/admin/engines", headers={"Authorization": f"Bearer {admin}"}, timeout=10
+        ).json()
         assert [(e["engine"], e["url"]) for e in listed] == [("vllm-a", metrics_url)]
 
 

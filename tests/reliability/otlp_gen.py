@@ -45,7 +45,13 @@ class SpanSpec:
         ids = len(self.trace_id) == 16 and any(self.trace_id) and len(self.span_id) == 8 and any(self.span_id)
         parent = len(self.parent) in (0, 8)
         retained = self.start >= time.time_ns() - RETENTION_NS  # older: rejected, the TTL would drop it
-        return ids and parent and retained and 0 <= self.start <= latest_start_ns(RETENTION_DAYS) and 0 <= self.end <= MAX_NS
+        return (
+            ids
+            and parent
+            and retained
+            and 0 <= self.start <= latest_start_ns(RETENTION_DAYS)
+            and 0 <= self.end <= MAX_NS
+        )
 
     @property
     def recent(self) -> bool:
@@ -64,8 +70,11 @@ def _bytes_of(lengths: list[int]) -> st.SearchStrategy[bytes]:
 
 def attr_values() -> st.SearchStrategy[Any]:
     scalars = st.one_of(
-        _TEXT, st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=True, allow_infinity=True),
-        st.booleans(), st.binary(max_size=16),
+        _TEXT,
+        st.integers(-(2**63), 2**63 - 1),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.booleans(),
+        st.binary(max_size=16),
     )
     return st.one_of(scalars, st.lists(scalars, max_size=4), st.dictionaries(_TEXT, scalars, max_size=3))
 
@@ -147,8 +156,13 @@ def _any_json(value: Any) -> dict[str, Any]:
 def json_doc(specs: list[SpanSpec], service: str = "fuzz") -> dict[str, Any]:
     spans_json = [
         {
-            "traceId": s.trace_id.hex(), "spanId": s.span_id.hex(), "parentSpanId": s.parent.hex(), "name": s.name,
-            "startTimeUnixNano": str(s.start), "endTimeUnixNano": str(s.end), "status": {"code": s.status % 3},
+            "traceId": s.trace_id.hex(),
+            "spanId": s.span_id.hex(),
+            "parentSpanId": s.parent.hex(),
+            "name": s.name,
+            "startTimeUnixNano": str(s.start),
+            "endTimeUnixNano": str(s.end),
+            "status": {"code": s.status % 3},
             "attributes": [{"key": k, "value": _any_json(v)} for k, v in s.attrs],
         }
         for s in specs

@@ -28,7 +28,13 @@ from collector.scopes import SCOPES
 from tests.collector.ingest_helpers import agent_trace
 from tests.reliability.helpers import PROTOBUF, InProcess, in_process
 
-CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance, content_type_conformance, response_headers_conformance]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    response_schema_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+]
 EXAMPLES = 12  # per operation; callers and data are drawn together, so every scope is exercised
 PROJECT = "schema"
 
@@ -38,10 +44,15 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcess, l
     """One run stored; a key of each scope alone, one of all of them, and no key at all."""
     with in_process(tmp_path_factory.mktemp("schema") / "data", rate_limit_spans_per_s=0.0) as running:
         keyring = running.app.state.keyring
-        callers = [{"Authorization": f"Bearer {keyring.create(PROJECT, scopes=scope).key}"} for scope in (*SCOPES, ",".join(SCOPES))]
+        callers = [
+            {"Authorization": f"Bearer {keyring.create(PROJECT, scopes=scope).key}"}
+            for scope in (*SCOPES, ",".join(SCOPES))
+        ]
         callers.append({})
         running.keys[PROJECT] = keyring.create(PROJECT, scopes="ingest").key
-        assert running.post_traces(agent_trace(os.urandom(16)).SerializeToString(), PROJECT, PROTOBUF).status_code == 200
+        assert (
+            running.post_traces(agent_trace(os.urandom(16)).SerializeToString(), PROJECT, PROTOBUF).status_code == 200
+        )
         running.drain()
         running.app.state.scrape_policy.resolve = _no_dns
         yield running, callers
@@ -69,9 +80,17 @@ def test_every_operation_answers_within_its_schema_for_every_scope(api: tuple[In
     paths = {operation.path for operation in operations}
     assert {"/v1/traces", "/api/runs", "/api/admin/keys", "/health"} <= paths, paths
     for operation in operations:
-        cases = st.one_of(operation.as_strategy(GenerationMode.POSITIVE), operation.as_strategy(GenerationMode.NEGATIVE))
+        cases = st.one_of(
+            operation.as_strategy(GenerationMode.POSITIVE), operation.as_strategy(GenerationMode.NEGATIVE)
+        )
 
-        @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=EXAMPLES,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
         @given(case=cases, caller=st.sampled_from(callers))
         def check(case: Any, caller: dict[str, str]) -> None:
             headers = {k: v for k, v in (case.headers or {}).items() if k.lower() != "authorization"}

@@ -35,7 +35,12 @@ INJECTIONS = (
     "%' OR '%'='",
 )
 ALPHA, BETA = "alpha", "beta"
-BETA_AGENT, BETA_MODEL, BETA_ENGINE, BETA_USER = "beta-secret-agent", "beta-secret-model", "beta-secret-engine", "beta-secret-user"
+BETA_AGENT, BETA_MODEL, BETA_ENGINE, BETA_USER = (
+    "beta-secret-agent",
+    "beta-secret-model",
+    "beta-secret-engine",
+    "beta-secret-user",
+)
 
 
 def _run(project_agent: str, model: str, *, user: str = "") -> bytes:
@@ -46,9 +51,19 @@ def _run(project_agent: str, model: str, *, user: str = "") -> bytes:
         attrs["user.id"] = user
     spans = [
         {"span_id": root, "name": "invoke_agent", "attrs": attrs},
-        {"span_id": os.urandom(8), "parent": root, "name": f"chat {model}", "attrs": {
-            "agentwatch.span.kind": "llm", "gen_ai.request.model": model, "gen_ai.usage.input_tokens": 100,
-            "gen_ai.usage.output_tokens": 20, "gen_ai.agent.name": project_agent, "agentwatch.step.index": 0}},
+        {
+            "span_id": os.urandom(8),
+            "parent": root,
+            "name": f"chat {model}",
+            "attrs": {
+                "agentwatch.span.kind": "llm",
+                "gen_ai.request.model": model,
+                "gen_ai.usage.input_tokens": 100,
+                "gen_ai.usage.output_tokens": 20,
+                "gen_ai.agent.name": project_agent,
+                "agentwatch.step.index": 0,
+            },
+        },
     ]
     return trace_id, otlp_request(trace_id, spans).SerializeToString()
 
@@ -72,7 +87,10 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcess, d
             running.keys[project] = running.app.state.keyring.create(project, scopes=SCOPES).key
         running.app.state.scrape_policy.resolve = _no_dns
         seeded: dict[str, Any] = {"alpha": [], "beta": [], "literal": {}}
-        for project, agent, model, user in ((ALPHA, "research", "sim-small", ""), (BETA, BETA_AGENT, BETA_MODEL, BETA_USER)):
+        for project, agent, model, user in (
+            (ALPHA, "research", "sim-small", ""),
+            (BETA, BETA_AGENT, BETA_MODEL, BETA_USER),
+        ):
             for _ in range(3):
                 trace_id, body = _run(agent, model, user=user)
                 assert running.post_traces(body, project, PROTOBUF).status_code == 200
@@ -83,7 +101,11 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcess, d
             seeded["literal"][text] = trace_id.hex()
         store = running.app.state.store
         register_engine(store, BETA, BETA_ENGINE, "http://127.0.0.1:9/metrics")
-        store.insert_rows("engine_metrics", ENGINE_COLUMNS, [(BETA, BETA_ENGINE, time.time() - 60, "vllm:num_requests_running", {"model_name": BETA_MODEL}, 3.0)])
+        store.insert_rows(
+            "engine_metrics",
+            ENGINE_COLUMNS,
+            [(BETA, BETA_ENGINE, time.time() - 60, "vllm:num_requests_running", {"model_name": BETA_MODEL}, 3.0)],
+        )
         running.drain()
         yield running, seeded
 
@@ -103,13 +125,17 @@ def test_no_5xx_on_any_api_endpoint(api: tuple[InProcess, dict[str, Any]]) -> No
     assert len(operations) >= 10
     auth = running.auth(ALPHA)
     for operation in operations:
-        strategy = st.one_of(operation.as_strategy(GenerationMode.POSITIVE), operation.as_strategy(GenerationMode.NEGATIVE))
+        strategy = st.one_of(
+            operation.as_strategy(GenerationMode.POSITIVE), operation.as_strategy(GenerationMode.NEGATIVE)
+        )
 
         @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), database=None)
         @given(case=strategy)
         def check(case: Any) -> None:
             response = case.call(headers={**(case.headers or {}), **auth})
-            assert response.status_code < 500, f"{case.method} {case.formatted_path} {case.query} {case.body!r:.200} -> {response.status_code}: {response.text[:300]}"
+            assert response.status_code < 500, (
+                f"{case.method} {case.formatted_path} {case.query} {case.body!r:.200} -> {response.status_code}: {response.text[:300]}"
+            )
 
         check()
 
@@ -119,7 +145,11 @@ def test_no_5xx_on_any_api_endpoint(api: tuple[InProcess, dict[str, Any]]) -> No
 
 def _get_operations(running: InProcess) -> list[tuple[str, list[dict[str, Any]]]]:
     spec = running.client.get("/openapi.json").json()
-    return [(path, ops["get"].get("parameters", [])) for path, ops in spec["paths"].items() if path.startswith("/api") and "get" in ops]
+    return [
+        (path, ops["get"].get("parameters", []))
+        for path, ops in spec["paths"].items()
+        if path.startswith("/api") and "get" in ops
+    ]
 
 
 def _string_params(params: list[dict[str, Any]]) -> list[str]:
@@ -147,7 +177,9 @@ def _valid(param: dict[str, Any], preferred: str) -> str:
 
 
 @pytest.mark.parametrize("payload", INJECTIONS[:2] + INJECTIONS[4:5] + INJECTIONS[7:8])
-def test_injection_in_every_string_parameter_is_a_literal_or_4xx(api: tuple[InProcess, dict[str, Any]], payload: str) -> None:
+def test_injection_in_every_string_parameter_is_a_literal_or_4xx(
+    api: tuple[InProcess, dict[str, Any]], payload: str
+) -> None:
     running, seeded = api
     baseline_spans = running.span_counts(ALPHA, seeded["alpha"])
     for path, params in _get_operations(running):
@@ -158,7 +190,9 @@ def test_injection_in_every_string_parameter_is_a_literal_or_4xx(api: tuple[InPr
                 url = path.replace("{trace_id}", quote(payload, safe="") if name == "trace_id" else seeded["alpha"][0])
                 query.pop("trace_id", None)
             response = running.client.get(url, params=query, headers=running.auth(ALPHA))
-            assert response.status_code < 500, f"{path} {name}={payload!r}: {response.status_code} {response.text[:200]}"
+            assert response.status_code < 500, (
+                f"{path} {name}={payload!r}: {response.status_code} {response.text[:200]}"
+            )
             if response.status_code == 200 and name in ("agent", "model"):
                 _assert_only_literal(path, response.json(), payload)
     assert running.span_counts(ALPHA, seeded["alpha"]) == baseline_spans, "an injection changed the data"
@@ -173,7 +207,9 @@ def _assert_only_literal(path: str, body: Any, payload: str) -> None:
 
 
 @pytest.mark.parametrize("payload", INJECTIONS)
-def test_run_named_by_an_injection_string_is_found_by_its_literal_name(api: tuple[InProcess, dict[str, Any]], payload: str) -> None:
+def test_run_named_by_an_injection_string_is_found_by_its_literal_name(
+    api: tuple[InProcess, dict[str, Any]], payload: str
+) -> None:
     running, seeded = api
     runs = running.client.get("/api/runs", params={"agent": payload}, headers=running.auth(ALPHA)).json()["items"]
     assert [r["trace_id"] for r in runs] == [seeded["literal"][payload]]
@@ -221,7 +257,9 @@ def test_beta_does_see_its_own_data(api: tuple[InProcess, dict[str, Any]]) -> No
 def test_writes_by_alpha_never_land_in_beta(api: tuple[InProcess, dict[str, Any]]) -> None:
     running, seeded = api
     target = seeded["beta"][1]
-    response = running.client.post(f"/api/runs/{target}/feedback", json={"score": 0.0, "comment": "alpha was here"}, headers=running.auth(ALPHA))
+    response = running.client.post(
+        f"/api/runs/{target}/feedback", json={"score": 0.0, "comment": "alpha was here"}, headers=running.auth(ALPHA)
+    )
     assert response.status_code in (201, 404, 422)
     detail = running.client.get(f"/api/runs/{target}", headers=running.auth(BETA)).text
     assert "alpha was here" not in detail
@@ -235,6 +273,12 @@ def test_every_api_endpoint_needs_a_valid_key(api: tuple[InProcess, dict[str, An
             continue
         url = path.replace("{trace_id}", seeded["alpha"][0])
         for method in ops:
-            for headers in ({}, {"Authorization": "Bearer aw_000000000000_" + "x" * 43}, {"Authorization": "Bearer not-a-key"}):
-                response = running.client.request(method.upper(), url, headers=headers, json={} if method == "post" else None)
+            for headers in (
+                {},
+                {"Authorization": "Bearer aw_000000000000_" + "x" * 43},
+                {"Authorization": "Bearer not-a-key"},
+            ):
+                response = running.client.request(
+                    method.upper(), url, headers=headers, json={} if method == "post" else None
+                )
                 assert response.status_code == 401, f"{method.upper()} {url} with {headers}: {response.status_code}"

@@ -41,7 +41,9 @@ class Exporters:
     def _body(self, trace_id: bytes) -> bytes:
         request = agent_trace(trace_id, LLM_CALLS)
         if self.padding:
-            request.resource_spans[0].scope_spans[0].spans[0].attributes.add(key="pad", value={"string_value": "p" * self.padding})
+            request.resource_spans[0].scope_spans[0].spans[0].attributes.add(
+                key="pad", value={"string_value": "p" * self.padding}
+            )
         return request.SerializeToString()
 
     def _loop(self) -> None:
@@ -78,7 +80,12 @@ def _runs(url: str, key: str) -> dict[str, dict]:
     found: dict[str, dict] = {}
     offset = 0
     while True:
-        page = httpx.get(url + "/api/runs", params={"start": time.time() - 86_400, "limit": 500, "offset": offset}, headers=headers, timeout=60).json()
+        page = httpx.get(
+            url + "/api/runs",
+            params={"start": time.time() - 86_400, "limit": 500, "offset": offset},
+            headers=headers,
+            timeout=60,
+        ).json()
         found.update({run["trace_id"]: run for run in page["items"]})
         offset += 500
         if offset >= page["total"]:
@@ -96,7 +103,9 @@ def _assert_exactly_once(url: str, key: str, acked: list[str], timeout: float = 
         time.sleep(0.3)
     assert not missing, f"{len(missing)} of {len(acked)} acknowledged runs lost, e.g. {missing[:3]}"
     for trace_id, run in runs.items():  # unacknowledged requests in flight may land too, but only once
-        assert (run["llm_calls"], run["input_tokens"]) == (LLM_CALLS, 100 * LLM_CALLS), f"run {trace_id} stored more than once: {run}"
+        assert (run["llm_calls"], run["input_tokens"]) == (LLM_CALLS, 100 * LLM_CALLS), (
+            f"run {trace_id} stored more than once: {run}"
+        )
     return runs
 
 
@@ -115,7 +124,11 @@ def _listening(port: int) -> set[str]:
 
 def _metric(url: str, name: str) -> float:
     text = httpx.get(url + "/metrics", timeout=10).text
-    values = [float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " ") or line.startswith(name + "{")]
+    values = [
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith(name + " ") or line.startswith(name + "{")
+    ]
     assert values, f"{name} not in /metrics"
     return sum(values)
 
@@ -173,7 +186,9 @@ def test_sigkill_during_sustained_ingestion_loses_and_duplicates_no_span(killed:
                 break
             time.sleep(0.2)
         ids = [span["span_id"] for span in spans]
-        assert len(ids) == LLM_CALLS + 1 == len(set(ids)), f"run {trace_id}: {len(ids)} spans stored, {len(set(ids))} distinct"
+        assert len(ids) == LLM_CALLS + 1 == len(set(ids)), (
+            f"run {trace_id}: {len(ids)} spans stored, {len(set(ids))} distinct"
+        )
 
 
 def test_sigkill_during_sustained_ingestion_keeps_run_totals_exact(killed: Killed) -> None:
@@ -194,7 +209,9 @@ sys.stdin.read()
 @contextlib.contextmanager
 def _chdb_held(data: Path) -> Iterator[subprocess.Popen[bytes]]:
     """Another process owns the chDB directory: the collector cannot open its store."""
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(data / "chdb")], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(data / "chdb")], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == b"holding"
         yield holder
@@ -204,7 +221,9 @@ def _chdb_held(data: Path) -> Iterator[subprocess.Popen[bytes]]:
 
 
 @pytest.mark.parametrize("outage", ["clickhouse-refuses-connections", "chdb-directory-unusable"])
-def test_store_outage_spools_to_its_bound_then_503_and_everything_lands_once_after_restart(tmp_path: Path, outage: str) -> None:
+def test_store_outage_spools_to_its_bound_then_503_and_everything_lands_once_after_restart(
+    tmp_path: Path, outage: str
+) -> None:
     data = tmp_path / "data"
     env = {"AGENTWATCH_REQUIRE_AUTH": "false", "AGENTWATCH_SPOOL_MAX_BYTES": "400000"}
     with contextlib.ExitStack() as stack:
@@ -227,10 +246,16 @@ def test_store_outage_spools_to_its_bound_then_503_and_everything_lands_once_aft
     env.pop("AGENTWATCH_CLICKHOUSE_URL", None)  # recovery: the store is reachable again
     with _collector(data, **env) as up:
         _assert_exactly_once(up.url, "", acked)
-        wait_until(lambda: _metric(up.url, "agentwatch_collector_spool_bytes") < 400_000 / 4, 30, "spool not released after the drain")
+        wait_until(
+            lambda: _metric(up.url, "agentwatch_collector_spool_bytes") < 400_000 / 4,
+            30,
+            "spool not released after the drain",
+        )
 
 
-def test_spool_directory_unusable_is_503_with_a_clear_error_and_recovers(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_spool_directory_unusable_is_503_with_a_clear_error_and_recovers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     data = tmp_path / "data"
     data.mkdir()
     (data / "spool").write_text("not a directory")
@@ -242,7 +267,10 @@ def test_spool_directory_unusable_is_503_with_a_clear_error_and_recovers(tmp_pat
             assert response.status_code == 503 and int(response.headers["retry-after"]) >= 1
         assert "spool" in caplog.text and "503" in caplog.text
         metrics = collector.client.get("/metrics").text
-        assert any(line.startswith("agentwatch_collector_spool_errors_total ") and float(line.split()[1]) >= 1 for line in metrics.splitlines()), metrics
+        assert any(
+            line.startswith("agentwatch_collector_spool_errors_total ") and float(line.split()[1]) >= 1
+            for line in metrics.splitlines()
+        ), metrics
         assert 'agentwatch_collector_requests_total{code="503",transport="http"}' in metrics
         (data / "spool").unlink()  # the disk is usable again: no restart needed
         assert collector.client.post("/v1/traces", content=body, headers=PROTOBUF).status_code == 200

@@ -28,8 +28,13 @@ FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=list(Healt
 
 @pytest.fixture(scope="module")
 def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
-    with in_process(tmp_path_factory.mktemp("fuzz") / "data", max_body_bytes=MAX_BODY, max_spans_per_request=500,
-                    max_attribute_length=2000, rate_limit_spans_per_s=0.0) as running:
+    with in_process(
+        tmp_path_factory.mktemp("fuzz") / "data",
+        max_body_bytes=MAX_BODY,
+        max_spans_per_request=500,
+        max_attribute_length=2000,
+        rate_limit_spans_per_s=0.0,
+    ) as running:
         running.key(PROJECT)
         yield running
 
@@ -53,7 +58,9 @@ def _store_rejected(collector: InProcess) -> float:
 
 @FUZZ
 @given(specs=st.lists(gen.spans(), max_size=8), fmt=st.sampled_from(["protobuf", "json"]), gzipped=st.booleans())
-def test_generated_requests_are_answered_exactly(collector: InProcess, expected: dict[str, int], specs: list[gen.SpanSpec], fmt: str, gzipped: bool) -> None:
+def test_generated_requests_are_answered_exactly(
+    collector: InProcess, expected: dict[str, int], specs: list[gen.SpanSpec], fmt: str, gzipped: bool
+) -> None:
     body = gen.to_protobuf(specs) if fmt == "protobuf" else gen.to_json(specs)
     headers = dict(PROTOBUF if fmt == "protobuf" else JSON)
     if gzipped:
@@ -69,15 +76,20 @@ def test_generated_requests_are_answered_exactly(collector: InProcess, expected:
 
 @FUZZ
 @given(data=st.data(), specs=st.lists(gen.spans(), min_size=1, max_size=4), fmt=st.sampled_from(["protobuf", "json"]))
-def test_mutated_bodies_never_5xx(collector: InProcess, data: st.DataObject, specs: list[gen.SpanSpec], fmt: str) -> None:
+def test_mutated_bodies_never_5xx(
+    collector: InProcess, data: st.DataObject, specs: list[gen.SpanSpec], fmt: str
+) -> None:
     valid = gen.to_protobuf(specs) if fmt == "protobuf" else gen.to_json(specs)
     response = collector.post_traces(gen.mutate(valid, data), "mutants", PROTOBUF if fmt == "protobuf" else JSON)
     assert response.status_code in (200, 400), response.content[:300]
 
 
 @FUZZ
-@given(body=st.binary(max_size=2048), content_type=st.sampled_from(["application/x-protobuf", "application/json", "text/plain", ""]),
-       encoding=st.sampled_from(["", "gzip", "br", "identity"]))
+@given(
+    body=st.binary(max_size=2048),
+    content_type=st.sampled_from(["application/x-protobuf", "application/json", "text/plain", ""]),
+    encoding=st.sampled_from(["", "gzip", "br", "identity"]),
+)
 def test_random_bytes_never_5xx(collector: InProcess, body: bytes, content_type: str, encoding: str) -> None:
     headers = {"Content-Type": content_type, "Content-Encoding": encoding}
     response = collector.post_traces(body, "random", headers)
@@ -90,8 +102,22 @@ def _deep_kvlist_json(depth: int) -> bytes:
     """A resource and a span attribute nested ``depth`` kvlists deep (built as text: too deep for json.dumps)."""
     value = '{"kvlistValue": {"values": [{"key": "k", "value": ' * depth + '{"stringValue": "leaf"}' + "}]}}" * depth
     attribute = '[{"key": "deep", "value": ' + value + "}]"
-    span = '{"traceId": "' + os.urandom(16).hex() + '", "spanId": "' + os.urandom(8).hex() + '", "name": "deep", "attributes": ' + attribute + "}"
-    return ('{"resourceSpans": [{"resource": {"attributes": ' + attribute + '}, "scopeSpans": [{"spans": [' + span + "]}]}]}").encode()
+    span = (
+        '{"traceId": "'
+        + os.urandom(16).hex()
+        + '", "spanId": "'
+        + os.urandom(8).hex()
+        + '", "name": "deep", "attributes": '
+        + attribute
+        + "}"
+    )
+    return (
+        '{"resourceSpans": [{"resource": {"attributes": '
+        + attribute
+        + '}, "scopeSpans": [{"spans": ['
+        + span
+        + "]}]}]}"
+    ).encode()
 
 
 def _ld(field_number: int, payload: bytes) -> bytes:
@@ -113,23 +139,35 @@ def _deep_kvlist_protobuf(depth: int) -> bytes:
     return _ld(1, _ld(2, _ld(2, span)))  # request.resource_spans.scope_spans.spans
 
 
-@pytest.mark.parametrize(("body", "headers"), [
-    pytest.param(b"[" * 200_000 + b"]" * 200_000, JSON, id="json-array-nesting"),
-    pytest.param(b'{"a":' * 100_000 + b"1" + b"}" * 100_000, JSON, id="json-object-nesting"),
-    pytest.param(_deep_kvlist_json(240), JSON, id="json-kvlist-nesting"),
-    pytest.param(_deep_kvlist_json(5000), JSON, id="json-kvlist-nesting-past-recursion-limit"),
-    pytest.param(_deep_kvlist_protobuf(300), PROTOBUF, id="protobuf-kvlist-nesting"),
-    pytest.param(b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "\xff\xfe"}]}]}]}', JSON, id="json-invalid-utf8"),
-    pytest.param(b"\n\x05\x12\x03\n\x01\xff", PROTOBUF, id="protobuf-invalid-utf8"),
-])
+@pytest.mark.parametrize(
+    ("body", "headers"),
+    [
+        pytest.param(b"[" * 200_000 + b"]" * 200_000, JSON, id="json-array-nesting"),
+        pytest.param(b'{"a":' * 100_000 + b"1" + b"}" * 100_000, JSON, id="json-object-nesting"),
+        pytest.param(_deep_kvlist_json(240), JSON, id="json-kvlist-nesting"),
+        pytest.param(_deep_kvlist_json(5000), JSON, id="json-kvlist-nesting-past-recursion-limit"),
+        pytest.param(_deep_kvlist_protobuf(300), PROTOBUF, id="protobuf-kvlist-nesting"),
+        pytest.param(
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "\xff\xfe"}]}]}]}', JSON, id="json-invalid-utf8"
+        ),
+        pytest.param(b"\n\x05\x12\x03\n\x01\xff", PROTOBUF, id="protobuf-invalid-utf8"),
+    ],
+)
 def test_hostile_structures_are_4xx_or_accepted(collector: InProcess, body: bytes, headers: dict[str, str]) -> None:
     response = collector.post_traces(body, PROJECT, headers)
     assert response.status_code in (200, 400, 413), response.content[:300]
 
 
 def test_huge_attribute_count_is_stored(collector: InProcess, expected: dict[str, int]) -> None:
-    spec = gen.SpanSpec(os.urandom(16), os.urandom(8), b"", "wide", *([time.time_ns()] * 2), 0,
-                        [(f"attr.{i}", "v" * 8) for i in range(20_000)])
+    spec = gen.SpanSpec(
+        os.urandom(16),
+        os.urandom(8),
+        b"",
+        "wide",
+        *([time.time_ns()] * 2),
+        0,
+        [(f"attr.{i}", "v" * 8) for i in range(20_000)],
+    )
     response = collector.post_traces(gen.to_protobuf([spec]), PROJECT, PROTOBUF)
     assert response.status_code == 200 and _rejected(response, "protobuf") == 0
     expected[spec.trace_id.hex()] = 1
@@ -154,7 +192,9 @@ def test_oversized_bodies_memory_stays_bounded(collector: InProcess) -> None:
     assert rss[-1] - rss[2] < 32 * 1024 * 1024, rss
 
 
-def test_zz_every_acknowledged_valid_span_is_stored_exactly_once(collector: InProcess, expected: dict[str, int]) -> None:
+def test_zz_every_acknowledged_valid_span_is_stored_exactly_once(
+    collector: InProcess, expected: dict[str, int]
+) -> None:
     """Runs last in the module: what the fuzz tests acknowledged is in the store, once."""
     assert expected, "the fuzz tests produced no valid spans"
     collector.drain()

@@ -41,7 +41,11 @@ def test_a_project_key_never_learns_another_projects_span_counts(tmp_path: Path)
         collector.drain()
         alpha = _status(collector, collector.auth(ALPHA))
         assert alpha["scope"] == "project"
-        assert {name: alpha[name] for name in SPAN_COUNTERS} == {"received_spans": 4, "stored_spans": 4, "rejected_spans": 0}
+        assert {name: alpha[name] for name in SPAN_COUNTERS} == {
+            "received_spans": 4,
+            "stored_spans": 4,
+            "rejected_spans": 0,
+        }
         assert _status(collector, collector.auth(BETA))["stored_spans"] == 20
 
         _send(collector, BETA, 7)  # beta keeps sending, some of it bad: nothing of it shows to alpha
@@ -50,7 +54,11 @@ def test_a_project_key_never_learns_another_projects_span_counts(tmp_path: Path)
         again = _status(collector, collector.auth(ALPHA))
         assert {name: again[name] for name in SPAN_COUNTERS} == {name: alpha[name] for name in SPAN_COUNTERS}
         beta = _status(collector, collector.auth(BETA))
-        assert {name: beta[name] for name in SPAN_COUNTERS} == {"received_spans": 49, "stored_spans": 48, "rejected_spans": 1}
+        assert {name: beta[name] for name in SPAN_COUNTERS} == {
+            "received_spans": 49,
+            "stored_spans": 48,
+            "rejected_spans": 1,
+        }
 
         operator = _status(collector, {"Authorization": f"Bearer {collector.app.state.admin_token}"})
         assert operator["scope"] == "collector"

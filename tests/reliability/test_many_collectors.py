@@ -83,9 +83,15 @@ class Outcome:
 
 def _collector(data: Path, name: str, db_url: str, rules: Path) -> CollectorProcess:
     return CollectorProcess(
-        data, AGENTWATCH_CLICKHOUSE_URL=db_url, AGENTWATCH_COLLECTOR_ID=name, AGENTWATCH_LEASE_TTL_S="5",  # an insert gets >= 3.3 s (2 s overran at load 9)
-        AGENTWATCH_ALERT_INTERVAL_S="0.5", AGENTWATCH_ALERT_RULES=str(rules), AGENTWATCH_FLUSH_INTERVAL_S="1",
-        AGENTWATCH_RATE_LIMIT_SPANS_PER_S="0", AGENTWATCH_GPU_SAMPLER="off",
+        data,
+        AGENTWATCH_CLICKHOUSE_URL=db_url,
+        AGENTWATCH_COLLECTOR_ID=name,
+        AGENTWATCH_LEASE_TTL_S="5",  # an insert gets >= 3.3 s (2 s overran at load 9)
+        AGENTWATCH_ALERT_INTERVAL_S="0.5",
+        AGENTWATCH_ALERT_RULES=str(rules),
+        AGENTWATCH_FLUSH_INTERVAL_S="1",
+        AGENTWATCH_RATE_LIMIT_SPANS_PER_S="0",
+        AGENTWATCH_GPU_SAMPLER="off",
     )
 
 
@@ -93,7 +99,12 @@ def _post(client: httpx.Client, collector: CollectorProcess, body: bytes, key: s
     if collector.proc is None:
         return False
     try:
-        ok = client.post(collector.url + "/v1/traces", content=body, headers={**PROTOBUF, "Authorization": f"Bearer {key}"}).status_code == 200
+        ok = (
+            client.post(
+                collector.url + "/v1/traces", content=body, headers={**PROTOBUF, "Authorization": f"Bearer {key}"}
+            ).status_code
+            == 200
+        )
     except httpx.HTTPError:
         return False
     answered[collector.proc.pid] += (LLM_CALLS + 1) * ok
@@ -133,13 +144,17 @@ def outcome(clickhouse_url: str, tmp_path_factory: pytest.TempPathFactory) -> It
             for i in range(REQUESTS):
                 if i == KILL_AT:
                     killed = _alerts_holder(store) or "a"
-                    collectors[killed].kill(signal.SIGKILL)  # its last second of acknowledged spans is only in its spool
+                    collectors[killed].kill(
+                        signal.SIGKILL
+                    )  # its last second of acknowledged spans is only in its spool
                 if i == RESTART_AT:
                     collectors[killed].start()  # same spool: replays what it acknowledged
                 trace_id = os.urandom(16)
                 body = agent_trace(trace_id, LLM_CALLS).SerializeToString()
                 first, other = order[i % 2], order[(i + 1) % 2]
-                if _post(client, first, body, key, answered) or _post(client, other, body, key, answered):  # no answer: retried on the other
+                if _post(client, first, body, key, answered) or _post(
+                    client, other, body, key, answered
+                ):  # no answer: retried on the other
                     acked.add(trace_id.hex())
                 if i % 10 == 9:
                     _post(client, other, body, key, answered)  # a redelivery on the other collector
@@ -161,7 +176,11 @@ def _stored(store: ClickHouseStore) -> dict[str, int]:
 def test_every_acknowledged_span_is_stored_exactly_once(outcome: Outcome) -> None:
     assert len(outcome.acked) >= REQUESTS - 5, "the client's requests were acknowledged by one collector or the other"
     wait_until(lambda: outcome.acked <= set(_stored(outcome.store)), 90, "acknowledged runs missing from the store")
-    wait_until(lambda: all(n >= LLM_CALLS + 1 for t, n in _stored(outcome.store).items() if t in outcome.acked), 30, "runs incomplete")
+    wait_until(
+        lambda: all(n >= LLM_CALLS + 1 for t, n in _stored(outcome.store).items() if t in outcome.acked),
+        30,
+        "runs incomplete",
+    )
     stored = _stored(outcome.store)
     assert {t: n for t, n in stored.items() if n != LLM_CALLS + 1} == {}, "a span stored twice (or a run in part)"
     keys = outcome.store.query("SELECT count() AS rows, uniqExact(trace_id, span_id) AS spans FROM spans")[0]
@@ -177,7 +196,9 @@ def test_run_totals_are_exact_after_redeliveries_and_a_kill(outcome: Outcome) ->
     wrong = [r for r in totals if (r["llm"], r["input"], r["roots"]) != (LLM_CALLS, 100 * LLM_CALLS, 1)]
     assert not wrong, f"{len(wrong)} runs with wrong totals, e.g. {wrong[:2]}"
     assert outcome.acked <= {r["trace_id"] for r in totals}
-    page = httpx.get(outcome.url + "/api/runs", params={"limit": 500}, headers={"Authorization": f"Bearer {outcome.key}"}, timeout=60).json()
+    page = httpx.get(
+        outcome.url + "/api/runs", params={"limit": 500}, headers={"Authorization": f"Bearer {outcome.key}"}, timeout=60
+    ).json()
     assert page["total"] == len(totals)
     assert {(r["llm_calls"], r["input_tokens"]) for r in page["items"]} == {(LLM_CALLS, 100 * LLM_CALLS)}
 
@@ -187,8 +208,14 @@ def test_the_alert_incident_is_delivered_once(outcome: Outcome) -> None:
     holder = _alerts_holder(outcome.store)
     assert holder in ("a", "b")
     term = _alerts_term(outcome.store)
-    wait_until(lambda: _alerts_term(outcome.store) >= term + 3, 30, "the alerts role was not renewed")  # more rounds: a second firing would show
-    firing = Counter((b["alert"]["rule"], json.dumps(b["alert"]["scope"], sort_keys=True)) for b in outcome.hook.bodies if b["event"] == "firing")
+    wait_until(
+        lambda: _alerts_term(outcome.store) >= term + 3, 30, "the alerts role was not renewed"
+    )  # more rounds: a second firing would show
+    firing = Counter(
+        (b["alert"]["rule"], json.dumps(b["alert"]["scope"], sort_keys=True))
+        for b in outcome.hook.bodies
+        if b["event"] == "firing"
+    )
     assert firing == {("any-spend", json.dumps({"agent": "research"})): 1}
     keys = Counter(b["idempotency_key"] for b in outcome.hook.bodies)
     assert max(keys.values()) == 1, f"a notification delivered twice: {keys.most_common(2)}"
@@ -196,11 +223,22 @@ def test_the_alert_incident_is_delivered_once(outcome: Outcome) -> None:
 
 def test_ingest_counters_are_summed_over_the_collectors(outcome: Outcome) -> None:
     """/api/ingest answers the same on either collector: its own live counts and the others' last published."""
+
     def received() -> list[int]:
         headers = {"Authorization": f"Bearer {outcome.key}"}
-        return [httpx.get(url + "/api/ingest", headers=headers, timeout=30).json()["received_spans"] for url in outcome.urls]
+        return [
+            httpx.get(url + "/api/ingest", headers=headers, timeout=30).json()["received_spans"] for url in outcome.urls
+        ]
 
-    alive = sum(n for pid, n in outcome.answered.items() if pid in outcome.alive)  # the killed process's last seconds may be unpublished
-    wait_until(lambda: len(set(counts := received())) == 1 and counts[0] >= alive, 30, f"counters not summed: {received()}, answered {alive}")
-    assert received()[0] <= sum(outcome.answered.values()) + (LLM_CALLS + 1) * REQUESTS  # at most what was sent (answered or not)
+    alive = sum(
+        n for pid, n in outcome.answered.items() if pid in outcome.alive
+    )  # the killed process's last seconds may be unpublished
+    wait_until(
+        lambda: len(set(counts := received())) == 1 and counts[0] >= alive,
+        30,
+        f"counters not summed: {received()}, answered {alive}",
+    )
+    assert (
+        received()[0] <= sum(outcome.answered.values()) + (LLM_CALLS + 1) * REQUESTS
+    )  # at most what was sent (answered or not)
     assert received()[0] > max(outcome.answered.values())

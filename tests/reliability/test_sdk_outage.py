@@ -37,8 +37,16 @@ def _sdk(tmp: Path) -> Iterator[CollectorProcess]:
     collector.port = free_port()
     collector.url = f"http://127.0.0.1:{collector.port}"
     agentwatch.shutdown(timeout_s=1)
-    agentwatch.init(endpoint=collector.url, service_name=SERVICE, instrument_openai=False, max_queue_size=QUEUE,
-                    max_export_batch_size=50, export_interval_s=0.05, export_timeout_s=0.5, export_retries=2)
+    agentwatch.init(
+        endpoint=collector.url,
+        service_name=SERVICE,
+        instrument_openai=False,
+        max_queue_size=QUEUE,
+        max_export_batch_size=50,
+        export_interval_s=0.05,
+        export_timeout_s=0.5,
+        export_retries=2,
+    )
     try:
         yield collector
     finally:
@@ -93,11 +101,16 @@ def outage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Outage, C
         yield Outage(down, up, before, during, agentwatch.stats(), flushed), collector
 
 
-def test_agent_is_unaffected_while_the_collector_is_down_and_spans_arrive_after(outage: tuple[Outage, CollectorProcess]) -> None:
+def test_agent_is_unaffected_while_the_collector_is_down_and_spans_arrive_after(
+    outage: tuple[Outage, CollectorProcess],
+) -> None:
     o, collector = outage
     assert _delta(o.during, o.before, "spans_dropped") > 0, o.during
     assert _delta(o.during, o.before, "export_retries") > 0, o.during
-    assert statistics.median(o.down) <= statistics.median(o.up) * 1.5 + 0.005, (statistics.median(o.down), statistics.median(o.up))
+    assert statistics.median(o.down) <= statistics.median(o.up) * 1.5 + 0.005, (
+        statistics.median(o.down),
+        statistics.median(o.up),
+    )
     assert o.flushed, f"force_flush timed out: {o.after}"
     produced = 240 * SPANS_PER_RUN
     exported, dropped = _delta(o.after, o.before, "spans_exported"), _delta(o.after, o.before, "spans_dropped")
@@ -114,8 +127,10 @@ def test_sdk_counters_account_for_every_span(outage: tuple[Outage, CollectorProc
     flush asked during the last export returned True with the spans ended after it still queued."""
     o, _ = outage
     produced = 240 * SPANS_PER_RUN
-    ended, exported, dropped, failed, pending = (_delta(o.after, o.before, n) for n in (
-        "spans_ended", "spans_exported", "spans_dropped", "spans_failed", "spans_pending"))
+    ended, exported, dropped, failed, pending = (
+        _delta(o.after, o.before, n)
+        for n in ("spans_ended", "spans_exported", "spans_dropped", "spans_failed", "spans_pending")
+    )
     assert ended + dropped == produced == _delta(o.after, o.before, "spans_started"), o.after
     assert exported + failed + pending == ended, f"unaccounted spans: {o.after}"
     assert pending == 0 or not o.flushed, f"flushed, yet spans pending: {o.after}"
@@ -128,8 +143,9 @@ RUNS_PER_THREAD = 10  # 4 x 10 runs x 5 spans: 200 spans a round into a queue of
 
 def _unaccounted(stats: dict[str, int], before: dict[str, int]) -> int:
     """Spans ended since ``before`` that are neither exported, failed nor pending (must be 0)."""
-    ended, exported, failed, pending = (_delta(stats, before, n) for n in (
-        "spans_ended", "spans_exported", "spans_failed", "spans_pending"))
+    ended, exported, failed, pending = (
+        _delta(stats, before, n) for n in ("spans_ended", "spans_exported", "spans_failed", "spans_pending")
+    )
     return ended - exported - failed - pending
 
 
@@ -173,8 +189,10 @@ def _collector_behaves(receiver: OtlpReceiver, mode: str) -> None:
 
 
 def _agents() -> None:
-    threads = [threading.Thread(target=lambda: [_agent_run_fast() for _ in range(RUNS_PER_THREAD)],
-                                name=f"test-agent-{i}") for i in range(AGENT_THREADS)]
+    threads = [
+        threading.Thread(target=lambda: [_agent_run_fast() for _ in range(RUNS_PER_THREAD)], name=f"test-agent-{i}")
+        for i in range(AGENT_THREADS)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -203,8 +221,16 @@ def receiver_sdk() -> Iterator[OtlpReceiver]:
     """The SDK with a small queue and short timeouts, pointed at a scriptable receiver."""
     agentwatch.shutdown(timeout_s=1)
     with OtlpReceiver() as receiver:
-        agentwatch.init(endpoint=receiver.url, service_name=SERVICE, instrument_openai=False, max_queue_size=64,
-                        max_export_batch_size=16, export_interval_s=0.01, export_timeout_s=0.1, export_retries=1)
+        agentwatch.init(
+            endpoint=receiver.url,
+            service_name=SERVICE,
+            instrument_openai=False,
+            max_queue_size=64,
+            max_export_batch_size=16,
+            export_interval_s=0.01,
+            export_timeout_s=0.1,
+            export_retries=1,
+        )
         try:
             yield receiver
         finally:
@@ -227,10 +253,14 @@ def test_counters_add_up_at_every_instant_through_repeated_outages(receiver_sdk:
             flushed = agentwatch.force_flush(timeout_s=0.05)
             after_round = agentwatch.stats()
             assert _unaccounted(after_round, before) == 0, after_round
-            assert not flushed or _delta(after_round, before, "spans_pending") == 0, f"flushed, yet pending: {after_round}"
+            assert not flushed or _delta(after_round, before, "spans_pending") == 0, (
+                f"flushed, yet pending: {after_round}"
+            )
             flushes += flushed
             assert _delta(after_round, before, "spans_ended") + _delta(after_round, before, "spans_dropped") == produced
-    assert watcher.samples > 100 and not watcher.bad, f"{len(watcher.bad)} of {watcher.samples} snapshots off: {watcher.bad[:3]}"
+    assert watcher.samples > 100 and not watcher.bad, (
+        f"{len(watcher.bad)} of {watcher.samples} snapshots off: {watcher.bad[:3]}"
+    )
     assert 0 < flushes < ROUNDS, "the rounds should mix flushes that finish and flushes that time out"
     _collector_behaves(receiver_sdk, "up")
     assert agentwatch.force_flush(timeout_s=10), agentwatch.stats()
@@ -252,7 +282,9 @@ def _stored_status(collector: CollectorProcess) -> int:
 def _stored_rows() -> int:
     store = ChdbStore(_data_dir[0] / "chdb")
     try:
-        rows = store.query("SELECT count() AS n, uniqExact(span_id) AS u FROM spans WHERE service_name = {s:String}", {"s": SERVICE})
+        rows = store.query(
+            "SELECT count() AS n, uniqExact(span_id) AS u FROM spans WHERE service_name = {s:String}", {"s": SERVICE}
+        )
     finally:
         store.close()
     assert rows[0]["n"] == rows[0]["u"], f"duplicated spans: {rows}"

@@ -81,7 +81,11 @@ def test_revoked_key_is_refused_at_once_everywhere(collector: InProcess) -> None
 
 def test_admin_endpoints_need_the_admin_token_or_an_admin_key(collector: InProcess) -> None:
     """No key or a bad one: 401; a project key without the admin scope: 403 (old and new paths)."""
-    for headers, status in (({}, 401), ({"Authorization": "Bearer " + "x" * 43}, 401), (collector.auth("someone"), 403)):
+    for headers, status in (
+        ({}, 401),
+        ({"Authorization": "Bearer " + "x" * 43}, 401),
+        (collector.auth("someone"), 403),
+    ):
         for path in ("/admin/keys", "/api/admin/keys"):
             assert collector.client.get(path, headers=headers).status_code == status
             assert collector.client.post(path, json={"project": "evil"}, headers=headers).status_code == status
@@ -120,14 +124,17 @@ def test_no_cors_headers_by_default(collector: InProcess) -> None:
         assert not any(h.lower().startswith("access-control-") for h in response.headers), dict(response.headers)
 
 
-@pytest.mark.parametrize(("path", "params"), [
-    ("/api/runs", {"start": 0}),
-    ("/api/runs", {"limit": 100_000}),
-    ("/api/overview", {"start": 0}),
-    ("/api/cost", {"start": "1970-01-01T00:00:00Z"}),
-    ("/api/timeseries", {"metric": "runs", "start": time.time() - 300 * 86_400, "step_s": 1}),
-    ("/api/runs", {"end": "nan"}),
-])
+@pytest.mark.parametrize(
+    ("path", "params"),
+    [
+        ("/api/runs", {"start": 0}),
+        ("/api/runs", {"limit": 100_000}),
+        ("/api/overview", {"start": 0}),
+        ("/api/cost", {"start": "1970-01-01T00:00:00Z"}),
+        ("/api/timeseries", {"metric": "runs", "start": time.time() - 300 * 86_400, "step_s": 1}),
+        ("/api/runs", {"end": "nan"}),
+    ],
+)
 def test_query_range_and_result_size_are_bounded(collector: InProcess, path: str, params: dict[str, object]) -> None:
     response = collector.client.get(path, params=params, headers=collector.auth("bounds"))
     assert response.status_code == 422, response.text[:300]
@@ -141,13 +148,30 @@ def test_collector_redacts_captured_content(collector: InProcess) -> None:
     """Content in the GenAI, OpenInference and OpenLLMetry attributes, also from agents without our SDK."""
     text = "call me: " + " / ".join(SECRETS.values())
     trace_id = os.urandom(16)
-    body = otlp_request(trace_id, [{"span_id": os.urandom(8), "name": "chat sim-small", "attrs": {
-        "agentwatch.span.kind": "llm", "gen_ai.request.model": "sim-small", "gen_ai.input.messages": text,
-        "gen_ai.output.messages": text, "gen_ai.prompt.0.content": text, "input.value": text,
-        "llm.output_messages.0.message.content": text, "exception.message": text}}]).SerializeToString()
+    body = otlp_request(
+        trace_id,
+        [
+            {
+                "span_id": os.urandom(8),
+                "name": "chat sim-small",
+                "attrs": {
+                    "agentwatch.span.kind": "llm",
+                    "gen_ai.request.model": "sim-small",
+                    "gen_ai.input.messages": text,
+                    "gen_ai.output.messages": text,
+                    "gen_ai.prompt.0.content": text,
+                    "input.value": text,
+                    "llm.output_messages.0.message.content": text,
+                    "exception.message": text,
+                },
+            }
+        ],
+    ).SerializeToString()
     assert collector.post_traces(body, "redact", PROTOBUF).status_code == 200
     collector.drain()
-    rows = collector.app.state.store.query("SELECT * FROM spans WHERE project = 'redact' AND trace_id = {t:String}", {"t": trace_id.hex()})
+    rows = collector.app.state.store.query(
+        "SELECT * FROM spans WHERE project = 'redact' AND trace_id = {t:String}", {"t": trace_id.hex()}
+    )
     assert len(rows) == 1
     stored = repr(rows[0])
     assert "call me" in stored, "the content itself must be kept"
@@ -164,27 +188,39 @@ def test_sdk_redacts_before_anything_leaves_the_agent() -> None:
 # --- configuration errors --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("variable", "value", "problem"), [
-    ("AGENTWATCH_PORT", "http", "expected an integer"),
-    ("AGENTWATCH_REQUIRE_AUTH", "maybe", "true or false"),
-    ("AGENTWATCH_FLUSH_INTERVAL_S", "soon", "expected a number"),
-    ("AGENTWATCH_MAX_BODY_BYTES", "-5", ">= 0"),
-    ("AGENTWATCH_SPOOL_MAX_BYTES", "-1", ">= 0"),
-    ("AGENTWATCH_FLUSH_INTERVAL_S", "nan", "finite"),
-    ("AGENTWATCH_PORT", "70000", "65535"),
-])
-def test_bad_configuration_names_the_variable_and_the_problem(monkeypatch: pytest.MonkeyPatch, variable: str, value: str, problem: str) -> None:
+@pytest.mark.parametrize(
+    ("variable", "value", "problem"),
+    [
+        ("AGENTWATCH_PORT", "http", "expected an integer"),
+        ("AGENTWATCH_REQUIRE_AUTH", "maybe", "true or false"),
+        ("AGENTWATCH_FLUSH_INTERVAL_S", "soon", "expected a number"),
+        ("AGENTWATCH_MAX_BODY_BYTES", "-5", ">= 0"),
+        ("AGENTWATCH_SPOOL_MAX_BYTES", "-1", ">= 0"),
+        ("AGENTWATCH_FLUSH_INTERVAL_S", "nan", "finite"),
+        ("AGENTWATCH_PORT", "70000", "65535"),
+    ],
+)
+def test_bad_configuration_names_the_variable_and_the_problem(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, problem: str
+) -> None:
     monkeypatch.setenv(variable, value)
     with pytest.raises(ValueError) as info:
         Settings.from_env()
     assert variable in str(info.value) and problem in str(info.value) and repr(value) in str(info.value)
 
 
-@pytest.mark.parametrize(("rules", "key", "problem"), [
-    ("version: 1\nrules:\n  - name: r\n    metric: cost_usd\n    window: soon\n    condition: {kind: threshold, threshold: 1}\n", "rules[0].window", "duration"),
-    ("version: 1\nrules:\n  - name: r\n    metric: cost_usd\n    windw: 5m\n", "windw", "unknown key"),
-    ("version: 1\nrules: [\n", "", "YAML"),
-])
+@pytest.mark.parametrize(
+    ("rules", "key", "problem"),
+    [
+        (
+            "version: 1\nrules:\n  - name: r\n    metric: cost_usd\n    window: soon\n    condition: {kind: threshold, threshold: 1}\n",
+            "rules[0].window",
+            "duration",
+        ),
+        ("version: 1\nrules:\n  - name: r\n    metric: cost_usd\n    windw: 5m\n", "windw", "unknown key"),
+        ("version: 1\nrules: [\n", "", "YAML"),
+    ],
+)
 def test_bad_alert_rules_name_the_key_and_the_problem(tmp_path: Path, rules: str, key: str, problem: str) -> None:
     path = tmp_path / "rules.yaml"
     path.write_text(rules)

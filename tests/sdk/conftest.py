@@ -13,8 +13,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tests.sdk.servers import FakeOpenAI, OtlpReceiver
 
-_ENV = ("ENDPOINT", "API_KEY", "PROJECT", "SERVICE_NAME", "CAPTURE_CONTENT", "SAMPLE_RATE", "PRICES_FILE",
-        "SDK_ENABLED")
+_ENV = (
+    "ENDPOINT",
+    "API_KEY",
+    "PROJECT",
+    "SERVICE_NAME",
+    "CAPTURE_CONTENT",
+    "SAMPLE_RATE",
+    "PRICES_FILE",
+    "SDK_ENABLED",
+)
 
 
 @pytest.fixture(autouse=True)

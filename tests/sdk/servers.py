@@ -38,8 +38,12 @@ class _Server:
         handler = type("Handler", (self.handler,), {"server_state": self})
         self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"test-{type(self).__name__}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"test-{type(self).__name__}",
+            daemon=True,
+        )
 
     def __enter__(self) -> _Server:
         self._thread.start()
@@ -67,8 +71,7 @@ class _OtlpHandler(BaseHTTPRequestHandler):
         status = state.next_status()
         answer = b""
         with state.lock:
-            state.requests.append({"path": self.path, "headers": dict(self.headers), "body": body,
-                                   "status": status})
+            state.requests.append({"path": self.path, "headers": dict(self.headers), "body": body, "status": status})
             if status == 200 and self.path == "/v1/traces":
                 state.spans.extend(_decode_spans(body))
                 answer = _partial_success(state.reject)
@@ -96,16 +99,18 @@ def _decode_spans(body: bytes) -> list[dict[str, Any]]:
         resource = {kv.key: _value(kv.value) for kv in resource_spans.resource.attributes}
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                spans.append({
-                    "name": span.name,
-                    "trace_id": span.trace_id.hex(),
-                    "span_id": span.span_id.hex(),
-                    "parent_span_id": span.parent_span_id.hex(),
-                    "attributes": {kv.key: _value(kv.value) for kv in span.attributes},
-                    "resource": resource,
-                    "status_code": span.status.code,
-                    "events": [event.name for event in span.events],
-                })
+                spans.append(
+                    {
+                        "name": span.name,
+                        "trace_id": span.trace_id.hex(),
+                        "span_id": span.span_id.hex(),
+                        "parent_span_id": span.parent_span_id.hex(),
+                        "attributes": {kv.key: _value(kv.value) for kv in span.attributes},
+                        "resource": resource,
+                        "status_code": span.status.code,
+                        "events": [event.name for event in span.events],
+                    }
+                )
     return spans
 
 
@@ -194,9 +199,12 @@ class FakeOpenAI(_Server):
         self.requests: list[dict[str, Any]] = []
 
     def _usage(self, completion_tokens: int) -> dict[str, Any]:
-        return {"prompt_tokens": self.PROMPT_TOKENS, "completion_tokens": completion_tokens,
-                "total_tokens": self.PROMPT_TOKENS + completion_tokens,
-                "prompt_tokens_details": {"cached_tokens": self.CACHED_TOKENS}}
+        return {
+            "prompt_tokens": self.PROMPT_TOKENS,
+            "completion_tokens": completion_tokens,
+            "total_tokens": self.PROMPT_TOKENS + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": self.CACHED_TOKENS},
+        }
 
     def completion(self, request: dict[str, Any]) -> dict[str, Any]:
         if request.get("tools"):
@@ -205,9 +213,14 @@ class FakeOpenAI(_Server):
         else:
             message = {"role": "assistant", "content": " ".join(["word"] * self.tokens)}
             finish = "stop"
-        return {"id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
-                "model": request["model"], "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": self._usage(self.tokens)}
+        return {
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request["model"],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": self._usage(self.tokens),
+        }
 
     def chunks(self, request: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:
         """(delay before it, chunk) pairs: a role chunk at once, tokens, finish, usage."""
@@ -216,12 +229,18 @@ class FakeOpenAI(_Server):
         if request.get("tools"):
             call = _tool_call(request)
             arguments = call["function"]["arguments"]
-            first = {"index": 0, "id": call["id"], "type": "function",
-                     "function": {"name": call["function"]["name"], "arguments": ""}}
+            first = {
+                "index": 0,
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": ""},
+            }
             out.append((self.ttft_s, _chunk(model, {"tool_calls": [first]})))
-            pieces = [arguments[i:i + 8] for i in range(0, len(arguments), 8)]
+            pieces = [arguments[i : i + 8] for i in range(0, len(arguments), 8)]
             for piece in pieces:
-                out.append((self.token_s, _chunk(model, {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})))
+                out.append(
+                    (self.token_s, _chunk(model, {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}))
+                )
             finish, produced = "tool_calls", 1 + len(pieces)
         else:
             for i in range(self.tokens):
@@ -235,10 +254,18 @@ class FakeOpenAI(_Server):
 
 def _tool_call(request: dict[str, Any]) -> dict[str, Any]:
     name = request["tools"][0]["function"]["name"]
-    return {"id": "call_1", "type": "function",
-            "function": {"name": name, "arguments": json.dumps({"query": "kv cache paging"})}}
+    return {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps({"query": "kv cache paging"})},
+    }
 
 
 def _chunk(model: str, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": int(time.time()),
-            "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }

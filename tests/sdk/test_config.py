@@ -25,7 +25,11 @@ def test_environment_then_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTWATCH_CAPTURE_CONTENT", "yes")
     monkeypatch.setenv("AGENTWATCH_SAMPLE_RATE", "0.25")
     config = resolve()
-    assert (config.endpoint, config.project, config.service_name) == ("http://collector:4318/", "env-project", "env-svc")
+    assert (config.endpoint, config.project, config.service_name) == (
+        "http://collector:4318/",
+        "env-project",
+        "env-svc",
+    )
     assert config.capture_content is True and config.sample_rate == 0.25
     assert config.headers["Authorization"] == "Bearer aw_env"
     assert config.traces_url == "http://collector:4318/v1/traces"
@@ -34,8 +38,9 @@ def test_environment_then_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
     assert overridden.capture_content is False
 
 
-def test_bad_environment_value_logs_and_falls_back(monkeypatch: pytest.MonkeyPatch,
-                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_bad_environment_value_logs_and_falls_back(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv("AGENTWATCH_SAMPLE_RATE", "lots")
     monkeypatch.setenv("AGENTWATCH_CAPTURE_CONTENT", "maybe")
     with caplog.at_level(logging.WARNING, logger="agentwatch"):
@@ -44,15 +49,18 @@ def test_bad_environment_value_logs_and_falls_back(monkeypatch: pytest.MonkeyPat
     assert "AGENTWATCH_SAMPLE_RATE" in caplog.text and "AGENTWATCH_CAPTURE_CONTENT" in caplog.text
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"sample_rate": 1.5}, "sample_rate"),
-    ({"sample_rate": "half"}, "sample_rate"),
-    ({"endpoint": "collector:4318"}, "endpoint"),
-    ({"capture_content": "yes"}, "capture_content"),
-    ({"max_queue_size": 0}, "max_queue_size"),
-    ({"instrument_openai": "yes"}, "instrument_openai"),
-    ({"max_content_chars": 0}, "max_content_chars"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"sample_rate": 1.5}, "sample_rate"),
+        ({"sample_rate": "half"}, "sample_rate"),
+        ({"endpoint": "collector:4318"}, "endpoint"),
+        ({"capture_content": "yes"}, "capture_content"),
+        ({"max_queue_size": 0}, "max_queue_size"),
+        ({"instrument_openai": "yes"}, "instrument_openai"),
+        ({"max_content_chars": 0}, "max_content_chars"),
+    ],
+)
 def test_bad_argument_raises_naming_it(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         resolve(**kwargs)

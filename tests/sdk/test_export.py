@@ -40,8 +40,9 @@ def silent_port() -> Iterator[int]:
 
 def test_spans_reach_the_receiver_as_otlp_protobuf_with_the_key(receiver: OtlpReceiver) -> None:
     before = agentwatch.stats()
-    agentwatch.init(endpoint=receiver.url, api_key="aw_test_key", project="proj-a", service_name="svc-a",
-                    instrument_openai=False)
+    agentwatch.init(
+        endpoint=receiver.url, api_key="aw_test_key", project="proj-a", service_name="svc-a", instrument_openai=False
+    )
     with agentwatch.run("exported"), agentwatch.tool("t"):
         pass
     assert agentwatch.force_flush(5) is True
@@ -84,8 +85,9 @@ def test_a_rejected_batch_is_not_retried_and_is_counted() -> None:
 def test_collector_down_costs_the_agent_nothing_but_counted_failures(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="agentwatch")
     before = agentwatch.stats()
-    agentwatch.init(endpoint=f"http://127.0.0.1:{free_port()}", export_retries=1, instrument_openai=False,
-                    max_export_batch_size=10)
+    agentwatch.init(
+        endpoint=f"http://127.0.0.1:{free_port()}", export_retries=1, instrument_openai=False, max_export_batch_size=10
+    )
 
     @agentwatch.tool("work")
     def work(i: int) -> int:
@@ -102,8 +104,13 @@ def test_collector_down_costs_the_agent_nothing_but_counted_failures(caplog: pyt
 def test_hung_collector_never_blocks_the_agent_and_full_queue_drops(silent_port: int) -> None:
     """The worker is stuck in a request that never answers; the agent keeps its pace."""
     before = agentwatch.stats()
-    agentwatch.init(endpoint=f"http://127.0.0.1:{silent_port}", export_timeout_s=1, max_queue_size=20,
-                    max_export_batch_size=10, instrument_openai=False)
+    agentwatch.init(
+        endpoint=f"http://127.0.0.1:{silent_port}",
+        export_timeout_s=1,
+        max_queue_size=20,
+        max_export_batch_size=10,
+        instrument_openai=False,
+    )
     started = time.monotonic()
     for _ in range(200):
         with agentwatch.tool("t"):
@@ -141,8 +148,13 @@ def test_spans_of_an_export_in_flight_count_as_pending(receiver: OtlpReceiver) -
     assert held == {"spans_ended": 7, "spans_exported": 0, "spans_failed": 0, "spans_pending": 7, "queue_size": 0}
     receiver.release.set()
     assert agentwatch.force_flush(5) is True
-    assert _settled(before) == {"spans_ended": 7, "spans_exported": 7, "spans_failed": 0, "spans_pending": 0,
-                                "queue_size": 0}
+    assert _settled(before) == {
+        "spans_ended": 7,
+        "spans_exported": 7,
+        "spans_failed": 0,
+        "spans_pending": 0,
+        "queue_size": 0,
+    }
 
 
 def test_a_flush_asked_while_a_batch_is_in_flight_waits_for_the_spans_queued_after_it(receiver: OtlpReceiver) -> None:
@@ -168,8 +180,13 @@ def test_a_flush_asked_while_a_batch_is_in_flight_waits_for_the_spans_queued_aft
     flusher.join(10)
     assert flushed == [True]
     assert len(receiver.spans) == 5, "force_flush returned before the spans queued behind the batch were sent"
-    assert _settled(before) == {"spans_ended": 5, "spans_exported": 5, "spans_failed": 0, "spans_pending": 0,
-                                "queue_size": 0}
+    assert _settled(before) == {
+        "spans_ended": 5,
+        "spans_exported": 5,
+        "spans_failed": 0,
+        "spans_pending": 0,
+        "queue_size": 0,
+    }
 
 
 def test_a_flush_completes_while_other_threads_keep_ending_spans(receiver: OtlpReceiver) -> None:
@@ -211,8 +228,13 @@ def test_partial_success_counts_the_rejected_spans_failed_and_the_rest_exported(
             with agentwatch.tool("t"):
                 pass
         assert agentwatch.force_flush(5) is True
-        assert _settled(before) == {"spans_ended": 5, "spans_exported": 3, "spans_failed": 2, "spans_pending": 0,
-                                    "queue_size": 0}
+        assert _settled(before) == {
+            "spans_ended": 5,
+            "spans_exported": 3,
+            "spans_failed": 2,
+            "spans_pending": 0,
+            "queue_size": 0,
+        }
 
 
 def test_shutdown_twice_and_force_flush_after_shutdown(receiver: OtlpReceiver) -> None:
@@ -244,8 +266,13 @@ def test_init_is_idempotent(receiver: OtlpReceiver) -> None:
 def _run_script(body: str, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], float]:
     script = "import agentwatch\n" + textwrap.dedent(body)
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", script], env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
-                          capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     return proc, time.monotonic() - started
 
 
@@ -261,14 +288,23 @@ print("done")
 def test_spans_are_flushed_at_exit(receiver: OtlpReceiver) -> None:
     proc, _ = _run_script(SCRIPT, {"AGENTWATCH_ENDPOINT": receiver.url})
     assert proc.returncode == 0, proc.stderr
-    assert {s["name"] for s in receiver.wait_for_spans(3)} == {"invoke_agent exiting", "execute_tool t", sc.AW_RUN_START}
+    assert {s["name"] for s in receiver.wait_for_spans(3)} == {
+        "invoke_agent exiting",
+        "execute_tool t",
+        sc.AW_RUN_START,
+    }
 
 
 def test_exit_is_bounded_when_the_collector_hangs(silent_port: int) -> None:
     baseline, base_s = _run_script("print('done')", {})
-    proc, took = _run_script(SCRIPT, {"AGENTWATCH_ENDPOINT": f"http://127.0.0.1:{silent_port}",
-                                      "AGENTWATCH_SDK_SHUTDOWN_TIMEOUT_S": "1",
-                                      "AGENTWATCH_SDK_EXPORT_TIMEOUT_S": "10"})
+    proc, took = _run_script(
+        SCRIPT,
+        {
+            "AGENTWATCH_ENDPOINT": f"http://127.0.0.1:{silent_port}",
+            "AGENTWATCH_SDK_SHUTDOWN_TIMEOUT_S": "1",
+            "AGENTWATCH_SDK_EXPORT_TIMEOUT_S": "10",
+        },
+    )
     assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stderr
     assert took - base_s < 4.0, f"exit took {took:.1f}s with a 1s shutdown timeout"
 

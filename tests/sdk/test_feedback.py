@@ -23,8 +23,9 @@ def test_feedback_posts_json_with_the_key(receiver: OtlpReceiver) -> None:
     assert json.loads(request["body"]) == {"score": 0.8, "label": "helpful", "comment": "good", "source": "eval"}
 
 
-def test_feedback_for_a_run_handle_from_the_environment(receiver: OtlpReceiver, spans: Spans,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_feedback_for_a_run_handle_from_the_environment(
+    receiver: OtlpReceiver, spans: Spans, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with agentwatch.run("answer") as run:
         pass
     agentwatch.shutdown()
@@ -44,14 +45,17 @@ def test_feedback_never_raises_for_network_or_server_problems() -> None:
     assert agentwatch.stats()["feedback_failed"] == before + 2
 
 
-@pytest.mark.parametrize(("run_id", "kwargs", "message"), [
-    ("not-a-trace", {"score": 1}, "32 hex"),
-    ("0" * 32, {"score": 1}, "tracing was off"),
-    (TRACE_ID, {"score": "high"}, "score"),
-    (TRACE_ID, {"score": 1, "source": "robot"}, "source"),
-    (TRACE_ID, {}, "at least one"),
-    (TRACE_ID, {"comment": "x" * 10_001}, "at most"),
-])
+@pytest.mark.parametrize(
+    ("run_id", "kwargs", "message"),
+    [
+        ("not-a-trace", {"score": 1}, "32 hex"),
+        ("0" * 32, {"score": 1}, "tracing was off"),
+        (TRACE_ID, {"score": "high"}, "score"),
+        (TRACE_ID, {"score": 1, "source": "robot"}, "source"),
+        (TRACE_ID, {}, "at least one"),
+        (TRACE_ID, {"comment": "x" * 10_001}, "at most"),
+    ],
+)
 def test_bad_arguments_raise_value_error(run_id: str, kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         agentwatch.feedback(run_id, **kwargs)  # type: ignore[arg-type]

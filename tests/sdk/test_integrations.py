@@ -45,7 +45,9 @@ def extra_integrations() -> Iterator[list[Recording]]:
         _integrations._REGISTRY.pop(integration.name)
 
 
-def test_init_sets_up_each_enabled_integration_and_a_broken_one_costs_nothing(extra_integrations: list[Recording]) -> None:
+def test_init_sets_up_each_enabled_integration_and_a_broken_one_costs_nothing(
+    extra_integrations: list[Recording],
+) -> None:
     before = agentwatch.stats()["internal_errors"]
     agentwatch.init(endpoint="http://127.0.0.1:9", instrument_openai=False)
     on, off, broken = extra_integrations

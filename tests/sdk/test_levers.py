@@ -24,8 +24,13 @@ def test_budget_left_and_used_follow_the_run(spans: Spans) -> None:
 def test_record_lever_on_the_current_span_and_marks_a_degraded_run(spans: Spans) -> None:
     with agentwatch.run("r") as run:
         with agentwatch.step("plan"):
-            assert agentwatch.record_lever("degradation", reason="budget 80% spent", change="react -> iterative",
-                                           projected_cost_usd=0.4, cost_so_far_usd=0.3)
+            assert agentwatch.record_lever(
+                "degradation",
+                reason="budget 80% spent",
+                change="react -> iterative",
+                projected_cost_usd=0.4,
+                cost_so_far_usd=0.3,
+            )
     assert run.degraded
     step = spans.one("step plan").attributes
     assert step[sc.AW_LEVER] == "degradation" and step[sc.AW_LEVER_CHANGE] == "react -> iterative"
@@ -34,8 +39,9 @@ def test_record_lever_on_the_current_span_and_marks_a_degraded_run(spans: Spans)
 
 
 def test_routing_lever_reaches_the_llm_span_through_llm_attributes(spans: Spans) -> None:
-    attributes = agentwatch.lever_attributes("routing", reason="easy", change="sim-large -> sim-small",
-                                             baseline_model="sim-large")
+    attributes = agentwatch.lever_attributes(
+        "routing", reason="easy", change="sim-large -> sim-small", baseline_model="sim-large"
+    )
     with agentwatch.run("r"), agentwatch.llm_attributes(attributes), agentwatch.llm(model="sim-small"):
         pass
     llm = spans.kind(sc.KIND_LLM)[0].attributes
@@ -47,13 +53,16 @@ def test_without_a_span_nothing_is_recorded(spans: Spans) -> None:
     assert agentwatch.record_lever("rate_limit", reason="bucket empty", change="refused", refused=True) is False
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"lever": "discount"}, "must be one of"),
-    ({"reason": ""}, "reason must be"),
-    ({"projected_cost_usd": -1.0}, "projected_cost_usd"),
-    ({"delay_s": float("nan")}, "delay_s"),
-    ({"baseline_model": ""}, "baseline_model"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"lever": "discount"}, "must be one of"),
+        ({"reason": ""}, "reason must be"),
+        ({"projected_cost_usd": -1.0}, "projected_cost_usd"),
+        ({"delay_s": float("nan")}, "delay_s"),
+        ({"baseline_model": ""}, "baseline_model"),
+    ],
+)
 def test_bad_arguments_name_what_was_wrong(kwargs: dict, message: str) -> None:
     arguments = {"lever": "routing", "reason": "why", "change": "what", **kwargs}
     with pytest.raises(ValueError, match=message):

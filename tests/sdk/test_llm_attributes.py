@@ -38,8 +38,10 @@ def test_openai_spans_inside_the_block_carry_its_attributes(traced: Spans, fake_
 
 
 def test_blocks_nest_the_inner_value_wins_and_the_sdk_keeps_its_own_attributes(traced: Spans) -> None:
-    with agentwatch.llm_attributes(model_tier="large", route="default"), \
-            agentwatch.llm_attributes({sc.GEN_AI_REQUEST_MODEL: "forged", sc.AGENTWATCH_SPAN_KIND: "tool"}):
+    with (
+        agentwatch.llm_attributes(model_tier="large", route="default"),
+        agentwatch.llm_attributes({sc.GEN_AI_REQUEST_MODEL: "forged", sc.AGENTWATCH_SPAN_KIND: "tool"}),
+    ):
         with agentwatch.llm_attributes(model_tier="small"), agentwatch.llm("sim-small"):
             pass
         with agentwatch.llm("sim-large"):
@@ -61,19 +63,25 @@ def test_concurrent_tasks_keep_their_own_attributes(traced: Spans, fake_openai: 
         await asyncio.gather(call("small"), call("large"))
 
     asyncio.run(both())
-    labels = {(s.attributes or {})[sc.GEN_AI_REQUEST_MODEL]: (s.attributes or {})[sc.AW_MODEL_TIER]
-              for s in traced.kind(sc.KIND_LLM)}
+    labels = {
+        (s.attributes or {})[sc.GEN_AI_REQUEST_MODEL]: (s.attributes or {})[sc.AW_MODEL_TIER]
+        for s in traced.kind(sc.KIND_LLM)
+    }
     assert labels == {"sim-small": "small", "sim-large": "large"}
 
 
-@pytest.mark.parametrize(("args", "kwargs", "named"), [
-    ((), {"model_tier": object()}, "agentwatch.llm.model_tier"),
-    ((), {"weights": [1, "a"]}, "agentwatch.llm.weights"),
-    (({"": "x"},), {}, "non-empty"),
-    (({"team": None},), {}, "team"),
-])
-def test_a_bad_attribute_raises_value_error_naming_it(args: tuple[object, ...], kwargs: dict[str, object],
-                                                      named: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "kwargs", "named"),
+    [
+        ((), {"model_tier": object()}, "agentwatch.llm.model_tier"),
+        ((), {"weights": [1, "a"]}, "agentwatch.llm.weights"),
+        (({"": "x"},), {}, "non-empty"),
+        (({"team": None},), {}, "team"),
+    ],
+)
+def test_a_bad_attribute_raises_value_error_naming_it(
+    args: tuple[object, ...], kwargs: dict[str, object], named: str
+) -> None:
     with pytest.raises(ValueError, match=named):
         with agentwatch.llm_attributes(*args, **kwargs):  # type: ignore[arg-type]
             pytest.fail("the block must not run")

@@ -13,8 +13,16 @@ from tests.sdk.conftest import Spans, init_with_memory
 from tests.sdk.servers import FakeOpenAI
 
 MESSAGES = [{"role": "user", "content": "Summarise paged attention. my key is sk-abcdefghijklmnopqrstuvwx"}]
-TOOLS = [{"type": "function", "function": {"name": "search", "description": "search the corpus",
-                                            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "search the corpus",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+        },
+    }
+]
 
 
 def _client(server: FakeOpenAI) -> openai.OpenAI:
@@ -37,8 +45,9 @@ def traced() -> Spans:
 
 def test_non_streaming_call_records_model_tokens_cost_and_traceparent(traced: Spans, fake_openai: FakeOpenAI) -> None:
     with agentwatch.run("agent") as run:
-        response = _client(fake_openai).chat.completions.create(model="sim-large", messages=MESSAGES,
-                                                                 temperature=0.2, max_tokens=64)
+        response = _client(fake_openai).chat.completions.create(
+            model="sim-large", messages=MESSAGES, temperature=0.2, max_tokens=64
+        )
     assert response.choices[0].message.content.startswith("word")
     attrs = _llm_attrs(traced)
     assert attrs[sc.GEN_AI_OPERATION_NAME] == sc.OP_CHAT
@@ -75,11 +84,17 @@ def test_streaming_measures_ttft_and_tpot_and_hides_the_usage_chunk(traced: Span
 
 
 def test_caller_stream_options_are_respected(traced: Spans, fake_openai: FakeOpenAI) -> None:
-    chunks = list(_client(fake_openai).chat.completions.create(
-        model="sim-small", messages=MESSAGES, stream=True, stream_options={"include_usage": True}))
+    chunks = list(
+        _client(fake_openai).chat.completions.create(
+            model="sim-small", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        )
+    )
     assert chunks[-1].usage is not None and not chunks[-1].choices  # they asked: they get it
-    chunks = list(_client(fake_openai).chat.completions.create(model="sim-small", messages=MESSAGES, stream=True,
-                                                               stream_options={"include_usage": False}))
+    chunks = list(
+        _client(fake_openai).chat.completions.create(
+            model="sim-small", messages=MESSAGES, stream=True, stream_options={"include_usage": False}
+        )
+    )
     assert fake_openai.requests[1]["body"]["stream_options"] == {"include_usage": False}
     no_usage = [s for s in traced.kind(sc.KIND_LLM)][1]
     # without usage the SDK counts content chunks (one token each on vLLM-like servers)
@@ -87,8 +102,9 @@ def test_caller_stream_options_are_respected(traced: Spans, fake_openai: FakeOpe
 
 
 def test_streamed_tool_call_counts_first_tool_chunk_as_first_token(traced: Spans, fake_openai: FakeOpenAI) -> None:
-    stream = _client(fake_openai).chat.completions.create(model="sim-small", messages=MESSAGES, tools=TOOLS,
-                                                          stream=True)
+    stream = _client(fake_openai).chat.completions.create(
+        model="sim-small", messages=MESSAGES, tools=TOOLS, stream=True
+    )
     names = [tc.function.name for c in stream for tc in (c.choices[0].delta.tool_calls or []) if tc.function.name]
     assert names == ["search"]
     attrs = _llm_attrs(traced)
@@ -137,8 +153,9 @@ def test_budget_is_checked_before_the_call(traced: Spans, fake_openai: FakeOpenA
 
 
 def test_content_capture_is_redacted(fake_openai: FakeOpenAI) -> None:
-    spans = init_with_memory(instrument_openai=True, capture_content=True,
-                             redact=lambda text: text.replace("paged attention", "[topic]"))
+    spans = init_with_memory(
+        instrument_openai=True, capture_content=True, redact=lambda text: text.replace("paged attention", "[topic]")
+    )
     list(_client(fake_openai).chat.completions.create(model="sim-small", messages=MESSAGES, stream=True))
     attrs = _llm_attrs(spans)
     captured = str(attrs[sc.GEN_AI_INPUT_MESSAGES])

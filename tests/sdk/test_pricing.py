@@ -33,15 +33,20 @@ def test_hosted_models_come_from_genai_prices() -> None:
     assert table.cost("gpt-4o", 1000, 500, provider="vllm") == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("model, provider", [
-    ("openai/gpt-4o-mini", "openai"),  # gen_ai.system=openai with a gateway's model id
-    ("OpenAI/gpt-4o-mini", "openai"),
-    ("openai/gpt-4o-mini", None),
-    ("openai/gpt-4o-mini", "vllm"),  # the prefix names a provider genai-prices knows
-])
+@pytest.mark.parametrize(
+    "model, provider",
+    [
+        ("openai/gpt-4o-mini", "openai"),  # gen_ai.system=openai with a gateway's model id
+        ("OpenAI/gpt-4o-mini", "openai"),
+        ("openai/gpt-4o-mini", None),
+        ("openai/gpt-4o-mini", "vllm"),  # the prefix names a provider genai-prices knows
+    ],
+)
 def test_a_provider_prefixed_model_is_priced_as_the_bare_model(model: str, provider: str | None) -> None:
     table = PriceTable()
-    assert table.cost(model, 1000, 500, 200, provider=provider) == pytest.approx(table.cost("gpt-4o-mini", 1000, 500, 200, provider="openai"))
+    assert table.cost(model, 1000, 500, 200, provider=provider) == pytest.approx(
+        table.cost("gpt-4o-mini", 1000, 500, 200, provider="openai")
+    )
     assert table.cost(model, 1000, 500, provider=provider) > 0
 
 
@@ -69,9 +74,13 @@ def test_unknown_model_costs_zero_and_is_counted() -> None:
 
 
 def test_overrides_file_json_and_yaml_and_self_hosted(tmp_path: Path) -> None:
-    doc = {"models": {"my-ft": {"input": 1.0, "output": 3.0},
-                      "sim-small": {"input": 9.0, "output": 9.0, "cached": 0.0},
-                      "llama-70b": {"gpu_hour_usd": 3.6, "tokens_per_second": 1000}}}
+    doc = {
+        "models": {
+            "my-ft": {"input": 1.0, "output": 3.0},
+            "sim-small": {"input": 9.0, "output": 9.0, "cached": 0.0},
+            "llama-70b": {"gpu_hour_usd": 3.6, "tokens_per_second": 1000},
+        }
+    }
     json_file = tmp_path / "prices.json"
     json_file.write_text(json.dumps(doc))
     yaml_file = tmp_path / "prices.yaml"
@@ -92,14 +101,17 @@ def test_version_changes_with_the_effective_prices() -> None:
     assert PriceTable({"x": {"input": 1, "output": 3}}).version != PriceTable({"x": {"input": 1, "output": 2}}).version
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ("{not json", "not valid"),
-    ('{"m": {"input": 1}}', "needs 'input' and 'output'"),
-    ('{"m": {"input": -1, "output": 1}}', "non-negative"),
-    ('{"m": {"inptu": 1, "output": 1}}', "unknown keys"),
-    ('{"m": {"gpu_hour_usd": 2}}', "tokens_per_second"),
-    ("[1, 2]", "mapping of model name"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "not valid"),
+        ('{"m": {"input": 1}}', "needs 'input' and 'output'"),
+        ('{"m": {"input": -1, "output": 1}}', "non-negative"),
+        ('{"m": {"inptu": 1, "output": 1}}', "unknown keys"),
+        ('{"m": {"gpu_hour_usd": 2}}', "tokens_per_second"),
+        ("[1, 2]", "mapping of model name"),
+    ],
+)
 def test_bad_overrides_say_what_is_wrong(tmp_path: Path, content: str, message: str) -> None:
     path = tmp_path / "prices.json"
     path.write_text(content)

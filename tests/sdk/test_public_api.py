@@ -67,8 +67,17 @@ def test_semconv_is_a_public_module_of_names() -> None:
 
 def test_stats_has_the_documented_counters() -> None:
     stats = agentwatch.stats()
-    for key in ("spans_started", "spans_ended", "spans_exported", "spans_dropped", "spans_failed", "spans_pending",
-                "export_failures", "internal_errors", "queue_size"):
+    for key in (
+        "spans_started",
+        "spans_ended",
+        "spans_exported",
+        "spans_dropped",
+        "spans_failed",
+        "spans_pending",
+        "export_failures",
+        "internal_errors",
+        "queue_size",
+    ):
         assert isinstance(stats[key], int)
 
 
@@ -87,8 +96,23 @@ def test_declared_dependencies_are_light() -> None:
 def test_real_install_resolution_pulls_nothing_heavy(tmp_path: Path) -> None:
     """What ``pip install ./sdk`` would install into an empty environment (resolved, not installed)."""
     report = tmp_path / "report.json"
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed",
-                           "--report", str(report), str(SDK)], capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--quiet",
+            "--ignore-installed",
+            "--report",
+            str(report),
+            str(SDK),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     installed = {_name(item["metadata"]["name"]) for item in json.loads(report.read_text())["install"]}
     assert "agentwatch" in installed and "opentelemetry-sdk" in installed

@@ -9,14 +9,17 @@ from agentwatch import semconv as sc
 from tests.sdk.conftest import Spans, init_with_memory
 
 
-@pytest.mark.parametrize(("secret", "kept"), [
-    ("sk-proj-Abcdefghijklmnop1234567890", "key"),
-    ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig", "Authorization"),
-    ("mail jane.doe+test@example.co.uk now", "mail"),
-    ("api_key=AbCdEf123456", "api_key"),
-    ("ghp_abcdefghijklmnopqrstuvwxyz0123", "token"),
-    ("AKIAIOSFODNN7EXAMPLE", ""),
-])
+@pytest.mark.parametrize(
+    ("secret", "kept"),
+    [
+        ("sk-proj-Abcdefghijklmnop1234567890", "key"),
+        ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig", "Authorization"),
+        ("mail jane.doe+test@example.co.uk now", "mail"),
+        ("api_key=AbCdEf123456", "api_key"),
+        ("ghp_abcdefghijklmnopqrstuvwxyz0123", "token"),
+        ("AKIAIOSFODNN7EXAMPLE", ""),
+    ],
+)
 def test_builtin_redactor_removes_keys_tokens_and_emails(secret: str, kept: str) -> None:
     text = f"{kept} {secret}"
     out = agentwatch.redact_text(text)
@@ -40,8 +43,12 @@ def test_content_is_not_captured_by_default(spans: Spans) -> None:
     echo("secret stuff")
     for span in spans.all():
         keys = set(span.attributes or {})
-        assert not keys & {sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES,
-                           sc.GEN_AI_TOOL_CALL_ARGUMENTS, sc.GEN_AI_TOOL_CALL_RESULT}
+        assert not keys & {
+            sc.GEN_AI_INPUT_MESSAGES,
+            sc.GEN_AI_OUTPUT_MESSAGES,
+            sc.GEN_AI_TOOL_CALL_ARGUMENTS,
+            sc.GEN_AI_TOOL_CALL_RESULT,
+        }
 
 
 def test_hook_runs_before_builtin_redaction_and_long_values_are_truncated() -> None:

@@ -26,7 +26,12 @@ def clickhouse_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
         return
     data = tmp_path_factory.mktemp("clickhouse-http")
-    proc = subprocess.Popen([sys.executable, "-m", "tests.collector.clickhouse_http", str(data)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.collector.clickhouse_http", str(data)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     port = proc.stdout.readline().strip()
     if not port.isdigit():

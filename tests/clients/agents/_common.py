@@ -26,12 +26,22 @@ MODEL = "sim-large"
 AGENT_NAME = "researcher"
 QUESTION = "Question: how does continuous batching change queue time"
 TOOLS = [
-    {"type": "function", "function": {"name": "search", "description": "search the corpus",
-                                      "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
-                                                     "required": ["query"]}}},
-    {"type": "function", "function": {"name": "fetch", "description": "fetch one document",
-                                      "parameters": {"type": "object", "properties": {"doc_id": {"type": "string"}},
-                                                     "required": ["doc_id"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "search the corpus",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "fetch",
+            "description": "fetch one document",
+            "parameters": {"type": "object", "properties": {"doc_id": {"type": "string"}}, "required": ["doc_id"]},
+        },
+    },
 ]
 LLM_CALLS = 3  # search (plain), fetch (streamed, the tool then fails), answer (no tools)
 STREAMED_CALL = 1
@@ -43,8 +53,12 @@ class FetchFailed(ConnectionError):
 
 def search(query: str) -> str:
     """A tool that works: two documents the model then wants to fetch."""
-    return json.dumps([{"id": "batching-01", "title": f"Continuous batching ({query})"},
-                       {"id": "queues-02", "title": "Queue time under load"}])
+    return json.dumps(
+        [
+            {"id": "batching-01", "title": f"Continuous batching ({query})"},
+            {"id": "queues-02", "title": "Queue time under load"},
+        ]
+    )
 
 
 def fetch(doc_id: str) -> str:
@@ -96,8 +110,12 @@ def parse_args(client: str) -> argparse.Namespace:
     parser.add_argument("--collector", required=True, help="collector base URL")
     parser.add_argument("--key", required=True, help="project API key")
     parser.add_argument("--engine", required=True, help="simulated engine base URL (…/v1)")
-    parser.add_argument("--mode", choices=("plain", "traceparent"), required=True,
-                        help="plain: traceparent does not reach the engine; traceparent: it does")
+    parser.add_argument(
+        "--mode",
+        choices=("plain", "traceparent"),
+        required=True,
+        help="plain: traceparent does not reach the engine; traceparent: it does",
+    )
     return parser.parse_args()
 
 
@@ -137,8 +155,14 @@ def dump(span: ReadableSpan) -> dict[str, Any]:
         "start": (span.start_time or 0) / 1e9,
         "end": (span.end_time or 0) / 1e9,
         "attributes": {k: _value(v) for k, v in (span.attributes or {}).items()},
-        "events": [{"name": e.name, "offset_s": round((e.timestamp - (span.start_time or 0)) / 1e9, 6),
-                    "attributes": {k: _value(v) for k, v in (e.attributes or {}).items()}} for e in span.events],
+        "events": [
+            {
+                "name": e.name,
+                "offset_s": round((e.timestamp - (span.start_time or 0)) / 1e9, 6),
+                "attributes": {k: _value(v) for k, v in (e.attributes or {}).items()},
+            }
+            for e in span.events
+        ],
     }
 
 
@@ -155,10 +179,20 @@ def _plain_call(client: Any, kwargs: dict[str, Any]) -> tuple[Call, dict[str, An
     prompt, completion, cached = _usage_of(response.usage)
     message: dict[str, Any] = {"role": "assistant", "content": choice.message.content}
     if calls:
-        message["tool_calls"] = [{"id": c.id, "type": "function",
-                                  "function": {"name": c.function.name, "arguments": c.function.arguments}} for c in calls]
-    call = Call(response.id, response.model, False, prompt, completion, cached, choice.finish_reason,
-                [c.function.name for c in calls])
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+            for c in calls
+        ]
+    call = Call(
+        response.id,
+        response.model,
+        False,
+        prompt,
+        completion,
+        cached,
+        choice.finish_reason,
+        [c.function.name for c in calls],
+    )
     return call, message
 
 
@@ -178,7 +212,9 @@ def _streamed_call(client: Any, kwargs: dict[str, Any]) -> tuple[Call, dict[str,
                 first = time.monotonic() - started
             content += delta.content or ""
             for piece in delta.tool_calls or ():
-                entry = calls.setdefault(piece.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+                entry = calls.setdefault(
+                    piece.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+                )
                 entry["id"] = piece.id or entry["id"]
                 if piece.function is not None:
                     entry["function"]["name"] += piece.function.name or ""
@@ -190,8 +226,9 @@ def _streamed_call(client: Any, kwargs: dict[str, Any]) -> tuple[Call, dict[str,
     message: dict[str, Any] = {"role": "assistant", "content": content or None}
     if ordered:
         message["tool_calls"] = ordered
-    call = Call(response_id, model, True, prompt, completion, cached, finish,
-                [c["function"]["name"] for c in ordered], first)
+    call = Call(
+        response_id, model, True, prompt, completion, cached, finish, [c["function"]["name"] for c in ordered], first
+    )
     return call, message
 
 

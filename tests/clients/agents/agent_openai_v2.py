@@ -34,8 +34,12 @@ def main() -> None:
     tracer = provider.get_tracer("tests.clients.openai_v2")
 
     def run_tool(name: str, arguments: dict[str, Any], call_id: str) -> str:
-        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id,
-                      "gen_ai.tool.type": "function"}
+        attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": call_id,
+            "gen_ai.tool.type": "function",
+        }
         with tracer.start_as_current_span(f"execute_tool {name}", attributes=attributes) as span:
             try:
                 return TOOL_FUNCTIONS[name](**arguments)
@@ -48,7 +52,11 @@ def main() -> None:
     attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": AGENT_NAME, "gen_ai.system": "openai"}
     with tracer.start_as_current_span(f"invoke_agent {AGENT_NAME}", attributes=attributes) as root:
         outcome.trace_id = f"{root.get_span_context().trace_id:032x}"
-        research(outcome, openai_client(args.engine, inject=outcome.traceparents if args.mode == "traceparent" else None), run_tool=run_tool)
+        research(
+            outcome,
+            openai_client(args.engine, inject=outcome.traceparents if args.mode == "traceparent" else None),
+            run_tool=run_tool,
+        )
     provider.shutdown()
     outcome.end = time.time()
     finish(outcome, memory)

@@ -40,11 +40,18 @@ def main() -> None:
         def traced(index: int) -> None:
             with tracer.start_as_current_span(f"step {index}", attributes={"openinference.span.kind": "CHAIN"}):
                 function(index)
+
         return traced
 
     def run_tool(name: str, arguments: dict[str, Any], call_id: str) -> str:
-        attributes = {"openinference.span.kind": "TOOL", "tool.name": name, "tool.parameters": json.dumps(arguments),
-                      "input.value": json.dumps(arguments), "input.mime_type": "application/json", "tool_call.id": call_id}
+        attributes = {
+            "openinference.span.kind": "TOOL",
+            "tool.name": name,
+            "tool.parameters": json.dumps(arguments),
+            "input.value": json.dumps(arguments),
+            "input.mime_type": "application/json",
+            "tool_call.id": call_id,
+        }
         with tracer.start_as_current_span(name, attributes=attributes) as span:
             try:
                 result = TOOL_FUNCTIONS[name](**arguments)
@@ -59,7 +66,12 @@ def main() -> None:
     attributes = {"openinference.span.kind": "AGENT", "agent.name": AGENT_NAME, "input.value": QUESTION}
     with tracer.start_as_current_span(AGENT_NAME, attributes=attributes) as root:
         outcome.trace_id = f"{root.get_span_context().trace_id:032x}"
-        research(outcome, openai_client(args.engine, inject=outcome.traceparents if args.mode == "traceparent" else None), step=step, run_tool=run_tool)
+        research(
+            outcome,
+            openai_client(args.engine, inject=outcome.traceparents if args.mode == "traceparent" else None),
+            step=step,
+            run_tool=run_tool,
+        )
         root.set_status(Status(StatusCode.OK))
     provider.shutdown()
     outcome.end = time.time()

@@ -29,7 +29,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 def run_tool(name: str, arguments: dict[str, Any], call_id: str) -> str:
     with openlit.start_trace(f"execute_tool {name}") as span:
-        span.set_metadata({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id})
+        span.set_metadata(
+            {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id}
+        )
         result = TOOL_FUNCTIONS[name](**arguments)
         span.set_result(result)
         return result
@@ -38,8 +40,12 @@ def run_tool(name: str, arguments: dict[str, Any], call_id: str) -> str:
 def main() -> None:
     args = parse_args("openlit")
     openlit.init(
-        application_name=f"clients-openlit-{args.mode}", otlp_endpoint=args.collector,
-        otlp_headers=f"Authorization=Bearer%20{args.key}", disable_batch=True, disable_metrics=True, disable_events=True,
+        application_name=f"clients-openlit-{args.mode}",
+        otlp_endpoint=args.collector,
+        otlp_headers=f"Authorization=Bearer%20{args.key}",
+        disable_batch=True,
+        disable_metrics=True,
+        disable_events=True,
         disabled_instrumentors=[] if args.mode == "traceparent" else ["httpx"],
     )
     provider: Any = trace.get_tracer_provider()

@@ -49,7 +49,9 @@ def main() -> None:
     args = parse_args("traceloop")
     memory = MemoryExporter()
     Traceloop.init(
-        app_name=f"clients-traceloop-{args.mode}", disable_batch=True, telemetry_enabled=False,
+        app_name=f"clients-traceloop-{args.mode}",
+        disable_batch=True,
+        telemetry_enabled=False,
         processor=[SimpleSpanProcessor(memory), SimpleSpanProcessor(otlp_exporter(args.collector, args.key))],
         instruments={Instruments.OPENAI},
     )
