@@ -140,7 +140,8 @@ def test_run_detail_shows_waterfall_steps_growth_engine_and_graph(app: AppTest, 
     assert "queue:" in body and "decode:" in body  # the engine's spans joined the trace
     edges, nodes = chart(view(at, "Graph"))[1]
     assert {"research-agent", "sim-large"} <= set(nodes["name"]) and edges["label"].str.contains("calls").all()
-    assert len(view(at, "Spans").dataframe[0].value) == len(react["spans"])
+    # the Spans table too may hold an engine span joined after the first fetch (CI: 37 rows, 36 fetched before)
+    assert len(react["spans"]) <= len(view(at, "Spans").dataframe[0].value) <= len(after["spans"])
     iterative = runs["iterative"]
     at = page(at, "views/run_detail.py", trace_id=iterative["run"]["trace_id"])
     assert "Fitted growth: linear" in text(view(at, "Context growth"))
