@@ -141,6 +141,13 @@ class Settings:
             "doc": "embedded chDB: how long its allocator (jemalloc) keeps freed pages before returning them to the OS; chDB's own 5000 kept 150-300 MB more in a burst (bench/results/scale.md). Ignored when JE_MALLOC_CONF is set",
         },
     )
+    malloc_mmap_threshold_bytes: int = field(
+        default=0,
+        metadata={
+            "env": "MALLOC_MMAP_THRESHOLD_BYTES",
+            "doc": "glibc: fix malloc's mmap threshold (e.g. 262144) so large request buffers are returned to the OS: 275 -> 148 MB held in a burst with captured text, but ~10 % fewer spans/s with text (A/B, 2026-12-03); 0 leaves glibc's dynamic threshold",
+        },
+    )
     spool_max_bytes: int = field(
         default=1024**3, metadata={"env": "SPOOL_MAX_BYTES", "doc": "on-disk spool bound while the store is down"}
     )
