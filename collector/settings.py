@@ -135,10 +135,10 @@ class Settings:
         },
     )
     chdb_dirty_decay_ms: int = field(
-        default=0,
+        default=1000,
         metadata={
             "env": "CHDB_DIRTY_DECAY_MS",
-            "doc": "embedded chDB: how long its allocator (jemalloc) keeps freed pages before returning them to the OS; chDB's own 5000 kept 150-300 MB more in a burst (bench/results/scale.md). Ignored when JE_MALLOC_CONF is set",
+            "doc": "embedded chDB: how long its allocator (jemalloc) keeps freed pages before returning them to the OS; chDB's own 5000 kept 150-300 MB more in a burst (bench/results/scale.md); 0 made every query fault its pages in again (1.7x the CPU of the 24 h overview). Ignored when JE_MALLOC_CONF is set",
         },
     )
     malloc_mmap_threshold_bytes: int = field(
