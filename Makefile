@@ -7,7 +7,7 @@ LOCK := .ci/requirements-dev.lock
 
 .PHONY: setup browser clients-venvs demo check sanitize test lint typecheck lock bench clean
 
-$(STAMP): pyproject.toml sdk/pyproject.toml $(LOCK) collector/otlp/_native.c collector/otlp/_json_wire.c collector/otlp/_native.h
+$(STAMP): pyproject.toml sdk/pyproject.toml $(LOCK) collector/ingest/otlp/_native.c collector/ingest/otlp/_json_wire.c collector/ingest/otlp/_native.h
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e ./sdk -e '.[dev]' -c $(LOCK)
@@ -67,22 +67,22 @@ typecheck: setup
 NATIVE_CFLAGS := -O2 -Wall -Wextra -Werror
 check: lint typecheck
 	@include="$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"; \
-	for src in collector/otlp/_native.c collector/otlp/_json_wire.c; do \
+	for src in collector/ingest/otlp/_native.c collector/ingest/otlp/_json_wire.c; do \
 		echo "$(CC) $(NATIVE_CFLAGS) $$src"; \
 		$(CC) $(NATIVE_CFLAGS) -I"$$include" -c -o /dev/null $$src || exit 1; \
 	done
 
 # The native decoder's tests under AddressSanitizer and UBSan, in a copy of the working tree (the
 # in-tree module stays as built, for whoever runs tests meanwhile). About 5 minutes on 2 busy cores,
-# so not part of `make test`; run it after changing collector/otlp/*.c.
+# so not part of `make test`; run it after changing collector/ingest/otlp/*.c.
 SANITIZE := build/sanitize
 sanitize: setup
 	rm -rf $(SANITIZE) && mkdir -p $(SANITIZE)
 	git ls-files -co --exclude-standard | grep -v '\.so$$' | tar -cf - -T - | tar -xf - -C $(SANITIZE)
 	cd $(SANITIZE) && $(CC) -shared -fPIC -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 		-I"$$($(CURDIR)/$(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
-		collector/otlp/_native.c collector/otlp/_json_wire.c \
-		-o collector/otlp/_native$$($(CURDIR)/$(BIN)/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+		collector/ingest/otlp/_native.c collector/ingest/otlp/_json_wire.c \
+		-o collector/ingest/otlp/_native$$($(CURDIR)/$(BIN)/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 	cd $(SANITIZE) && LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		$(CURDIR)/$(BIN)/python -m pytest -q -p no:cacheprovider tests/collector/test_native_decode.py tests/collector/test_ingest_decode.py

@@ -37,9 +37,9 @@ from alerts.rules import RulesConfig, load_rules
 from alerts.run_scopes import run_scope_series
 from alerts.run_states import run_state_values
 from alerts.sources import alert_row, delivery_row
+from collector.api.deps import ProjectDep, SettingsDep, StoreDep
 from collector.api.params import End, Start, time_window
-from collector.deps import ProjectDep, SettingsDep, StoreDep
-from collector.query import MAX_BUCKETS
+from collector.query.service import MAX_BUCKETS
 from collector.storage import queries_alerts as qa
 
 router = APIRouter(prefix="/api/alerts", tags=["alerts"])

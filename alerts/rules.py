@@ -52,7 +52,7 @@ from alerts.detectors import AnomalyDetector, Detector, ThresholdDetector
 from alerts.errors import RulesError
 from alerts.run_scopes import RUN_SCOPE_KEYS, RUN_SCOPE_METRICS
 from alerts.run_states import RUN_STATE_METRICS
-from collector.query import MAX_BUCKETS
+from collector.query.service import MAX_BUCKETS
 
 DEFAULT_RULES = Path(__file__).with_name("default_rules.yaml")
 DERIVED_METRICS = BUDGET_METRICS  # the month's cost, not a bucket's (alerts/budget.py)

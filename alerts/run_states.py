@@ -1,7 +1,7 @@
 """Figures about runs that have not finished, for the stuck-run and crash-rate rules.
 
 A run is ``running`` from its first span until its root arrives, and ``incomplete`` once no span
-arrived for ``AGENTWATCH_RUN_IDLE_TIMEOUT_S`` without a root (``collector/live_runs.py``). These
+arrived for ``AGENTWATCH_RUN_IDLE_TIMEOUT_S`` without a root (``collector/ingest/live_runs.py``). These
 are figures *now*, not per bucket, judged with a threshold:
 
 - ``oldest_running_run_s``: how long the oldest still-running run has been running (0 when

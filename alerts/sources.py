@@ -1,6 +1,6 @@
 """Where the evaluator reads metrics and keeps alert history: in the collector, or over HTTP.
 
-``MetricSource`` reads through the same query layer as the dashboard (``collector.query``),
+``MetricSource`` reads through the same query layer as the dashboard (``collector.query.service``),
 so an alert and a chart never disagree about a figure. ``AlertHistory`` persists alert state
 and delivery attempts in ClickHouse (``alerts``, ``alert_deliveries``).
 
@@ -22,7 +22,7 @@ from alerts.errors import SourceError
 from alerts.model import Alert, Delivery
 from alerts.run_scopes import RUN_SCOPE_KEYS, run_scope_series
 from alerts.run_states import run_state_values
-from collector import query
+from collector.query import service as query
 from collector.storage import queries_alerts as qa
 from collector.storage.base import Store, StoreError
 
@@ -99,7 +99,7 @@ def delivery_row(delivery: Delivery) -> tuple[Any, ...]:
 
 
 class StoreBackend:
-    """In-process: ``collector.query`` over the collector's store, history in its tables."""
+    """In-process: ``collector.query.service`` over the collector's store, history in its tables."""
 
     def __init__(self, store: Store, *, idle_timeout_s: float = query.DEFAULT_RUN_IDLE_TIMEOUT_S) -> None:
         self.store, self.idle_timeout_s = store, idle_timeout_s

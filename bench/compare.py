@@ -451,7 +451,7 @@ class Agentwatch(Product):
 
     def _api_key(self, data_dir: Path) -> str | None:
         done = subprocess.run(
-            # ingest for the spans, read for the questions and the stored-span count (collector.scopes)
+            # ingest for the spans, read for the questions and the stored-span count (collector.auth.scopes)
             self._cli("keys", "create", "--project", "bench", "--scope", "ingest,read", "--data-dir", str(data_dir)),
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip

@@ -49,8 +49,8 @@ import httpx
 
 from agentwatch_api import handshake
 from bench import report
-from collector import query
-from collector.model import SpanRow
+from collector.ingest.model import SpanRow
+from collector.query import service as query
 from collector.storage.chdb_store import ChdbStore
 from collector.storage.columns import spans_table
 
@@ -377,7 +377,7 @@ def phase_live_overhead(store: ChdbStore, spans: int, *, late_roots: bool) -> di
     live SDK sends them: every run opens a head (an INSERT ... SELECT over its stored spans)."""
     from dataclasses import replace
 
-    from collector.live_runs import LiveRuns
+    from collector.ingest.live_runs import LiveRuns
 
     live, held = LiveRuns(), {"plain": [], "live": []}
     elapsed, opening = {"plain": 0.0, "live": 0.0}, 0.0
@@ -599,7 +599,7 @@ def render(result: dict[str, Any]) -> str:
             )
         lines += [
             "",
-            f"{title} at {q['spans']:,} spans ({q['runs']:,} runs, over 24 h), through `collector.query`:",
+            f"{title} at {q['spans']:,} spans ({q['runs']:,} runs, over 24 h), through `collector.query.service`:",
             "",
             "| query | p50 ms | p95 ms |",
             "|---|---:|---:|",

@@ -35,10 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.ports import free_port  # noqa: E402
 from bench.workload import Workload  # noqa: E402
-from collector.normalize import Normalizer, sdk_pricer  # noqa: E402
-from collector.otlp.decode import PROTOBUF, convert  # noqa: E402
-from collector.redact import Redactor  # noqa: E402
-from collector.spool import Spool  # noqa: E402
+from collector.ingest.normalize import Normalizer, sdk_pricer  # noqa: E402
+from collector.ingest.otlp.decode import PROTOBUF, convert  # noqa: E402
+from collector.ingest.redact import Redactor  # noqa: E402
+from collector.ingest.spool import Spool  # noqa: E402
 from collector.storage.chdb_store import ChdbStore  # noqa: E402
 from reference_agent.demo import ProcessGroup, start_collector  # noqa: E402
 

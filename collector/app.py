@@ -23,35 +23,34 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from agentwatch_api import handshake
-from collector import admin
-from collector.api import openapi
+from collector.api import admin, openapi
 from collector.api import routes as api_routes
-from collector.auth import Authenticator, RateLimiter
-from collector.body_timeout import BodyReadTimeout
-from collector.engine_join import EngineJoin
-from collector.engines import policy_for
-from collector.fleet import FleetCounters
-from collector.gpu import GpuSampler
-from collector.ingest import Ingestor
-from collector.keys import KeyRing
-from collector.live_runs import LiveRuns
+from collector.api.body_timeout import BodyReadTimeout
+from collector.api.security_headers import SecurityHeaders
+from collector.auth.authenticator import Authenticator, RateLimiter
+from collector.auth.keys import KeyRing
+from collector.auth.scopes import authorize, undeclared_routes
+from collector.engines.gpu import GpuSampler
+from collector.engines.registry import policy_for
+from collector.engines.scraper import DEFAULT_PROJECT, ENGINE_COLUMNS, EngineScraper, parse_targets
+from collector.ingest.engine_join import EngineJoin
+from collector.ingest.live_runs import LiveRuns
+from collector.ingest.model import SpanRow
+from collector.ingest.normalize import Normalizer, sdk_pricer
+from collector.ingest.otlp import http as otlp_http
+from collector.ingest.otlp import native
+from collector.ingest.otlp.errors import IngestError
+from collector.ingest.pipeline import Ingestor
+from collector.ingest.redact import Redactor
+from collector.ingest.spool import Recovery, Spool
+from collector.ingest.writer import Writer
 from collector.metrics import Metrics
-from collector.model import SpanRow
-from collector.normalize import Normalizer, sdk_pricer
-from collector.otlp import http as otlp_http
-from collector.otlp import native
-from collector.otlp.errors import IngestError
 from collector.plugins import Plugin
-from collector.redact import Redactor
+from collector.query.fleet import FleetCounters
 from collector.roles import ENGINE_JOIN, ENGINE_SCRAPER, Roles
-from collector.scopes import authorize, undeclared_routes
-from collector.scraper import DEFAULT_PROJECT, ENGINE_COLUMNS, EngineScraper, parse_targets
-from collector.security_headers import SecurityHeaders
 from collector.settings import Settings
-from collector.spool import Recovery, Spool
 from collector.storage.base import Store, StoreError, StoreUnavailable
 from collector.storage.lease import holder_id
-from collector.writer import Writer
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +160,7 @@ def create_app(
         version="0.1.0",
         lifespan=_lifespan(settings, handle, ingestor, clock, plugins),
         dependencies=[Depends(authorize)],
-    )  # every route's scope, from collector.scopes.ROUTE_SCOPES
+    )  # every route's scope, from collector.auth.scopes.ROUTE_SCOPES
     state = app.state
     state.settings, state.store, state.metrics, state.ingestor, state.keyring = (
         settings,
@@ -173,7 +172,7 @@ def create_app(
     state.authenticator = Authenticator(lambda: keyring)
     state.rate_limiter = RateLimiter(settings.rate_limit_spans_per_s)
     state.admin_token = None
-    state.scrape_policy = policy_for(settings)  # which hosts engines may be scraped at (collector.scrape_guard)
+    state.scrape_policy = policy_for(settings)  # which hosts engines may be scraped at (collector.engines.scrape_guard)
     state.clock = clock
     app.add_exception_handler(IngestError, _ingest_error)
     app.add_exception_handler(StoreUnavailable, _store_unavailable)
@@ -192,7 +191,7 @@ def create_app(
             app.include_router(router)
     openapi.install(app)  # every answer documented, errors included
     if missing := undeclared_routes(app.routes):
-        log.error("routes with no scope in collector.scopes.ROUTE_SCOPES are refused to every caller: %s", missing)
+        log.error("routes with no scope in collector.auth.scopes.ROUTE_SCOPES are refused to every caller: %s", missing)
     return app
 
 
@@ -256,7 +255,7 @@ def _lifespan(
             _runtime_files(app, settings, stack)
             await _start_grpc(app, settings, stack)
             await stack.enter_async_context(roles)
-            if roles.shared:  # /api/ingest sums every collector's counters (collector.fleet)
+            if roles.shared:  # /api/ingest sums every collector's counters (collector.query.fleet)
                 app.state.fleet = await stack.enter_async_context(
                     FleetCounters(handle.get, ingestor.metrics, roles.holder)
                 )
@@ -333,7 +332,7 @@ def _remove(path: Path) -> None:
 async def _start_grpc(app: FastAPI, settings: Settings, stack: AsyncExitStack) -> None:
     if not settings.grpc_port:
         return
-    from collector.grpc_server import GrpcServer
+    from collector.ingest.otlp.grpc_server import GrpcServer
 
     server = GrpcServer(app, host=settings.host, port=settings.grpc_port)
     await stack.enter_async_context(server)

@@ -4,7 +4,7 @@ The collector names no such part: ``create_app(settings, plugins=...)`` takes th
 ``agentwatch collector`` passes those ``installed()`` under the ``agentwatch.collector_plugins``
 entry-point group (the platform's pyproject.toml: the alerts' ``alerts.plugin:PLUGIN``), so
 the collector and the alerts do not import each other. A plugin brings API routers (each
-route scoped in ``collector.scopes.ROUTE_SCOPES`` like any other) and may run a component for
+route scoped in ``collector.auth.scopes.ROUTE_SCOPES`` like any other) and may run a component for
 the app's lifetime, started after the collector's own (store, writer, scrapers) and stopped before.
 """
 

@@ -10,7 +10,7 @@ picks up from the store (alert incidents and their deliveries are stored, so not
 twice). With embedded chDB the collector owns its store alone and holds every role.
 
 Live-run heads are not a role: each collector opens them for the batches it inserts, and a
-second opening head of a trace changes no figure (``collector.live_runs``).
+second opening head of a trace changes no figure (``collector.ingest.live_runs``).
 """
 
 from __future__ import annotations

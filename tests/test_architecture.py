@@ -54,7 +54,7 @@ KNOWN: dict[str, set[str]] = {
         "bench/soak.py -> agentwatch._export",
     },
     "dashboard_and_reference_stack_import_no_collector": {
-        "reference_agent/engine/vllm_launcher.py -> collector.gpu",  # NVML detection, shared with the GPU sampler
+        "reference_agent/engine/vllm_launcher.py -> collector.engines.gpu",  # NVML detection, shared with the GPU sampler
     },
     # an import that closes a cycle: leaving it out of the graph leaves none
     "no_cycles_between_parts": set(),

@@ -4,7 +4,7 @@ FastAPI documents what a route declares; the answers that come from the app arou
 are added here, once, from the same tables that produce them:
 
 - 401 (no or unknown key) and 403 (the key lacks the scope) on every operation that is not
-  public in ``collector.scopes.ROUTE_SCOPES``, 400 (not JSON) and 408 (``collector.body_timeout``)
+  public in ``collector.auth.scopes.ROUTE_SCOPES``, 400 (not JSON) and 408 (``collector.api.body_timeout``)
   on every operation with a body, 503 when the store is down: ``{"detail": str}``;
 - 422's ``detail`` is FastAPI's list of validation errors, or a sentence when a route checks a
   value itself (``trace_id must be 32 hex characters``);
@@ -21,7 +21,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from collector.scopes import PUBLIC, ROUTE_SCOPES
+from collector.auth.scopes import PUBLIC, ROUTE_SCOPES
 
 _ERROR = {"type": "object", "required": ["detail"], "properties": {"detail": {"type": "string"}}, "title": "Error"}
 _STATUS = {

@@ -1,4 +1,4 @@
-"""The query API under ``/api``: thin routes over ``collector.query``.
+"""The query API under ``/api``: thin routes over ``collector.query.service``.
 
 Each route validates its parameters, calls one query function in FastAPI's thread pool (the
 store blocks) and answers the contract's model. Every route is scoped to the caller's
@@ -31,14 +31,15 @@ from agentwatch_api.schemas import (
     TimeSeries,
     WhatIf,
 )
-from collector import query, reprice
-from collector.admin import AdminDep, EngineAdd, register_engine_as
+from collector.api.admin import AdminDep, EngineAdd, register_engine_as
+from collector.api.deps import ProjectDep, SettingsDep, StoreDep
 from collector.api.params import Agent, End, Model, Start, time_window
-from collector.deps import ProjectDep, SettingsDep, StoreDep
-from collector.levers import price_table
-from collector.scraper import parse_targets
+from collector.engines.scraper import parse_targets
+from collector.query import reprice
+from collector.query import service as query
+from collector.query.levers import price_table
+from collector.query.whatif import DEFAULT_BOUND
 from collector.storage.base import StoreUnavailable
-from collector.whatif import DEFAULT_BOUND
 
 router = APIRouter(prefix="/api", tags=["query"])
 router.include_router(reprice.router)  # POST /api/admin/reprice (admin token)

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from collector.model import SpanRow
+from collector.ingest.model import SpanRow
 
 
 class StoreError(Exception):

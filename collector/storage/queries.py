@@ -360,7 +360,7 @@ HEAD_SORTS = {
 # A head's hour is that of its earliest span, so no later than its start: heads need only the
 # range's own hours, not the day after it that whole-run merges read.
 # A finished run is its root's row (one per trace: the root is in one partial); only runs whose
-# root has not come (an opening head, collector.live_runs) are merged per trace, so the common
+# root has not come (an opening head, collector.ingest.live_runs) are merged per trace, so the common
 # case needs no GROUP BY over every run of the range (that merge tripled overview_24h at 10M spans).
 _HEADS_IN_RANGE = """
 FROM (
@@ -629,7 +629,7 @@ FROM (SELECT *, toStartOfHour(start_time) AS hour FROM spans)
 WHERE {_REBUILD_SCOPE}
 GROUP BY project, hour, trace_id"""
 
-# --- engine spans joined to client LLM spans (collector.engine_join) ---------------------------
+# --- engine spans joined to client LLM spans (collector.ingest.engine_join) ---------------------------
 # An engine span's own tokens and price are attributes (normalize.set_engine_figures_aside).
 _ENGINE_COLUMNS = """project, trace_id, span_id, parent_span_id, request_id, toString(model) AS model,
     toString(provider) AS provider, toUInt32OrZero(attributes['agentwatch.engine.input_tokens']) AS input_tokens,
@@ -667,7 +667,7 @@ WHERE project = {project:String} AND kind = 'llm'
        OR attributes['agentwatch.engine.span_id'] IN {span_ids:Array(String)}
        OR (request_id = '' AND model IN {models:Array(String)}))"""
 
-# --- runs whose root has not arrived (collector.live_runs) --------------------------------------
+# --- runs whose root has not arrived (collector.ingest.live_runs) --------------------------------------
 # An opening head in runs_agg for each trace of ``trace_ids`` with spans but no root stored yet:
 # what lists a running run (and, after the idle timeout, an incomplete one) before its root.
 OPEN_RUN_HEADS = """

@@ -2,7 +2,7 @@
 
 A revocation is a new row for the same ``key_id`` with ``revoked_at`` set (the table is a
 ReplacingMergeTree on ``key_id``), so reads take the newest state without ``FINAL``. ``scopes`` (migration 6) is a comma-separated
-list; empty for a key created before scopes (``collector.keys.LEGACY_SCOPES``).
+list; empty for a key created before scopes (``collector.auth.keys.LEGACY_SCOPES``).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from collector.storage.cluster_ddl import for_cluster
 
 # Spans whose tokens and cost count: all but the run span, which may carry the SDK's own
 # totals. An engine span (kind "engine": the engine's record of a call) keeps its own figures
-# as attributes and counts only what it adds to the client's LLM span (collector.engine_join);
+# as attributes and counts only what it adds to the client's LLM span (collector.ingest.engine_join);
 # an engine-only call is counted by the "llm" row engine_join writes for it. So an LLM call is
 # never counted twice.
 BILLABLE = "(kind != 'run')"
@@ -450,7 +450,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "span_minutes", (SPAN_MINUTES, SPAN_MINUTES_MV, SPAN_MINUTES_BACKFILL)),
     Migration(3, "span_hours", (SPAN_HOURS, SPAN_HOURS_MV, SPAN_HOURS_BACKFILL)),
     # Engine spans (kind "engine") are neither billed nor runs, and a run is listed from its first
-    # span (runs_agg.opened, collector.live_runs): the views are recreated with today's BILLABLE,
+    # span (runs_agg.opened, collector.ingest.live_runs): the views are recreated with today's BILLABLE,
     # ROOT and RUN_PARTIALS (rows already folded keep what they were folded with).
     Migration(
         4,
@@ -467,7 +467,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     # it), a "no data" stretch; each delivery names its event, so a restart re-sends only what
     # no attempt delivered.
     Migration(5, "alert_incidents", ALERT_INCIDENT_COLUMNS),
-    # Keys carry scopes (collector.scopes; empty = a key from before scopes, ingest and read), and
+    # Keys carry scopes (collector.auth.scopes; empty = a key from before scopes, ingest and read), and
     # admin actions (key create/revoke, engine add/delete, reprice) leave an audit trail.
     Migration(
         6,
@@ -480,7 +480,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     # Many collectors on one store: leases (collector.storage.lease) for the span writer and the
     # work done once per cluster (alerts, engine scraping, the engine-join billing pass).
     Migration(7, "leases", (LEASES,)),
-    # Each collector's span counters, so any collector answers /api/ingest for all (collector.fleet).
+    # Each collector's span counters, so any collector answers /api/ingest for all (collector.query.fleet).
     Migration(8, "collector_counters", (COLLECTOR_COUNTERS,)),
     # Spans merge column by column (the vertical algorithm, for every merge): a merge of parts with
     # captured text held a block of every column of every part at once, ~90 MB more at the peak

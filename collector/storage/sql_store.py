@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from collector.model import SpanRow
+from collector.ingest.model import SpanRow
 from collector.storage import queries, schema
 from collector.storage.base import QueryError
 from collector.storage.columns import SPANS_SCHEMA, spans_table

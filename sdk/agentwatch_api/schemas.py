@@ -70,11 +70,13 @@ MetricName = Literal[TIMESERIES_METRICS]  # type: ignore[valid-type]
 
 def finite_total(value: float) -> float:
     """A sum of costs is finite and never negative: ingestion bounds every value it stores
-    (``collector.bounds``). Only rows stored before the bounds could sum to inf, NaN or a
+    (``collector.ingest.bounds``). Only rows stored before the bounds could sum to inf, NaN or a
     negative figure; such a total reads 0.0 (and is logged), never null in the JSON."""
     if math.isfinite(value) and value >= 0:
         return value
-    logging.getLogger(__name__).error("a cost total is %r: stored spans predate collector.bounds; shown as 0", value)
+    logging.getLogger(__name__).error(
+        "a cost total is %r: stored spans predate collector.ingest.bounds; shown as 0", value
+    )
     return 0.0
 
 

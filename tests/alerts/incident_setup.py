@@ -12,8 +12,8 @@ from alerts.channels import Dispatcher
 from alerts.evaluator import Evaluator
 from alerts.rules import RulesConfig, parse_rules
 from alerts.sources import HttpBackend, StoreBackend
-from collector.live_runs import LiveRuns
-from collector.model import SpanRow
+from collector.ingest.live_runs import LiveRuns
+from collector.ingest.model import SpanRow
 from collector.storage.base import Store
 from collector.storage.columns import spans_table
 from tests.alerts.conftest import Receiver

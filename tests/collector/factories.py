@@ -7,8 +7,8 @@ import random
 from dataclasses import replace
 
 from agentwatch_api.schemas import FeedbackIn
-from collector import query
-from collector.model import SpanRow
+from collector.ingest.model import SpanRow
+from collector.query import service as query
 from collector.storage.base import Store
 
 _ids = itertools.count(1)

@@ -23,8 +23,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from agentwatch_api.handshake import read_admin_token
 from alerts.plugin import PLUGIN as ALERTS
+from collector.api.header_timeout import header_timeout_protocol
 from collector.app import create_app
-from collector.header_timeout import header_timeout_protocol
 from collector.settings import Settings
 from tests.support.ports import free_port
 

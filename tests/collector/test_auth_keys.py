@@ -10,9 +10,9 @@ import httpx
 import pytest
 from agentwatch import cli
 
-from collector.auth import Authenticator, RateLimiter
-from collector.keys import KeyAdminError, KeyRing
-from collector.otlp.errors import RateLimited
+from collector.auth.authenticator import Authenticator, RateLimiter
+from collector.auth.keys import KeyAdminError, KeyRing
+from collector.ingest.otlp.errors import RateLimited
 from collector.storage.base import Store
 from tests.collector.ingest_helpers import CollectorProcess, agent_trace, serve, settings_for
 

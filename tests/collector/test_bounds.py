@@ -1,4 +1,4 @@
-"""Values from outside are bounded (``collector.bounds``): a bad field is dropped with a message
+"""Values from outside are bounded (``collector.ingest.bounds``): a bad field is dropped with a message
 naming it and its span, never sinks that span or the others, and never reaches a total as
 null, negative or infinite; times the store cannot keep are rejected, never silently lost."""
 
@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from bench.workload import otlp_json
-from collector import bounds, normalize, query
-from collector.bounds import (
+from collector.ingest import bounds, normalize
+from collector.ingest.bounds import (
     MAX_COST_USD,
     MAX_SECONDS,
     MAX_TIME_NS,
@@ -29,9 +29,10 @@ from collector.bounds import (
     BadValue,
     latest_start_ns,
 )
-from collector.normalize import Normalizer, normalize_span, sdk_pricer
-from collector.otlp import native
-from collector.otlp.decode import JSON, PROTOBUF, Converted, convert, response_body
+from collector.ingest.normalize import Normalizer, normalize_span, sdk_pricer
+from collector.ingest.otlp import native
+from collector.ingest.otlp.decode import JSON, PROTOBUF, Converted, convert, response_body
+from collector.query import service as query
 from collector.storage.base import Store
 from tests.collector.ingest_helpers import otlp_request
 from tests.collector.store_fixtures import open_backend
@@ -425,8 +426,8 @@ def test_no_stored_total_is_ever_null_negative_or_infinite(chdb_store: Store, sp
 
 def test_an_overlong_attribute_name_is_cut_with_a_warning_on_both_paths() -> None:
     """A 1 MiB attribute name is stored cut to 256 characters and a marker, never whole."""
-    from collector.normalize import MAX_KEY_LENGTH
-    from collector.otlp.decode import PROTOBUF, convert
+    from collector.ingest.normalize import MAX_KEY_LENGTH
+    from collector.ingest.otlp.decode import PROTOBUF, convert
     from tests.collector.ingest_helpers import otlp_request
 
     name = "k" * (1 << 20)

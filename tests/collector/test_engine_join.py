@@ -1,4 +1,4 @@
-"""One LLM call counts once: engine spans joined to client LLM spans (``collector.engine_join``).
+"""One LLM call counts once: engine spans joined to client LLM spans (``collector.ingest.engine_join``).
 
 Every combination a team runs: traceparent propagated or not, the client recording the
 response id or not, the engine span arriving before or after the client's, and an engine
@@ -12,16 +12,16 @@ from dataclasses import replace
 
 import pytest
 
-from collector import query
-from collector.engine_join import (
+from collector.ingest.engine_join import (
     ENGINE_ONLY,
     TTFT_SOURCE,
     EngineJoin,
     billing_span_id,
     match_engine_spans,
 )
-from collector.model import SpanRow
-from collector.normalize import Normalizer, sdk_pricer, set_engine_figures_aside
+from collector.ingest.model import SpanRow
+from collector.ingest.normalize import Normalizer, sdk_pricer, set_engine_figures_aside
+from collector.query import service as query
 from collector.storage.base import Store
 from collector.storage.columns import spans_table
 from tests.collector.factories import new_span_id, new_trace_id

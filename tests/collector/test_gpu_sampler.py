@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.gpu import (
+from collector.engines.gpu import (
     NO_GPU_MESSAGE,
     GpuSampler,
     load_nvml,
@@ -36,7 +36,7 @@ def test_recorded_readings_become_engine_metric_rows() -> None:
 def test_without_nvml_the_sampler_says_so_once_and_does_nothing(caplog) -> None:
     received: list = []
     sampler = GpuSampler(received.append, engine="sim", interval_s=0.05)
-    with caplog.at_level(logging.WARNING, logger="collector.gpu"):
+    with caplog.at_level(logging.WARNING, logger="collector.engines.gpu"):
         assert sampler.start() is False
     assert [r.getMessage() for r in caplog.records] == [NO_GPU_MESSAGE]
     assert not sampler.enabled
@@ -106,7 +106,7 @@ def test_a_failing_sink_is_logged_and_counted_not_raised(caplog) -> None:
     sampler = GpuSampler(
         sink, engine="e", nvml=RecordedNvml([{"index": 0, "utilization_gpu": 1, "memory_used": 2, "power_mw": 3}])
     )
-    with caplog.at_level(logging.ERROR, logger="collector.gpu"):
+    with caplog.at_level(logging.ERROR, logger="collector.engines.gpu"):
         assert sampler.sample_once() == []
     assert sampler.errors == 1 and "sample failed" in caplog.text
 

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collector.ingest import gunzip
-from collector.normalize import Normalizer
-from collector.otlp.decode import JSON, PROTOBUF, convert, response_body
-from collector.otlp.errors import BadRequest, IngestError, PayloadTooLarge
+from collector.ingest.normalize import Normalizer
+from collector.ingest.otlp.decode import JSON, PROTOBUF, convert, response_body
+from collector.ingest.otlp.errors import BadRequest, IngestError, PayloadTooLarge
+from collector.ingest.pipeline import gunzip
 from collector.storage.columns import SPANS_SCHEMA, table_rows
 from tests.collector.ingest_helpers import agent_trace, otlp_request
 
@@ -60,7 +60,7 @@ def test_json_mapping_ids_ints_enums_and_snake_case() -> None:
     assert (row.trace_id, row.parent_span_id, row.status_code) == ("ab" * 16, "ef" * 8, "error")
     assert (
         row.input_tokens == 0 and "gen_ai.usage.input_tokens" in out.error_message
-    )  # beyond collector.bounds: dropped, warned
+    )  # beyond collector.ingest.bounds: dropped, warned
     assert row.attributes == {"n": "9007199254740993", "b": "01", "d": "1.5", "kv": '{"x":true}'}
     snake = json.dumps(
         {

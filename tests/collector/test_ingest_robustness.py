@@ -17,13 +17,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from collector import admin
+from collector.api import admin
 from collector.app import create_app
-from collector.ingest import gunzip
-from collector.normalize import Normalizer
-from collector.otlp import native
-from collector.otlp.decode import PROTOBUF, convert
-from collector.otlp.errors import BadRequest, PayloadTooLarge
+from collector.ingest.normalize import Normalizer
+from collector.ingest.otlp import native
+from collector.ingest.otlp.decode import PROTOBUF, convert
+from collector.ingest.otlp.errors import BadRequest, PayloadTooLarge
+from collector.ingest.pipeline import gunzip
 from tests.collector.ingest_helpers import Running, kv, otlp_request, serve, settings_for
 from tests.support.ports import free_port
 

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from collector import query
-from collector.live_runs import LiveRuns
-from collector.model import SpanRow
+from collector.ingest.live_runs import LiveRuns
+from collector.ingest.model import SpanRow
+from collector.query import service as query
 from collector.storage.base import Store
 from collector.storage.columns import spans_table
 from tests.collector.factories import agent_run

@@ -17,12 +17,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from bench.workload import Workload, otlp_json
-from collector import normalize
-from collector.normalize import Normalizer, sdk_pricer
-from collector.otlp import native
-from collector.otlp.decode import JSON, PROTOBUF, convert
-from collector.otlp.errors import BadRequest, IngestError
-from collector.redact import Redactor
+from collector.ingest import normalize
+from collector.ingest.normalize import Normalizer, sdk_pricer
+from collector.ingest.otlp import native
+from collector.ingest.otlp.decode import JSON, PROTOBUF, convert
+from collector.ingest.otlp.errors import BadRequest, IngestError
+from collector.ingest.redact import Redactor
 from tests.reliability import otlp_gen as gen
 
 NORMALIZERS = {

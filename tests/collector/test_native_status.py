@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from collector.app import create_app
-from collector.otlp import native
+from collector.ingest.otlp import native
 from tests.collector.ingest_helpers import settings_for
 
 GAUGE = "agentwatch_collector_native_decoder"
@@ -25,11 +25,11 @@ def test_without_the_native_decoder_the_collector_warns_once_and_shows_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(native, "AVAILABLE", False)
-    monkeypatch.setattr(native, "NOT_BUILT", "No module named 'collector.otlp._native'")
+    monkeypatch.setattr(native, "NOT_BUILT", "No module named 'collector.ingest.otlp._native'")
     with caplog.at_level(logging.WARNING, logger="collector.app"):
         metrics = _started(tmp_path)
     warnings = [r.getMessage() for r in caplog.records if "native OTLP decoder is not built" in r.getMessage()]
-    assert len(warnings) == 1 and "collector.otlp._native" in warnings[0]
+    assert len(warnings) == 1 and "collector.ingest.otlp._native" in warnings[0]
     assert f"{GAUGE} 0.0" in metrics
 
 

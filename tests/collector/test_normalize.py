@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from collector.normalize import TRUNCATION_MARKER, Normalizer, Resource, normalize_span, sdk_pricer
-from collector.redact import MASK, Redactor
+from collector.ingest.normalize import TRUNCATION_MARKER, Normalizer, Resource, normalize_span, sdk_pricer
+from collector.ingest.redact import MASK, Redactor
 
 PRICED = Normalizer(pricer=sdk_pricer())
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from collector.normalize import Normalizer, normalize_span, sdk_pricer
+from collector.ingest.normalize import Normalizer, normalize_span, sdk_pricer
 
 PRICED = Normalizer(pricer=sdk_pricer())
 PARENT = "a" * 16

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from agentwatch_api.schemas import TIMESERIES_METRICS, FeedbackIn
-from collector import query
-from collector.model import SpanRow
+from collector.ingest.model import SpanRow
+from collector.query import service as query
 from collector.storage.base import Store
 from tests.collector.factories import agent_run, new_span_id, new_trace_id, seed_known_runs
 

@@ -10,8 +10,8 @@ import pytest
 from agentwatch import PriceTable
 from agentwatch.cli import main
 
-from collector import query
-from collector.reprice import parse_since, reprice
+from collector.query import service as query
+from collector.query.reprice import parse_since, reprice
 from collector.storage.base import Store
 from tests.collector.factories import agent_run
 from tests.collector.ingest_helpers import serve, settings_for

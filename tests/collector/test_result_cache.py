@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentwatch_api.schemas import FeedbackIn
-from collector import query
+from collector.query import service as query
 from collector.storage.chdb_store import ChdbStore
 from collector.storage.result_cache import ResultCache, is_read
 from tests.collector.factories import agent_run

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from agentwatch_api.schemas import TIMESERIES_METRICS, FeedbackIn
-from collector import query
-from collector.model import SpanRow
+from collector.ingest.model import SpanRow
+from collector.query import service as query
 from collector.storage import queries as q
 from collector.storage.base import Store
 from collector.storage.maintenance import rebuild_totals

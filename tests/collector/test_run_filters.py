@@ -10,8 +10,8 @@ from dataclasses import replace
 import pytest
 
 from agentwatch_api.schemas import FeedbackIn, RunSummary
-from collector import query
-from collector.model import SpanRow
+from collector.ingest.model import SpanRow
+from collector.query import service as query
 from collector.storage import queries
 from collector.storage.base import Store
 from tests.collector.factories import agent_run

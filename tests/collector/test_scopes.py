@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from agentwatch_api.handshake import read_admin_token
-from collector.keys import KeyRing
-from collector.scopes import (
+from collector.auth.keys import KeyRing
+from collector.auth.scopes import (
     PUBLIC,
     ROUTE_SCOPES,
     SCOPES,

@@ -1,4 +1,4 @@
-"""Per-span bounds (``collector.normalize.Normalizer``): attributes per span and per resource,
+"""Per-span bounds (``collector.ingest.normalize.Normalizer``): attributes per span and per resource,
 events per span, attributes per event, attribute-name length. Beyond a bound the first ones
 are kept, the span is kept, and ``partial_success`` names the bound's setting; every decode
 path (protobuf and JSON, native and Python) stores the same thing."""
@@ -16,10 +16,10 @@ from google.protobuf.json_format import MessageToDict
 from hypothesis import HealthCheck, given, settings
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.normalize import Normalizer
-from collector.otlp import native
-from collector.otlp.decode import JSON, PROTOBUF, Converted, convert
-from collector.otlp.errors import PayloadTooLarge
+from collector.ingest.normalize import Normalizer
+from collector.ingest.otlp import native
+from collector.ingest.otlp.decode import JSON, PROTOBUF, Converted, convert
+from collector.ingest.otlp.errors import PayloadTooLarge
 from tests.collector.ingest_helpers import kv, otlp_request
 from tests.collector.test_native_decode import _assert_same, _both, requests
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collector.spool import Spool, SpoolError
+from collector.ingest.spool import Spool, SpoolError
 from tests.collector.ingest_helpers import (
     REPO,
     CollectorProcess,

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from collector.model import SpanRow
+from collector.ingest.model import SpanRow
 from collector.settings import Settings
 from collector.storage import open_store
 from collector.storage.base import QueryError, Store, StoreUnavailable

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from collector.model import SpanRow
+from collector.ingest.model import SpanRow
 from collector.storage.base import Store
 from collector.storage.chdb_store import ChdbStore
 from collector.storage.columns import spans_table

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from collector.ingest import Ingestor
+from collector.ingest.normalize import Normalizer
+from collector.ingest.otlp.decode import PROTOBUF
+from collector.ingest.pipeline import Ingestor
+from collector.ingest.spool import Spool
+from collector.ingest.writer import Writer
 from collector.metrics import Metrics
-from collector.normalize import Normalizer
-from collector.otlp.decode import PROTOBUF
 from collector.settings import Settings
-from collector.spool import Spool
 from collector.storage.chdb_store import ChdbStore
-from collector.writer import Writer
 from tests.collector.ingest_helpers import otlp_request
 
 DAY_NS = 86_400 * 10**9

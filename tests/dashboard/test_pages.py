@@ -120,7 +120,7 @@ def test_run_detail_shows_waterfall_steps_growth_engine_and_graph(app: AppTest, 
     assert shown["Steps"] == str(react["run"]["steps"]) and shown["LLM calls"] == str(react["run"]["llm_calls"])
     assert shown["Cost (USD)"] == ui.fmt(react["run"]["cost_usd"], "USD")
     # An engine span whose client span was stored first joins the run's trace a moment later
-    # (collector.engine_join): the count shown lies between the counts fetched before and after.
+    # (collector.ingest.engine_join): the count shown lies between the counts fetched before and after.
     spec, data = chart(at)
     waterfall = re.search(r"Waterfall: (\d+) spans", json.dumps(spec))
     assert waterfall is not None and not at.get("plotly_chart")  # Vega-Lite, as every page's: no page loads Plotly

@@ -2,7 +2,7 @@
 
 A request is generated as plain data (``SpanSpec``s) so that the test knows, independently of
 the collector, which spans are valid (right id lengths, timestamps the store can keep,
-``collector.bounds``) and must be stored, and which must be reported in ``partial_success``.
+``collector.ingest.bounds``) and must be stored, and which must be reported in ``partial_success``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from collector.bounds import MAX_TIME_NS, latest_start_ns
+from collector.ingest.bounds import MAX_TIME_NS, latest_start_ns
 from collector.settings import Settings
 
 MAX_NS = MAX_TIME_NS  # the latest time the store keeps (2106-02-07T06:28:15Z, where DateTime ends)

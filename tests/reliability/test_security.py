@@ -14,7 +14,7 @@ import agentwatch
 import pytest
 from agentwatch.cli import build_parser
 
-import collector.keys as keys_module
+import collector.auth.keys as keys_module
 from alerts.errors import RulesError
 from alerts.rules import load_rules
 from collector.settings import Settings
@@ -84,7 +84,7 @@ def test_admin_endpoints_need_the_admin_token_or_an_admin_key(collector: InProce
     for headers, status in (
         ({}, 401),
         ({"Authorization": "Bearer " + "x" * 43}, 401),
-        (collector.auth("someone"), 403),
+        (collector.auth.authenticator("someone"), 403),
     ):
         for path in ("/admin/keys", "/api/admin/keys"):
             assert collector.client.get(path, headers=headers).status_code == status
@@ -119,7 +119,7 @@ def test_servers_bind_loopback_by_default() -> None:
 def test_no_cors_headers_by_default(collector: InProcess) -> None:
     origin = {"Origin": "https://evil.example"}
     preflight = collector.client.options("/api/runs", headers={**origin, "Access-Control-Request-Method": "GET"})
-    plain = collector.client.get("/api/runs", headers={**origin, **collector.auth("cors")})
+    plain = collector.client.get("/api/runs", headers={**origin, **collector.auth.authenticator("cors")})
     for response in (preflight, plain):
         assert not any(h.lower().startswith("access-control-") for h in response.headers), dict(response.headers)
 
@@ -136,7 +136,7 @@ def test_no_cors_headers_by_default(collector: InProcess) -> None:
     ],
 )
 def test_query_range_and_result_size_are_bounded(collector: InProcess, path: str, params: dict[str, object]) -> None:
-    response = collector.client.get(path, params=params, headers=collector.auth("bounds"))
+    response = collector.client.get(path, params=params, headers=collector.auth.authenticator("bounds"))
     assert response.status_code == 422, response.text[:300]
     assert response.json()["detail"], "the refusal must say what was wrong"
 

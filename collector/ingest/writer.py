@@ -33,10 +33,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from collector.engine_join import EngineJoin
-from collector.live_runs import LiveRuns
+from collector.ingest.engine_join import EngineJoin
+from collector.ingest.live_runs import LiveRuns
+from collector.ingest.spool import Recovery, Spool, SpoolError
 from collector.metrics import Metrics
-from collector.spool import Recovery, Spool, SpoolError
 from collector.storage.base import Store, StoreError, StoreUnavailable
 from collector.storage.maintenance import rebuild_totals
 
@@ -252,7 +252,7 @@ class Writer:
         self._bytes_in_memory -= sum(e.nbytes for e in batch)
 
     def _prepare(self, table: pa.Table) -> pa.Table:
-        """Engine spans joined to client LLM spans (``collector.engine_join``); the store may be away."""
+        """Engine spans joined to client LLM spans (``collector.ingest.engine_join``); the store may be away."""
         assert self._join is not None
         try:
             store = self._store()
@@ -261,7 +261,7 @@ class Writer:
         return self._join.prepare(table, store)
 
     async def _reconcile(self) -> None:
-        """Bill engine-only calls (``collector.engine_join``); a failure waits for the next pass."""
+        """Bill engine-only calls (``collector.ingest.engine_join``); a failure waits for the next pass."""
         assert self._join is not None
         if self._may_bill is not None and not self._may_bill():
             self._join.postpone()  # another collector bills engine-only calls
@@ -272,7 +272,7 @@ class Writer:
             log.warning("writer: engine join pass skipped: %s", exc)
 
     def _open_runs(self, table: pa.Table) -> None:
-        """Runs whose root has not arrived are listed from now on (``collector.live_runs``)."""
+        """Runs whose root has not arrived are listed from now on (``collector.ingest.live_runs``)."""
         assert self._live is not None
         try:
             self._live.after_insert(self._store(), table)

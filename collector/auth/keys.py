@@ -5,7 +5,7 @@ and finds its row), the secret is 256 random bits of which only ``sha256(salt + 
 is stored. Hashes are compared in constant time. Keys are high-entropy, so a fast hash is
 enough (no password-stretching KDF on the ingestion hot path).
 
-Each key carries scopes (``collector.scopes``): what its holder may do in its project. A key
+Each key carries scopes (``collector.auth.scopes``): what its holder may do in its project. A key
 created before scopes existed has none stored and keeps the rights it had then,
 ``LEGACY_SCOPES`` (ingest and read), listed as such with ``legacy: true``.
 """
@@ -19,7 +19,7 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from collector.scopes import LEGACY_SCOPES, format_scopes, parse_scopes
+from collector.auth.scopes import LEGACY_SCOPES, format_scopes, parse_scopes
 from collector.storage import queries_keys as q
 from collector.storage.base import Store
 

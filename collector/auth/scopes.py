@@ -214,7 +214,7 @@ async def authorize(request: Request) -> None:
     found = route_scope(request.method, request.url.path)
     if found is None:
         raise HTTPException(
-            403, f"{request.method} {request.url.path} declares no scope (collector.scopes.ROUTE_SCOPES): refused"
+            403, f"{request.method} {request.url.path} declares no scope (collector.auth.scopes.ROUTE_SCOPES): refused"
         )
     path, needed = found
     if needed == PUBLIC:

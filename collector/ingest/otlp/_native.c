@@ -2,10 +2,10 @@
  *
  * Why: decoding with upb and normalising in Python costs ~20-30 us per span, which caps
  * ingestion near 27k spans/s on two cores. This reads the protobuf wire format directly and
- * applies the mapping table of collector.normalize (passed in as data, so there is one
+ * applies the mapping table of collector.ingest.normalize (passed in as data, so there is one
  * source of truth; converters, redaction, pricing and events stay the Python functions, called
  * only for the values that need them) straight into Arrow buffers, one array per SpanRow
- * field, which collector.otlp.native wraps as the spans table without touching a value.
+ * field, which collector.ingest.otlp.native wraps as the spans table without touching a value.
  *
  * It only takes the common case. A span it cannot handle exactly as the Python path would
  * (links, engine timings, invalid ids or times, a converter that raises) is
@@ -202,7 +202,7 @@ static int kv_into(PyObject *dict, Buf kv, int depth) {
     return rc;
 }
 
-/* A KeyValueList or ArrayValue as a dict or list, like collector.otlp.decode._any_pb. */
+/* A KeyValueList or ArrayValue as a dict or list, like collector.ingest.otlp.decode._any_pb. */
 static PyObject *any_object(AnyValue *v, int depth) {
     if (depth > 16) { /* upb's own limit counts three messages per level: let it judge deep values */
         fallback("AnyValue nested too deeply");
@@ -258,7 +258,7 @@ static PyObject *any_object(AnyValue *v, int depth) {
 /* ---- the decoder object -------------------------------------------------------------------- */
 
 /* Field slots (indices into SpanRow's fields) the decoder fills itself; order fixed by
- * collector.otlp.native.SLOT_NAMES. */
+ * collector.ingest.otlp.native.SLOT_NAMES. */
 enum {
     F_PROJECT, F_TRACE_ID, F_SPAN_ID, F_PARENT, F_NAME, F_KIND, F_START, F_END, F_SERVICE,
     F_STATUS_CODE, F_STATUS_MESSAGE, F_ERROR_TYPE, F_IS_TIMEOUT, F_MODEL, F_PROVIDER,
@@ -268,7 +268,7 @@ enum {
 /* Kind signals, after the row's fields. */
 enum { S_KIND, S_OP, S_OI, S_TL, S_LLM, S_IGNORED, N_SIGNALS };
 enum { CONV_NSTR = 0, CONV_CALL = 1, CONV_CAPTURED = 2 };
-/* Column types, as collector.otlp.native.COLUMN_TYPES maps SPANS_SCHEMA's. */
+/* Column types, as collector.ingest.otlp.native.COLUMN_TYPES maps SPANS_SCHEMA's. */
 enum { T_STR, T_TIME, T_TOKENS, T_F64, T_F32N, T_BOOL, T_I32, T_MAP, N_TYPES };
 
 #define KEY_CACHE 4096 /* power of two */
@@ -298,7 +298,7 @@ typedef struct {
     PyObject *status_names; /* tuple of 3 str */
     PyObject *timeout;      /* "timeout" */
     Py_ssize_t max_len;
-    Py_ssize_t max_key_len, max_attributes, max_events; /* collector.normalize's per-span bounds: beyond them, declined */
+    Py_ssize_t max_key_len, max_attributes, max_events; /* collector.ingest.normalize's per-span bounds: beyond them, declined */
     int nfields;
     int named[N_NAMED];
     int types[MAX_SLOTS]; /* column type of each field (T_*) */
@@ -724,7 +724,7 @@ static int all_zero(Buf *b) {
     return 1;
 }
 
-/* collector.bounds.MAX_TIME_NS: the end of ClickHouse's DateTime, 2106-02-07T06:28:15Z */
+/* collector.ingest.bounds.MAX_TIME_NS: the end of ClickHouse's DateTime, 2106-02-07T06:28:15Z */
 #define MAX_NS 4294967295000000000ULL
 
 /* Ids and times the Python path takes as they are; anything else (an end before the start
@@ -828,7 +828,7 @@ static int map_attributes(Request *r, SpanFields *f, PyObject **values, int *set
     return 0;
 }
 
-/* An Event as collector.otlp.decode._event_pb makes it: {"name", "time_ns", "attributes"}. */
+/* An Event as collector.ingest.otlp.decode._event_pb makes it: {"name", "time_ns", "attributes"}. */
 static PyObject *event_object(Decoder *d, Buf b) {
     PyObject *name = NULL, *attrs = PyDict_New(), *event = NULL;
     uint64_t time = 0;
@@ -1065,7 +1065,7 @@ static int finish_span(Request *r, SpanFields *f) {
         set_value(values, set, nm[F_NAME], name);
         set_value(values, set, nm[F_STATUS_MESSAGE], message);
         set_value(values, set, nm[F_KIND], kind);
-        /* collector.normalize._names: an OpenInference AGENT run without an agent name is named by its span */
+        /* collector.ingest.normalize._names: an OpenInference AGENT run without an agent name is named by its span */
         int nf = d->nfields;
         if (set[nf + S_OI] && !set[nf + S_TL] && !set[nm[F_AGENT_NAME]] && PyUnicode_Check(values[nf + S_OI]) &&
             PyUnicode_CompareWithASCIIString(values[nf + S_OI], "AGENT") == 0 && PyUnicode_Compare(kind, d->k_run) == 0)
@@ -1399,14 +1399,14 @@ static PyMethodDef Decoder_methods[] = {
 };
 
 static PyTypeObject DecoderType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "collector.otlp._native.Decoder",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "collector.ingest.otlp._native.Decoder",
     .tp_basicsize = sizeof(Decoder),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Decoder_init,
     .tp_dealloc = (destructor)Decoder_dealloc,
     .tp_methods = Decoder_methods,
-    .tp_doc = "OTLP protobuf -> span columns, configured by collector.otlp.native",
+    .tp_doc = "OTLP protobuf -> span columns, configured by collector.ingest.otlp.native",
 };
 
 static PyMethodDef module_methods[] = {
@@ -1423,7 +1423,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (PyType_Ready(&DecoderType) < 0 || json_wire_init() < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    NativeFallback = PyErr_NewException("collector.otlp._native.NativeFallback", NULL, NULL);
+    NativeFallback = PyErr_NewException("collector.ingest.otlp._native.NativeFallback", NULL, NULL);
     if (NativeFallback == NULL || PyModule_AddObjectRef(m, "NativeFallback", NativeFallback) < 0 ||
         PyModule_AddObjectRef(m, "Decoder", (PyObject *)&DecoderType) < 0) {
         Py_DECREF(m);

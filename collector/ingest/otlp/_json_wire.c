@@ -4,7 +4,7 @@
  * parsed document as an ExportTraceServiceRequest lets the native decoder (_native.c) do JSON
  * bodies too, so both encodings share one decoder and one mapping table.
  *
- * It reproduces exactly what collector.otlp.decode's JSON path reads (lowerCamelCase or
+ * It reproduces exactly what collector.ingest.otlp.decode's JSON path reads (lowerCamelCase or
  * snake_case names, the camel name winning unless it is null; ids as hex; 64-bit integers as
  * numbers or decimal strings; status codes as numbers or names) and nothing it ignores (span
  * kind, links, scopes, dropped counts). Anything outside the common, valid forms (a wrong type,

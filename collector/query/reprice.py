@@ -27,9 +27,9 @@ from pydantic import BaseModel, Field
 
 from agentwatch_api.client import ApiError, CollectorClient, CollectorError
 from agentwatch_api.handshake import running_collector
-from collector.admin import AdminDep, scoped_project
-from collector.deps import SettingsDep, StoreDep
-from collector.engines import audit
+from collector.api.admin import AdminDep, scoped_project
+from collector.api.deps import SettingsDep, StoreDep
+from collector.engines.registry import audit
 from collector.settings import Settings
 from collector.storage import queries
 from collector.storage.base import Store, StoreError

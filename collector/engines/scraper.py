@@ -7,7 +7,7 @@ comma-separated; project "default" when absent) and from ``POST /api/engines`` a
 exports the same names. A target that is down is logged when it goes down and when it
 comes back, never every cycle; the scraper itself never stops on an error.
 
-Every request goes through ``collector.scrape_guard``: the target's host is resolved and
+Every request goes through ``collector.engines.scrape_guard``: the target's host is resolved and
 checked at each scrape (loopback, ``AGENTWATCH_SCRAPE_ALLOWED_HOSTS`` and the configured
 targets' hosts only; link-local and metadata addresses never), the checked address is the one
 connected to, redirects are not followed, and the response is bounded in size and time. Why
@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector.scrape_guard import HostPolicy, TargetRefused, fetch_metrics
+from collector.engines.scrape_guard import HostPolicy, TargetRefused, fetch_metrics
 from collector.storage import queries
 from collector.storage.base import Store, StoreError
 

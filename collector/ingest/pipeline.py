@@ -1,6 +1,6 @@
 """The ingestion pipeline every transport shares: limits, decode, normalise, spool, enqueue.
 
-HTTP (``collector.otlp.http``) and gRPC (``collector.grpc_server``) only translate their
+HTTP (``collector.ingest.otlp.http``) and gRPC (``collector.ingest.otlp.grpc_server``) only translate their
 protocol; the rules live here once. A request is answered only after its body is durable in
 the spool, so an acknowledged span survives a crash.
 """
@@ -16,15 +16,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
-from collector.bounds import latest_start_ns
+from collector.ingest.bounds import latest_start_ns
+from collector.ingest.normalize import Normalizer
+from collector.ingest.otlp.decode import Converted, convert
+from collector.ingest.otlp.errors import BadRequest, PayloadTooLarge, Unavailable, UnsupportedMediaType
+from collector.ingest.spool import Spool, SpoolError
+from collector.ingest.writer import Writer
 from collector.metrics import Metrics
-from collector.normalize import Normalizer
-from collector.otlp.decode import Converted, convert
-from collector.otlp.errors import BadRequest, PayloadTooLarge, Unavailable, UnsupportedMediaType
 from collector.settings import Settings
-from collector.spool import Spool, SpoolError
 from collector.storage.columns import empty_spans_table
-from collector.writer import Writer
 
 log = logging.getLogger(__name__)
 

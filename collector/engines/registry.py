@@ -1,7 +1,7 @@
 """Engines registered through the API: validated, capped per project, deletable, audited.
 
 Registering a scrape target makes the collector send requests on the caller's say, so it is
-an ``admin`` action (``collector.scopes``) and the URL must pass ``collector.scrape_guard``
+an ``admin`` action (``collector.auth.scopes``) and the URL must pass ``collector.engines.scrape_guard``
 (also re-checked at every scrape). A project holds at most
 ``AGENTWATCH_MAX_ENGINES_PER_PROJECT`` registered engines; re-pointing one it has is no new one.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import time
 
-from collector.scrape_guard import HostPolicy, TargetRefused
-from collector.scraper import parse_targets, register_engine, target_hosts
+from collector.engines.scrape_guard import HostPolicy, TargetRefused
+from collector.engines.scraper import parse_targets, register_engine, target_hosts
 from collector.settings import Settings
 from collector.storage import queries_admin as qa
 from collector.storage.base import Store

@@ -43,10 +43,10 @@ from agentwatch_api.schemas import (
     WhatIf,
     finite_total,
 )
-from collector.levers import lever_savings
+from collector.query.levers import lever_savings
+from collector.query.whatif import whatif as estimate_whatif
 from collector.storage import queries as q
 from collector.storage.base import QueryError, Store
-from collector.whatif import whatif as estimate_whatif
 
 if TYPE_CHECKING:
     from agentwatch import PriceTable
@@ -263,7 +263,7 @@ _ENGINE_TIMINGS = ("ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s")
 
 def with_engine_facts(spans: list[SpanOut]) -> list[SpanOut]:
     """Client LLM spans show the timings of the engine span under them where they lack their own
-    (an engine span that arrived after its client span was stored: ``collector.engine_join``)."""
+    (an engine span that arrived after its client span was stored: ``collector.ingest.engine_join``)."""
     by_id = {s.span_id: s for s in spans}
     for engine in spans:
         client = by_id.get(engine.parent_span_id) if engine.kind == "engine" else None
@@ -664,7 +664,7 @@ def whatif(
     agent: str | None = None,
     **options: Any,
 ) -> WhatIf:
-    """A cost policy's estimated effect on [start, end) (``collector.whatif``); a bad policy is ``InvalidQuery``."""
+    """A cost policy's estimated effect on [start, end) (``collector.query.whatif``); a bad policy is ``InvalidQuery``."""
     try:
         return estimate_whatif(
             store, _call_params(project, start, end, agent, None), policy=policy, prices=prices, **options

@@ -18,7 +18,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from agentwatch_api.schemas import WHATIF_POLICIES, WhatIf
-from collector.levers import price_params
+from collector.query.levers import price_params
 from collector.storage import queries as q
 from collector.storage import queries_levers as ql
 from collector.storage.base import Store

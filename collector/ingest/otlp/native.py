@@ -1,6 +1,6 @@
 """The native OTLP protobuf decoder (``_native.c``) wired to a ``Normalizer``.
 
-The C decoder reads the wire format and applies ``collector.normalize``'s mapping table,
+The C decoder reads the wire format and applies ``collector.ingest.normalize``'s mapping table,
 handed to it here as data (with the normaliser's own converters, redaction, pricing and event
 handling as callables), into Arrow buffers, one per ``SpanRow`` field; this module wraps them
 as the spans table (``SPANS_SCHEMA``) without copying. Spans it declines (links, engine timings, invalid ids or
@@ -22,13 +22,13 @@ from typing import Any
 import pyarrow as pa
 from agentwatch import semconv as sc
 
-from collector import bounds, normalize
-from collector.model import SpanRow
-from collector.normalize import Normalizer, Resource
+from collector.ingest import bounds, normalize
+from collector.ingest.model import SpanRow
+from collector.ingest.normalize import Normalizer, Resource
 from collector.storage.columns import _MAP, _STR, SPAN_FIELDS, SPANS_SCHEMA
 
 try:
-    from collector.otlp._native import Decoder, NativeFallback, json_wire
+    from collector.ingest.otlp._native import Decoder, NativeFallback, json_wire
 except ImportError as exc:  # not built (e.g. a source checkout without a compiler): the Python path does it all
     Decoder = None  # type: ignore[assignment,misc]
     NativeFallback = RuntimeError  # type: ignore[assignment,misc]
@@ -107,7 +107,7 @@ def _defaults() -> tuple[Any, ...]:
 
 
 class _PythonRule(Exception):
-    """Raised by a hook to decline a span whose dialect rule lives only in ``collector.normalize``."""
+    """Raised by a hook to decline a span whose dialect rule lives only in ``collector.ingest.normalize``."""
 
 
 def _python_rule(value: Any) -> None:
@@ -168,7 +168,7 @@ class NativeDecoder:
 
     def __init__(self, normalizer: Normalizer) -> None:
         if Decoder is None:
-            raise RuntimeError("collector.otlp._native is not built")
+            raise RuntimeError("collector.ingest.otlp._native is not built")
         nz = normalizer
 
         def resource(attrs: dict[str, Any]) -> Resource:

@@ -15,16 +15,16 @@ import math
 from fastapi import APIRouter, Depends, Request, Response
 from google.rpc import status_pb2
 
-from collector.deps import ProjectDep
-from collector.ingest import Ingestor
-from collector.otlp.decode import JSON, PROTOBUF, response_body
-from collector.otlp.errors import (
+from collector.api.deps import ProjectDep
+from collector.auth.scopes import principal
+from collector.ingest.otlp.decode import JSON, PROTOBUF, response_body
+from collector.ingest.otlp.errors import (
     IngestError,
     PayloadTooLarge,
     Unauthenticated,
     UnsupportedMediaType,
 )
-from collector.scopes import principal
+from collector.ingest.pipeline import Ingestor
 
 log = logging.getLogger(__name__)
 

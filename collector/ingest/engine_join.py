@@ -46,8 +46,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from agentwatch import semconv as sc
 
-from collector.model import SpanRow
-from collector.normalize import ENGINE_PREFIX
+from collector.ingest.model import SpanRow
+from collector.ingest.normalize import ENGINE_PREFIX
 from collector.storage import queries
 from collector.storage.base import Store, StoreError
 

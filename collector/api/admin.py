@@ -8,8 +8,8 @@ say nothing about any project, and a reason names a part, never a path, URL or e
 health (queue, spool, lag, store), never another project's figures; the collector-wide span
 counters are internals for the operator, who asks with the admin token.
 
-Administration lives under one prefix, ``/api/admin`` (``collector.scopes.ADMIN_PREFIX``), behind
-one dependency (``AdminDep``): keys, engine scrape targets, re-pricing (``collector.reprice``)
+Administration lives under one prefix, ``/api/admin`` (``collector.auth.scopes.ADMIN_PREFIX``), behind
+one dependency (``AdminDep``): keys, engine scrape targets, re-pricing (``collector.query.reprice``)
 and the audit log. Callers are the operator's admin token, which the collector writes at
 start into the data directory readable only by its user (whoever can read the data files
 anyway; it lets ``agentwatch keys ...`` work while the collector owns the embedded data
@@ -29,11 +29,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from agentwatch_api.schemas import IngestStatus
-from collector.deps import SettingsDep, StoreDep, get_project
-from collector.engines import EngineLimit, TargetRefused, add_engine, audit, delete_engine
-from collector.keys import KeyAdminError, KeyRing
+from collector.api.deps import SettingsDep, StoreDep, get_project
+from collector.auth.keys import KeyAdminError, KeyRing
+from collector.auth.scopes import ADMIN, ADMIN_PREFIX, Principal, ScopeError, principal
+from collector.engines.registry import EngineLimit, TargetRefused, add_engine, audit, delete_engine
 from collector.metrics import CONTENT_TYPE
-from collector.scopes import ADMIN, ADMIN_PREFIX, Principal, ScopeError, principal
 from collector.storage import queries
 from collector.storage import queries_admin as qa
 from collector.storage.base import StoreError
@@ -111,7 +111,7 @@ class NewKeyOut(KeyOut):
 
 
 class EngineAdd(BaseModel):
-    """An engine to scrape (``collector.scrape_guard`` decides which URLs are accepted)."""
+    """An engine to scrape (``collector.engines.scrape_guard`` decides which URLs are accepted)."""
 
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
     url: str = Field(min_length=1, max_length=2048, pattern=r"^https?://[^\x00-\x20\x7f]+$")
@@ -194,7 +194,7 @@ def ingest_status(request: Request, project: Annotated[str | None, Depends(_inge
 
     A project key: its own ``received_spans`` and ``rejected_spans`` (since this collector
     started; where collectors share a ClickHouse, summed over all of them, the others' as last
-    published, ``collector.fleet``) and ``stored_spans``, the project's spans in the store (0 while the store is
+    published, ``collector.query.fleet``) and ``stored_spans``, the project's spans in the store (0 while the store is
     unreachable). ``queued_spans``, ``spool_bytes``, the lag quantiles and ``store_available``
     describe the collector's health: collector-wide, they hold no project's data or identity,
     only how busy the collector is. The admin token (``<data dir>/admin.token``) gets the
@@ -210,7 +210,7 @@ def ingest_status(request: Request, project: Annotated[str | None, Depends(_inge
         "lag_p95_s": p95,
         "store_available": bool(writer and writer.store_available),
     }
-    fleet = getattr(state, "fleet", None)  # other collectors on the same store (collector.fleet)
+    fleet = getattr(state, "fleet", None)  # other collectors on the same store (collector.query.fleet)
     received, rejected = fleet.others(project or "") if fleet is not None else (0, 0)
     if project is None:
         totals = state.metrics.totals

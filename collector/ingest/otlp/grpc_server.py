@@ -4,7 +4,7 @@ Many exporters (vLLM's among them) default to gRPC. The server runs on the colle
 event loop (``grpc.aio``) and receives the raw request bytes, so the body is parsed once,
 by the same code as an HTTP protobuf body, and spooled as it came. gRPC handles message
 compression itself; the key comes in the ``authorization`` metadata and needs the ``ingest``
-scope (``collector.scopes``), as ``POST /v1/traces`` does.
+scope (``collector.auth.scopes``), as ``POST /v1/traces`` does.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 import grpc
 from fastapi import FastAPI
 
-from collector.otlp.decode import PROTOBUF, response_message
-from collector.otlp.errors import IngestError, Unauthenticated
-from collector.scopes import ROUTE_SCOPES, NotAuthenticated, Principal, authenticate, token_of
+from collector.auth.scopes import ROUTE_SCOPES, NotAuthenticated, Principal, authenticate, token_of
+from collector.ingest.otlp.decode import PROTOBUF, response_message
+from collector.ingest.otlp.errors import IngestError, Unauthenticated
 
 log = logging.getLogger(__name__)
 

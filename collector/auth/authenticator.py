@@ -1,6 +1,6 @@
 """Authentication of API keys on every request, and the per-key ingestion rate limit.
 
-``Authenticator`` is the ``app.state.authenticator`` of ``collector.deps``. Verified keys are
+``Authenticator`` is the ``app.state.authenticator`` of ``collector.api.deps``. Verified keys are
 cached briefly (a store query per request would cost more than the request); a revocation
 through this collector takes effect at once, and while the store cannot be reached, keys
 verified before keep working and unknown ones get a 503 (retry) rather than a 401 (drop).
@@ -13,8 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from collector.keys import Grant, KeyRing, split_key
-from collector.otlp.errors import RateLimited, Unavailable
+from collector.auth.keys import Grant, KeyRing, split_key
+from collector.ingest.otlp.errors import RateLimited, Unavailable
 from collector.storage.base import StoreError
 
 _POSITIVE_TTL_S = 30.0

@@ -11,7 +11,7 @@ starts when a connection opens and again when a response completes, and it stops
 request head (line and headers) has arrived. When it passes first, a client that sent part of
 a head gets ``408 Request Timeout`` and the connection is closed; an idle connection is just
 closed (a client may have opened it ahead of need, as browsers do). The body has its own
-deadline (``collector.body_timeout``). Other connections never wait on it: each is its own
+deadline (``collector.api.body_timeout``). Other connections never wait on it: each is its own
 protocol instance on the event loop.
 """
 

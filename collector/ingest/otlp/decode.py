@@ -32,13 +32,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from collector.bounds import MAX_TIME_NS
-from collector.model import SpanRow
-from collector.normalize import MAX_RESOURCE_BYTES, Normalizer, Resource
-from collector.otlp import native
-from collector.otlp.errors import BadRequest, PayloadTooLarge
-from collector.otlp.native import NativeDecoder, NativeFallback, json_wire
-from collector.otlp.wire import split_request
+from collector.ingest.bounds import MAX_TIME_NS
+from collector.ingest.model import SpanRow
+from collector.ingest.normalize import MAX_RESOURCE_BYTES, Normalizer, Resource
+from collector.ingest.otlp import native
+from collector.ingest.otlp.errors import BadRequest, PayloadTooLarge
+from collector.ingest.otlp.native import NativeDecoder, NativeFallback, json_wire
+from collector.ingest.otlp.wire import split_request
 from collector.storage.columns import SPAN_FIELDS, empty_spans_table, spans_table
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ JSON = "json"
 _MAX_MESSAGES = 3
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
-_MAX_NS = MAX_TIME_NS  # the latest time the store keeps (collector.bounds: DateTime ends in 2106)
+_MAX_NS = MAX_TIME_NS  # the latest time the store keeps (collector.ingest.bounds: DateTime ends in 2106)
 _SCALARS = frozenset({"string_value", "int_value", "double_value", "bool_value", "bytes_value"})
 _STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 _Window = tuple[int, int]  # (not before, not after): the span start times the store keeps, in ns
@@ -57,7 +57,7 @@ _Window = tuple[int, int]  # (not before, not after): the span start times the s
 @dataclass(slots=True)
 class Converted:
     """The spans of one request (a ``SPANS_SCHEMA`` table), what was rejected in it and what
-    was dropped from the spans kept (fields out of bounds, ``collector.bounds``), and why."""
+    was dropped from the spans kept (fields out of bounds, ``collector.ingest.bounds``), and why."""
 
     table: pa.Table = field(default_factory=empty_spans_table)
     rejected: int = 0
@@ -109,7 +109,7 @@ def convert(
     span count in memory).
 
     Spans that started before ``not_before_ns`` (older than the retention) or after
-    ``not_after_ns`` (``collector.bounds.latest_start_ns``) are rejected: the store's TTL would
+    ``not_after_ns`` (``collector.ingest.bounds.latest_start_ns``) are rejected: the store's TTL would
     drop them right after they were acknowledged. Both encodings go
     through the native decoder when it is built and ``native`` is set (JSON re-encoded as
     protobuf first); the Python path is the reference it falls back to, for a span or a whole

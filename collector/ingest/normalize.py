@@ -21,10 +21,10 @@ from typing import Any
 
 from agentwatch import semconv as sc
 
-from collector import bounds
-from collector.bounds import BadValue
-from collector.model import SpanRow
-from collector.redact import Redactor
+from collector.ingest import bounds
+from collector.ingest.bounds import BadValue
+from collector.ingest.model import SpanRow
+from collector.ingest.redact import Redactor
 
 log = logging.getLogger(__name__)
 
@@ -333,7 +333,7 @@ class Normalizer:
     ) -> SpanRow:
         """One row; ``attributes`` are (key, Python value) pairs, as decoded from OTLP.
 
-        A value outside its bound (``collector.bounds``) is dropped and reported to ``warn``
+        A value outside its bound (``collector.ingest.bounds``) is dropped and reported to ``warn``
         (where, why), as is an end time before the start (set to the start): the span is kept.
         """
         cols: dict[str, Any] = {}
@@ -577,7 +577,7 @@ def _stream_latency(
 
 
 # An engine span's own tokens and price, kept as attributes: its token and cost columns carry
-# only what ``collector.engine_join`` adds to the client's count (cached tokens the client did
+# only what ``collector.ingest.engine_join`` adds to the client's count (cached tokens the client did
 # not record, and the price difference they make), so the call's tokens count once.
 ENGINE_FIGURES = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "price_version")
 ENGINE_PREFIX = "agentwatch.engine."
@@ -607,7 +607,7 @@ def _kind(cols: dict[str, Any], name: str, parent: str) -> str:
         return aw
     if name == sc.VLLM_SPAN_NAME and "request_id" in cols:
         # The engine's view of a call, with or without the client's trace context: never a run,
-        # never billed itself (collector.engine_join joins it to the client's LLM span).
+        # never billed itself (collector.ingest.engine_join joins it to the client's LLM span).
         return sc.KIND_ENGINE
     kind = _OPERATION_KINDS.get(op) or _OPENINFERENCE_KINDS.get(oi) or _TRACELOOP_KINDS.get(tl)
     if kind is None:

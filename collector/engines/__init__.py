@@ -1,0 +1,2 @@
+"""LLM engines: the registry of scrape targets, the Prometheus scraper and its SSRF guard, and
+the GPU sampler."""
