@@ -53,9 +53,6 @@ KNOWN: dict[str, set[str]] = {
         "bench/sdk_overhead.py -> agentwatch._tracing",
         "bench/soak.py -> agentwatch._export",
     },
-    "dashboard_and_reference_stack_import_no_collector": {
-        "reference_agent/engine/vllm_launcher.py -> collector.engines.gpu",  # NVML detection, shared with the GPU sampler
-    },
     # an import that closes a cycle: leaving it out of the graph leaves none
     "no_cycles_between_parts": set(),
     "no_cycles_between_modules": {

@@ -62,17 +62,6 @@ def load_nvml() -> Any | None:
     return pynvml
 
 
-def nvml_device_count() -> int:
-    """How many NVIDIA GPUs NVML sees (0 without NVML)."""
-    nvml = load_nvml()
-    if nvml is None:
-        return 0
-    try:
-        return int(nvml.nvmlDeviceGetCount())
-    finally:
-        nvml.nvmlShutdown()
-
-
 def _optional(read: Callable[[], Any]) -> Any:
     try:
         return read()

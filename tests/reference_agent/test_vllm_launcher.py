@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from reference_agent.cli import register_engine as register_engine_command
+from reference_agent.engine.gpu import nvml_device_count
 from reference_agent.engine.vllm_launcher import (
     LauncherError,
     VllmLaunch,
@@ -166,3 +167,32 @@ def test_engine_vllm_without_vllm_or_gpu_says_so_and_exits_non_zero(capsys) -> N
     assert args.func(args) == 2
     error = capsys.readouterr().err
     assert "vLLM is not installed" in error or "no NVIDIA GPU found" in error
+
+
+class CountingNvml:
+    """Stands in for the NVIDIA driver (hardware outside this machine): ``count`` GPUs."""
+
+    def __init__(self, count: int) -> None:
+        self.count, self.calls = count, []
+
+    def nvmlInit(self) -> None:
+        self.calls.append("init")
+
+    def nvmlDeviceGetCount(self) -> int:
+        self.calls.append("count")
+        return self.count
+
+    def nvmlShutdown(self) -> None:
+        self.calls.append("shutdown")
+
+
+def test_gpu_probe_counts_what_nvml_sees_and_shuts_nvml_down(monkeypatch) -> None:
+    nvml = CountingNvml(2)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    assert nvml_device_count() == 2
+    assert nvml.calls == ["init", "count", "shutdown"]
+
+
+def test_gpu_probe_without_nvml_counts_none(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
+    assert nvml_device_count() == 0
