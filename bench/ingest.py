@@ -49,10 +49,10 @@ import httpx
 
 from agentwatch_api import handshake
 from bench import report
-from collector.ingest.model import SpanRow
 from collector.query import service as query
 from collector.storage.chdb_store import ChdbStore
 from collector.storage.columns import spans_table
+from collector.storage.model import SpanRow
 
 RESULTS = Path(__file__).parent / "results"
 BATCH = 20_000

@@ -35,7 +35,6 @@ from collector.engines.registry import policy_for
 from collector.engines.scraper import DEFAULT_PROJECT, ENGINE_COLUMNS, EngineScraper, parse_targets
 from collector.ingest.engine_join import EngineJoin
 from collector.ingest.live_runs import LiveRuns
-from collector.ingest.model import SpanRow
 from collector.ingest.normalize import Normalizer, sdk_pricer
 from collector.ingest.otlp import http as otlp_http
 from collector.ingest.otlp import native
@@ -51,6 +50,7 @@ from collector.roles import ENGINE_JOIN, ENGINE_SCRAPER, Roles
 from collector.settings import Settings
 from collector.storage.base import Store, StoreError, StoreUnavailable
 from collector.storage.lease import holder_id
+from collector.storage.model import SpanRow
 
 log = logging.getLogger(__name__)
 

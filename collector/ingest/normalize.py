@@ -23,8 +23,8 @@ from agentwatch import semconv as sc
 
 from collector.ingest import bounds
 from collector.ingest.bounds import BadValue
-from collector.ingest.model import SpanRow
 from collector.ingest.redact import Redactor
+from collector.storage.model import SpanRow
 
 log = logging.getLogger(__name__)
 

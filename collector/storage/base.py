@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from collector.ingest.model import SpanRow
+from collector.storage.model import SpanRow
 
 
 class StoreError(Exception):

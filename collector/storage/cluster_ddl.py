@@ -26,6 +26,9 @@ text stays the one source of truth):
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+
+from collector.storage import schema
 
 # Sharded table -> sharding key of its Distributed table.
 SHARDED: dict[str, str] = {
@@ -127,20 +130,23 @@ def _local(table: str) -> str:
     return table + LOCAL_SUFFIX if table in SHARDED else table
 
 
+def cluster_form(statements: Iterable[str], cluster: str) -> list[str]:
+    """Single-node ``statements`` as ``cluster`` runs them; as written when ``cluster`` is empty."""
+    if not cluster:
+        return list(statements)
+    return [out for statement in statements for out in for_cluster(statement, cluster)]
+
+
 def render(cluster: str, retention_days: int = 30) -> str:
     """The whole schema for ``cluster`` as one SQL file (what ``deploy/clickhouse/schema.sql`` holds)."""
-    from collector.storage import schema  # schema imports this module
-
     lines = [
         f"-- agentwatch schema for ClickHouse cluster {cluster!r}: written by python -m collector.storage.cluster_ddl",
         "-- The collector applies it itself (AGENTWATCH_CLICKHOUSE_CLUSTER); this file is for review and manual setup.",
     ]
-    blocks = [*schema.bootstrap_statements(cluster)]
+    blocks = cluster_form(schema.bootstrap_statements(), cluster)
     for migration in schema.MIGRATIONS:
-        blocks += [f"-- migration {migration.version}: {migration.name}"] + schema.migration_statements(
-            migration, cluster
-        )
-    blocks += ["-- retention"] + schema.ttl_statements(retention_days, cluster)
+        blocks += [f"-- migration {migration.version}: {migration.name}"] + cluster_form(migration.statements, cluster)
+    blocks += ["-- retention"] + cluster_form(schema.ttl_statements(retention_days), cluster)
     return (
         "\n".join(lines) + "\n\n" + "\n\n".join(b.strip() + ("" if b.startswith("--") else ";") for b in blocks) + "\n"
     )

@@ -33,8 +33,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collector.storage.cluster_ddl import for_cluster
-
 # Spans whose tokens and cost count: all but the run span, which may carry the SDK's own
 # totals. An engine span (kind "engine": the engine's record of a call) keeps its own figures
 # as attributes and counts only what it adds to the client's LLM span (collector.ingest.engine_join);
@@ -489,17 +487,9 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 
 
-def migration_statements(migration: Migration, cluster: str = "") -> list[str]:
-    """The statements of ``migration``: as written for one node, or for ``cluster`` (``cluster_ddl``)."""
-    if not cluster:
-        return list(migration.statements)
-    return [out for statement in migration.statements for out in for_cluster(statement, cluster)]
-
-
-def bootstrap_statements(cluster: str = "") -> list[str]:
+def bootstrap_statements() -> list[str]:
     """What must exist before migrations are looked up: the table that records them, and leases."""
-    statements = [MIGRATIONS_TABLE, LEASES]  # leases: one collector of many applies the migrations
-    return [out for s in statements for out in for_cluster(s, cluster)] if cluster else statements
+    return [MIGRATIONS_TABLE, LEASES]  # leases: one collector of many applies the migrations
 
 
 APPLIED_VERSIONS = "SELECT version FROM schema_migrations"
@@ -515,11 +505,8 @@ TTL_TABLES = {
 }
 
 
-def ttl_statements(retention_days: int, cluster: str = "") -> list[str]:
-    """``ALTER ... MODIFY/REMOVE TTL`` for the retention (on ``cluster``'s local tables when named);
-    the day count is a validated int."""
-    if cluster:
-        return [out for statement in ttl_statements(retention_days) for out in for_cluster(statement, cluster)]
+def ttl_statements(retention_days: int) -> list[str]:
+    """``ALTER ... MODIFY/REMOVE TTL`` for the retention; the day count is a validated int."""
     days = int(retention_days)
     if days < 0:
         raise ValueError(f"retention_days must be >= 0, got {retention_days}")

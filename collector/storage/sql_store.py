@@ -18,11 +18,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from collector.ingest.model import SpanRow
 from collector.storage import queries, schema
 from collector.storage.base import QueryError
+from collector.storage.cluster_ddl import cluster_form
 from collector.storage.columns import SPANS_SCHEMA, spans_table
 from collector.storage.lease import SCHEMA, LeaseLock, SpanWriteLock
+from collector.storage.model import SpanRow
 from collector.storage.recent import RecentKeys, key_hashes, trace_hashes
 
 _KEY = ("project", "trace_id", "span_id")
@@ -35,7 +36,7 @@ class SqlStore(ABC):
 
     def __init__(self, *, retention_days: int = 30, recent_keys: RecentKeys | None = None, cluster: str = "") -> None:
         self.retention_days = retention_days
-        self.cluster = cluster  # a ClickHouse cluster's name: DDL in its form (``schema.migration_statements``)
+        self.cluster = cluster  # a ClickHouse cluster's name: DDL in its form (``cluster_ddl.cluster_form``)
         self._insert_lock = threading.Lock()
         self._recent = recent_keys
         self.write_lock: SpanWriteLock | None = None  # set where other collectors write the same store
@@ -60,14 +61,14 @@ class SqlStore(ABC):
     # --- schema ----------------------------------------------------------------------------
     def migrate(self) -> None:
         """Apply the migrations not yet recorded, then the retention TTL; idempotent."""
-        for statement in schema.bootstrap_statements(self.cluster):
+        for statement in cluster_form(schema.bootstrap_statements(), self.cluster):
             self.command(statement)
         with self._schema_lock():
             applied = {int(r["version"]) for r in self.query(schema.APPLIED_VERSIONS)}
             for migration in schema.MIGRATIONS:
                 if migration.version in applied:
                     continue
-                for statement in schema.migration_statements(migration, self.cluster):
+                for statement in cluster_form(migration.statements, self.cluster):
                     self.command(statement)
                 self.command(schema.RECORD_MIGRATION, {"version": migration.version, "name": migration.name})
                 log.info("applied schema migration %d (%s)", migration.version, migration.name)
@@ -80,7 +81,7 @@ class SqlStore(ABC):
         return LeaseLock(self, SCHEMA, self.write_lock.holder, ttl_s=600.0, wait_s=900.0).hold()
 
     def _apply_retention(self) -> None:
-        for statement in schema.ttl_statements(self.retention_days, self.cluster):
+        for statement in cluster_form(schema.ttl_statements(self.retention_days), self.cluster):
             try:
                 self.command(statement)
             except QueryError as exc:

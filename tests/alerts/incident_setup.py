@@ -13,9 +13,9 @@ from alerts.evaluator import Evaluator
 from alerts.rules import RulesConfig, parse_rules
 from alerts.sources import HttpBackend, StoreBackend
 from collector.ingest.live_runs import LiveRuns
-from collector.ingest.model import SpanRow
 from collector.storage.base import Store
 from collector.storage.columns import spans_table
+from collector.storage.model import SpanRow
 from tests.alerts.conftest import Receiver
 from tests.collector.factories import agent_run, new_span_id, new_trace_id
 

@@ -15,8 +15,8 @@ from alerts.quality import Pager
 from alerts.rules import parse_rules
 from alerts.run_scopes import run_scope_series, top_k
 from alerts.sources import StoreBackend
-from collector.ingest.model import SpanRow
 from collector.storage.base import Store
+from collector.storage.model import SpanRow
 from tests.alerts.incident_setup import T0
 from tests.collector.factories import agent_run
 

@@ -12,7 +12,7 @@ import pytest
 
 from collector.storage import queries, schema
 from collector.storage.chdb_store import ChdbStore
-from collector.storage.cluster_ddl import SHARDED, ClusterDDLError, check_cluster_name, for_cluster
+from collector.storage.cluster_ddl import SHARDED, ClusterDDLError, check_cluster_name, cluster_form, for_cluster
 
 CLUSTER = "agentwatch"
 # Every mutation a store runs through ``command`` (re-pricing, rebuilding totals).
@@ -20,10 +20,10 @@ MUTATIONS = (queries.REPRICE_SPANS, queries.DROP_RUNS, queries.DROP_MINUTES, que
 
 
 def cluster_ddl(cluster: str = CLUSTER) -> list[str]:
-    statements = schema.bootstrap_statements(cluster)
+    statements = cluster_form(schema.bootstrap_statements(), cluster)
     for migration in schema.MIGRATIONS:
-        statements += schema.migration_statements(migration, cluster)
-    return statements + schema.ttl_statements(30, cluster) + schema.ttl_statements(0, cluster)
+        statements += cluster_form(migration.statements, cluster)
+    return statements + cluster_form(schema.ttl_statements(30) + schema.ttl_statements(0), cluster)
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +110,7 @@ def test_column_changes_reach_the_distributed_table_and_mutations_only_the_local
 
 def test_single_node_ddl_is_unchanged() -> None:
     for migration in schema.MIGRATIONS:
-        assert schema.migration_statements(migration) == list(migration.statements)
+        assert cluster_form(migration.statements, "") == list(migration.statements)
     assert schema.bootstrap_statements() == [schema.MIGRATIONS_TABLE, schema.LEASES]
 
 

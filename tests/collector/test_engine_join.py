@@ -19,11 +19,11 @@ from collector.ingest.engine_join import (
     billing_span_id,
     match_engine_spans,
 )
-from collector.ingest.model import SpanRow
 from collector.ingest.normalize import Normalizer, sdk_pricer, set_engine_figures_aside
 from collector.query import service as query
 from collector.storage.base import Store
 from collector.storage.columns import spans_table
+from collector.storage.model import SpanRow
 from tests.collector.factories import new_span_id, new_trace_id
 
 P = "join"

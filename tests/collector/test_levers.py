@@ -13,8 +13,8 @@ from agentwatch.cli import main
 
 from agentwatch_api.schemas import FeedbackIn
 from alerts.rules import parse_rules
-from collector.ingest.model import SpanRow
 from collector.query import service as query
+from collector.storage.model import SpanRow
 from tests.collector.factories import new_span_id, new_trace_id, with_project
 from tests.collector.ingest_helpers import Running, serve, settings_for
 from tests.collector.test_api import Api

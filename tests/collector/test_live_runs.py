@@ -7,10 +7,10 @@ import time
 import pytest
 
 from collector.ingest.live_runs import LiveRuns
-from collector.ingest.model import SpanRow
 from collector.query import service as query
 from collector.storage.base import Store
 from collector.storage.columns import spans_table
+from collector.storage.model import SpanRow
 from tests.collector.factories import agent_run
 
 P = "live"

@@ -13,12 +13,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from collector.ingest.model import SpanRow
 from collector.settings import Settings
 from collector.storage import open_store
 from collector.storage.base import QueryError, Store, StoreUnavailable
 from collector.storage.chdb_store import ChdbStore
 from collector.storage.columns import SPANS_SCHEMA, empty_spans_table, spans_table, table_rows
+from collector.storage.model import SpanRow
 from collector.storage.queries import STORED_TRACE_HASHES
 from collector.storage.recent import RecentKeys, key_hashes, trace_hashes
 from collector.storage.schema import MIGRATIONS

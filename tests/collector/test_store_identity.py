@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from collector.ingest.model import SpanRow
 from collector.storage.base import Store
 from collector.storage.chdb_store import ChdbStore
 from collector.storage.columns import spans_table
+from collector.storage.model import SpanRow
 from tests.collector.factories import agent_run
 from tests.collector.test_store import totals
 from tests.support.clickhouse import REPO

@@ -33,13 +33,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from collector.ingest.bounds import MAX_TIME_NS
-from collector.ingest.model import SpanRow
 from collector.ingest.normalize import MAX_RESOURCE_BYTES, Normalizer, Resource
 from collector.ingest.otlp import native
 from collector.ingest.otlp.errors import BadRequest, PayloadTooLarge
 from collector.ingest.otlp.native import NativeDecoder, NativeFallback, json_wire
 from collector.ingest.otlp.wire import split_request
 from collector.storage.columns import SPAN_FIELDS, empty_spans_table, spans_table
+from collector.storage.model import SpanRow
 
 log = logging.getLogger(__name__)
 

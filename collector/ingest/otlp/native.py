@@ -23,9 +23,9 @@ import pyarrow as pa
 from agentwatch import semconv as sc
 
 from collector.ingest import bounds, normalize
-from collector.ingest.model import SpanRow
 from collector.ingest.normalize import Normalizer, Resource
 from collector.storage.columns import _MAP, _STR, SPAN_FIELDS, SPANS_SCHEMA
+from collector.storage.model import SpanRow
 
 try:
     from collector.ingest.otlp._native import Decoder, NativeFallback, json_wire
