@@ -27,9 +27,10 @@ from collector.api import admin, openapi
 from collector.api import routes as api_routes
 from collector.api.body_timeout import BodyReadTimeout
 from collector.api.security_headers import SecurityHeaders
-from collector.auth.authenticator import Authenticator, RateLimiter
+from collector.auth.authenticator import Authenticator
+from collector.auth.caller import authorize
 from collector.auth.keys import KeyRing
-from collector.auth.scopes import authorize, undeclared_routes
+from collector.auth.scopes import undeclared_routes
 from collector.engines.gpu import GpuSampler
 from collector.engines.registry import policy_for
 from collector.engines.scraper import DEFAULT_PROJECT, ENGINE_COLUMNS, EngineScraper, parse_targets
@@ -40,6 +41,7 @@ from collector.ingest.otlp import http as otlp_http
 from collector.ingest.otlp import native
 from collector.ingest.otlp.errors import IngestError
 from collector.ingest.pipeline import Ingestor
+from collector.ingest.rate_limit import RateLimiter
 from collector.ingest.redact import Redactor
 from collector.ingest.spool import Recovery, Spool
 from collector.ingest.writer import Writer

@@ -30,8 +30,9 @@ from pydantic import BaseModel, Field
 
 from agentwatch_api.schemas import IngestStatus
 from collector.api.deps import SettingsDep, StoreDep, get_project
+from collector.auth.caller import Principal, principal
 from collector.auth.keys import KeyAdminError, KeyRing
-from collector.auth.scopes import ADMIN, ADMIN_PREFIX, Principal, ScopeError, principal
+from collector.auth.scopes import ADMIN, ADMIN_PREFIX, ScopeError
 from collector.engines.registry import EngineLimit, TargetRefused, add_engine, audit, delete_engine
 from collector.metrics import CONTENT_TYPE
 from collector.storage import queries

@@ -10,7 +10,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 
-from collector.auth.scopes import principal
+from collector.auth.caller import principal
 from collector.settings import Settings
 from collector.storage.base import Store
 
@@ -27,7 +27,7 @@ async def get_project(request: Request) -> str:
     """The project of the caller's API key; 401 without a valid one.
 
     Who the caller is, and whether its scopes allow this route, is settled by
-    ``collector.auth.scopes`` (the app-wide ``authorize`` dependency and ``principal``, cached on
+    ``collector.auth.caller`` (the app-wide ``authorize`` dependency and ``principal``, cached on
     the request). The operator's admin token names no project: 403 on a project's routes.
     """
     caller = await principal(request)

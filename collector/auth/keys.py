@@ -122,11 +122,6 @@ class KeyRing:
         info = KeyInfo(key_id, project, name, now_ms / 1000, None, granted)
         return NewKey(info, f"aw_{key_id}_{secret}")
 
-    def verify(self, token: str) -> tuple[str, str] | None:
-        """(key_id, project) of a valid, unrevoked key; None otherwise."""
-        grant = self.grant(token)
-        return (grant.key_id, grant.project) if grant else None
-
     def grant(self, token: str) -> Grant | None:
         """Project and scopes of a valid, unrevoked key; None otherwise."""
         parts = split_key(token)

@@ -11,21 +11,18 @@ Scopes do not include each other: a key with ``admin`` alone cannot read runs; g
 every scope its holder needs (``--scope read,admin``). The operator's admin token
 (``<data dir>/admin.token``) holds every scope, over every project.
 
-``ROUTE_SCOPES`` is the only place an endpoint's scope is written: ``authorize``, a
-dependency of the whole app, looks the matched route up there before any route code runs. A
+``ROUTE_SCOPES`` is the only place an endpoint's scope is written: ``authorize``
+(``collector.auth.caller``), a dependency of the whole app, looks the matched route up there before any route code runs. A
 route missing from it is refused to everyone (403 naming this module), so a new endpoint is
 closed until someone decides who may call it; ``tests/collector/test_scopes.py`` fails on it.
 """
 
 from __future__ import annotations
 
-import hmac
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Final
 
-from fastapi import HTTPException, Request
 from fastapi.routing import APIRoute
 
 INGEST: Final = "ingest"
@@ -99,58 +96,6 @@ def format_scopes(scopes: tuple[str, ...]) -> str:
     return ",".join(scopes)
 
 
-@dataclass(frozen=True)
-class Principal:
-    """The caller: a project key's project and scopes, or the operator (``project`` None)."""
-
-    project: str | None
-    scopes: frozenset[str]
-    actor: str  # "key:<key_id>", "operator" or "anonymous"; what the audit log records
-
-    @property
-    def operator(self) -> bool:
-        return self.project is None
-
-    @property
-    def rate_key(self) -> str:
-        """What the ingestion rate limit counts by: the key, or the project of a caller without one."""
-        return self.actor.removeprefix("key:") if self.actor.startswith("key:") else self.project or self.actor
-
-
-OPERATOR = Principal(None, frozenset(SCOPES), "operator")
-ANONYMOUS = Principal("default", frozenset(LEGACY_SCOPES), "anonymous")  # no key while keys are optional: never admin
-
-
-class NotAuthenticated(Exception):
-    """No key where one is needed, or a key that does not verify; the message says which."""
-
-
-def token_of(headers: Mapping[str, str]) -> str | None:
-    """The key a request carries: ``authorization: Bearer <key>``, else ``x-agentwatch-key``.
-
-    ``headers``: HTTP headers, or gRPC metadata with lower-case names.
-    """
-    scheme, _, token = headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        return token.strip()
-    return headers.get("x-agentwatch-key") or None
-
-
-async def authenticate(state: Any, token: str | None) -> Principal:
-    """Who calls, for HTTP and gRPC alike: anonymous (no key, when ``require_auth`` is off), the
-    operator (the admin token) or a project key's grant; ``state`` is the app's ``app.state``."""
-    if token is None:
-        if state.settings.require_auth:
-            raise NotAuthenticated("missing API key: send 'Authorization: Bearer <key>'")
-        return ANONYMOUS
-    if state.admin_token and hmac.compare_digest(token.encode(), state.admin_token.encode()):
-        return OPERATOR
-    grant = await state.authenticator.grant_async(token)
-    if grant is None:
-        raise NotAuthenticated("invalid or revoked API key")
-    return Principal(grant.project, grant.scopes, f"key:{grant.key_id}")
-
-
 def _template(path: str) -> re.Pattern[str]:
     """``/api/runs/{trace_id}`` -> a regex matching what Starlette routes there (``{x}``: one segment)."""
     return re.compile("^" + re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(path)) + "$")
@@ -194,36 +139,3 @@ def app_routes(routes: Sequence[Any]) -> list[tuple[str, str]]:
 def undeclared_routes(routes: Sequence[Any]) -> list[tuple[str, str]]:
     """(method, path) of every API route with no entry in ``ROUTE_SCOPES``."""
     return [route for route in app_routes(routes) if route not in ROUTE_SCOPES]
-
-
-async def principal(request: Request) -> Principal:
-    """The caller of this request (cached on ``request.state``); 401 without a valid key."""
-    found = getattr(request.state, "principal", None)
-    if found is not None:
-        return found
-    try:
-        found = await authenticate(request.app.state, token_of(request.headers))
-    except NotAuthenticated as exc:
-        raise HTTPException(401, str(exc), headers={"WWW-Authenticate": "Bearer"}) from None
-    request.state.principal = found
-    return found
-
-
-async def authorize(request: Request) -> None:
-    """The app-wide dependency: the matched route's scope from ``ROUTE_SCOPES``, held by the caller."""
-    found = route_scope(request.method, request.url.path)
-    if found is None:
-        raise HTTPException(
-            403, f"{request.method} {request.url.path} declares no scope (collector.auth.scopes.ROUTE_SCOPES): refused"
-        )
-    path, needed = found
-    if needed == PUBLIC:
-        return
-    caller = await principal(request)
-    if needed not in caller.scopes:
-        have = ", ".join(s for s in SCOPES if s in caller.scopes) or "none"
-        raise HTTPException(
-            403,
-            f"this key lacks the '{needed}' scope needed by {request.method} {path} (it has: {have}); "
-            f"create one with 'agentwatch keys create --scope {needed}'",
-        )

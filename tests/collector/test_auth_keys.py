@@ -10,9 +10,10 @@ import httpx
 import pytest
 from agentwatch import cli
 
-from collector.auth.authenticator import Authenticator, RateLimiter
-from collector.auth.keys import KeyAdminError, KeyRing
+from collector.auth.authenticator import Authenticator
+from collector.auth.keys import Grant, KeyAdminError, KeyRing
 from collector.ingest.otlp.errors import RateLimited
+from collector.ingest.rate_limit import RateLimiter
 from collector.storage.base import Store
 from tests.collector.ingest_helpers import CollectorProcess, agent_trace, serve, settings_for
 
@@ -23,23 +24,23 @@ def test_keys_are_random_hashed_and_verified(store: Store) -> None:
     ring = KeyRing(store)
     first, second = ring.create("alpha", name="ci"), ring.create("alpha")
     assert first.key != second.key and first.key.startswith(f"aw_{first.info.key_id}_")
-    assert ring.verify(first.key) == (first.info.key_id, "alpha")
+    assert ring.grant(first.key) == Grant(first.info.key_id, "alpha", frozenset(first.info.scopes))
     stored = store.query("SELECT salt, key_hash FROM api_keys WHERE key_id = {k:String}", {"k": first.info.key_id})
     assert first.key.split("_", 2)[2] not in str(stored) and len(stored[0]["salt"]) == 32
     tampered = first.key[:-1] + ("A" if first.key[-1] != "A" else "B")
-    assert ring.verify(tampered) is None
-    assert ring.verify("not-a-key") is None
+    assert ring.grant(tampered) is None
+    assert ring.grant("not-a-key") is None
 
 
 def test_revoked_key_stops_working_at_once(store: Store) -> None:
     ring = KeyRing(store)
     new = ring.create("alpha")
     auth = Authenticator(lambda: ring)
-    assert auth.authenticate(new.key) == "alpha"
+    assert (grant := auth.grant(new.key)) is not None and grant.project == "alpha"
     info = ring.revoke(new.info.key_id)
     auth.forget(new.info.key_id)
     assert info.revoked_at is not None
-    assert auth.authenticate(new.key) is None
+    assert auth.grant(new.key) is None
     assert [k.revoked_at is not None for k in ring.list()] == [True]
     with pytest.raises(KeyAdminError, match="no API key"):
         ring.revoke("ffffffffffff")

@@ -39,21 +39,21 @@ def test_a_project_key_never_learns_another_projects_span_counts(tmp_path: Path)
         _send(collector, ALPHA, 1)
         _send(collector, BETA, 5)
         collector.drain()
-        alpha = _status(collector, collector.auth.authenticator(ALPHA))
+        alpha = _status(collector, collector.auth(ALPHA))
         assert alpha["scope"] == "project"
         assert {name: alpha[name] for name in SPAN_COUNTERS} == {
             "received_spans": 4,
             "stored_spans": 4,
             "rejected_spans": 0,
         }
-        assert _status(collector, collector.auth.authenticator(BETA))["stored_spans"] == 20
+        assert _status(collector, collector.auth(BETA))["stored_spans"] == 20
 
         _send(collector, BETA, 7)  # beta keeps sending, some of it bad: nothing of it shows to alpha
         _send_one_bad_span(collector, BETA)
         collector.drain()
-        again = _status(collector, collector.auth.authenticator(ALPHA))
+        again = _status(collector, collector.auth(ALPHA))
         assert {name: again[name] for name in SPAN_COUNTERS} == {name: alpha[name] for name in SPAN_COUNTERS}
-        beta = _status(collector, collector.auth.authenticator(BETA))
+        beta = _status(collector, collector.auth(BETA))
         assert {name: beta[name] for name in SPAN_COUNTERS} == {
             "received_spans": 49,
             "stored_spans": 48,

@@ -62,8 +62,10 @@ def test_keys_are_compared_in_constant_time(collector: InProcess, monkeypatch: p
 
     monkeypatch.setattr(keys_module.hmac, "compare_digest", spy)
     new = collector.app.state.keyring.create("ct")
-    assert collector.app.state.keyring.verify(new.key) == (new.info.key_id, "ct")
-    assert collector.app.state.keyring.verify(new.key[:-4] + "AAAA") is None
+    assert collector.app.state.keyring.grant(new.key) == keys_module.Grant(
+        new.info.key_id, "ct", frozenset(new.info.scopes)
+    )
+    assert collector.app.state.keyring.grant(new.key[:-4] + "AAAA") is None
     assert len(calls) == 2
 
 
@@ -84,7 +86,7 @@ def test_admin_endpoints_need_the_admin_token_or_an_admin_key(collector: InProce
     for headers, status in (
         ({}, 401),
         ({"Authorization": "Bearer " + "x" * 43}, 401),
-        (collector.auth.authenticator("someone"), 403),
+        (collector.auth("someone"), 403),
     ):
         for path in ("/admin/keys", "/api/admin/keys"):
             assert collector.client.get(path, headers=headers).status_code == status
@@ -119,7 +121,7 @@ def test_servers_bind_loopback_by_default() -> None:
 def test_no_cors_headers_by_default(collector: InProcess) -> None:
     origin = {"Origin": "https://evil.example"}
     preflight = collector.client.options("/api/runs", headers={**origin, "Access-Control-Request-Method": "GET"})
-    plain = collector.client.get("/api/runs", headers={**origin, **collector.auth.authenticator("cors")})
+    plain = collector.client.get("/api/runs", headers={**origin, **collector.auth("cors")})
     for response in (preflight, plain):
         assert not any(h.lower().startswith("access-control-") for h in response.headers), dict(response.headers)
 
@@ -136,7 +138,7 @@ def test_no_cors_headers_by_default(collector: InProcess) -> None:
     ],
 )
 def test_query_range_and_result_size_are_bounded(collector: InProcess, path: str, params: dict[str, object]) -> None:
-    response = collector.client.get(path, params=params, headers=collector.auth.authenticator("bounds"))
+    response = collector.client.get(path, params=params, headers=collector.auth("bounds"))
     assert response.status_code == 422, response.text[:300]
     assert response.json()["detail"], "the refusal must say what was wrong"
 

@@ -15,7 +15,8 @@ from typing import Any
 import grpc
 from fastapi import FastAPI
 
-from collector.auth.scopes import ROUTE_SCOPES, NotAuthenticated, Principal, authenticate, token_of
+from collector.auth.caller import NotAuthenticated, Principal, authenticate, token_of
+from collector.auth.scopes import ROUTE_SCOPES
 from collector.ingest.otlp.decode import PROTOBUF, response_message
 from collector.ingest.otlp.errors import IngestError, Unauthenticated
 

@@ -16,12 +16,11 @@ from fastapi import APIRouter, Depends, Request, Response
 from google.rpc import status_pb2
 
 from collector.api.deps import ProjectDep
-from collector.auth.scopes import principal
+from collector.auth.caller import principal
 from collector.ingest.otlp.decode import JSON, PROTOBUF, response_body
 from collector.ingest.otlp.errors import (
     IngestError,
     PayloadTooLarge,
-    Unauthenticated,
     UnsupportedMediaType,
 )
 from collector.ingest.pipeline import Ingestor
@@ -88,8 +87,6 @@ async def export_traces(request: Request, project: ProjectDep) -> Response:
     fmt = JSON
     try:
         fmt = _format(request)
-        if not project:  # a key that does not verify while auth is optional
-            raise Unauthenticated("invalid or revoked API key")
         rate_key = (await principal(request)).rate_key
         request.app.state.rate_limiter.check(rate_key)
         body = await _read_body(request, ingestor.settings.max_body_bytes)
