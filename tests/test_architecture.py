@@ -318,6 +318,15 @@ def _closes_cycle(graph: dict[str, set[str]], source: str, target: str) -> bool:
     return False
 
 
+def test_the_collector_keeps_one_folder_per_concern() -> None:
+    """Only the composition root and what every concern shares sit at the collector's top level; a
+    new module goes into its concern's folder (README, "Architecture")."""
+    top = {path.stem for path in (ROOT / "collector").glob("*.py")}
+    assert top == {"__init__", "app", "commands", "metrics", "plugins", "roles", "settings"}
+    folders = {path.name for path in (ROOT / "collector").iterdir() if (path / "__init__.py").is_file()}
+    assert folders == {"api", "auth", "engines", "ingest", "query", "storage"}
+
+
 def test_the_rules_see_known_imports() -> None:
     """The reader itself: a relative, a lazy and a by-name import are all found."""
     keys = {i.key for i in imports()}
