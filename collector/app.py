@@ -251,7 +251,7 @@ def _lifespan(
             stack.callback(setattr, ingestor, "writer", None)  # refuse new requests before draining
             ingestor.metrics.bind(
                 queued=lambda: writer.queued_spans,
-                spool_bytes=lambda: ingestor.spool.bytes,
+                spool_bytes=lambda: ingestor.spool.size_bytes,
                 lease_overruns=lambda: _lease_overruns(handle),
             )
             _runtime_files(app, settings, stack)
@@ -352,8 +352,9 @@ async def _start_components(app: FastAPI, settings: Settings, handle: StoreHandl
     _start_gpu_sampler(app, settings, handle, stack)
 
 
-async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     """422 naming each bad field; the offending input is not echoed (it may not be JSON-encodable)."""
+    assert isinstance(exc, RequestValidationError)
     detail = [
         {"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")}
         for err in exc.errors()

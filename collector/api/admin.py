@@ -206,7 +206,7 @@ def ingest_status(request: Request, project: Annotated[str | None, Depends(_inge
     writer = state.ingestor.writer
     health = {
         "queued_spans": writer.queued_spans if writer else 0,
-        "spool_bytes": state.ingestor.spool.bytes,
+        "spool_bytes": state.ingestor.spool.size_bytes,
         "lag_p50_s": p50,
         "lag_p95_s": p95,
         "store_available": bool(writer and writer.store_available),

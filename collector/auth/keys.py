@@ -18,6 +18,7 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from collector.auth.scopes import LEGACY_SCOPES, format_scopes, parse_scopes
 from collector.storage import queries_keys as q
@@ -83,18 +84,18 @@ def _stored_scopes(text: str) -> tuple[tuple[str, ...], bool]:
     return (LEGACY_SCOPES, True) if not text else (parse_scopes(text), False)
 
 
-def _info(row: dict[str, object], key_id: str | None = None) -> KeyInfo:
+def _info(row: dict[str, Any], key_id: str | None = None) -> KeyInfo:
     scopes, legacy = _stored_scopes(str(row.get("scopes") or ""))
     revoked = row["revoked_ms"]
     return KeyInfo(
         str(key_id or row["key_id"]),
         str(row["project"]),
         str(row["name"]),
-        int(row["created_ms"]) / 1000,  # type: ignore[call-overload]
+        int(row["created_ms"]) / 1000,
         None if revoked is None else int(revoked) / 1000,
         scopes,
         legacy,
-    )  # type: ignore[call-overload]
+    )
 
 
 def check_project(project: str) -> str:

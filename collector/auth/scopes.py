@@ -130,7 +130,7 @@ def app_routes(routes: Sequence[Any]) -> list[tuple[str, str]]:
             (m, str(path))
             for route, path in contexts
             if isinstance(route, APIRoute)
-            for m in route.methods
+            for m in route.methods or ()
             if m != "HEAD"
         }
     )

@@ -62,9 +62,9 @@ def load_nvml() -> Any | None:
     return pynvml
 
 
-def _optional(read: Callable[[], Any]) -> Any:
+def _optional(read: Callable[..., Any], *args: Any) -> Any:
     try:
-        return read()
+        return read(*args)
     except Exception:  # NVMLError_NotSupported on GPUs without that sensor
         return None
 
@@ -74,9 +74,9 @@ def read_nvml(nvml: Any) -> list[dict[str, Any]]:
     readings = []
     for index in range(nvml.nvmlDeviceGetCount()):
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
-        utilization = _optional(lambda h=handle: nvml.nvmlDeviceGetUtilizationRates(h).gpu)
-        memory = _optional(lambda h=handle: nvml.nvmlDeviceGetMemoryInfo(h).used)
-        power = _optional(lambda h=handle: nvml.nvmlDeviceGetPowerUsage(h))
+        utilization = _optional(lambda h: nvml.nvmlDeviceGetUtilizationRates(h).gpu, handle)
+        memory = _optional(lambda h: nvml.nvmlDeviceGetMemoryInfo(h).used, handle)
+        power = _optional(nvml.nvmlDeviceGetPowerUsage, handle)
         readings.append({"index": index, "utilization_gpu": utilization, "memory_used": memory, "power_mw": power})
     return readings
 

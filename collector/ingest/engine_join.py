@@ -416,7 +416,9 @@ def billing_span_id(engine_span_id: str) -> str:
 
 def _fact(row: dict[str, Any], now: float) -> _Fact:
     engine = dict(row["attributes"] or [])
-    tokens = [_int(engine.get(ENGINE_PREFIX + name)) for name in ("input_tokens", "output_tokens", "cached_tokens")]
+    input_tokens, output_tokens, cached_tokens = (
+        _int(engine.get(ENGINE_PREFIX + name)) for name in ("input_tokens", "output_tokens", "cached_tokens")
+    )
     return _Fact(
         row["project"],
         row["trace_id"],
@@ -424,7 +426,9 @@ def _fact(row: dict[str, Any], now: float) -> _Fact:
         row["parent_span_id"],
         row["request_id"],
         row["model"],
-        *tokens,
+        input_tokens,
+        output_tokens,
+        cached_tokens,
         _ns(row["start_time"]),
         _ns(row["end_time"]),
         {name: row[name] for name in _TIMINGS},

@@ -93,7 +93,7 @@ class Ingestor:
             raise Unavailable("collector is starting or stopping; retry later", retry_after=1.0)
         if self.spool.full:
             raise SpoolError(
-                f"spool is full ({self.spool.bytes} bytes, AGENTWATCH_SPOOL_MAX_BYTES) while the store catches up; retry later",
+                f"spool is full ({self.spool.size_bytes} bytes, AGENTWATCH_SPOOL_MAX_BYTES) while the store catches up; retry later",
                 retry_after=5.0,
             )
 

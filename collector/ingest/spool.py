@@ -91,12 +91,13 @@ class Spool:
     # --- state -----------------------------------------------------------------------------
 
     @property
-    def bytes(self) -> int:
+    def size_bytes(self) -> int:
+        """Bytes on disk, every segment together (``bytes`` would shadow the type in this class)."""
         return sum(s.size for s in self._segments.values())
 
     @property
     def full(self) -> bool:
-        return self.bytes >= self.max_bytes
+        return self.size_bytes >= self.max_bytes
 
     # --- recovery ----------------------------------------------------------------------------
 
@@ -182,9 +183,9 @@ class Spool:
         """Log one request and wait until it is on disk; returns its sequence number."""
         name = project.encode()
         body_len = _DATA.size + len(name) + len(payload)
-        if self.bytes + body_len + _HEADER.size > self.max_bytes:
+        if self.size_bytes + body_len + _HEADER.size > self.max_bytes:
             raise SpoolError(
-                f"spool is full ({self.bytes} of {self.max_bytes} bytes, AGENTWATCH_SPOOL_MAX_BYTES) while the store catches up; retry later",
+                f"spool is full ({self.size_bytes} of {self.max_bytes} bytes, AGENTWATCH_SPOOL_MAX_BYTES) while the store catches up; retry later",
                 retry_after=RETRY_AFTER_S,
             )
         seq = self._seq + 1

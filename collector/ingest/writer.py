@@ -199,7 +199,7 @@ class Writer:
 
     def _take(self) -> list[_Entry]:
         batch: list[_Entry] = []
-        spans = nbytes = 0
+        spans, nbytes = 0, 0.0
         limit = self._flush_rows * _BACKLOG_BATCHES
         while self._entries and (
             not batch

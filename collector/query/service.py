@@ -595,8 +595,8 @@ def overview(
 
 def _with_rates(figures: dict[str, float | None], length_s: float) -> dict[str, float | None]:
     out = {name: (0.0 if name in ADDITIVE else None) for name in TIMESERIES_METRICS} | figures
-    out["runs_per_min"] = out["runs"] / (length_s / 60)
-    out["cost_per_hour_usd"] = out["cost_usd"] / (length_s / 3600)
+    out["runs_per_min"] = (out["runs"] or 0.0) / (length_s / 60)  # additive: never None
+    out["cost_per_hour_usd"] = (out["cost_usd"] or 0.0) / (length_s / 3600)
     return out
 
 

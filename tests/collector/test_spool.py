@@ -56,7 +56,7 @@ async def test_stored_requests_leave_no_bytes_behind_in_the_active_segment(tmp_p
         seq = await spool.append("p", "protobuf", body)
         await spool.begin(f"epoch:{i}", [seq])
         spool.commit(f"epoch:{i}")
-    assert spool.bytes < 1024 * 1024 + len(body) + 1024
+    assert spool.size_bytes < 1024 * 1024 + len(body) + 1024
     pending = await spool.append("p", "protobuf", b"still owed")
     spool.close()
     recovery = Spool(tmp_path, max_bytes=1_000_000_000).open()
@@ -82,7 +82,7 @@ async def test_committed_segments_are_deleted(tmp_path: Path) -> None:
         seqs = [await spool.append("p", "protobuf", os.urandom(10_000)) for _ in range(10)]
         await spool.begin(f"t{round_}", seqs)
         spool.commit(f"t{round_}")
-    assert spool.bytes < 200_000
+    assert spool.size_bytes < 200_000
     assert len(list(tmp_path.glob("*.spool"))) <= 2
 
 

@@ -416,7 +416,7 @@ def _bad_times(start: int, end: int, window: _Window) -> str:
 
 def _pairs_pb(attributes: Any) -> list[tuple[str, Any]]:
     """(key, value) pairs of a repeated ``KeyValue``; strings, the common case, take one access."""
-    pairs = []
+    pairs: list[tuple[str, Any]] = []
     append = pairs.append
     for kv in attributes:
         value = kv.value
