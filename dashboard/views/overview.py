@@ -11,7 +11,7 @@ import time
 import streamlit as st
 
 from agentwatch_api.schemas import Overview, RunsPage, TimeSeries
-from dashboard import light_charts, ui
+from dashboard import cards, light_charts, ui
 from dashboard.overview_spec import CHARTS, HEADLINES
 
 
@@ -95,8 +95,9 @@ LAST_BUCKET_RATES = {"runs_per_min": 60.0, "cost_per_hour_usd": 3600.0}
 
 
 def _headlines(overview: Overview, series: dict[str, TimeSeries], step_s: int) -> None:
-    cols = st.columns(6)
-    for i, (key, label, spark, rise_is_good) in enumerate(HEADLINES):
+    """The headline figures as cards with sparklines, in one HTML block (``dashboard.cards``)."""
+    shown = []
+    for key, label, spark, rise_is_good in HEADLINES:
         fig = overview.figures.get(key)
         unit = ui.unit_of(key, fig.unit if fig else "")
         unit = "" if unit == "tokens/s" else unit  # the label says "/ s": a card has room for the number only
@@ -106,18 +107,9 @@ def _headlines(overview: Overview, series: dict[str, TimeSeries], step_s: int) -
             value, change, help_ = _last_bucket(
                 series.get(spark), step_s, LAST_BUCKET_RATES[key], fig.value if fig else None, unit
             )
-
         delta = ui.fmt_delta(change) if key not in LAST_BUCKET_RATES else _vs_average(change)
-        cols[i % 6].metric(
-            label,
-            ui.fmt(value, unit),
-            delta=delta,
-            help=help_,
-            delta_color="normal" if rise_is_good else "inverse",
-            chart_data=sparkline or None,
-            chart_type="area",
-            border=True,
-        )
+        shown.append(cards.Card(label, ui.fmt(value, unit), delta, rise_is_good, help_, sparkline))
+    st.html(cards.cards_html(shown))
 
 
 def _last_bucket(

@@ -14,6 +14,7 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from dashboard import cards
 from reference_agent.demo import ProcessGroup
 from tests.support.ports import free_port
 
@@ -84,20 +85,31 @@ class Page:
         raise AssertionError(f"{self.driver.current_url} did not finish rendering in {timeout_s} s")
 
     def metrics(self) -> dict[str, str]:
+        """label -> value of every figure: ``st.metric`` cards and ``dashboard.cards`` HTML cards."""
         found = {}
         for box in self.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMetric"]'):
             label = box.find_element(By.CSS_SELECTOR, '[data-testid="stMetricLabel"]').text.strip()
             found[label] = box.find_element(By.CSS_SELECTOR, '[data-testid="stMetricValue"]').text.strip()
+        for box in self.driver.find_elements(By.CSS_SELECTOR, f".{cards.CARD_CLASS}"):
+            label = box.find_element(By.CSS_SELECTOR, f".{cards.LABEL_CLASS}").text.strip().removesuffix(" ⓘ")
+            found[label] = box.find_element(By.CSS_SELECTOR, f".{cards.VALUE_CLASS}").text.strip()
         return found
 
     def truncated(self) -> list[str]:
         """Metric values and deltas drawn wider than their box (cut off with "…")."""
-        return self.driver.execute_script("""
-            return [...document.querySelectorAll('[data-testid="stMetricValue"], [data-testid="stMetricDelta"]')]
+        return self.driver.execute_script(
+            """
+            const [card, value, delta] = arguments;
+            return [...document.querySelectorAll(
+                `[data-testid="stMetricValue"], [data-testid="stMetricDelta"], .${value}, .${delta}`)]
               .flatMap(box => [box, ...box.querySelectorAll('*')])
               .filter(el => el.scrollWidth > el.clientWidth + 1)
-              .map(el => el.closest('[data-testid="stMetric"]').innerText.replace(/\\n/g, ' | '));
-        """)
+              .map(el => el.closest(`[data-testid="stMetric"], .${card}`).innerText.replace(/\\n/g, ' | '));
+        """,
+            cards.CARD_CLASS,
+            cards.VALUE_CLASS,
+            cards.DELTA_CLASS,
+        )
 
     def text(self) -> str:
         return self.driver.find_element(By.CSS_SELECTOR, '[data-testid="stMain"]').text

@@ -186,6 +186,42 @@ def chart(at: Any, index: int = 0) -> tuple[dict[str, Any], list[Any]]:
     ]
 
 
+def metrics(at: Any) -> dict[str, str]:
+    """Every figure a page shows, label -> value: its ``st.metric`` cards and its HTML cards
+    (``dashboard.cards``: the overview's headlines)."""
+    shown = {m.label: m.value for m in at.metric}
+    for element in at.get("html"):
+        shown |= html_cards(element.proto.body)
+    return shown
+
+
+def html_cards(body: str) -> dict[str, str]:
+    """label -> value of the cards in a ``dashboard.cards`` block (the label without its help marker)."""
+    from html.parser import HTMLParser
+
+    from dashboard import cards
+
+    found: dict[str, str] = {}
+
+    class Reader(HTMLParser):
+        field = ""
+        label = ""
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            classes = dict(attrs).get("class") or ""
+            self.field = {cards.LABEL_CLASS: "label", cards.VALUE_CLASS: "value"}.get(classes, "")
+
+        def handle_data(self, data: str) -> None:
+            if self.field == "label":
+                self.label = data.removesuffix(" ⓘ")
+            elif self.field == "value":
+                found[self.label] = data
+            self.field = ""
+
+    Reader().feed(body)
+    return found
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     """Name the folder of the browser tests' screenshots in every run's summary."""
     folder = config.stash.get(SCREENSHOTS, None)

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard import ui
 from reference_agent.demo import project_key
-from tests.dashboard.conftest import APP, SeededStack, chart, dashboard_env
+from tests.dashboard.conftest import APP, SeededStack, chart, dashboard_env, metrics
 
 PAGES = [
     "views/overview.py",
@@ -35,10 +35,6 @@ def page(at: AppTest, path: str, **query: str) -> AppTest:
     at.switch_page(path).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
-
-
-def metrics(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
 
 
 def text(at: AppTest) -> str:
@@ -257,9 +253,9 @@ def test_password_login(seeded: SeededStack, monkeypatch: pytest.MonkeyPatch) ->
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AGENTWATCH_DASHBOARD_OPEN", raising=False)
     at = AppTest.from_file(str(APP), default_timeout=60).run()
-    assert not at.metric and at.text_input(key="aw_login_secret").label == "Dashboard password"
+    assert not metrics(at) and at.text_input(key="aw_login_secret").label == "Dashboard password"
     login(at, "wrong")
-    assert any("Wrong password" in e.value for e in at.error) and not at.metric
+    assert any("Wrong password" in e.value for e in at.error) and not metrics(at)
     login(at, "s3cret")
     assert metrics(at)["Runs"] == str(seeded.runs)
     assert ui.OPEN_MODE_BANNER not in [w.value for w in at.warning]

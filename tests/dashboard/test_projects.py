@@ -7,7 +7,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from reference_agent.demo import project_key
-from tests.dashboard.conftest import APP, PROJECT, SeededStack, dashboard_env
+from tests.dashboard.conftest import APP, PROJECT, SeededStack, dashboard_env, metrics
 
 OTHER = "dash-second"
 
@@ -21,7 +21,7 @@ def _app(monkeypatch: pytest.MonkeyPatch, seeded: SeededStack, **env: str) -> Ap
 
 
 def _runs_shown(at: AppTest) -> str:
-    return {m.label: m.value for m in at.metric}.get("Runs", "")
+    return metrics(at).get("Runs", "")
 
 
 def _sidebar_text(at: AppTest) -> str:
