@@ -1,9 +1,10 @@
 """A Streamlit page that queries nothing: the floor under ``bench.dashboard_render``'s browser figures.
 
-``?cards=N&charts=M``: N metric cards with sparklines and M Vega-Lite line charts over 60
-points (the overview draws 6 cards with sparklines and 4 charts), static data; neither given:
-a title only. What any Streamlit page with those elements costs on this machine before the
-dashboard's own queries and work: its time to idle is what no change to the pages can cut.
+``?cards=N&charts=M``: N metric cards with sparklines (``dashboard.cards``, one HTML block, as the
+overview draws its 18) and M Vega-Lite line charts over 60 points (the overview draws 4), static
+data; neither given: a title only. What any Streamlit page with those elements costs on this
+machine before the dashboard's own queries and work: its time to idle is what no change to the
+pages can cut.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from dashboard import cards, light_charts
+
 st.title("Floor")
-cards, charts = int(st.query_params.get("cards", 0)), int(st.query_params.get("charts", 0))
+count, charts = int(st.query_params.get("cards", 0)), int(st.query_params.get("charts", 0))
 points = [1 + math.sin(i / 6) for i in range(60)]
-columns = st.columns(6)
-for i in range(cards):
-    columns[i % 6].metric(f"card {i}", "1.23", delta="+4.5 %", chart_data=points, chart_type="area", border=True)
+if count:
+    st.html(cards.cards_html([cards.Card(f"card {i}", "1.23", "+4.5 %", points=points) for i in range(count)]))
 frame = pd.DataFrame(
     {
         "time": pd.date_range("2026-01-01", periods=60, freq="min", tz="UTC").repeat(2),
@@ -30,4 +32,6 @@ frame = pd.DataFrame(
 columns = st.columns(2)
 for i in range(charts):
     chart = alt.Chart(frame, title=f"chart {i}", height=300).mark_line(point=alt.OverlayMarkDef(size=20))
-    columns[i % 2].altair_chart(chart.encode(x="time:T", y="value:Q", color="series:N"), key=f"chart-{i}")
+    columns[i % 2].altair_chart(
+        light_charts.unchecked(chart.encode(x="time:T", y="value:Q", color="series:N")), key=f"chart-{i}"
+    )

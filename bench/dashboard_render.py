@@ -55,7 +55,7 @@ FLOOR_APP = Path(__file__).with_name("dashboard_floor_app.py")
 FLOOR_PAGES = {
     "floor: title only": ("/", '[data-testid="stMain"] h1', 1),
     "floor: 4 charts": ("/?charts=4", '[data-testid="stVegaLiteChart"] .marks', 4),
-    "floor: 6 cards + 4 charts": ("/?cards=6&charts=4", '[data-testid="stVegaLiteChart"] .marks', 4),
+    "floor: 18 cards + 4 charts": ("/?cards=18&charts=4", '[data-testid="stVegaLiteChart"] .marks', 4),
 }
 PAGES = {  # case -> (page, time range, query parameters)
     "overview_1h": ("views/overview.py", "Last hour", {}),
@@ -307,7 +307,7 @@ def render(result: dict[str, Any]) -> str:
             "Title: until the page's title showed (JavaScript loaded, session opened, sidebar queried, the page's script begun);",
             "the rest of each figure is the page's own queries and drawing. Load: the machine's 1-minute load average as the page began.",
             "Floor: a Streamlit page that queries nothing (bench/dashboard_floor_app.py), served the same way: with a title only,",
-            "with 4 Vega-Lite charts, and with the overview's elements (6 metric cards with sparklines, 4 charts), over static data.",
+            "with 4 Vega-Lite charts, and with the overview's elements (18 HTML metric cards with sparklines, 4 charts), over static data.",
             "",
             "| page | cold ms (title) | warm p50 ms (title) | warm max ms | load |",
             "|---|---:|---:|---:|---:|",

@@ -121,7 +121,9 @@ def _incident(alert: AlertOut, rule: AlertRuleOut | None, *, expanded: bool) -> 
                     f"{alert.metric} is a figure of the moment (no series): its value, threshold and peak are above."
                 )
             else:
-                st.altair_chart(incident_chart(series, alert, unit), key=f"alert-chart-{alert.alert_id}")
+                st.altair_chart(
+                    light_charts.unchecked(incident_chart(series, alert, unit)), key=f"alert-chart-{alert.alert_id}"
+                )
         with ui.guarded("the incident's runs"):
             page: RunsPage = ui.fetch(
                 "runs",

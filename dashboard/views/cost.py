@@ -61,7 +61,9 @@ def _breakdowns(cost: CostBreakdown) -> None:
         (cols[2], "By day (UTC)", cost.by_day),
     ):
         col.altair_chart(
-            light_charts.bar_chart([r.key or "(none)" for r in rows], [r.cost_usd for r in rows], title, "USD"),
+            light_charts.unchecked(
+                light_charts.bar_chart([r.key or "(none)" for r in rows], [r.cost_usd for r in rows], title, "USD")
+            ),
             key=f"cost-{title}",
         )
     with st.expander("Cost tables (tokens and calls)"):
@@ -227,11 +229,13 @@ def _self_hosted(cost: CostBreakdown) -> None:
     if sh.by_load:
         frame = pd.DataFrame(sh.by_load).sort_values("running_requests")
         st.altair_chart(
-            light_charts.bar_chart(
-                [f"{x:g}" for x in frame["running_requests"]],
-                frame["cost_per_1k_tokens_usd"].tolist(),
-                "Cost per 1k tokens by running requests (batching lowers it)",
-                "USD per 1k tokens",
+            light_charts.unchecked(
+                light_charts.bar_chart(
+                    [f"{x:g}" for x in frame["running_requests"]],
+                    frame["cost_per_1k_tokens_usd"].tolist(),
+                    "Cost per 1k tokens by running requests (batching lowers it)",
+                    "USD per 1k tokens",
+                )
             ),
             key="cost-by-load",
         )

@@ -91,32 +91,40 @@ def _charts(series: EngineSeries) -> None:
     pts = series.points
     cols = st.columns(2)
     cols[0].altair_chart(
-        light_charts.points_chart(
-            {"running": analysis.gauge_series(pts, RUNNING), "waiting": analysis.gauge_series(pts, WAITING)},
-            "Requests running and waiting",
-            "requests",
+        light_charts.unchecked(
+            light_charts.points_chart(
+                {"running": analysis.gauge_series(pts, RUNNING), "waiting": analysis.gauge_series(pts, WAITING)},
+                "Requests running and waiting",
+                "requests",
+            )
         ),
         key="eng-load",
     )
     cols[1].altair_chart(
-        light_charts.points_chart(
-            {"KV-cache use": analysis.gauge_series(pts, KV_CACHE, how="mean")}, "KV-cache use", "ratio"
+        light_charts.unchecked(
+            light_charts.points_chart(
+                {"KV-cache use": analysis.gauge_series(pts, KV_CACHE, how="mean")}, "KV-cache use", "ratio"
+            )
         ),
         key="eng-kv",
     )
     cols[0].altair_chart(
-        light_charts.points_chart(
-            {
-                "prompt": analysis.counter_rate(pts, PROMPT_TOKENS),
-                "generation": analysis.counter_rate(pts, GENERATION_TOKENS),
-            },
-            "Token throughput",
-            "tokens/s",
+        light_charts.unchecked(
+            light_charts.points_chart(
+                {
+                    "prompt": analysis.counter_rate(pts, PROMPT_TOKENS),
+                    "generation": analysis.counter_rate(pts, GENERATION_TOKENS),
+                },
+                "Token throughput",
+                "tokens/s",
+            )
         ),
         key="eng-tokens",
     )
     cols[1].altair_chart(
-        light_charts.points_chart({"preemptions": analysis.counter_rate(pts, PREEMPTIONS)}, "Preemptions", "per s"),
+        light_charts.unchecked(
+            light_charts.points_chart({"preemptions": analysis.counter_rate(pts, PREEMPTIONS)}, "Preemptions", "per s")
+        ),
         key="eng-preempt",
     )
     for col, name, title in ((cols[0], TTFT_HIST, "Time to first token"), (cols[1], QUEUE_HIST, "Queue time")):
@@ -124,8 +132,10 @@ def _charts(series: EngineSeries) -> None:
         if dist.total > 0:
             q = f" · p50 {ui.fmt(dist.quantile(0.5), 's')} · p95 {ui.fmt(dist.quantile(0.95), 's')}"
             col.altair_chart(
-                light_charts.bar_chart(
-                    bucket_labels(dist), dist.counts, f"{title}: {dist.total:,.0f} requests{q}", "requests"
+                light_charts.unchecked(
+                    light_charts.bar_chart(
+                        bucket_labels(dist), dist.counts, f"{title}: {dist.total:,.0f} requests{q}", "requests"
+                    )
                 ),
                 key=f"eng-{name}",
             )
@@ -164,7 +174,9 @@ def _gpu(series: EngineSeries) -> None:
             cols[i % len(cols)].metric(f"{metric} (now, mean of {len(latest)} GPU)", f"{shown / 2**30:,.1f} GiB")
         else:
             cols[i % len(cols)].metric(f"{metric} (now, mean of {len(latest)} GPU)", ui.fmt(shown, unit))
-        cols[i % len(cols)].altair_chart(light_charts.points_chart(per_gpu, metric, unit), key=f"gpu-{metric}")
+        cols[i % len(cols)].altair_chart(
+            light_charts.unchecked(light_charts.points_chart(per_gpu, metric, unit)), key=f"gpu-{metric}"
+        )
 
 
 def _gpu_unit(metric: str) -> str:

@@ -167,7 +167,8 @@ def _charts(series: dict[str, TimeSeries], step_s: int) -> None:
         unit = ui.unit_of(metrics[0], present[0].unit if present else "")
         suffix = f" (per {step_s} s)" if metrics[0] in ("cost_usd", "runs") else ""
         cols[i % 2].altair_chart(
-            light_charts.series_chart(present, title + suffix, unit, stacked=stacked), key=f"overview-{title}"
+            light_charts.unchecked(light_charts.series_chart(present, title + suffix, unit, stacked=stacked)),
+            key=f"overview-{title}",
         )
 
 

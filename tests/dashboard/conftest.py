@@ -177,13 +177,23 @@ SCREENSHOTS = pytest.StashKey[Path]()
 
 def chart(at: Any, index: int = 0) -> tuple[dict[str, Any], list[Any]]:
     """A page's ``index``-th Vega-Lite chart as AppTest holds it: its spec and its data sets
-    (Streamlit sends a chart's data apart from its spec, as Arrow)."""
+    (Streamlit sends a chart's data apart from its spec, as Arrow). The spec is checked against
+    Vega-Lite's JSON schema here: the dashboard draws without Altair's validation
+    (``light_charts.unchecked``)."""
     from streamlit import dataframe_util
 
     element = at.get("vega_lite_chart")[index]
-    return json.loads(element.proto.spec), [
-        dataframe_util.convert_arrow_bytes_to_pandas_df(d.data.data) for d in element.proto.datasets
-    ]
+    spec = json.loads(element.proto.spec)
+    valid_vega_lite(spec)
+    return spec, [dataframe_util.convert_arrow_bytes_to_pandas_df(d.data.data) for d in element.proto.datasets]
+
+
+def valid_vega_lite(spec: dict[str, Any]) -> None:
+    """Raise ``jsonschema``'s error where ``spec`` is not valid Vega-Lite (Altair's own schema)."""
+    from altair.utils.schemapi import validate_jsonschema
+    from altair.vegalite.v6.schema import load_schema
+
+    validate_jsonschema(spec, load_schema())
 
 
 def metrics(at: Any) -> dict[str, str]:

@@ -221,3 +221,18 @@ def test_engine_shares_keep_one_row_per_call_of_a_step() -> None:
     spans = [span(f"l{i}", kind="llm", start=i, dur=0.5, step_index=0, model="m", queue_s=0.1) for i in range(3)]
     rows = analysis.engine_shares(spans)
     assert [r["call"] for r in rows] == ["1. step 0 · m", "2. step 0 · m", "3. step 0 · m"]
+
+
+def test_charts_are_drawn_unvalidated_and_the_tests_still_catch_a_bad_spec() -> None:
+    import jsonschema
+    import pytest
+
+    from dashboard.light_charts import bar_chart, unchecked
+    from tests.dashboard.conftest import valid_vega_lite
+
+    drawn = unchecked(bar_chart(["a", "b"], [1.0, 2.0], "Cost", "USD"))
+    assert drawn.to_dict() == bar_chart(["a", "b"], [1.0, 2.0], "Cost", "USD").to_dict()  # the same spec
+    drawn.mark = "no such mark"
+    drawn.to_dict()  # not validated when the dashboard draws it...
+    with pytest.raises(jsonschema.ValidationError):
+        valid_vega_lite(drawn.to_dict())  # ...but the page tests check every spec they receive

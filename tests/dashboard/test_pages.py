@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard import ui
 from reference_agent.demo import project_key
-from tests.dashboard.conftest import APP, SeededStack, chart, dashboard_env, metrics
+from tests.dashboard.conftest import APP, SeededStack, chart, dashboard_env, metrics, valid_vega_lite
 
 PAGES = [
     "views/overview.py",
@@ -33,7 +33,15 @@ def app(seeded: SeededStack, monkeypatch: pytest.MonkeyPatch) -> AppTest:
 def page(at: AppTest, path: str, **query: str) -> AppTest:
     at.query_params.update(query)
     at.switch_page(path).run()
+    return drawn(at)
+
+
+def drawn(at: AppTest) -> AppTest:
+    """The run had no exception and every chart's spec is valid Vega-Lite (the dashboard draws
+    without Altair's validation)."""
     assert not at.exception, [e.value for e in at.exception]
+    for element in at.get("vega_lite_chart"):
+        valid_vega_lite(json.loads(element.proto.spec))
     return at
 
 
@@ -104,8 +112,7 @@ def _runs_by_mode(seeded: SeededStack) -> dict[str, dict]:
 
 def view(at: AppTest, name: str) -> AppTest:
     at.radio(key="run_view").set_value(name).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return drawn(at)
 
 
 def test_run_detail_shows_waterfall_steps_growth_engine_and_graph(app: AppTest, seeded: SeededStack) -> None:
