@@ -5,7 +5,7 @@ Each ``st.metric`` sparkline is a Vega-Lite chart of its own in the browser (com
 the overview's 18 cards took about 2 s to draw in headless Chromium on the 2-core machine, where
 the same cards as HTML with inline SVG sparklines cost nothing measurable over a page with a
 title only (bench/results/dashboard_render.md). The cards read like ``st.metric``'s: label (its
-help as a hover title), value never cut off, delta with an arrow coloured by whether the change is
+help on hover over a "?"), value never cut off, delta with an arrow coloured by whether the change is
 good, and the series as a filled line. Browser tests find them by their class names
 (``CARD_CLASS`` ...), as ``st.metric``'s by its test ids.
 """
@@ -24,7 +24,10 @@ _STYLE = f"""<style>
 .aw-cards {{display: grid; grid-template-columns: repeat(var(--aw-columns), minmax(0, 1fr)); gap: 1rem;}}
 .{CARD_CLASS} {{border: 1px solid rgba(49, 51, 63, 0.2); border-radius: 0.5rem; padding: calc(1rem - 1px);
   min-width: 0; display: flex; flex-direction: column;}}
+.aw-card-head {{display: flex; align-items: center; gap: 0.3rem; min-width: 0;}}
 .{LABEL_CLASS} {{font-size: 0.875rem; white-space: nowrap; overflow: hidden; text-overflow: ellipsis;}}
+.aw-card-help {{flex: none; width: 1rem; height: 1rem; border: 1px solid currentColor; border-radius: 50%;
+  font-size: 0.7rem; line-height: 0.9rem; text-align: center; opacity: 0.6; cursor: help;}}
 .{VALUE_CLASS} {{font-size: 2.25rem; line-height: 1.3; white-space: nowrap; overflow: hidden; text-overflow: ellipsis;}}
 .{DELTA_CLASS} {{font-size: 1rem; white-space: nowrap; overflow: hidden; text-overflow: ellipsis;
   width: fit-content; max-width: 100%; border-radius: 0.5rem; padding: 0 0.4rem;}}
@@ -52,10 +55,9 @@ def cards_html(cards: Sequence[Card], *, columns: int = 6) -> str:
 
 
 def _card(card: Card) -> str:
-    title = f' title="{html.escape(card.help)}"' if card.help else ""
-    marker = " ⓘ" if card.help else ""
+    help_ = f'<span class="aw-card-help" title="{html.escape(card.help)}">?</span>' if card.help else ""
     parts = [
-        f'<div class="{LABEL_CLASS}"{title}>{html.escape(card.label)}{marker}</div>',
+        f'<div class="aw-card-head"><div class="{LABEL_CLASS}">{html.escape(card.label)}</div>{help_}</div>',
         f'<div class="{VALUE_CLASS}">{html.escape(card.value)}</div>',
     ]
     if card.delta:

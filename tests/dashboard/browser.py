@@ -91,7 +91,7 @@ class Page:
             label = box.find_element(By.CSS_SELECTOR, '[data-testid="stMetricLabel"]').text.strip()
             found[label] = box.find_element(By.CSS_SELECTOR, '[data-testid="stMetricValue"]').text.strip()
         for box in self.driver.find_elements(By.CSS_SELECTOR, f".{cards.CARD_CLASS}"):
-            label = box.find_element(By.CSS_SELECTOR, f".{cards.LABEL_CLASS}").text.strip().removesuffix(" ⓘ")
+            label = box.find_element(By.CSS_SELECTOR, f".{cards.LABEL_CLASS}").text.strip()
             found[label] = box.find_element(By.CSS_SELECTOR, f".{cards.VALUE_CLASS}").text.strip()
         return found
 

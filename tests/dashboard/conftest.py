@@ -206,7 +206,7 @@ def metrics(at: Any) -> dict[str, str]:
 
 
 def html_cards(body: str) -> dict[str, str]:
-    """label -> value of the cards in a ``dashboard.cards`` block (the label without its help marker)."""
+    """label -> value of the cards in a ``dashboard.cards`` block."""
     from html.parser import HTMLParser
 
     from dashboard import cards
@@ -223,7 +223,7 @@ def html_cards(body: str) -> dict[str, str]:
 
         def handle_data(self, data: str) -> None:
             if self.field == "label":
-                self.label = data.removesuffix(" ⓘ")
+                self.label = data
             elif self.field == "value":
                 found[self.label] = data
             self.field = ""
