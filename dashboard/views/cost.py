@@ -66,7 +66,8 @@ def _breakdowns(cost: CostBreakdown) -> None:
             ),
             key=f"cost-{title}",
         )
-    with st.expander("Cost tables (tokens and calls)"):
+    # Drawn only when asked for: a collapsed expander still mounts its three data grids in the browser.
+    if st.toggle("Cost tables (tokens and calls)", key="cost_tables"):
         cols = st.columns(3)
         for col, rows in zip(cols, (cost.by_model, cost.by_agent, cost.by_day), strict=True):
             col.dataframe(

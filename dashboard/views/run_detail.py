@@ -81,7 +81,7 @@ def _summary(detail: RunDetail) -> None:
     c[3].metric("Tool calls (failed)", f"{run.tool_calls} ({run.tool_failures})")
     c[4].metric(
         "Tokens",
-        f"{run.total_tokens:,}",
+        ui.fmt(run.total_tokens, ""),  # 1.67B, not "1,669,50…": the exact counts are in its help and the caption
         help=f"{run.input_tokens:,} input ({run.cached_tokens:,} cached), {run.output_tokens:,} output",
     )
     median = detail.agent_median_cost_usd

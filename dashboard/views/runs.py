@@ -72,9 +72,7 @@ DEFAULT_COLUMNS = [
 def render() -> None:
     st.title("Runs")
     _status_from_link()
-    st.fragment(
-        _running_now, run_every=ui.refresh_every("runs_live", "runs_live_s", on=True, label="Live: running runs")
-    )()
+    running = st.container()  # the running runs, above the search; drawn while the list's query runs
     search = st.text_input(
         "Search",
         key="runs_search",
@@ -84,8 +82,13 @@ def render() -> None:
         st.switch_page("views/run_detail.py", query_params={"run": search.lower()})
     query = _filters() | {"search": search or None}
     win = ui.window()
+    listed = ui.fetch_later("runs", start=win.start, end=win.end, **ui.agent_model(), **query)
+    with running:
+        st.fragment(
+            _running_now, run_every=ui.refresh_every("runs_live", "runs_live_s", on=True, label="Live: running runs")
+        )()
     with ui.guarded("the runs"):
-        _paged(win, query)
+        _paged(win, listed.result())
 
 
 def _status_from_link() -> None:
@@ -186,8 +189,7 @@ def _filters() -> dict[str, object]:
     }
 
 
-def _paged(win: ui.Window, query: dict[str, object]) -> None:
-    page: RunsPage = ui.fetch("runs", start=win.start, end=win.end, **ui.agent_model(), **query)
+def _paged(win: ui.Window, page: RunsPage) -> None:
     if page.total == 0:
         ui.empty(f"No runs match in the {win.label.lower()}.")
         return

@@ -169,8 +169,17 @@ def test_cost_page_totals_levers_and_self_hosted_cost(app: AppTest, seeded: Seed
     assert savings["saved (USD)"].tolist() == pytest.approx([lv["saving_usd"] for lv in cost["savings"]["levers"]])
     assert cost["savings"]["levers"][1]["lever"] == "routing" and cost["savings"]["levers"][1]["saving_usd"] > 0
     assert all(f"**{title}** — " in text(at) for title in ("Caching", "Routing", "Degradation", "Rate limiting"))
+    assert not _cost_tables(at)  # drawn when asked for only
+    at.toggle(key="cost_tables").set_value(True).run()
+    assert [t["cost_usd"].sum() for t in _cost_tables(at)] == pytest.approx(
+        [cost["total_usd"]] * 3
+    )  # model, agent, day
     at.number_input(key="cost_gpu_hour").set_value(2.5).run()
     assert not at.exception and metrics(at)["GPU-hour price (USD)"] == "$2.50"
+
+
+def _cost_tables(at: AppTest) -> list:
+    return [df.value for df in at.dataframe if "input_tokens" in df.value.columns]
 
 
 def test_cost_page_levers_under_a_model_filter_cover_the_runs_that_used_it(app: AppTest, seeded: SeededStack) -> None:
