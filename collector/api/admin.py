@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Annotated, Literal
+from dataclasses import asdict
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
@@ -35,6 +36,7 @@ from collector.auth.keys import KeyAdminError, KeyRing
 from collector.auth.scopes import ADMIN, ADMIN_PREFIX, ScopeError
 from collector.engines.registry import EngineLimit, TargetRefused, add_engine, audit, delete_engine
 from collector.metrics import CONTENT_TYPE
+from collector.query.reprice import price_table, reprice
 from collector.storage import queries
 from collector.storage import queries_admin as qa
 from collector.storage.base import StoreError
@@ -370,6 +372,28 @@ def remove_engine(
     if not delete_engine(store, target, name, actor=caller.actor):
         raise HTTPException(404, f"no registered engine {name!r} in project {target!r}")
     return Response(status_code=204)
+
+
+# --- re-pricing (``agentwatch reprice`` asks a running collector here) ----------------------------
+class RepriceIn(BaseModel):
+    since: float = Field(ge=0, le=1e10, description="epoch seconds")
+    project: str = Field(default="", max_length=64, description="empty = every project")
+
+
+@admin_router.post("/reprice")
+def reprice_endpoint(body: RepriceIn, store: StoreDep, settings: SettingsDep, caller: AdminDep) -> dict[str, Any]:
+    """Re-price since ``since``: an admin key's own project; the admin token's choice (empty = all)."""
+    project = scoped_project(caller, body.project or None, required=False) or ""
+    result = asdict(reprice(store, price_table(settings), since=body.since, project=project))
+    audit(
+        store,
+        project,
+        caller.actor,
+        "reprice",
+        project or "*",
+        {"since": body.since, "version": result["version"], "spans": result["spans"]},
+    )
+    return result
 
 
 # --- audit ---------------------------------------------------------------------------------------

@@ -35,14 +35,12 @@ from collector.api.admin import AdminDep, EngineAdd, register_engine_as
 from collector.api.deps import ProjectDep, SettingsDep, StoreDep
 from collector.api.params import Agent, End, Model, Start, time_window
 from collector.engines.scraper import parse_targets
-from collector.query import reprice
 from collector.query import service as query
 from collector.query.levers import price_table
 from collector.query.whatif import DEFAULT_BOUND
 from collector.storage.base import StoreUnavailable
 
 router = APIRouter(prefix="/api", tags=["query"])
-router.include_router(reprice.router)  # POST /api/admin/reprice (admin token)
 
 DEFAULT_POINTS = 120
 TraceId = Annotated[str, Path(max_length=64, description="the run's trace id (32 hex digits)")]

@@ -22,14 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter
-from pydantic import BaseModel, Field
-
 from agentwatch_api.client import ApiError, CollectorClient, CollectorError
 from agentwatch_api.handshake import running_collector
-from collector.api.admin import AdminDep, scoped_project
-from collector.api.deps import SettingsDep, StoreDep
-from collector.engines.registry import audit
 from collector.settings import Settings
 from collector.storage import queries
 from collector.storage.base import Store, StoreError
@@ -41,8 +35,6 @@ if TYPE_CHECKING:
 PRICE_COLUMNS = ("version", "model", "input_per_mtok", "output_per_mtok", "cached_input_per_mtok", "created_at")
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
-
-router = APIRouter(tags=["admin"])
 
 
 @dataclass(frozen=True)
@@ -110,28 +102,6 @@ def parse_since(text: str, *, now: float | None = None) -> float:
     except ValueError:
         raise ValueError(f"--since: expected 7d, 12h, 30m, an RFC 3339 time or epoch seconds; got {text!r}") from None
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
-
-
-# --- HTTP (a running collector does the work) ------------------------------------------------
-class RepriceIn(BaseModel):
-    since: float = Field(ge=0, le=1e10, description="epoch seconds")
-    project: str = Field(default="", max_length=64, description="empty = every project")
-
-
-@router.post("/admin/reprice", tags=["admin"])  # /api/admin/reprice: under /api, with the query routes
-def reprice_endpoint(body: RepriceIn, store: StoreDep, settings: SettingsDep, caller: AdminDep) -> dict[str, Any]:
-    """Re-price since ``since``: an admin key's own project; the admin token's choice (empty = all)."""
-    project = scoped_project(caller, body.project or None, required=False) or ""
-    result = asdict(reprice(store, price_table(settings), since=body.since, project=project))
-    audit(
-        store,
-        project,
-        caller.actor,
-        "reprice",
-        project or "*",
-        {"since": body.since, "version": result["version"], "spans": result["spans"]},
-    )
-    return result
 
 
 # --- command line ----------------------------------------------------------------------------
