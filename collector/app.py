@@ -23,9 +23,9 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from agentwatch_api import handshake
-from collector.api import admin, openapi
-from collector.api import routes as api_routes
+from collector.api import openapi
 from collector.api.body_timeout import BodyReadTimeout
+from collector.api.routers import ROUTERS
 from collector.api.security_headers import SecurityHeaders
 from collector.auth.authenticator import Authenticator
 from collector.auth.caller import authorize
@@ -37,7 +37,6 @@ from collector.engines.scraper import DEFAULT_PROJECT, ENGINE_COLUMNS, EngineScr
 from collector.ingest.engine_join import EngineJoin
 from collector.ingest.live_runs import LiveRuns
 from collector.ingest.normalize import Normalizer, sdk_pricer
-from collector.ingest.otlp import http as otlp_http
 from collector.ingest.otlp import native
 from collector.ingest.otlp.errors import IngestError
 from collector.ingest.pipeline import Ingestor
@@ -182,12 +181,10 @@ def create_app(
     if settings.cors_origins:
         origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
         app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"], allow_headers=["*"])
-    app.include_router(otlp_http.router)
     app.add_middleware(BodyReadTimeout, timeout_s=settings.body_read_timeout_s)
     app.add_middleware(SecurityHeaders)  # outermost: the 408s above get the headers too
-    app.include_router(admin.router)
-    app.include_router(admin.admin_router)
-    app.include_router(api_routes.router)
+    for router in ROUTERS:
+        app.include_router(router)
     for plugin in plugins:
         for router in plugin.routers:
             app.include_router(router)

@@ -1,4 +1,5 @@
-"""FastAPI dependencies shared by every router: settings, store, the caller's project.
+"""FastAPI dependencies shared by every router: settings, store, the caller's project; and
+``run_query``, the one translation of the query layer's errors into HTTP answers.
 
 ``create_app`` puts the collaborators on ``app.state`` (``settings``, ``store``,
 ``authenticator``); routes never reach for globals.
@@ -6,13 +7,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, HTTPException, Request
 
 from collector.auth.caller import principal
+from collector.query.service import InvalidQuery
 from collector.settings import Settings
-from collector.storage.base import Store
+from collector.storage.base import Store, StoreUnavailable
+
+T = TypeVar("T")
 
 
 async def get_settings(request: Request) -> Settings:
@@ -42,3 +47,13 @@ async def get_project(request: Request) -> str:
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 StoreDep = Annotated[Store, Depends(get_store)]
 ProjectDep = Annotated[str, Depends(get_project)]
+
+
+def run_query(call: Callable[[], T]) -> T:
+    """Translate the query layer's errors into HTTP answers: 422 naming the parameter, 503 to retry."""
+    try:
+        return call()
+    except InvalidQuery as exc:
+        raise HTTPException(422, str(exc)) from exc
+    except StoreUnavailable as exc:
+        raise HTTPException(503, f"store unavailable: {exc}", headers={"Retry-After": "5"}) from exc

@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from collector.api import admin
+from collector.api import health
 from collector.app import create_app
 from collector.ingest.normalize import Normalizer
 from collector.ingest.otlp import native
@@ -259,7 +259,7 @@ def test_ready_trusts_the_writer_when_the_store_is_slow_to_answer(
     collector: Running, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A busy embedded store (one statement at a time) is not an unreachable one; a failing one is."""
-    monkeypatch.setattr(admin, "READY_TIMEOUT_S", 0.1)
+    monkeypatch.setattr(health, "READY_TIMEOUT_S", 0.1)
     monkeypatch.setattr(collector.app.state.store, "query", lambda *args, **kwargs: time.sleep(1.0) or [{"n": 1}])
     assert httpx.get(collector.url + "/ready", timeout=30).status_code == 200
     monkeypatch.setattr(collector.app.state.ingestor.writer, "store_available", False)

@@ -1,0 +1,139 @@
+"""Figures over a range: the overview, time series (one metric or a set), the cost breakdown and
+what-if estimates of a cost policy."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+
+from agentwatch_api.schemas import (
+    TIMESERIES_METRICS,
+    CostBreakdown,
+    Overview,
+    TimeSeries,
+    WhatIf,
+)
+from collector.api.deps import ProjectDep, SettingsDep, StoreDep, run_query
+from collector.api.params import Agent, End, Model, Start, time_window
+from collector.query import service as query
+from collector.query.levers import price_table
+from collector.query.whatif import DEFAULT_BOUND
+
+router = APIRouter(prefix="/api", tags=["query"])
+
+DEFAULT_POINTS = 120
+
+
+@router.get("/overview", response_model=Overview)
+def overview(
+    store: StoreDep,
+    project: ProjectDep,
+    settings: SettingsDep,
+    start: Start = None,
+    end: End = None,
+    agent: Agent = None,
+    model: Model = None,
+) -> Overview:
+    lo, hi = time_window(start, end)
+    return run_query(
+        lambda: query.overview(
+            store, project, start=lo, end=hi, agent=agent, model=model, idle_timeout_s=settings.run_idle_timeout_s
+        )
+    )
+
+
+@router.get("/timeseries", response_model=TimeSeries)
+def timeseries(
+    store: StoreDep,
+    project: ProjectDep,
+    metric: Annotated[str, Query(max_length=64, description="one of TIMESERIES_METRICS")],
+    start: Start = None,
+    end: End = None,
+    step_s: Annotated[int | None, Query(ge=1, le=366 * 86_400)] = None,
+    group_by: Literal["none", "agent", "model"] = "none",
+    agent: Agent = None,
+    model: Model = None,
+) -> TimeSeries:
+    lo, hi = time_window(start, end)
+    step = step_s or max(1, math.ceil((hi - lo) / DEFAULT_POINTS))
+    return run_query(lambda: query.timeseries(store, project, metric, lo, hi, step, group_by, agent, model))
+
+
+@router.get("/timeseries/set", response_model=list[TimeSeries])
+def timeseries_set(
+    store: StoreDep,
+    project: ProjectDep,
+    metric: Annotated[
+        list[str],
+        Query(min_length=1, max_length=len(TIMESERIES_METRICS), description="repeated: metrics of TIMESERIES_METRICS"),
+    ],
+    start: Start = None,
+    end: End = None,
+    step_s: Annotated[int | None, Query(ge=1, le=366 * 86_400)] = None,
+    group_by: Literal["none", "agent", "model"] = "none",
+    agent: Agent = None,
+    model: Model = None,
+) -> list[TimeSeries]:
+    lo, hi = time_window(start, end)
+    step = step_s or max(1, math.ceil((hi - lo) / DEFAULT_POINTS))
+    metrics = list(dict.fromkeys(metric))
+    return run_query(lambda: query.timeseries_set(store, project, metrics, lo, hi, step, group_by, agent, model))
+
+
+@router.get("/cost", response_model=CostBreakdown)
+def cost(
+    store: StoreDep,
+    project: ProjectDep,
+    settings: SettingsDep,
+    start: Start = None,
+    end: End = None,
+    agent: Agent = None,
+    model: Model = None,
+    gpu_hour_usd: Annotated[float | None, Query(ge=0, le=1e6)] = None,
+) -> CostBreakdown:
+    lo, hi = time_window(start, end)
+    price = settings.gpu_hour_usd if gpu_hour_usd is None else gpu_hour_usd
+    prices = price_table(settings.prices_file)
+    return run_query(
+        lambda: query.cost_breakdown(
+            store, project, start=lo, end=hi, agent=agent, model=model, gpu_hour_usd=price, prices=prices
+        )
+    )
+
+
+@router.get("/whatif", response_model=WhatIf)
+def whatif(
+    store: StoreDep,
+    project: ProjectDep,
+    settings: SettingsDep,
+    policy: Annotated[Literal["route", "cap_steps", "evolving_report"], Query(description="the policy to estimate")],
+    start: Start = None,
+    end: End = None,
+    agent: Agent = None,
+    step: Annotated[str | None, Query(max_length=256, description="route: the step name whose LLM calls move")] = None,
+    model: Annotated[str | None, Query(max_length=256, description="route: the model they move to")] = None,
+    cap: Annotated[int | None, Query(ge=1, le=100_000, description="cap_steps: steps of work per run")] = None,
+    bound: Annotated[
+        int, Query(ge=1, le=10_000_000, description="evolving_report: report tokens per call")
+    ] = DEFAULT_BOUND,
+) -> WhatIf:
+    """A cost policy applied to the runs of a past range: the estimated cost change, with a 95 % interval."""
+    lo, hi = time_window(start, end)
+    prices = price_table(settings.prices_file)
+    return run_query(
+        lambda: query.whatif(
+            store,
+            project,
+            start=lo,
+            end=hi,
+            policy=policy,
+            prices=prices,
+            agent=agent,
+            step=step,
+            model=model,
+            cap=cap,
+            bound=bound,
+        )
+    )
