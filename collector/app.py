@@ -42,6 +42,7 @@ from collector.ingest.otlp.errors import IngestError
 from collector.ingest.pipeline import Ingestor
 from collector.ingest.rate_limit import RateLimiter
 from collector.ingest.redact import Redactor
+from collector.ingest.spill import Spill
 from collector.ingest.spool import Recovery, Spool
 from collector.ingest.writer import Writer
 from collector.metrics import Metrics
@@ -240,6 +241,7 @@ def _lifespan(
                 ),
                 live_runs=LiveRuns(),
                 may_bill=lambda: roles.holds(ENGINE_JOIN),
+                spill=_spill(settings),
             )
             writer.store_available = available  # known from the start, not only after a failed insert
             writer.replay(recovery, ingestor.spool.estimate_spans)
@@ -282,6 +284,13 @@ def _announce_decoder(settings: Settings, metrics: Metrics) -> None:
             "reinstall with a C compiler and the Python headers (pip install .) to build it",
             native.NOT_BUILT,
         )
+
+
+def _spill(settings: Settings) -> Spill:
+    """Where the writer puts decoded spans beyond its memory bound; a previous run's files are stale."""
+    spill = Spill(Path(settings.data_dir) / "spill")
+    spill.clear()
+    return spill
 
 
 def _open_spool(spool: Spool) -> Recovery:

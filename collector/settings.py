@@ -114,10 +114,10 @@ class Settings:
         default=500_000, metadata={"env": "MAX_QUEUE_SPANS", "doc": "in-memory queue bound; beyond it 429/503"}
     )
     max_queue_bytes: int = field(
-        default=0,
+        default=32 * 1024 * 1024,
         metadata={
             "env": "MAX_QUEUE_BYTES",
-            "doc": "bytes of accepted spans kept in memory until inserted (a batch takes at most half); beyond it they wait in the spool only and are re-read when their turn comes. 0 (default): no bound in bytes; 64 MiB measured -11 % peak memory and -17 % ingest rate on a burst with captured text (bench/results/scale.md)",
+            "doc": "bytes of decoded spans kept in memory until inserted (a batch takes at most half); beyond it they wait on disk, decoded, in <data dir>/spill (memory-mapped back at insert, not the collector's anonymous memory). 0: no bound in bytes (a burst with captured text then holds hundreds of MB; bench/results/scale.md)",
         },
     )
     chdb_cache_bytes: int = field(
@@ -139,6 +139,13 @@ class Settings:
         metadata={
             "env": "CHDB_DIRTY_DECAY_MS",
             "doc": "embedded chDB: how long its allocator (jemalloc) keeps freed pages before returning them to the OS; chDB's own 5000 kept 150-300 MB more in a burst (bench/results/scale.md); 0 made every query fault its pages in again (1.7x the CPU of the 24 h overview). Ignored when JE_MALLOC_CONF is set",
+        },
+    )
+    chdb_merge_threads: int = field(
+        default=2,
+        metadata={
+            "env": "CHDB_MERGE_THREADS",
+            "doc": "embedded chDB: threads merging parts in the background (background_pool_size; each merge holds blocks of its parts in memory); 0: ClickHouse's default, 16. Raise it on a large machine if /metrics shows parts piling up",
         },
     )
     malloc_mmap_threshold_bytes: int = field(

@@ -6,7 +6,8 @@ has passed, in a worker thread so the event loop keeps answering. Each batch is 
 spool (intent, with its deduplication token) before the insert and released after it, which
 makes a replay after a crash exactly-once. While the store is unavailable it retries with
 backoff and the spool absorbs the load; spans beyond ``max_queue_spans`` are not kept in memory
-but re-read from the spool when their turn comes. One bad span never sinks a batch: a batch
+but written to ``spill`` (decoded, memory-mapped back; ``collector.ingest.spill``) or, without it or
+when the file is gone, decoded again from the spool when their turn comes. One bad span never sinks a batch: a batch
 the store rejects is split until the offending spans are isolated, logged and counted.
 A batch is the requests' tables concatenated (no copy); nothing here loops over spans.
 
@@ -15,8 +16,7 @@ Under load the batches grow: what queued up during one insert goes into the next
 spans part and the three materialized views' parts) on top of ~5 µs per span, so one large
 batch instead of several small ones is what lets the store keep up with the decoders. Memory
 can be bounded in bytes too (``max_queue_bytes``: captured prompt text makes a span ten times
-larger): a batch takes at most half of it, and spans beyond it wait in the spool only (re-read
-and decoded again when their turn comes, which is what the bound costs in ingest rate).
+larger): a batch takes at most half of it, and spans beyond it wait on disk only.
 """
 
 from __future__ import annotations
@@ -33,8 +33,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from collector.ingest import heap
 from collector.ingest.engine_join import EngineJoin
 from collector.ingest.live_runs import LiveRuns
+from collector.ingest.spill import Spill
 from collector.ingest.spool import Recovery, Spool, SpoolError
 from collector.metrics import Metrics
 from collector.storage.base import Store, StoreError, StoreUnavailable
@@ -51,7 +53,7 @@ _BACKLOG_BATCHES = 8
 class _Entry:
     seq: int
     spans: int
-    table: pa.Table | None  # None: not kept in memory, re-read from the spool
+    table: pa.Table | None  # None: not kept in memory, read back from the spill or the spool
     nbytes: int = 0  # the table's bytes while kept in memory
 
 
@@ -74,10 +76,12 @@ class Writer:
         engine_join: EngineJoin | None = None,
         live_runs: LiveRuns | None = None,
         may_bill: Callable[[], bool] | None = None,
+        spill: Spill | None = None,
     ) -> None:
         self._store = store
         self._spool = spool
         self._reload = reload
+        self._spill = spill
         self._metrics = metrics
         self._flush_rows = flush_rows
         self._interval = flush_interval_s
@@ -132,6 +136,8 @@ class Writer:
         keep = self._in_memory + table.num_rows <= self._max_memory and (
             not self._max_bytes or self._bytes_in_memory + nbytes <= self._max_bytes
         )
+        if not keep and self._spill is not None:
+            self._spill.write(seq, table)
         self._add(_Entry(seq, table.num_rows, table if keep else None, nbytes if keep else 0))
 
     def _add(self, entry: _Entry) -> None:
@@ -247,9 +253,19 @@ class Writer:
         if self._live is not None:
             await asyncio.to_thread(self._open_runs, table)
         self._spool.commit(token)
+        self._release(batch)
+        del table
+        await asyncio.to_thread(heap.trim)  # the batch's buffers are free now (collector.ingest.heap)
+
+    def _release(self, batch: list[_Entry]) -> None:
+        """A stored batch leaves the queue: its counts, its spill files, its tables."""
+        if self._spill is not None:
+            self._spill.delete([e.seq for e in batch if e.table is None])
         self._queued = max(0, self._queued - sum(e.spans for e in batch))
         self._in_memory -= sum(e.spans for e in batch if e.table is not None)
         self._bytes_in_memory -= sum(e.nbytes for e in batch)
+        for entry in batch:
+            entry.table = None
 
     def _prepare(self, table: pa.Table) -> pa.Table:
         """Engine spans joined to client LLM spans (``collector.ingest.engine_join``); the store may be away."""
@@ -288,12 +304,17 @@ class Writer:
                 log.error("writer: rebuilding run totals of project %s after a crash failed: %s", group["project"], exc)
 
     async def _table(self, batch: list[_Entry]) -> pa.Table:
-        """The batch's spans as one table; entries not kept in memory are re-read from the spool."""
+        """The batch's spans as one table; entries not kept in memory are read back from disk."""
         if all(e.table is not None for e in batch):
             return pa.concat_tables([e.table for e in batch if e.table is not None])
-        return await asyncio.to_thread(
-            lambda: pa.concat_tables([e.table if e.table is not None else self._reload(e.seq) for e in batch])
-        )
+        return await asyncio.to_thread(lambda: pa.concat_tables([self._read_back(e) for e in batch]))
+
+    def _read_back(self, entry: _Entry) -> pa.Table:
+        """An entry's spans: in memory, memory-mapped from the spill, or decoded from the spool."""
+        if entry.table is not None:
+            return entry.table
+        spilled = self._spill.read(entry.seq) if self._spill is not None else None
+        return spilled if spilled is not None else self._reload(entry.seq)
 
     async def _insert_until_stored(self, table: pa.Table, token: str) -> int | None:
         backoff = 0.2

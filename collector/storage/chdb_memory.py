@@ -3,8 +3,9 @@
 chDB runs ClickHouse inside the collector process with ClickHouse's server defaults, which
 assume a machine of its own: 5 GiB each for the mark, primary-index and secondary-index mark
 caches, 100 MiB of query-condition cache, and a bundled jemalloc that keeps freed pages for
-5 s (``dirty_decay_ms:5000``). Measured (bench/results/scale.md): an insert of a 20k-span
-batch with captured text touches ~3x the batch's bytes and frees it; jemalloc kept those
+5 s (``dirty_decay_ms:5000``), and 16 background threads for merges, each holding blocks of
+the parts it merges (text-heavy parts of spans: ~30 MB a merge, measured in a burst).
+Measured (bench/results/scale.md): an insert of a 20k-span batch with captured text touches ~3x the batch's bytes and frees it; jemalloc kept those
 pages, in each of its per-CPU arenas, and that retention was 150-300 MB of the collector's
 peak anonymous memory in a burst, more than everything else together.
 
@@ -34,17 +35,21 @@ class ChdbMemory:
     ``max_server_memory_usage`` (0: its default, 90 % of RAM; a statement past it fails with
     MEMORY_LIMIT_EXCEEDED instead of the process growing); ``dirty_decay_ms`` is how long
     jemalloc keeps freed pages before giving them back (chDB's own default is 5000; 0 made each
-    query fault its working memory in again: 1.7x the CPU of the 24 h overview at 2M spans)."""
+    query fault its working memory in again: 1.7x the CPU of the 24 h overview at 2M spans);
+    ``merge_threads`` is ClickHouse's ``background_pool_size`` (0: its default, 16)."""
 
     cache_bytes: int = 64 * 1024 * 1024
     limit_bytes: int = 0
     dirty_decay_ms: int = 1000
+    merge_threads: int = 2
 
     def server_settings(self) -> dict[str, int]:
         caches = ("mark_cache_size", "primary_index_cache_size", "index_mark_cache_size", "query_condition_cache_size")
         settings = dict.fromkeys(caches, self.cache_bytes)
         if self.limit_bytes:
             settings["max_server_memory_usage"] = self.limit_bytes
+        if self.merge_threads:
+            settings["background_pool_size"] = self.merge_threads
         return settings
 
     def connection_string(self, path: Path) -> str:

@@ -1,18 +1,20 @@
 """The writer over a real spool, ingestor and chDB store: request tables batched, tables not kept
-in memory read back from the spool, and a batch the store rejects split rather than dropped."""
+in memory read back from the spill or the spool, and a batch the store rejects split rather than dropped."""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from collector.ingest.normalize import Normalizer
 from collector.ingest.otlp.decode import PROTOBUF
 from collector.ingest.pipeline import Ingestor
+from collector.ingest.spill import Spill
 from collector.ingest.spool import Spool
 from collector.ingest.writer import Writer
 from collector.metrics import Metrics
@@ -34,7 +36,13 @@ def _request(names: list[str], days: Sequence[int]) -> bytes:
 
 
 async def _ingest(
-    tmp_path: Path, bodies: list[bytes], *, max_queue_spans: int, max_queue_bytes: int = 0
+    tmp_path: Path,
+    bodies: list[bytes],
+    *,
+    max_queue_spans: int,
+    max_queue_bytes: int = 0,
+    spill: Spill | None = None,
+    on_enqueued: Callable[[], None] = lambda: None,
 ) -> tuple[list[str], Metrics]:
     """Export ``bodies`` and stop the writer (one flush of everything); the names stored, sorted."""
     settings = Settings.from_env(data_dir=tmp_path, max_queue_spans=max_queue_spans)
@@ -53,11 +61,13 @@ async def _ingest(
             flush_interval_s=60.0,
             max_queue_spans=max_queue_spans,
             max_queue_bytes=max_queue_bytes,
+            spill=spill,
         )
         async with writer:
             ingestor.writer = writer
             for body in bodies:
                 await ingestor.export("p1", body, PROTOBUF)
+            on_enqueued()
         return sorted(r["name"] for r in store.query("SELECT name FROM spans")), metrics
     finally:
         ingestor.close()
@@ -80,6 +90,49 @@ async def test_the_bound_in_bytes_keeps_spans_in_the_spool_and_batches_small(
     stored, metrics = await _ingest(tmp_path, bodies, max_queue_spans=1000, max_queue_bytes=max_queue_bytes)
     assert stored == sorted(f"r{r}-s{s}" for r in range(6) for s in range(4))
     assert metrics.registry.get_sample_value("agentwatch_collector_flush_seconds_count") == flushes
+
+
+@pytest.mark.parametrize("lose_one", [False, True])
+async def test_spans_beyond_the_bound_are_spilled_decoded_and_deleted_once_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lose_one: bool
+) -> None:
+    """Only the first request stays in memory; the others come back from their spill files (not
+    decoded again), or from the spool for a file that went missing; none is left once stored."""
+    spill = Spill(tmp_path / "spill")
+    spill.clear()
+    (tmp_path / "spill" / "stale.arrow").write_bytes(b"from a previous run")
+    spill.clear()
+    decoded: list[int] = []
+    monkeypatch.setattr(Ingestor, "reload", lambda self, seq: decoded.append(seq) or _decode_again(self, seq))
+
+    def files() -> list[str]:
+        return sorted(p.name for p in (tmp_path / "spill").iterdir())
+
+    def after_enqueue() -> None:
+        assert files() == [f"{seq:012d}.arrow" for seq in (2, 3)]
+        if lose_one:
+            (tmp_path / "spill" / f"{2:012d}.arrow").unlink()
+
+    bodies = [_request([f"r{r}-s{s}" for s in range(4)], [0] * 4) for r in range(3)]
+    stored, metrics = await _ingest(tmp_path, bodies, max_queue_spans=5, spill=spill, on_enqueued=after_enqueue)
+    assert stored == sorted(f"r{r}-s{s}" for r in range(3) for s in range(4))
+    assert decoded == ([2] if lose_one else [])
+    assert files() == []
+    assert spill.failures == 0
+
+
+def test_a_torn_spill_file_is_not_read(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    spill = Spill(tmp_path)
+    table = pa.table({"name": ["a", "b"]})
+    assert spill.write(7, table)
+    assert spill.read(7) == table
+    path = tmp_path / f"{7:012d}.arrow"
+    path.write_bytes(path.read_bytes()[:-40])
+    assert spill.read(7) is None
+    assert spill.failures == 1 and "decoded again from the spool" in caplog.text
+
+
+_decode_again = Ingestor.reload
 
 
 async def test_a_batch_the_store_rejects_is_split_and_no_span_is_lost(
