@@ -16,16 +16,17 @@ from collector.storage.chdb_memory import ALLOCATOR_ENV, ChdbMemory
 def _server_settings(store: object) -> dict[str, int]:
     rows = store.query(  # type: ignore[attr-defined]
         "SELECT name, value FROM system.server_settings WHERE name IN "
-        "('mark_cache_size', 'primary_index_cache_size', 'index_mark_cache_size', 'query_condition_cache_size', 'max_server_memory_usage')"
+        "('mark_cache_size', 'primary_index_cache_size', 'index_mark_cache_size', 'query_condition_cache_size', 'max_server_memory_usage', 'background_pool_size')"
     )
     return {r["name"]: int(r["value"]) for r in rows}
 
 
-def test_the_store_runs_with_the_configured_cache_sizes_and_memory_limit_and_merges_spans_vertically(
+def test_the_store_runs_with_the_configured_caches_memory_limit_merge_threads_and_merges_spans_vertically(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AGENTWATCH_CHDB_CACHE_BYTES", str(3 * 2**20))
     monkeypatch.setenv("AGENTWATCH_CHDB_MEMORY_LIMIT_BYTES", str(3 * 2**30))
+    monkeypatch.setenv("AGENTWATCH_CHDB_MERGE_THREADS", "3")
     store = open_store(Settings.from_env(data_dir=tmp_path))
     try:
         figures = _server_settings(store)
@@ -40,6 +41,7 @@ def test_the_store_runs_with_the_configured_cache_sizes_and_memory_limit_and_mer
         "index_mark_cache_size": 3 * 2**20,
         "query_condition_cache_size": 3 * 2**20,
         "max_server_memory_usage": 3 * 2**30,
+        "background_pool_size": 3,
     }
     assert "vertical_merge_algorithm_min_rows_to_activate = 1" in spans  # migration 9: merges a column at a time
 
