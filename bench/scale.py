@@ -18,9 +18,11 @@ statement at a time, so absolute rates are that stand-in's, not a server's). Wit
 
 ``--phases memory``: one collector on embedded chDB takes a burst of ``--burst-spans`` agent spans
 with captured prompt/completion text (``bench.workload``, ~700 B a span, 4 senders, as fast as it
-answers), once with ``AGENTWATCH_MAX_QUEUE_BYTES=0`` (no bound in bytes, the default) and once
-with 64 MiB: peak RSS and peak anonymous memory (RSS less mapped files such as chDB's
-library) of the collector, sampled every 0.1 s, and spans/s from first send to all stored.
+answers), once with ``AGENTWATCH_MAX_QUEUE_BYTES=0`` (no bound in bytes) and once with the
+default, 32 MiB (decoded spans beyond it spill to disk, ``collector.spill``): peak RSS and peak
+anonymous memory (RSS less mapped files such as chDB's library and the spill) of the collector,
+sampled every 0.1 s, spans/s from first send to all stored, and the collector's CPU time per
+span (what a loaded machine changes least).
 
 Figures go to ``bench/results/scale.json`` and ``.md``.
 """
@@ -158,6 +160,8 @@ def phase_memory(spans: int, max_queue_bytes: int) -> dict[str, Any]:
         _send_all(collector.url, key, bodies, 4, "protobuf")
         stored_s = _wait_stored(collector, workload.totals.spans, started)
         peak_rss, peak_anon = sampler.stop()
+        stat = Path(f"/proc/{collector.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu_s = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
     return {
         "max_queue_bytes": max_queue_bytes,
         "spans": workload.totals.spans,
@@ -165,6 +169,7 @@ def phase_memory(spans: int, max_queue_bytes: int) -> dict[str, Any]:
         "spans_per_s": round(workload.totals.spans / stored_s),
         "peak_rss_mb": round(peak_rss / 2**20),
         "peak_anon_mb": round(peak_anon / 2**20),
+        "cpu_us_per_span": round(cpu_s / workload.totals.spans * 1e6, 1),
         "load_average_after": round(os.getloadavg()[0], 1),
     }
 
@@ -185,11 +190,11 @@ def markdown(result: dict[str, Any]) -> str:
             f"Measured with {result.get('memory_measured', 'the command above')}; chDB and glibc allocator settings are the collector's "
             "defaults (collector/storage/chdb_memory.py, collector/commands.py::_tune_malloc).",
             "",
-            "| AGENTWATCH_MAX_QUEUE_BYTES | spans | spans/s | peak RSS MB | peak anonymous MB | load after |",
-            "|---|---:|---:|---:|---:|---:|",
+            "| AGENTWATCH_MAX_QUEUE_BYTES | spans | spans/s | collector CPU µs/span | peak RSS MB | peak anonymous MB | load after |",
+            "|---|---:|---:|---:|---:|---:|---:|",
         ]
         lines += [
-            f"| {m['max_queue_bytes']} | {m['spans']} | {m['spans_per_s']} | {m['peak_rss_mb']} | {m['peak_anon_mb']} | {m['load_average_after']} |"
+            f"| {m['max_queue_bytes']} | {m['spans']} | {m['spans_per_s']} | {m.get('cpu_us_per_span', '-')} | {m['peak_rss_mb']} | {m['peak_anon_mb']} | {m['load_average_after']} |"
             for m in result["memory"]
         ]
         if before := result.get("memory_before"):  # the same command on the code before a change, for comparison
@@ -248,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     result.update(command=" ".join(["python -m bench.scale", *sys.argv[1:]]), machine=report.machine())
     if "memory" in phases:
         result["memory_measured"] = f"`{result['command']}`, load average {os.getloadavg()[0]:.1f} at start"
-        result["memory"] = [phase_memory(args.burst_spans, bound) for bound in (0, 64 * 1024 * 1024)]
+        result["memory"] = [phase_memory(args.burst_spans, bound) for bound in (0, 32 * 1024 * 1024)]
         print("memory:", result["memory"])
     if "lease" in phases:
         lease_phases(args, result)

@@ -149,12 +149,19 @@ class Killed:
     collector: CollectorProcess
     key: str
     acked: list[str]
+    spilled: int  # decoded requests the first collector had put on disk (beyond its queue bound) when killed
+    spill_left: int  # those still on disk after the restart (a start clears them: the spool is the record)
 
 
 @pytest.fixture(scope="module")
 def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Killed]:
     data = tmp_path_factory.mktemp("sigkill") / "data"
-    first = CollectorProcess(data, AGENTWATCH_FLUSH_INTERVAL_S="0.2", AGENTWATCH_RATE_LIMIT_SPANS_PER_S="0").start()
+    first = CollectorProcess(  # a queue bound of 4 KiB: most requests wait in the spill, decoded
+        data,
+        AGENTWATCH_FLUSH_INTERVAL_S="0.2",
+        AGENTWATCH_RATE_LIMIT_SPANS_PER_S="0",
+        AGENTWATCH_MAX_QUEUE_BYTES="4096",
+    ).start()
     try:
         assert _listening(first.port) == {"127.0.0.1"}, "the collector must bind loopback only by default"
         key = first.key("durable")
@@ -165,11 +172,12 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Killed]:
         acked = list(exporters.acked)
     finally:
         first.kill()
+    spilled = len(list((data / "spill").iterdir()))
     second = CollectorProcess(data, AGENTWATCH_FLUSH_INTERVAL_S="0.2")
     second.port, second.url = first.port, first.url
     second.start()
     try:
-        yield Killed(second, key, acked)
+        yield Killed(second, key, acked, spilled, len(list((data / "spill").iterdir())))
     finally:
         second.kill(signal.SIGTERM)
 
@@ -189,6 +197,12 @@ def test_sigkill_during_sustained_ingestion_loses_and_duplicates_no_span(killed:
         assert len(ids) == LLM_CALLS + 1 == len(set(ids)), (
             f"run {trace_id}: {len(ids)} spans stored, {len(set(ids))} distinct"
         )
+
+
+def test_sigkill_with_spans_spilled_to_disk_replays_them_from_the_spool(killed: Killed) -> None:
+    """The decoded files beyond the queue bound are a cache: the restart drops them and replays the spool."""
+    assert killed.spilled > 0
+    assert killed.spill_left == 0
 
 
 def test_sigkill_during_sustained_ingestion_keeps_run_totals_exact(killed: Killed) -> None:
