@@ -7,6 +7,7 @@ not safe to use from several threads at once.
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,12 @@ import pyarrow as pa
 
 from collector.storage.base import QueryError, StoreUnavailable
 from collector.storage.chdb_memory import ChdbMemory
+from collector.storage.queries_admin import PURGE_ALLOCATOR
 from collector.storage.recent import RecentKeys
 from collector.storage.result_cache import ResultCache, is_read
 from collector.storage.sql_store import SqlStore, arrow_rows
+
+log = logging.getLogger(__name__)
 
 
 class ChdbStore(SqlStore):
@@ -25,7 +29,8 @@ class ChdbStore(SqlStore):
 
     The only writer of its directory, so it may vouch for recently stored span keys itself
     (``RecentKeys``, ``recent_window_s`` = 0 turns that off). ``memory`` bounds chDB's caches
-    and allocator (``collector.storage.chdb_memory``).
+    and allocator (``collector.storage.chdb_memory``); after inserting spans, what the insert freed
+    goes back to the OS at once (``PURGE_ALLOCATOR``), while queries keep the allocator's decay.
     """
 
     def __init__(
@@ -70,6 +75,14 @@ class ChdbStore(SqlStore):
             sql += " SETTINGS insert_deduplication_token = {token:String}"
             params["token"] = dedup_token
         self._run(sql, params, fmt="CSV", aw_batch=data)
+        if table == "spans":
+            self._purge_allocator()
+
+    def _purge_allocator(self) -> None:
+        try:
+            self._run(PURGE_ALLOCATOR, None, fmt="CSV")
+        except QueryError as exc:  # the spans are stored; only the memory waits for the decay
+            log.warning("chDB: purging the allocator after an insert failed: %s", exc)
 
     def _run(self, sql: str, params: dict[str, Any] | None, *, fmt: str, aw_batch: pa.Table | None = None) -> Any:
         """Run one statement; ``aw_batch`` is the table that ``Python(aw_batch)`` reads
