@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from collector.model import SpanRow
 from collector.settings import Settings
 from collector.storage import open_store
 from collector.storage.chdb_memory import ALLOCATOR_ENV, ChdbMemory
+from collector.storage.model import SpanRow
 
 
 def _server_settings(store: object) -> dict[str, int]:
