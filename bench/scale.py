@@ -18,8 +18,8 @@ statement at a time, so absolute rates are that stand-in's, not a server's). Wit
 
 ``--phases memory``: one collector on embedded chDB takes a burst of ``--burst-spans`` agent spans
 with captured prompt/completion text (``bench.workload``, ~700 B a span, 4 senders, as fast as it
-answers), once with ``AGENTWATCH_MAX_QUEUE_BYTES=0`` (no bound in bytes) and once with the
-default, 32 MiB (decoded spans beyond it spill to disk, ``collector.spill``): peak RSS and peak
+answers), with ``AGENTWATCH_MAX_QUEUE_BYTES=0`` (no bound in bytes), the default 64 MiB and
+32 MiB (decoded spans beyond the bound spill to disk, ``collector.ingest.spill``): peak RSS and peak
 anonymous memory (RSS less mapped files such as chDB's library and the spill) of the collector,
 sampled every 0.1 s, spans/s from first send to all stored, and the collector's CPU time per
 span (what a loaded machine changes least).
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     result.update(command=" ".join(["python -m bench.scale", *sys.argv[1:]]), machine=report.machine())
     if "memory" in phases:
         result["memory_measured"] = f"`{result['command']}`, load average {os.getloadavg()[0]:.1f} at start"
-        result["memory"] = [phase_memory(args.burst_spans, bound) for bound in (0, 32 * 1024 * 1024)]
+        result["memory"] = [phase_memory(args.burst_spans, bound) for bound in (0, 64 * 2**20, 32 * 2**20)]
         print("memory:", result["memory"])
     if "lease" in phases:
         lease_phases(args, result)

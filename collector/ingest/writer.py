@@ -5,18 +5,22 @@ in the spool; it inserts batches when ``flush_rows`` spans are waiting or ``flus
 has passed, in a worker thread so the event loop keeps answering. Each batch is announced to the
 spool (intent, with its deduplication token) before the insert and released after it, which
 makes a replay after a crash exactly-once. While the store is unavailable it retries with
-backoff and the spool absorbs the load; spans beyond ``max_queue_spans`` are not kept in memory
-but written to ``spill`` (decoded, memory-mapped back; ``collector.ingest.spill``) or, without it or
-when the file is gone, decoded again from the spool when their turn comes. One bad span never sinks a batch: a batch
-the store rejects is split until the offending spans are isolated, logged and counted.
+backoff and the spool absorbs the load; spans beyond ``max_queue_spans`` or ``max_queue_bytes``
+are not kept in memory but written to ``spill`` (decoded; memory-mapped back,
+``collector.ingest.spill``) or, without it or when the file is gone, decoded again from the
+spool when their turn comes. One bad span never sinks a batch: a batch the store rejects is
+split until the offending spans are isolated, logged and counted. After each insert the C
+heap's free pages go back to the OS (``collector.ingest.heap``).
 A batch is the requests' tables concatenated (no copy); nothing here loops over spans.
 
 Under load the batches grow: what queued up during one insert goes into the next, up to
 ``_BACKLOG_BATCHES`` times ``flush_rows``. An insert costs a fixed ~35 ms (chDB 26.9: the
 spans part and the three materialized views' parts) on top of ~5 µs per span, so one large
 batch instead of several small ones is what lets the store keep up with the decoders. Memory
-can be bounded in bytes too (``max_queue_bytes``: captured prompt text makes a span ten times
-larger): a batch takes at most half of it, and spans beyond it wait on disk only.
+is bounded in bytes too (``max_queue_bytes``: captured prompt text makes a span ten times
+larger): a batch takes at most half of it, which bounds what chDB's insert holds (~2x the
+batch), and spans beyond it wait on disk only. Smaller batches cost CPU per span (more parts
+to merge): the bound trades memory for ingest rate (bench/results/scale.md).
 """
 
 from __future__ import annotations
