@@ -202,11 +202,11 @@ def markdown(result: dict[str, Any]) -> str:
                 "",
                 f"Before ({before['what']}):",
                 "",
-                "| AGENTWATCH_MAX_QUEUE_BYTES | spans/s | peak RSS MB | peak anonymous MB | load after |",
-                "|---|---:|---:|---:|---:|",
+                "| AGENTWATCH_MAX_QUEUE_BYTES | spans/s | collector CPU µs/span | peak RSS MB | peak anonymous MB | load after |",
+                "|---|---:|---:|---:|---:|---:|",
             ]
             lines += [
-                f"| {m['max_queue_bytes']} | {m['spans_per_s']} | {m['peak_rss_mb']} | {m['peak_anon_mb']} | {m['load_average_after']} |"
+                f"| {m['max_queue_bytes']} | {m['spans_per_s']} | {m.get('cpu_us_per_span', '-')} | {m['peak_rss_mb']} | {m['peak_anon_mb']} | {m['load_average_after']} |"
                 for m in before["memory"]
             ]
         lines += [
