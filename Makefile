@@ -46,7 +46,8 @@ demo: setup
 
 # Two workers, a test file per worker at a time (module fixtures stay whole; a process holds one
 # embedded chDB): most tests wait on servers and subprocesses, so this halves the wall time.
-test: check browser clients-venvs
+# Before them: lint, types, C warnings (check) and the native decoder under the sanitizers.
+test: check sanitize browser clients-venvs
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25 tests
 
 lint: setup
@@ -65,27 +66,39 @@ typecheck: setup
 # decoder compiled with its warnings as errors (the install builds it with -O2 and shows none);
 # lint includes `ruff format --check` (line length 120, pyproject.toml).
 NATIVE_CFLAGS := -O2 -Wall -Wextra -Werror
+NATIVE_DIR := collector/ingest/otlp
+NATIVE_SRC := $(NATIVE_DIR)/_native.c $(NATIVE_DIR)/_json_wire.c
 check: lint typecheck
 	@include="$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"; \
-	for src in collector/ingest/otlp/_native.c collector/ingest/otlp/_json_wire.c; do \
+	for src in $(NATIVE_SRC); do \
 		echo "$(CC) $(NATIVE_CFLAGS) $$src"; \
 		$(CC) $(NATIVE_CFLAGS) -I"$$include" -c -o /dev/null $$src || exit 1; \
 	done
 
-# The native decoder's tests under AddressSanitizer and UBSan, in a copy of the working tree (the
-# in-tree module stays as built, for whoever runs tests meanwhile). About 5 minutes on 2 busy cores,
-# so not part of `make test`; run it after changing collector/ingest/otlp/*.c.
+# The native decoder's tests under AddressSanitizer and UBSan, before the tests of `make test`: the
+# extension built once (again when its C changes) with the sanitizers, into a copy of the working
+# tree (the in-tree module stays as built, for whoever runs tests meanwhile). CPython is not built
+# with them: their runtimes are preloaded, leak detection is off (CPython's own allocations), and
+# PYTHONMALLOC=malloc gives every bytes object its own heap block, so a read past a small body's
+# end is seen (pymalloc's pools hide it). A fifth of the property tests' examples
+# (tests/support/examples.py); --capture=sys lets a sanitizer's report reach the terminal.
 SANITIZE := build/sanitize
-sanitize: setup
+SANITIZED_EXT := build/sanitize-ext/_native.so
+SANITIZE_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+$(SANITIZED_EXT): $(NATIVE_SRC) $(NATIVE_DIR)/_native.h $(STAMP)
+	mkdir -p $(@D)
+	$(CC) -shared -fPIC $(SANITIZE_FLAGS) -I"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
+		$(NATIVE_SRC) -o $@
+
+sanitize: $(SANITIZED_EXT)
 	rm -rf $(SANITIZE) && mkdir -p $(SANITIZE)
 	git ls-files -co --exclude-standard | grep -v '\.so$$' | tar -cf - -T - | tar -xf - -C $(SANITIZE)
-	cd $(SANITIZE) && $(CC) -shared -fPIC -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-		-I"$$($(CURDIR)/$(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
-		collector/ingest/otlp/_native.c collector/ingest/otlp/_json_wire.c \
-		-o collector/ingest/otlp/_native$$($(CURDIR)/$(BIN)/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+	cp $(SANITIZED_EXT) $(SANITIZE)/$(NATIVE_DIR)/_native$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 	cd $(SANITIZE) && LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		$(CURDIR)/$(BIN)/python -m pytest -q -p no:cacheprovider tests/collector/test_native_decode.py tests/collector/test_ingest_decode.py
+		PYTHONMALLOC=malloc AGENTWATCH_TEST_EXAMPLES_SCALE=0.2 \
+		$(CURDIR)/$(BIN)/python -m pytest -q -p no:cacheprovider --capture=sys \
+		tests/collector/test_native_decode.py tests/collector/test_ingest_decode.py
 
 bench: setup
 	$(BIN)/python bench/sdk_overhead.py

@@ -24,6 +24,7 @@ from collector.ingest.otlp.decode import JSON, PROTOBUF, convert
 from collector.ingest.otlp.errors import BadRequest, IngestError
 from collector.ingest.redact import Redactor
 from tests.reliability import otlp_gen as gen
+from tests.support.examples import examples
 
 NORMALIZERS = {
     "plain": Normalizer(),
@@ -154,17 +155,60 @@ def test_the_native_decoder_is_built() -> None:
     assert native.AVAILABLE
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(payload=requests(), which=st.sampled_from(sorted(NORMALIZERS)), retention=st.booleans())
 def test_generated_requests_decode_the_same_natively(payload: bytes, which: str, retention: bool) -> None:
     not_before = time.time_ns() - 3600 * 10**9 if retention else 0
     _assert_same(*_both(payload, NORMALIZERS[which], not_before))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), payload=requests())
 def test_mutated_requests_decode_or_fail_the_same_natively(data: st.DataObject, payload: bytes) -> None:
     _assert_same(*_both(gen.mutate(payload, data), NORMALIZERS["plain"]))
+
+
+def _every_kind_request() -> bytes:
+    """A request the native decoder takes whole, with every kind of field it reads, ending in a string (a schema URL)."""
+    request = ExportTraceServiceRequest()
+    rs = request.resource_spans.add(schema_url="https://opentelemetry.io/schemas/1.9")
+    rs.resource.attributes.append(KeyValue(key="service.name", value=_any("svc")))
+    scope = rs.scope_spans.add(schema_url="https://opentelemetry.io/schemas/1.26.0")
+    scope.scope.name, scope.scope.version = "lib", "1.0"
+    start = time.time_ns() - 60 * 10**9
+    span = scope.spans.add(
+        name="chat gpt-4o-mini", trace_id=b"\x01" * 16, span_id=b"\x02" * 8, parent_span_id=b"\x03" * 8
+    )
+    span.start_time_unix_nano, span.end_time_unix_nano = start, start + 10**9
+    span.status.code, span.status.message = 2, "boom"
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "gpt-4o-mini",
+        "gen_ai.usage.input_tokens": 12,
+        "gen_ai.latency.time_to_first_token": 0.5,
+        "agentwatch.tool.cache_hit": True,
+        "gen_ai.response.finish_reasons": ["stop"],
+        "custom.bytes": b"\x00\xff",
+        "custom.map": {"k": "v"},
+        "custom.empty": None,
+    }
+    for key, value in attributes.items():
+        span.attributes.append(KeyValue(key=key, value=_any(value)))
+    event = span.events.add(name="exception", time_unix_nano=start + 5)
+    event.attributes.append(KeyValue(key="exception.type", value=_any("TimeoutError")))
+    return request.SerializeToString()
+
+
+def test_every_truncation_of_a_request_decodes_or_fails_the_same_natively() -> None:
+    """Each cut ends the buffer inside another field: a read past the end shows here (under ``make sanitize``)."""
+    normalizer = NORMALIZERS["priced-redacted-short"]
+    workload = next(Workload(6, batch_spans=6, end_time_ns=time.time_ns(), content=True).batches())
+    for body in (_every_kind_request(), workload):
+        assert native.NativeDecoder(normalizer).decode(body, "p").declined == []
+        for cut in range(len(body) + 1):
+            _assert_same(*_both(body[:cut], normalizer))
 
 
 @pytest.mark.parametrize("content", [True, False], ids=["content", "no-content"])
@@ -306,7 +350,9 @@ def _json_body(payload: bytes, data: st.DataObject, *, odd: int) -> bytes:
     return json.dumps(doc).encode("utf-8", "surrogatepass")
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(data=st.data(), payload=requests(), which=st.sampled_from(sorted(NORMALIZERS)), retention=st.booleans())
 def test_generated_json_requests_decode_the_same_natively(
     data: st.DataObject, payload: bytes, which: str, retention: bool
@@ -315,7 +361,9 @@ def test_generated_json_requests_decode_the_same_natively(
     _assert_same(*_both(_json_body(payload, data, odd=0), NORMALIZERS[which], not_before, JSON))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(data=st.data(), payload=requests(), odd=st.integers(1, 3))
 def test_json_requests_with_odd_values_decode_or_fail_the_same_natively(
     data: st.DataObject, payload: bytes, odd: int
