@@ -60,6 +60,7 @@ import httpx
 
 from agentwatch_api.client import CollectorClient, CollectorError
 from agentwatch_api.handshake import read_admin_token
+from agentwatch_api.schemas import AlertOut, LeverSaving
 from reference_agent import demo_live
 from reference_agent.agent import AgentConfig, ResearchAgent, make_client
 from reference_agent.engine.policy import docs_wanted
@@ -103,9 +104,9 @@ class DemoOptions:
 @dataclass
 class DemoReport:
     runs_recorded: int
-    alerts: list[dict[str, Any]]
+    alerts: list[AlertOut]
     phases: dict[str, LoadSummary] = field(default_factory=dict)
-    savings: list[dict[str, Any]] = field(default_factory=list)  # /api/cost's saving per lever
+    savings: list[LeverSaving] = field(default_factory=list)  # /api/cost's saving per lever
     stopped_by_user: bool = False  # Ctrl-C while serving after the traffic: a normal end
     running: int = 0  # of the runs recorded: root not arrived yet
     incomplete: int = 0  # root never arrived (a killed agent), idle past the collector's timeout
@@ -320,17 +321,7 @@ def project_key(
     )
     if key_path.exists():
         key = key_path.read_text().strip()
-        probe = (
-            httpx.get(collector + "/api/ingest", headers=_auth(key), timeout=10.0)
-            if "read" in scopes
-            else httpx.post(
-                collector + "/v1/traces",
-                content=b"",
-                headers={**_auth(key), "Content-Type": "application/x-protobuf"},
-                timeout=10.0,
-            )
-        )
-        if probe.status_code == 200:
+        if _key_accepted(collector, key, scopes):
             return key
     token = read_admin_token(data_dir)
     if token is None:
@@ -343,6 +334,19 @@ def project_key(
     key_path.write_text(key + "\n")
     key_path.chmod(0o600)
     return key
+
+
+def _key_accepted(collector: str, key: str, scopes: tuple[str, ...]) -> bool:
+    """Whether the running collector still takes ``key`` for what it was made for."""
+    with CollectorClient(collector, key, timeout_s=10.0) as client:
+        try:
+            if "read" in scopes:
+                client.ingest()
+            else:
+                client.check_ingest()
+        except CollectorError:
+            return False
+    return True
 
 
 def start_engine(
@@ -412,10 +416,6 @@ def _dashboard_ready(group: ProcessGroup, url: str, log: Callable[[str], None]) 
 
 
 # --- the traffic ------------------------------------------------------------------------------
-
-
-def _auth(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
 
 
 def _agent(
@@ -584,36 +584,34 @@ async def _watch(
     """Every 10 s: runs and cost stored so far; every 2 s: each incident once when it fires and
     once when it resolves (``printed``: incident id -> the last state printed)."""
     printed = {} if printed is None else printed
-    async with httpx.AsyncClient(base_url=collector, headers=_auth(key), timeout=5.0) as client:
+    with CollectorClient(collector, key, timeout_s=5.0) as client:
         for tick in itertools.count(1):
-            await asyncio.sleep(ALERT_INTERVAL_S)
-            with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
+            await asyncio.sleep(ALERT_INTERVAL_S)  # the pace of the report, not a wait for something
+            with contextlib.suppress(CollectorError):
                 if tick % 5 == 0:
-                    runs = (await client.get("/api/runs", params={"start": started, "limit": 1})).json()["total"]
-                    cost = (await client.get("/api/cost", params={"start": started})).json()["total_usd"]
-                    live = (await client.get("/api/overview", params={"start": started})).json()
+                    runs = (await asyncio.to_thread(client.runs, start=started, limit=1)).total
+                    cost = (await asyncio.to_thread(client.cost, start=started)).total_usd
+                    live = await asyncio.to_thread(client.overview, start=started)
                     log(
                         f"  [{time.time() - started:4.0f} s] {runs} runs stored, ${cost:.4f} so far; "
-                        f"{live['running_runs']} running, {live['incomplete_runs']} incomplete"
+                        f"{live.running_runs} running, {live.incomplete_runs} incomplete"
                     )
-                _print_incidents(
-                    (await client.get("/api/alerts", params={"start": started})).json(), printed, started, log
-                )
+                _print_incidents(await asyncio.to_thread(client.alerts, start=started), printed, started, log)
 
 
 def _print_incidents(
-    alerts: list[dict[str, Any]], printed: dict[str, str], started: float, log: Callable[[str], None]
+    alerts: list[AlertOut], printed: dict[str, str], started: float, log: Callable[[str], None]
 ) -> None:
     """One line when an incident fires, one when it resolves; nothing for an incident already told."""
-    for alert in sorted(alerts, key=lambda a: a["started_at"]):
-        state, last = alert["state"], printed.get(alert["alert_id"])
-        if last == state:
+    for alert in sorted(alerts, key=lambda a: a.started_at):
+        last = printed.get(alert.alert_id)
+        if last == alert.state:
             continue
         if last is None:
-            log(f"  [{alert['started_at'] - started:4.0f} s] INCIDENT fired: {alert['message']}")
-        if state == "resolved":
-            log(f"  [{alert['resolved_at'] - started:4.0f} s] INCIDENT resolved: {alert['message']}")
-        printed[alert["alert_id"]] = state
+            log(f"  [{alert.started_at - started:4.0f} s] INCIDENT fired: {alert.message}")
+        if alert.state == "resolved" and alert.resolved_at is not None:
+            log(f"  [{alert.resolved_at - started:4.0f} s] INCIDENT resolved: {alert.message}")
+        printed[alert.alert_id] = alert.state
 
 
 async def _final_report(
@@ -627,36 +625,33 @@ async def _final_report(
     """Wait (bounded) until the runs are stored and an incident has fired, then until every
     incident has resolved (traffic stopped: the spend is back to nothing) or has no data (no
     run finishes any more, which never resolves an incident); read both."""
-    runs, alerts = 0, []
+    runs = 0
+    alerts: list[AlertOut] = []
     deadline = time.monotonic() + max(15 * ALERT_INTERVAL_S, 30.0)
     settle = time.monotonic() + max(30 * ALERT_INTERVAL_S, 60.0)
-    async with httpx.AsyncClient(base_url=collector, headers=_auth(key), timeout=10.0) as client:
+    with CollectorClient(collector, key, timeout_s=10.0) as client:
         while time.monotonic() < max(deadline, settle if alerts else deadline):
-            with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
-                runs = (await client.get("/api/runs", params={"start": started, "limit": 1})).json()["total"]
-                alerts = (await client.get("/api/alerts", params={"start": started})).json()
+            with contextlib.suppress(CollectorError):
+                runs = (await asyncio.to_thread(client.runs, start=started, limit=1)).total
+                alerts = await asyncio.to_thread(client.alerts, start=started)
                 if log is not None:
                     _print_incidents(alerts, {} if printed is None else printed, started, log)
-                if (
-                    runs >= completed
-                    and alerts
-                    and all(a["state"] == "resolved" or a.get("no_data_since") for a in alerts)
-                ):
+                if runs >= completed and alerts and all(a.state == "resolved" or a.no_data_since for a in alerts):
                     break
             await asyncio.sleep(1.0)
-        with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
-            live = (await client.get("/api/overview", params={"start": started})).json()
+        with contextlib.suppress(CollectorError):
+            live = await asyncio.to_thread(client.overview, start=started)
             return DemoReport(
-                runs_recorded=runs, alerts=alerts, running=live["running_runs"], incomplete=live["incomplete_runs"]
+                runs_recorded=runs, alerts=alerts, running=live.running_runs, incomplete=live.incomplete_runs
             )
     return DemoReport(runs_recorded=runs, alerts=alerts)
 
 
-async def _savings(collector: str, key: str, started: float) -> list[dict[str, Any]]:
+async def _savings(collector: str, key: str, started: float) -> list[LeverSaving]:
     """What each cost lever saved during the demo, as the collector measured it (empty if it cannot say)."""
-    with contextlib.suppress(httpx.HTTPError, KeyError, ValueError, TypeError):
-        async with httpx.AsyncClient(base_url=collector, headers=_auth(key), timeout=30.0) as client:
-            return (await client.get("/api/cost", params={"start": started})).json()["savings"]["levers"]
+    with CollectorClient(collector, key, timeout_s=30.0) as client, contextlib.suppress(CollectorError):
+        cost = await asyncio.to_thread(client.cost, start=started)
+        return cost.savings.levers if cost.savings is not None else []
     return []
 
 
@@ -671,18 +666,17 @@ def _print_report(report: DemoReport, log: Callable[[str], None]) -> None:
         f"runs recorded by the collector: {report.runs_recorded} ({report.running} running, {report.incomplete} incomplete)"
     )
     for lever in report.savings:
-        log(f"saved by {lever['lever']}: ${lever['saving_usd']:.6f} over {lever['events']} events ({lever['basis']})")
+        log(f"saved by {lever.lever}: ${lever.saving_usd:.6f} over {lever.events} events ({lever.basis})")
     if not report.alerts:
         log("alerts fired: none")
-    for alert in sorted(report.alerts, key=lambda a: a["started_at"]):  # one line per incident
-        if alert.get("resolved_at"):
-            end = f"resolved after {alert['resolved_at'] - alert['started_at']:.0f} s"
+    for alert in sorted(report.alerts, key=lambda a: a.started_at):  # one line per incident
+        if alert.resolved_at:
+            end = f"resolved after {alert.resolved_at - alert.started_at:.0f} s"
         else:
-            end = "still firing" + (" (no data: no run finished since)" if alert.get("no_data_since") else "")
-        peak = alert.get("peak", alert["value"])
+            end = "still firing" + (" (no data: no run finished since)" if alert.no_data_since else "")
         log(
-            f"alert fired: {alert['rule']} [{alert['severity']}] {alert['scope']}: {alert['metric']} peak "
-            f"{_number(peak)} against a baseline of {_number(alert['baseline'])}, {end}"
+            f"alert fired: {alert.rule} [{alert.severity}] {alert.scope}: {alert.metric} peak "
+            f"{_number(alert.peak)} against a baseline of {_number(alert.baseline)}, {end}"
         )
 
 

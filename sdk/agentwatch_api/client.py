@@ -63,7 +63,8 @@ class NotFound(ApiError):
 
 
 class CollectorClient:
-    """Query API calls with a project key; thread-safe (one pooled ``httpx.Client``)."""
+    """Query API calls with a project key; thread-safe (one pooled ``httpx.Client``). A range's
+    ``end`` left out is the collector's now."""
 
     def __init__(
         self, base_url: str, api_key: str = "", *, timeout_s: float = 10.0, transport: httpx.BaseTransport | None = None
@@ -84,14 +85,23 @@ class CollectorClient:
     # --- endpoints -------------------------------------------------------------------
 
     def runs(
-        self, *, start: float, end: float, limit: int = 50, offset: int = 0, sort: str = "-start_time", **filters: Any
+        self,
+        *,
+        start: float,
+        end: float | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        sort: str = "-start_time",
+        **filters: Any,
     ) -> RunsPage:
         return self._get("/api/runs", RunsPage, start=start, end=end, limit=limit, offset=offset, sort=sort, **filters)
 
     def run(self, trace_id: str) -> RunDetail:
         return self._get(f"/api/runs/{trace_id}", RunDetail)
 
-    def overview(self, *, start: float, end: float, agent: str | None = None, model: str | None = None) -> Overview:
+    def overview(
+        self, *, start: float, end: float | None = None, agent: str | None = None, model: str | None = None
+    ) -> Overview:
         return self._get("/api/overview", Overview, start=start, end=end, agent=agent, model=model)
 
     def timeseries(
@@ -146,7 +156,7 @@ class CollectorClient:
         self,
         *,
         start: float,
-        end: float,
+        end: float | None = None,
         agent: str | None = None,
         model: str | None = None,
         gpu_hour_usd: float | None = None,
@@ -265,6 +275,10 @@ class CollectorClient:
     def ingest(self) -> IngestStatus:
         return self._get("/api/ingest", IngestStatus)
 
+    def check_ingest(self) -> None:
+        """Raises ``AuthError`` unless this client's key may send spans: an empty OTLP request, which stores nothing."""
+        self._request("POST", "/v1/traces", content=b"", headers={"Content-Type": "application/x-protobuf"})
+
     # --- administration (the admin token, or a key with the admin scope) ------------
 
     def create_key(self, project: str, name: str, scopes: Sequence[str]) -> dict[str, Any]:
@@ -294,6 +308,9 @@ class CollectorClient:
         return cast(T, self._send("GET", path, shape, params=query))
 
     def _send(self, method: str, path: str, shape: type[T] | Any, /, **request: Any) -> T:
+        return cast(T, _parse(self._request(method, path, **request), path, shape))
+
+    def _request(self, method: str, path: str, /, **request: Any) -> httpx.Response:
         try:
             response = self._http.request(method, path, **request)
         except httpx.HTTPError as exc:
@@ -302,7 +319,7 @@ class CollectorClient:
             ) from exc
         if response.status_code >= 400:
             raise _api_error(response, path)
-        return cast(T, _parse(response, path, shape))
+        return response
 
 
 def _parse(response: httpx.Response, path: str, model: type[T] | Any) -> T:

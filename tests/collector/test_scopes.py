@@ -204,3 +204,17 @@ def test_the_dashboard_client_needs_only_read_and_the_sdk_only_ingest(
         client.engine_metrics("none", start=start, end=end), client.alerts(), client.alert_rules(), client.ingest()
         with pytest.raises(NotFound):
             client.run("f" * 32)
+
+
+def test_the_client_tells_whether_a_key_may_ingest(collector: tuple[Running, dict[str, str]]) -> None:
+    """How the demo checks a saved ingest key (an empty OTLP request); a range's end left out is the collector's now."""
+    from agentwatch_api.client import AuthError, CollectorClient
+
+    running, keys = collector
+    with CollectorClient(running.url, keys["ingest"]) as client:
+        client.check_ingest()
+    with CollectorClient(running.url, keys["read"]) as client:
+        with pytest.raises(AuthError, match="/v1/traces: HTTP 403"):
+            client.check_ingest()
+        start = time.time() - 86_400
+        assert client.runs(start=start).total == client.runs(start=start, end=time.time() + 1).total
