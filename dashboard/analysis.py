@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from agentwatch import semconv as sc
@@ -162,7 +163,7 @@ def _prefers_quadratic(x: np.ndarray, y: np.ndarray, lin: np.ndarray, quad: np.n
 def engine_shares(spans: Sequence[SpanOut]) -> list[dict[str, object]]:
     """Queue, prefill, decode and the rest of each LLM call, from the engine's spans."""
     by_id = {s.span_id: s for s in spans}
-    rows = []
+    rows: list[dict[str, Any]] = []
     seen: set[str] = set()
     timed = [s for s in spans if any(v is not None for v in (s.queue_s, s.prefill_s, s.decode_s))]
     # A client LLM span carries the engine's timings itself when the collector joined them in;
@@ -217,7 +218,7 @@ def _agent_name(span: SpanOut) -> str:
 def run_graph(spans: Sequence[SpanOut]) -> RunGraph:
     """Agents, models and tools as nodes; calls and hand-offs as edges, from GenAI attributes only."""
     by_id = {s.span_id: s for s in spans}
-    owner: dict[str, str] = {}
+    owner: dict[str, str | None] = {}  # span id -> the agent node it belongs to
     graph = RunGraph({}, defaultdict(Edge))
     for span, _ in tree_order(spans):
         parent_owner = owner.get(span.parent_span_id, "")

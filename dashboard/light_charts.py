@@ -92,7 +92,7 @@ def incident_chart(
                 y="value:Q", text="name:N", x=alt.value(0)
             ),
         ]
-    return alt.layer(*layers)
+    return alt.LayerChart(layer=layers)
 
 
 def _scaled_unit(values: Sequence[float], unit: str) -> tuple[float, str]:

@@ -74,7 +74,7 @@ def waterfall_chart(items: Sequence[tuple[SpanOut, int]], total_spans: int) -> a
         .mark_point(shape="cross", size=90, filled=True, color=ERROR_COLOUR)
         .encode(x="end:Q", y=y, tooltip=[alt.Tooltip("error:N", title="error / timeout")])
     )
-    return alt.layer(bars, crosses)
+    return alt.LayerChart(layer=[bars, crosses])
 
 
 def _waterfall_frame(items: Sequence[tuple[SpanOut, int]]) -> pd.DataFrame:
@@ -117,7 +117,7 @@ def growth_chart(fit: GrowthFit) -> alt.LayerChart:
             "step": [f"step {s}" for s in fit.steps],
             "input": fit.input_tokens,
             "cumulative": fit.cumulative,
-            "fitted": fit.fitted or [None] * len(fit.calls),
+            "fitted": fit.fitted if fit.fitted else [None] * len(fit.calls),
         }
     )
     base = alt.Chart(frame, title=f"Context growth: {fit.chosen}", height=340)
@@ -227,8 +227,10 @@ def graph_chart(graph: RunGraph) -> alt.LayerChart:
         .encode(x=x, y=y, color=alt.Color("kind:N", scale=kinds, legend=_LEGEND), tooltip=["name:N", "kind:N"])
     )
     names = alt.Chart(nodes).mark_text(dy=-20, fontSize=12).encode(x=x, y=y, text="name:N")
-    return alt.layer(
-        lines, labels, dots, names, title="Run graph: agents, models and tools", height=max(320, 70 * len(graph.nodes))
+    return alt.LayerChart(
+        layer=[lines, labels, dots, names],
+        title="Run graph: agents, models and tools",
+        height=max(320, 70 * len(graph.nodes)),
     )
 
 

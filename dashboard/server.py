@@ -9,7 +9,6 @@ script ran 4.3 s where the next visit's ran 1.0 s). Imported here, that cost mov
 from __future__ import annotations
 
 import importlib
-import sys
 
 # The pages' modules that are slow to import (they pull in pandas, NumPy, Altair and the
 # wire models); not those that declare Streamlit caches, which want the server's runtime.
@@ -30,4 +29,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -149,7 +149,9 @@ def parse_events(raw: str, start_time: float | None = None) -> list[Event]:
             continue
         t_ns = item.get("time_ns") or 0
         offset = t_ns / 1e9 - start_time if start_time is not None and t_ns else None
-        attrs = item.get("attributes") if isinstance(item.get("attributes"), dict) else {}
+        attrs = item.get("attributes")
+        if not isinstance(attrs, dict):
+            attrs = {}
         events.append(Event(str(item.get("name", "")), offset, attrs))
     return events
 
@@ -212,7 +214,9 @@ def _content_text(content: Any) -> str:
 
 
 def _call_text(call: dict[str, Any]) -> str:
-    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    function = call.get("function")
+    if not isinstance(function, dict):
+        function = call
     return f"{function.get('name', '')}({_json(function.get('arguments', ''))})"
 
 

@@ -354,8 +354,8 @@ class ResearchAgent:
             return f"model {before} -> {small}"
         if policy.action == "cap_steps":
             cap = min(state.max_steps, index + policy.cap_steps)
-            before, state.max_steps, state.capped = state.max_steps, cap, True
-            return f"max_steps {before} -> {cap}"
+            steps, state.max_steps, state.capped = state.max_steps, cap, True
+            return f"max_steps {steps} -> {cap}"
         if state.mode == "iterative":
             return None
         state.mode = "iterative"
@@ -391,17 +391,19 @@ class ResearchAgent:
     ) -> _Reply:
         """One streamed chat completion; usage comes in the final chunk. ``routed``: an easy
         decision, which the router sends to the small model (a lever, when it did)."""
-        extra: dict[str, Any] = {"tools": tools, "tool_choice": "auto"} if tools else {}
+        # a plain request, as the agent keeps its history: plain dicts, not the client's TypedDicts
+        request: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "max_tokens": self.config.max_output_tokens,
+            "temperature": self.config.temperature,
+        }
+        if tools:
+            request.update(tools=tools, tool_choice="auto")
         with agentwatch.llm_attributes(self._llm_labels(model, routed)):  # the router's choice, on the LLM span
-            stream = await self.client.chat.completions.create(
-                model=model,
-                messages=messages,
-                stream=True,
-                stream_options={"include_usage": True},
-                max_tokens=self.config.max_output_tokens,
-                temperature=self.config.temperature,
-                **extra,
-            )
+            stream = await self.client.chat.completions.create(**request)
         reply = await _collect(stream, fallback_input=count_tokens(json.dumps(messages)))
         result.llm_calls += 1
         result.input_tokens += reply.input_tokens

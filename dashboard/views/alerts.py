@@ -90,10 +90,11 @@ def _incident(alert: AlertOut, rule: AlertRuleOut | None, *, expanded: bool) -> 
     ):
         c = st.columns([1, 1, 1, 1, 2])
         change = (alert.value - alert.baseline) / alert.baseline if alert.value is not None and alert.baseline else None
+        shown = ui.fmt_change(change)
         c[0].metric(
             f"{alert.metric} now",
             ui.fmt(alert.value, unit),
-            delta=ui.fmt_change(change).replace("previous", "baseline") if change is not None else None,
+            delta=shown.replace("previous", "baseline") if shown is not None else None,
             delta_color="inverse",
         )
         c[1].metric("Baseline", ui.fmt(alert.baseline, unit))

@@ -209,8 +209,8 @@ def _tree_items(spans: list[SpanOut]) -> tuple[list[tuple[SpanOut, int]], str]:
     )
     failures = c[2].toggle("Failures only", value=False, key="tree_failures")
     items = analysis.tree_order(spans)
-    if depth != ALL_DEPTHS:
-        items = [(s, d) for s, d in items if d <= int(depth)]
+    if isinstance(depth, int):  # else ALL_DEPTHS
+        items = [(s, d) for s, d in items if d <= depth]
     if not engine:
         items = [(s, d) for s, d in items if not analysis.is_engine_span(s)]
     if failures:

@@ -269,7 +269,7 @@ SENTENCES: dict[str, tuple[str, ...]] = {
 def _fill(template: str, topic: str, info: tuple[str, tuple[str, ...], str], rng: random.Random) -> str:
     field, terms, other = info
     shuffled = rng.sample(terms, k=len(terms))
-    values = {f"t{i}": term for i, term in enumerate(shuffled)}
+    values: dict[str, object] = {f"t{i}": term for i, term in enumerate(shuffled)}
     values.update(
         topic=topic,
         Topic=topic[0].upper() + topic[1:],

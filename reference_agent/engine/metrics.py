@@ -170,21 +170,18 @@ class ModelMetrics:
         labels = {"model_name": model_name, "engine": engine}
         self._metrics = metrics
         self._labels = labels
-        for name in (
-            "running",
-            "waiting",
-            "kv_usage",
-            "prefix_queries",
-            "prefix_hits",
-            "preemptions",
-            "prompt_tokens",
-            "generation_tokens",
-            "ttft",
-            "itl",
-            "e2e",
-            "queue",
-        ):
-            setattr(self, name, getattr(metrics, name).labels(**labels))
+        self.running = metrics.running.labels(**labels)
+        self.waiting = metrics.waiting.labels(**labels)
+        self.kv_usage = metrics.kv_usage.labels(**labels)
+        self.prefix_queries = metrics.prefix_queries.labels(**labels)
+        self.prefix_hits = metrics.prefix_hits.labels(**labels)
+        self.preemptions = metrics.preemptions.labels(**labels)
+        self.prompt_tokens = metrics.prompt_tokens.labels(**labels)
+        self.generation_tokens = metrics.generation_tokens.labels(**labels)
+        self.ttft = metrics.ttft.labels(**labels)
+        self.itl = metrics.itl.labels(**labels)
+        self.e2e = metrics.e2e.labels(**labels)
+        self.queue = metrics.queue.labels(**labels)
 
     def success(self, finished_reason: str) -> None:
         self._metrics.request_success.labels(**self._labels, finished_reason=finished_reason).inc()

@@ -34,7 +34,8 @@ class Job:
     pieces: Sequence[object]  # one per output token, opaque here (the server's deltas)
     finish_reason: str
     arrival: float
-    params: dict[str, float | int | None] = field(default_factory=dict)
+    model: str = ""  # the served model's name
+    params: Mapping[str, float | int | None] = field(default_factory=dict)
     carrier: Mapping[str, str] = field(default_factory=dict)  # W3C trace headers of the caller
     tokens: asyncio.Queue[object] = field(default_factory=asyncio.Queue)
     scheduled: float | None = None
@@ -44,16 +45,17 @@ class Job:
 
     def record(self) -> RequestRecord:
         assert self.scheduled is not None and self.first_token is not None and self.finished is not None
+        max_tokens = self.params.get("max_tokens")
         return RequestRecord(
             request_id=self.request.request_id,
-            model=str(self.params.get("model")),
+            model=self.model,
             arrival=self.arrival,
             scheduled=self.scheduled,
             first_token=self.first_token,
             finished=self.finished,
             prompt_tokens=self.request.prompt_tokens,
             completion_tokens=self.request.output_tokens,
-            max_tokens=self.params.get("max_tokens"),  # type: ignore[arg-type]
+            max_tokens=None if max_tokens is None else int(max_tokens),
             temperature=self.params.get("temperature"),
             top_p=self.params.get("top_p"),
             finish_reason=self.finish_reason,
@@ -113,8 +115,7 @@ class ModelEngine:
             len(pieces),
             block_hashes(prompt_pieces, self.scheduler.block_size),
         )
-        params = {**params, "model": self.profile.name}
-        job = Job(request, pieces, finish_reason, time.time(), params=params, carrier=carrier)
+        job = Job(request, pieces, finish_reason, time.time(), model=self.profile.name, params=params, carrier=carrier)
         self.scheduler.add(request)
         self._jobs[request.request_id] = job
         self._set_gauges()

@@ -101,7 +101,7 @@ def parse_chat_request(body: Any, served: Mapping[str, ModelEngine]) -> ChatRequ
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object")
     model = body.get("model")
-    if model not in served:
+    if not isinstance(model, str) or model not in served:
         raise BadRequest(
             f"The model `{model}` does not exist. Served (simulated): {', '.join(served)}", param="model", status=404
         )
