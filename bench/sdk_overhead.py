@@ -7,8 +7,8 @@ rounds and keeping each variant's best round:
   otel_span  ``with tracer.start_as_current_span("x"): fn()`` on the same provider
   tool       ``@agentwatch.tool("x")`` on the empty function (outside and inside a run)
 
-Spans go through the SDK's real bounded batch processor; the exporter is replaced by one that
-discards, so the figures are the agent thread's cost, not network time. Target: ``tool`` at
+Spans go through the SDK's real bounded batch processor; the exporter is one that discards
+(``agentwatch.init(exporter=...)``), so the figures are the agent thread's cost, not network time. Target: ``tool`` at
 most 1.5x ``otel_span``. Writes ``bench/results/sdk_overhead.json`` and ``.md``.
 
     .venv/bin/python bench/sdk_overhead.py [--calls 2000] [--repeats 30]
@@ -20,25 +20,23 @@ import argparse
 import json
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import agentwatch
-from agentwatch._export import Delivery
-from agentwatch._tracing import STATE
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 RESULTS = Path(__file__).parent / "results"
 TARGET_RATIO = 1.5
 
 
-class _Discard:
+class _Discard(SpanExporter):
     """Stands in for the OTLP exporter: accepts every batch at once."""
 
-    def export(self, spans: object, deadline: float | None = None) -> Delivery:
-        return Delivery(ok=True)
-
-    def shutdown(self) -> None:
-        return None
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
 
 
 def _empty() -> None:
@@ -64,10 +62,13 @@ def _best_of(variants: dict[str, Callable[[], None]], calls: int, repeats: int) 
 
 def measure(calls: int, repeats: int) -> dict[str, float]:
     agentwatch.init(
-        service_name="bench", instrument_openai=False, max_queue_size=calls * 16, max_export_batch_size=4096
+        service_name="bench",
+        exporter=_Discard(),
+        instrument_openai=False,
+        max_queue_size=calls * 16,
+        max_export_batch_size=4096,
     )
-    STATE.processor._exporter = _Discard()  # type: ignore[union-attr]
-    tracer = STATE.tracer
+    tracer = trace.get_tracer("bench")  # the SDK's provider: init() made it the global one
     tool_fn = agentwatch.tool("x")(_empty)
 
     def otel_span() -> None:

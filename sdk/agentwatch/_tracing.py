@@ -20,11 +20,12 @@ from importlib.metadata import version as package_version
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
 from . import semconv as sc
 from ._config import Config, logger, resolve
-from ._export import BoundedBatchProcessor, OtlpHttpExporter
+from ._export import BoundedBatchProcessor, OTelExporter, OtlpHttpExporter
 from ._pricing import PriceTable
 from ._redact import Redactor
 from ._stats import COUNTERS
@@ -81,9 +82,15 @@ def init(
     capture_content: bool | None = None,
     redact: Callable[[str], str] | None = None,
     sample_rate: float | None = None,
+    *,
+    exporter: SpanExporter | None = None,
     **options: object,
 ) -> None:
     """Start tracing. Arguments win over ``AGENTWATCH_*`` variables, which win over defaults.
+
+    ``exporter``: any OpenTelemetry ``SpanExporter`` to receive the spans instead of the
+    collector (a console or in-memory one, another back end); it runs on the SDK's bounded
+    batch worker, and a failure or exception of it is a failed batch, never the agent's error.
 
     Idempotent: a second call while initialised changes nothing (call ``shutdown()`` first to
     re-initialise with other settings). Further keyword options: ``prices_file``, ``enabled``,
@@ -110,7 +117,7 @@ def init(
         STATE._prices = prices
         STATE.redactor = Redactor(config.redact, config.max_content_chars) if config.capture_content else None
         if config.enabled:
-            _start_provider(config)
+            _start_provider(config, exporter)
         if not STATE.atexit_registered:
             atexit.register(_at_exit)
             STATE.atexit_registered = True
@@ -119,7 +126,7 @@ def init(
             hook(config)
 
 
-def _start_provider(config: Config) -> None:
+def _start_provider(config: Config, exporter: SpanExporter | None) -> None:
     resource = Resource.create(
         {
             "service.name": config.service_name,
@@ -130,7 +137,7 @@ def _start_provider(config: Config) -> None:
     provider = TracerProvider(
         resource=resource, sampler=ParentBased(TraceIdRatioBased(config.sample_rate)), shutdown_on_exit=False
     )  # our own atexit flush is the bounded one
-    processor = BoundedBatchProcessor(OtlpHttpExporter(config), config)
+    processor = BoundedBatchProcessor(OTelExporter(exporter) if exporter else OtlpHttpExporter(config), config)
     provider.add_span_processor(processor)
     STATE.provider, STATE.processor = provider, processor
     STATE.tracer = provider.get_tracer("agentwatch", sdk_version())

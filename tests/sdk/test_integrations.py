@@ -87,3 +87,14 @@ def test_an_exporter_that_raises_is_a_failed_delivery_not_an_error() -> None:
     exporter = OTelExporter(Failing())
     assert exporter.export([]).ok is False
     exporter.shutdown()  # logged and counted, never raised
+
+
+def test_init_sends_spans_to_an_opentelemetry_exporter_given_instead_of_the_collector() -> None:
+    memory = InMemorySpanExporter()
+    requests_before = agentwatch.stats()["export_requests"]  # the counters are the process's
+    agentwatch.init(exporter=memory, instrument_openai=False)
+    with agentwatch.run("agent"):
+        agentwatch.tool("search")(lambda: None)()
+    assert agentwatch.force_flush(5) is True
+    assert {"invoke_agent agent", "execute_tool search"} <= {s.name for s in memory.get_finished_spans()}
+    assert agentwatch.stats()["export_requests"] == requests_before  # nothing went to a collector
