@@ -17,7 +17,8 @@ import pytest
 
 from collector.engines.scrape_guard import HostPolicy, TargetRefused
 from collector.engines.scraper import EngineScraper
-from tests.reliability.helpers import InProcess, in_process, wait_until
+from tests.reliability.helpers import InProcess, in_process
+from tests.support.poll import wait_until
 from tests.support.ports import free_port
 
 METRICS = b'# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m"} 2.0\n'

@@ -28,6 +28,7 @@ from tests.collector.ingest_helpers import (
     serve,
     settings_for,
 )
+from tests.support.poll import wait_until
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 
@@ -310,9 +311,8 @@ def test_spool_is_empty_after_flush(collector: Running, key: str) -> None:
     trace_id = os.urandom(16)
     assert _post(collector, key, agent_trace(trace_id).SerializeToString()).status_code == 200
     run_spans(collector.url, key, trace_id.hex(), expect=4)
-    time.sleep(0.3)
-    segments = list(Path(collector.settings.data_dir, "spool").glob("*.spool"))
-    assert len(segments) == 1  # only the active segment remains
+    spool = Path(collector.settings.data_dir, "spool")
+    wait_until(lambda: len(list(spool.glob("*.spool"))) == 1, 10.0, f"spool segments left: {list(spool.iterdir())}")
 
 
 def test_one_span_that_cannot_be_stored_does_not_sink_its_request(collector: Running, key: str) -> None:

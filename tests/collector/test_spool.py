@@ -20,6 +20,7 @@ from tests.collector.ingest_helpers import (
     serve,
     settings_for,
 )
+from tests.support.poll import wait_until
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 
@@ -170,9 +171,10 @@ def test_store_unavailable_spools_then_drains_exactly_once(tmp_path: Path) -> No
             body = agent_trace(trace_id).SerializeToString()
             for _ in range(2):  # a retry of the same request as well
                 assert httpx.post(collector.url + "/v1/traces", content=body, headers=PROTOBUF).status_code == 200
-            time.sleep(0.5)
-            status = httpx.get(collector.url + "/api/ingest").json()
-            assert status["store_available"] is False and status["spool_bytes"] > 0
+            wait_until(
+                lambda: httpx.get(collector.url + "/api/ingest").json()["spool_bytes"] > 0, 10.0, "nothing spooled"
+            )
+            assert httpx.get(collector.url + "/api/ingest").json()["store_available"] is False
             holder.communicate(b"", timeout=60)  # release the directory
             spans = run_spans(collector.url, "", trace_id.hex(), expect=4, timeout=30)
             assert len(spans) == 4

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from dashboard import analysis, ui
 from reference_agent.demo import ProcessGroup
 from tests.dashboard import browser
 from tests.dashboard.conftest import PROJECT, SCREENSHOTS, SeededStack
+from tests.support.poll import wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -117,7 +117,7 @@ def test_login_asks_for_a_project_key(
     page.driver.find_element(By.XPATH, "//button[.//p[text()='Log in']]").click()
     page.settle()
     assert page.metrics().get("Runs") == str(seeded.runs) and page.exceptions() == []
-    time.sleep(1)  # the session cookie is written by the run after the login
+    wait_until(lambda: page.driver.get_cookie(ui.SESSION_COOKIE), 30.0, "no session cookie after the login")
     page.driver.refresh()
     page.settle()
     assert page.metrics().get("Runs") == str(seeded.runs), "a reload forgot the login"
@@ -125,7 +125,11 @@ def test_login_asks_for_a_project_key(
     page.open(f"{servers['login']}/run?run={run['trace_id']}")  # a deep link, as an alert's, in the same browser
     assert "Project API key" not in page.text() and "Run detail" in page.text() and page.exceptions() == []
     page.driver.find_element(By.XPATH, "//button[.//p[text()='Log out']]").click()
-    time.sleep(1)
+    wait_until(
+        lambda: not (page.driver.get_cookie(ui.SESSION_COOKIE) or {}).get("value"),
+        30.0,
+        "the cookie outlived the logout",
+    )
     page.settle()
     page.driver.refresh()
     page.settle()

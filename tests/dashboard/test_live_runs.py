@@ -269,7 +269,7 @@ def test_runs_page_in_a_browser_shows_the_running_run_with_a_growing_step_count(
     try:
         first = _pinned(page.open(dashboard_url + "/runs"))
         assert first["agent"] == RUNNING and int(first["steps"]) >= 1, first
-        time.sleep(3.5)  # two more steps of the slow agent
+        stack.wait("two more steps", lambda: stack.runs()[RUNNING]["steps"] >= int(first["steps"]) + 2)
         later = _pinned(page.open(dashboard_url + "/runs"))
         assert int(later["steps"]) > int(first["steps"]) and later["started (UTC)"] == first["started (UTC)"], (
             first,

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from fastapi.testclient import TestClient
 from alerts.plugin import PLUGIN as ALERTS
 from collector.app import create_app
 from tests.collector.ingest_helpers import settings_for
+from tests.support.poll import wait_until
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 JSON = {"Content-Type": "application/json"}
@@ -65,14 +65,6 @@ def in_process(data_dir: Path, **overrides: Any) -> Iterator[InProcess]:
     app = create_app(settings, plugins=(ALERTS,))  # as `agentwatch collector` assembles it
     with TestClient(app, raise_server_exceptions=False) as client:
         yield InProcess(app, client)
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, message: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(message)
-        time.sleep(0.05)
 
 
 def rss_bytes() -> int:

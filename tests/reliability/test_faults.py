@@ -20,7 +20,8 @@ import httpx
 import pytest
 
 from tests.collector.ingest_helpers import REPO, CollectorProcess, agent_trace
-from tests.reliability.helpers import PROTOBUF, in_process, wait_until
+from tests.reliability.helpers import PROTOBUF, in_process
+from tests.support.poll import wait_until
 from tests.support.ports import free_port
 
 LLM_CALLS = 8  # spans per request: a run and 8 LLM calls of 100 input tokens each

@@ -26,7 +26,8 @@ import pytest
 from collector.storage.clickhouse_store import ClickHouseStore
 from tests.collector.ingest_helpers import CollectorProcess, agent_trace, create_key
 from tests.collector.store_fixtures import scratch_database
-from tests.reliability.helpers import PROTOBUF, wait_until
+from tests.reliability.helpers import PROTOBUF
+from tests.support.poll import wait_until
 from tests.support.ports import free_port
 
 LLM_CALLS = 49  # a run span and 49 LLM calls (100 input tokens each): 50 spans a request

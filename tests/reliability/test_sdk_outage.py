@@ -20,8 +20,8 @@ import pytest
 
 from collector.storage.chdb_store import ChdbStore
 from tests.collector.ingest_helpers import CollectorProcess
-from tests.reliability.helpers import wait_until
 from tests.sdk.servers import OtlpReceiver
+from tests.support.poll import wait_until
 from tests.support.ports import free_port
 
 SERVICE = "reliability-outage"
