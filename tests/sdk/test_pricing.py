@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import agentwatch
@@ -73,7 +75,7 @@ def test_unknown_model_costs_zero_and_is_counted() -> None:
     assert table.unknown_models == {"no-such-model-xyz"}
 
 
-def test_overrides_file_json_and_yaml_and_self_hosted(tmp_path: Path) -> None:
+def test_overrides_file_and_self_hosted(tmp_path: Path) -> None:
     doc = {
         "models": {
             "my-ft": {"input": 1.0, "output": 3.0},
@@ -83,15 +85,25 @@ def test_overrides_file_json_and_yaml_and_self_hosted(tmp_path: Path) -> None:
     }
     json_file = tmp_path / "prices.json"
     json_file.write_text(json.dumps(doc))
-    yaml_file = tmp_path / "prices.yaml"
-    yaml_file.write_text("models:\n  my-ft: {input: 1.0, output: 3.0}\n")
     table = PriceTable.from_file(json_file)
     assert table.cost("my-ft", 1_000_000, 1_000_000) == pytest.approx(4.0)
     assert table.cost("my-ft", 1_000_000, 0, cached_tokens=500_000) == pytest.approx(1.0)  # cached = input
     assert table.cost("sim-small", 1_000_000, 0) == pytest.approx(9.0)  # overrides win over built-ins
     # $3.6/h at 1000 tokens/s = $1 per 1M tokens; prefix-cache hits cost nothing
     assert table.cost("llama-70b", 1_000_000, 1_000_000, cached_tokens=1_000_000) == pytest.approx(1.0)
-    assert PriceTable.from_file(yaml_file).cost("my-ft", 0, 1_000_000) == pytest.approx(3.0)
+
+
+def test_a_yaml_overrides_file_is_read_with_pyyaml_or_refused_clearly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PyYAML is optional for the SDK (the platform installs it): without it a YAML file is a clear error."""
+    yaml_file = tmp_path / "prices.yaml"
+    yaml_file.write_text("models:\n  my-ft: {input: 1.0, output: 3.0}\n")
+    if importlib.util.find_spec("yaml") is not None:
+        assert PriceTable.from_file(yaml_file).cost("my-ft", 0, 1_000_000) == pytest.approx(3.0)
+    monkeypatch.setitem(sys.modules, "yaml", None)  # as if not installed
+    with pytest.raises(ValueError, match="YAML needs PyYAML"):
+        PriceTable.from_file(yaml_file)
 
 
 def test_version_changes_with_the_effective_prices() -> None:
