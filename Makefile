@@ -57,10 +57,16 @@ lint: setup
 # mypy --strict where the code is clean: the SDK (with its command line) and the wire contract; plain
 # mypy on the other parts: the alerts, the collector, the dashboard and the reference stack (a cache
 # of its own: other options would rebuild the first one's).
+# The parts install as agentwatch_platform.<part> (pyproject.toml's package-dir), which mypy and a
+# copy of the tree cannot see through the editable install: a tree of links gives them that name.
+PARTS := alerts collector dashboard reference_agent
+NS_TREE := build/typecheck
 typecheck: setup
 	$(BIN)/python -m mypy --strict sdk/agentwatch sdk/agentwatch_api
-	$(BIN)/python -m mypy --follow-imports=silent --ignore-missing-imports --cache-dir .mypy_cache/rest \
-		alerts collector dashboard reference_agent
+	mkdir -p $(NS_TREE)/agentwatch_platform && for part in $(PARTS); do \
+		ln -sfn ../../../$$part $(NS_TREE)/agentwatch_platform/$$part; done
+	MYPYPATH=$(NS_TREE):sdk $(BIN)/python -m mypy --follow-imports=silent --ignore-missing-imports \
+		--cache-dir .mypy_cache/rest $(foreach part,$(PARTS),-p agentwatch_platform.$(part))
 
 # What `make test` (and so CI) checks before the tests, in seconds: lint, types, and the native
 # decoder compiled with its warnings as errors (the install builds it with -O2 and shows none);
@@ -94,7 +100,9 @@ sanitize: $(SANITIZED_EXT)
 	rm -rf $(SANITIZE) && mkdir -p $(SANITIZE)
 	git ls-files -co --exclude-standard | grep -v '\.so$$' | tar -cf - -T - | tar -xf - -C $(SANITIZE)
 	cp $(SANITIZED_EXT) $(SANITIZE)/$(NATIVE_DIR)/_native$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-	cd $(SANITIZE) && LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	mkdir -p $(SANITIZE)/build/ns/agentwatch_platform && for part in $(PARTS); do \
+		ln -sfn ../../../$$part $(SANITIZE)/build/ns/agentwatch_platform/$$part; done
+	cd $(SANITIZE) && PYTHONPATH=build/ns LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		PYTHONMALLOC=malloc AGENTWATCH_TEST_EXAMPLES_SCALE=0.2 \
 		$(CURDIR)/$(BIN)/python -m pytest -q -p no:cacheprovider --capture=sys \

@@ -10,6 +10,6 @@
 
 from __future__ import annotations
 
-from alerts.errors import AlertsError, DeliveryError, RulesError, SourceError
+from agentwatch_platform.alerts.errors import AlertsError, DeliveryError, RulesError, SourceError
 
 __all__ = ["AlertsError", "DeliveryError", "RulesError", "SourceError"]

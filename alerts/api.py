@@ -31,16 +31,16 @@ from agentwatch_api.schemas import (
     RunStates,
     TimeSeries,
 )
-from alerts.errors import RulesError
-from alerts.model import Alert, Delivery
-from alerts.rules import RulesConfig, load_rules
-from alerts.run_scopes import run_scope_series
-from alerts.run_states import run_state_values
-from alerts.sources import alert_row, delivery_row
-from collector.api.deps import ProjectDep, SettingsDep, StoreDep
-from collector.api.params import End, Start, time_window
-from collector.query.service import MAX_BUCKETS
-from collector.storage import queries_alerts as qa
+from agentwatch_platform.alerts.errors import RulesError
+from agentwatch_platform.alerts.model import Alert, Delivery
+from agentwatch_platform.alerts.rules import RulesConfig, load_rules
+from agentwatch_platform.alerts.run_scopes import run_scope_series
+from agentwatch_platform.alerts.run_states import run_state_values
+from agentwatch_platform.alerts.sources import alert_row, delivery_row
+from agentwatch_platform.collector.api.deps import ProjectDep, SettingsDep, StoreDep
+from agentwatch_platform.collector.api.params import End, Start, time_window
+from agentwatch_platform.collector.query.service import MAX_BUCKETS
+from agentwatch_platform.collector.storage import queries_alerts as qa
 
 router = APIRouter(prefix="/api/alerts", tags=["alerts"])
 

@@ -26,8 +26,8 @@ from typing import ClassVar, Protocol
 
 import httpx
 
-from alerts.errors import DeliveryError
-from alerts.model import Delivery, Notification
+from agentwatch_platform.alerts.errors import DeliveryError
+from agentwatch_platform.alerts.model import Delivery, Notification
 
 log = logging.getLogger("agentwatch.alerts")
 

@@ -18,12 +18,12 @@ import os
 import sys
 import time
 
-from alerts.channels import Dispatcher
-from alerts.errors import AlertsError, DeliveryError, RulesError
-from alerts.evaluator import Evaluator
-from alerts.model import Alert, Notification
-from alerts.rules import RulesConfig, load_rules
-from alerts.sources import HttpBackend
+from agentwatch_platform.alerts.channels import Dispatcher
+from agentwatch_platform.alerts.errors import AlertsError, DeliveryError, RulesError
+from agentwatch_platform.alerts.evaluator import Evaluator
+from agentwatch_platform.alerts.model import Alert, Notification
+from agentwatch_platform.alerts.rules import RulesConfig, load_rules
+from agentwatch_platform.alerts.sources import HttpBackend
 
 DEFAULT_URL = "http://127.0.0.1:4318"
 

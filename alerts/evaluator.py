@@ -61,14 +61,14 @@ from collections.abc import Callable
 from typing import Any
 
 from agentwatch_api.schemas import TimeSeries
-from alerts.channels import Dispatcher
-from alerts.detectors import Verdict
-from alerts.errors import AlertsError
-from alerts.model import Alert, Event, Notification
-from alerts.rules import DERIVED_METRICS, Rule, RulesConfig, load_rules
-from alerts.run_scopes import top_k
-from alerts.run_states import RUN_STATE_METRICS, absent_value
-from alerts.sources import AlertHistory, MetricSource, StoreBackend
+from agentwatch_platform.alerts.channels import Dispatcher
+from agentwatch_platform.alerts.detectors import Verdict
+from agentwatch_platform.alerts.errors import AlertsError
+from agentwatch_platform.alerts.model import Alert, Event, Notification
+from agentwatch_platform.alerts.rules import DERIVED_METRICS, Rule, RulesConfig, load_rules
+from agentwatch_platform.alerts.run_scopes import top_k
+from agentwatch_platform.alerts.run_states import RUN_STATE_METRICS, absent_value
+from agentwatch_platform.alerts.sources import AlertHistory, MetricSource, StoreBackend
 
 log = logging.getLogger("agentwatch.alerts")
 

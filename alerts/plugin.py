@@ -10,8 +10,8 @@ from contextlib import AbstractAsyncContextManager
 
 from fastapi import FastAPI
 
-from alerts import api
-from alerts.evaluator import start_in_process
+from agentwatch_platform.alerts import api
+from agentwatch_platform.alerts.evaluator import start_in_process
 
 
 class AlertsPlugin:

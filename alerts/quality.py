@@ -25,10 +25,10 @@ from typing import cast
 
 import numpy as np
 
-from alerts.budget import MonthCost
-from alerts.detectors import Detector
-from alerts.evaluator import Evaluator
-from alerts.rules import RulesConfig
+from agentwatch_platform.alerts.budget import MonthCost
+from agentwatch_platform.alerts.detectors import Detector
+from agentwatch_platform.alerts.evaluator import Evaluator
+from agentwatch_platform.alerts.rules import RulesConfig
 
 KINDS = ("noise", "seasonal", "drift", "spike", "step")
 

@@ -46,13 +46,13 @@ from typing import Any
 import yaml
 
 from agentwatch_api.schemas import TIMESERIES_METRICS, AlertRuleOut
-from alerts.budget import BUDGET_METRICS
-from alerts.channels import CHANNEL_TYPES, Channel, DeliveryPolicy, LogChannel
-from alerts.detectors import AnomalyDetector, Detector, ThresholdDetector
-from alerts.errors import RulesError
-from alerts.run_scopes import RUN_SCOPE_KEYS, RUN_SCOPE_METRICS
-from alerts.run_states import RUN_STATE_METRICS
-from collector.query.service import MAX_BUCKETS
+from agentwatch_platform.alerts.budget import BUDGET_METRICS
+from agentwatch_platform.alerts.channels import CHANNEL_TYPES, Channel, DeliveryPolicy, LogChannel
+from agentwatch_platform.alerts.detectors import AnomalyDetector, Detector, ThresholdDetector
+from agentwatch_platform.alerts.errors import RulesError
+from agentwatch_platform.alerts.run_scopes import RUN_SCOPE_KEYS, RUN_SCOPE_METRICS
+from agentwatch_platform.alerts.run_states import RUN_STATE_METRICS
+from agentwatch_platform.collector.query.service import MAX_BUCKETS
 
 DEFAULT_RULES = Path(__file__).with_name("default_rules.yaml")
 DERIVED_METRICS = BUDGET_METRICS  # the month's cost, not a bucket's (alerts/budget.py)

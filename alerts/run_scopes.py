@@ -17,8 +17,8 @@ import math
 from collections.abc import Collection
 
 from agentwatch_api.schemas import SeriesPoint, TimeSeries
-from collector.storage import queries_alerts as qa
-from collector.storage.base import Store
+from agentwatch_platform.collector.storage import queries_alerts as qa
+from agentwatch_platform.collector.storage.base import Store
 
 RUN_SCOPE_KEYS = ("user", "session")
 RUN_SCOPE_METRICS = ("cost_usd", "runs", "max_run_cost_usd", "max_steps")

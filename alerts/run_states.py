@@ -17,8 +17,8 @@ is judged on that day (its age is at least a day, which any sensible threshold i
 
 from __future__ import annotations
 
-from collector.storage import queries_alerts as qa
-from collector.storage.base import Store
+from agentwatch_platform.collector.storage import queries_alerts as qa
+from agentwatch_platform.collector.storage.base import Store
 
 RUN_STATE_METRICS = ("oldest_running_run_s", "incomplete_run_rate")
 LOOKBACK_S = 86_400

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from agentwatch_api.client import CollectorClient, CollectorError
 from agentwatch_api.schemas import AlertIn, DeliveryIn, TimeSeries
-from alerts.budget import MonthCost
-from alerts.errors import SourceError
-from alerts.model import Alert, Delivery
-from alerts.run_scopes import RUN_SCOPE_KEYS, run_scope_series
-from alerts.run_states import run_state_values
-from collector.query import service as query
-from collector.storage import queries_alerts as qa
-from collector.storage.base import Store, StoreError
+from agentwatch_platform.alerts.budget import MonthCost
+from agentwatch_platform.alerts.errors import SourceError
+from agentwatch_platform.alerts.model import Alert, Delivery
+from agentwatch_platform.alerts.run_scopes import RUN_SCOPE_KEYS, run_scope_series
+from agentwatch_platform.alerts.run_states import run_state_values
+from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.storage import queries_alerts as qa
+from agentwatch_platform.collector.storage.base import Store, StoreError
 
 if TYPE_CHECKING:
     import httpx

@@ -30,8 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from alerts import quality  # noqa: E402
-from alerts.rules import load_rules  # noqa: E402
+from agentwatch_platform.alerts import quality  # noqa: E402
+from agentwatch_platform.alerts.rules import load_rules  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RULE = "cost-per-hour-spike"

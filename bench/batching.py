@@ -31,8 +31,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from agentwatch_platform.reference_agent.engine.scheduler import Request, Scheduler  # noqa: E402
 from bench.ports import free_port  # noqa: E402
-from reference_agent.engine.scheduler import Request, Scheduler  # noqa: E402
 
 CLASSIC = [10, 3, 8, 2, 9, 4, 7, 5]
 EXPECTED = {"static": (19, 63), "continuous": (14, 86)}

@@ -15,7 +15,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import cards, light_charts
+from agentwatch_platform.dashboard import cards, light_charts
 
 st.title("Floor")
 count, charts = int(st.query_params.get("cards", 0)), int(st.query_params.get("charts", 0))

@@ -33,10 +33,10 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from agentwatch_api.client import CollectorClient
+from agentwatch_platform.collector.storage.chdb_store import ChdbStore
+from agentwatch_platform.dashboard.overview_spec import CHARTS as OVERVIEW_CHARTS
 from bench import report
 from bench.ingest import Collector, _big_trace, fill
-from collector.storage.chdb_store import ChdbStore
-from dashboard.overview_spec import CHARTS as OVERVIEW_CHARTS
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -127,7 +127,7 @@ def run(spans: int, repeats: int, *, with_browser: bool = True) -> dict[str, Any
 def browser_phase(collector: str, key: str, big: str, data_dir: Path, *, warm_repeats: int) -> dict[str, Any]:
     """Each page cold (a new Chromium session) and warm (again in it), to Streamlit idle; first
     the floor, a page that queries nothing, served the same way."""
-    from reference_agent.demo import ProcessGroup
+    from agentwatch_platform.reference_agent.demo import ProcessGroup
 
     group = ProcessGroup(data_dir / "logs", log=print)
     try:
@@ -175,7 +175,7 @@ def _start_dashboard(group: Any, collector: str, key: str) -> str:
 
 def _start_floor(group: Any) -> str:
     """The floor page under Streamlit with the dashboard's server flags (``dashboard.cli``)."""
-    from dashboard.cli import streamlit_command
+    from agentwatch_platform.dashboard.cli import streamlit_command
 
     port = _free_port()
     argv = streamlit_command(argparse.Namespace(port=port, host="127.0.0.1"))

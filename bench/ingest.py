@@ -48,11 +48,11 @@ from typing import Any
 import httpx
 
 from agentwatch_api import handshake
+from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.storage.chdb_store import ChdbStore
+from agentwatch_platform.collector.storage.columns import spans_table
+from agentwatch_platform.collector.storage.model import SpanRow
 from bench import report
-from collector.query import service as query
-from collector.storage.chdb_store import ChdbStore
-from collector.storage.columns import spans_table
-from collector.storage.model import SpanRow
 
 RESULTS = Path(__file__).parent / "results"
 BATCH = 20_000
@@ -377,7 +377,7 @@ def phase_live_overhead(store: ChdbStore, spans: int, *, late_roots: bool) -> di
     live SDK sends them: every run opens a head (an INSERT ... SELECT over its stored spans)."""
     from dataclasses import replace
 
-    from collector.ingest.live_runs import LiveRuns
+    from agentwatch_platform.collector.ingest.live_runs import LiveRuns
 
     live, held = LiveRuns(), {"plain": [], "live": []}
     elapsed, opening = {"plain": 0.0, "live": 0.0}, 0.0
@@ -599,7 +599,7 @@ def render(result: dict[str, Any]) -> str:
             )
         lines += [
             "",
-            f"{title} at {q['spans']:,} spans ({q['runs']:,} runs, over 24 h), through `collector.query.service`:",
+            f"{title} at {q['spans']:,} spans ({q['runs']:,} runs, over 24 h), through `agentwatch_platform.collector.query.service`:",
             "",
             "| query | p50 ms | p95 ms |",
             "|---|---:|---:|",

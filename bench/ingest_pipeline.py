@@ -33,14 +33,14 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agentwatch_platform.collector.ingest.normalize import Normalizer, sdk_pricer  # noqa: E402
+from agentwatch_platform.collector.ingest.otlp.decode import PROTOBUF, convert  # noqa: E402
+from agentwatch_platform.collector.ingest.redact import Redactor  # noqa: E402
+from agentwatch_platform.collector.ingest.spool import Spool  # noqa: E402
+from agentwatch_platform.collector.storage.chdb_store import ChdbStore  # noqa: E402
+from agentwatch_platform.reference_agent.demo import ProcessGroup, start_collector  # noqa: E402
 from bench.ports import free_port  # noqa: E402
 from bench.workload import Workload  # noqa: E402
-from collector.ingest.normalize import Normalizer, sdk_pricer  # noqa: E402
-from collector.ingest.otlp.decode import PROTOBUF, convert  # noqa: E402
-from collector.ingest.redact import Redactor  # noqa: E402
-from collector.ingest.spool import Spool  # noqa: E402
-from collector.storage.chdb_store import ChdbStore  # noqa: E402
-from reference_agent.demo import ProcessGroup, start_collector  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

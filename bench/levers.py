@@ -29,11 +29,11 @@ from typing import Any
 import agentwatch
 import httpx
 
+from agentwatch_platform.reference_agent.agent import AgentConfig, ResearchAgent, make_client
+from agentwatch_platform.reference_agent.demo import ProcessGroup, project_key, start_collector, start_engine
+from agentwatch_platform.reference_agent.loadgen import LoadConfig, generate_load, make_questions
+from agentwatch_platform.reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
 from bench.ports import free_port
-from reference_agent.agent import AgentConfig, ResearchAgent, make_client
-from reference_agent.demo import ProcessGroup, project_key, start_collector, start_engine
-from reference_agent.loadgen import LoadConfig, generate_load, make_questions
-from reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BOUND = 0.15  # the acceptance: estimate within +/-15 % of the measured change

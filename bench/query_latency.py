@@ -27,10 +27,10 @@ from typing import Any
 
 import httpx
 
+from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from bench import report
 from bench.ingest import FILL, SPANS_PER_TRACE, Collector, _big_trace, latency, settle
-from collector.query import service as query
-from collector.storage.chdb_store import ChdbStore
 
 RESULTS = Path(__file__).parent / "results" / "query_latency"
 WINDOW_NS = 35 * 60 * 10**9
@@ -167,7 +167,7 @@ def render(results: dict[str, Any]) -> str:
                 lines.append(f"| {name} | " + " | ".join(_cell(res[p].get(name)) for p in paths) + " |")
             lines.append("")
     lines += [
-        "`store`: `collector.query.service` in-process, result cache off (every call plans and runs its SQL); `store_cached`: the same",
+        "`store`: `agentwatch_platform.collector.query.service` in-process, result cache off (every call plans and runs its SQL); `store_cached`: the same",
         "with the chDB store's result cache (repeats between two writes are served from memory); `http`: the real collector,",
         "the same request repeated (as `bench.compare` asks); `http_moving`: the window's end moves by 1 ms each call (a dashboard",
         "asking about now), so only statements that do not read the end (per-minute rollups) can come from the cache.",

@@ -46,11 +46,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from agentwatch_platform.collector.storage.clickhouse_store import ClickHouseStore
+from agentwatch_platform.collector.storage.columns import spans_table
+from agentwatch_platform.collector.storage.lease import SpanWriteLock
 from bench import report
 from bench.ingest import span_batches
-from collector.storage.clickhouse_store import ClickHouseStore
-from collector.storage.columns import spans_table
-from collector.storage.lease import SpanWriteLock
 
 RESULTS = Path(__file__).parent / "results"
 REPO = Path(__file__).resolve().parents[1]

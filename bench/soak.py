@@ -34,12 +34,12 @@ from agentwatch import _export
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from agentwatch_platform.collector.storage.chdb_store import ChdbStore  # noqa: E402
+from agentwatch_platform.reference_agent.agent import AgentConfig, ResearchAgent, make_client  # noqa: E402
+from agentwatch_platform.reference_agent.demo import ProcessGroup, project_key, start_collector, start_engine  # noqa: E402
+from agentwatch_platform.reference_agent.loadgen import LoadConfig, generate_load  # noqa: E402
+from agentwatch_platform.reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig  # noqa: E402
 from bench.ports import free_port  # noqa: E402
-from collector.storage.chdb_store import ChdbStore  # noqa: E402
-from reference_agent.agent import AgentConfig, ResearchAgent, make_client  # noqa: E402
-from reference_agent.demo import ProcessGroup, project_key, start_collector, start_engine  # noqa: E402
-from reference_agent.loadgen import LoadConfig, generate_load  # noqa: E402
-from reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig  # noqa: E402
 
 SERVICE = "soak-agent"
 RESULTS = ROOT / "bench" / "results"

@@ -23,36 +23,36 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from agentwatch_api import handshake
-from collector.api import openapi
-from collector.api.body_timeout import BodyReadTimeout
-from collector.api.routers import ROUTERS
-from collector.api.security_headers import SecurityHeaders
-from collector.auth.authenticator import Authenticator
-from collector.auth.caller import authorize
-from collector.auth.keys import KeyRing
-from collector.auth.scopes import undeclared_routes
-from collector.engines.gpu import GpuSampler
-from collector.engines.registry import policy_for
-from collector.engines.scraper import DEFAULT_PROJECT, ENGINE_COLUMNS, EngineScraper, parse_targets
-from collector.ingest.engine_join import EngineJoin
-from collector.ingest.live_runs import LiveRuns
-from collector.ingest.normalize import Normalizer, sdk_pricer
-from collector.ingest.otlp import native
-from collector.ingest.otlp.errors import IngestError
-from collector.ingest.pipeline import Ingestor
-from collector.ingest.rate_limit import RateLimiter
-from collector.ingest.redact import Redactor
-from collector.ingest.spill import Spill
-from collector.ingest.spool import Recovery, Spool
-from collector.ingest.writer import Writer
-from collector.metrics import Metrics
-from collector.plugins import Plugin
-from collector.query.fleet import FleetCounters
-from collector.roles import ENGINE_JOIN, ENGINE_SCRAPER, Roles
-from collector.settings import Settings
-from collector.storage.base import Store, StoreError, StoreUnavailable
-from collector.storage.lease import holder_id
-from collector.storage.model import SpanRow
+from agentwatch_platform.collector.api import openapi
+from agentwatch_platform.collector.api.body_timeout import BodyReadTimeout
+from agentwatch_platform.collector.api.routers import ROUTERS
+from agentwatch_platform.collector.api.security_headers import SecurityHeaders
+from agentwatch_platform.collector.auth.authenticator import Authenticator
+from agentwatch_platform.collector.auth.caller import authorize
+from agentwatch_platform.collector.auth.keys import KeyRing
+from agentwatch_platform.collector.auth.scopes import undeclared_routes
+from agentwatch_platform.collector.engines.gpu import GpuSampler
+from agentwatch_platform.collector.engines.registry import policy_for
+from agentwatch_platform.collector.engines.scraper import DEFAULT_PROJECT, ENGINE_COLUMNS, EngineScraper, parse_targets
+from agentwatch_platform.collector.ingest.engine_join import EngineJoin
+from agentwatch_platform.collector.ingest.live_runs import LiveRuns
+from agentwatch_platform.collector.ingest.normalize import Normalizer, sdk_pricer
+from agentwatch_platform.collector.ingest.otlp import native
+from agentwatch_platform.collector.ingest.otlp.errors import IngestError
+from agentwatch_platform.collector.ingest.pipeline import Ingestor
+from agentwatch_platform.collector.ingest.rate_limit import RateLimiter
+from agentwatch_platform.collector.ingest.redact import Redactor
+from agentwatch_platform.collector.ingest.spill import Spill
+from agentwatch_platform.collector.ingest.spool import Recovery, Spool
+from agentwatch_platform.collector.ingest.writer import Writer
+from agentwatch_platform.collector.metrics import Metrics
+from agentwatch_platform.collector.plugins import Plugin
+from agentwatch_platform.collector.query.fleet import FleetCounters
+from agentwatch_platform.collector.roles import ENGINE_JOIN, ENGINE_SCRAPER, Roles
+from agentwatch_platform.collector.settings import Settings
+from agentwatch_platform.collector.storage.base import Store, StoreError, StoreUnavailable
+from agentwatch_platform.collector.storage.lease import holder_id
+from agentwatch_platform.collector.storage.model import SpanRow
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class StoreHandle:
     def _open(self) -> None:
         if time.monotonic() < self._retry_at:
             raise StoreUnavailable(self._error)
-        from collector.storage import open_store
+        from agentwatch_platform.collector.storage import open_store
 
         try:
             self._store = open_store(self.settings)
@@ -191,7 +191,10 @@ def create_app(
             app.include_router(router)
     openapi.install(app)  # every answer documented, errors included
     if missing := undeclared_routes(app.routes):
-        log.error("routes with no scope in collector.auth.scopes.ROUTE_SCOPES are refused to every caller: %s", missing)
+        log.error(
+            "routes with no scope in agentwatch_platform.collector.auth.scopes.ROUTE_SCOPES are refused to every caller: %s",
+            missing,
+        )
     return app
 
 
@@ -340,7 +343,7 @@ def _remove(path: Path) -> None:
 async def _start_grpc(app: FastAPI, settings: Settings, stack: AsyncExitStack) -> None:
     if not settings.grpc_port:
         return
-    from collector.ingest.otlp.grpc_server import GrpcServer
+    from agentwatch_platform.collector.ingest.otlp.grpc_server import GrpcServer
 
     server = GrpcServer(app, host=settings.host, port=settings.grpc_port)
     await stack.enter_async_context(server)

@@ -19,10 +19,10 @@ from typing import Any, Protocol, TypeVar
 
 from agentwatch_api.client import ApiError, CollectorClient, CollectorError
 from agentwatch_api.handshake import running_collector
-from collector import plugins
-from collector.query.reprice import register_reprice
-from collector.query.whatif_cli import register_whatif
-from collector.settings import Settings
+from agentwatch_platform.collector import plugins
+from agentwatch_platform.collector.query.reprice import register_reprice
+from agentwatch_platform.collector.query.whatif_cli import register_whatif
+from agentwatch_platform.collector.settings import Settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -108,8 +108,8 @@ def _tune_malloc(threshold_bytes: int) -> None:
 def run_collector(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from collector.api.header_timeout import header_timeout_protocol
-    from collector.app import create_app
+    from agentwatch_platform.collector.api.header_timeout import header_timeout_protocol
+    from agentwatch_platform.collector.app import create_app
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings.from_env(host=args.host, port=args.port, grpc_port=args.grpc_port, data_dir=args.data_dir)
@@ -173,21 +173,21 @@ class _LocalKeys:
     """Directly on the store (no collector running, or a ClickHouse server)."""
 
     def __init__(self, settings: Settings) -> None:
-        from collector.auth.keys import KeyRing
-        from collector.storage import open_store
+        from agentwatch_platform.collector.auth.keys import KeyRing
+        from agentwatch_platform.collector.storage import open_store
 
         self._store = open_store(settings)
         self._ring = KeyRing(self._store)
 
     def create(self, project: str, name: str, scopes: tuple[str, ...]) -> dict[str, Any]:
-        from collector.engines.registry import audit
+        from agentwatch_platform.collector.engines.registry import audit
 
         new = self._ring.create(project, name=name, scopes=scopes)
         audit(self._store, project, "cli", "key.create", new.info.key_id, {"name": name, "scopes": list(scopes)})
         return {**new.info.as_dict(), "key": new.key}
 
     def revoke(self, key_id: str) -> dict[str, Any]:
-        from collector.engines.registry import audit
+        from agentwatch_platform.collector.engines.registry import audit
 
         info = self._ring.revoke(key_id)
         audit(self._store, info.project, "cli", "key.revoke", key_id, {})
@@ -201,8 +201,8 @@ class _LocalKeys:
 
 
 def _open_keys(args: argparse.Namespace) -> _Keys:
-    from collector.auth.keys import KeyAdminError
-    from collector.storage.base import StoreError
+    from agentwatch_platform.collector.auth.keys import KeyAdminError
+    from agentwatch_platform.collector.storage.base import StoreError
 
     settings = Settings.from_env(data_dir=args.data_dir)
     running = None if settings.clickhouse_url else running_collector(Path(settings.data_dir))
@@ -229,7 +229,7 @@ def _check_data_dir(data_dir: Path, *, may_create: bool) -> None:
 
 
 def _run(args: argparse.Namespace, action: Any) -> Any:
-    from collector.auth.keys import KeyAdminError
+    from agentwatch_platform.collector.auth.keys import KeyAdminError
 
     keys = _open_keys(args)
     try:
@@ -241,7 +241,7 @@ def _run(args: argparse.Namespace, action: Any) -> Any:
 
 
 def keys_create(args: argparse.Namespace) -> int:
-    from collector.auth.scopes import ScopeError, parse_scopes
+    from agentwatch_platform.collector.auth.scopes import ScopeError, parse_scopes
 
     try:
         scopes = parse_scopes(args.scope)

@@ -35,7 +35,7 @@ class Metrics:
         )
         self.dropped_fields = Counter(
             "agentwatch_collector_dropped_fields",
-            "Span fields dropped or corrected as out of bounds (collector.ingest.bounds), the spans kept",
+            "Span fields dropped or corrected as out of bounds (agentwatch_platform.collector.ingest.bounds), the spans kept",
             registry=r,
         )
         self.requests = Counter(

@@ -20,8 +20,8 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from collector.storage.base import Store, StoreError
-from collector.storage.lease import StoreLease
+from agentwatch_platform.collector.storage.base import Store, StoreError
+from agentwatch_platform.collector.storage.lease import StoreLease
 
 log = logging.getLogger(__name__)
 

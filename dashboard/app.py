@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import projects, ui
+from agentwatch_platform.dashboard import projects, ui
 
 PAGES = [
     st.Page("views/overview.py", title="Overview", icon=":material/monitoring:", default=True),

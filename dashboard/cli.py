@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from dashboard.config import DEFAULT_COLLECTOR_URL
+from agentwatch_platform.dashboard.config import DEFAULT_COLLECTOR_URL
 
 APP = Path(__file__).with_name("app.py")
 
@@ -38,7 +38,7 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "dashboard.server",
+        "agentwatch_platform.dashboard.server",
         "run",
         str(APP),
         "--server.headless",

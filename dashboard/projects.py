@@ -14,7 +14,7 @@ from __future__ import annotations
 import streamlit as st
 
 from agentwatch_api.client import AuthError, CollectorClient, CollectorError
-from dashboard import ui
+from agentwatch_platform.dashboard import ui
 
 SWITCH_KEY = "aw_project_switch"
 

@@ -16,9 +16,9 @@ import pandas as pd
 from agentwatch import semconv as sc
 
 from agentwatch_api.schemas import SpanOut
-from dashboard.analysis import GrowthFit, RunGraph, is_engine_span, is_failed
-from dashboard.light_charts import ERROR_COLOUR
-from dashboard.live import OPEN
+from agentwatch_platform.dashboard.analysis import GrowthFit, RunGraph, is_engine_span, is_failed
+from agentwatch_platform.dashboard.light_charts import ERROR_COLOUR
+from agentwatch_platform.dashboard.live import OPEN
 
 KIND_COLOURS = {
     sc.KIND_RUN: "#6c757d",

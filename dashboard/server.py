@@ -12,7 +12,12 @@ import importlib
 
 # The pages' modules that are slow to import (they pull in pandas, NumPy, Altair and the
 # wire models); not those that declare Streamlit caches, which want the server's runtime.
-PRELOAD = ("agentwatch_api.client", "dashboard.light_charts", "dashboard.run_charts", "dashboard.trace")
+PRELOAD = (
+    "agentwatch_api.client",
+    "agentwatch_platform.dashboard.light_charts",
+    "agentwatch_platform.dashboard.run_charts",
+    "agentwatch_platform.dashboard.trace",
+)
 
 
 def preload() -> None:

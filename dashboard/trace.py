@@ -15,7 +15,7 @@ from typing import Any
 from agentwatch import semconv as sc
 
 from agentwatch_api.schemas import SpanOut
-from dashboard import analysis, live
+from agentwatch_platform.dashboard import analysis, live
 
 # Symbols every common font has (emoji fonts are often missing on servers and in CI browsers).
 ICONS = {

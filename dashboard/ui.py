@@ -25,7 +25,7 @@ from agentwatch_api.client import (
     NotFound,
 )
 from agentwatch_api.schemas import FilterValues, RunSummary, TimeSeries
-from dashboard.config import DashboardConfig
+from agentwatch_platform.dashboard.config import DashboardConfig
 
 _TTL_S = DashboardConfig.from_env().cache_ttl_s
 OPEN_MODE_BANNER = (

@@ -36,9 +36,9 @@ import agentwatch
 import openai
 from opentelemetry import trace
 
-from reference_agent.engine.tokenizer import count_tokens
-from reference_agent.levers import DegradationPolicy, RateLimiter, projected_cost
-from reference_agent.tools import ResearchTools, ToolCache, ToolError, UnknownDocument
+from agentwatch_platform.reference_agent.engine.tokenizer import count_tokens
+from agentwatch_platform.reference_agent.levers import DegradationPolicy, RateLimiter, projected_cost
+from agentwatch_platform.reference_agent.tools import ResearchTools, ToolCache, ToolError, UnknownDocument
 
 Mode = Literal["react", "iterative"]
 MODES: tuple[str, ...] = ("react", "iterative")

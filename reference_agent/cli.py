@@ -11,9 +11,9 @@ import logging
 import os
 import sys
 
-from reference_agent import commands_agent
-from reference_agent.engine.profiles import PROFILES
-from reference_agent.engine.scheduler import POLICIES
+from agentwatch_platform.reference_agent import commands_agent
+from agentwatch_platform.reference_agent.engine.profiles import PROFILES
+from agentwatch_platform.reference_agent.engine.scheduler import POLICIES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -74,7 +74,7 @@ def run_engine(args: argparse.Namespace) -> int:
 
 
 def _run_sim(args: argparse.Namespace) -> int:
-    from reference_agent.engine.server import EngineConfig, serve
+    from agentwatch_platform.reference_agent.engine.server import EngineConfig, serve
 
     try:
         config = EngineConfig(
@@ -95,7 +95,7 @@ def _run_sim(args: argparse.Namespace) -> int:
 
 
 def _run_vllm(args: argparse.Namespace) -> int:
-    from reference_agent.engine.vllm_launcher import LauncherError, VllmLaunch, launch
+    from agentwatch_platform.reference_agent.engine.vllm_launcher import LauncherError, VllmLaunch, launch
 
     config = VllmLaunch(
         model_path=args.vllm,

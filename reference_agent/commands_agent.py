@@ -13,10 +13,10 @@ import sys
 
 import agentwatch
 
-from reference_agent.agent import MODES, AgentConfig, ResearchAgent, RunResult, make_client
-from reference_agent.levers import DEGRADE_ACTIONS, DegradationPolicy, EngineWatch, RateLimiter
-from reference_agent.loadgen import LoadConfig, LoadSummary, Progress, generate_load
-from reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
+from agentwatch_platform.reference_agent.agent import MODES, AgentConfig, ResearchAgent, RunResult, make_client
+from agentwatch_platform.reference_agent.levers import DEGRADE_ACTIONS, DegradationPolicy, EngineWatch, RateLimiter
+from agentwatch_platform.reference_agent.loadgen import LoadConfig, LoadSummary, Progress, generate_load
+from agentwatch_platform.reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 SERVICE_NAME = "research-agent"
@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_agent_arguments(load)
     load.set_defaults(func=run_loadgen_command)
 
-    from reference_agent.demo import register_demo
+    from agentwatch_platform.reference_agent.demo import register_demo
 
     register_demo(sub)
 

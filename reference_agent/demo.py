@@ -61,12 +61,12 @@ import httpx
 from agentwatch_api.client import CollectorClient, CollectorError
 from agentwatch_api.handshake import read_admin_token
 from agentwatch_api.schemas import AlertOut, LeverSaving
-from reference_agent import demo_live
-from reference_agent.agent import AgentConfig, ResearchAgent, make_client
-from reference_agent.engine.policy import docs_wanted
-from reference_agent.levers import DegradationPolicy, RateLimiter
-from reference_agent.loadgen import LoadConfig, LoadSummary, generate_load, make_questions
-from reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
+from agentwatch_platform.reference_agent import demo_live
+from agentwatch_platform.reference_agent.agent import AgentConfig, ResearchAgent, make_client
+from agentwatch_platform.reference_agent.engine.policy import docs_wanted
+from agentwatch_platform.reference_agent.levers import DegradationPolicy, RateLimiter
+from agentwatch_platform.reference_agent.loadgen import LoadConfig, LoadSummary, generate_load, make_questions
+from agentwatch_platform.reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
 
 DEMO_RULES = Path(__file__).with_name("demo_rules.yaml")
 DEMO_PROJECT = "demo"
@@ -391,7 +391,7 @@ def _start_stack(group: ProcessGroup, options: DemoOptions) -> tuple[dict[str, s
         "engine": start_engine(group, port=ports["engine"], speed=options.engine_speed, collector=collector, key=key),
         "collector": collector,
     }
-    if find_spec("dashboard.cli") is not None:
+    if find_spec("agentwatch_platform.dashboard.cli") is not None:
         group.start(
             "dashboard",
             _agentwatch("dashboard", "--port", str(ports["dashboard"]), "--collector", collector, "--open"),
@@ -405,7 +405,7 @@ def _start_stack(group: ProcessGroup, options: DemoOptions) -> tuple[dict[str, s
 
 def _dashboard_ready(group: ProcessGroup, url: str, log: Callable[[str], None]) -> bool:
     """The demo goes on without a dashboard (not installed, or failing), saying so."""
-    if find_spec("dashboard.cli") is None:
+    if find_spec("agentwatch_platform.dashboard.cli") is None:
         return False
     try:
         group.wait_ready("dashboard", url + "/_stcore/health", timeout_s=90)

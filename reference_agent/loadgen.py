@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from reference_agent.agent import ResearchAgent, RunResult
-from reference_agent.corpus.build import TOPICS
+from agentwatch_platform.reference_agent.agent import ResearchAgent, RunResult
+from agentwatch_platform.reference_agent.corpus.build import TOPICS
 
 QUESTION_TEMPLATES = (
     "How does {topic} affect the {term}?",

@@ -30,6 +30,8 @@ PARTS = {  # import name -> folder
     "reference_agent": ROOT / "reference_agent",
     "bench": ROOT / "bench",
 }
+# The platform's parts install under one namespace (pyproject.toml's package-dir).
+IMPORT_PREFIX = {name: ("agentwatch_platform",) for name in ("collector", "dashboard", "alerts", "reference_agent")}
 PLATFORM = {"agentwatch_api", "collector", "dashboard", "alerts", "reference_agent", "bench"}
 PRODUCT = {"agentwatch", "agentwatch_api", "collector", "dashboard", "alerts", "reference_agent"}
 # Installed by the ``dev`` extra only (pyproject.toml): the product never imports them.
@@ -122,7 +124,7 @@ def modules() -> dict[str, Path]:
     found: dict[str, Path] = {}
     for name, folder in PARTS.items():
         for path in sorted(folder.rglob("*.py")):
-            parts = [name, *path.relative_to(folder).with_suffix("").parts]
+            parts = [*IMPORT_PREFIX.get(name, ()), name, *path.relative_to(folder).with_suffix("").parts]
             if parts[-1] == "__init__":
                 parts.pop()
             found[".".join(parts)] = path
@@ -154,7 +156,9 @@ def _called_name(func: ast.expr) -> str:
 
 
 def part(module: str) -> str:
-    return module.split(".")[0]
+    """The part a module belongs to: its import name's first segment, or the platform part after ``agentwatch_platform``."""
+    head, _, rest = module.partition(".")
+    return rest.split(".")[0] if head == "agentwatch_platform" and rest else head
 
 
 def known_module(target: str) -> str | None:
@@ -331,14 +335,18 @@ def test_the_rules_see_known_imports() -> None:
     assert "sdk/agentwatch/__init__.py -> agentwatch._tracing" in keys  # from ._tracing import ...
     assert "sdk/agentwatch/__main__.py -> agentwatch.cli" in keys  # from agentwatch.cli import main
     assert "collector/commands.py -> agentwatch_api.client" in keys  # the contract, in its folder under sdk/
-    assert "collector/commands.py -> collector.app" in keys  # inside a function
-    by_name = ast.parse("import importlib\nfor name in ('alerts.cli', 'no.such'):\n    importlib.import_module(name)\n")
-    assert [i.target for i in _loaded_by_name(by_name, _Visitor("x", False, "x.py"))] == ["alerts.cli"]
+    assert "collector/commands.py -> agentwatch_platform.collector.app" in keys  # inside a function
+    by_name = ast.parse(
+        "import importlib\nfor name in ('agentwatch_platform.alerts.cli', 'no.such'):\n    importlib.import_module(name)\n"
+    )
+    assert [i.target for i in _loaded_by_name(by_name, _Visitor("x", False, "x.py"))] == [
+        "agentwatch_platform.alerts.cli"
+    ]
 
 
 def test_a_new_violation_or_a_stale_entry_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     """The checker itself: what is not listed fails, and so does a listed entry that is gone."""
-    found = Import("dashboard/x.py", "dashboard.x", "collector.app")
+    found = Import("dashboard/x.py", "dashboard.x", "agentwatch_platform.collector.app")
     monkeypatch.setitem(KNOWN, "example", set())
     with pytest.raises(AssertionError, match="new violations"):
         _check("example", iter([found]))
@@ -347,3 +355,28 @@ def test_a_new_violation_or_a_stale_entry_fails(monkeypatch: pytest.MonkeyPatch)
     with pytest.raises(AssertionError, match="take these out of KNOWN"):
         _check("example", iter([]))
     assert _closes_cycle({"b": {"c"}, "c": {"a"}}, "a", "b") and not _closes_cycle({"b": {"c"}}, "a", "b")
+
+
+def test_every_package_folder_is_installed() -> None:
+    """pyproject.toml lists the packages (a mapped name cannot be discovered): none may be missing,
+    also a folder of data files only (package-data)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {
+        "agentwatch_platform." + ".".join(path.parent.relative_to(ROOT).parts)
+        for name in IMPORT_PREFIX
+        for path in (ROOT / name).rglob("*")
+        if path.suffix in (".py", ".yaml", ".json", ".jsonl", ".txt", ".md", ".gz") and "__pycache__" not in path.parts
+    }
+    assert folders == listed, (
+        f"add to pyproject.toml's packages: {sorted(folders - listed)}; remove: {sorted(listed - folders)}"
+    )
+
+
+def test_the_parts_are_imported_by_their_installed_names() -> None:
+    """``from collector.x import ...`` would work from the repository root only (tests), never installed."""
+    _check(
+        "installed_names",
+        (i for i in imports() if part(i.target) in IMPORT_PREFIX and not i.target.startswith("agentwatch_platform.")),
+    )

@@ -104,7 +104,7 @@ def test_a_part_that_fails_to_import_is_named_in_one_line_and_the_others_still_w
 
 def test_the_collector_runs_the_alerts_as_its_installed_plugin() -> None:
     """pyproject.toml's ``agentwatch.collector_plugins``, as ``agentwatch collector`` loads them."""
-    from alerts.plugin import PLUGIN
-    from collector.plugins import installed
+    from agentwatch_platform.alerts.plugin import PLUGIN
+    from agentwatch_platform.collector.plugins import installed
 
     assert installed() == (PLUGIN,)

@@ -15,9 +15,9 @@ import pytest
 import yaml
 from agentwatch.cli import build_parser
 
-from collector.settings import Settings
-from collector.storage.chdb_store import ChdbStore
-from dashboard.config import DashboardConfig
+from agentwatch_platform.collector.settings import Settings
+from agentwatch_platform.collector.storage.chdb_store import ChdbStore
+from agentwatch_platform.dashboard.config import DashboardConfig
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 COMPOSE = DEPLOY / "compose" / "docker-compose.yml"

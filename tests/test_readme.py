@@ -7,8 +7,8 @@ from pathlib import Path
 
 from agentwatch._config import VARIABLES
 
-from collector.settings import Settings
-from dashboard.config import DashboardConfig
+from agentwatch_platform.collector.settings import Settings
+from agentwatch_platform.dashboard.config import DashboardConfig
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 

@@ -18,14 +18,14 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from pydantic import BaseModel, Field
 
-from collector.api.deps import SettingsDep, StoreDep
-from collector.auth.caller import Principal, principal
-from collector.auth.keys import KeyAdminError, KeyRing
-from collector.auth.scopes import ADMIN, ADMIN_PREFIX, ScopeError
-from collector.engines.registry import EngineLimit, TargetRefused, add_engine, audit, delete_engine
-from collector.query.reprice import price_table, reprice
-from collector.storage import queries
-from collector.storage import queries_admin as qa
+from agentwatch_platform.collector.api.deps import SettingsDep, StoreDep
+from agentwatch_platform.collector.auth.caller import Principal, principal
+from agentwatch_platform.collector.auth.keys import KeyAdminError, KeyRing
+from agentwatch_platform.collector.auth.scopes import ADMIN, ADMIN_PREFIX, ScopeError
+from agentwatch_platform.collector.engines.registry import EngineLimit, TargetRefused, add_engine, audit, delete_engine
+from agentwatch_platform.collector.query.reprice import price_table, reprice
+from agentwatch_platform.collector.storage import queries
+from agentwatch_platform.collector.storage import queries_admin as qa
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from agentwatch_api.schemas import (
     TimeSeries,
     WhatIf,
 )
-from collector.api.deps import ProjectDep, SettingsDep, StoreDep, run_query
-from collector.api.params import Agent, End, Model, Start, time_window
-from collector.query import service as query
-from collector.query.levers import price_table
-from collector.query.whatif import DEFAULT_BOUND
+from agentwatch_platform.collector.api.deps import ProjectDep, SettingsDep, StoreDep, run_query
+from agentwatch_platform.collector.api.params import Agent, End, Model, Start, time_window
+from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.query.levers import price_table
+from agentwatch_platform.collector.query.whatif import DEFAULT_BOUND
 
 router = APIRouter(prefix="/api", tags=["query"])
 

@@ -12,10 +12,10 @@ from typing import Annotated, TypeVar
 
 from fastapi import Depends, HTTPException, Request
 
-from collector.auth.caller import principal
-from collector.query.service import InvalidQuery
-from collector.settings import Settings
-from collector.storage.base import Store, StoreUnavailable
+from agentwatch_platform.collector.auth.caller import principal
+from agentwatch_platform.collector.query.service import InvalidQuery
+from agentwatch_platform.collector.settings import Settings
+from agentwatch_platform.collector.storage.base import Store, StoreUnavailable
 
 T = TypeVar("T")
 

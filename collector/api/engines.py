@@ -13,11 +13,11 @@ from agentwatch_api.schemas import (
     EngineInfo,
     EngineSeries,
 )
-from collector.api.admin import AdminDep, EngineAdd, register_engine_as
-from collector.api.deps import ProjectDep, SettingsDep, StoreDep, run_query
-from collector.api.params import End, Start, time_window
-from collector.engines.scraper import parse_targets
-from collector.query import service as query
+from agentwatch_platform.collector.api.admin import AdminDep, EngineAdd, register_engine_as
+from agentwatch_platform.collector.api.deps import ProjectDep, SettingsDep, StoreDep, run_query
+from agentwatch_platform.collector.api.params import End, Start, time_window
+from agentwatch_platform.collector.engines.scraper import parse_targets
+from agentwatch_platform.collector.query import service as query
 
 router = APIRouter(prefix="/api", tags=["query"])
 

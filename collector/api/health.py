@@ -19,11 +19,11 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
 from agentwatch_api.schemas import IngestStatus
-from collector.api.deps import get_project
-from collector.auth.caller import principal
-from collector.metrics import CONTENT_TYPE
-from collector.storage import queries
-from collector.storage.base import StoreError
+from agentwatch_platform.collector.api.deps import get_project
+from agentwatch_platform.collector.auth.caller import principal
+from agentwatch_platform.collector.metrics import CONTENT_TYPE
+from agentwatch_platform.collector.storage import queries
+from agentwatch_platform.collector.storage.base import StoreError
 
 READY_TIMEOUT_S = (
     2.0  # a store slower than this to answer ``/ready`` is ready only if the writer's last insert succeeded

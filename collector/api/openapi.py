@@ -21,7 +21,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from collector.auth.scopes import PUBLIC, ROUTE_SCOPES
+from agentwatch_platform.collector.auth.scopes import PUBLIC, ROUTE_SCOPES
 
 _ERROR = {"type": "object", "required": ["detail"], "properties": {"detail": {"type": "string"}}, "title": "Error"}
 _STATUS = {

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from collector.api import admin, analytics, engines, health, runs
-from collector.ingest.otlp import http as otlp_http
+from agentwatch_platform.collector.api import admin, analytics, engines, health, runs
+from agentwatch_platform.collector.ingest.otlp import http as otlp_http
 
 ROUTERS: tuple[APIRouter, ...] = (
     otlp_http.router,  # POST /v1/traces

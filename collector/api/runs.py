@@ -15,9 +15,9 @@ from agentwatch_api.schemas import (
     RunFilters,
     RunsPage,
 )
-from collector.api.deps import ProjectDep, SettingsDep, StoreDep, run_query
-from collector.api.params import End, Start, time_window
-from collector.query import service as query
+from agentwatch_platform.collector.api.deps import ProjectDep, SettingsDep, StoreDep, run_query
+from agentwatch_platform.collector.api.params import End, Start, time_window
+from agentwatch_platform.collector.query import service as query
 
 router = APIRouter(prefix="/api", tags=["query"])
 

@@ -14,9 +14,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from collector.auth.keys import Grant, KeyRing
-from collector.ingest.otlp.errors import Unavailable
-from collector.storage.base import StoreError
+from agentwatch_platform.collector.auth.keys import Grant, KeyRing
+from agentwatch_platform.collector.ingest.otlp.errors import Unavailable
+from agentwatch_platform.collector.storage.base import StoreError
 
 _POSITIVE_TTL_S = 30.0
 _NEGATIVE_TTL_S = 2.0

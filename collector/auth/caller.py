@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from collector.auth.scopes import LEGACY_SCOPES, PUBLIC, SCOPES, route_scope
+from agentwatch_platform.collector.auth.scopes import LEGACY_SCOPES, PUBLIC, SCOPES, route_scope
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,8 @@ async def authorize(request: Request) -> None:
     found = route_scope(request.method, request.url.path)
     if found is None:
         raise HTTPException(
-            403, f"{request.method} {request.url.path} declares no scope (collector.auth.scopes.ROUTE_SCOPES): refused"
+            403,
+            f"{request.method} {request.url.path} declares no scope (agentwatch_platform.collector.auth.scopes.ROUTE_SCOPES): refused",
         )
     path, needed = found
     if needed == PUBLIC:

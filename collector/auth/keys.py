@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from collector.auth.scopes import LEGACY_SCOPES, format_scopes, parse_scopes
-from collector.storage import queries_keys as q
-from collector.storage.base import Store
+from agentwatch_platform.collector.auth.scopes import LEGACY_SCOPES, format_scopes, parse_scopes
+from agentwatch_platform.collector.storage import queries_keys as q
+from agentwatch_platform.collector.storage.base import Store
 
 _KEY_RE = re.compile(r"^aw_([0-9a-f]{12})_([A-Za-z0-9_-]{20,100})$")
 _PROJECT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import time
 
-from collector.engines.scrape_guard import HostPolicy, TargetRefused
-from collector.engines.scraper import parse_targets, register_engine, target_hosts
-from collector.settings import Settings
-from collector.storage import queries_admin as qa
-from collector.storage.base import Store
+from agentwatch_platform.collector.engines.scrape_guard import HostPolicy, TargetRefused
+from agentwatch_platform.collector.engines.scraper import parse_targets, register_engine, target_hosts
+from agentwatch_platform.collector.settings import Settings
+from agentwatch_platform.collector.storage import queries_admin as qa
+from agentwatch_platform.collector.storage.base import Store
 
 
 class EngineLimit(Exception):

@@ -30,12 +30,12 @@ from urllib.parse import urlsplit
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector.engines.scrape_guard import HostPolicy, TargetRefused, fetch_metrics
-from collector.storage import queries
-from collector.storage.base import Store, StoreError
+from agentwatch_platform.collector.engines.scrape_guard import HostPolicy, TargetRefused, fetch_metrics
+from agentwatch_platform.collector.storage import queries
+from agentwatch_platform.collector.storage.base import Store, StoreError
 
 if TYPE_CHECKING:
-    from collector.settings import Settings
+    from agentwatch_platform.collector.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -46,10 +46,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from agentwatch import semconv as sc
 
-from collector.ingest.normalize import ENGINE_PREFIX
-from collector.storage import queries
-from collector.storage.base import Store, StoreError
-from collector.storage.model import SpanRow
+from agentwatch_platform.collector.ingest.normalize import ENGINE_PREFIX
+from agentwatch_platform.collector.storage import queries
+from agentwatch_platform.collector.storage.base import Store, StoreError
+from agentwatch_platform.collector.storage.model import SpanRow
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from agentwatch import semconv as sc
 
-from collector.storage import queries
-from collector.storage.base import Store, StoreError
+from agentwatch_platform.collector.storage import queries
+from agentwatch_platform.collector.storage.base import Store, StoreError
 
 log = logging.getLogger(__name__)
 

@@ -21,10 +21,10 @@ from typing import Any
 
 from agentwatch import semconv as sc
 
-from collector.ingest import bounds
-from collector.ingest.bounds import BadValue
-from collector.ingest.redact import Redactor
-from collector.storage.model import SpanRow
+from agentwatch_platform.collector.ingest import bounds
+from agentwatch_platform.collector.ingest.bounds import BadValue
+from agentwatch_platform.collector.ingest.redact import Redactor
+from agentwatch_platform.collector.storage.model import SpanRow
 
 log = logging.getLogger(__name__)
 

@@ -16,15 +16,20 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
-from collector.ingest.bounds import latest_start_ns
-from collector.ingest.normalize import Normalizer
-from collector.ingest.otlp.decode import Converted, convert
-from collector.ingest.otlp.errors import BadRequest, PayloadTooLarge, Unavailable, UnsupportedMediaType
-from collector.ingest.spool import Spool, SpoolError
-from collector.ingest.writer import Writer
-from collector.metrics import Metrics
-from collector.settings import Settings
-from collector.storage.columns import empty_spans_table
+from agentwatch_platform.collector.ingest.bounds import latest_start_ns
+from agentwatch_platform.collector.ingest.normalize import Normalizer
+from agentwatch_platform.collector.ingest.otlp.decode import Converted, convert
+from agentwatch_platform.collector.ingest.otlp.errors import (
+    BadRequest,
+    PayloadTooLarge,
+    Unavailable,
+    UnsupportedMediaType,
+)
+from agentwatch_platform.collector.ingest.spool import Spool, SpoolError
+from agentwatch_platform.collector.ingest.writer import Writer
+from agentwatch_platform.collector.metrics import Metrics
+from agentwatch_platform.collector.settings import Settings
+from agentwatch_platform.collector.storage.columns import empty_spans_table
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from collector.ingest.otlp.errors import RateLimited
+from agentwatch_platform.collector.ingest.otlp.errors import RateLimited
 
 
 class RateLimiter:

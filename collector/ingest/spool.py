@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from collector.ingest.otlp.errors import Unavailable
+from agentwatch_platform.collector.ingest.otlp.errors import Unavailable
 
 log = logging.getLogger(__name__)
 

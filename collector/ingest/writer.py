@@ -37,14 +37,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from collector.ingest import heap
-from collector.ingest.engine_join import EngineJoin
-from collector.ingest.live_runs import LiveRuns
-from collector.ingest.spill import Spill
-from collector.ingest.spool import Recovery, Spool, SpoolError
-from collector.metrics import Metrics
-from collector.storage.base import Store, StoreError, StoreUnavailable
-from collector.storage.maintenance import rebuild_totals
+from agentwatch_platform.collector.ingest import heap
+from agentwatch_platform.collector.ingest.engine_join import EngineJoin
+from agentwatch_platform.collector.ingest.live_runs import LiveRuns
+from agentwatch_platform.collector.ingest.spill import Spill
+from agentwatch_platform.collector.ingest.spool import Recovery, Spool, SpoolError
+from agentwatch_platform.collector.metrics import Metrics
+from agentwatch_platform.collector.storage.base import Store, StoreError, StoreUnavailable
+from agentwatch_platform.collector.storage.maintenance import rebuild_totals
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from collector.metrics import Metrics
-from collector.storage import queries_fleet
-from collector.storage.base import Store, StoreError
+from agentwatch_platform.collector.metrics import Metrics
+from agentwatch_platform.collector.storage import queries_fleet
+from agentwatch_platform.collector.storage.base import Store, StoreError
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from agentwatch_api.schemas import LeverQuality, LeverSaving, LeverSavings
-from collector.storage import queries as q
-from collector.storage import queries_levers as ql
-from collector.storage.base import Store
+from agentwatch_platform.collector.storage import queries as q
+from agentwatch_platform.collector.storage import queries_levers as ql
+from agentwatch_platform.collector.storage.base import Store
 
 if TYPE_CHECKING:
     from agentwatch import PriceTable

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 from agentwatch_api.client import ApiError, CollectorClient, CollectorError
 from agentwatch_api.handshake import running_collector
-from collector.settings import Settings
-from collector.storage import queries
-from collector.storage.base import Store, StoreError
-from collector.storage.maintenance import rebuild_totals
+from agentwatch_platform.collector.settings import Settings
+from agentwatch_platform.collector.storage import queries
+from agentwatch_platform.collector.storage.base import Store, StoreError
+from agentwatch_platform.collector.storage.maintenance import rebuild_totals
 
 if TYPE_CHECKING:
     from agentwatch import PriceTable
@@ -140,7 +140,7 @@ def _remote_or_local(settings: Settings, since: float, project: str) -> dict[str
                 return client.reprice(since=since, project=project)
             except ApiError as exc:
                 raise SystemExit(f"agentwatch reprice: the collector answered {exc.status}: {exc.detail}") from None
-    from collector.storage import open_store
+    from agentwatch_platform.collector.storage import open_store
 
     store = open_store(settings)
     try:

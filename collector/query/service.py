@@ -43,10 +43,10 @@ from agentwatch_api.schemas import (
     WhatIf,
     finite_total,
 )
-from collector.query.levers import lever_savings
-from collector.query.whatif import whatif as estimate_whatif
-from collector.storage import queries as q
-from collector.storage.base import QueryError, Store
+from agentwatch_platform.collector.query.levers import lever_savings
+from agentwatch_platform.collector.query.whatif import whatif as estimate_whatif
+from agentwatch_platform.collector.storage import queries as q
+from agentwatch_platform.collector.storage.base import QueryError, Store
 
 if TYPE_CHECKING:
     from agentwatch import PriceTable

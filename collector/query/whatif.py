@@ -18,10 +18,10 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from agentwatch_api.schemas import WHATIF_POLICIES, WhatIf
-from collector.query.levers import price_params
-from collector.storage import queries as q
-from collector.storage import queries_levers as ql
-from collector.storage.base import Store
+from agentwatch_platform.collector.query.levers import price_params
+from agentwatch_platform.collector.storage import queries as q
+from agentwatch_platform.collector.storage import queries_levers as ql
+from agentwatch_platform.collector.storage.base import Store
 
 if TYPE_CHECKING:
     from agentwatch import PriceTable

@@ -16,7 +16,7 @@ import time
 
 from agentwatch_api.client import CollectorClient, CollectorError
 from agentwatch_api.schemas import WHATIF_POLICIES, WhatIf
-from collector.query.reprice import parse_since
+from agentwatch_platform.collector.query.reprice import parse_since
 
 DEFAULT_COLLECTOR = "http://127.0.0.1:4318"
 

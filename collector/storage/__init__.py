@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from collector.storage.base import QueryError, Store, StoreError, StoreUnavailable
+from agentwatch_platform.collector.storage.base import QueryError, Store, StoreError, StoreUnavailable
 
 if TYPE_CHECKING:
-    from collector.settings import Settings
+    from agentwatch_platform.collector.settings import Settings
 
 __all__ = ["QueryError", "Store", "StoreError", "StoreUnavailable", "open_store"]
 
@@ -17,8 +17,8 @@ def open_store(settings: Settings, *, migrate: bool = True) -> Store:
     """The configured back end, migrated: a ClickHouse server when ``clickhouse_url`` is set,
     else embedded chDB in ``data_dir / "chdb"``."""
     if settings.clickhouse_url:
-        from collector.storage.clickhouse_store import ClickHouseStore
-        from collector.storage.lease import holder_id
+        from agentwatch_platform.collector.storage.clickhouse_store import ClickHouseStore
+        from agentwatch_platform.collector.storage.lease import holder_id
 
         store: Store = ClickHouseStore(
             settings.clickhouse_url,
@@ -28,8 +28,8 @@ def open_store(settings: Settings, *, migrate: bool = True) -> Store:
             lease_ttl_s=settings.lease_ttl_s,
         )
     else:
-        from collector.storage.chdb_memory import ChdbMemory
-        from collector.storage.chdb_store import ChdbStore
+        from agentwatch_platform.collector.storage.chdb_memory import ChdbMemory
+        from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 
         memory = ChdbMemory(
             cache_bytes=settings.chdb_cache_bytes,

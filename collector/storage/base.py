@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from collector.storage.model import SpanRow
+from agentwatch_platform.collector.storage.model import SpanRow
 
 
 class StoreError(Exception):

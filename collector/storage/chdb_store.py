@@ -14,12 +14,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from collector.storage.base import QueryError, StoreUnavailable
-from collector.storage.chdb_memory import ChdbMemory
-from collector.storage.queries_admin import PURGE_ALLOCATOR
-from collector.storage.recent import RecentKeys
-from collector.storage.result_cache import ResultCache, is_read
-from collector.storage.sql_store import SqlStore, arrow_rows
+from agentwatch_platform.collector.storage.base import QueryError, StoreUnavailable
+from agentwatch_platform.collector.storage.chdb_memory import ChdbMemory
+from agentwatch_platform.collector.storage.queries_admin import PURGE_ALLOCATOR
+from agentwatch_platform.collector.storage.recent import RecentKeys
+from agentwatch_platform.collector.storage.result_cache import ResultCache, is_read
+from agentwatch_platform.collector.storage.sql_store import SqlStore, arrow_rows
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from collector.storage.base import QueryError, StoreUnavailable
-from collector.storage.cluster_ddl import check_cluster_name, for_cluster
-from collector.storage.lease import SpanWriteLock, holder_id
-from collector.storage.sql_store import SqlStore, arrow_rows
+from agentwatch_platform.collector.storage.base import QueryError, StoreUnavailable
+from agentwatch_platform.collector.storage.cluster_ddl import check_cluster_name, for_cluster
+from agentwatch_platform.collector.storage.lease import SpanWriteLock, holder_id
+from agentwatch_platform.collector.storage.sql_store import SqlStore, arrow_rows
 
 
 class ClickHouseStore(SqlStore):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from collector.storage import schema
+from agentwatch_platform.collector.storage import schema
 
 # Sharded table -> sharding key of its Distributed table.
 SHARDED: dict[str, str] = {
@@ -140,7 +140,7 @@ def cluster_form(statements: Iterable[str], cluster: str) -> list[str]:
 def render(cluster: str, retention_days: int = 30) -> str:
     """The whole schema for ``cluster`` as one SQL file (what ``deploy/clickhouse/schema.sql`` holds)."""
     lines = [
-        f"-- agentwatch schema for ClickHouse cluster {cluster!r}: written by python -m collector.storage.cluster_ddl",
+        f"-- agentwatch schema for ClickHouse cluster {cluster!r}: written by python -m agentwatch_platform.collector.storage.cluster_ddl",
         "-- The collector applies it itself (AGENTWATCH_CLICKHOUSE_CLUSTER); this file is for review and manual setup.",
     ]
     blocks = cluster_form(schema.bootstrap_statements(), cluster)

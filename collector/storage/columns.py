@@ -16,7 +16,7 @@ from operator import attrgetter
 import numpy as np
 import pyarrow as pa
 
-from collector.storage.model import SpanRow
+from agentwatch_platform.collector.storage.model import SpanRow
 
 _STR = pa.string()
 _MAP = pa.map_(pa.string(), pa.string())

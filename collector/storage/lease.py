@@ -39,8 +39,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from collector.storage import queries_lease
-from collector.storage.base import StoreError, StoreUnavailable
+from agentwatch_platform.collector.storage import queries_lease
+from agentwatch_platform.collector.storage.base import StoreError, StoreUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import Any
 
-from collector.storage import queries
-from collector.storage.base import Store
+from agentwatch_platform.collector.storage import queries
+from agentwatch_platform.collector.storage.base import Store
 
 
 def rebuild_totals(store: Store, *, since: float, project: str = "") -> None:

@@ -8,7 +8,7 @@ epoch seconds, so neither back end has to agree with Python on time zones.
 
 from __future__ import annotations
 
-from collector.storage.schema import (
+from agentwatch_platform.collector.storage.schema import (
     BILLABLE,
     EPOCH_HOUR,
     ROLLUP_COLUMNS,

@@ -10,8 +10,8 @@ These read spans in the range (lever attributes live in the attribute map, not i
 
 from __future__ import annotations
 
-from collector.storage.queries import _FEEDBACK, _FEEDBACK_FIGURES, _SPAN_RANGE
-from collector.storage.schema import BILLABLE, ROOT
+from agentwatch_platform.collector.storage.queries import _FEEDBACK, _FEEDBACK_FIGURES, _SPAN_RANGE
+from agentwatch_platform.collector.storage.schema import BILLABLE, ROOT
 
 _LEVER = "attributes['agentwatch.lever.name']"
 _BASELINE = "attributes['agentwatch.lever.baseline_model']"

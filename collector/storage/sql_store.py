@@ -18,13 +18,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from collector.storage import queries, schema
-from collector.storage.base import QueryError
-from collector.storage.cluster_ddl import cluster_form
-from collector.storage.columns import SPANS_SCHEMA, spans_table
-from collector.storage.lease import SCHEMA, LeaseLock, SpanWriteLock
-from collector.storage.model import SpanRow
-from collector.storage.recent import RecentKeys, key_hashes, trace_hashes
+from agentwatch_platform.collector.storage import queries, schema
+from agentwatch_platform.collector.storage.base import QueryError
+from agentwatch_platform.collector.storage.cluster_ddl import cluster_form
+from agentwatch_platform.collector.storage.columns import SPANS_SCHEMA, spans_table
+from agentwatch_platform.collector.storage.lease import SCHEMA, LeaseLock, SpanWriteLock
+from agentwatch_platform.collector.storage.model import SpanRow
+from agentwatch_platform.collector.storage.recent import RecentKeys, key_hashes, trace_hashes
 
 _KEY = ("project", "trace_id", "span_id")
 

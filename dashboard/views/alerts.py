@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from agentwatch_api.schemas import TIMESERIES_METRICS, AlertOut, AlertRuleOut, RunsPage, TimeSeries
-from dashboard import light_charts, ui
+from agentwatch_platform.dashboard import light_charts, ui
 
 CONTEXT_WINDOWS = 12  # windows of the metric shown before an incident
 TOP_RUNS = 5

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from agentwatch_api.schemas import CostBreakdown, CostRow, LeverSavings, WhatIf
-from dashboard import light_charts, ui
+from agentwatch_platform.dashboard import light_charts, ui
 
 
 def render() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from agentwatch_api.schemas import EngineInfo, EngineSeries
-from dashboard import analysis, light_charts, ui
+from agentwatch_platform.dashboard import analysis, light_charts, ui
 
 RUNNING = ["vllm:num_requests_running"]
 WAITING = ["vllm:num_requests_waiting"]

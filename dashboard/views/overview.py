@@ -11,8 +11,8 @@ import time
 import streamlit as st
 
 from agentwatch_api.schemas import Overview, RunsPage, TimeSeries
-from dashboard import cards, light_charts, ui
-from dashboard.overview_spec import CHARTS, HEADLINES
+from agentwatch_platform.dashboard import cards, light_charts, ui
+from agentwatch_platform.dashboard.overview_spec import CHARTS, HEADLINES
 
 
 def render() -> None:

@@ -17,7 +17,7 @@ import pandas as pd
 import streamlit as st
 
 from agentwatch_api.schemas import RunDetail, RunSummary, SpanOut
-from dashboard import analysis, light_charts, live, run_charts, trace, ui
+from agentwatch_platform.dashboard import analysis, light_charts, live, run_charts, trace, ui
 
 MAX_DRAWN = 300  # a 10k-span run: 4.1 s warm to idle vs 5.5 s with 1000 bars (bench.dashboard_ab, 3 rounds, load 8-17)
 MAX_CONTENT = 50

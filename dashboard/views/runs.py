@@ -17,7 +17,7 @@ from typing import get_args
 import streamlit as st
 
 from agentwatch_api.schemas import RunsPage, RunStatus, RunSummary
-from dashboard import live, ui
+from agentwatch_platform.dashboard import live, ui
 
 SORTS = {  # label -> RunSummary column: the query API sorts on any of them
     "Start time": "start_time",

@@ -1,4 +1,4 @@
--- agentwatch schema for ClickHouse cluster 'agentwatch': written by python -m collector.storage.cluster_ddl
+-- agentwatch schema for ClickHouse cluster 'agentwatch': written by python -m agentwatch_platform.collector.storage.cluster_ddl
 -- The collector applies it itself (AGENTWATCH_CLICKHOUSE_CLUSTER); this file is for review and manual setup.
 
 CREATE TABLE IF NOT EXISTS schema_migrations ON CLUSTER agentwatch (

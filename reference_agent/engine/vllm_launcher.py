@@ -26,7 +26,7 @@ from urllib.parse import quote
 import httpx
 
 from agentwatch_api.client import ApiError, AuthError, CollectorClient, CollectorError
-from reference_agent.engine.gpu import nvml_device_count
+from agentwatch_platform.reference_agent.engine.gpu import nvml_device_count
 
 log = logging.getLogger(__name__)
 

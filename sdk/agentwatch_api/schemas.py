@@ -75,7 +75,7 @@ def finite_total(value: float) -> float:
     if math.isfinite(value) and value >= 0:
         return value
     logging.getLogger(__name__).error(
-        "a cost total is %r: stored spans predate collector.ingest.bounds; shown as 0", value
+        "a cost total is %r: stored spans predate agentwatch_platform.collector.ingest.bounds; shown as 0", value
     )
     return 0.0
 

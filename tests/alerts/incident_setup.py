@@ -8,14 +8,14 @@ import random
 import time
 from collections.abc import Collection
 
-from alerts.channels import Dispatcher
-from alerts.evaluator import Evaluator
-from alerts.rules import RulesConfig, parse_rules
-from alerts.sources import HttpBackend, StoreBackend
-from collector.ingest.live_runs import LiveRuns
-from collector.storage.base import Store
-from collector.storage.columns import spans_table
-from collector.storage.model import SpanRow
+from agentwatch_platform.alerts.channels import Dispatcher
+from agentwatch_platform.alerts.evaluator import Evaluator
+from agentwatch_platform.alerts.rules import RulesConfig, parse_rules
+from agentwatch_platform.alerts.sources import HttpBackend, StoreBackend
+from agentwatch_platform.collector.ingest.live_runs import LiveRuns
+from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.columns import spans_table
+from agentwatch_platform.collector.storage.model import SpanRow
 from tests.alerts.conftest import Receiver
 from tests.collector.factories import agent_run, new_span_id, new_trace_id
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from alerts.sources import HttpBackend
+from agentwatch_platform.alerts.sources import HttpBackend
 from tests.alerts.incident_setup import ingest, rootless
 from tests.collector.factories import agent_run
 from tests.collector.ingest_helpers import Running, serve, settings_for

@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from alerts.budget import month_remaining_s
-from alerts.evaluator import Evaluator
-from alerts.quality import Pager
-from alerts.rules import parse_rules
-from alerts.sources import StoreBackend
-from collector.storage.base import Store
+from agentwatch_platform.alerts.budget import month_remaining_s
+from agentwatch_platform.alerts.evaluator import Evaluator
+from agentwatch_platform.alerts.quality import Pager
+from agentwatch_platform.alerts.rules import parse_rules
+from agentwatch_platform.alerts.sources import StoreBackend
+from agentwatch_platform.collector.storage.base import Store
 from tests.collector.factories import agent_run
 
 RULES = """

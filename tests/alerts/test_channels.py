@@ -14,7 +14,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult
 
-from alerts.channels import (
+from agentwatch_platform.alerts.channels import (
     SIGNATURE_HEADER,
     DeliveryPolicy,
     Dispatcher,
@@ -24,8 +24,8 @@ from alerts.channels import (
     WebhookChannel,
     sign,
 )
-from alerts.errors import DeliveryError
-from alerts.model import Alert, Delivery, Notification
+from agentwatch_platform.alerts.errors import DeliveryError
+from agentwatch_platform.alerts.model import Alert, Delivery, Notification
 from tests.alerts.conftest import Mailbox, Receiver
 from tests.support.ports import free_port
 

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from alerts import quality
-from alerts.detectors import AnomalyDetector, ThresholdDetector
-from alerts.rules import load_rules
+from agentwatch_platform.alerts import quality
+from agentwatch_platform.alerts.detectors import AnomalyDetector, ThresholdDetector
+from agentwatch_platform.alerts.rules import load_rules
 
 
 def default_cost_spike() -> AnomalyDetector:

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from alerts.channels import SIGNATURE_HEADER, sign
+from agentwatch_platform.alerts.channels import SIGNATURE_HEADER, sign
 from tests.alerts.conftest import Receiver
 from tests.alerts.incident_setup import webhook_rules
 from tests.alerts.traffic import export_traffic, wait_for_runs

@@ -3,12 +3,12 @@ cool-down, resolve once, survive a restart, record deliveries (a failing channel
 
 from __future__ import annotations
 
-from alerts.channels import SIGNATURE_HEADER, Dispatcher, sign
-from alerts.evaluator import Evaluator
-from alerts.rules import RulesConfig, parse_rules
-from alerts.sources import StoreBackend
-from collector.storage import queries_alerts as qa
-from collector.storage.base import Store
+from agentwatch_platform.alerts.channels import SIGNATURE_HEADER, Dispatcher, sign
+from agentwatch_platform.alerts.evaluator import Evaluator
+from agentwatch_platform.alerts.rules import RulesConfig, parse_rules
+from agentwatch_platform.alerts.sources import StoreBackend
+from agentwatch_platform.collector.storage import queries_alerts as qa
+from agentwatch_platform.collector.storage.base import Store
 from tests.alerts import incident_setup
 from tests.alerts.conftest import Receiver
 from tests.alerts.incident_setup import T0

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from email import message_from_bytes
 
-from alerts.channels import IDEMPOTENCY_HEADER, SIGNATURE_HEADER, Dispatcher, sign
-from alerts.evaluator import Evaluator
-from alerts.rules import RulesConfig
-from alerts.sources import StoreBackend
-from collector.storage import queries_alerts as qa
-from collector.storage.base import Store
+from agentwatch_platform.alerts.channels import IDEMPOTENCY_HEADER, SIGNATURE_HEADER, Dispatcher, sign
+from agentwatch_platform.alerts.evaluator import Evaluator
+from agentwatch_platform.alerts.rules import RulesConfig
+from agentwatch_platform.alerts.sources import StoreBackend
+from agentwatch_platform.collector.storage import queries_alerts as qa
+from agentwatch_platform.collector.storage.base import Store
 from tests.alerts import incident_setup
 from tests.alerts.conftest import Mailbox, Receiver
 from tests.alerts.incident_setup import SPIKE, T0, by_path, drive, rules

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import httpx
 
-from alerts.channels import SIGNATURE_HEADER, sign
-from alerts.sources import HttpBackend
+from agentwatch_platform.alerts.channels import SIGNATURE_HEADER, sign
+from agentwatch_platform.alerts.sources import HttpBackend
 from tests.alerts import incident_setup
 from tests.alerts.conftest import Mailbox, Receiver
 from tests.alerts.incident_setup import SPIKE, by_path, drive, rules

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from alerts.errors import RulesError
-from alerts.evaluator import Evaluator
-from alerts.quality import Pager, Series, SyntheticSource
-from alerts.rules import parse_rules
+from agentwatch_platform.alerts.errors import RulesError
+from agentwatch_platform.alerts.evaluator import Evaluator
+from agentwatch_platform.alerts.quality import Pager, Series, SyntheticSource
+from agentwatch_platform.alerts.rules import parse_rules
 
 STEP = 60
 T0 = 1_700_006_400

@@ -9,12 +9,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from alerts.channels import Dispatcher
-from alerts.evaluator import Evaluator
-from alerts.model import Delivery
-from alerts.rules import load_rules, parse_rules
-from alerts.sources import StoreBackend
-from collector.storage.chdb_store import ChdbStore
+from agentwatch_platform.alerts.channels import Dispatcher
+from agentwatch_platform.alerts.evaluator import Evaluator
+from agentwatch_platform.alerts.model import Delivery
+from agentwatch_platform.alerts.rules import load_rules, parse_rules
+from agentwatch_platform.alerts.sources import StoreBackend
+from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from tests.collector.factories import agent_run
 
 T = int(time.time()) // 3600 * 3600 - 2 * 86_400  # recent: older spans fall to the retention TTL

@@ -6,10 +6,10 @@ import textwrap
 
 import pytest
 
-from alerts.channels import EmailChannel, WebhookChannel
-from alerts.detectors import AnomalyDetector, ThresholdDetector
-from alerts.errors import RulesError
-from alerts.rules import DEFAULT_RULES, load_rules, parse_rules
+from agentwatch_platform.alerts.channels import EmailChannel, WebhookChannel
+from agentwatch_platform.alerts.detectors import AnomalyDetector, ThresholdDetector
+from agentwatch_platform.alerts.errors import RulesError
+from agentwatch_platform.alerts.rules import DEFAULT_RULES, load_rules, parse_rules
 
 GOOD = """\
 version: 1

@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-from alerts.evaluator import Evaluator
-from alerts.quality import Pager
-from alerts.rules import parse_rules
-from alerts.run_states import run_state_values
-from alerts.sources import StoreBackend
-from collector.storage.base import Store
+from agentwatch_platform.alerts.evaluator import Evaluator
+from agentwatch_platform.alerts.quality import Pager
+from agentwatch_platform.alerts.rules import parse_rules
+from agentwatch_platform.alerts.run_states import run_state_values
+from agentwatch_platform.alerts.sources import StoreBackend
+from agentwatch_platform.collector.storage.base import Store
 from tests.alerts.incident_setup import ingest, rootless
 from tests.collector.factories import agent_run
 

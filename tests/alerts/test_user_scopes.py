@@ -9,14 +9,14 @@ import re
 
 import pytest
 
-from alerts.errors import RulesError
-from alerts.evaluator import Evaluator
-from alerts.quality import Pager
-from alerts.rules import parse_rules
-from alerts.run_scopes import run_scope_series, top_k
-from alerts.sources import StoreBackend
-from collector.storage.base import Store
-from collector.storage.model import SpanRow
+from agentwatch_platform.alerts.errors import RulesError
+from agentwatch_platform.alerts.evaluator import Evaluator
+from agentwatch_platform.alerts.quality import Pager
+from agentwatch_platform.alerts.rules import parse_rules
+from agentwatch_platform.alerts.run_scopes import run_scope_series, top_k
+from agentwatch_platform.alerts.sources import StoreBackend
+from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.model import SpanRow
 from tests.alerts.incident_setup import T0
 from tests.collector.factories import agent_run
 

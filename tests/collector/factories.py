@@ -7,9 +7,9 @@ import random
 from dataclasses import replace
 
 from agentwatch_api.schemas import FeedbackIn
-from collector.query import service as query
-from collector.storage.base import Store
-from collector.storage.model import SpanRow
+from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.model import SpanRow
 
 _ids = itertools.count(1)
 

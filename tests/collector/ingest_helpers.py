@@ -22,10 +22,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from agentwatch_api.handshake import read_admin_token
-from alerts.plugin import PLUGIN as ALERTS
-from collector.api.header_timeout import header_timeout_protocol
-from collector.app import create_app
-from collector.settings import Settings
+from agentwatch_platform.alerts.plugin import PLUGIN as ALERTS
+from agentwatch_platform.collector.api.header_timeout import header_timeout_protocol
+from agentwatch_platform.collector.app import create_app
+from agentwatch_platform.collector.settings import Settings
 from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from collector.storage.base import Store
-from collector.storage.chdb_store import ChdbStore
+from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 
 BACKENDS = ["chdb", "clickhouse"]
 
@@ -45,7 +45,7 @@ def scratch_database(url: str) -> str:
 
 
 def _server_store(url: str, retention_days: int) -> Store:
-    from collector.storage.clickhouse_store import ClickHouseStore
+    from agentwatch_platform.collector.storage.clickhouse_store import ClickHouseStore
 
     return ClickHouseStore(scratch_database(url), retention_days=retention_days)
 

@@ -10,11 +10,11 @@ import httpx
 import pytest
 from agentwatch import cli
 
-from collector.auth.authenticator import Authenticator
-from collector.auth.keys import Grant, KeyAdminError, KeyRing
-from collector.ingest.otlp.errors import RateLimited
-from collector.ingest.rate_limit import RateLimiter
-from collector.storage.base import Store
+from agentwatch_platform.collector.auth.authenticator import Authenticator
+from agentwatch_platform.collector.auth.keys import Grant, KeyAdminError, KeyRing
+from agentwatch_platform.collector.ingest.otlp.errors import RateLimited
+from agentwatch_platform.collector.ingest.rate_limit import RateLimiter
+from agentwatch_platform.collector.storage.base import Store
 from tests.collector.ingest_helpers import CollectorProcess, agent_trace, serve, settings_for
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}

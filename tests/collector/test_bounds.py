@@ -19,9 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from bench.workload import otlp_json
-from collector.ingest import bounds, normalize
-from collector.ingest.bounds import (
+from agentwatch_platform.collector.ingest import bounds, normalize
+from agentwatch_platform.collector.ingest.bounds import (
     MAX_COST_USD,
     MAX_SECONDS,
     MAX_TIME_NS,
@@ -29,11 +28,12 @@ from collector.ingest.bounds import (
     BadValue,
     latest_start_ns,
 )
-from collector.ingest.normalize import Normalizer, normalize_span, sdk_pricer
-from collector.ingest.otlp import native
-from collector.ingest.otlp.decode import JSON, PROTOBUF, Converted, convert, response_body
-from collector.query import service as query
-from collector.storage.base import Store
+from agentwatch_platform.collector.ingest.normalize import Normalizer, normalize_span, sdk_pricer
+from agentwatch_platform.collector.ingest.otlp import native
+from agentwatch_platform.collector.ingest.otlp.decode import JSON, PROTOBUF, Converted, convert, response_body
+from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.storage.base import Store
+from bench.workload import otlp_json
 from tests.collector.ingest_helpers import otlp_request
 from tests.collector.store_fixtures import open_backend
 
@@ -426,8 +426,8 @@ def test_no_stored_total_is_ever_null_negative_or_infinite(chdb_store: Store, sp
 
 def test_an_overlong_attribute_name_is_cut_with_a_warning_on_both_paths() -> None:
     """A 1 MiB attribute name is stored cut to 256 characters and a marker, never whole."""
-    from collector.ingest.normalize import MAX_KEY_LENGTH
-    from collector.ingest.otlp.decode import PROTOBUF, convert
+    from agentwatch_platform.collector.ingest.normalize import MAX_KEY_LENGTH
+    from agentwatch_platform.collector.ingest.otlp.decode import PROTOBUF, convert
     from tests.collector.ingest_helpers import otlp_request
 
     name = "k" * (1 << 20)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from collector.settings import Settings
-from collector.storage import open_store
-from collector.storage.chdb_memory import ALLOCATOR_ENV, ChdbMemory
-from collector.storage.model import SpanRow
+from agentwatch_platform.collector.settings import Settings
+from agentwatch_platform.collector.storage import open_store
+from agentwatch_platform.collector.storage.chdb_memory import ALLOCATOR_ENV, ChdbMemory
+from agentwatch_platform.collector.storage.model import SpanRow
 
 
 def _server_settings(store: object) -> dict[str, int]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collector.storage.clickhouse_store import ClickHouseStore
+from agentwatch_platform.collector.storage.clickhouse_store import ClickHouseStore
 from tests.collector.ingest_helpers import (
     agent_trace,
     run_spans,

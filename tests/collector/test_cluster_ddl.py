@@ -10,9 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from collector.storage import queries, schema
-from collector.storage.chdb_store import ChdbStore
-from collector.storage.cluster_ddl import SHARDED, ClusterDDLError, check_cluster_name, cluster_form, for_cluster
+from agentwatch_platform.collector.storage import queries, schema
+from agentwatch_platform.collector.storage.chdb_store import ChdbStore
+from agentwatch_platform.collector.storage.cluster_ddl import (
+    SHARDED,
+    ClusterDDLError,
+    check_cluster_name,
+    cluster_form,
+    for_cluster,
+)
 
 CLUSTER = "agentwatch"
 # Every mutation a store runs through ``command`` (re-pricing, rebuilding totals).
@@ -123,9 +129,9 @@ def test_bad_cluster_names_and_unknown_statements_are_refused() -> None:
 
 def test_cluster_ddl_file_is_current() -> None:
     """deploy/clickhouse/schema.sql is what a cluster gets (written by ``python -m collector.storage.cluster_ddl``)."""
-    from collector.storage.cluster_ddl import render
+    from agentwatch_platform.collector.storage.cluster_ddl import render
 
     path = Path(__file__).resolve().parents[2] / "deploy" / "clickhouse" / "schema.sql"
     assert path.read_text() == render(CLUSTER), (
-        "regenerate: python -m collector.storage.cluster_ddl agentwatch > deploy/clickhouse/schema.sql"
+        "regenerate: python -m agentwatch_platform.collector.storage.cluster_ddl agentwatch > deploy/clickhouse/schema.sql"
     )

@@ -12,18 +12,18 @@ from dataclasses import replace
 
 import pytest
 
-from collector.ingest.engine_join import (
+from agentwatch_platform.collector.ingest.engine_join import (
     ENGINE_ONLY,
     TTFT_SOURCE,
     EngineJoin,
     billing_span_id,
     match_engine_spans,
 )
-from collector.ingest.normalize import Normalizer, sdk_pricer, set_engine_figures_aside
-from collector.query import service as query
-from collector.storage.base import Store
-from collector.storage.columns import spans_table
-from collector.storage.model import SpanRow
+from agentwatch_platform.collector.ingest.normalize import Normalizer, sdk_pricer, set_engine_figures_aside
+from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.columns import spans_table
+from agentwatch_platform.collector.storage.model import SpanRow
 from tests.collector.factories import new_span_id, new_trace_id
 
 P = "join"

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from collector.engines.scrape_guard import HostPolicy, TargetRefused
-from collector.engines.scraper import EngineScraper
+from agentwatch_platform.collector.engines.scrape_guard import HostPolicy, TargetRefused
+from agentwatch_platform.collector.engines.scraper import EngineScraper
 from tests.reliability.helpers import InProcess, in_process
 from tests.support.poll import wait_until
 from tests.support.ports import free_port
@@ -290,7 +290,7 @@ def test_registered_before_the_guard_is_still_refused_at_scrape(
 ) -> None:
     """A target stored by an older collector (no checks then) is checked when scraped."""
     running, keys, _ = collector
-    from collector.engines.scraper import register_engine
+    from agentwatch_platform.collector.engines.scraper import register_engine
 
     register_engine(running.app.state.store, "eng", "legacy", "http://169.254.169.254/latest/meta-data/")
     scraper = _scraper(running, timeout_s=1.0)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.engines.gpu import (
+from agentwatch_platform.collector.engines.gpu import (
     NO_GPU_MESSAGE,
     GpuSampler,
     load_nvml,
@@ -35,7 +35,7 @@ def test_recorded_readings_become_engine_metric_rows() -> None:
 def test_without_nvml_the_sampler_says_so_once_and_does_nothing(caplog) -> None:
     received: list = []
     sampler = GpuSampler(received.append, engine="sim", interval_s=0.05)
-    with caplog.at_level(logging.WARNING, logger="collector.engines.gpu"):
+    with caplog.at_level(logging.WARNING, logger="agentwatch_platform.collector.engines.gpu"):
         assert sampler.start() is False
     assert [r.getMessage() for r in caplog.records] == [NO_GPU_MESSAGE]
     assert not sampler.enabled
@@ -105,7 +105,7 @@ def test_a_failing_sink_is_logged_and_counted_not_raised(caplog) -> None:
     sampler = GpuSampler(
         sink, engine="e", nvml=RecordedNvml([{"index": 0, "utilization_gpu": 1, "memory_used": 2, "power_mw": 3}])
     )
-    with caplog.at_level(logging.ERROR, logger="collector.engines.gpu"):
+    with caplog.at_level(logging.ERROR, logger="agentwatch_platform.collector.engines.gpu"):
         assert sampler.sample_once() == []
     assert sampler.errors == 1 and "sample failed" in caplog.text
 
@@ -120,8 +120,8 @@ def test_real_gpu_readings_are_sampled() -> None:
 
 
 def test_collector_files_gpu_samples_under_the_scraped_engine_or_as_told() -> None:
-    from collector.app import gpu_sampler_target
-    from collector.settings import Settings
+    from agentwatch_platform.collector.app import gpu_sampler_target
+    from agentwatch_platform.collector.settings import Settings
 
     assert gpu_sampler_target(Settings(scrape_targets="vllm-a=http://127.0.0.1:8000@team")) == ("vllm-a", "team")
     assert gpu_sampler_target(Settings()) == ("local", "default")
@@ -134,7 +134,7 @@ def test_collector_files_gpu_samples_under_the_scraped_engine_or_as_told() -> No
 def test_collector_starts_its_gpu_sampler_and_runs_without_a_gpu(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
-    from collector.app import create_app
+    from agentwatch_platform.collector.app import create_app
     from tests.collector.ingest_helpers import settings_for
 
     app = create_app(settings_for(tmp_path, require_auth=False))

@@ -14,8 +14,8 @@ import pytest
 from agentwatch import semconv as sc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from agentwatch_platform.collector.ingest.bounds import MAX_TIME_NS, latest_start_ns
 from bench.workload import otlp_json
-from collector.ingest.bounds import MAX_TIME_NS, latest_start_ns
 from tests.collector.ingest_helpers import (
     Running,
     agent_trace,

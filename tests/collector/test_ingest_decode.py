@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collector.ingest.normalize import Normalizer
-from collector.ingest.otlp.decode import JSON, PROTOBUF, convert, response_body
-from collector.ingest.otlp.errors import BadRequest, IngestError, PayloadTooLarge
-from collector.ingest.pipeline import gunzip
-from collector.storage.columns import SPANS_SCHEMA, table_rows
+from agentwatch_platform.collector.ingest.normalize import Normalizer
+from agentwatch_platform.collector.ingest.otlp.decode import JSON, PROTOBUF, convert, response_body
+from agentwatch_platform.collector.ingest.otlp.errors import BadRequest, IngestError, PayloadTooLarge
+from agentwatch_platform.collector.ingest.pipeline import gunzip
+from agentwatch_platform.collector.storage.columns import SPANS_SCHEMA, table_rows
 from tests.collector.ingest_helpers import agent_trace, otlp_request
 
 NZ = Normalizer()

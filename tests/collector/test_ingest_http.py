@@ -18,7 +18,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from collector.ingest.normalize import TRUNCATION_MARKER
+from agentwatch_platform.collector.ingest.normalize import TRUNCATION_MARKER
 from tests.collector.ingest_helpers import (
     Running,
     agent_trace,

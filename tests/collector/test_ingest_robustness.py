@@ -17,13 +17,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from collector.api import health
-from collector.app import create_app
-from collector.ingest.normalize import Normalizer
-from collector.ingest.otlp import native
-from collector.ingest.otlp.decode import PROTOBUF, convert
-from collector.ingest.otlp.errors import BadRequest, PayloadTooLarge
-from collector.ingest.pipeline import gunzip
+from agentwatch_platform.collector.api import health
+from agentwatch_platform.collector.app import create_app
+from agentwatch_platform.collector.ingest.normalize import Normalizer
+from agentwatch_platform.collector.ingest.otlp import native
+from agentwatch_platform.collector.ingest.otlp.decode import PROTOBUF, convert
+from agentwatch_platform.collector.ingest.otlp.errors import BadRequest, PayloadTooLarge
+from agentwatch_platform.collector.ingest.pipeline import gunzip
 from tests.collector.ingest_helpers import Running, kv, otlp_request, serve, settings_for
 from tests.support.ports import free_port
 

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from collector.storage.base import Store
-from collector.storage.clickhouse_store import ClickHouseStore
-from collector.storage.lease import SPAN_WRITER, SpanWriteLock, StoreLease
+from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.clickhouse_store import ClickHouseStore
+from agentwatch_platform.collector.storage.lease import SPAN_WRITER, SpanWriteLock, StoreLease
 from tests.collector.factories import agent_run
 from tests.collector.store_fixtures import _drop, scratch_database
 from tests.collector.test_store import totals
@@ -47,7 +47,7 @@ def test_a_slow_look_up_renews_the_lease_before_the_insert_and_an_overrun_is_cou
     span-writer lease mid-insert and store a redelivered batch twice. The writer renews between
     the two when a third of the TTL is gone, gives the batch up if the lease was taken, and counts
     an insert that outlasted it."""
-    from collector.storage.base import StoreUnavailable
+    from agentwatch_platform.collector.storage.base import StoreUnavailable
 
     store = module_store
     lock = SpanWriteLock(store, "writer-a", ttl_s=0.6)
@@ -127,7 +127,7 @@ def test_the_same_spans_written_by_two_collectors_at_once_are_stored_once(
 def test_a_writer_waits_for_the_lease_then_gives_up_with_store_unavailable(
     two_collectors_stores: tuple[ClickHouseStore, ClickHouseStore],
 ) -> None:
-    from collector.storage.base import StoreUnavailable
+    from agentwatch_platform.collector.storage.base import StoreUnavailable
 
     first, second = two_collectors_stores
     other = StoreLease(first, SPAN_WRITER, "stuck-collector")
@@ -147,7 +147,7 @@ def test_each_role_is_held_by_one_collector_and_handed_over_at_shutdown(
 ) -> None:
     import asyncio
 
-    from collector.roles import ROLES, Roles
+    from agentwatch_platform.collector.roles import ROLES, Roles
 
     first, second = two_collectors_stores
     one, two = Roles(lambda: first, "c1"), Roles(lambda: second, "c2")

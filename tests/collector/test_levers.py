@@ -12,9 +12,9 @@ import pytest
 from agentwatch.cli import main
 
 from agentwatch_api.schemas import FeedbackIn
-from alerts.rules import parse_rules
-from collector.query import service as query
-from collector.storage.model import SpanRow
+from agentwatch_platform.alerts.rules import parse_rules
+from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.storage.model import SpanRow
 from tests.collector.factories import new_span_id, new_trace_id, with_project
 from tests.collector.ingest_helpers import Running, serve, settings_for
 from tests.collector.test_api import Api

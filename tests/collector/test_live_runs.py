@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from collector.ingest.live_runs import LiveRuns
-from collector.query import service as query
-from collector.storage.base import Store
-from collector.storage.columns import spans_table
-from collector.storage.model import SpanRow
+from agentwatch_platform.collector.ingest.live_runs import LiveRuns
+from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.columns import spans_table
+from agentwatch_platform.collector.storage.model import SpanRow
 from tests.collector.factories import agent_run
 
 P = "live"

@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
+from agentwatch_platform.collector.ingest import normalize
+from agentwatch_platform.collector.ingest.normalize import Normalizer, sdk_pricer
+from agentwatch_platform.collector.ingest.otlp import native
+from agentwatch_platform.collector.ingest.otlp.decode import JSON, PROTOBUF, convert
+from agentwatch_platform.collector.ingest.otlp.errors import BadRequest, IngestError
+from agentwatch_platform.collector.ingest.redact import Redactor
 from bench.workload import Workload, otlp_json
-from collector.ingest import normalize
-from collector.ingest.normalize import Normalizer, sdk_pricer
-from collector.ingest.otlp import native
-from collector.ingest.otlp.decode import JSON, PROTOBUF, convert
-from collector.ingest.otlp.errors import BadRequest, IngestError
-from collector.ingest.redact import Redactor
 from tests.reliability import otlp_gen as gen
 from tests.support.examples import examples
 

@@ -6,8 +6,14 @@ import json
 
 import pytest
 
-from collector.ingest.normalize import TRUNCATION_MARKER, Normalizer, Resource, normalize_span, sdk_pricer
-from collector.ingest.redact import MASK, Redactor
+from agentwatch_platform.collector.ingest.normalize import (
+    TRUNCATION_MARKER,
+    Normalizer,
+    Resource,
+    normalize_span,
+    sdk_pricer,
+)
+from agentwatch_platform.collector.ingest.redact import MASK, Redactor
 
 PRICED = Normalizer(pricer=sdk_pricer())
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from collector.ingest.normalize import Normalizer, normalize_span, sdk_pricer
+from agentwatch_platform.collector.ingest.normalize import Normalizer, normalize_span, sdk_pricer
 
 PRICED = Normalizer(pricer=sdk_pricer())
 PARENT = "a" * 16

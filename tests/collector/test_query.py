@@ -7,9 +7,9 @@ import time
 import pytest
 
 from agentwatch_api.schemas import TIMESERIES_METRICS, FeedbackIn
-from collector.query import service as query
-from collector.storage.base import Store
-from collector.storage.model import SpanRow
+from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.model import SpanRow
 from tests.collector.factories import agent_run, new_span_id, new_trace_id, seed_known_runs
 
 T = (int(time.time()) // 3600 - 3) * 3600  # an hour boundary three hours ago

@@ -10,9 +10,9 @@ import pytest
 from agentwatch import PriceTable
 from agentwatch.cli import main
 
-from collector.query import service as query
-from collector.query.reprice import parse_since, reprice
-from collector.storage.base import Store
+from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.query.reprice import parse_since, reprice
+from agentwatch_platform.collector.storage.base import Store
 from tests.collector.factories import agent_run
 from tests.collector.ingest_helpers import serve, settings_for
 
@@ -104,7 +104,7 @@ def test_cli_reprices_through_a_running_collector(tmp_path: Path, capsys: pytest
 def test_cli_reprices_the_data_dir_directly_and_rejects_bad_times(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from collector.storage import open_store
+    from agentwatch_platform.collector.storage import open_store
 
     settings = settings_for(tmp_path)
     store = open_store(settings)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from collector.auth.scopes import SCOPES
+from agentwatch_platform.collector.auth.scopes import SCOPES
 from tests.collector.ingest_helpers import agent_trace
 from tests.reliability.helpers import PROTOBUF, InProcess, in_process
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from agentwatch_api.schemas import FeedbackIn
-from collector.query import service as query
-from collector.storage.chdb_store import ChdbStore
-from collector.storage.result_cache import ResultCache, is_read
+from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.storage.chdb_store import ChdbStore
+from agentwatch_platform.collector.storage.result_cache import ResultCache, is_read
 from tests.collector.factories import agent_run
 
 T = (int(time.time()) // 3600 - 2) * 3600

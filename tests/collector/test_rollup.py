@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from agentwatch_api.schemas import TIMESERIES_METRICS, FeedbackIn
-from collector.query import service as query
-from collector.storage import queries as q
-from collector.storage.base import Store
-from collector.storage.maintenance import rebuild_totals
-from collector.storage.model import SpanRow
+from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.storage import queries as q
+from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.maintenance import rebuild_totals
+from agentwatch_platform.collector.storage.model import SpanRow
 from tests.collector.factories import agent_run
 
 P = "r1"

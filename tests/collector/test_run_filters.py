@@ -10,10 +10,10 @@ from dataclasses import replace
 import pytest
 
 from agentwatch_api.schemas import FeedbackIn, RunSummary
-from collector.query import service as query
-from collector.storage import queries
-from collector.storage.base import Store
-from collector.storage.model import SpanRow
+from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.storage import queries
+from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.model import SpanRow
 from tests.collector.factories import agent_run
 
 T = (int(time.time()) // 3600 - 3) * 3600

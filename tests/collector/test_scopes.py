@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from agentwatch_api.handshake import read_admin_token
-from collector.auth.keys import KeyRing
-from collector.auth.scopes import (
+from agentwatch_platform.collector.auth.keys import KeyRing
+from agentwatch_platform.collector.auth.scopes import (
     PUBLIC,
     ROUTE_SCOPES,
     SCOPES,

@@ -10,8 +10,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from collector.engines.scraper import EngineScraper, Target, parse_metrics, parse_targets, register_engine
-from collector.storage.base import Store
+from agentwatch_platform.collector.engines.scraper import (
+    EngineScraper,
+    Target,
+    parse_metrics,
+    parse_targets,
+    register_engine,
+)
+from agentwatch_platform.collector.storage.base import Store
 from tests.support.ports import free_port
 
 VLLM_TEXT = """\
@@ -108,7 +114,7 @@ async def test_scrape_stores_samples_and_logs_a_dead_target_once(
         store,
         [Target("e1", exporter.url + "/metrics", "p1"), Target("dead", f"http://127.0.0.1:{free_port()}/metrics")],
     )
-    with caplog.at_level(logging.WARNING, logger="collector.engines.scraper"):
+    with caplog.at_level(logging.WARNING, logger="agentwatch_platform.collector.engines.scraper"):
         assert await scraper.scrape_once() == 6
         assert await scraper.scrape_once() == 6
     rows = store.query(ENGINE_ROWS)

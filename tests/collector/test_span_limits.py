@@ -16,10 +16,10 @@ from google.protobuf.json_format import MessageToDict
 from hypothesis import HealthCheck, given, settings
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.ingest.normalize import Normalizer
-from collector.ingest.otlp import native
-from collector.ingest.otlp.decode import JSON, PROTOBUF, Converted, convert
-from collector.ingest.otlp.errors import PayloadTooLarge
+from agentwatch_platform.collector.ingest.normalize import Normalizer
+from agentwatch_platform.collector.ingest.otlp import native
+from agentwatch_platform.collector.ingest.otlp.decode import JSON, PROTOBUF, Converted, convert
+from agentwatch_platform.collector.ingest.otlp.errors import PayloadTooLarge
 from tests.collector.ingest_helpers import kv, otlp_request
 from tests.collector.test_native_decode import _assert_same, _both, requests
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collector.ingest.spool import Spool, SpoolError
+from agentwatch_platform.collector.ingest.spool import Spool, SpoolError
 from tests.collector.ingest_helpers import (
     REPO,
     CollectorProcess,
@@ -149,7 +149,7 @@ def test_acknowledged_spans_survive_sigkill_before_flush(tmp_path: Path) -> None
 
 _HOLDER = """
 import sys, time
-from collector.storage.chdb_store import ChdbStore
+from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 store = ChdbStore(sys.argv[1])
 store.migrate()
 print("holding", flush=True)

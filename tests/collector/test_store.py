@@ -13,15 +13,15 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from collector.settings import Settings
-from collector.storage import open_store
-from collector.storage.base import QueryError, Store, StoreUnavailable
-from collector.storage.chdb_store import ChdbStore
-from collector.storage.columns import SPANS_SCHEMA, empty_spans_table, spans_table, table_rows
-from collector.storage.model import SpanRow
-from collector.storage.queries import STORED_TRACE_HASHES
-from collector.storage.recent import RecentKeys, key_hashes, trace_hashes
-from collector.storage.schema import MIGRATIONS
+from agentwatch_platform.collector.settings import Settings
+from agentwatch_platform.collector.storage import open_store
+from agentwatch_platform.collector.storage.base import QueryError, Store, StoreUnavailable
+from agentwatch_platform.collector.storage.chdb_store import ChdbStore
+from agentwatch_platform.collector.storage.columns import SPANS_SCHEMA, empty_spans_table, spans_table, table_rows
+from agentwatch_platform.collector.storage.model import SpanRow
+from agentwatch_platform.collector.storage.queries import STORED_TRACE_HASHES
+from agentwatch_platform.collector.storage.recent import RecentKeys, key_hashes, trace_hashes
+from agentwatch_platform.collector.storage.schema import MIGRATIONS
 from tests.collector.factories import agent_run, new_trace_id, with_project
 from tests.collector.store_fixtures import open_backend
 
@@ -285,8 +285,8 @@ def test_open_store_puts_chdb_under_the_data_dir(tmp_path: Path) -> None:
 def test_second_process_on_the_same_data_dir_gets_store_unavailable(tmp_path: Path) -> None:
     store = open_backend("chdb", tmp_path)
     script = textwrap.dedent(f"""
-        from collector.storage.base import StoreUnavailable
-        from collector.storage.chdb_store import ChdbStore
+        from agentwatch_platform.collector.storage.base import StoreUnavailable
+        from agentwatch_platform.collector.storage.chdb_store import ChdbStore
         try:
             ChdbStore({str(tmp_path / "chdb")!r})
         except StoreUnavailable as exc:

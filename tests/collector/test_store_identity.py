@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from collector.storage.base import Store
-from collector.storage.chdb_store import ChdbStore
-from collector.storage.columns import spans_table
-from collector.storage.model import SpanRow
+from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.chdb_store import ChdbStore
+from agentwatch_platform.collector.storage.columns import spans_table
+from agentwatch_platform.collector.storage.model import SpanRow
 from tests.collector.factories import agent_run
 from tests.collector.test_store import totals
 from tests.support.clickhouse import REPO
@@ -140,8 +140,8 @@ def test_failed_insert_makes_the_filter_forget(tmp_path: Path, monkeypatch: pyte
 
 _RESTART_SCRIPT = """
 import json, sys
-from collector.storage.chdb_store import ChdbStore
-from collector.storage.columns import spans_table, table_rows
+from agentwatch_platform.collector.storage.chdb_store import ChdbStore
+from agentwatch_platform.collector.storage.columns import spans_table, table_rows
 import pyarrow.ipc as ipc
 
 store = ChdbStore(sys.argv[1], recent_window_s=60)

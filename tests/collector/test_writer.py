@@ -11,15 +11,15 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from collector.ingest.normalize import Normalizer
-from collector.ingest.otlp.decode import PROTOBUF
-from collector.ingest.pipeline import Ingestor
-from collector.ingest.spill import Spill
-from collector.ingest.spool import Spool
-from collector.ingest.writer import Writer
-from collector.metrics import Metrics
-from collector.settings import Settings
-from collector.storage.chdb_store import ChdbStore
+from agentwatch_platform.collector.ingest.normalize import Normalizer
+from agentwatch_platform.collector.ingest.otlp.decode import PROTOBUF
+from agentwatch_platform.collector.ingest.pipeline import Ingestor
+from agentwatch_platform.collector.ingest.spill import Spill
+from agentwatch_platform.collector.ingest.spool import Spool
+from agentwatch_platform.collector.ingest.writer import Writer
+from agentwatch_platform.collector.metrics import Metrics
+from agentwatch_platform.collector.settings import Settings
+from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from tests.collector.ingest_helpers import otlp_request
 
 DAY_NS = 86_400 * 10**9

@@ -14,8 +14,8 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from dashboard import cards
-from reference_agent.demo import ProcessGroup
+from agentwatch_platform.dashboard import cards
+from agentwatch_platform.reference_agent.demo import ProcessGroup
 from tests.support.ports import free_port
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"

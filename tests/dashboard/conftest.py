@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from reference_agent.demo import ProcessGroup, project_key, start_collector, start_engine
+from agentwatch_platform.reference_agent.demo import ProcessGroup, project_key, start_collector, start_engine
 from tests.support.ports import free_port
 
 PROJECT = "dash"
@@ -209,7 +209,7 @@ def html_cards(body: str) -> dict[str, str]:
     """label -> value of the cards in a ``dashboard.cards`` block."""
     from html.parser import HTMLParser
 
-    from dashboard import cards
+    from agentwatch_platform.dashboard import cards
 
     found: dict[str, str] = {}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from agentwatch_api.schemas import EnginePoint, SpanOut
-from dashboard import analysis
+from agentwatch_platform.dashboard import analysis
 
 
 def span(
@@ -200,7 +200,7 @@ def test_histogram_keeps_what_was_counted_before_an_engine_restart() -> None:
 
 
 def test_engine_lines_break_where_scrapes_stopped() -> None:
-    from dashboard.light_charts import points_chart, segments
+    from agentwatch_platform.dashboard.light_charts import points_chart, segments
 
     values = {0.0: 1.0, 2.0: 2.0, 4.0: 3.0, 6.0: 2.0, 60.0: 1.0, 62.0: 1.0}  # down between 6 and 60 s
     assert [[v for _, v in part] for part in segments(values)] == [[1.0, 2.0, 3.0, 2.0], [1.0, 1.0]]
@@ -209,7 +209,7 @@ def test_engine_lines_break_where_scrapes_stopped() -> None:
 
 
 def test_engine_chart_axes_stay_readable() -> None:
-    from dashboard.light_charts import points_chart
+    from agentwatch_platform.dashboard.light_charts import points_chart
 
     zeros = points_chart({"preemptions": {0.0: 0.0, 2.0: 0.0}}, "Preemptions", "per s").to_dict()
     assert zeros["encoding"]["y"]["scale"] == {"domain": [0, 1]}  # not [0, 0], whose ticks read NaN
@@ -227,7 +227,7 @@ def test_charts_are_drawn_unvalidated_and_the_tests_still_catch_a_bad_spec() -> 
     import jsonschema
     import pytest
 
-    from dashboard.light_charts import bar_chart, unchecked
+    from agentwatch_platform.dashboard.light_charts import bar_chart, unchecked
     from tests.dashboard.conftest import valid_vega_lite
 
     drawn = unchecked(bar_chart(["a", "b"], [1.0, 2.0], "Cost", "USD"))

@@ -15,8 +15,8 @@ import pytest
 from selenium.webdriver.common.by import By
 
 from agentwatch_api.schemas import SpanOut
-from dashboard import analysis, ui
-from reference_agent.demo import ProcessGroup
+from agentwatch_platform.dashboard import analysis, ui
+from agentwatch_platform.reference_agent.demo import ProcessGroup
 from tests.dashboard import browser
 from tests.dashboard.conftest import PROJECT, SCREENSHOTS, SeededStack
 from tests.support.poll import wait_until

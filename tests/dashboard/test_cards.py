@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import re
 
-from dashboard import cards
+from agentwatch_platform.dashboard import cards
 from tests.dashboard.conftest import html_cards
 
 

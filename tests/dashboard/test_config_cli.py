@@ -7,10 +7,10 @@ import logging
 import pytest
 from agentwatch.cli import build_parser
 
-from collector.settings import Settings
-from dashboard import ui
-from dashboard.cli import streamlit_command, streamlit_env
-from dashboard.config import DashboardConfig
+from agentwatch_platform.collector.settings import Settings
+from agentwatch_platform.dashboard import ui
+from agentwatch_platform.dashboard.cli import streamlit_command, streamlit_env
+from agentwatch_platform.dashboard.config import DashboardConfig
 
 
 def test_login_mode_follows_open_flag_then_password(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -46,7 +46,7 @@ def test_dashboard_command_runs_streamlit_headless_with_the_flags(monkeypatch: p
         ["dashboard", "--collector", "http://c:1", "--api-key", "k", "--port", "8600", "--open"]
     )
     argv = streamlit_command(args)
-    assert argv[1:4] == ["-m", "dashboard.server", "run"] and argv[4].endswith("dashboard/app.py")
+    assert argv[1:4] == ["-m", "agentwatch_platform.dashboard.server", "run"] and argv[4].endswith("dashboard/app.py")
     assert argv[argv.index("--server.port") + 1] == "8600" and argv[argv.index("--server.address") + 1] == "127.0.0.1"
     assert argv[argv.index("--server.headless") + 1] == "true"
     env = streamlit_env(args)

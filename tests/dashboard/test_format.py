@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard import ui
+from agentwatch_platform.dashboard import ui
 
 
 @pytest.mark.parametrize(

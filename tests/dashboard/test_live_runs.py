@@ -24,8 +24,8 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from streamlit.testing.v1 import AppTest
 
-from dashboard import live, trace
-from reference_agent.demo import ProcessGroup, project_key, start_collector
+from agentwatch_platform.dashboard import live, trace
+from agentwatch_platform.reference_agent.demo import ProcessGroup, project_key, start_collector
 from tests.dashboard import browser
 from tests.dashboard.conftest import APP, chart
 from tests.support.ports import free_port

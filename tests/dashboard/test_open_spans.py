@@ -5,7 +5,7 @@ from __future__ import annotations
 from agentwatch import semconv as sc
 
 from agentwatch_api.schemas import RunSummary
-from dashboard import live, trace
+from agentwatch_platform.dashboard import live, trace
 from tests.dashboard.test_analysis import span
 
 

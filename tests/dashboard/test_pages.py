@@ -8,8 +8,8 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard import ui
-from reference_agent.demo import project_key
+from agentwatch_platform.dashboard import ui
+from agentwatch_platform.reference_agent.demo import project_key
 from tests.dashboard.conftest import APP, SeededStack, chart, dashboard_env, metrics, valid_vega_lite
 
 PAGES = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from dashboard import analysis, trace
+from agentwatch_platform.dashboard import analysis, trace
 from tests.dashboard.test_analysis import react_run, span
 
 

@@ -15,10 +15,10 @@ from typing import Any
 import agentwatch
 import httpx
 
-from reference_agent.agent import AgentConfig, ResearchAgent, RunResult, make_client
-from reference_agent.demo import ProcessGroup, project_key, start_collector, start_engine
-from reference_agent.levers import RateLimiter
-from reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
+from agentwatch_platform.reference_agent.agent import AgentConfig, ResearchAgent, RunResult, make_client
+from agentwatch_platform.reference_agent.demo import ProcessGroup, project_key, start_collector, start_engine
+from agentwatch_platform.reference_agent.levers import RateLimiter
+from agentwatch_platform.reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
 from tests.support.ports import free_port
 
 ENGINE_SPEED = 40.0  # the simulated engine runs 40x faster than real time in tests

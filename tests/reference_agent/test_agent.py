@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from agentwatch import semconv as sc
 
-from reference_agent.agent import RunResult
-from reference_agent.tools import ToolCache, ToolConfig
+from agentwatch_platform.reference_agent.agent import RunResult
+from agentwatch_platform.reference_agent.tools import ToolCache, ToolConfig
 from tests.reference_agent.agent_stack import LiveStack, live_stack
 
 # the simulated engine's policy wants 5 documents for this question: a long run

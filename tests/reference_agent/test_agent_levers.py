@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from agentwatch import semconv as sc
 
-from reference_agent.levers import DegradationPolicy, RateLimiter
-from reference_agent.tools import ToolCache
+from agentwatch_platform.reference_agent.levers import DegradationPolicy, RateLimiter
+from agentwatch_platform.reference_agent.tools import ToolCache
 from tests.reference_agent.agent_stack import LiveStack, live_stack
 from tests.reference_agent.test_agent import LONG_QUESTION
 

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from reference_agent.corpus.build import CORPUS_PATH, build_documents
-from reference_agent.tools import (
+from agentwatch_platform.reference_agent.corpus.build import CORPUS_PATH, build_documents
+from agentwatch_platform.reference_agent.tools import (
     Corpus,
     ResearchTools,
     ToolCache,
@@ -87,7 +87,7 @@ def test_agent_attribute_names_are_the_semantic_conventions() -> None:
     """The agent spells them out (users copy it and import only ``agentwatch``); keep them in sync."""
     from agentwatch import semconv as sc
 
-    from reference_agent import agent
+    from agentwatch_platform.reference_agent import agent
 
     assert (agent.CACHE_HIT, agent.TOKENS_SAVED, agent.MODEL_TIER) == (
         sc.AW_TOOL_CACHE_HIT,

@@ -7,8 +7,8 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference_agent.engine.policy import decide, docs_wanted, task_question
-from reference_agent.engine.tokenizer import count_tokens, render_prompt, tokenize
+from agentwatch_platform.reference_agent.engine.policy import decide, docs_wanted, task_question
+from agentwatch_platform.reference_agent.engine.tokenizer import count_tokens, render_prompt, tokenize
 
 TOOLS = [
     {

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from prometheus_client.parser import text_string_to_metric_families
 
-from reference_agent.engine.server import EngineConfig, running_server
+from agentwatch_platform.reference_agent.engine.server import EngineConfig, running_server
 from tests.support.ports import free_port
 
 TOOLS = [

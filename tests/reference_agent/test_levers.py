@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from reference_agent.levers import (
+from agentwatch_platform.reference_agent.levers import (
     DegradationPolicy,
     EngineWatch,
     RateLimiter,

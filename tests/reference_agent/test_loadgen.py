@@ -10,10 +10,10 @@ import agentwatch
 import pytest
 from agentwatch.cli import main
 
-from reference_agent.agent import AgentConfig, ResearchAgent, RunResult, make_client
-from reference_agent.engine.server import EngineConfig, running_server
-from reference_agent.loadgen import LoadConfig, LoadSummary, generate_load, make_questions
-from reference_agent.tools import Corpus, ResearchTools, ToolConfig
+from agentwatch_platform.reference_agent.agent import AgentConfig, ResearchAgent, RunResult, make_client
+from agentwatch_platform.reference_agent.engine.server import EngineConfig, running_server
+from agentwatch_platform.reference_agent.loadgen import LoadConfig, LoadSummary, generate_load, make_questions
+from agentwatch_platform.reference_agent.tools import Corpus, ResearchTools, ToolConfig
 from tests.support.ports import free_port
 
 

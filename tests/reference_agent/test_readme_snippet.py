@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from reference_agent.demo import (
+from agentwatch_platform.reference_agent.demo import (
     ProcessGroup,
     export_line,
     project_key,

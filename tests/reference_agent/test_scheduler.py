@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reference_agent.engine.scheduler import Request, Scheduler, SchedulerError, block_hashes
+from agentwatch_platform.reference_agent.engine.scheduler import Request, Scheduler, SchedulerError, block_hashes
 
 CLASSIC = [10, 3, 8, 2, 9, 4, 7, 5]
 

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from reference_agent.cli import register_engine as register_engine_command
-from reference_agent.engine.gpu import nvml_device_count
-from reference_agent.engine.vllm_launcher import (
+from agentwatch_platform.reference_agent.cli import register_engine as register_engine_command
+from agentwatch_platform.reference_agent.engine.gpu import nvml_device_count
+from agentwatch_platform.reference_agent.engine.vllm_launcher import (
     LauncherError,
     VllmLaunch,
     build_command,

@@ -14,8 +14,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from alerts.plugin import PLUGIN as ALERTS
-from collector.app import create_app
+from agentwatch_platform.alerts.plugin import PLUGIN as ALERTS
+from agentwatch_platform.collector.app import create_app
 from tests.collector.ingest_helpers import settings_for
 from tests.support.poll import wait_until
 

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from collector.ingest.bounds import MAX_TIME_NS, latest_start_ns
-from collector.settings import Settings
+from agentwatch_platform.collector.ingest.bounds import MAX_TIME_NS, latest_start_ns
+from agentwatch_platform.collector.settings import Settings
 
 MAX_NS = MAX_TIME_NS  # the latest time the store keeps (2106-02-07T06:28:15Z, where DateTime ends)
 RETENTION_DAYS = Settings.__dataclass_fields__["retention_days"].default  # the collector's default

@@ -24,7 +24,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from collector.auth.scopes import SCOPES
+from agentwatch_platform.collector.auth.scopes import SCOPES
 from tests.collector.ingest_helpers import agent_trace
 from tests.reliability.helpers import PROTOBUF, InProcess, in_process
 

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
-from collector.auth.scopes import SCOPES
-from collector.engines.scraper import ENGINE_COLUMNS, register_engine
+from agentwatch_platform.collector.auth.scopes import SCOPES
+from agentwatch_platform.collector.engines.scraper import ENGINE_COLUMNS, register_engine
 from tests.collector.ingest_helpers import otlp_request
 from tests.reliability.helpers import PROTOBUF, InProcess, in_process
 

@@ -213,7 +213,7 @@ def test_sigkill_during_sustained_ingestion_keeps_run_totals_exact(killed: Kille
 
 _HOLDER = """
 import sys
-from collector.storage.chdb_store import ChdbStore
+from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 store = ChdbStore(sys.argv[1])
 store.migrate()
 print("holding", flush=True)

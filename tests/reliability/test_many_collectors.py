@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collector.storage.clickhouse_store import ClickHouseStore
+from agentwatch_platform.collector.storage.clickhouse_store import ClickHouseStore
 from tests.collector.ingest_helpers import CollectorProcess, agent_trace, create_key
 from tests.collector.store_fixtures import scratch_database
 from tests.reliability.helpers import PROTOBUF

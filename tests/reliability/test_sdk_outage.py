@@ -18,7 +18,7 @@ from pathlib import Path
 import agentwatch
 import pytest
 
-from collector.storage.chdb_store import ChdbStore
+from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from tests.collector.ingest_helpers import CollectorProcess
 from tests.sdk.servers import OtlpReceiver
 from tests.support.poll import wait_until

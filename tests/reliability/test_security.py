@@ -14,10 +14,10 @@ import agentwatch
 import pytest
 from agentwatch.cli import build_parser
 
-import collector.auth.keys as keys_module
-from alerts.errors import RulesError
-from alerts.rules import load_rules
-from collector.settings import Settings
+import agentwatch_platform.collector.auth.keys as keys_module
+from agentwatch_platform.alerts.errors import RulesError
+from agentwatch_platform.alerts.rules import load_rules
+from agentwatch_platform.collector.settings import Settings
 from tests.collector.ingest_helpers import agent_trace, otlp_request
 from tests.reliability.helpers import PROTOBUF, InProcess, in_process
 

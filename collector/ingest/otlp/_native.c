@@ -1399,7 +1399,7 @@ static PyMethodDef Decoder_methods[] = {
 };
 
 static PyTypeObject DecoderType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "collector.ingest.otlp._native.Decoder",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "agentwatch_platform.collector.ingest.otlp._native.Decoder",
     .tp_basicsize = sizeof(Decoder),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,
@@ -1423,7 +1423,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (PyType_Ready(&DecoderType) < 0 || json_wire_init() < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    NativeFallback = PyErr_NewException("collector.ingest.otlp._native.NativeFallback", NULL, NULL);
+    NativeFallback = PyErr_NewException("agentwatch_platform.collector.ingest.otlp._native.NativeFallback", NULL, NULL);
     if (NativeFallback == NULL || PyModule_AddObjectRef(m, "NativeFallback", NativeFallback) < 0 ||
         PyModule_AddObjectRef(m, "Decoder", (PyObject *)&DecoderType) < 0) {
         Py_DECREF(m);

@@ -32,14 +32,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from collector.ingest.bounds import MAX_TIME_NS
-from collector.ingest.normalize import MAX_RESOURCE_BYTES, Normalizer, Resource
-from collector.ingest.otlp import native
-from collector.ingest.otlp.errors import BadRequest, PayloadTooLarge
-from collector.ingest.otlp.native import NativeDecoder, NativeFallback, json_wire
-from collector.ingest.otlp.wire import split_request
-from collector.storage.columns import SPAN_FIELDS, empty_spans_table, spans_table
-from collector.storage.model import SpanRow
+from agentwatch_platform.collector.ingest.bounds import MAX_TIME_NS
+from agentwatch_platform.collector.ingest.normalize import MAX_RESOURCE_BYTES, Normalizer, Resource
+from agentwatch_platform.collector.ingest.otlp import native
+from agentwatch_platform.collector.ingest.otlp.errors import BadRequest, PayloadTooLarge
+from agentwatch_platform.collector.ingest.otlp.native import NativeDecoder, NativeFallback, json_wire
+from agentwatch_platform.collector.ingest.otlp.wire import split_request
+from agentwatch_platform.collector.storage.columns import SPAN_FIELDS, empty_spans_table, spans_table
+from agentwatch_platform.collector.storage.model import SpanRow
 
 log = logging.getLogger(__name__)
 

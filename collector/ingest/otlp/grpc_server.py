@@ -15,10 +15,10 @@ from typing import Any
 import grpc
 from fastapi import FastAPI
 
-from collector.auth.caller import NotAuthenticated, Principal, authenticate, token_of
-from collector.auth.scopes import ROUTE_SCOPES
-from collector.ingest.otlp.decode import PROTOBUF, response_message
-from collector.ingest.otlp.errors import IngestError, Unauthenticated
+from agentwatch_platform.collector.auth.caller import NotAuthenticated, Principal, authenticate, token_of
+from agentwatch_platform.collector.auth.scopes import ROUTE_SCOPES
+from agentwatch_platform.collector.ingest.otlp.decode import PROTOBUF, response_message
+from agentwatch_platform.collector.ingest.otlp.errors import IngestError, Unauthenticated
 
 log = logging.getLogger(__name__)
 

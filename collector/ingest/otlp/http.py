@@ -15,15 +15,15 @@ import math
 from fastapi import APIRouter, Depends, Request, Response
 from google.rpc import status_pb2
 
-from collector.api.deps import ProjectDep
-from collector.auth.caller import principal
-from collector.ingest.otlp.decode import JSON, PROTOBUF, response_body
-from collector.ingest.otlp.errors import (
+from agentwatch_platform.collector.api.deps import ProjectDep
+from agentwatch_platform.collector.auth.caller import principal
+from agentwatch_platform.collector.ingest.otlp.decode import JSON, PROTOBUF, response_body
+from agentwatch_platform.collector.ingest.otlp.errors import (
     IngestError,
     PayloadTooLarge,
     UnsupportedMediaType,
 )
-from collector.ingest.pipeline import Ingestor
+from agentwatch_platform.collector.ingest.pipeline import Ingestor
 
 log = logging.getLogger(__name__)
 

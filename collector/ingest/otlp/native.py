@@ -22,13 +22,13 @@ from typing import Any
 import pyarrow as pa
 from agentwatch import semconv as sc
 
-from collector.ingest import bounds, normalize
-from collector.ingest.normalize import Normalizer, Resource
-from collector.storage.columns import _MAP, _STR, SPAN_FIELDS, SPANS_SCHEMA
-from collector.storage.model import SpanRow
+from agentwatch_platform.collector.ingest import bounds, normalize
+from agentwatch_platform.collector.ingest.normalize import Normalizer, Resource
+from agentwatch_platform.collector.storage.columns import _MAP, _STR, SPAN_FIELDS, SPANS_SCHEMA
+from agentwatch_platform.collector.storage.model import SpanRow
 
 try:
-    from collector.ingest.otlp._native import Decoder, NativeFallback, json_wire
+    from agentwatch_platform.collector.ingest.otlp._native import Decoder, NativeFallback, json_wire
 except ImportError as exc:  # not built (e.g. a source checkout without a compiler): the Python path does it all
     Decoder = None  # type: ignore[assignment,misc]
     NativeFallback = RuntimeError  # type: ignore[assignment,misc]
@@ -168,7 +168,7 @@ class NativeDecoder:
 
     def __init__(self, normalizer: Normalizer) -> None:
         if Decoder is None:
-            raise RuntimeError("collector.ingest.otlp._native is not built")
+            raise RuntimeError("agentwatch_platform.collector.ingest.otlp._native is not built")
         nz = normalizer
 
         def resource(attrs: dict[str, Any]) -> Resource:

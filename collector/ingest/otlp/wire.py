@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
-from collector.ingest.otlp.errors import BadRequest
+from agentwatch_platform.collector.ingest.otlp.errors import BadRequest
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 # Field numbers (opentelemetry-proto trace/v1): request.resource_spans, resource_spans.resource,
