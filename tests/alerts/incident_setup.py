@@ -16,8 +16,8 @@ from agentwatch_platform.collector.ingest.live_runs import LiveRuns
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.columns import spans_table
 from agentwatch_platform.collector.storage.model import SpanRow
-from tests.alerts.conftest import Receiver
 from tests.collector.factories import agent_run, new_span_id, new_trace_id
+from tests.support.receivers import Receiver
 
 T0 = int(time.time()) // 60 * 60 - 3600  # a recent minute boundary (old spans fall to the retention TTL)
 SPIKE = (

@@ -26,8 +26,8 @@ from agentwatch_platform.alerts.channels import (
 )
 from agentwatch_platform.alerts.errors import DeliveryError
 from agentwatch_platform.alerts.model import Alert, Delivery, Notification
-from tests.alerts.conftest import Mailbox, Receiver
 from tests.support.ports import free_port
+from tests.support.receivers import Mailbox, Receiver
 
 
 def notification(event: str = "firing") -> Notification:

@@ -12,10 +12,10 @@ import pytest
 from agentwatch.cli import main
 
 from agentwatch_platform.alerts.channels import SIGNATURE_HEADER, sign
-from tests.alerts.conftest import Receiver
 from tests.alerts.incident_setup import webhook_rules
 from tests.alerts.traffic import export_traffic, wait_for_runs
 from tests.collector.ingest_helpers import serve, settings_for
+from tests.support.receivers import Receiver
 
 
 def write_rules(tmp_path: Path, url: str) -> Path:

@@ -12,10 +12,10 @@ import httpx
 import pytest
 
 from agentwatch_platform.alerts.channels import SIGNATURE_HEADER, sign
-from tests.alerts.conftest import Receiver
 from tests.alerts.incident_setup import webhook_rules
 from tests.alerts.traffic import export_traffic, wait_for_runs
 from tests.collector.ingest_helpers import serve, settings_for
+from tests.support.receivers import Receiver
 
 SPIKE = 20  # the minute of the cost spike
 MINUTES = 30

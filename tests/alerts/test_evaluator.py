@@ -10,9 +10,9 @@ from agentwatch_platform.alerts.sources import StoreBackend
 from agentwatch_platform.collector.storage import queries_alerts as qa
 from agentwatch_platform.collector.storage.base import Store
 from tests.alerts import incident_setup
-from tests.alerts.conftest import Receiver
 from tests.alerts.incident_setup import T0
 from tests.support.ports import free_port
+from tests.support.receivers import Receiver
 
 SPIKE_MINUTE = 20
 

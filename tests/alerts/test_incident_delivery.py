@@ -14,8 +14,8 @@ from agentwatch_platform.alerts.sources import StoreBackend
 from agentwatch_platform.collector.storage import queries_alerts as qa
 from agentwatch_platform.collector.storage.base import Store
 from tests.alerts import incident_setup
-from tests.alerts.conftest import Mailbox, Receiver
 from tests.alerts.incident_setup import SPIKE, T0, by_path, drive, rules
+from tests.support.receivers import Mailbox, Receiver
 
 
 def seed(store: Store) -> None:

@@ -13,9 +13,9 @@ import httpx
 from agentwatch_platform.alerts.channels import SIGNATURE_HEADER, sign
 from agentwatch_platform.alerts.sources import HttpBackend
 from tests.alerts import incident_setup
-from tests.alerts.conftest import Mailbox, Receiver
 from tests.alerts.incident_setup import SPIKE, by_path, drive, rules
 from tests.collector.ingest_helpers import serve, settings_for
+from tests.support.receivers import Mailbox, Receiver
 
 
 def restart(url: str, key: str, config: object, minutes: range) -> list[tuple[str, int]]:

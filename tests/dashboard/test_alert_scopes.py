@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.collector.factories import agent_run
 from tests.collector.ingest_helpers import Running, serve, settings_for
-from tests.dashboard.conftest import APP
+from tests.dashboard.support import APP
 
 NOW = time.time()
 HOUR = int(NOW) // 3600 * 3600 - 3600  # the incident's hour (the rule's window is 1 h)

@@ -228,7 +228,7 @@ def test_charts_are_drawn_unvalidated_and_the_tests_still_catch_a_bad_spec() -> 
     import pytest
 
     from agentwatch_platform.dashboard.light_charts import bar_chart, unchecked
-    from tests.dashboard.conftest import valid_vega_lite
+    from tests.dashboard.support import valid_vega_lite
 
     drawn = unchecked(bar_chart(["a", "b"], [1.0, 2.0], "Cost", "USD"))
     assert drawn.to_dict() == bar_chart(["a", "b"], [1.0, 2.0], "Cost", "USD").to_dict()  # the same spec

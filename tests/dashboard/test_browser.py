@@ -18,7 +18,7 @@ from agentwatch_api.schemas import SpanOut
 from agentwatch_platform.dashboard import analysis, ui
 from agentwatch_platform.reference_agent.demo import ProcessGroup
 from tests.dashboard import browser
-from tests.dashboard.conftest import PROJECT, SCREENSHOTS, SeededStack
+from tests.dashboard.support import PROJECT, SCREENSHOTS, SeededStack
 from tests.support.poll import wait_until
 
 pytestmark = pytest.mark.browser

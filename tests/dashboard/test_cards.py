@@ -6,7 +6,7 @@ import base64
 import re
 
 from agentwatch_platform.dashboard import cards
-from tests.dashboard.conftest import html_cards
+from tests.dashboard.support import html_cards
 
 
 def test_cards_show_label_value_delta_and_sparkline() -> None:

@@ -27,7 +27,7 @@ from streamlit.testing.v1 import AppTest
 from agentwatch_platform.dashboard import live, trace
 from agentwatch_platform.reference_agent.demo import ProcessGroup, project_key, start_collector
 from tests.dashboard import browser
-from tests.dashboard.conftest import APP, chart
+from tests.dashboard.support import APP, chart
 from tests.support.ports import free_port
 
 PROJECT = "live"

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from agentwatch_platform.dashboard import ui
 from agentwatch_platform.reference_agent.demo import project_key
-from tests.dashboard.conftest import APP, SeededStack, chart, dashboard_env, metrics, valid_vega_lite
+from tests.dashboard.support import APP, SeededStack, chart, dashboard_env, metrics, valid_vega_lite
 
 PAGES = [
     "views/overview.py",

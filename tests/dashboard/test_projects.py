@@ -7,7 +7,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from agentwatch_platform.reference_agent.demo import project_key
-from tests.dashboard.conftest import APP, PROJECT, SeededStack, dashboard_env, metrics
+from tests.dashboard.support import APP, PROJECT, SeededStack, dashboard_env, metrics
 
 OTHER = "dash-second"
 

@@ -8,7 +8,7 @@ import agentwatch
 import pytest
 from agentwatch import semconv as sc
 
-from tests.sdk.conftest import Spans
+from tests.sdk.spans import Spans
 
 
 def _spend(call_count: int, model: str = "sim-large") -> None:

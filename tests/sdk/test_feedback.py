@@ -7,8 +7,8 @@ import json
 import agentwatch
 import pytest
 
-from tests.sdk.conftest import Spans
 from tests.sdk.servers import OtlpReceiver
+from tests.sdk.spans import Spans
 from tests.support.ports import free_port
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"

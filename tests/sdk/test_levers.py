@@ -6,7 +6,7 @@ import agentwatch
 import pytest
 from agentwatch import semconv as sc
 
-from tests.sdk.conftest import Spans
+from tests.sdk.spans import Spans
 
 
 def test_budget_left_and_used_follow_the_run(spans: Spans) -> None:

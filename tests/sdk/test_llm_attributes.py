@@ -10,8 +10,8 @@ import openai
 import pytest
 from agentwatch import semconv as sc
 
-from tests.sdk.conftest import Spans, init_with_memory
 from tests.sdk.servers import FakeOpenAI
+from tests.sdk.spans import Spans, init_with_memory
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 

@@ -9,8 +9,8 @@ from agentwatch import semconv as sc
 from agentwatch._export import suppressed_context
 from opentelemetry import context as otel_context
 
-from tests.sdk.conftest import Spans, init_with_memory
 from tests.sdk.servers import FakeOpenAI
+from tests.sdk.spans import Spans, init_with_memory
 
 MESSAGES = [{"role": "user", "content": "Summarise paged attention. my key is sk-abcdefghijklmnopqrstuvwx"}]
 TOOLS = [

@@ -6,7 +6,7 @@ import agentwatch
 import pytest
 from agentwatch import semconv as sc
 
-from tests.sdk.conftest import Spans, init_with_memory
+from tests.sdk.spans import Spans, init_with_memory
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 from agentwatch import semconv as sc
 from opentelemetry.trace import StatusCode
 
-from tests.sdk.conftest import Spans, init_with_memory
+from tests.sdk.spans import Spans, init_with_memory
 
 
 def _attrs(span: object) -> dict[str, object]:
