@@ -6,7 +6,8 @@
 The real collector (``agentwatch collector``, chDB in a temporary data dir) and the simulated
 engine (a simulation of a vLLM-like server) run as processes; this process runs the research
 agent for ``--agents`` concurrent users (``reference_agent.loadgen``), instrumented by the SDK.
-It reports spans/s, the latency of the SDK's export requests as the collector answers them
+It reports spans/s, the latency of the export requests (OpenTelemetry's OTLP/HTTP exporter
+on the SDK's batch worker, ``agentwatch.init(exporter=...)``) as the collector answers them
 (p50/p99), the collector's RSS over time with a fitted slope (MB per minute: no growth trend
 means a slope near zero), spool depth and queue, and spans lost: spans the SDK counts as
 exported minus distinct spans stored (must be zero), plus duplicates stored and SDK-side drops.
@@ -23,13 +24,15 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 import agentwatch
 import httpx
-from agentwatch import _export
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -80,25 +83,26 @@ class Report:
     samples: list[Sample] = field(default_factory=list)
 
 
-class ExportTimer:
-    """Times every export request the SDK makes (wraps its exporter's single-attempt method)."""
+class TimedExporter(SpanExporter):
+    """The OpenTelemetry OTLP/HTTP exporter to the collector, timing every export request; given to
+    ``agentwatch.init(exporter=...)``, so the SDK's bounded batch worker drives it (public surface only)."""
 
-    def __init__(self) -> None:
+    def __init__(self, collector: str, key: str) -> None:
         self.durations: list[float] = []
         self._lock = threading.Lock()
-        self._original = _export.OtlpHttpExporter._post
+        self._otlp = OTLPSpanExporter(
+            endpoint=collector.rstrip("/") + "/v1/traces", headers={"Authorization": f"Bearer {key}"}, timeout=10
+        )
 
-    def install(self) -> None:
-        original, record = self._original, self._record
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        started = time.perf_counter()
+        try:
+            return self._otlp.export(spans)
+        finally:
+            self._record(time.perf_counter() - started)
 
-        def timed(exporter: Any, body: bytes, deadline: float | None) -> Any:
-            started = time.perf_counter()
-            try:
-                return original(exporter, body, deadline)
-            finally:
-                record(time.perf_counter() - started)
-
-        _export.OtlpHttpExporter._post = timed  # type: ignore[method-assign]
+    def shutdown(self) -> None:
+        self._otlp.shutdown()
 
     def _record(self, seconds: float) -> None:
         with self._lock:
@@ -192,8 +196,6 @@ async def _load(engine: str, agents: int, duration_s: float) -> tuple[int, int]:
 
 def soak(agents: int, duration_s: float, engine_speed: float, work: Path) -> Report:
     group = ProcessGroup(work / "logs", log=print)
-    timer = ExportTimer()
-    timer.install()
     try:
         data = work / "data"
         collector = start_collector(
@@ -207,7 +209,8 @@ def soak(agents: int, duration_s: float, engine_speed: float, work: Path) -> Rep
         key = project_key(collector, data, "soak")
         engine = start_engine(group, port=free_port(), speed=engine_speed)
         group.wait_ready("engine", engine + "/metrics")
-        agentwatch.init(endpoint=collector, api_key=key, service_name=SERVICE, max_queue_size=200_000)
+        timer = TimedExporter(collector, key)
+        agentwatch.init(service_name=SERVICE, max_queue_size=200_000, exporter=timer)
         sampler = Sampler(collector, pid, period=max(1.0, duration_s / 120))
         sampler.start()
         before = agentwatch.stats()
