@@ -9,6 +9,7 @@ flags below set them.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -16,6 +17,9 @@ from pathlib import Path
 from agentwatch_platform.dashboard.config import DEFAULT_COLLECTOR_URL
 
 APP = Path(__file__).with_name("app.py")
+
+if importlib.util.find_spec("streamlit") is None:  # `agentwatch --help` names the missing extra in one line
+    raise ModuleNotFoundError("Streamlit is not installed: pip install 'agentwatch-platform[dashboard]'")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

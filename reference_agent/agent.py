@@ -33,12 +33,18 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import agentwatch
-import openai
 from opentelemetry import trace
 
 from agentwatch_platform.reference_agent.engine.tokenizer import count_tokens
 from agentwatch_platform.reference_agent.levers import DegradationPolicy, RateLimiter, projected_cost
 from agentwatch_platform.reference_agent.tools import ResearchTools, ToolCache, ToolError, UnknownDocument
+
+try:
+    import openai
+except ModuleNotFoundError as exc:  # `agentwatch --help` names the missing extra in one line
+    raise ModuleNotFoundError(
+        "The OpenAI client is not installed: pip install 'agentwatch-platform[reference]'"
+    ) from exc
 
 Mode = Literal["react", "iterative"]
 MODES: tuple[str, ...] = ("react", "iterative")

@@ -19,6 +19,8 @@ def _declared() -> list[Requirement]:
     names = (
         platform["dependencies"]
         + platform["optional-dependencies"]["dev"]
+        + platform["optional-dependencies"]["dashboard"]
+        + platform["optional-dependencies"]["reference"]
         + sdk["dependencies"]
         + sdk["optional-dependencies"]["api"]
     )
