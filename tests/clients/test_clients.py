@@ -14,7 +14,7 @@ import httpx
 import pytest
 from agentwatch import PriceTable
 
-from tests.clients.conftest import SCENARIO_IDS, SCENARIOS, Scenario, Stack
+from tests.clients.stack import SCENARIO_IDS, SCENARIOS, Scenario, Stack
 
 pytestmark = pytest.mark.parametrize("scenario", SCENARIOS, ids=SCENARIO_IDS, indirect=True)
 
