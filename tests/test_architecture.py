@@ -378,3 +378,15 @@ def test_the_parts_are_imported_by_their_installed_names() -> None:
         "installed_names",
         (i for i in imports() if part(i.target) in IMPORT_PREFIX and not i.target.startswith("agentwatch_platform.")),
     )
+
+
+def test_no_test_module_imports_a_conftest() -> None:
+    """``conftest.py`` holds fixtures and hooks; what tests import lives in a module of its own
+    (``tests/support/``, or a module beside them), so pytest's loading of conftests stays the only one."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.relative_to(ROOT)} -> {n}" for n in names if n.split(".")[-1] == "conftest"]
+    assert not found, "import from a conftest.py (move it to a module):\n  " + "\n  ".join(found)
