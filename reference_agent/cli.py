@@ -7,18 +7,29 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import os
 import sys
 
-from agentwatch_platform.reference_agent import commands_agent
 from agentwatch_platform.reference_agent.engine.profiles import PROFILES
 from agentwatch_platform.reference_agent.engine.scheduler import POLICIES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """``engine`` here; ``agent``, ``loadgen`` and ``demo`` from the agent's own module."""
+    """``engine`` here; ``agent``, ``loadgen`` and ``demo`` from the agent's own module, which needs
+    the OpenAI client (the ``reference`` extra): without it the engine still serves (bench/batching.py
+    runs on the base install) and one line names the extra."""
     register_engine(sub)
+    if importlib.util.find_spec("openai") is None:
+        print(
+            "agentwatch: the agent, loadgen and demo commands are unavailable "
+            "(the OpenAI client is not installed: pip install 'agentwatch-platform[reference]')",
+            file=sys.stderr,
+        )
+        return
+    from agentwatch_platform.reference_agent import commands_agent
+
     commands_agent.register(sub)
 
 
