@@ -69,7 +69,8 @@ class LiveStack:
 def _complete(detail: dict[str, Any], result: RunResult) -> bool:
     kinds = [span["kind"] for span in detail["spans"]]
     return (
-        kinds.count("run") == 1
+        detail["run"]["status"] != "running"  # the run-start marker is listed before the run's root arrives
+        and kinds.count("run") == 1
         and kinds.count("llm") == result.llm_calls
         and kinds.count("tool") == result.tool_calls + (result.outcome == "success")
     )
