@@ -26,17 +26,34 @@ from typing import Any
 from bench.dashboard_render import BROWSER_PAGES, _chromium, _free_port, _load_to_idle, prepare
 from bench.ingest import Collector
 
+PARTS = ("collector", "dashboard", "alerts", "reference_agent")
+
+
+def namespace_tree(code: Path, into: Path) -> Path:
+    """A folder whose ``agentwatch_platform/<part>`` links to ``code/<part>``: first on the path, it
+    makes ``agentwatch_platform.dashboard`` (and the other parts) that tree's code, not the
+    installed one (the parts install under that namespace through pyproject's package-dir)."""
+    root = into / "agentwatch_platform"
+    root.mkdir(parents=True, exist_ok=True)
+    for part in PARTS:
+        link = root / part
+        if link.is_symlink():
+            link.unlink()
+        link.symlink_to(code / part, target_is_directory=True)
+    return into
+
 
 def serve(code: Path, env: dict[str, str], logs: Path) -> tuple[subprocess.Popen[bytes], str]:
     """The dashboard of the source tree ``code`` (its own modules first on the path), as
     ``agentwatch dashboard`` serves it; returns the process and its URL once healthy."""
     port = _free_port()
+    ns = namespace_tree(code, logs / f"ns-{port}")
     command = [sys.executable, "-m", "agentwatch", "dashboard", "--port", str(port), "--open"]
     with open(logs / f"dashboard-{port}.log", "wb") as log:
         proc = subprocess.Popen(
             command,
             cwd=code,
-            env={**os.environ, **env, "PYTHONPATH": f"{code}{os.pathsep}{code / 'sdk'}"},
+            env={**os.environ, **env, "PYTHONPATH": os.pathsep.join(map(str, (ns, code, code / "sdk")))},
             stdout=log,
             stderr=subprocess.STDOUT,
         )

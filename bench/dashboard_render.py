@@ -45,17 +45,17 @@ BROWSER_TARGETS_MS = {"cold": 2000.0, "warm": 1000.0}
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 # case -> (URL path and query, what the page has drawn when it is done: CSS selector, how many)
 BROWSER_PAGES = {
-    "overview": ("/", '[data-testid="stVegaLiteChart"] .marks', 4),
+    "overview": ("/", ".aw-chart img", 4),
     "runs": ("/runs", '[data-testid="stDataFrame"] canvas', 1),
-    "cost": ("/cost", '[data-testid="stVegaLiteChart"] .marks', 3),
+    "cost": ("/cost", ".aw-chart img", 3),
     "run_detail_10k_spans": ("/run?run={big}", '[data-testid="stVegaLiteChart"] .marks', 1),
 }
 # The floor: a Streamlit page that queries nothing (bench/dashboard_floor_app.py), in the same server settings.
 FLOOR_APP = Path(__file__).with_name("dashboard_floor_app.py")
 FLOOR_PAGES = {
     "floor: title only": ("/", '[data-testid="stMain"] h1', 1),
-    "floor: 4 charts": ("/?charts=4", '[data-testid="stVegaLiteChart"] .marks', 4),
-    "floor: 18 cards + 4 charts": ("/?cards=18&charts=4", '[data-testid="stVegaLiteChart"] .marks', 4),
+    "floor: 4 Vega-Lite charts": ("/?charts=4", '[data-testid="stVegaLiteChart"] .marks', 4),
+    "floor: 18 cards + 4 SVG charts": ("/?cards=18&svg=4", ".aw-chart img", 4),
 }
 PAGES = {  # case -> (page, time range, query parameters)
     "overview_1h": ("views/overview.py", "Last hour", {}),
@@ -224,7 +224,8 @@ const [selector, count] = arguments;
 return document.readyState === 'complete'
   && !document.querySelector('[data-testid="stStatusWidget"], [data-testid="stSkeleton"]')
   && !!document.querySelector('[data-testid="stMain"] h1')
-  && document.querySelectorAll(selector).length >= count;
+  && Array.from(document.querySelectorAll(selector))
+       .filter(e => e.tagName !== 'IMG' || (e.complete && e.naturalWidth > 0)).length >= count;
 """
 
 

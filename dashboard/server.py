@@ -14,7 +14,6 @@ import importlib
 # wire models); not those that declare Streamlit caches, which want the server's runtime.
 PRELOAD = (
     "agentwatch_api.client",
-    "agentwatch_platform.dashboard.light_charts",
     "agentwatch_platform.dashboard.run_charts",
     "agentwatch_platform.dashboard.trace",
 )

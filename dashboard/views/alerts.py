@@ -6,12 +6,11 @@ of the incident's window; firing, resolved and no-data counts; the rules in forc
 
 from __future__ import annotations
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 
 from agentwatch_api.schemas import TIMESERIES_METRICS, AlertOut, AlertRuleOut, RunsPage, TimeSeries
-from agentwatch_platform.dashboard import light_charts, ui
+from agentwatch_platform.dashboard import svg_charts, ui
 
 CONTEXT_WINDOWS = 12  # windows of the metric shown before an incident
 TOP_RUNS = 5
@@ -122,9 +121,7 @@ def _incident(alert: AlertOut, rule: AlertRuleOut | None, *, expanded: bool) -> 
                     f"{alert.metric} is a figure of the moment (no series): its value, threshold and peak are above."
                 )
             else:
-                st.altair_chart(
-                    light_charts.unchecked(incident_chart(series, alert, unit)), key=f"alert-chart-{alert.alert_id}"
-                )
+                st.html(svg_charts.html_block([incident_chart(series, alert, unit)]))
         with ui.guarded("the incident's runs"):
             page: RunsPage = ui.fetch(
                 "runs",
@@ -184,20 +181,27 @@ def _span(alert: AlertOut, step: int) -> tuple[float, float]:
     return float(start), float((end_at // step + 2) * step)
 
 
-def incident_chart(series: TimeSeries, alert: AlertOut, unit: str) -> alt.LayerChart:
+def incident_chart(series: TimeSeries, alert: AlertOut, unit: str) -> str:
     """The metric over time, its baseline and threshold, and the incident shaded."""
     end = (
         alert.resolved_at
         if alert.resolved_at is not None
         else (series.points[-1].t + series.step_s if series.points else alert.started_at)
     )
-    return light_charts.incident_chart(
-        series,
+    levels = [
+        (name, value)
+        for name, value in (("baseline", alert.baseline), ("threshold", alert.threshold))
+        if value is not None
+    ]
+    return svg_charts.time_chart(
+        svg_charts.from_series([series]),
         f"{alert.metric}: the incident against its baseline",
         unit,
-        started=alert.started_at,
-        ended=end,
-        lines=[("baseline", alert.baseline), ("threshold", alert.threshold)],
+        ui.fmt,
+        score=alert.metric == "feedback_score",
+        band=(alert.started_at, end),
+        levels=levels,
+        width=1100,
     )
 
 

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from agentwatch_api.schemas import CostBreakdown, CostRow, LeverSavings, WhatIf
-from agentwatch_platform.dashboard import light_charts, ui
+from agentwatch_platform.dashboard import svg_charts, ui
 
 
 def render() -> None:
@@ -54,18 +54,13 @@ def _headlines(cost: CostBreakdown, label: str) -> None:
 
 
 def _breakdowns(cost: CostBreakdown) -> None:
-    cols = st.columns(3)
-    for col, title, rows in (
-        (cols[0], "By model", cost.by_model),
-        (cols[1], "By agent", cost.by_agent),
-        (cols[2], "By day (UTC)", cost.by_day),
-    ):
-        col.altair_chart(
-            light_charts.unchecked(
-                light_charts.bar_chart([r.key or "(none)" for r in rows], [r.cost_usd for r in rows], title, "USD")
-            ),
-            key=f"cost-{title}",
+    drawn = [
+        svg_charts.bar_chart(
+            [r.key or "(none)" for r in rows], [r.cost_usd for r in rows], title, "USD", ui.fmt, width=440
         )
+        for title, rows in (("By model", cost.by_model), ("By agent", cost.by_agent), ("By day (UTC)", cost.by_day))
+    ]
+    st.html(svg_charts.html_block(drawn, columns=3))
     # Drawn only when asked for: a collapsed expander still mounts its three data grids in the browser.
     if st.toggle("Cost tables (tokens and calls)", key="cost_tables"):
         cols = st.columns(3)
@@ -229,17 +224,15 @@ def _self_hosted(cost: CostBreakdown) -> None:
     c[3].metric("Cost per 1k tokens (USD)", ui.fmt(sh.cost_per_1k_tokens_usd, "USD"))
     if sh.by_load:
         frame = pd.DataFrame(sh.by_load).sort_values("running_requests")
-        st.altair_chart(
-            light_charts.unchecked(
-                light_charts.bar_chart(
-                    [f"{x:g}" for x in frame["running_requests"]],
-                    frame["cost_per_1k_tokens_usd"].tolist(),
-                    "Cost per 1k tokens by running requests (batching lowers it)",
-                    "USD per 1k tokens",
-                )
-            ),
-            key="cost-by-load",
+        chart = svg_charts.bar_chart(
+            [f"{x:g}" for x in frame["running_requests"]],
+            frame["cost_per_1k_tokens_usd"].tolist(),
+            "Cost per 1k tokens by running requests (batching lowers it)",
+            "USD",
+            ui.fmt,
+            width=1100,
         )
+        st.html(svg_charts.html_block([chart]))
 
 
 def _top_runs(cost: CostBreakdown) -> None:

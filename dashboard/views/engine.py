@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from agentwatch_api.schemas import EngineInfo, EngineSeries
-from agentwatch_platform.dashboard import analysis, light_charts, ui
+from agentwatch_platform.dashboard import analysis, svg_charts, ui
 
 RUNNING = ["vllm:num_requests_running"]
 WAITING = ["vllm:num_requests_waiting"]
@@ -89,58 +89,42 @@ def _headlines(series: EngineSeries) -> None:
 
 def _charts(series: EngineSeries) -> None:
     pts = series.points
-    cols = st.columns(2)
-    cols[0].altair_chart(
-        light_charts.unchecked(
-            light_charts.points_chart(
-                {"running": analysis.gauge_series(pts, RUNNING), "waiting": analysis.gauge_series(pts, WAITING)},
-                "Requests running and waiting",
-                "requests",
-            )
+    drawn = [
+        _readings(
+            {"running": analysis.gauge_series(pts, RUNNING), "waiting": analysis.gauge_series(pts, WAITING)},
+            "Requests running and waiting",
+            "requests",
         ),
-        key="eng-load",
-    )
-    cols[1].altair_chart(
-        light_charts.unchecked(
-            light_charts.points_chart(
-                {"KV-cache use": analysis.gauge_series(pts, KV_CACHE, how="mean")}, "KV-cache use", "ratio"
-            )
+        _readings({"KV-cache use": analysis.gauge_series(pts, KV_CACHE, how="mean")}, "KV-cache use", "ratio"),
+        _readings(
+            {
+                "prompt": analysis.counter_rate(pts, PROMPT_TOKENS),
+                "generation": analysis.counter_rate(pts, GENERATION_TOKENS),
+            },
+            "Token throughput",
+            "tokens/s",
         ),
-        key="eng-kv",
-    )
-    cols[0].altair_chart(
-        light_charts.unchecked(
-            light_charts.points_chart(
-                {
-                    "prompt": analysis.counter_rate(pts, PROMPT_TOKENS),
-                    "generation": analysis.counter_rate(pts, GENERATION_TOKENS),
-                },
-                "Token throughput",
-                "tokens/s",
-            )
-        ),
-        key="eng-tokens",
-    )
-    cols[1].altair_chart(
-        light_charts.unchecked(
-            light_charts.points_chart({"preemptions": analysis.counter_rate(pts, PREEMPTIONS)}, "Preemptions", "per s")
-        ),
-        key="eng-preempt",
-    )
-    for col, name, title in ((cols[0], TTFT_HIST, "Time to first token"), (cols[1], QUEUE_HIST, "Queue time")):
+        _readings({"preemptions": analysis.counter_rate(pts, PREEMPTIONS)}, "Preemptions", "per s"),
+    ]
+    missing = []
+    for name, title in ((TTFT_HIST, "Time to first token"), (QUEUE_HIST, "Queue time")):
         dist = analysis.histogram_distribution(pts, name)
         if dist.total > 0:
             q = f" · p50 {ui.fmt(dist.quantile(0.5), 's')} · p95 {ui.fmt(dist.quantile(0.95), 's')}"
-            col.altair_chart(
-                light_charts.unchecked(
-                    light_charts.bar_chart(
-                        bucket_labels(dist), dist.counts, f"{title}: {dist.total:,.0f} requests{q}", "requests"
-                    )
-                ),
-                key=f"eng-{name}",
+            drawn.append(
+                svg_charts.bar_chart(
+                    bucket_labels(dist), dist.counts, f"{title}: {dist.total:,.0f} requests{q}", "requests", ui.fmt
+                )
             )
         else:
-            col.caption(f"{title}: no observations of `{name}` in range.")
+            missing.append(f"{title}: no observations of `{name}` in range.")
+    st.html(svg_charts.html_block(drawn, columns=2))
+    for line in missing:
+        st.caption(line)
+
+
+def _readings(series: dict[str, dict[float, float]], title: str, unit: str, *, width: float = 640) -> str:
+    return svg_charts.time_chart(svg_charts.from_readings(series), title, unit, ui.fmt, width=width)
 
 
 def bucket_labels(dist: analysis.Distribution) -> list[str]:
@@ -174,9 +158,7 @@ def _gpu(series: EngineSeries) -> None:
             cols[i % len(cols)].metric(f"{metric} (now, mean of {len(latest)} GPU)", f"{shown / 2**30:,.1f} GiB")
         else:
             cols[i % len(cols)].metric(f"{metric} (now, mean of {len(latest)} GPU)", ui.fmt(shown, unit))
-        cols[i % len(cols)].altair_chart(
-            light_charts.unchecked(light_charts.points_chart(per_gpu, metric, unit)), key=f"gpu-{metric}"
-        )
+        cols[i % len(cols)].html(svg_charts.html_block([_readings(per_gpu, metric, unit, width=1100 / len(cols))]))
 
 
 def _gpu_unit(metric: str) -> str:

@@ -11,7 +11,7 @@ import time
 import streamlit as st
 
 from agentwatch_api.schemas import Overview, RunsPage, TimeSeries
-from agentwatch_platform.dashboard import cards, light_charts, ui
+from agentwatch_platform.dashboard import cards, svg_charts, ui
 from agentwatch_platform.dashboard.overview_spec import CHARTS, HEADLINES
 
 
@@ -161,15 +161,15 @@ def _charts(series: dict[str, TimeSeries], step_s: int) -> None:
         )
         or list(CHARTS)[0]
     )
-    cols = st.columns(2)
-    for i, (title, metrics, _, stacked) in enumerate(CHARTS[tab]):
+    drawn = []
+    for title, metrics, _, stacked in CHARTS[tab]:
         present = [series[m] for m in metrics if m in series]
         unit = ui.unit_of(metrics[0], present[0].unit if present else "")
-        suffix = f" (per {step_s} s)" if metrics[0] in ("cost_usd", "runs") else ""
-        cols[i % 2].altair_chart(
-            light_charts.unchecked(light_charts.series_chart(present, title + suffix, unit, stacked=stacked)),
-            key=f"overview-{title}",
-        )
+        suffix = f" (per {_span_text(step_s)})" if metrics[0] in ("cost_usd", "runs") else ""
+        lines = svg_charts.from_series(present, stacked=stacked)
+        score = "feedback_score" in metrics
+        drawn.append(svg_charts.time_chart(lines, title + suffix, unit, ui.fmt, stacked=stacked, score=score))
+    st.html(svg_charts.html_block(drawn, columns=2))
 
 
 render()

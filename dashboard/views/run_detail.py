@@ -17,7 +17,7 @@ import pandas as pd
 import streamlit as st
 
 from agentwatch_api.schemas import RunDetail, RunSummary, SpanOut
-from agentwatch_platform.dashboard import analysis, light_charts, live, run_charts, trace, ui
+from agentwatch_platform.dashboard import analysis, live, run_charts, trace, ui
 
 MAX_DRAWN = 300  # a 10k-span run: 4.1 s warm to idle vs 5.5 s with 1000 bars (bench.dashboard_ab, 3 rounds, load 8-17)
 MAX_CONTENT = 50
@@ -138,7 +138,7 @@ def _views(detail: RunDetail) -> None:
     elif view == "Engine":
         _engine(spans)
     elif view == "Graph":
-        st.altair_chart(light_charts.unchecked(run_charts.graph_chart(analysis.run_graph(spans))), key="graph")
+        st.altair_chart(run_charts.unchecked(run_charts.graph_chart(analysis.run_graph(spans))), key="graph")
     elif view == "Content":
         _content(spans)
     else:
@@ -181,7 +181,7 @@ def _explorer(detail: RunDetail) -> None:
         _pick("tree", f"{detail.run.trace_id}-{scope}", [str(frame.iloc[r]["span_id"]) for r in _rows(table)])
         drawn = analysis.spans_to_draw(spans, MAX_DRAWN)
         chart = st.altair_chart(
-            light_charts.unchecked(run_charts.waterfall_chart(drawn, len(spans))),
+            run_charts.unchecked(run_charts.waterfall_chart(drawn, len(spans))),
             key=f"waterfall-{detail.run.trace_id}",
             on_select="rerun",
             selection_mode=run_charts.SPAN_SELECTION,
@@ -420,7 +420,7 @@ def _growth(spans) -> None:
     st.markdown(
         f"**Fitted growth: {fit.chosen}** — {explain}. Each call's input grows by **{fit.tokens_added_per_call:,.0f} tokens per call**."
     )
-    st.altair_chart(light_charts.unchecked(run_charts.growth_chart(fit)), key="growth")
+    st.altair_chart(run_charts.unchecked(run_charts.growth_chart(fit)), key="growth")
 
 
 def _engine(spans) -> None:
@@ -437,7 +437,7 @@ def _engine(spans) -> None:
         " · ".join(f"{k.removesuffix('_s')}: **{v * 100:.0f} %**" for k, v in share.items())
         + " of the time in LLM calls"
     )
-    st.altair_chart(light_charts.unchecked(run_charts.shares_chart(rows[:300])), key="shares")
+    st.altair_chart(run_charts.unchecked(run_charts.shares_chart(rows[:300])), key="shares")
 
 
 def _content(spans) -> None:

@@ -52,7 +52,7 @@ def chart(at: Any, index: int = 0) -> tuple[dict[str, Any], list[Any]]:
     """A page's ``index``-th Vega-Lite chart as AppTest holds it: its spec and its data sets
     (Streamlit sends a chart's data apart from its spec, as Arrow). The spec is checked against
     Vega-Lite's JSON schema here: the dashboard draws without Altair's validation
-    (``light_charts.unchecked``)."""
+    (``run_charts.unchecked``)."""
     from streamlit import dataframe_util
 
     element = at.get("vega_lite_chart")[index]
@@ -103,3 +103,71 @@ def html_cards(body: str) -> dict[str, str]:
 
     Reader().feed(body)
     return found
+
+
+@dataclass(frozen=True)
+class SvgChart:
+    """One chart of a ``dashboard.svg_charts`` block as the browser gets it: its title, its drawing
+    (parsed: the data URI must hold well-formed SVG), its hover texts and legend."""
+
+    title: str
+    svg: Any
+    tips: list[str]
+    legend: list[str]
+
+    def texts(self) -> list[str]:
+        return [t.text or "" for t in self.svg.iter("{http://www.w3.org/2000/svg}text")]
+
+
+def svg_charts(at: Any) -> list[SvgChart]:
+    """Every SVG chart a page drew, in order (``st.html`` blocks of ``dashboard.svg_charts``)."""
+    import base64
+    import xml.etree.ElementTree as ET
+    from html.parser import HTMLParser
+
+    from agentwatch_platform.dashboard import svg_charts as charts_module
+
+    found: list[SvgChart] = []
+
+    class Reader(HTMLParser):
+        field = ""
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            a = dict(attrs)
+            classes = (a.get("class") or "").split()
+            if charts_module.CHART_CLASS in classes:
+                found.append(SvgChart("", None, [], []))
+            elif "aw-title" in classes or (tag == "span" and found and found[-1].svg is not None):
+                self.field = "title" if "aw-title" in classes else "legend"
+            elif tag == "img" and found and (a.get("src") or "").startswith("data:image/svg+xml;base64,"):
+                data = base64.b64decode((a["src"] or "").split(",", 1)[1])
+                object.__setattr__(found[-1], "svg", ET.fromstring(data))
+            elif charts_module.BAND_CLASS in classes and found:
+                found[-1].tips.append(a.get("data-tip") or "")
+
+        def handle_data(self, data: str) -> None:
+            if self.field == "title":
+                object.__setattr__(found[-1], "title", found[-1].title + data)
+            elif self.field == "legend":
+                found[-1].legend.append(data)
+            self.field = ""
+
+    for element in at.get("html"):
+        Reader().feed(element.proto.body)
+    return found
+
+
+def svg_of(block: str) -> SvgChart:
+    """The one chart of an ``svg_charts`` chart's HTML, read as the page tests read a page's."""
+
+    class Element:
+        class proto:  # noqa: N801 - shaped as AppTest's html element
+            body = block
+
+    class Page:
+        @staticmethod
+        def get(kind: str) -> list[Any]:
+            return [Element] if kind == "html" else []
+
+    (chart,) = svg_charts(Page)
+    return chart

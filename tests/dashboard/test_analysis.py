@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from agentwatch_api.schemas import EnginePoint, SpanOut
-from agentwatch_platform.dashboard import analysis
+from agentwatch_platform.dashboard import analysis, ui
 
 
 def span(
@@ -200,21 +200,52 @@ def test_histogram_keeps_what_was_counted_before_an_engine_restart() -> None:
 
 
 def test_engine_lines_break_where_scrapes_stopped() -> None:
-    from agentwatch_platform.dashboard.light_charts import points_chart, segments
+    from agentwatch_platform.dashboard.svg_charts import from_readings, segments, time_chart
+    from tests.dashboard.support import svg_of
 
     values = {0.0: 1.0, 2.0: 2.0, 4.0: 3.0, 6.0: 2.0, 60.0: 1.0, 62.0: 1.0}  # down between 6 and 60 s
     assert [[v for _, v in part] for part in segments(values)] == [[1.0, 2.0, 3.0, 2.0], [1.0, 1.0]]
-    chart = points_chart({"running": values}, "Requests", "requests").to_dict()
-    assert chart["encoding"]["detail"]["field"] == "segment"  # one line per segment: nothing drawn across the gap
+    (line,) = from_readings({"running": values})
+    assert [v for _, v in line.points] == [1.0, 2.0, 3.0, 2.0, None, 1.0, 1.0]  # nothing drawn across the gap
+    drawn = svg_of(time_chart([line], "Requests", "requests", ui.fmt))
+    (path,) = drawn.svg.iter("{http://www.w3.org/2000/svg}path")
+    assert path.get("d", "").count("M") == 2  # two pieces of line
 
 
 def test_engine_chart_axes_stay_readable() -> None:
-    from agentwatch_platform.dashboard.light_charts import points_chart
+    from agentwatch_platform.dashboard.svg_charts import from_readings, time_chart
+    from tests.dashboard.support import svg_of
 
-    zeros = points_chart({"preemptions": {0.0: 0.0, 2.0: 0.0}}, "Preemptions", "per s").to_dict()
-    assert zeros["encoding"]["y"]["scale"] == {"domain": [0, 1]}  # not [0, 0], whose ticks read NaN
-    fractions = points_chart({"running": {0.0: 0.3, 2.0: 0.1}}, "Requests", "requests").to_dict()
-    assert fractions["encoding"]["y"]["axis"]["format"] == ",.4~g"  # 0.3 requests, not SI's "300m"
+    zeros = svg_of(time_chart(from_readings({"preemptions": {0.0: 0.0, 2.0: 0.0}}), "Preemptions", "per s", ui.fmt))
+    assert "0" in zeros.texts() and "1 per s" in zeros.texts()  # from 0 to 1, not [0, 0] whose ticks read NaN
+    fractions = svg_of(time_chart(from_readings({"running": {0.0: 0.3, 2.0: 0.1}}), "Requests", "requests", ui.fmt))
+    assert "0.3 requests" in fractions.texts() and not any("m" in t.split()[0] for t in fractions.texts() if t != "UTC")
+    assert "running: 0.3 requests" in fractions.tips[0]  # hover names the series and its value, unit as the cards'
+
+
+def test_time_charts_keep_the_metric_in_its_domain_and_say_each_buckets_values() -> None:
+    from agentwatch_platform.dashboard.svg_charts import Line, bar_chart, time_chart
+    from tests.dashboard.support import svg_of
+
+    rates = svg_of(time_chart([Line("error", [(0.0, 0.2), (60.0, 0.9)])], "Errors", "ratio", ui.fmt))
+    shown = [t for t in rates.texts() if t.endswith("%")]
+    assert shown and max(float(t.split()[0]) for t in shown) <= 100.0  # a rate axis never passes 100 %
+    score = svg_of(time_chart([Line("score", [(0.0, -1.0), (60.0, 1.0)])], "Score", "", ui.fmt, score=True))
+    assert any(t.startswith("-") for t in score.texts())  # a score may be negative: the axis follows it
+    stacked = svg_of(
+        time_chart(
+            [Line("a", [(0.0, 1.0), (60.0, 2.0)]), Line("b", [(0.0, 3.0), (60.0, None)])],
+            "Cost",
+            "USD",
+            ui.fmt,
+            stacked=True,
+        )
+    )
+    assert stacked.legend == ["a", "b"] and len(list(stacked.svg.iter("{http://www.w3.org/2000/svg}rect"))) == 3
+    assert stacked.tips[0].split("\n")[1:] == ["a: $1.00", "b: $3.00"] and stacked.tips[1].endswith("a: $2.00")
+    assert "No data" in time_chart([Line("a", [(0.0, None)])], "Empty", "USD", ui.fmt)
+    bars = svg_of(bar_chart(["<model>", "m2"], [0.5, 2.0], "By model", "USD", ui.fmt))
+    assert bars.tips == ["<model>\n$0.50", "m2\n$2.00"] and "<model>" in bars.texts()  # escaped, not markup
 
 
 def test_engine_shares_keep_one_row_per_call_of_a_step() -> None:
@@ -224,14 +255,19 @@ def test_engine_shares_keep_one_row_per_call_of_a_step() -> None:
 
 
 def test_charts_are_drawn_unvalidated_and_the_tests_still_catch_a_bad_spec() -> None:
+    import altair as alt
     import jsonschema
+    import pandas as pd
     import pytest
 
-    from agentwatch_platform.dashboard.light_charts import bar_chart, unchecked
+    from agentwatch_platform.dashboard.run_charts import unchecked
     from tests.dashboard.support import valid_vega_lite
 
-    drawn = unchecked(bar_chart(["a", "b"], [1.0, 2.0], "Cost", "USD"))
-    assert drawn.to_dict() == bar_chart(["a", "b"], [1.0, 2.0], "Cost", "USD").to_dict()  # the same spec
+    def bars() -> alt.Chart:
+        return alt.Chart(pd.DataFrame({"k": ["a", "b"], "v": [1.0, 2.0]})).mark_bar().encode(x="k:N", y="v:Q")
+
+    drawn = unchecked(bars())
+    assert drawn.to_dict() == bars().to_dict()  # the same spec
     drawn.mark = "no such mark"
     drawn.to_dict()  # not validated when the dashboard draws it...
     with pytest.raises(jsonschema.ValidationError):

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 
 from agentwatch_api.schemas import SpanOut
@@ -79,7 +80,12 @@ def test_every_page_renders_with_its_key_figures(
     figures = seeded.get("/api/overview")["figures"]
     shown = _check(page.open(base + "/"), shots, "overview")
     assert shown["Runs"] == str(seeded.runs) and shown["Cost"] == ui.fmt(figures["cost_usd"]["value"], "USD")
-    assert page.count('[data-testid="stVegaLiteChart"]') == 4
+    assert page.count(".aw-chart img") == 4 and page.count('[data-testid="stVegaLiteChart"]') == 0
+    bands = page.driver.find_elements(By.CSS_SELECTOR, ".aw-charts > .aw-chart:first-child .aw-hover")  # cost by model
+    assert len(bands) > 1  # a band per time bucket, whose hover shows the bucket's values
+    ActionChains(page.driver).move_to_element(bands[len(bands) // 2]).perform()
+    tip = page.driver.execute_script("return getComputedStyle(arguments[0], '::after').content", bands[len(bands) // 2])
+    assert "UTC" in tip and "$" in tip, tip
 
     _check(page.open(base + "/runs"), shots, "runs")
     assert f"of {seeded.runs:,}" in page.text() and page.count('[data-testid="stDataFrame"]') == 1

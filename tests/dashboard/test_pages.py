@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from agentwatch_platform.dashboard import ui
 from agentwatch_platform.reference_agent.demo import project_key
-from tests.dashboard.support import APP, SeededStack, chart, dashboard_env, metrics, valid_vega_lite
+from tests.dashboard.support import APP, SeededStack, chart, dashboard_env, metrics, svg_charts, valid_vega_lite
 
 PAGES = [
     "views/overview.py",
@@ -37,11 +37,12 @@ def page(at: AppTest, path: str, **query: str) -> AppTest:
 
 
 def drawn(at: AppTest) -> AppTest:
-    """The run had no exception and every chart's spec is valid Vega-Lite (the dashboard draws
-    without Altair's validation)."""
+    """The run had no exception, every Vega-Lite chart's spec is valid (the dashboard draws without
+    Altair's validation) and every SVG chart is well-formed SVG (``svg_charts`` parses it)."""
     assert not at.exception, [e.value for e in at.exception]
     for element in at.get("vega_lite_chart"):
         valid_vega_lite(json.loads(element.proto.spec))
+    assert all(c.svg is not None or not c.tips for c in svg_charts(at))
     return at
 
 
@@ -61,7 +62,11 @@ def test_overview_headlines_match_the_stored_runs(app: AppTest, seeded: SeededSt
     assert shown["Cost"] == ui.fmt(figures["cost_usd"]["value"], "USD")
     assert shown["Steps / run"] == ui.fmt(figures["steps_per_run"]["value"], "")
     assert shown["Task success rate"].endswith("%") and shown["TTFT p50"].endswith(("ms", " s"))
-    assert len(at.get("vega_lite_chart")) == 4  # Vega-Lite, as the sparklines: one chart library on a first visit
+    charts = svg_charts(at)  # SVG, as the sparklines: no chart library to load on the overview
+    assert len(charts) == 4 and not at.get("vega_lite_chart") and all(c.svg is not None for c in charts)
+    cost = next(c for c in charts if c.title.startswith("Cost per bucket, by model"))
+    assert set(cost.legend) == {"sim-large", "sim-small"} and cost.tips  # a colour per model; a hover text per bucket
+    assert all(t.endswith("UTC") or "$" in t for tip in cost.tips for t in tip.split("\n"))
     assert ui.OPEN_MODE_BANNER in [w.value for w in at.warning]
 
 
@@ -210,8 +215,9 @@ def test_engine_page_shows_load_rates_and_distributions(app: AppTest, seeded: Se
     shown = metrics(at)
     assert shown["Prompt tokens/s (mean)"].endswith("tok/s") and shown["Prompt tokens/s (mean)"] != "0.0 tok/s"
     assert shown["Prefix-cache hit rate"].endswith("%")
-    assert any("Time to first token:" in str(c.proto.spec) for c in at.get("vega_lite_chart"))
-    assert not at.get("plotly_chart")  # Vega-Lite, as the overview's: the page loads no Plotly
+    titles = [c.title for c in svg_charts(at)]
+    assert any(t.startswith("Time to first token:") for t in titles) and "Token throughput" in titles, titles
+    assert not at.get("plotly_chart") and not at.get("vega_lite_chart")  # SVG, as the overview's: no chart library
     points = seeded.get("/api/engine/metrics", engine="sim-engine")["points"]
     if any(p["metric"].startswith("gpu:") for p in points):  # a machine with an NVIDIA GPU
         assert any(label.startswith("gpu:utilization") for label in shown)
