@@ -34,6 +34,7 @@ from streamlit.testing.v1 import AppTest
 
 from agentwatch_api.client import CollectorClient
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
+from agentwatch_platform.dashboard import ui
 from agentwatch_platform.dashboard.overview_spec import CHARTS as OVERVIEW_CHARTS
 from bench import report
 from bench.ingest import Collector, _big_trace, fill
@@ -84,6 +85,7 @@ def time_page(app: AppTest, page: str, time_range: str, query: dict[str, str], r
     times = []
     for _ in range(repeats + 1):  # the first run also imports the page's modules: not counted
         st.cache_data.clear()
+        ui.clear_query_cache()
         started = time.perf_counter()
         app.switch_page(page).run()
         times.append((time.perf_counter() - started) * 1000)

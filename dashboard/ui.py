@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import math
 import secrets
@@ -203,9 +204,25 @@ def _target() -> tuple[str, str, float]:
     return cfg.collector_url, st.session_state.get("aw_api_key") or "", cfg.timeout_s
 
 
-@st.cache_data(ttl=_TTL_S, show_spinner=False, max_entries=500)
+# Query results are kept as they are, not copied (``cache_resource``, not ``cache_data``): a copy is
+# a pickle round trip on every rerun, 0.3-0.5 s for a 10,000-span run's detail on the 2-core machine,
+# twice a load. The pages only read them (they build new lists and frames from them).
+@st.cache_resource(ttl=_TTL_S, show_spinner=False, max_entries=500)
 def _cached(target: tuple[str, str, float], method: str, kwargs: tuple[tuple[str, Any], ...]) -> Any:
     return getattr(_client(*target), method)(**dict(kwargs))
+
+
+def viewer() -> str:
+    """Who is asking (the collector and the key, hashed): part of the key of any cache shared by
+    sessions, so a session never sees what another project's key fetched."""
+    url, key, _ = _target()
+    return hashlib.sha256(f"{url}\n{key}".encode()).hexdigest()[:16]
+
+
+def clear_query_cache() -> None:
+    """Forget every query result (``fetch``, ``fetch_later``, ``fetch_together``)."""
+    _cached.clear()
+    _together.clear()
 
 
 def fetch(method: str, **kwargs: Any) -> Any:
@@ -224,7 +241,7 @@ def fetch_later(method: str, **kwargs: Any) -> Future[Any]:
     return _background().submit(_cached, _target(), method, tuple(sorted(kwargs.items())))
 
 
-@st.cache_data(ttl=_TTL_S, show_spinner=False, max_entries=100)
+@st.cache_resource(ttl=_TTL_S, show_spinner=False, max_entries=100)
 def _together(
     target: tuple[str, str, float], calls: tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...]
 ) -> dict[str, Any]:

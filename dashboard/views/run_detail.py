@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -163,9 +164,11 @@ def _explorer(detail: RunDetail) -> None:
     An unfinished run's open spans are drawn too (``dashboard.live``)."""
     spans = live.with_open_spans(detail.run, detail.spans, time.time())
     tree_col, panel_col = st.columns([1, 1], gap="medium")
+    shape = (ui.viewer(), len(spans), max(s.end_time for s in spans), detail.run.status)
     with tree_col:
-        items, scope = _tree_items(spans)
-        frame = pd.DataFrame(trace.tree_rows(items, trace.step_names(spans)))
+        depth, engine, failures = _tree_controls()
+        scope = f"{depth}-{engine}-{failures}"
+        items, frame = _tree(detail.run.trace_id, shape, depth, engine, failures, spans)
         st.caption(f"{len(items):,} of {len(spans):,} spans · click a row (or a bar below) to inspect a span")
         height = min(640, 38 + 35 * max(len(frame), 1))
         table = st.dataframe(
@@ -179,9 +182,8 @@ def _explorer(detail: RunDetail) -> None:
             column_order=["span", "duration_s", "share", "status", "detail", "cost_usd", "start_s", "step"],
         )
         _pick("tree", f"{detail.run.trace_id}-{scope}", [str(frame.iloc[r]["span_id"]) for r in _rows(table)])
-        drawn = analysis.spans_to_draw(spans, MAX_DRAWN)
         chart = st.altair_chart(
-            run_charts.unchecked(run_charts.waterfall_chart(drawn, len(spans))),
+            _waterfall(detail.run.trace_id, shape, spans),
             key=f"waterfall-{detail.run.trace_id}",
             on_select="rerun",
             selection_mode=run_charts.SPAN_SELECTION,
@@ -195,8 +197,8 @@ def _explorer(detail: RunDetail) -> None:
             _span_panel(chosen, spans)
 
 
-def _tree_items(spans: list[SpanOut]) -> tuple[list[tuple[SpanOut, int]], str]:
-    """The tree cut to what the controls ask for (depth, engine spans, failures) and a key for it."""
+def _tree_controls() -> tuple[int | str, bool, bool]:
+    """What the tree shows: the depth it is expanded to, engine spans or not, failures only."""
     c = st.columns(3)
     depth = c[0].selectbox(
         "Expand to depth",
@@ -208,14 +210,35 @@ def _tree_items(spans: list[SpanOut]) -> tuple[list[tuple[SpanOut, int]], str]:
         "Engine spans", value=True, key="tree_engine", help="The engine's own record of each LLM call."
     )
     failures = c[2].toggle("Failures only", value=False, key="tree_failures")
-    items = analysis.tree_order(spans)
+    return depth, engine, failures
+
+
+# The tree's rows and the waterfall are built once per run and shape (who asks, span count, last end,
+# status) and shared by reruns and sessions, not rebuilt on each: 0.3 s and 0.35 s for a 10,000-span run on
+# the 2-core machine. A running run's shape changes as it grows (its open spans end "now").
+@st.cache_resource(ttl=60, max_entries=32, show_spinner=False)
+def _tree(
+    trace_id: str,
+    shape: tuple[str, int, float, str],
+    depth: int | str,
+    engine: bool,
+    failures: bool,
+    _spans: list[SpanOut],
+) -> tuple[list[tuple[SpanOut, int]], pd.DataFrame]:
+    """The tree cut to what the controls ask for, and its rows."""
+    items = analysis.tree_order(_spans)
     if isinstance(depth, int):  # else ALL_DEPTHS
         items = [(s, d) for s, d in items if d <= depth]
     if not engine:
         items = [(s, d) for s, d in items if not analysis.is_engine_span(s)]
     if failures:
         items = [(s, d) for s, d in items if d == 0 or analysis.is_failed(s)]
-    return items, f"{depth}-{engine}-{failures}"
+    return items, pd.DataFrame(trace.tree_rows(items, trace.step_names(_spans)))
+
+
+@st.cache_resource(ttl=60, max_entries=16, show_spinner=False)
+def _waterfall(trace_id: str, shape: tuple[str, int, float, str], _spans: list[SpanOut]) -> Any:
+    return run_charts.unchecked(run_charts.waterfall_chart(analysis.spans_to_draw(_spans, MAX_DRAWN), len(_spans)))
 
 
 def _rows(event: object) -> list[int]:
