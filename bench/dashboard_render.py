@@ -51,6 +51,9 @@ BROWSER_PAGES = {
     "cost": ("/cost", ".aw-chart img", 3),
     "run_detail_10k_spans": ("/run?run={big}", '[data-testid="stVegaLiteChart"] .marks', 1),
 }
+# In-app navigation (a click on the page's link in the sidebar, as a user moves between pages: no
+# page load, the same session): case -> (the page it starts from, the page's link, its title).
+NAV_PAGES = {"overview": ("/runs", "/", "Overview"), "runs": ("/", "/runs", "Runs"), "cost": ("/", "/cost", "Cost")}
 # The floor: a Streamlit page that queries nothing (bench/dashboard_floor_app.py), in the same server settings.
 FLOOR_APP = Path(__file__).with_name("dashboard_floor_app.py")
 FLOOR_PAGES = {
@@ -146,6 +149,11 @@ def browser_phase(collector: str, key: str, big: str, data_dir: Path, *, warm_re
                 load = os.getloadavg()[0]
                 cold, cold_title = _load_to_idle(driver, url, selector, count)
                 warm_runs = [_load_to_idle(driver, url, selector, count) for _ in range(max(1, warm_repeats))]
+                navs = (
+                    [_navigate_to_idle(driver, base, *NAV_PAGES[name], selector, count) for _ in range(warm_repeats)]
+                    if name in NAV_PAGES
+                    else []
+                )
             finally:
                 driver.quit()
             warm = sorted(t for t, _ in warm_runs)
@@ -157,6 +165,8 @@ def browser_phase(collector: str, key: str, big: str, data_dir: Path, *, warm_re
                 "warm_title_p50_ms": round(statistics.median(t for _, t in warm_runs)),
                 "load_average": round(load, 1),
             }
+            if navs:
+                results[name]["nav_p50_ms"] = round(statistics.median(navs))
             print("browser", name, json.dumps(results[name]), flush=True)
         return results
     finally:
@@ -252,6 +262,36 @@ def _load_to_idle(driver: Any, url: str, selector: str, count: int, *, timeout_s
     raise RuntimeError(f"{url} not idle within {timeout_s} s")
 
 
+_NAV_IDLE = """
+const [selector, count, title] = arguments;
+const h1 = document.querySelector('[data-testid="stMain"] h1');
+return !!h1 && h1.textContent.trim() === title
+  && !document.querySelector('[data-testid="stStatusWidget"], [data-testid="stSkeleton"], [data-stale="true"]')
+  && Array.from(document.querySelectorAll(selector))
+       .filter(e => e.tagName !== 'IMG' || (e.complete && e.naturalWidth > 0)).length >= count;
+"""
+
+
+def _navigate_to_idle(
+    driver: Any, base: str, start: str, link: str, title: str, selector: str, count: int, *, timeout_s: float = 120.0
+) -> float:
+    """Milliseconds from a click on the page's sidebar link (the session open on ``start``) until
+    the page is idle with what it draws: moving between pages as a user does, without a load."""
+    from selenium.webdriver.common.by import By
+
+    _load_to_idle(driver, base + start, '[data-testid="stMain"] h1', 1)
+    time.sleep(0.5)  # the start page's late elements (its costliest run, say) drawn
+    target = driver.find_element(By.CSS_SELECTOR, f'[data-testid="stSidebarNav"] a[href$="{link}"]')
+    started = time.perf_counter()
+    target.click()
+    deadline = started + timeout_s
+    while time.perf_counter() < deadline:
+        if driver.execute_script(_NAV_IDLE, selector, count, title):
+            return (time.perf_counter() - started) * 1000
+        time.sleep(0.02)
+    raise RuntimeError(f"{link} not idle within {timeout_s} s of the click")
+
+
 def api_breakdown(url: str, key: str) -> dict[str, float]:
     """Each query the overview makes over 24 h, one at a time (which one dominates the page)."""
     now = time.time()
@@ -310,14 +350,17 @@ def render(result: dict[str, Any]) -> str:
             "Title: until the page's title showed (JavaScript loaded, session opened, sidebar queried, the page's script begun);",
             "the rest of each figure is the page's own queries and drawing. Load: the machine's 1-minute load average as the page began.",
             "Floor: a Streamlit page that queries nothing (bench/dashboard_floor_app.py), served the same way: with a title only,",
-            "with 4 Vega-Lite charts, and with the overview's elements (18 HTML metric cards with sparklines, 4 charts), over static data.",
+            "with 4 Vega-Lite charts (as run detail draws its), and with the overview's elements (18 HTML metric cards with",
+            "sparklines, 4 SVG charts), over static data.",
             "",
-            "| page | cold ms (title) | warm p50 ms (title) | warm max ms | load |",
-            "|---|---:|---:|---:|---:|",
+            "In-app: a click on the page's link in the sidebar, the session open on another page (no page load), until idle.",
+            "",
+            "| page | cold ms (title) | warm p50 ms (title) | warm max ms | in-app p50 ms | load |",
+            "|---|---:|---:|---:|---:|---:|",
         ]
         lines += [
             f"| {name} | {r['cold_ms']} ({r.get('cold_title_ms', '–')}) | {r['warm_p50_ms']} ({r.get('warm_title_p50_ms', '–')}) | "
-            f"{r['warm_max_ms']} | {r.get('load_average', '–')} |"
+            f"{r['warm_max_ms']} | {r.get('nav_p50_ms', '–')} | {r.get('load_average', '–')} |"
             for name, r in result["browser"].items()
         ]
         lines += [
