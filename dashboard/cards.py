@@ -32,6 +32,7 @@ _STYLE = f"""<style>
 .{DELTA_CLASS} {{font-size: 1rem; white-space: nowrap; overflow: hidden; text-overflow: ellipsis;
   width: fit-content; max-width: 100%; border-radius: 0.5rem; padding: 0 0.4rem;}}
 .aw-card img {{width: 100%; height: 3rem; margin-top: 0.5rem; display: block;}}
+.aw-card-link {{margin-top: 0.4rem; font-size: 0.875rem;}}
 </style>"""
 
 
@@ -46,6 +47,7 @@ class Card:
     rise_is_good: bool = True
     help: str | None = None
     points: Sequence[float] = ()
+    link: tuple[str, str] | None = None  # (text, href): where the figure's rows are listed
 
 
 def cards_html(cards: Sequence[Card], *, columns: int = 6) -> str:
@@ -70,6 +72,9 @@ def _card(card: Card) -> str:
         )
     if len(card.points) > 1:
         parts.append(f'<img alt="trend of {html.escape(card.label)}" src="{sparkline_uri(card.points)}">')
+    if card.link:
+        text, href = card.link
+        parts.append(f'<div class="aw-card-link"><a href="{html.escape(href)}">{html.escape(text)} →</a></div>')
     return f'<div class="{CARD_CLASS}">{"".join(parts)}</div>'
 
 

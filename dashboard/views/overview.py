@@ -6,6 +6,7 @@ however many spans are stored.
 
 from __future__ import annotations
 
+import html
 import time
 
 import streamlit as st
@@ -38,8 +39,7 @@ def _body() -> None:
         st.caption(
             f"{win.label}{_scope(filters)}; changes compare with the {win.label.lower().replace('last ', 'previous ')} (rates: their last complete bucket with the range's average); buckets of {_span_text(win.step_s)}."
         )
-        _headlines(overview, series, win.step_s)
-        _unfinished(overview)
+        st.html(cards.cards_html([*_headlines(overview, series, win.step_s), *_unfinished(overview)]))
         slot = st.container()
         _charts(series, win.step_s)
         with slot:
@@ -60,15 +60,17 @@ UNFINISHED_CARDS = (
 )
 
 
-def _unfinished(overview: Overview) -> None:
-    """Runs not finished, each count a link to the Runs page filtered to them."""
-    cols = st.columns(6)
+def _unfinished(overview: Overview) -> list[cards.Card]:
+    """Runs not finished, as cards whose link lists them on the Runs page. Links, not Streamlit's
+    page links and metrics: each kind of Streamlit element costs its code's load in the browser."""
     counts = {"running": overview.running_runs, "incomplete": overview.incomplete_runs}
-    for col, (status, label, help_) in zip(cols, UNFINISHED_CARDS, strict=False):
-        col.metric(label, f"{counts[status]:,}", help=help_, border=True)
-        col.page_link(
-            "views/runs.py", label=f"Show {status} runs", icon=":material/filter_list:", query_params={"status": status}
-        )
+    return [
+        cards.Card(label, f"{counts[status]:,}", help=help_, link=(f"Show {status} runs", f"runs?status={status}"))
+        for status, label, help_ in UNFINISHED_CARDS
+    ]
+
+
+COSTLIEST_CLASS = "aw-costliest"
 
 
 def _costliest(top: RunsPage) -> None:
@@ -76,13 +78,14 @@ def _costliest(top: RunsPage) -> None:
     if not top.items:
         return
     run = top.items[0]
-    text, button = st.columns([5, 1], vertical_alignment="center")
-    text.markdown(
-        f"**Most expensive run:** {run.agent or run.name} · {ui.fmt(run.cost_usd, 'USD')} · {run.steps} steps · "
+    facts = (
+        f"{run.agent or run.name} · {ui.fmt(run.cost_usd, 'USD')} · {run.steps} steps · "
         f"{run.tool_failures} failed tool calls · {run.status} · {ui.fmt_time(run.start_time)}"
     )
-    if button.button("Open it", key="overview_costliest", icon=":material/open_in_new:"):
-        st.switch_page("views/run_detail.py", query_params={"run": run.trace_id})
+    st.html(
+        f'<div class="{COSTLIEST_CLASS}"><b>Most expensive run:</b> {html.escape(facts)} · '
+        f'<a href="run?run={html.escape(run.trace_id)}">open it →</a></div>'
+    )
 
 
 def _scope(filters: dict[str, str | None]) -> str:
@@ -94,8 +97,8 @@ def _scope(filters: dict[str, str | None]) -> str:
 LAST_BUCKET_RATES = {"runs_per_min": 60.0, "cost_per_hour_usd": 3600.0}
 
 
-def _headlines(overview: Overview, series: dict[str, TimeSeries], step_s: int) -> None:
-    """The headline figures as cards with sparklines, in one HTML block (``dashboard.cards``)."""
+def _headlines(overview: Overview, series: dict[str, TimeSeries], step_s: int) -> list[cards.Card]:
+    """The headline figures as cards with sparklines (``dashboard.cards``)."""
     shown = []
     for key, label, spark, rise_is_good in HEADLINES:
         fig = overview.figures.get(key)
@@ -109,7 +112,7 @@ def _headlines(overview: Overview, series: dict[str, TimeSeries], step_s: int) -
             )
         delta = ui.fmt_delta(change) if key not in LAST_BUCKET_RATES else _vs_average(change)
         shown.append(cards.Card(label, ui.fmt(value, unit), delta, rise_is_good, help_, sparkline))
-    st.html(cards.cards_html(shown))
+    return shown
 
 
 def _last_bucket(

@@ -86,6 +86,11 @@ def test_every_page_renders_with_its_key_figures(
     ActionChains(page.driver).move_to_element(bands[len(bands) // 2]).perform()
     tip = page.driver.execute_script("return getComputedStyle(arguments[0], '::after').content", bands[len(bands) // 2])
     assert "UTC" in tip and "$" in tip, tip
+    costliest = seeded.get("/api/runs", sort="-cost_usd", limit=1)["items"][0]
+    page.driver.find_element(By.CSS_SELECTOR, ".aw-costliest a").click()  # the most expensive run: one click
+    assert (
+        page.settle().driver.current_url.endswith(f"/run?run={costliest['trace_id']}") and "Run detail" in page.text()
+    )
 
     _check(page.open(base + "/runs"), shots, "runs")
     assert f"of {seeded.runs:,}" in page.text() and page.count('[data-testid="stDataFrame"]') == 1
