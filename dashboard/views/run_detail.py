@@ -202,7 +202,7 @@ def _tree_controls() -> tuple[int | str, bool, bool]:
     c = st.columns(3)
     depth = c[0].selectbox(
         "Expand to depth",
-        [ALL_DEPTHS, 1, 2, 3, 4],
+        [ALL_DEPTHS, "1", "2", "3", "4"],
         key="tree_depth",
         help="Collapse the tree below this depth (1: the run's direct children).",
     )
@@ -210,7 +210,7 @@ def _tree_controls() -> tuple[int | str, bool, bool]:
         "Engine spans", value=True, key="tree_engine", help="The engine's own record of each LLM call."
     )
     failures = c[2].toggle("Failures only", value=False, key="tree_failures")
-    return depth, engine, failures
+    return (ALL_DEPTHS if depth in (None, ALL_DEPTHS) else int(depth)), engine, failures
 
 
 # The tree's rows and the waterfall are built once per run and shape (who asks, span count, last end,
