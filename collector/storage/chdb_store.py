@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from agentwatch_platform.collector.storage.base import QueryError, StoreUnavailable
 from agentwatch_platform.collector.storage.chdb_memory import ChdbMemory
+from agentwatch_platform.collector.storage.queries import SPANS_INSERT_SETTINGS
 from agentwatch_platform.collector.storage.queries_admin import PURGE_ALLOCATOR
 from agentwatch_platform.collector.storage.recent import RecentKeys
 from agentwatch_platform.collector.storage.result_cache import ResultCache, is_read
@@ -69,11 +70,14 @@ class ChdbStore(SqlStore):
 
     def _insert_arrow(self, table: str, data: pa.Table, *, dedup_token: str | None = None) -> None:
         columns = ", ".join(data.column_names)
-        sql = f"INSERT INTO {table} ({columns}) SELECT {columns} FROM Python(aw_batch)"
+        settings = [f"{name} = {value}" for name, value in SPANS_INSERT_SETTINGS.items() if table == "spans"]
         params: dict[str, Any] = {}
         if dedup_token:
-            sql += " SETTINGS insert_deduplication_token = {token:String}"
+            settings.append("insert_deduplication_token = {token:String}")
             params["token"] = dedup_token
+        sql = f"INSERT INTO {table} ({columns}) SELECT {columns} FROM Python(aw_batch)"
+        if settings:
+            sql += f" SETTINGS {', '.join(settings)}"
         self._run(sql, params, fmt="CSV", aw_batch=data)
         if table == "spans":
             self._purge_allocator()

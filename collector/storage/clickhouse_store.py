@@ -16,6 +16,7 @@ import pyarrow as pa
 from agentwatch_platform.collector.storage.base import QueryError, StoreUnavailable
 from agentwatch_platform.collector.storage.cluster_ddl import check_cluster_name, for_cluster
 from agentwatch_platform.collector.storage.lease import SpanWriteLock, holder_id
+from agentwatch_platform.collector.storage.queries import SPANS_INSERT_SETTINGS
 from agentwatch_platform.collector.storage.sql_store import SqlStore, arrow_rows
 
 
@@ -56,7 +57,9 @@ class ClickHouseStore(SqlStore):
             self._call(self._client.command, statement, parameters=params or {})
 
     def _insert_arrow(self, table: str, data: pa.Table, *, dedup_token: str | None = None) -> None:
-        settings: dict[str, Any] = {"insert_deduplication_token": dedup_token} if dedup_token else {}
+        settings: dict[str, Any] = dict(SPANS_INSERT_SETTINGS) if table == "spans" else {}
+        if dedup_token:
+            settings["insert_deduplication_token"] = dedup_token
         if self.cluster:  # acknowledged spans are on their shard, and visible to the identity look-up
             settings.update(_CLUSTER_READS, distributed_foreground_insert=1)
         self._call(self._client.insert_arrow, table, data, settings=settings or None)

@@ -193,6 +193,15 @@ def test_first_occurrence_of_a_key_within_a_batch_is_the_one_stored(store: Store
     assert store.query("SELECT name, input_tokens FROM spans") == [{"name": row.name, "input_tokens": row.input_tokens}]
 
 
+def test_a_spans_insert_is_not_merged_by_the_engine_on_the_way_in(store: Store) -> None:
+    """``SPANS_INSERT_SETTINGS`` reach the engine: a key repeated within one inserted block stays twice
+    (the replacing merge on insert copied every block; the store drops repeats before inserting)."""
+    store.command("SYSTEM STOP MERGES spans")
+    row = full_row()
+    store._insert_arrow("spans", spans_table([row, row]).cast(SPANS_SCHEMA))  # type: ignore[attr-defined]
+    assert store.query("SELECT count() AS n FROM spans")[0]["n"] == 2
+
+
 def test_a_sliced_table_inserts_only_its_spans(store: Store) -> None:
     rows = agent_run(start_s=time.time() - 60, steps=3)
     table = spans_table(rows)
