@@ -18,7 +18,7 @@ Under load the batches grow: what queued up during one insert goes into the next
 spans part and the three materialized views' parts) on top of ~5 µs per span, so one large
 batch instead of several small ones is what lets the store keep up with the decoders. Memory
 is bounded in bytes too (``max_queue_bytes``: captured prompt text makes a span ten times
-larger): a batch takes at most half of it, which bounds what chDB's insert holds (~2x the
+larger): a batch takes at most half of it, which bounds what chDB's insert holds (~3.8x the
 batch), and spans beyond it wait on disk only. Smaller batches cost CPU per span (more parts
 to merge): the bound trades memory for ingest rate (bench/results/scale.md).
 """
