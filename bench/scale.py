@@ -213,6 +213,8 @@ def markdown(result: dict[str, Any]) -> str:
             "",
             "Target (issue 19): peak anonymous memory <= 250 MB without losing more than 10 % of the ingest rate.",
         ]
+        if notes := result.get("memory_notes"):  # where the peak goes and what was tried, written after measuring
+            lines += ["", *(f"- {note}" for note in notes)]
     return "\n".join(lines) + "\n"
 
 
