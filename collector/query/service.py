@@ -9,6 +9,7 @@ Times are epoch seconds; ranges and result sizes are bounded, and a bad paramete
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import time
@@ -424,7 +425,9 @@ def _plans(wanted: set[str], group_by: str, params: dict[str, Any]) -> list[tupl
     if group_by == "model" and wanted & (HEAD_METRICS | TOTAL_METRICS):
         plans.append((q.run_metrics(group_by, q.where(q.RUN_FILTERS, params)), _all_run_figures))
         return plans
-    if wanted & HEAD_METRICS:
+    if wanted & HEAD_METRICS and "edge_minutes" in params and params.get("model") is None:
+        plans.append((q.run_head_minutes(group_by, q.where(q.RUN_MINUTE_FILTERS, params)), _head_figures))
+    elif wanted & HEAD_METRICS:
         plans.append((q.run_heads(group_by, q.where(q.RUN_HEAD_FILTERS, params)), _head_figures))
     if wanted & TOTAL_METRICS:
         plans.append((q.run_totals(group_by, q.where(q.RUN_TOTAL_FILTERS, params)), _total_figures))
@@ -444,6 +447,28 @@ def _rollup_params(start: float, end: float, step_s: float) -> dict[str, Any]:
         "hi_s": math.ceil(end / 60) * 60,
         "last_bucket": buckets - 1,
         "step_ns": int(step_s * 1e9),
+    }
+
+
+MAX_EDGE_MINUTES = 64  # beyond it (many buckets off the minute) the heads are read as they are
+
+
+def _head_minute_params(start_ns: int, end_ns: int, step_ns: int) -> dict[str, Any]:
+    """Which minutes of [start, end) run_minutes answers for (``queries.run_head_minutes``): the
+    whole minutes in the range, but those a bucket boundary cuts, which are read from the heads
+    with the range's first and last minute when they are partial (``edge_minutes``); nothing
+    when there are more than ``MAX_EDGE_MINUTES`` of them (buckets under a minute, say)."""
+    minute = 60 * 10**9
+    edges: set[int] = set()
+    for t in itertools.chain((start_ns, end_ns), range(start_ns + step_ns, end_ns, step_ns)):
+        if t % minute:
+            edges.add(t // minute)
+            if len(edges) > MAX_EDGE_MINUTES:
+                return {}
+    return {
+        "whole_lo_s": -(-start_ns // minute) * 60,
+        "whole_hi_s": end_ns // minute * 60,
+        "edge_minutes": sorted(m * 60 for m in edges),
     }
 
 
@@ -493,6 +518,7 @@ def _figures(
         "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s),
     }
     params |= _rollup_params(start, end, step_s)
+    params |= _head_minute_params(start_ns, end_ns, params["step_ns"])
     wanted = set(metrics) | ({"cost_usd", "runs"} if "cost_per_success_usd" in metrics else set())
     out: Figures = {}
     for sql, shape in _plans(wanted, group_by, params):

@@ -36,6 +36,7 @@ SHARDED: dict[str, str] = {
     "runs_agg": "cityHash64(project, trace_id)",
     "span_minutes": "cityHash64(project, agent, model)",
     "span_hours": "cityHash64(project, agent, model)",
+    "run_minutes": "cityHash64(project, agent)",
     "engine_metrics": "cityHash64(project, engine)",
 }
 LOCAL_SUFFIX = "_local"

@@ -21,6 +21,7 @@ def rebuild_totals(store: Store, *, since: float, project: str = "") -> None:
     lock = getattr(store, "write_lock", None)  # other collectors' inserts wait (collector.storage.lease)
     with lock.hold() if lock is not None else nullcontext():
         for statement in (
+            queries.DROP_RUN_MINUTES,
             queries.DROP_RUNS,
             queries.REBUILD_RUNS,
             queries.DROP_MINUTES,

@@ -11,6 +11,8 @@ from __future__ import annotations
 from agentwatch_platform.collector.storage.schema import (
     BILLABLE,
     EPOCH_HOUR,
+    HEAD_DURATION_S,
+    HEAD_MINUTE_S,
     ROLLUP_COLUMNS,
     RUN_PARTIALS,
     SPAN_PARTIALS,
@@ -370,14 +372,13 @@ HEAD_SORTS = {
 # A finished run is its root's row (one per trace: the root is in one partial); only runs whose
 # root has not come (an opening head, collector.ingest.live_runs) are merged per trace, so the common
 # case needs no GROUP BY over every run of the range (that merge tripled overview_24h at 10M spans).
-_HEADS_IN_RANGE = """
-FROM (
+_ROOTED_HEADS = """
     SELECT trace_id, start_time, end_time, roots, agent, outcome, budget_exceeded, root_error, root_timeout
     FROM runs_agg
     WHERE runs_agg.project = {project:String}
       AND runs_agg.hour >= toStartOfHour(fromUnixTimestamp64Nano({start_ns:Int64})) AND runs_agg.hour < fromUnixTimestamp64Nano({end_ns:Int64})
-      AND runs_agg.roots > 0
-    UNION ALL
+      AND runs_agg.roots > 0"""
+_OPEN_HEADS = """
     SELECT trace_id, min(runs_agg.start_time) AS start_time, max(runs_agg.end_time) AS end_time, sum(runs_agg.roots) AS roots,
         max(runs_agg.agent) AS agent, max(runs_agg.outcome) AS outcome, max(runs_agg.budget_exceeded) AS budget_exceeded,
         max(runs_agg.root_error) AS root_error, max(runs_agg.root_timeout) AS root_timeout
@@ -389,9 +390,23 @@ FROM (
           WHERE project = {project:String} AND opened > 0
             AND hour >= toStartOfHour(fromUnixTimestamp64Nano({start_ns:Int64})) AND hour < fromUnixTimestamp64Nano({end_ns:Int64}))
     GROUP BY trace_id
-    HAVING roots = 0
+    HAVING roots = 0"""
+_IN_RANGE = (
+    "start_time >= fromUnixTimestamp64Nano({start_ns:Int64}) AND start_time < fromUnixTimestamp64Nano({end_ns:Int64})"
 )
-WHERE start_time >= fromUnixTimestamp64Nano({start_ns:Int64}) AND start_time < fromUnixTimestamp64Nano({end_ns:Int64})"""
+_HEADS_IN_RANGE = f"""
+FROM ({_ROOTED_HEADS}
+    UNION ALL{_OPEN_HEADS}
+)
+WHERE {_IN_RANGE}"""
+# The rooted heads of the minutes ``{edge_minutes}`` (epoch seconds) only, read from their hours alone.
+_EDGE_HEADS = f"""
+FROM ({_ROOTED_HEADS}
+      AND runs_agg.hour IN (SELECT toStartOfHour(toDateTime(arrayJoin({{edge_minutes:Array(Int64)}}))))
+      AND has({{edge_minutes:Array(Int64)}}, {HEAD_MINUTE_S})
+    UNION ALL{_OPEN_HEADS}
+)
+WHERE {_IN_RANGE}"""
 
 
 def head_page(filters: str, sort: str, descending: bool) -> str:
@@ -419,12 +434,44 @@ def run_heads(group: str, filters: str) -> str:
 SELECT intDiv(toUnixTimestamp64Nano(start_time) - {{start_ns:Int64}}, {{step_ns:Int64}}) AS bucket,
     {RUN_HEAD_GROUPS[group]} AS grp,
     count() AS runs,
-    quantilesIf(0.5, 0.95)(greatest(toUnixTimestamp64Nano(end_time) - toUnixTimestamp64Nano(start_time), 0) / 1e9, roots > 0) AS latency_q,
+    quantilesIf(0.5, 0.95)({HEAD_DURATION_S}, roots > 0) AS latency_q,
     countIf({_HEAD_STATUS} NOT IN ('ok', 'open')) AS failed_runs,
     countIf(outcome = 'success') AS successes,
     countIf(outcome != '') AS with_outcome
 {_HEADS_IN_RANGE} AND {filters}
 GROUP BY bucket, grp"""
+
+
+def run_head_minutes(group: str, filters: str) -> str:
+    """``run_heads`` with the whole minutes of the range that fall in one bucket (``{whole_lo_s}``
+    to ``{whole_hi_s}`` but ``{edge_minutes}``) read from run_minutes, and only the heads of the
+    edge minutes and the runs without a root read from runs_agg: the same figures from a few rows
+    per minute instead of a head per run. ``filters`` from ``RUN_MINUTE_FILTERS``."""
+    group_sql = RUN_HEAD_GROUPS[group]
+    return f"""
+SELECT bucket, grp, sum(runs) AS runs, quantilesIfMerge(0.5, 0.95)(latency) AS latency_q,
+    sum(failed_runs) AS failed_runs, sum(successes) AS successes, sum(with_outcome) AS with_outcome
+FROM (
+    SELECT intDiv(toInt64(toUnixTimestamp(minute)) * 1000000000 - {{start_ns:Int64}}, {{step_ns:Int64}}) AS bucket,
+        {group_sql} AS grp, toUInt64(runs) AS runs, toUInt64(failed_runs) AS failed_runs,
+        toUInt64(successes) AS successes, toUInt64(with_outcome) AS with_outcome, latency
+    FROM run_minutes
+    WHERE project = {{project:String}}
+      AND minute >= toDateTime({{whole_lo_s:Int64}}) AND minute < toDateTime({{whole_hi_s:Int64}})
+      AND NOT has({{edge_minutes:Array(Int64)}}, toInt64(toUnixTimestamp(minute))) AND {filters}
+    UNION ALL
+    SELECT intDiv(toUnixTimestamp64Nano(start_time) - {{start_ns:Int64}}, {{step_ns:Int64}}) AS bucket,
+        {group_sql} AS grp, count() AS runs, countIf({_HEAD_STATUS} NOT IN ('ok', 'open')) AS failed_runs,
+        countIf(outcome = 'success') AS successes, countIf(outcome != '') AS with_outcome,
+        quantilesIfState(0.5, 0.95)({HEAD_DURATION_S}, roots > 0) AS latency
+    {_EDGE_HEADS} AND {filters}
+    GROUP BY bucket, grp
+)
+GROUP BY bucket, grp"""
+
+
+# The filters run_minutes can answer (it has no models: a model filter reads the heads).
+RUN_MINUTE_FILTERS = {"agent": "agent = {agent:String}"}
 
 
 # Feedback per run without a join: the project's scored traces as constant arrays, looked up
@@ -616,6 +663,12 @@ SETTINGS mutations_sync = 2"""
 _PROJECT_SCOPE = "({project:String} = '' OR project = {project:String})"
 _REBUILD_SCOPE = f"hour >= toStartOfHour(fromUnixTimestamp64Nano({{since_ns:Int64}})) AND {_PROJECT_SCOPE}"
 DROP_RUNS = f"ALTER TABLE runs_agg DELETE WHERE {_REBUILD_SCOPE} SETTINGS mutations_sync = 2"
+# Run heads per minute from the first rebuilt hour: refilled by their view as runs_agg is rebuilt (a
+# head's minute is in its partial's hour).
+DROP_RUN_MINUTES = (
+    "ALTER TABLE run_minutes DELETE WHERE minute >= toStartOfHour(fromUnixTimestamp64Nano({since_ns:Int64})) "
+    f"AND {_PROJECT_SCOPE} SETTINGS mutations_sync = 2"
+)
 # Per-minute figures are rebuilt from the first affected hour, so that span_hours, dropped from
 # that hour on, is refilled whole by its view from the rebuilt minutes.
 _SINCE_HOUR = EPOCH_HOUR.format("intDiv({since_ns:Int64}, 1000000000)")

@@ -251,6 +251,48 @@ GROUP BY project, hour, agent, model"""
 SPAN_HOURS_MV = f"CREATE MATERIALIZED VIEW IF NOT EXISTS span_hours_mv TO span_hours AS {_SPAN_HOURS_SELECT}"
 SPAN_HOURS_BACKFILL = f"INSERT INTO span_hours {_SPAN_HOURS_SELECT}"
 
+# Run heads per (project, minute of the run's start, agent): what the overview and time series
+# count runs, failures, outcomes and run latency from for every whole minute of a range, so a
+# day's overview merges thousands of rows, not a head per run (collector.query.service reads the
+# minutes a bucket boundary or the range's ends cut, and runs without a root, from runs_agg).
+# Filled by a view on runs_agg: a head is the partial row holding a run's root (``roots > 0``),
+# as queries.run_heads reads it.
+RUN_MINUTES = """
+CREATE TABLE IF NOT EXISTS run_minutes (
+    project LowCardinality(String),
+    minute DateTime,
+    agent LowCardinality(String),
+    runs SimpleAggregateFunction(sum, UInt64),
+    failed_runs SimpleAggregateFunction(sum, UInt64),
+    successes SimpleAggregateFunction(sum, UInt64),
+    with_outcome SimpleAggregateFunction(sum, UInt64),
+    latency AggregateFunction(quantilesIf(0.5, 0.95), Float64, UInt8)
+)
+ENGINE = AggregatingMergeTree
+PARTITION BY toYYYYMM(minute)
+ORDER BY (project, minute, agent)
+SETTINGS ttl_only_drop_parts = 1
+"""
+
+# A head's duration and minute (UTC arithmetic, whatever the server's time zone); shared with the
+# queries that read heads straight from runs_agg, so both count a head the same way.
+HEAD_DURATION_S = "greatest(toUnixTimestamp64Nano(end_time) - toUnixTimestamp64Nano(start_time), 0) / 1e9"
+HEAD_MINUTE_S = "intDiv(toUnixTimestamp64Nano(start_time), 60000000000) * 60"
+HEAD_FAILED = "(budget_exceeded != '' OR root_timeout = 1 OR root_error = 1)"
+
+_RUN_MINUTES_SELECT = f"""
+SELECT project, toDateTime({HEAD_MINUTE_S}) AS minute, agent,
+    count() AS runs,
+    countIf({HEAD_FAILED}) AS failed_runs,
+    countIf(outcome = 'success') AS successes,
+    countIf(outcome != '') AS with_outcome,
+    quantilesIfState(0.5, 0.95)({HEAD_DURATION_S}, toUInt8(1)) AS latency
+FROM runs_agg
+WHERE roots > 0
+GROUP BY project, minute, agent"""
+RUN_MINUTES_MV = f"CREATE MATERIALIZED VIEW IF NOT EXISTS run_minutes_mv TO run_minutes AS {_RUN_MINUTES_SELECT}"
+RUN_MINUTES_BACKFILL = f"INSERT INTO run_minutes {_RUN_MINUTES_SELECT}"
+
 API_KEYS = """
 CREATE TABLE IF NOT EXISTS api_keys (
     project LowCardinality(String),
@@ -484,6 +526,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     # captured text held a block of every column of every part at once, ~90 MB more at the peak
     # of a 200k-span burst (bench/results/scale.md), for the same CPU.
     Migration(9, "spans_vertical_merges", (SPANS_VERTICAL_MERGES,)),
+    # Run heads per minute (run_minutes): the overview counted runs and their latency from a head
+    # per run, ~240 ms of a day's overview at 100M spans (bench/results/scale_100m.md).
+    Migration(10, "run_minutes", (RUN_MINUTES, RUN_MINUTES_MV, RUN_MINUTES_BACKFILL)),
 )
 
 
@@ -501,6 +546,7 @@ TTL_TABLES = {
     "runs_agg": "hour",
     "span_minutes": "minute",
     "span_hours": "hour",
+    "run_minutes": "minute",
     "engine_metrics": "ts",
 }
 

@@ -415,6 +415,48 @@ ORDER BY (collector, project);
 
 ALTER TABLE spans_local ON CLUSTER agentwatch MODIFY SETTING vertical_merge_algorithm_min_rows_to_activate = 1, vertical_merge_algorithm_min_columns_to_activate = 1;
 
+-- migration 10: run_minutes
+
+CREATE TABLE IF NOT EXISTS run_minutes_local ON CLUSTER agentwatch (
+    project LowCardinality(String),
+    minute DateTime,
+    agent LowCardinality(String),
+    runs SimpleAggregateFunction(sum, UInt64),
+    failed_runs SimpleAggregateFunction(sum, UInt64),
+    successes SimpleAggregateFunction(sum, UInt64),
+    with_outcome SimpleAggregateFunction(sum, UInt64),
+    latency AggregateFunction(quantilesIf(0.5, 0.95), Float64, UInt8)
+)
+ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')
+PARTITION BY toYYYYMM(minute)
+ORDER BY (project, minute, agent)
+SETTINGS ttl_only_drop_parts = 1;
+
+CREATE TABLE IF NOT EXISTS run_minutes ON CLUSTER agentwatch AS run_minutes_local
+ENGINE = Distributed(agentwatch, currentDatabase(), run_minutes_local, cityHash64(project, agent));
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS run_minutes_mv ON CLUSTER agentwatch TO run_minutes_local AS 
+SELECT project, toDateTime(intDiv(toUnixTimestamp64Nano(start_time), 60000000000) * 60) AS minute, agent,
+    count() AS runs,
+    countIf((budget_exceeded != '' OR root_timeout = 1 OR root_error = 1)) AS failed_runs,
+    countIf(outcome = 'success') AS successes,
+    countIf(outcome != '') AS with_outcome,
+    quantilesIfState(0.5, 0.95)(greatest(toUnixTimestamp64Nano(end_time) - toUnixTimestamp64Nano(start_time), 0) / 1e9, toUInt8(1)) AS latency
+FROM runs_agg_local
+WHERE roots > 0
+GROUP BY project, minute, agent;
+
+INSERT INTO run_minutes 
+SELECT project, toDateTime(intDiv(toUnixTimestamp64Nano(start_time), 60000000000) * 60) AS minute, agent,
+    count() AS runs,
+    countIf((budget_exceeded != '' OR root_timeout = 1 OR root_error = 1)) AS failed_runs,
+    countIf(outcome = 'success') AS successes,
+    countIf(outcome != '') AS with_outcome,
+    quantilesIfState(0.5, 0.95)(greatest(toUnixTimestamp64Nano(end_time) - toUnixTimestamp64Nano(start_time), 0) / 1e9, toUInt8(1)) AS latency
+FROM runs_agg
+WHERE roots > 0
+GROUP BY project, minute, agent;
+
 -- retention
 
 ALTER TABLE spans_local ON CLUSTER agentwatch MODIFY TTL toDateTime(start_time) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;
@@ -424,5 +466,7 @@ ALTER TABLE runs_agg_local ON CLUSTER agentwatch MODIFY TTL toDateTime(hour) + I
 ALTER TABLE span_minutes_local ON CLUSTER agentwatch MODIFY TTL toDateTime(minute) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;
 
 ALTER TABLE span_hours_local ON CLUSTER agentwatch MODIFY TTL toDateTime(hour) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;
+
+ALTER TABLE run_minutes_local ON CLUSTER agentwatch MODIFY TTL toDateTime(minute) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;
 
 ALTER TABLE engine_metrics_local ON CLUSTER agentwatch MODIFY TTL toDateTime(ts) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;

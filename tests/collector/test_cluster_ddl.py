@@ -22,7 +22,13 @@ from agentwatch_platform.collector.storage.cluster_ddl import (
 
 CLUSTER = "agentwatch"
 # Every mutation a store runs through ``command`` (re-pricing, rebuilding totals).
-MUTATIONS = (queries.REPRICE_SPANS, queries.DROP_RUNS, queries.DROP_MINUTES, queries.DROP_HOURS)
+MUTATIONS = (
+    queries.REPRICE_SPANS,
+    queries.DROP_RUNS,
+    queries.DROP_RUN_MINUTES,
+    queries.DROP_MINUTES,
+    queries.DROP_HOURS,
+)
 
 
 def cluster_ddl(cluster: str = CLUSTER) -> list[str]:
@@ -97,6 +103,7 @@ def test_views_read_and_write_the_local_tables(parser: ChdbStore) -> None:
         "runs_mv",
         "span_minutes_mv",
         "span_hours_mv",
+        "run_minutes_mv",
     }  # type: ignore[index]
     for view in views:
         sources = re.findall(r"FROM (\w+)", view)

@@ -274,6 +274,22 @@ def test_upgrade_backfills_the_hour_rollup(store: Store) -> None:
     assert store.query(hours)[0]["calls"] == 6
 
 
+def test_upgrade_backfills_the_run_minutes(store: Store) -> None:
+    for statement in (
+        "DROP VIEW run_minutes_mv",
+        "DROP TABLE run_minutes",
+        "DELETE FROM schema_migrations WHERE version = 10",
+    ):
+        store.command(statement)
+    now = time.time()
+    store.insert_spans(agent_run(start_s=now - 7200, outcome="success") + agent_run(start_s=now - 300, status="error"))
+    store.migrate()
+    minutes = "SELECT sum(runs) AS runs, sum(successes) AS ok, sum(failed_runs) AS failed FROM run_minutes WHERE project = 'p1'"
+    assert store.query(minutes)[0] == {"runs": 2, "ok": 1, "failed": 1}
+    store.insert_spans(agent_run(start_s=now - 200, steps=1))  # and the view feeds it from now on
+    assert store.query(minutes)[0]["runs"] == 3
+
+
 OVERVIEW = (T0 + 3 * 3600 + 1234.5, T0 + 6 * 3600 + 1234.5)  # and the 3 hours before it
 
 
@@ -348,6 +364,44 @@ def test_hours_and_minutes_give_the_same_figures(module_store: Store, seed: Seed
         assert _no_nan(by_hours) == {
             k: pytest.approx(v, rel=1e-12) if k == "cost_usd" else v for k, v in _no_nan(by_minutes).items()
         }
+
+
+@pytest.mark.parametrize(
+    ("start", "length", "step", "group_by", "agent"),
+    [
+        (OVERVIEW[0] - 3 * 3600, 6 * 3600, 3 * 3600, "none", None),  # the overview's: three minutes cut
+        (T0 + 1111.25, 6 * 3600, 7200, "agent", None),
+        (T0 + 3600, 6 * 3600, 3600, "none", "beta"),  # on the minute: every minute whole
+        (T0 + 4 * 3600 - 630.5, 1800, 90, "none", None),  # every boundary cuts a minute; the late root in range
+    ],
+)
+def test_run_minutes_give_the_figures_of_the_heads(
+    module_store: Store, seed: Seed, start: float, length: float, step: float, group_by: str, agent: str | None
+) -> None:
+    """Whole minutes from run_minutes, the cut ones and the runs without a root from the heads:
+    the figures of the heads alone, runs crossing hours and roots arriving after their children included."""
+    start_ns, end_ns, step_ns = int(start * 1e9), int((start + length) * 1e9), int(step * 1e9)
+    params = {"project": P, "agent": agent, "model": None, "start_ns": start_ns, "end_ns": end_ns, "step_ns": step_ns}
+    params |= query._head_minute_params(start_ns, end_ns, step_ns)
+    assert "run_minutes" in query._plans({"runs"}, group_by, params)[0][0]
+    got = {
+        name: sorted(map(_no_nan, module_store.query(sql, params)), key=lambda r: (r["bucket"], r["grp"]))
+        for name, sql in (
+            ("minutes", q.run_head_minutes(group_by, q.where(q.RUN_MINUTE_FILTERS, params))),
+            ("heads", q.run_heads(group_by, q.where(q.RUN_HEAD_FILTERS, params))),
+        )
+    }
+    assert got["minutes"] == got["heads"]
+    assert sum(r["runs"] for r in got["heads"]) >= (3 if step < 3600 else 10)
+
+
+def test_heads_are_read_as_they_are_when_buckets_cut_too_many_minutes() -> None:
+    assert query._head_minute_params(0, 7200 * 10**9, 7 * 10**9) == {}  # buckets under a minute: most minutes cut
+    assert query._head_minute_params(10**9, 3601 * 10**9, 600 * 10**9) == {
+        "whole_lo_s": 60,
+        "whole_hi_s": 3600,
+        "edge_minutes": list(range(0, 3601, 600)),
+    }
 
 
 def _no_nan(row: dict[str, Any]) -> dict[str, Any]:
