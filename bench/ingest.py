@@ -446,7 +446,9 @@ def fill(store: ChdbStore, spans: int, *, end_ns: int, chunk: int = 1_000_000) -
     """Top the store up to ``spans`` spans spread over the 24 hours before ``end_ns``."""
     have = int(store.query("SELECT count() AS n FROM spans")[0]["n"])
     started = time.perf_counter()
-    offset = 10**12  # trace numbers apart from anything else in the store
+    # trace numbers apart from anything else in the store, and from an earlier fill's: a fill resumed
+    # at a checkpoint used to number its traces from 10**12 again, so its runs took earlier runs' ids
+    offset = -(-(10**12 + have) // SPANS_PER_TRACE) * SPANS_PER_TRACE
     while have < spans:
         count = min(chunk, spans - have)
         count -= count % SPANS_PER_TRACE or 0
@@ -471,8 +473,8 @@ def latency(call: Callable[[], Any], repeats: int) -> dict[str, float]:
     }
 
 
-def phase_query(store: ChdbStore, spans: int, repeats: int) -> dict[str, Any]:
-    now = time.time()
+def phase_query(store: ChdbStore, spans: int, repeats: int, *, now: float | None = None) -> dict[str, Any]:
+    now = time.time() if now is None else now
     fill_s = fill(store, spans, end_ns=int(now * 1e9))
     big = _big_trace(store, now)
     settle_s = settle(store)
@@ -672,6 +674,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="keep the store here (a long run resumes its fill); default a temporary one",
     )
+    parser.add_argument(
+        "--now",
+        type=float,
+        default=None,
+        help="end of the query phase's ranges and of its fill, epoch seconds (default: the time of the run); "
+        "to measure a store filled earlier (--store-dir) where its traffic ends",
+    )
     args = parser.parse_args(argv)
     every = {"http", "http_json", "http_small", "lag", "live_overhead", "store", "query"}
     phases = set(args.phases.split(",")) - ({"http", "http_json", "http_small", "lag"} if args.no_http else set())
@@ -719,12 +728,12 @@ def main(argv: list[str] | None = None) -> int:
                 result["store"] = phase_store(store, args.ingest_spans)
                 print("store:", json.dumps(result["store"]))
             if "query" in phases and not args.checkpoints:
-                result["query"] = phase_query(store, args.spans, args.repeats)
+                result["query"] = phase_query(store, args.spans, args.repeats, now=args.now)
                 print("query:", json.dumps(result["query"]))
             for spans in args.checkpoints:  # a long run, resumable: figures written at each checkpoint
                 key = f"query_at_{spans}"
                 filled_before = int(store.query("SELECT count() AS n FROM spans")[0]["n"])
-                result[key] = phase_query(store, spans, args.repeats)
+                result[key] = phase_query(store, spans, args.repeats, now=args.now)
                 result[key]["fill_spans_per_s"] = (spans - filled_before) / max(result[key]["fill_s"], 1e-9)
                 print(f"{key}:", json.dumps(result[key]))
                 result["targets_met"] = targets_met(result)
