@@ -456,8 +456,12 @@ MAX_EDGE_MINUTES = 64  # beyond it (many buckets off the minute) the heads are r
 def _head_minute_params(start_ns: int, end_ns: int, step_ns: int) -> dict[str, Any]:
     """Which minutes of [start, end) run_minutes answers for (``queries.run_head_minutes``): the
     whole minutes in the range, but those a bucket boundary cuts, which are read from the heads
-    with the range's first and last minute when they are partial (``edge_minutes``); nothing
-    when there are more than ``MAX_EDGE_MINUTES`` of them (buckets under a minute, say)."""
+    with the range's first and last minute when they are partial (``edge_minutes``).
+
+    Nothing where reading the heads as they are costs no more: each cut minute reads its hour of
+    heads, so run_minutes pays only where those hours are at most half the range's (an hour's
+    overview, three cut minutes over two hours, reads its heads directly), and never beyond
+    ``MAX_EDGE_MINUTES`` of them (buckets under a minute, say)."""
     minute = 60 * 10**9
     edges: set[int] = set()
     for t in itertools.chain((start_ns, end_ns), range(start_ns + step_ns, end_ns, step_ns)):
@@ -465,6 +469,8 @@ def _head_minute_params(start_ns: int, end_ns: int, step_ns: int) -> dict[str, A
             edges.add(t // minute)
             if len(edges) > MAX_EDGE_MINUTES:
                 return {}
+    if len(edges) * 2 * 3600 * 10**9 > end_ns - start_ns:
+        return {}
     return {
         "whole_lo_s": -(-start_ns // minute) * 60,
         "whole_hi_s": end_ns // minute * 60,

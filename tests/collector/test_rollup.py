@@ -370,9 +370,9 @@ def test_hours_and_minutes_give_the_same_figures(module_store: Store, seed: Seed
     ("start", "length", "step", "group_by", "agent"),
     [
         (OVERVIEW[0] - 3 * 3600, 6 * 3600, 3 * 3600, "none", None),  # the overview's: three minutes cut
-        (T0 + 1111.25, 6 * 3600, 7200, "agent", None),
+        (T0 + 1111.25, 12 * 3600, 3 * 3600, "agent", None),
         (T0 + 3600, 6 * 3600, 3600, "none", "beta"),  # on the minute: every minute whole
-        (T0 + 4 * 3600 - 630.5, 1800, 90, "none", None),  # every boundary cuts a minute; the late root in range
+        (T0 + 3 * 3600 + 1234.5, 8 * 3600, 4 * 3600, "none", None),  # the late root, a run across hours
     ],
 )
 def test_run_minutes_give_the_figures_of_the_heads(
@@ -392,15 +392,16 @@ def test_run_minutes_give_the_figures_of_the_heads(
         )
     }
     assert got["minutes"] == got["heads"]
-    assert sum(r["runs"] for r in got["heads"]) >= (3 if step < 3600 else 10)
+    assert sum(r["runs"] for r in got["heads"]) >= 10
 
 
-def test_heads_are_read_as_they_are_when_buckets_cut_too_many_minutes() -> None:
+def test_heads_are_read_as_they_are_where_cut_minutes_would_read_as_much() -> None:
     assert query._head_minute_params(0, 7200 * 10**9, 7 * 10**9) == {}  # buckets under a minute: most minutes cut
-    assert query._head_minute_params(10**9, 3601 * 10**9, 600 * 10**9) == {
+    assert query._head_minute_params(10**9, 7201 * 10**9, 3600 * 10**9) == {}  # an hour's overview: 3 cut of 120
+    assert query._head_minute_params(10**9, 86401 * 10**9, 43200 * 10**9) == {
         "whole_lo_s": 60,
-        "whole_hi_s": 3600,
-        "edge_minutes": list(range(0, 3601, 600)),
+        "whole_hi_s": 86400,
+        "edge_minutes": [0, 43200, 86400],
     }
 
 
