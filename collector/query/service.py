@@ -515,7 +515,7 @@ def _figures(
 ) -> Figures:
     """Every figure ``metrics`` needs, per (bucket, group), from as few queries as it takes."""
     start_ns, end_ns = _range(start, end)
-    params = {
+    params: dict[str, Any] = {
         "project": project,
         "start_ns": start_ns,
         "end_ns": end_ns,
