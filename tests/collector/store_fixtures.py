@@ -80,3 +80,14 @@ def module_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     s = _open(request, tmp_path_factory.mktemp("store"))
     yield s
     _drop(s)
+
+
+def forget_rollup(store: Store, rollup: str, version: int) -> None:
+    """Drop a rollup table and its view and forget the migration that made them: the store as it
+    was before that migration, for the upgrade tests."""
+    for statement in (
+        f"DROP VIEW {rollup}_mv",
+        f"DROP TABLE {rollup}",
+        f"DELETE FROM schema_migrations WHERE version = {version}",
+    ):
+        store.command(statement)

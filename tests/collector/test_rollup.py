@@ -25,6 +25,7 @@ from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.maintenance import rebuild_totals
 from agentwatch_platform.collector.storage.model import SpanRow
 from tests.collector.factories import agent_run
+from tests.collector.store_fixtures import forget_rollup
 
 P = "r1"
 T0 = (int(time.time()) // 3600 - 9) * 3600  # an hour boundary nine hours ago
@@ -260,12 +261,7 @@ def expected(
 # --- the tests -------------------------------------------------------------------------------
 # First: a chDB process opens one directory at a time, and the module's store stays open after.
 def test_upgrade_backfills_the_hour_rollup(store: Store) -> None:
-    for statement in (
-        "DROP VIEW span_hours_mv",
-        "DROP TABLE span_hours",
-        "DELETE FROM schema_migrations WHERE version = 3",
-    ):
-        store.command(statement)
+    forget_rollup(store, "span_hours", 3)
     store.insert_spans(agent_run(start_s=time.time() - 7200, steps=2) + agent_run(start_s=time.time() - 300, steps=3))
     store.migrate()
     hours = "SELECT sum(llm_calls) AS calls, round(sum(cost_usd), 9) AS cost FROM span_hours WHERE project = 'p1'"
@@ -275,12 +271,7 @@ def test_upgrade_backfills_the_hour_rollup(store: Store) -> None:
 
 
 def test_upgrade_backfills_the_run_minutes(store: Store) -> None:
-    for statement in (
-        "DROP VIEW run_minutes_mv",
-        "DROP TABLE run_minutes",
-        "DELETE FROM schema_migrations WHERE version = 10",
-    ):
-        store.command(statement)
+    forget_rollup(store, "run_minutes", 10)
     now = time.time()
     store.insert_spans(agent_run(start_s=now - 7200, outcome="success") + agent_run(start_s=now - 300, status="error"))
     store.migrate()

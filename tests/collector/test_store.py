@@ -23,7 +23,7 @@ from agentwatch_platform.collector.storage.queries import STORED_TRACE_HASHES
 from agentwatch_platform.collector.storage.recent import RecentKeys, key_hashes, trace_hashes
 from agentwatch_platform.collector.storage.schema import MIGRATIONS
 from tests.collector.factories import agent_run, new_trace_id, with_project
-from tests.collector.store_fixtures import open_backend
+from tests.collector.store_fixtures import forget_rollup, open_backend
 
 TOTALS = "SELECT count() AS spans, sum(input_tokens) AS tokens, round(sum(cost_usd), 9) AS cost FROM spans WHERE project = {project:String}"
 RUN_TOTALS = """
@@ -397,12 +397,7 @@ def test_fast_path_keeps_totals_on_duplicate_delivery(tmp_path: Path) -> None:
 
 
 def test_upgrade_from_version_1_backfills_the_minute_rollup(store: Store) -> None:
-    for statement in (
-        "DROP VIEW span_minutes_mv",
-        "DROP TABLE span_minutes",
-        "DELETE FROM schema_migrations WHERE version = 2",
-    ):
-        store.command(statement)
+    forget_rollup(store, "span_minutes", 2)
     rows = agent_run(start_s=time.time() - 300, steps=2)
     store.insert_spans(rows)
     store.migrate()
