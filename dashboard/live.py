@@ -4,16 +4,14 @@ A span is exported when it ends, so while a run runs its root span and its curre
 not stored; the spans stored under them name them as parents. ``open_spans`` stands in for
 each such parent, drawn from its first child's start to now (to the run's last activity once
 it is incomplete: its process is gone), so the tree nests and the waterfall grows under them.
-``running_frame`` is the Runs page's pinned table of running runs. Free of Streamlit.
+Free of Streamlit.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
-import pandas as pd
 from agentwatch import semconv as sc
 
 from agentwatch_api.schemas import RunSummary, SpanOut
@@ -84,44 +82,5 @@ def with_open_spans(run: RunSummary, spans: Sequence[SpanOut], now: float) -> li
     return [*open_spans(spans, until=open_until(run, now)), *spans]
 
 
-# --- the runs page's pinned table ------------------------------------------------------------
-
-RUNNING_COLUMNS = [
-    "started",
-    "agent",
-    "elapsed_s",
-    "steps",
-    "llm calls",
-    "tool calls",
-    "tokens",
-    "cost_usd",
-    "last activity",
-    "user",
-    "open",
-]
-
-
 def elapsed_s(run: RunSummary, now: float) -> float:
     return max(now - run.start_time, 0.0)
-
-
-def running_frame(runs: Sequence[RunSummary], now: float) -> pd.DataFrame:
-    """One row per running run, oldest first: its figures so far and how long it has run."""
-    rows = [
-        {
-            "started": datetime.fromtimestamp(r.start_time, tz=UTC),
-            "agent": r.agent or r.name,
-            "elapsed_s": round(elapsed_s(r, now), 1),
-            "steps": r.steps,
-            "llm calls": r.llm_calls,
-            "tool calls": r.tool_calls,
-            "tokens": r.total_tokens,
-            "cost_usd": r.cost_usd,
-            "last activity": f"{max(now - r.end_time, 0.0):.0f} s ago",
-            "user": r.user_id,
-            "open": f"./run?run={r.trace_id}",
-            "trace_id": r.trace_id,
-        }
-        for r in sorted(runs, key=lambda r: r.start_time)
-    ]
-    return pd.DataFrame(rows, columns=[*RUNNING_COLUMNS, "trace_id"])

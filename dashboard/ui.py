@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 import streamlit.components.v1 as components
 
@@ -25,7 +24,7 @@ from agentwatch_api.client import (
     CollectorUnavailable,
     NotFound,
 )
-from agentwatch_api.schemas import FilterValues, RunSummary, TimeSeries
+from agentwatch_api.schemas import FilterValues, TimeSeries
 from agentwatch_platform.dashboard.config import DashboardConfig
 
 _TTL_S = DashboardConfig.from_env().cache_ttl_s
@@ -496,60 +495,6 @@ def fmt_delta(change: float | None) -> str | None:
 
 def fmt_change(change: float | None) -> str | None:
     return None if change is None or math.isnan(change) else f"{change * 100:+.1f} % vs previous"
-
-
-# --- runs tables ---------------------------------------------------------------------------
-
-RUN_COLUMNS = {
-    "time": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm:ss"),
-    "duration_s": st.column_config.NumberColumn("duration (s)", format="%.2f s"),
-    "cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.5f"),
-    "tokens": st.column_config.NumberColumn("tokens", format="%d"),
-    "feedback": st.column_config.NumberColumn("feedback score", format="%.2f"),
-    "open": st.column_config.LinkColumn("open", display_text="open ↗"),
-}
-
-
-def runs_frame(runs: list[RunSummary]) -> pd.DataFrame:
-    """One row per run, with a link that opens the run detail page."""
-    return pd.DataFrame(
-        [
-            {
-                "time": datetime.fromtimestamp(r.start_time, tz=UTC),
-                "agent": r.agent,
-                "status": r.status,
-                "outcome": r.outcome,
-                "duration_s": r.duration_s,
-                "steps": r.steps,
-                "llm calls": r.llm_calls,
-                "tool calls": r.tool_calls,
-                "tool failures": r.tool_failures,
-                "tokens": r.total_tokens,
-                "cost_usd": r.cost_usd,
-                "budget stop": r.budget_exceeded,
-                "models": ", ".join(r.models),
-                "feedback": r.feedback_score,
-                "user": r.user_id,
-                "session": r.session_id,
-                "open": f"./run?run={r.trace_id}",
-                "trace_id": r.trace_id,
-            }
-            for r in runs
-        ]
-    )
-
-
-def table_height(rows: int, *, most: int = 1800) -> int:
-    """A data frame's height that shows every row (header ~38 px, rows 35 px), up to ``most``."""
-    return min(most, 38 + 35 * max(rows, 1))
-
-
-def open_selected_run(event: Any, frame: pd.DataFrame) -> None:
-    """A row selected in a runs table (``on_select="rerun"``) opens that run's detail."""
-    selection = getattr(event, "selection", None)
-    rows = list(getattr(selection, "rows", None) or [])
-    if rows:
-        st.switch_page("views/run_detail.py", query_params={"run": str(frame.iloc[rows[0]]["trace_id"])})
 
 
 def fmt_time(t: float | None) -> str:

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from agentwatch_api.schemas import TIMESERIES_METRICS, AlertOut, AlertRuleOut, RunsPage, TimeSeries
-from agentwatch_platform.dashboard import svg_charts, ui
+from agentwatch_platform.dashboard import run_table, svg_charts, ui
 
 CONTEXT_WINDOWS = 12  # windows of the metric shown before an incident
 TOP_RUNS = 5
@@ -135,13 +135,10 @@ def _incident(alert: AlertOut, rule: AlertRuleOut | None, *, expanded: bool) -> 
                 st.caption(
                     f"The {len(page.items)} most expensive runs of the incident's window (open one for its steps):"
                 )
-                frame = ui.runs_frame(page.items)
-                st.dataframe(
-                    frame,
-                    hide_index=True,
-                    column_config=ui.RUN_COLUMNS,
-                    column_order=[c for c in frame.columns if c != "trace_id"],
+                run_table.runs_table(
+                    page.items,
                     key=f"alert-runs-{alert.alert_id}",
+                    columns=["time", "agent", "status", "cost", "steps", "tool_failures", "tokens", "user", "models"],
                 )
             else:
                 st.caption("No run started in the incident's window.")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from agentwatch_api.schemas import CostBreakdown, CostRow, LeverSavings, WhatIf
-from agentwatch_platform.dashboard import svg_charts, ui
+from agentwatch_platform.dashboard import cards, run_table, svg_charts, tables, ui
+from agentwatch_platform.dashboard.cards import Card
 
 
 def render() -> None:
@@ -37,19 +37,27 @@ def render() -> None:
         _top_runs(cost)
 
 
+def _cards(shown: list[Card]) -> None:
+    """Figures as HTML cards (``dashboard.cards``), four to a row, like the overview's."""
+    st.html(cards.cards_html(shown, columns=4))
+
+
 def _headlines(cost: CostBreakdown, label: str) -> None:
-    c = st.columns(4)
-    c[0].metric(f"Cost, {label.lower()} (USD)", ui.fmt(cost.total_usd, "USD"))
-    c[1].metric("Month to date (USD)", ui.fmt(cost.month_to_date_usd, "USD"))
-    c[2].metric(
-        "Projected month (USD)",
-        ui.fmt(cost.projected_month_usd, "USD"),
-        help="Month-to-date spend extrapolated at its current daily rate.",
-    )
-    c[3].metric(
-        "Cost per successful task (USD)",
-        ui.fmt(cost.cost_per_success_usd, "USD"),
-        help="Total cost divided by runs whose outcome is success.",
+    _cards(
+        [
+            Card(f"Cost, {label.lower()} (USD)", ui.fmt(cost.total_usd, "USD")),
+            Card("Month to date (USD)", ui.fmt(cost.month_to_date_usd, "USD")),
+            Card(
+                "Projected month (USD)",
+                ui.fmt(cost.projected_month_usd, "USD"),
+                help="Month-to-date spend extrapolated at its current daily rate.",
+            ),
+            Card(
+                "Cost per successful task (USD)",
+                ui.fmt(cost.cost_per_success_usd, "USD"),
+                help="Total cost divided by runs whose outcome is success.",
+            ),
+        ]
     )
 
 
@@ -61,37 +69,63 @@ def _breakdowns(cost: CostBreakdown) -> None:
         for title, rows in (("By model", cost.by_model), ("By agent", cost.by_agent), ("By day (UTC)", cost.by_day))
     ]
     st.html(svg_charts.html_block(drawn, columns=3))
-    # Drawn only when asked for: a collapsed expander still mounts its three data grids in the browser.
     if st.toggle("Cost tables (tokens and calls)", key="cost_tables"):
         cols = st.columns(3)
-        for col, rows in zip(cols, (cost.by_model, cost.by_agent, cost.by_day), strict=True):
-            col.dataframe(
-                _rows_frame(rows),
-                hide_index=True,
-                column_config={"cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.4f")},
+        for col, (name, rows) in zip(
+            cols, (("model", cost.by_model), ("agent", cost.by_agent), ("day", cost.by_day)), strict=True
+        ):
+            with col:
+                _cost_table(name, rows)
+
+
+COST_TABLE_COLUMNS = [
+    tables.Column("key", "key"),
+    tables.Column("cost_usd", "cost (USD)", numeric=True),
+    tables.Column("input_tokens", "input tokens", numeric=True),
+    tables.Column("output_tokens", "output tokens", numeric=True),
+    tables.Column("calls", "LLM calls", numeric=True),
+]
+
+
+def money(value: float) -> str:
+    """A table's exact money: to the millionth of a dollar, as the API reports it."""
+    return f"${value:,.6f}"
+
+
+def _cost_table(name: str, rows: list[CostRow]) -> None:
+    tables.table(
+        [tables.Column("key", name), *COST_TABLE_COLUMNS[1:]],
+        [
+            tables.Row(
+                str(i),
+                [r.key or "(none)", money(r.cost_usd), f"{r.input_tokens:,}", f"{r.output_tokens:,}", f"{r.calls:,}"],
             )
-
-
-def _rows_frame(rows: list[CostRow]) -> pd.DataFrame:
-    return pd.DataFrame([r.model_dump() for r in rows], columns=list(CostRow.model_fields))
+            for i, r in enumerate(rows)
+        ],
+        key=f"cost_by_{name}",
+        max_height=420,
+    )
 
 
 def _levers(cost: CostBreakdown) -> None:
     st.subheader("Cost levers (measured)")
     lv = cost.levers
-    c = st.columns(4)
-    c[0].metric(
-        "Tool-cache hit rate",
-        ui.fmt(lv.tool_cache_hit_rate, "ratio"),
-        help=f"{lv.tool_cache_hits:,} hits of {lv.tool_calls:,} tool calls",
+    _cards(
+        [
+            Card(
+                "Tool-cache hit rate",
+                ui.fmt(lv.tool_cache_hit_rate, "ratio"),
+                help=f"{lv.tool_cache_hits:,} hits of {lv.tool_calls:,} tool calls",
+            ),
+            Card("Tokens saved by the cache", f"{lv.tokens_saved:,} tokens"),
+            Card(
+                "Calls routed to the small model",
+                ui.fmt(lv.small_model_share, "ratio"),
+                help=f"{lv.small_model_calls:,} of {lv.llm_calls:,} LLM calls",
+            ),
+            Card("LLM calls", f"{lv.llm_calls:,}"),
+        ]
     )
-    c[1].metric("Tokens saved by the cache", f"{lv.tokens_saved:,} tokens")
-    c[2].metric(
-        "Calls routed to the small model",
-        ui.fmt(lv.small_model_share, "ratio"),
-        help=f"{lv.small_model_calls:,} of {lv.llm_calls:,} LLM calls",
-    )
-    c[3].metric("LLM calls", f"{lv.llm_calls:,}")
     if model := ui.agent_model()["model"]:
         st.caption(
             f"Filtered to {model}: these four count every call of the runs that used {model}, whichever model "
@@ -134,36 +168,52 @@ def _savings(savings: LeverSavings | None) -> None:
     for lever in savings.levers:
         title, line = LEVER_LINES[lever.lever]
         st.markdown(f"**{title}** — {line}")
-    frame = pd.DataFrame(
+    tables.table(
         [
-            {
-                "lever": LEVER_LINES[lv.lever][0],
-                "events": lv.events,
-                "cost (USD)": lv.actual_usd,
-                "without it (USD)": lv.counterfactual_usd,
-                "saved (USD)": lv.saving_usd,
-                "details": ", ".join(f"{k.replace('_', ' ')} {v:,.6g}" for k, v in lv.detail.items()),
-            }
+            tables.Column("lever", "lever"),
+            tables.Column("events", "events", numeric=True),
+            tables.Column("actual", "cost (USD)", numeric=True),
+            tables.Column("counterfactual", "without it (USD)", numeric=True),
+            tables.Column("saving", "saved (USD)", numeric=True),
+            tables.Column("details", "details"),
+        ],
+        [
+            tables.Row(
+                lv.lever,
+                [
+                    LEVER_LINES[lv.lever][0],
+                    f"{lv.events:,}",
+                    money(lv.actual_usd),
+                    money(lv.counterfactual_usd),
+                    money(lv.saving_usd),
+                    ", ".join(f"{k.replace('_', ' ')} {v:,.6g}" for k, v in lv.detail.items()),
+                ],
+                marks={"saving": "good"} if lv.saving_usd > 0 else {},
+            )
             for lv in savings.levers
-        ]
-    )
-    money = st.column_config.NumberColumn(format="$%.6f")
-    st.dataframe(
-        frame,
-        hide_index=True,
+        ],
         key="cost_savings",
-        column_config={"cost (USD)": money, "without it (USD)": money, "saved (USD)": money},
     )
     st.caption("Quality beside the saving: runs a degradation acted in, and the others (refused runs in neither).")
-    st.dataframe(
-        pd.DataFrame([q.model_dump() for q in savings.quality]),
-        hide_index=True,
+    quality = [q.model_dump() for q in savings.quality]
+    names = list(quality[0]) if quality else []
+    tables.table(
+        [tables.Column(n, n.replace("_", " "), numeric=n not in ("group",)) for n in names],
+        [tables.Row(str(i), [_quality_cell(n, q[n]) for n in names]) for i, q in enumerate(quality)],
         key="cost_quality",
-        column_config={
-            "success_rate": st.column_config.NumberColumn("success rate", format="percent"),
-            "mean_cost_usd": st.column_config.NumberColumn("mean cost (USD)", format="$%.6f"),
-        },
     )
+
+
+def _quality_cell(name: str, value: object) -> str:
+    if value is None:
+        return ui.BLANK
+    if name == "success_rate" and isinstance(value, float):
+        return ui.fmt(value, "ratio")
+    if name == "mean_cost_usd" and isinstance(value, float):
+        return money(value)
+    if isinstance(value, float):
+        return ui.fmt(value, "")
+    return f"{value:,}" if isinstance(value, int) else str(value)
 
 
 WHATIF_POLICIES = {
@@ -194,14 +244,17 @@ def _whatif(win: ui.Window) -> None:
         w: WhatIf = ui.fetch(
             "whatif", policy=policy, start=win.start, end=win.end, agent=ui.agent_model()["agent"], **options
         )
-        c = st.columns(4)
-        c[0].metric("Cost as it was (USD)", ui.fmt(w.actual_usd, "USD"), help=f"{w.runs:,} runs in the range")
-        c[1].metric("Estimated cost (USD)", ui.fmt(w.estimate_usd, "USD"))
-        c[2].metric("Change (USD)", ui.fmt(w.change_usd, "USD"), ui.fmt_delta(w.change_ratio), delta_color="inverse")
-        c[3].metric(
-            "95 % interval (± USD)",
-            ui.fmt(w.uncertainty_usd, "USD"),
-            help="From the spread of the per-run changes; it does not cover what the policy changes beyond tokens.",
+        _cards(
+            [
+                Card("Cost as it was (USD)", ui.fmt(w.actual_usd, "USD"), help=f"{w.runs:,} runs in the range"),
+                Card("Estimated cost (USD)", ui.fmt(w.estimate_usd, "USD")),
+                Card("Change (USD)", ui.fmt(w.change_usd, "USD"), ui.fmt_delta(w.change_ratio), rise_is_good=False),
+                Card(
+                    "95 % interval (± USD)",
+                    ui.fmt(w.uncertainty_usd, "USD"),
+                    help="From the spread of the per-run changes; it does not cover what the policy changes beyond tokens.",
+                ),
+            ]
         )
         st.caption(
             f"{w.description}: {w.runs_changed:,} of {w.runs:,} runs and {w.calls_changed:,} LLM calls change; "
@@ -217,16 +270,19 @@ def _self_hosted(cost: CostBreakdown) -> None:
         )
         return
     st.subheader("Self-hosted cost")
-    c = st.columns(4)
-    c[0].metric("GPU-hour price (USD)", ui.fmt(sh.gpu_hour_usd, "USD"))
-    c[1].metric("GPU time (s)", f"{sh.gpu_seconds:,.0f} s")
-    c[2].metric("Tokens served", f"{sh.tokens_served:,}")
-    c[3].metric("Cost per 1k tokens (USD)", ui.fmt(sh.cost_per_1k_tokens_usd, "USD"))
+    _cards(
+        [
+            Card("GPU-hour price (USD)", ui.fmt(sh.gpu_hour_usd, "USD")),
+            Card("GPU time (s)", f"{sh.gpu_seconds:,.0f} s"),
+            Card("Tokens served", f"{sh.tokens_served:,}"),
+            Card("Cost per 1k tokens (USD)", ui.fmt(sh.cost_per_1k_tokens_usd, "USD")),
+        ]
+    )
     if sh.by_load:
-        frame = pd.DataFrame(sh.by_load).sort_values("running_requests")
+        by_load = sorted(sh.by_load, key=lambda row: row["running_requests"])
         chart = svg_charts.bar_chart(
-            [f"{x:g}" for x in frame["running_requests"]],
-            frame["cost_per_1k_tokens_usd"].tolist(),
+            [f"{row['running_requests']:g}" for row in by_load],
+            [row["cost_per_1k_tokens_usd"] for row in by_load],
             "Cost per 1k tokens by running requests (batching lowers it)",
             "USD",
             ui.fmt,
@@ -240,30 +296,23 @@ def _top_runs(cost: CostBreakdown) -> None:
     if not cost.top_runs:
         st.info("No runs in range.")
         return
-    st.caption("Click a row's box to open the run: its steps, spans and errors show why it cost what it did.")
-    frame = ui.runs_frame(cost.top_runs)
-    event = st.dataframe(
-        frame,
-        hide_index=True,
-        column_config=ui.RUN_COLUMNS,
-        on_select="rerun",
-        selection_mode="single-row",
+    st.caption("Click a run to open it: its steps, spans and errors show why it cost what it did.")
+    run_table.runs_table(
+        cost.top_runs,
         key="cost_top_runs",
-        height=ui.table_height(len(frame)),
-        column_order=[
-            "open",
-            "cost_usd",
+        columns=[
+            "cost",
             "agent",
             "status",
             "steps",
-            "tool failures",
+            "tool_failures",
             "tokens",
-            "duration_s",
+            "duration",
             "models",
             "time",
+            "trace_id",
         ],
     )
-    ui.open_selected_run(event, frame)
 
 
 render()

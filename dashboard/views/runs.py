@@ -1,9 +1,9 @@
 """Runs: search, filters, sortable table; a click on a row opens the run.
 
 Every filter, the search (part of a trace id, user, session, agent, run name, or of captured
-prompt and completion text) and the sort (any column) go to the query API, which applies them
-in the store over all runs of the range, and the table pages through the result
-(``limit``/``offset``). A full trace id typed into the search opens that run. Running runs are
+prompt and completion text) and the sort (any column: the Sort by box or a click on a column's
+header) go to the query API, which applies them in the store over all runs of the range, and
+the table pages through the result (``limit``/``offset``). A full trace id typed into the search opens that run. Running runs are
 pinned above the list with their figures so far, refreshed live; ``/runs?status=running``
 opens the list filtered to a status.
 """
@@ -17,7 +17,7 @@ from typing import get_args
 import streamlit as st
 
 from agentwatch_api.schemas import RunsPage, RunStatus, RunSummary
-from agentwatch_platform.dashboard import live, ui
+from agentwatch_platform.dashboard import run_table, ui
 
 SORTS = {  # label -> RunSummary column: the query API sorts on any of them
     "Start time": "start_time",
@@ -47,31 +47,50 @@ ANY = "any"
 STATUSES = [ANY, *get_args(RunStatus)]
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 MAX_PINNED = 20
-RUNNING_COLUMNS = {
-    **ui.RUN_COLUMNS,
-    "started": st.column_config.DatetimeColumn("started (UTC)", format="HH:mm:ss"),
-    "elapsed_s": st.column_config.NumberColumn("elapsed", format="%.0f s"),
-}
-DEFAULT_COLUMNS = [
+COLUMNS = [  # every column the chooser offers, in order; those not in SHOWN start hidden
     "time",
     "agent",
     "status",
     "outcome",
-    "duration_s",
+    "duration",
     "steps",
-    "tool failures",
+    "llm_calls",
+    "tool_calls",
+    "tool_failures",
     "tokens",
-    "cost_usd",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "cost",
+    "budget_stop",
+    "feedback",
     "user",
     "session",
     "models",
-    "open",
+    "name",
+    "trace_id",
 ]
+SHOWN = {
+    "time",
+    "agent",
+    "status",
+    "outcome",
+    "duration",
+    "steps",
+    "tool_failures",
+    "tokens",
+    "cost",
+    "user",
+    "session",
+    "models",
+    "trace_id",
+}
 
 
 def render() -> None:
     st.title("Runs")
     _status_from_link()
+    _sort_from_header()
     running = st.container()  # the running runs, above the search; drawn while the list's query runs
     search = st.text_input(
         "Search",
@@ -98,6 +117,20 @@ def _status_from_link() -> None:
         st.session_state["runs_status"] = wanted
 
 
+def _sort_from_header() -> None:
+    """A click on a column's header sorts every run by it (again: the other way round), as the
+    Sort by box does; applied before the widgets are drawn."""
+    clicked = (st.session_state.get("runs_table") or {}).get("sort")
+    field = run_table.FIELDS[clicked].sort if clicked in run_table.FIELDS else None
+    label = next((label for label, f in SORTS.items() if f == field), None)
+    if label is None:
+        return
+    if st.session_state.get("runs_sort") == label:
+        st.session_state["runs_desc"] = not st.session_state.get("runs_desc", True)
+    else:
+        st.session_state["runs_sort"], st.session_state["runs_desc"] = label, True
+
+
 def _running_now() -> None:
     """Running runs pinned above the list, oldest first, with their figures so far; refreshed
     on its own (the sidebar's Live switch), so the list below keeps its page and selection."""
@@ -118,21 +151,10 @@ def _running_now() -> None:
         now = time.time()
         more = f", the {len(page.items)} oldest shown" if page.total > len(page.items) else ""
         st.subheader(f"Running now: {page.total:,}{more}")
-        frame = live.running_frame(page.items, now)
-        event = st.dataframe(
-            frame,
-            hide_index=True,
-            column_config=RUNNING_COLUMNS,
-            column_order=live.RUNNING_COLUMNS,
-            on_select="rerun",
-            selection_mode="single-row",
-            key="runs_running_table",
-            height=ui.table_height(len(frame), most=400),
-        )
+        run_table.running_table(page.items, now, key="runs_running_table")
         st.caption(
-            f"As of {ui.fmt_time(now)}: steps, calls, tokens and cost so far; elapsed since the run's first span. Click a row's box to watch the run."
+            f"As of {ui.fmt_time(now)}: steps, calls, tokens and cost so far; elapsed since the run's first span. Click a run to watch it."
         )
-        ui.open_selected_run(event, frame)
 
 
 def _filters() -> dict[str, object]:
@@ -203,25 +225,19 @@ def _table(runs: list[RunSummary], total: int, offset: int, limit: int) -> None:
     pages = max(1, -(-total // limit))
     st.caption(
         f"Runs {offset + 1}–{offset + len(runs)} of {total:,} · page {offset // limit + 1} of {pages}. "
-        "Click a row's box to open the run; Sort by orders every run of the range, a column header this page only."
+        "Click a run to open it; a column's header (or Sort by) orders every run of the range."
     )
-    frame = ui.runs_frame(runs)
-    shown = st.multiselect(
-        "Columns", [c for c in frame.columns if c != "trace_id"], default=DEFAULT_COLUMNS, key="runs_columns"
-    )
-    event = st.dataframe(
-        frame,
-        hide_index=True,
-        column_config=ui.RUN_COLUMNS,
-        on_select="rerun",
-        selection_mode="single-row",
+    run_table.runs_table(
+        runs,
         key="runs_table",
-        column_order=shown or DEFAULT_COLUMNS,
-        height=ui.table_height(len(frame)),
+        columns=COLUMNS,
+        hidden=[c for c in COLUMNS if c not in SHOWN],
+        sort=(SORTS[st.session_state.get("runs_sort", "Start time")], st.session_state.get("runs_desc", True)),
+        sortable=True,
+        chooser=True,
     )
     st.session_state["runs_page"] = min(st.session_state.get("runs_page", 1), pages)
     st.columns(6)[0].number_input("Page", min_value=1, max_value=pages, step=1, key="runs_page")
-    ui.open_selected_run(event, frame)
 
 
 render()

@@ -123,9 +123,27 @@ class Page:
     def count(self, selector: str) -> int:
         return len(self.driver.find_elements(By.CSS_SELECTOR, selector))
 
-    def click_first_row(self) -> Page:
-        """Click the row marker of the first row of the first table (a canvas grid: by offset)."""
-        return self.click_row(0)
+    def table_rows(self, key: str) -> list[dict[str, str]]:
+        """A ``dashboard.tables`` table's rows as drawn: header label -> cell text."""
+        table = self.driver.find_element(By.CSS_SELECTOR, f'table.aw-table[data-key="{key}"]')
+        return self.driver.execute_script(
+            """
+            const table = arguments[0];
+            const heads = [...table.tHead.rows[0].cells].map(c => c.textContent.replace(/ [↑↓]$/, ''));
+            return [...table.tBodies[0].rows].map(r => Object.fromEntries([...r.cells].map((c, i) => [heads[i], c.textContent])));
+            """,
+            table,
+        )
+
+    def click_table_row(self, key: str, row: int = 0, *, settle: bool = True) -> Page:
+        """Click a cell (not the link) of ``row`` of the ``dashboard.tables`` table ``key`` (a
+        live page, never still for long, is not waited for: ``settle=False``)."""
+        table = self.driver.find_element(By.CSS_SELECTOR, f'table.aw-table[data-key="{key}"]')
+        cell = table.find_elements(By.CSS_SELECTOR, "tbody tr")[row].find_elements(By.TAG_NAME, "td")[1]
+        self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", cell)
+        cell.click()
+        time.sleep(0.5)
+        return self.settle() if settle else self
 
     def click_row(self, row: int, *, table: int = 0) -> Page:
         """Click the row marker of ``row`` (from 0, as drawn) of the ``table``-th data frame."""

@@ -61,6 +61,51 @@ def chart(at: Any, index: int = 0) -> tuple[dict[str, Any], list[Any]]:
     return spec, [dataframe_util.convert_arrow_bytes_to_pandas_df(d.data.data) for d in element.proto.datasets]
 
 
+@dataclass(frozen=True)
+class Table:
+    """A ``dashboard.tables`` table as the page sent it: column keys and labels, each row's id,
+    link and cells (column key -> the text shown)."""
+
+    key: str
+    columns: list[str]
+    labels: list[str]
+    ids: list[str]
+    hrefs: list[str | None]
+    rows: list[dict[str, str]]
+    hidden: list[str]
+    sort: tuple[str, bool] | None
+
+    def column(self, key: str) -> list[str]:
+        return [row[key] for row in self.rows]
+
+
+def tables(at: Any) -> dict[str, Table]:
+    """The page's tables (``dashboard.tables``) by key."""
+    found: dict[str, Table] = {}
+    for element in at.get("bidi_component"):
+        if element.proto.component_name != "agentwatch.table":
+            continue
+        data = json.loads(element.proto.json)
+        columns = [c["key"] for c in data["columns"]]
+        sort = data["sort"]
+        found[data["key"]] = Table(
+            key=data["key"],
+            columns=columns,
+            labels=[c["label"] for c in data["columns"]],
+            ids=[r["id"] for r in data["rows"]],
+            hrefs=[r["href"] for r in data["rows"]],
+            rows=[dict(zip(columns, r["cells"], strict=True)) for r in data["rows"]],
+            hidden=data["hidden"],
+            sort=(sort["column"], sort["descending"]) if sort else None,
+        )
+    return found
+
+
+def money(cell: str) -> float:
+    """A table's money cell ("$1,234.000001") as a number."""
+    return float(cell.lstrip("$").replace(",", ""))
+
+
 def valid_vega_lite(spec: dict[str, Any]) -> None:
     """Raise ``jsonschema``'s error where ``spec`` is not valid Vega-Lite (Altair's own schema)."""
     from altair.utils.schemapi import validate_jsonschema

@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from agentwatch_platform.dashboard.svg_charts import ERROR_COLOUR
 from tests.collector.factories import agent_run
 from tests.collector.ingest_helpers import Running, serve, settings_for
-from tests.dashboard.support import APP, svg_charts
+from tests.dashboard.support import APP, money, svg_charts, tables
 
 NOW = time.time()
 HOUR = int(NOW) // 3600 * 3600 - 3600  # the incident's hour (the rule's window is 1 h)
@@ -78,10 +78,10 @@ def alerts_page(collector: Running, monkeypatch: pytest.MonkeyPatch, focus: str)
 
 def test_a_user_incident_shows_that_users_series_and_runs(collector: Running, monkeypatch: pytest.MonkeyPatch) -> None:
     at = alerts_page(collector, monkeypatch, "u1")
-    *_, runs = (
-        d.value for d in at.dataframe if "user" in getattr(d.value, "columns", [])
-    )  # the focused incident's, after the firing ones
-    assert list(runs["user"]) == ["alice"] * 3 and list(runs["cost_usd"]) == sorted(runs["cost_usd"], reverse=True)
+    *_, runs = (t for key, t in tables(at).items() if key.startswith("alert-runs-"))  # the focused incident's, last
+    assert runs.column("user") == ["alice"] * 3
+    costs = [money(c) for c in runs.column("cost")]
+    assert costs == sorted(costs, reverse=True)
     charts = svg_charts(at)  # SVG, as the overview's: the page loads no chart library
     assert charts and all("Traceback" not in str(e.value) for e in at.error) and not at.get("plotly_chart")
     focused = charts[-1]  # the focused incident's: the incident shaded, baseline and threshold ruled and named

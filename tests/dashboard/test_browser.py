@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 
@@ -63,6 +64,14 @@ def _react_run(seeded: SeededStack) -> dict:
     raise AssertionError("no ReAct run stored")
 
 
+def _listed(page: browser.Page) -> list[str] | None:
+    """The trace ids the runs table shows (None while a rerun swaps it)."""
+    try:
+        return [r["trace id"] for r in page.table_rows("runs_table")]
+    except WebDriverException:
+        return None
+
+
 def _check(page: browser.Page, shots: Path, name: str) -> dict[str, str]:
     assert page.exceptions() == [], f"{name}: Streamlit exception box: {page.exceptions()}"
     assert ui.OPEN_MODE_BANNER in page.text(), f"{name}: the open-mode banner is missing"
@@ -93,10 +102,20 @@ def test_every_page_renders_with_its_key_figures(
     )
 
     _check(page.open(base + "/runs"), shots, "runs")
-    assert f"of {seeded.runs:,}" in page.text() and page.count('[data-testid="stDataFrame"]') == 1
-    newest = seeded.get("/api/runs", limit=1)["items"][0]
-    page.click_first_row()  # a click on a run opens it
-    assert page.driver.current_url.endswith(f"/run?run={newest['trace_id']}") and "Run detail" in page.text()
+    assert f"of {seeded.runs:,}" in page.text() and page.count('[data-testid="stDataFrame"]') == 0
+    listed = seeded.get("/api/runs", limit=50)["items"]
+    rows = page.table_rows("runs_table")
+    assert [r["trace id"] for r in rows] == [r["trace_id"] for r in listed]
+    assert rows[0]["cost"] == ui.fmt(listed[0]["cost_usd"], "USD")
+    page.driver.find_element(By.XPATH, "//table[@data-key='runs_table']//th/button[text()='cost']").click()
+    by_cost = [r["trace_id"] for r in seeded.get("/api/runs", sort="-cost_usd", limit=50)["items"]]
+    wait_until(lambda: _listed(page) == by_cost, 30, "a click on the cost header did not sort every run by cost")
+    header = page.driver.find_element(By.XPATH, "//table[@data-key='runs_table']//th[@data-column='cost']")
+    assert header.text == "cost ↓"  # most expensive first; the Sort by box says the same
+    sort_box = page.driver.find_element(By.CSS_SELECTOR, ".st-key-runs_sort input")
+    assert sort_box.get_attribute("value") == "Cost"
+    page.click_table_row("runs_table", 0)  # a click on a run opens it
+    assert page.driver.current_url.endswith(f"/run?run={by_cost[0]}") and "Run detail" in page.text()
 
     react = _react_run(seeded)
     shown = _check(page.open(f"{base}/run?trace_id={react['run']['trace_id']}"), shots, "run_detail")

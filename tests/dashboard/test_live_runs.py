@@ -20,14 +20,12 @@ from typing import Any
 import httpx
 import pytest
 from selenium.common.exceptions import WebDriverException
-from selenium.webdriver.common.action_chains import ActionChains
-from selenium.webdriver.common.by import By
 from streamlit.testing.v1 import AppTest
 
 from agentwatch_platform.dashboard import live, trace
 from agentwatch_platform.reference_agent.demo import ProcessGroup, project_key, start_collector
 from tests.dashboard import browser
-from tests.dashboard.support import APP, chart, metrics
+from tests.dashboard.support import APP, chart, metrics, tables
 from tests.support.ports import free_port
 
 PROJECT = "live"
@@ -162,25 +160,25 @@ def test_overview_cards_count_running_and_incomplete_runs(stack: LiveStack, app:
     assert 'href="runs?status=running"' in body and 'href="runs?status=incomplete"' in body  # each card lists its runs
     at = page(at, "views/runs.py", status="incomplete")  # where the Incomplete card links
     assert at.selectbox(key="runs_status").value == "incomplete"
-    assert list(at.dataframe[1].value["trace_id"]) == [stack.crashed]
+    assert tables(at)["runs_table"].ids == [stack.crashed]
 
 
 def test_runs_page_pins_running_runs_above_the_list(stack: LiveStack, app: AppTest) -> None:
     at = page(app, "views/runs.py")
-    pinned = at.dataframe[0].value
-    assert list(pinned["agent"]) == [RUNNING] and list(pinned["trace_id"]) == [stack.running]
-    assert pinned["steps"][0] >= 1 and pinned["elapsed_s"][0] > 0 and pinned["cost_usd"][0] > 0
+    pinned = tables(at)["runs_running_table"]
+    assert pinned.column("agent") == [RUNNING] and pinned.ids == [stack.running]
+    (row,) = pinned.rows
+    assert int(row["steps"]) >= 1 and row["elapsed"] not in ("0", "0 ms") and row["cost"] not in ("$0", "–")
     assert "Running now: 1" in texts(at)
     assert at.toggle(key="runs_live").value is True  # live by default
-    listed = at.dataframe[1].value  # the list below holds every run, the running one too
-    assert set(listed["trace_id"]) == {stack.running, stack.crashed} and set(listed["status"]) == {
+    listed = tables(at)["runs_table"]  # the list below holds every run, the running one too
+    assert set(listed.ids) == {stack.running, stack.crashed} and set(listed.column("status")) == {
         "running",
         "incomplete",
     }
     at.selectbox(key="runs_status").set_value("incomplete").run()
-    assert (
-        list(at.dataframe[1].value["trace_id"]) == [stack.crashed] and len(at.dataframe[0].value) == 1
-    )  # still pinned
+    shown = tables(at)
+    assert shown["runs_table"].ids == [stack.crashed] and len(shown["runs_running_table"].ids) == 1  # still pinned
 
 
 def _tree(at: AppTest) -> Any:
@@ -225,29 +223,10 @@ def dashboard_url(stack: LiveStack, tmp_path_factory: pytest.TempPathFactory) ->
         group.stop()
 
 
-def _grid_rows(page: browser.Page, table: int) -> list[dict[str, str]]:
-    """A data frame's rows as drawn (header -> cell text), read from the accessible table the
-    grid keeps inside its canvas."""
-    grid = page.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"]')[table]
-    rows = [
-        [c.get_attribute("textContent") for c in r.find_elements(By.CSS_SELECTOR, "th, td")]
-        for r in grid.find_elements(By.CSS_SELECTOR, 'table[role="grid"] tr')
-    ]
-    return [dict(zip(rows[0], row, strict=False)) for row in rows[1:]]
-
-
 def _pinned(page: browser.Page) -> dict[str, str]:
     assert "Running now: 1" in page.text() and page.exceptions() == [], page.text()[:2000]
-    (row,) = _grid_rows(page, 0)
+    (row,) = page.table_rows("runs_running_table")
     return row
-
-
-def _click_pinned_run(page: browser.Page) -> None:
-    grid = page.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"]')[0]
-    page.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", grid)
-    ActionChains(page.driver).move_to_element_with_offset(
-        grid, -grid.size["width"] // 2 + 15, -grid.size["height"] // 2 + 53
-    ).click().perform()
 
 
 def _until(ready: Any, timeout_s: float = 60.0) -> None:
@@ -271,15 +250,17 @@ def test_runs_page_in_a_browser_shows_the_running_run_with_a_growing_step_count(
         assert first["agent"] == RUNNING and int(first["steps"]) >= 1, first
         stack.wait("two more steps", lambda: stack.runs()[RUNNING]["steps"] >= int(first["steps"]) + 2)
         later = _pinned(page.open(dashboard_url + "/runs"))
-        assert int(later["steps"]) > int(first["steps"]) and later["started (UTC)"] == first["started (UTC)"], (
+        assert int(later["steps"]) > int(first["steps"]) and later["time (UTC)"] == first["time (UTC)"], (
             first,
             later,
         )
-        _click_pinned_run(page)  # opens it, live: the page refreshes on its own, so it is never still for long
+        page.click_table_row(
+            "runs_running_table", 0
+        )  # opens it, live: the page refreshes on its own, so it is never still for long
         _until(
             lambda: page.driver.current_url.endswith(f"/run?run={stack.running}") and "Running: started" in page.text()
         )
         page.open(dashboard_url + "/runs?status=incomplete")  # the Overview's Incomplete card links here
-        assert "Runs 1–1 of 1" in page.text() and _grid_rows(page, 1)[0]["status"] == "incomplete"
+        assert "Runs 1–1 of 1" in page.text() and page.table_rows("runs_table")[0]["status"] == "incomplete"
     finally:
         page.driver.quit()

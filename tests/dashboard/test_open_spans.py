@@ -5,7 +5,7 @@ from __future__ import annotations
 from agentwatch import semconv as sc
 
 from agentwatch_api.schemas import RunSummary
-from agentwatch_platform.dashboard import live, trace
+from agentwatch_platform.dashboard import live, run_table, trace
 from tests.dashboard.test_analysis import span
 
 
@@ -85,13 +85,11 @@ def test_an_incomplete_run_ends_its_open_spans_at_its_last_activity_and_a_finish
     assert live.open_spans([span("root", kind="run"), span("c", "root")], until=5.0) == []
 
 
-def test_running_frame_lists_oldest_first_with_elapsed_time_and_last_activity() -> None:
-    frame = live.running_frame(
+def test_running_rows_list_oldest_first_with_elapsed_time_and_last_activity() -> None:
+    rows = run_table.running_rows(
         [running_run(trace_id="b" * 32, start_time=120.0), running_run(trace_id="a" * 32)], now=160.0
     )
-    assert list(frame["trace_id"]) == ["a" * 32, "b" * 32]
-    assert list(frame["elapsed_s"]) == [60.0, 40.0] and frame["last activity"][0] == "30 s ago"
-    assert (
-        frame["open"][0] == f"./run?run={'a' * 32}"
-        and list(frame.columns[: len(live.RUNNING_COLUMNS)]) == live.RUNNING_COLUMNS
-    )
+    assert [r.id for r in rows] == ["a" * 32, "b" * 32]
+    cells = [dict(zip(run_table.RUNNING_COLUMNS, r.cells, strict=True)) for r in rows]
+    assert [c["elapsed"] for c in cells] == ["60.00 s", "40.00 s"] and cells[0]["last"] == "30 s ago"
+    assert rows[0].href == f"./run?run={'a' * 32}"

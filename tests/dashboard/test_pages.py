@@ -10,7 +10,18 @@ from streamlit.testing.v1 import AppTest
 
 from agentwatch_platform.dashboard import ui
 from agentwatch_platform.reference_agent.demo import project_key
-from tests.dashboard.support import APP, SeededStack, chart, dashboard_env, metrics, svg_charts, valid_vega_lite
+from tests.dashboard.support import (
+    APP,
+    SeededStack,
+    Table,
+    chart,
+    dashboard_env,
+    metrics,
+    money,
+    svg_charts,
+    tables,
+    valid_vega_lite,
+)
 
 PAGES = [
     "views/overview.py",
@@ -81,18 +92,18 @@ def test_overview_filters_by_model(app: AppTest, seeded: SeededStack) -> None:
 def test_runs_page_pages_sorts_and_links_each_run(app: AppTest, seeded: SeededStack) -> None:
     at = page(app, "views/runs.py")
     at.selectbox(key="runs_size").set_value(5).run()
-    frame = at.dataframe[0].value
-    assert len(frame) == 5 and f"of {seeded.runs:,}" in text(at)
+    first = tables(at)["runs_table"]
+    assert len(first.ids) == 5 and f"of {seeded.runs:,}" in text(at)
     at.number_input(key="runs_page").set_value(2).run()
-    second = at.dataframe[0].value
-    assert len(second) == seeded.runs - 5 and not set(second["trace_id"]) & set(frame["trace_id"])
+    second = tables(at)["runs_table"]
+    assert len(second.ids) == seeded.runs - 5 and not set(second.ids) & set(first.ids)
     at.selectbox(key="runs_sort").set_value("Cost").run()
-    costs = at.dataframe[0].value["cost_usd"].tolist()
-    assert costs == sorted(costs, reverse=True)
-    assert all(
-        link.endswith(tid)
-        for link, tid in zip(at.dataframe[0].value["open"], at.dataframe[0].value["trace_id"], strict=True)
-    )
+    by_cost = tables(at)["runs_table"]
+    expected = seeded.get("/api/runs", sort="-cost_usd", limit=5, offset=5)["items"]  # still the second page
+    assert by_cost.ids == [r["trace_id"] for r in expected]
+    assert by_cost.column("cost") == [ui.fmt(r["cost_usd"], "USD") for r in expected]
+    assert by_cost.sort == ("cost", True) and by_cost.column("trace_id") == by_cost.ids
+    assert all(href == f"./run?run={tid}" for href, tid in zip(by_cost.hrefs, by_cost.ids, strict=True))
 
 
 def test_runs_page_filters_by_status(app: AppTest, seeded: SeededStack) -> None:
@@ -100,7 +111,7 @@ def test_runs_page_filters_by_status(app: AppTest, seeded: SeededStack) -> None:
     at.selectbox(key="runs_status").set_value("ok").run()
     expected = seeded.get("/api/runs", status="ok")["total"]
     if expected:
-        assert set(at.dataframe[0].value["status"]) == {"ok"}
+        assert set(tables(at)["runs_table"].column("status")) == {"ok"}
     else:
         assert "No runs match" in text(at)
 
@@ -168,23 +179,22 @@ def test_cost_page_totals_levers_and_self_hosted_cost(app: AppTest, seeded: Seed
     projected = float(shown["Projected month (USD)"].lstrip("$").replace(",", ""))
     assert projected == pytest.approx(cost["projected_month_usd"], rel=0.05)  # it moves with the clock
     assert shown["LLM calls"] == f"{cost['levers']['llm_calls']:,}"
-    [savings] = [
-        df.value for df in at.dataframe if "saved (USD)" in df.value.columns
-    ]  # one row per lever, the API's figures
-    assert savings["saved (USD)"].tolist() == pytest.approx([lv["saving_usd"] for lv in cost["savings"]["levers"]])
+    savings = tables(at)["cost_savings"]  # one row per lever, the API's figures
+    saved = [money(cell) for cell in savings.column("saving")]
+    assert saved == pytest.approx([lv["saving_usd"] for lv in cost["savings"]["levers"]], abs=1e-6)
     assert cost["savings"]["levers"][1]["lever"] == "routing" and cost["savings"]["levers"][1]["saving_usd"] > 0
     assert all(f"**{title}** — " in text(at) for title in ("Caching", "Routing", "Degradation", "Rate limiting"))
     assert not _cost_tables(at)  # drawn when asked for only
     at.toggle(key="cost_tables").set_value(True).run()
-    assert [t["cost_usd"].sum() for t in _cost_tables(at)] == pytest.approx(
-        [cost["total_usd"]] * 3
+    assert [sum(money(c) for c in t.column("cost_usd")) for t in _cost_tables(at)] == pytest.approx(
+        [cost["total_usd"]] * 3, abs=1e-5
     )  # model, agent, day
     at.number_input(key="cost_gpu_hour").set_value(2.5).run()
     assert not at.exception and metrics(at)["GPU-hour price (USD)"] == "$2.50"
 
 
-def _cost_tables(at: AppTest) -> list:
-    return [df.value for df in at.dataframe if "input_tokens" in df.value.columns]
+def _cost_tables(at: AppTest) -> list[Table]:
+    return [t for key, t in tables(at).items() if key.startswith("cost_by_")]
 
 
 def test_cost_page_levers_under_a_model_filter_cover_the_runs_that_used_it(app: AppTest, seeded: SeededStack) -> None:
@@ -299,14 +309,14 @@ def test_runs_page_searches_and_finds_failed_tools(app: AppTest, seeded: SeededS
     runs = seeded.get("/api/runs", limit=50)["items"]
     at = page(app, "views/runs.py")
     at.text_input(key="runs_search").set_value(runs[0]["trace_id"][:10]).run()
-    assert not at.exception and list(at.dataframe[0].value["trace_id"]) == [runs[0]["trace_id"]]
+    assert not at.exception and tables(at)["runs_table"].ids == [runs[0]["trace_id"]]
     at.text_input(key="runs_search").set_value("").run()
     at.toggle(key="runs_tool_failed").set_value(True).run()
     failed = {r["trace_id"] for r in runs if r["tool_failures"]}
     assert failed, "the seeded traffic has failed tool calls"
-    assert not at.exception and set(at.dataframe[0].value["trace_id"]) == failed
+    assert not at.exception and set(tables(at)["runs_table"].ids) == failed
     at.text_input(key="runs_search").set_value("no-such-run").run()
-    assert not at.exception and not at.dataframe and "No runs match" in text(at)
+    assert not at.exception and "runs_table" not in tables(at) and "No runs match" in text(at)
 
 
 def test_runs_page_filters_and_sorts_every_run_in_the_store(app: AppTest, seeded: SeededStack) -> None:
@@ -314,18 +324,16 @@ def test_runs_page_filters_and_sorts_every_run_in_the_store(app: AppTest, seeded
     at = page(app, "views/runs.py")
     at.selectbox(key="runs_size").set_value(5).run()
     at.selectbox(key="runs_sort").set_value("Tool failures").run()
-    shown = at.dataframe[0].value["tool failures"].tolist()
+    shown = [int(c) for c in tables(at)["runs_table"].column("tool_failures")]
     assert shown == sorted((r["tool_failures"] for r in runs), reverse=True)[:5]  # the top of every run, not of a page
     user = next(r["user_id"] for r in runs if r["user_id"])
     at.text_input(key="runs_user").set_value(user).run()
-    assert set(at.dataframe[0].value["trace_id"]) == {r["trace_id"] for r in runs if r["user_id"] == user}
+    assert set(tables(at)["runs_table"].ids) == {r["trace_id"] for r in runs if r["user_id"] == user}
     at.text_input(key="runs_user").set_value(user[:-1]).run()  # exact: a part finds nothing
     assert not at.exception and "No runs match" in text(at)
     at.text_input(key="runs_user").set_value("").run()
     at.text_input(key="runs_search").set_value(user.upper()).run()  # the search finds parts, any case
-    assert {r["trace_id"] for r in runs if user.lower() in r["user_id"].lower()} >= set(
-        at.dataframe[0].value["trace_id"]
-    )
+    assert {r["trace_id"] for r in runs if user.lower() in r["user_id"].lower()} >= set(tables(at)["runs_table"].ids)
 
 
 def test_overview_offers_the_most_expensive_run(app: AppTest, seeded: SeededStack) -> None:

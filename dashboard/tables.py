@@ -1,0 +1,225 @@
+"""Tables drawn as plain HTML by a small Streamlit component (``st.components.v2``): formatted
+cells that never cut a value off, a click on a row that opens what the row names, headers that
+sort, and a column chooser.
+
+``st.dataframe``'s grid is a canvas with a large script of its own: in headless Chromium on the
+2-core machine it added about 0.4-0.5 s of main-thread time to every page load that showed one,
+where this table costs about what the same rows as ``st.html`` do (bench/results/dashboard_render.md).
+Each row is also a real link, so a middle click opens the run in a new tab.
+
+Cells arrive as text already formatted (``ui.fmt``) and are set with ``textContent``: nothing from
+the store is ever parsed as HTML.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import streamlit as st
+import streamlit.components.v2 as components
+
+TABLE_CLASS, ROW_CLASS = "aw-table", "aw-table-row"
+
+_CSS = f"""
+.aw-table-wrap {{overflow: auto; max-height: var(--aw-table-height, none); border: 1px solid rgba(49, 51, 63, 0.2);
+  border-radius: 0.5rem;}}
+.{TABLE_CLASS} {{border-collapse: separate; border-spacing: 0; width: 100%; font-size: 0.875rem;
+  font-variant-numeric: tabular-nums;}}
+.{TABLE_CLASS} th {{position: sticky; top: 0; z-index: 1; background: rgb(240, 242, 246); color: rgb(49, 51, 63);
+  text-align: left; font-weight: 600; white-space: nowrap; padding: 0.35rem 0.6rem;
+  border-bottom: 1px solid rgba(49, 51, 63, 0.2);}}
+.{TABLE_CLASS} th.aw-num, .{TABLE_CLASS} td.aw-num {{text-align: right;}}
+.{TABLE_CLASS} th button {{all: unset; cursor: pointer;}}
+.{TABLE_CLASS} th button:hover {{text-decoration: underline;}}
+.{TABLE_CLASS} td {{white-space: nowrap; padding: 0.3rem 0.6rem; border-bottom: 1px solid rgba(49, 51, 63, 0.08);}}
+.{TABLE_CLASS} tr.{ROW_CLASS}.aw-clickable {{cursor: pointer;}}
+.{TABLE_CLASS} tr.{ROW_CLASS}:hover td {{background: rgba(41, 181, 232, 0.08);}}
+.{TABLE_CLASS} .aw-bad {{color: rgb(255, 43, 43);}}
+.{TABLE_CLASS} .aw-good {{color: rgb(9, 171, 59);}}
+.{TABLE_CLASS} .aw-dim {{opacity: 0.55;}}
+.{TABLE_CLASS} .aw-hidden {{display: none;}}
+.aw-table-tools {{display: flex; justify-content: flex-end; font-size: 0.875rem; margin-bottom: 0.3rem;}}
+.aw-table-tools details {{position: relative;}}
+.aw-table-tools summary {{cursor: pointer; opacity: 0.8;}}
+.aw-table-tools .aw-chooser {{position: absolute; right: 0; z-index: 2; background: white; padding: 0.5rem 0.8rem;
+  border: 1px solid rgba(49, 51, 63, 0.2); border-radius: 0.5rem; columns: 2; white-space: nowrap;}}
+.aw-table-tools label {{display: block;}}
+"""
+
+# Drawn again whenever its data changes; a row's click (not on its link with a modifier key, which
+# the browser handles) and a header's click are trigger values, the hidden columns a state value.
+_JS = """
+export default function (component) {
+  const { data, setTriggerValue, setStateValue, parentElement } = component;
+  let root = parentElement.querySelector('.aw-table-root');
+  if (!root) { root = document.createElement('div'); root.className = 'aw-table-root'; parentElement.appendChild(root); }
+  const hidden = new Set(data.hidden || []);
+  const cls = (c) => c.key + (c.numeric ? ' aw-num' : '') + (hidden.has(c.key) ? ' aw-hidden' : '');
+  const wrap = document.createElement('div');
+  wrap.className = 'aw-table-wrap';
+  if (data.max_height) wrap.style.setProperty('--aw-table-height', data.max_height + 'px');
+  const table = document.createElement('table');
+  table.className = 'TABLE_CLASS';
+  if (data.key) table.dataset.key = data.key;
+  const head = table.createTHead().insertRow();
+  for (const c of data.columns) {
+    const th = document.createElement('th');
+    th.className = cls(c);
+    th.dataset.column = c.key;
+    let label = c.label;
+    if (data.sort && data.sort.column === c.key) label += data.sort.descending ? ' ↓' : ' ↑';
+    if (c.sortable) {
+      const b = document.createElement('button');
+      b.textContent = label;
+      b.title = 'Sort every row by ' + c.label;
+      b.onclick = () => setTriggerValue('sort', c.key);
+      th.appendChild(b);
+    } else {
+      th.textContent = label;
+    }
+    if (c.help) th.title = c.help;
+    head.appendChild(th);
+  }
+  const body = table.createTBody();
+  for (const r of data.rows) {
+    const tr = body.insertRow();
+    tr.className = 'ROW_CLASS' + (data.clickable ? ' aw-clickable' : '');
+    tr.dataset.id = r.id;
+    data.columns.forEach((c, i) => {
+      const td = tr.insertCell();
+      td.className = cls(c) + (r.marks && r.marks[c.key] ? ' aw-' + r.marks[c.key] : '');
+      if (i === 0 && r.href) {
+        const a = document.createElement('a');
+        a.href = r.href;
+        a.textContent = r.cells[i];
+        td.appendChild(a);
+      } else {
+        td.textContent = r.cells[i];
+      }
+      if (r.titles && r.titles[c.key]) td.title = r.titles[c.key];
+    });
+    if (data.clickable) {
+      tr.onclick = (e) => {
+        if (e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey || e.altKey) return;
+        e.preventDefault();
+        setTriggerValue('open', r.id);
+      };
+    }
+  }
+  wrap.appendChild(table);
+  const parts = [];
+  if (data.chooser) {
+    const tools = document.createElement('div');
+    tools.className = 'aw-table-tools';
+    const details = document.createElement('details');
+    const summary = document.createElement('summary');
+    summary.textContent = 'Columns (' + (data.columns.length - hidden.size) + ' of ' + data.columns.length + ')';
+    details.appendChild(summary);
+    const box = document.createElement('div');
+    box.className = 'aw-chooser';
+    for (const c of data.columns.slice(1)) {
+      const label = document.createElement('label');
+      const input = document.createElement('input');
+      input.type = 'checkbox';
+      input.checked = !hidden.has(c.key);
+      input.onchange = () => {
+        input.checked ? hidden.delete(c.key) : hidden.add(c.key);
+        for (const cell of table.querySelectorAll('.' + CSS.escape(c.key))) cell.classList.toggle('aw-hidden', !input.checked);
+        summary.textContent = 'Columns (' + (data.columns.length - hidden.size) + ' of ' + data.columns.length + ')';
+        setStateValue('hidden', Array.from(hidden));
+      };
+      label.append(input, ' ' + c.label);
+      box.appendChild(label);
+    }
+    details.appendChild(box);
+    tools.appendChild(details);
+    parts.push(tools);
+  }
+  parts.push(wrap);
+  root.replaceChildren(...parts);
+}
+""".replace("TABLE_CLASS", TABLE_CLASS).replace("ROW_CLASS", ROW_CLASS)
+
+_component = components.component("agentwatch.table", css=_CSS, js=_JS, isolate_styles=False)
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column: ``key`` names it (and is what a header click reports), ``label`` is shown;
+    numeric columns are right-aligned; ``sortable`` headers report a click."""
+
+    key: str
+    label: str
+    numeric: bool = False
+    sortable: bool = False
+    help: str | None = None
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row's cells, already formatted, in its table's column order; ``id`` is what a click on
+    it reports, ``href`` makes its first cell a link; ``marks`` colour cells (``bad``, ``good``,
+    ``dim``) and ``titles`` give a cell a hover text (the full value of a long one)."""
+
+    id: str
+    cells: Sequence[str]
+    href: str | None = None
+    marks: dict[str, str] = field(default_factory=dict)
+    titles: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TableEvent:
+    """What the user did in this run of the page: opened a row, asked to sort by a column."""
+
+    opened: str | None
+    sort: str | None
+    hidden: list[str]
+
+
+def table(
+    columns: Sequence[Column],
+    rows: Sequence[Row],
+    *,
+    key: str,
+    clickable: bool = False,
+    sort: tuple[str, bool] | None = None,
+    chooser: bool = False,
+    hidden: Sequence[str] = (),
+    max_height: int | None = None,
+    on_sort: Callable[[], None] | None = None,
+) -> TableEvent:
+    """Draw the table; ``sort`` is (column key, descending) as now applied, ``hidden`` the columns
+    hidden until the user chooses (the chooser's choice is kept per ``key`` for the session)."""
+    state = st.session_state.get(key)  # the component's state values as the browser last sent them
+    chosen = state.get("hidden") if state is not None else None
+    data: dict[str, Any] = {
+        "key": key,
+        "columns": [
+            {"key": c.key, "label": c.label, "numeric": c.numeric, "sortable": c.sortable, "help": c.help}
+            for c in columns
+        ],
+        "rows": [
+            {"id": r.id, "cells": list(r.cells), "href": r.href, "marks": r.marks, "titles": r.titles} for r in rows
+        ],
+        "clickable": clickable,
+        "sort": {"column": sort[0], "descending": sort[1]} if sort else None,
+        "chooser": chooser,
+        "hidden": list(chosen if chosen is not None else hidden),
+        "max_height": max_height,
+    }
+    result = _component(
+        data=data,
+        key=key,
+        default={"hidden": list(hidden)},
+        on_open_change=_nothing,
+        on_sort_change=on_sort or _nothing,
+        on_hidden_change=_nothing,
+    )
+    return TableEvent(opened=result.get("open"), sort=result.get("sort"), hidden=list(result.get("hidden") or []))
+
+
+def _nothing() -> None:
+    """A trigger needs a callback to be reported; the page reads it from the result."""
