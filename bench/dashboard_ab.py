@@ -69,12 +69,30 @@ def serve(code: Path, env: dict[str, str], logs: Path) -> tuple[subprocess.Popen
     raise RuntimeError(f"the dashboard of {code} did not start (log in {logs})")
 
 
-def measure(url: str, selector: str, count: int, warm: int, data_dir: Path) -> tuple[float, float]:
-    """Cold (a new browser session) and the median of ``warm`` loads after it, in ms."""
+def _main_thread_ms(driver: Any) -> float:
+    """The page's main-thread busy time so far (Chrome's ``TaskDuration``), in ms."""
+    metrics = driver.execute_cdp_cmd("Performance.getMetrics", {})["metrics"]
+    return 1000 * next(m["value"] for m in metrics if m["name"] == "TaskDuration")
+
+
+def _timed(driver: Any, url: str, selector: str, count: int) -> tuple[float, float]:
+    """Wall ms to idle and the main-thread ms it took: the CPU figure reads the same on a busy
+    machine, where the wall figure also counts waiting for a core."""
+    driver.get("about:blank")
+    driver.execute_cdp_cmd("Performance.enable", {})
+    before = _main_thread_ms(driver)
+    wall, _ = _load_to_idle(driver, url, selector, count)
+    return wall, _main_thread_ms(driver) - before
+
+
+def measure(url: str, selector: str, count: int, warm: int, data_dir: Path) -> tuple[float, float, float, float]:
+    """Cold (a new browser session) and the median of ``warm`` loads after it: wall and
+    main-thread ms of each."""
     driver = _chromium(data_dir)
     try:
-        cold, _ = _load_to_idle(driver, url, selector, count)
-        return cold, statistics.median(_load_to_idle(driver, url, selector, count)[0] for _ in range(warm))
+        cold = _timed(driver, url, selector, count)
+        warms = [_timed(driver, url, selector, count) for _ in range(warm)]
+        return (*cold, statistics.median(w[0] for w in warms), statistics.median(w[1] for w in warms))
     finally:
         driver.quit()
 
@@ -86,7 +104,7 @@ def compare(
         data_dir.mkdir(parents=True, exist_ok=True)
         (data_dir / "big_trace.txt").write_text(prepare(data_dir, spans)[0])
     big = (data_dir / "big_trace.txt").read_text()
-    found: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    found: dict[tuple[str, str], list[tuple[float, ...]]] = {}
     with Collector(data_dir) as collector:
         env = {"AGENTWATCH_COLLECTOR_URL": collector.url, "AGENTWATCH_API_KEY": collector.key("bench")}
         served = {name: serve(code, env, data_dir) for name, code in versions.items()}
@@ -97,9 +115,14 @@ def compare(
                     order = list(served.items())
                     for name, (_, base) in order if r % 2 == 0 else reversed(order):
                         load = os.getloadavg()[0]
-                        cold, warm_ms = measure(base + path.format(big=big), selector, count, warm, data_dir)
-                        found.setdefault((page, name), []).append((cold, warm_ms, load))
-                        print(f"round {r} {page:22} {name:10} cold {cold:6.0f} warm {warm_ms:6.0f} load {load:.1f}")
+                        cold, cold_cpu, warm_ms, warm_cpu = measure(
+                            base + path.format(big=big), selector, count, warm, data_dir
+                        )
+                        found.setdefault((page, name), []).append((cold, warm_ms, load, cold_cpu, warm_cpu))
+                        print(
+                            f"round {r} {page:22} {name:10} cold {cold:6.0f} warm {warm_ms:6.0f} "
+                            f"(main thread {cold_cpu:5.0f} / {warm_cpu:5.0f}) load {load:.1f}"
+                        )
         finally:
             for proc, _ in served.values():
                 proc.terminate()
@@ -109,6 +132,8 @@ def compare(
             "cold_ms": round(statistics.median(m[0] for m in got)),
             "warm_ms": round(statistics.median(m[1] for m in got)),
             "load": round(statistics.mean(m[2] for m in got), 1),
+            "cold_main_thread_ms": round(statistics.median(m[3] for m in got)),
+            "warm_main_thread_ms": round(statistics.median(m[4] for m in got)),
         }
         for (page, name), got in found.items()
     }
@@ -129,7 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("median over rounds:")
     for case, r in result.items():
-        print(f"  {case:34} cold {r['cold_ms']:6} warm {r['warm_ms']:6} load {r['load']}")
+        print(
+            f"  {case:34} cold {r['cold_ms']:6} warm {r['warm_ms']:6} "
+            f"main thread {r['cold_main_thread_ms']:6} / {r['warm_main_thread_ms']:6} load {r['load']}"
+        )
     return 0
 
 

@@ -47,9 +47,15 @@ CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 # case -> (URL path and query, what the page has drawn when it is done: CSS selector, how many)
 BROWSER_PAGES = {
     "overview": ("/", ".aw-chart img", 4),
-    "runs": ("/runs", '[data-testid="stDataFrame"] canvas', 1),
+    # Each selector also matches what an older version draws (a data frame's canvas, a Vega-Lite
+    # waterfall), so bench.dashboard_ab can compare across the change to HTML tables.
+    "runs": ("/runs", 'table.aw-table[data-key="runs_table"] tbody tr, [data-testid="stDataFrame"] canvas', 1),
     "cost": ("/cost", ".aw-chart img", 3),
-    "run_detail_10k_spans": ("/run?run={big}", '[data-testid="stVegaLiteChart"] .marks', 1),
+    "run_detail_10k_spans": (
+        "/run?run={big}",
+        'table.aw-table[data-key^="tree"] tbody tr, [data-testid="stVegaLiteChart"] .marks',
+        1,
+    ),
 }
 # In-app navigation (a click on the page's link in the sidebar, as a user moves between pages: no
 # page load, the same session): case -> (the page it starts from, the page's link, its title).

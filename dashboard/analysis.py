@@ -40,24 +40,6 @@ def is_failed(span: SpanOut) -> bool:
     return span.status == "error" or span.is_timeout
 
 
-_DRAW_PRIORITY = {sc.KIND_RUN: 0, sc.KIND_STEP: 2, sc.KIND_LLM: 3, sc.KIND_TOOL: 3, sc.KIND_RETRIEVAL: 4}
-
-
-def spans_to_draw(spans: Sequence[SpanOut], limit: int) -> list[tuple[SpanOut, int]]:
-    """The tree order cut to ``limit`` spans: runs, failures, steps, calls first, then the longest."""
-    ordered = tree_order(spans)
-    if len(ordered) <= limit:
-        return ordered
-
-    def rank(item: tuple[SpanOut, int]) -> tuple[int, float]:
-        span = item[0]
-        priority = 1 if is_failed(span) and span.kind != sc.KIND_RUN else _DRAW_PRIORITY.get(span.kind, 5)
-        return (priority, -span.duration_s)
-
-    keep = {id(item[0]) for item in sorted(ordered, key=rank)[:limit]}
-    return [item for item in ordered if id(item[0]) in keep]
-
-
 # --- per-call and per-step tables ----------------------------------------------------------
 
 

@@ -1,7 +1,7 @@
-"""Run detail's charts in Vega-Lite: the waterfall (a click on a bar selects its span), the run
-graph, context growth on two y axes and the engine's share of each LLM call.
+"""Run detail's charts in Vega-Lite: the run graph, context growth on two y axes and the
+engine's share of each LLM call; ``KIND_COLOURS`` also colour the trace explorer's timeline bars.
 
-Vega-Lite here, where a chart is selected by click or read closely (the other pages draw SVG,
+Vega-Lite here, where a chart is read closely (the other pages draw SVG,
 ``dashboard.svg_charts``, lighter in the browser); never Plotly: its bundle took about 2 s of run
 detail's time to idle in the browser (bench/results/dashboard_render.md). Each chart takes plain
 data and labels its units.
@@ -18,9 +18,7 @@ import altair as alt
 import pandas as pd
 from agentwatch import semconv as sc
 
-from agentwatch_api.schemas import SpanOut
-from agentwatch_platform.dashboard.analysis import GrowthFit, RunGraph, is_engine_span, is_failed
-from agentwatch_platform.dashboard.live import OPEN
+from agentwatch_platform.dashboard.analysis import GrowthFit, RunGraph
 from agentwatch_platform.dashboard.svg_charts import ERROR_COLOUR
 
 KIND_COLOURS = {
@@ -32,14 +30,13 @@ KIND_COLOURS = {
     sc.KIND_OTHER: "#bcbd22",
     sc.KIND_ENGINE: "#ff7f0e",  # the engine's own spans (queue, prefill, decode) under an LLM call
 }
-SPAN_SELECTION = "span"  # the waterfall's point selection: ``event.selection[SPAN_SELECTION]`` lists {"span_id": ...}
 AnyChart = TypeVar("AnyChart", bound=alt.TopLevelMixin)
 
 
 def unchecked(chart: AnyChart) -> AnyChart:
     """The chart as ``st.altair_chart`` draws it, without Altair's JSON-schema validation of the
-    whole spec in ``to_dict()``: for run detail's 1000-bar waterfall that was 0.35-1.3 s of the
-    script run on the loaded 2-core machine, against 0.05 s unvalidated. Every Vega-Lite chart is
+    whole spec in ``to_dict()``: for a 1000-bar chart that was 0.35-1.3 s of the script run on
+    the loaded 2-core machine, against 0.05 s unvalidated. Every Vega-Lite chart is
     drawn through this; the tests validate the specs they receive (``tests/dashboard/support.chart``)."""
     object.__setattr__(chart, "to_dict", functools.partial(chart.to_dict, validate=False))
     return chart
@@ -47,80 +44,6 @@ def unchecked(chart: AnyChart) -> AnyChart:
 
 _KINDS = alt.Scale(domain=list(KIND_COLOURS), range=list(KIND_COLOURS.values()))
 _LEGEND = alt.Legend(orient="bottom", title=None, columns=4)  # in a half-width column: wrapped, not cut
-
-
-def waterfall_chart(items: Sequence[tuple[SpanOut, int]], total_spans: int) -> alt.LayerChart:
-    """Span bars on a shared time axis (seconds from the run's start), coloured by kind; a failed
-    span outlined red with a cross at its end; a span not ended yet (``live.OPEN``) dashed and
-    pale, drawn to now. One span per row, in the order given (``analysis.tree_order``)."""
-    frame = _waterfall_frame(items)
-    shown = f" (the {len(items)} most telling of {total_spans})" if len(items) < total_spans else ""
-    pick = alt.selection_point(name=SPAN_SELECTION, fields=["span_id"], on="click")
-    y = alt.Y(
-        "label:N",
-        sort=list(frame["label"]),
-        title=None,
-        axis=alt.Axis(
-            labels=len(items) <= 150,
-            labelFont="monospace",
-            labelFontSize=10,
-            labelLimit=320,
-            labelOverlap=False,
-            ticks=False,
-        ),
-    )
-    base = alt.Chart(frame, title=f"Waterfall: {len(items)} spans{shown}", height=min(2000, 60 + 18 * len(items)))
-    bars = (
-        base.mark_bar(strokeWidth=2)
-        .encode(
-            x=alt.X("start:Q", title="seconds since the run started"),
-            x2="end:Q",
-            y=y,
-            color=alt.Color("kind:N", scale=_KINDS, legend=_LEGEND),
-            stroke=alt.condition("datum.failed", alt.value(ERROR_COLOUR), alt.value(None)),
-            strokeDash=alt.condition("datum.open", alt.value([3, 2]), alt.value([1, 0])),
-            opacity=alt.condition("datum.open", alt.value(0.45), alt.value(1.0)),
-            tooltip=[alt.Tooltip("hover:N", title="span")],
-        )
-        .add_params(pick)
-    )
-    crosses = (
-        base.transform_filter("datum.failed")
-        .mark_point(shape="cross", size=90, filled=True, color=ERROR_COLOUR)
-        .encode(x="end:Q", y=y, tooltip=[alt.Tooltip("error:N", title="error / timeout")])
-    )
-    return alt.LayerChart(layer=[bars, crosses])
-
-
-def _waterfall_frame(items: Sequence[tuple[SpanOut, int]]) -> pd.DataFrame:
-    t0 = min((s.start_time for s, _ in items), default=0.0)
-    return pd.DataFrame(
-        [
-            {
-                "label": f"{i:>5} {'· ' * min(d, 12)}{s.name}",
-                "span_id": s.span_id,
-                "kind": draw_kind(s),
-                "start": s.start_time - t0,
-                "end": s.start_time - t0 + max(s.duration_s, 1e-4),
-                "failed": is_failed(s),
-                "open": s.status == OPEN,
-                "hover": f"{s.name} · "
-                + ("not ended: open" if s.status == OPEN else f"{s.duration_s * 1000:.0f} ms · {s.status}")
-                + (f" · {s.model}" if s.model else ""),
-                "error": f"{s.error_type or ('timeout' if s.is_timeout else 'error')}: {s.status_message}"[:200]
-                if is_failed(s)
-                else "",
-            }
-            for i, (s, d) in enumerate(items)
-        ],
-        columns=["label", "span_id", "kind", "start", "end", "failed", "open", "hover", "error"],
-    )
-
-
-def draw_kind(span: SpanOut) -> str:
-    if is_engine_span(span):
-        return "engine"
-    return span.kind if span.kind in KIND_COLOURS else sc.KIND_OTHER
 
 
 def growth_chart(fit: GrowthFit) -> alt.LayerChart:

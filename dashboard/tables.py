@@ -13,7 +13,7 @@ the store is ever parsed as HTML.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +40,10 @@ _CSS = f"""
 .{TABLE_CLASS} .aw-good {{color: rgb(9, 171, 59);}}
 .{TABLE_CLASS} .aw-dim {{opacity: 0.55;}}
 .{TABLE_CLASS} .aw-hidden {{display: none;}}
+.{TABLE_CLASS} tr.aw-selected td {{background: rgba(41, 181, 232, 0.18);}}
+.{TABLE_CLASS} td.aw-timeline {{position: relative; min-width: 16rem; width: 35%; padding: 0;}}
+.{TABLE_CLASS} .aw-bar {{position: absolute; top: 30%; height: 40%; min-width: 2px; border-radius: 2px;}}
+.aw-table-more {{text-align: center; font-size: 0.8rem; opacity: 0.6; padding: 0.3rem;}}
 .aw-table-tools {{display: flex; justify-content: flex-end; font-size: 0.875rem; margin-bottom: 0.3rem;}}
 .aw-table-tools details {{position: relative;}}
 .aw-table-tools summary {{cursor: pointer; opacity: 0.8;}}
@@ -83,14 +87,26 @@ export default function (component) {
     head.appendChild(th);
   }
   const body = table.createTBody();
-  for (const r of data.rows) {
+  const draw = (r) => {
     const tr = body.insertRow();
-    tr.className = 'ROW_CLASS' + (data.clickable ? ' aw-clickable' : '');
+    tr.className = 'ROW_CLASS' + (data.clickable ? ' aw-clickable' : '') + (r.id === data.selected ? ' aw-selected' : '');
     tr.dataset.id = r.id;
     data.columns.forEach((c, i) => {
       const td = tr.insertCell();
       td.className = cls(c) + (r.marks && r.marks[c.key] ? ' aw-' + r.marks[c.key] : '');
-      if (i === 0 && r.href) {
+      if (c.timeline) {
+        td.classList.add('aw-timeline');
+        const b = r.bars && r.bars[c.key];
+        if (b) {
+          const bar = document.createElement('div');
+          bar.className = 'aw-bar';
+          bar.style.left = (100 * b[0]) + '%';
+          bar.style.width = (100 * b[1]) + '%';
+          bar.style.background = b[2];
+          td.appendChild(bar);
+        }
+        td.title = r.cells[i];
+      } else if (i === 0 && r.href) {
         const a = document.createElement('a');
         a.href = r.href;
         a.textContent = r.cells[i];
@@ -98,17 +114,38 @@ export default function (component) {
       } else {
         td.textContent = r.cells[i];
       }
+      if (i === 0 && r.depth) td.style.paddingLeft = (0.6 + 1.1 * Math.min(r.depth, 16)) + 'rem';
       if (r.titles && r.titles[c.key]) td.title = r.titles[c.key];
     });
     if (data.clickable) {
       tr.onclick = (e) => {
         if (e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey || e.altKey) return;
         e.preventDefault();
+        for (const old of body.querySelectorAll('tr.aw-selected')) old.classList.remove('aw-selected');
+        tr.classList.add('aw-selected');
         setTriggerValue('open', r.id);
       };
     }
+    return tr;
+  };
+  // Rows are drawn a chunk at a time, the next when the last comes into view: a 10,000-span
+  // trace draws its first rows at once (the selected one is drawn with those before it).
+  const chunk = data.chunk || data.rows.length;
+  const selectedAt = data.rows.findIndex((r) => r.id === data.selected);
+  let drawn = 0;
+  const more = document.createElement('div');
+  more.className = 'aw-table-more';
+  const drawMore = (upTo) => {
+    const end = Math.min(data.rows.length, Math.max(upTo, drawn + chunk));
+    for (; drawn < end; drawn++) draw(data.rows[drawn]);
+    more.textContent = drawn < data.rows.length ? `${drawn.toLocaleString()} of ${data.rows.length.toLocaleString()} rows drawn: scroll for more` : '';
+  };
+  drawMore(selectedAt + 1);
+  if (drawn < data.rows.length && 'IntersectionObserver' in window) {
+    new IntersectionObserver((seen) => { if (seen.some((e) => e.isIntersecting)) drawMore(0); }, { root: wrap }).observe(more);
   }
   wrap.appendChild(table);
+  wrap.appendChild(more);
   const parts = [];
   if (data.chooser) {
     const tools = document.createElement('div');
@@ -139,6 +176,8 @@ export default function (component) {
   }
   parts.push(wrap);
   root.replaceChildren(...parts);
+  const chosen = body.querySelector('tr.aw-selected');
+  if (chosen && data.max_height) wrap.scrollTop = chosen.offsetTop - wrap.clientHeight / 3;
 }
 """.replace("TABLE_CLASS", TABLE_CLASS).replace("ROW_CLASS", ROW_CLASS)
 
@@ -155,6 +194,7 @@ class Column:
     numeric: bool = False
     sortable: bool = False
     help: str | None = None
+    timeline: bool = False  # a bar per row (``Row.bars``) on a shared time axis; the cell's text is its hover
 
 
 @dataclass(frozen=True)
@@ -168,6 +208,8 @@ class Row:
     href: str | None = None
     marks: dict[str, str] = field(default_factory=dict)
     titles: dict[str, str] = field(default_factory=dict)
+    depth: int = 0  # a tree's row: its first cell indented
+    bars: dict[str, tuple[float, float, str]] = field(default_factory=dict)  # timeline column -> (start, width, colour)
 
 
 @dataclass(frozen=True)
@@ -189,36 +231,64 @@ def table(
     chooser: bool = False,
     hidden: Sequence[str] = (),
     max_height: int | None = None,
-    on_sort: Callable[[], None] | None = None,
+    selected: str | None = None,
+    chunk: int | None = None,
 ) -> TableEvent:
     """Draw the table; ``sort`` is (column key, descending) as now applied, ``hidden`` the columns
-    hidden until the user chooses (the chooser's choice is kept per ``key`` for the session)."""
+    hidden until the user chooses (the chooser's choice is kept per ``key`` for the session),
+    ``selected`` the id of the row shown selected; ``chunk`` rows are drawn at a time."""
     state = st.session_state.get(key)  # the component's state values as the browser last sent them
     chosen = state.get("hidden") if state is not None else None
     data: dict[str, Any] = {
         "key": key,
         "columns": [
-            {"key": c.key, "label": c.label, "numeric": c.numeric, "sortable": c.sortable, "help": c.help}
+            {
+                "key": c.key,
+                "label": c.label,
+                "numeric": c.numeric,
+                "sortable": c.sortable,
+                "help": c.help,
+                "timeline": c.timeline,
+            }
             for c in columns
         ],
         "rows": [
-            {"id": r.id, "cells": list(r.cells), "href": r.href, "marks": r.marks, "titles": r.titles} for r in rows
+            {
+                "id": r.id,
+                "cells": list(r.cells),
+                "href": r.href,
+                "marks": r.marks,
+                "titles": r.titles,
+                "depth": r.depth,
+                "bars": r.bars,
+            }
+            for r in rows
         ],
         "clickable": clickable,
         "sort": {"column": sort[0], "descending": sort[1]} if sort else None,
         "chooser": chooser,
         "hidden": list(chosen if chosen is not None else hidden),
         "max_height": max_height,
+        "selected": selected,
+        "chunk": chunk,
     }
     result = _component(
         data=data,
         key=key,
         default={"hidden": list(hidden)},
         on_open_change=_nothing,
-        on_sort_change=on_sort or _nothing,
+        on_sort_change=_nothing,
         on_hidden_change=_nothing,
     )
     return TableEvent(opened=result.get("open"), sort=result.get("sort"), hidden=list(result.get("hidden") or []))
+
+
+def clicked(key: str, event: str) -> str | None:
+    """The row (``open``) or header (``sort``) clicked in table ``key`` that this run of the
+    page answers, read before the page draws anything (so the page can draw what it selects)."""
+    state = st.session_state.get(key)
+    value = state.get(event) if state is not None else None
+    return value if isinstance(value, str) else None
 
 
 def _nothing() -> None:

@@ -58,8 +58,9 @@ def step_label(index: int, names: dict[int, str]) -> str:
 
 
 def tree_rows(items: Sequence[tuple[SpanOut, int]], names: dict[int, str]) -> list[dict[str, Any]]:
-    """One row per span in tree order: the indented name with its kind's icon, timing and a
-    duration bar relative to the run, the figures that matter for its kind, and its id."""
+    """One row per span in tree order: its depth, its name with its kind's icon, its timing and
+    where it lies on the run's timeline (``offset`` and ``share`` of the run), the figures that
+    matter for its kind, and its id."""
     if not items:
         return []
     t0 = min(s.start_time for s, _ in items)
@@ -70,16 +71,16 @@ def tree_rows(items: Sequence[tuple[SpanOut, int]], names: dict[int, str]) -> li
 def _tree_row(span: SpanOut, depth: int, t0: float, total: float, names: dict[int, str]) -> dict[str, Any]:
     failed = analysis.is_failed(span)
     label = (
-        f"{'   ' * min(depth, 12)}{icon(span)} {span.name}"
-        + (f" {FAILED_MARK}" if failed else "")
-        + (f" {OPEN_MARK}" if is_open(span) else "")
+        f"{icon(span)} {span.name}" + (f" {FAILED_MARK}" if failed else "") + (f" {OPEN_MARK}" if is_open(span) else "")
     )
     return {
         "span": label,
         "kind": span.kind,
         "step": step_label(span.step_index, names),
+        "depth": depth,
         "start_s": round(span.start_time - t0, 4),
         "duration_s": round(span.duration_s, 4),
+        "offset": min(1.0, max(0.0, (span.start_time - t0) / total)),
         "share": min(1.0, span.duration_s / total),
         "status": _status(span),
         "detail": _detail(span),

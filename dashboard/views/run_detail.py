@@ -1,11 +1,11 @@
-"""Run detail: a trace explorer (span tree and waterfall; a click opens the span panel with
+"""Run detail: a trace explorer (span tree with each span's bar on the run's timeline; a click opens the span panel with
 every attribute and event, the error in full, tokens, cost, TTFT/TPOT, engine queue/prefill/
 decode and the captured prompt and completion as chat messages), then per-step figures named
 by their steps, context growth, engine share, the run graph and the content.
 
 Deep links: ``/run?run=<trace id>&span=<span id>`` opens that run with that span's panel open
-(``?trace_id=`` still works). A run can hold 10,000 spans: the waterfall draws at most
-``MAX_DRAWN`` of them (failures, steps and calls first) and the tree is a plain data frame.
+(``?trace_id=`` still works). A run can hold 10,000 spans: the tree (``dashboard.tables``, plain
+HTML) draws ``TREE_CHUNK`` rows at a time, the next as it scrolls.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import pandas as pd
 import streamlit as st
 
 from agentwatch_api.schemas import RunDetail, RunSummary, SpanOut
-from agentwatch_platform.dashboard import analysis, live, run_charts, trace, ui
+from agentwatch_platform.dashboard import analysis, cards, live, run_charts, tables, trace, ui
+from agentwatch_platform.dashboard.svg_charts import ERROR_COLOUR
 
-MAX_DRAWN = 300  # a 10k-span run: 4.1 s warm to idle vs 5.5 s with 1000 bars (bench.dashboard_ab, 3 rounds, load 8-17)
+TREE_CHUNK = 300  # tree rows drawn at a time: more come as the tree scrolls (a run can hold 10,000 spans)
 MAX_CONTENT = 50
 MAX_MESSAGE_CHARS = 20_000
 MAX_TABLE_ATTRIBUTES = 200
@@ -70,29 +71,34 @@ def _summary(detail: RunDetail) -> None:
     )
     now = time.time()
     _unfinished_banner(run, now)
-    c = st.columns(6)
-    if run.status == "running":
-        c[0].metric(
-            "Elapsed", ui.fmt(live.elapsed_s(run, now), "s"), help="Since the run's first span; it has not ended."
-        )
-    else:
-        c[0].metric("Duration", ui.fmt(run.duration_s, "s"))
-    c[1].metric("Steps", run.steps)
-    c[2].metric("LLM calls", run.llm_calls)
-    c[3].metric("Tool calls (failed)", f"{run.tool_calls} ({run.tool_failures})")
-    c[4].metric(
-        "Tokens",
-        ui.fmt(run.total_tokens, ""),  # 1.67B, not "1,669,50…": the exact counts are in its help and the caption
-        help=f"{run.input_tokens:,} input ({run.cached_tokens:,} cached), {run.output_tokens:,} output",
-    )
     median = detail.agent_median_cost_usd
     change = (run.cost_usd - median) / median if median else None
-    c[5].metric(
-        "Cost (USD)",
-        ui.fmt(run.cost_usd, "USD"),
-        delta=None if change is None else f"{change * 100:+.0f} % vs median",
-        delta_color="inverse",
-        help=f"The median run of this agent costs {ui.fmt(median, 'USD')}.",
+    elapsed = run.status == "running"
+    st.html(
+        cards.cards_html(
+            [
+                cards.Card(
+                    "Elapsed" if elapsed else "Duration",
+                    ui.fmt(live.elapsed_s(run, now) if elapsed else run.duration_s, "s"),
+                    help="Since the run's first span; it has not ended." if elapsed else None,
+                ),
+                cards.Card("Steps", str(run.steps)),
+                cards.Card("LLM calls", str(run.llm_calls)),
+                cards.Card("Tool calls (failed)", f"{run.tool_calls} ({run.tool_failures})"),
+                cards.Card(
+                    "Tokens",
+                    ui.fmt(run.total_tokens, ""),  # 1.67B, not "1,669,50…": the exact counts are in its help
+                    help=f"{run.input_tokens:,} input ({run.cached_tokens:,} cached), {run.output_tokens:,} output",
+                ),
+                cards.Card(
+                    "Cost (USD)",
+                    ui.fmt(run.cost_usd, "USD"),
+                    None if change is None else f"{change * 100:+.0f} % vs median",
+                    rise_is_good=False,
+                    help=f"The median run of this agent costs {ui.fmt(median, 'USD')}.",
+                ),
+            ]
+        )
     )
     st.caption(
         f"Tokens: {run.input_tokens:,} input ({run.cached_tokens:,} cached), {run.output_tokens:,} output · agent median cost {ui.fmt(median, 'USD')} · models {', '.join(run.models) or '–'}"
@@ -148,47 +154,44 @@ def _views(detail: RunDetail) -> None:
 
 # --- the trace explorer ----------------------------------------------------------------------
 
-TREE_COLUMNS = {
-    "span": st.column_config.TextColumn("span", width="medium"),
-    "start_s": st.column_config.NumberColumn("start", format="+%.3f s"),
-    "duration_s": st.column_config.NumberColumn("duration", format="%.3f s"),
-    "share": st.column_config.ProgressColumn("of the run", min_value=0.0, max_value=1.0, format="percent"),
-    "cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.6f"),
-    "detail": st.column_config.TextColumn("detail", width="large"),
-}
+TREE_COLUMNS = [
+    tables.Column("span", "span"),
+    tables.Column("timeline", "timeline", timeline=True, help="Each span on the run's timeline: hover for its times"),
+    tables.Column("duration", "duration", numeric=True),
+    tables.Column("status", "status"),
+    tables.Column("detail", "detail"),
+    tables.Column("cost", "cost (USD)", numeric=True),
+    tables.Column("start", "start", numeric=True),
+    tables.Column("step", "step"),
+]
 
 
 def _explorer(detail: RunDetail) -> None:
-    """The span tree and the waterfall (a click on a row or a bar selects a span), beside the
-    selected span's panel. The selection lives in the URL (``span=``), so it can be shared.
-    An unfinished run's open spans are drawn too (``dashboard.live``)."""
+    """The span tree with each span's bar on the run's timeline (a waterfall, as Jaeger and
+    Phoenix draw one), beside the selected span's panel; a click on a row selects its span. The
+    selection lives in the URL (``span=``), so it can be shared. An unfinished run's open spans
+    are drawn too (``dashboard.live``)."""
     spans = live.with_open_spans(detail.run, detail.spans, time.time())
     tree_col, panel_col = st.columns([1, 1], gap="medium")
     shape = (ui.viewer(), len(spans), max(s.end_time for s in spans), detail.run.status)
     with tree_col:
         depth, engine, failures = _tree_controls()
-        scope = f"{depth}-{engine}-{failures}"
-        items, frame = _tree(detail.run.trace_id, shape, depth, engine, failures, spans)
-        st.caption(f"{len(items):,} of {len(spans):,} spans · click a row (or a bar below) to inspect a span")
-        height = min(640, 38 + 35 * max(len(frame), 1))
-        table = st.dataframe(
-            frame,
-            hide_index=True,
-            column_config=TREE_COLUMNS,
-            on_select="rerun",
-            selection_mode="single-row",
-            key=f"tree-{detail.run.trace_id}-{scope}",
-            height=height,
-            column_order=["span", "duration_s", "share", "status", "detail", "cost_usd", "start_s", "step"],
+        key = f"tree-{detail.run.trace_id}-{depth}-{engine}-{failures}"
+        if picked := tables.clicked(key, "open"):
+            st.query_params["span"] = picked
+        items, rows = _tree(detail.run.trace_id, shape, depth, engine, failures, spans)
+        st.caption(
+            f"{len(items):,} of {len(spans):,} spans · click a span to inspect it; its bar is its time on the run's timeline"
         )
-        _pick("tree", f"{detail.run.trace_id}-{scope}", [str(frame.iloc[r]["span_id"]) for r in _rows(table)])
-        chart = st.altair_chart(
-            _waterfall(detail.run.trace_id, shape, spans),
-            key=f"waterfall-{detail.run.trace_id}",
-            on_select="rerun",
-            selection_mode=run_charts.SPAN_SELECTION,
+        tables.table(
+            TREE_COLUMNS,
+            rows,
+            key=key,
+            clickable=True,
+            selected=st.query_params.get("span"),
+            max_height=640,
+            chunk=TREE_CHUNK,
         )
-        _pick("chart", detail.run.trace_id, _chart_span_ids(chart))
     with panel_col:
         chosen = trace.find(spans, st.query_params.get("span", ""))
         if chosen is None:
@@ -213,9 +216,9 @@ def _tree_controls() -> tuple[int | str, bool, bool]:
     return (ALL_DEPTHS if depth in (None, ALL_DEPTHS) else int(depth)), engine, failures
 
 
-# The tree's rows and the waterfall are built once per run and shape (who asks, span count, last end,
-# status) and shared by reruns and sessions, not rebuilt on each: 0.3 s and 0.35 s for a 10,000-span run on
-# the 2-core machine. A running run's shape changes as it grows (its open spans end "now").
+# The tree's rows are built once per run and shape (who asks, span count, last end, status) and shared by
+# reruns and sessions, not rebuilt on each: about 0.3 s for a 10,000-span run on the 2-core machine. A running
+# run's shape changes as it grows (its open spans end "now").
 @st.cache_resource(ttl=60, max_entries=32, show_spinner=False)
 def _tree(
     trace_id: str,
@@ -224,7 +227,7 @@ def _tree(
     engine: bool,
     failures: bool,
     _spans: list[SpanOut],
-) -> tuple[list[tuple[SpanOut, int]], pd.DataFrame]:
+) -> tuple[list[tuple[SpanOut, int]], list[tables.Row]]:
     """The tree cut to what the controls ask for, and its rows."""
     items = analysis.tree_order(_spans)
     if isinstance(depth, int):  # else ALL_DEPTHS
@@ -233,40 +236,38 @@ def _tree(
         items = [(s, d) for s, d in items if not analysis.is_engine_span(s)]
     if failures:
         items = [(s, d) for s, d in items if d == 0 or analysis.is_failed(s)]
-    return items, pd.DataFrame(trace.tree_rows(items, trace.step_names(_spans)))
+    return items, [_tree_row(row) for row in trace.tree_rows(items, trace.step_names(_spans))]
 
 
-@st.cache_resource(ttl=60, max_entries=16, show_spinner=False)
-def _waterfall(trace_id: str, shape: tuple[str, int, float, str], _spans: list[SpanOut]) -> Any:
-    return run_charts.unchecked(run_charts.waterfall_chart(analysis.spans_to_draw(_spans, MAX_DRAWN), len(_spans)))
-
-
-def _rows(event: object) -> list[int]:
-    selection = getattr(event, "selection", None)
-    return list(getattr(selection, "rows", None) or [])
-
-
-def _chart_span_ids(event: object) -> list[str]:
-    """The waterfall's selected spans: Vega-Lite hands back the selection's fields per point."""
-    selection = getattr(event, "selection", None) or {}
-    points = selection.get(run_charts.SPAN_SELECTION, None) if isinstance(selection, dict) else None
-    return [str(p["span_id"]) for p in points or [] if isinstance(p, dict) and p.get("span_id")]
-
-
-def _pick(source: str, scope: str, span_ids: list[str]) -> None:
-    """A new selection in ``source`` becomes the URL's span; an unchanged one leaves the URL's
-    (a deep link, or the other source's newer pick) alone."""
-    seen_key = f"aw_pick_{source}"
-    signature = (scope, tuple(span_ids))
-    if span_ids and st.session_state.get(seen_key) != signature:
-        st.query_params["span"] = span_ids[0]
-    st.session_state[seen_key] = signature
+def _tree_row(row: dict[str, Any]) -> tables.Row:
+    failed = row["status"] in ("error", "timeout")
+    colour = ERROR_COLOUR if failed else run_charts.KIND_COLOURS.get(row["kind"], run_charts.KIND_COLOURS["other"])
+    if row["status"] == live.OPEN:
+        colour += "80"  # pale: not ended
+    start, duration = row["start_s"], row["duration_s"]
+    return tables.Row(
+        id=row["span_id"],
+        cells=[
+            row["span"],
+            f"+{start:.3f} s to +{start + duration:.3f} s ({ui.fmt(duration, 's')})",
+            ui.fmt(duration, "s"),
+            row["status"],
+            row["detail"],
+            ui.fmt(row["cost_usd"], "USD") if row["cost_usd"] else "",
+            f"+{start:.3f} s",
+            row["step"],
+        ],
+        depth=row["depth"],
+        marks={"status": "bad"} if failed else ({"status": "dim"} if row["status"] == live.OPEN else {}),
+        titles={"detail": row["detail"]} if len(row["detail"]) > 60 else {},
+        bars={"timeline": (row["offset"], row["share"], colour)},
+    )
 
 
 def _no_span_chosen(spans: list[SpanOut]) -> None:
     failed = [s for s in spans if analysis.is_failed(s) and s.kind != "run"]
     st.info(
-        "Select a span in the tree or the waterfall to see its attributes, events, error, tokens, "
+        "Select a span in the tree to see its attributes, events, error, tokens, "
         "timings and captured messages."
         + (
             f" This run has {len(failed)} failed spans ({trace.FAILED_MARK}): the Failures only switch lists them."

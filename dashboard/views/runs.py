@@ -17,7 +17,7 @@ from typing import get_args
 import streamlit as st
 
 from agentwatch_api.schemas import RunsPage, RunStatus, RunSummary
-from agentwatch_platform.dashboard import run_table, ui
+from agentwatch_platform.dashboard import run_table, tables, ui
 
 SORTS = {  # label -> RunSummary column: the query API sorts on any of them
     "Start time": "start_time",
@@ -120,7 +120,7 @@ def _status_from_link() -> None:
 def _sort_from_header() -> None:
     """A click on a column's header sorts every run by it (again: the other way round), as the
     Sort by box does; applied before the widgets are drawn."""
-    clicked = (st.session_state.get("runs_table") or {}).get("sort")
+    clicked = tables.clicked("runs_table", "sort")
     field = run_table.FIELDS[clicked].sort if clicked in run_table.FIELDS else None
     label = next((label for label, f in SORTS.items() if f == field), None)
     if label is None:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
-from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
@@ -123,6 +122,10 @@ class Page:
     def count(self, selector: str) -> int:
         return len(self.driver.find_elements(By.CSS_SELECTOR, selector))
 
+    def table_keys(self) -> list[str]:
+        """The keys of the ``dashboard.tables`` tables on the page."""
+        return [t.get_attribute("data-key") for t in self.driver.find_elements(By.CSS_SELECTOR, "table.aw-table")]
+
     def table_rows(self, key: str) -> list[dict[str, str]]:
         """A ``dashboard.tables`` table's rows as drawn: header label -> cell text."""
         table = self.driver.find_element(By.CSS_SELECTOR, f'table.aw-table[data-key="{key}"]')
@@ -144,30 +147,6 @@ class Page:
         cell.click()
         time.sleep(0.5)
         return self.settle() if settle else self
-
-    def click_row(self, row: int, *, table: int = 0) -> Page:
-        """Click the row marker of ``row`` (from 0, as drawn) of the ``table``-th data frame."""
-        grid = self.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"]')[table]
-        self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", grid)
-        x, y = (
-            -grid.size["width"] // 2 + 15,
-            -grid.size["height"] // 2 + 35 + 35 * row + 18,
-        )  # header ~35 px, rows ~35 px
-        ActionChains(self.driver).move_to_element_with_offset(grid, x, y).click().perform()
-        time.sleep(0.5)
-        return self.settle()
-
-    def click_bar(self, described: str) -> Page:
-        """Click the Vega-Lite bar whose description (its ``aria-label``: the fields it encodes)
-        contains ``described``."""
-        bars = self.driver.find_elements(
-            By.CSS_SELECTOR, '[data-testid="stVegaLiteChart"] path[aria-roledescription="bar"]'
-        )
-        bar = next(b for b in bars if described in (b.get_attribute("aria-label") or ""))
-        self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", bar)
-        ActionChains(self.driver).move_to_element(bar).click().perform()
-        time.sleep(0.5)
-        return self.settle()
 
     def click_label(self, text: str) -> Page:
         """Click a widget's label (a radio option, a toggle, a checkbox) by its text."""

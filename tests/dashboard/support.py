@@ -74,6 +74,8 @@ class Table:
     rows: list[dict[str, str]]
     hidden: list[str]
     sort: tuple[str, bool] | None
+    bars: list[dict[str, list]]  # per row: timeline column -> [start, width, colour] (fractions of the axis)
+    depths: list[int]
 
     def column(self, key: str) -> list[str]:
         return [row[key] for row in self.rows]
@@ -97,6 +99,8 @@ def tables(at: Any) -> dict[str, Table]:
             rows=[dict(zip(columns, r["cells"], strict=True)) for r in data["rows"]],
             hidden=data["hidden"],
             sort=(sort["column"], sort["descending"]) if sort else None,
+            bars=[r["bars"] for r in data["rows"]],
+            depths=[r["depth"] for r in data["rows"]],
         )
     return found
 

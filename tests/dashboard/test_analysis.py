@@ -71,15 +71,6 @@ def test_tree_order_puts_children_under_parents_by_start_time() -> None:
     assert order == [("root", 0), ("c1", 1), ("g", 2), ("c2", 1), ("orphan", 0)]
 
 
-def test_spans_to_draw_keeps_failures_and_the_run_when_cut() -> None:
-    spans = [span("run", kind="run", dur=100)] + [
-        span(f"o{i}", "run", kind="other", start=i, dur=0.01) for i in range(50)
-    ]
-    spans.append(span("bad", "run", kind="tool", start=5, dur=0.001, status="error"))
-    drawn = {s.span_id for s, _ in analysis.spans_to_draw(spans, 10)}
-    assert len(drawn) == 10 and {"run", "bad"} <= drawn
-
-
 def test_react_context_fits_quadratic_and_bounded_fits_linear() -> None:
     react = analysis.context_growth(react_run(12, per_step=400))
     bounded = analysis.context_growth(react_run(12, per_step=0))

@@ -187,7 +187,9 @@ def test_a_click_on_a_span_opens_its_panel_with_the_full_error(
     page.click_label("Failures only")
     spans = [SpanOut(**s) for s in detail["spans"]]
     shown = [s for s, depth in analysis.tree_order(spans) if depth == 0 or analysis.is_failed(s)]
-    page.click_row(next(i for i, s in enumerate(shown) if s.span_id == failed["span_id"]))
+    tree = next(k for k in page.table_keys() if k.startswith("tree-"))
+    assert len(page.table_rows(tree)) == len(shown)  # the run and its failures
+    page.click_table_row(tree, next(i for i, s in enumerate(shown) if s.span_id == failed["span_id"]))
     assert page.exceptions() == []
     assert f"span={failed['span_id']}" in page.driver.current_url
     body = page.text()
@@ -197,18 +199,21 @@ def test_a_click_on_a_span_opens_its_panel_with_the_full_error(
     page.screenshot(shots, "trace_explorer_span")
 
 
-def test_a_click_on_a_waterfall_bar_opens_its_span(
+def test_a_click_on_a_timeline_bar_opens_its_span(
     servers: dict[str, str], page: browser.Page, shots: Path, seeded: SeededStack
 ) -> None:
     detail, failed = _failed_tool(seeded)
-    spans = [SpanOut(**s) for s in detail["spans"]]
-    row = next(i for i, (s, _) in enumerate(analysis.spans_to_draw(spans, 1000)) if s.span_id == failed["span_id"])
-    page.open(f"{servers['open']}/run?run={detail['run']['trace_id']}").click_bar(
-        f" {row} · "
-    )  # its row label: index, depth dots, name
+    page.open(f"{servers['open']}/run?run={detail['run']['trace_id']}")
+    bar = page.driver.find_element(By.CSS_SELECTOR, f'tr[data-id="{failed["span_id"]}"] .aw-bar')
+    assert bar.value_of_css_property("background-color") == "rgba(214, 39, 40, 1)"  # a failed span's bar is red
+    page.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", bar)
+    ActionChains(page.driver).move_to_element(bar).click().perform()
+    page.settle()
     assert page.exceptions() == [] and f"span={failed['span_id']}" in page.driver.current_url
     assert f"{failed['error_type'] or 'error'}: {failed['status_message']}" in page.text()
-    page.screenshot(shots, "waterfall_click")
+    selected = page.driver.find_elements(By.CSS_SELECTOR, "tr.aw-selected")
+    assert [r.get_attribute("data-id") for r in selected] == [failed["span_id"]]  # the tree shows which
+    page.screenshot(shots, "timeline_click")
 
 
 def test_a_deep_link_opens_the_span(

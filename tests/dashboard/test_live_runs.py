@@ -22,10 +22,10 @@ import pytest
 from selenium.common.exceptions import WebDriverException
 from streamlit.testing.v1 import AppTest
 
-from agentwatch_platform.dashboard import live, trace
+from agentwatch_platform.dashboard import live, trace, ui
 from agentwatch_platform.reference_agent.demo import ProcessGroup, project_key, start_collector
 from tests.dashboard import browser
-from tests.dashboard.support import APP, chart, metrics, tables
+from tests.dashboard.support import APP, metrics, tables
 from tests.support.ports import free_port
 
 PROJECT = "live"
@@ -181,32 +181,35 @@ def test_runs_page_pins_running_runs_above_the_list(stack: LiveStack, app: AppTe
     assert shown["runs_table"].ids == [stack.crashed] and len(shown["runs_running_table"].ids) == 1  # still pinned
 
 
-def _tree(at: AppTest) -> Any:
-    return next(d.value for d in at.dataframe if "span" in d.value.columns)
+def _tree(at: AppTest) -> list[dict[str, str]]:
+    """The trace explorer's rows (column -> text), each with its span's kind (from its icon) and bar."""
+    (tree,) = [t for key, t in tables(at).items() if key.startswith("tree-")]
+    kinds = {icon: kind for kind, icon in trace.ICONS.items()}
+    return [
+        row | {"kind": kinds[row["span"].split(" ")[0]], "bar": bar["timeline"]}
+        for row, bar in zip(tree.rows, tree.bars, strict=True)
+    ]
 
 
 def test_run_detail_of_a_running_run_draws_its_open_spans_to_now(stack: LiveStack, app: AppTest) -> None:
     at = page(app, "views/run_detail.py", run=stack.running)
-    assert "Elapsed" in {m.label for m in at.metric} and "Running: started" in texts(at)
+    assert "Elapsed" in metrics(at) and "Running: started" in texts(at)
     assert at.toggle(key="run_live").value is True
-    tree = _tree(at)
-    opened = tree[tree["status"] == live.OPEN]
-    assert set(opened["kind"]) == {"run", "step"}  # the run and its current step, not stored yet
-    assert any(trace.OPEN_MARK in label and RUNNING in label for label in opened["span"])
-    bars = chart(at)[1][0]
-    assert set(bars[bars["open"]]["kind"]) == {"run", "step"}  # drawn as open (dashed, pale), to now
+    opened = [row for row in _tree(at) if row["status"] == live.OPEN]
+    assert {row["kind"] for row in opened} == {"run", "step"}  # the run and its current step, not stored yet
+    assert any(trace.OPEN_MARK in row["span"] and RUNNING in row["span"] for row in opened)
+    assert all(row["bar"][2].endswith("80") for row in opened)  # drawn pale: not ended
+    run = next(row for row in opened if row["kind"] == "run")
+    assert run["bar"][:2] == [0.0, 1.0]  # to now: the end of the timeline
 
 
 def test_run_detail_of_a_crashed_run_says_incomplete(stack: LiveStack, app: AppTest) -> None:
     crashed = _incomplete(stack)
     at = page(app, "views/run_detail.py", run=stack.crashed)
-    assert "Incomplete: its root span never arrived" in texts(at) and "Duration" in {m.label for m in at.metric}
+    assert "Incomplete: its root span never arrived" in texts(at) and "Duration" in metrics(at)
     assert "run_live" not in {t.key for t in at.toggle}  # nothing to refresh
-    tree = _tree(at)
-    root = tree[(tree["status"] == live.OPEN) & (tree["kind"] == "run")]
-    assert len(root) == 1 and root["duration_s"].iloc[0] == pytest.approx(
-        crashed["duration_s"], abs=0.01
-    )  # to its last activity
+    (root,) = [row for row in _tree(at) if row["status"] == live.OPEN and row["kind"] == "run"]
+    assert root["duration"] == ui.fmt(crashed["duration_s"], "s")  # to its last activity
 
 
 # --- headless Chromium ------------------------------------------------------------------------

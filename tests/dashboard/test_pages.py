@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from agentwatch_platform.dashboard import ui
+from agentwatch_platform.dashboard import trace, ui
 from agentwatch_platform.reference_agent.demo import project_key
 from tests.dashboard.support import (
     APP,
@@ -140,17 +139,16 @@ def test_run_detail_shows_waterfall_steps_growth_engine_and_graph(app: AppTest, 
     assert shown["Cost (USD)"] == ui.fmt(react["run"]["cost_usd"], "USD")
     # An engine span whose client span was stored first joins the run's trace a moment later
     # (collector.ingest.engine_join): the count shown lies between the counts fetched before and after.
-    spec, data = chart(at)
-    waterfall = re.search(r"Waterfall: (\d+) spans", json.dumps(spec))
-    assert waterfall is not None and not at.get("plotly_chart")  # Vega-Lite, as every page's: no page loads Plotly
-    assert [(p["name"], p["select"]["fields"]) for p in spec["params"]] == [
-        ("span", ["span_id"])
-    ]  # a click on a bar selects its span
-    assert set(data[0]["span_id"]) <= {
-        s["span_id"] for s in seeded.get(f"/api/runs/{react['run']['trace_id']}")["spans"]
-    }
+    (tree,) = [t for key, t in tables(at).items() if key.startswith("tree-")]
+    assert not at.get("plotly_chart") and not at.get("vega_lite_chart")  # the trace view loads no chart library
     after = seeded.get(f"/api/runs/{react['run']['trace_id']}")
-    assert len(react["spans"]) <= int(waterfall.group(1)) <= len(after["spans"])
+    assert set(tree.ids) <= {s["span_id"] for s in after["spans"]}
+    assert len(react["spans"]) <= len(tree.ids) <= len(after["spans"])
+    run_row = tree.rows[0]  # the run's own bar spans the whole timeline
+    assert run_row["span"].startswith(trace.ICONS["run"]) and run_row["start"] == "+0.000 s" and tree.depths[0] == 0
+    assert tree.bars[0]["timeline"][:2] == [0.0, 1.0] and max(tree.depths) >= 2  # run > step > call
+    assert all(0 <= b["timeline"][0] and b["timeline"][0] + b["timeline"][1] <= 1 + 1e-9 for b in tree.bars)
+    assert all(cell.startswith("+") and " to +" in cell for cell in tree.column("timeline"))  # each bar's hover
     steps = view(at, "Steps").dataframe[0].value
     llm = [s for s in react["spans"] if s["kind"] == "llm"]
     assert steps["input_tokens"].sum() == sum(s["input_tokens"] for s in llm)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from agentwatch_platform.dashboard import analysis, trace
 from tests.dashboard.test_analysis import react_run, span
 
@@ -41,7 +43,8 @@ def test_tree_rows_indent_mark_failures_and_keep_the_whole_error() -> None:
     )
     rows = trace.tree_rows(analysis.tree_order(spans), trace.step_names(spans))
     failed = next(r for r in rows if r["span_id"] == "t2")
-    assert failed["span"].startswith("      " + trace.ICONS["tool"]) and failed["span"].endswith(trace.FAILED_MARK)
+    assert failed["span"].startswith(trace.ICONS["tool"]) and failed["span"].endswith(trace.FAILED_MARK)
+    assert failed["depth"] == 2 and failed["offset"] == pytest.approx(2.5 / rows[0]["duration_s"])
     assert failed["status"] == "error" and failed["detail"] == f"ToolFailure: {message}"
     assert rows[0]["share"] == 1.0 and all(0 <= r["share"] <= 1 for r in rows)
     llm = next(r for r in rows if r["span_id"] == "l0")
