@@ -119,7 +119,7 @@ def _status_from_link() -> None:
 
 def _sort_from_header() -> None:
     """A click on a column's header sorts every run by it (again: the other way round), as the
-    Sort by box does; applied before the widgets are drawn."""
+    Sort by box does, from the first page; applied before the widgets are drawn."""
     clicked = tables.clicked("runs_table", "sort")
     field = run_table.FIELDS[clicked].sort if clicked in run_table.FIELDS else None
     label = next((label for label, f in SORTS.items() if f == field), None)
@@ -129,6 +129,7 @@ def _sort_from_header() -> None:
         st.session_state["runs_desc"] = not st.session_state.get("runs_desc", True)
     else:
         st.session_state["runs_sort"], st.session_state["runs_desc"] = label, True
+    st.session_state["runs_page"] = 1
 
 
 def _running_now() -> None:
