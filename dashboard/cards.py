@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 CARD_CLASS, LABEL_CLASS, VALUE_CLASS, DELTA_CLASS = "aw-card", "aw-card-label", "aw-card-value", "aw-card-delta"
-GOOD, BAD, LINE = "#09ab3b", "#ff2b2b", "#29b5e8"
+GOOD, BAD, FLAT, LINE = "#09ab3b", "#ff2b2b", "#808495", "#29b5e8"
 
 _STYLE = f"""<style>
 .aw-cards {{display: grid; grid-template-columns: repeat(var(--aw-columns), minmax(0, 1fr)); gap: 1rem;}}
@@ -66,6 +66,8 @@ def _card(card: Card) -> str:
         falling = card.delta.lstrip().startswith("-")
         good = falling != card.rise_is_good
         colour, arrow = (GOOD if good else BAD), ("↓" if falling else "↑")
+        if not any(c in "123456789" for c in card.delta.split()[0]):  # "+0.0 %": no change, neither good nor bad
+            colour, arrow = FLAT, "→"
         parts.append(
             f'<div class="{DELTA_CLASS}" style="color: {colour}; background: {colour}1a">'
             f"{arrow} {html.escape(card.delta)}</div>"

@@ -33,6 +33,11 @@ def test_a_fall_is_good_where_a_rise_is_bad_and_text_is_escaped() -> None:
     assert f"color: {cards.GOOD}" in body
 
 
+def test_no_change_reads_neither_good_nor_bad() -> None:
+    body = cards.cards_html([cards.Card("Change (USD)", "$0", "+0.0 %", rise_is_good=False)])
+    assert f"color: {cards.FLAT}" in body and "→ +0.0 %" in body and cards.BAD not in body
+
+
 def test_a_flat_series_draws_a_line_not_a_division_by_zero() -> None:
     svg = base64.b64decode(cards.sparkline_uri([5.0, 5.0, 5.0]).split(",", 1)[1]).decode()
     assert "0.00,29.00 50.00,29.00 100.00,29.00" in svg
