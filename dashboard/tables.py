@@ -252,18 +252,7 @@ def table(
             }
             for c in columns
         ],
-        "rows": [
-            {
-                "id": r.id,
-                "cells": list(r.cells),
-                "href": r.href,
-                "marks": r.marks,
-                "titles": r.titles,
-                "depth": r.depth,
-                "bars": r.bars,
-            }
-            for r in rows
-        ],
+        "rows": [_row(r) for r in rows],
         "clickable": clickable,
         "sort": {"column": sort[0], "descending": sort[1]} if sort else None,
         "chooser": chooser,
@@ -281,6 +270,22 @@ def table(
         on_hidden_change=_nothing,
     )
     return TableEvent(opened=result.get("open"), sort=result.get("sort"), hidden=list(result.get("hidden") or []))
+
+
+def _row(row: Row) -> dict[str, Any]:
+    """A row as the script reads it, without its empty fields (a 10,000-span tree is sent whole)."""
+    sent: dict[str, Any] = {"id": row.id, "cells": list(row.cells)}
+    if row.href:
+        sent["href"] = row.href
+    if row.marks:
+        sent["marks"] = row.marks
+    if row.titles:
+        sent["titles"] = row.titles
+    if row.depth:
+        sent["depth"] = row.depth
+    if row.bars:
+        sent["bars"] = {k: (round(start, 5), round(width, 5), colour) for k, (start, width, colour) in row.bars.items()}
+    return sent
 
 
 def clicked(key: str, event: str) -> str | None:

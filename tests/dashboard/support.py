@@ -95,12 +95,12 @@ def tables(at: Any) -> dict[str, Table]:
             columns=columns,
             labels=[c["label"] for c in data["columns"]],
             ids=[r["id"] for r in data["rows"]],
-            hrefs=[r["href"] for r in data["rows"]],
+            hrefs=[r.get("href") for r in data["rows"]],
             rows=[dict(zip(columns, r["cells"], strict=True)) for r in data["rows"]],
             hidden=data["hidden"],
             sort=(sort["column"], sort["descending"]) if sort else None,
-            bars=[r["bars"] for r in data["rows"]],
-            depths=[r["depth"] for r in data["rows"]],
+            bars=[r.get("bars", {}) for r in data["rows"]],
+            depths=[r.get("depth", 0) for r in data["rows"]],
         )
     return found
 

@@ -82,18 +82,7 @@ def _data(rows: list[tables.Row], **extra: object) -> dict:
             {"key": c.key, "label": c.label, "numeric": c.numeric, "sortable": c.sortable, "timeline": c.timeline}
             for c in columns
         ],
-        "rows": [
-            {
-                "id": r.id,
-                "cells": list(r.cells),
-                "href": r.href,
-                "marks": r.marks,
-                "titles": {},
-                "depth": r.depth,
-                "bars": r.bars,
-            }
-            for r in rows
-        ],
+        "rows": [tables._row(r) for r in rows],
         "clickable": True,
         "chooser": True,
         "hidden": [],
