@@ -31,14 +31,14 @@ ALL_DEPTHS = "all"
 def render() -> None:
     st.title("Run detail")
     params = st.query_params
-    wanted = params.get("trace_id") or params.get("run") or ""
-    trace_id = (
-        st.text_input("Trace id", value=wanted, placeholder="32 hex characters; or pick a run on the Runs page")
-        .strip()
-        .lower()
+    wanted = (params.get("trace_id") or params.get("run") or "").strip().lower()
+    # The trace id box only where no run is given: one more kind of widget on every run's load cost
+    # ~0.1 s in headless Chromium (bench.dashboard_ab); the Runs page's search opens a pasted trace id.
+    trace_id = wanted or (
+        st.text_input("Trace id", placeholder="32 hex characters; or pick a run on the Runs page").strip().lower()
     )
     if not trace_id:
-        ui.empty("Pick a run on the Runs page (select a row) or paste its trace id.", "No runs yet? " + ui.DEMO_HINT)
+        ui.empty("Pick a run on the Runs page (click it) or paste its trace id.", "No runs yet? " + ui.DEMO_HINT)
         return
     if trace_id != wanted:  # another run typed in: its own span, not the last run's
         params.pop("span", None)
@@ -101,7 +101,7 @@ def _summary(detail: RunDetail) -> None:
         )
     )
     st.caption(
-        f"Tokens: {run.input_tokens:,} input ({run.cached_tokens:,} cached), {run.output_tokens:,} output · agent median cost {ui.fmt(median, 'USD')} · models {', '.join(run.models) or '–'}"
+        f"Trace {run.trace_id} · tokens: {run.input_tokens:,} input ({run.cached_tokens:,} cached), {run.output_tokens:,} output · agent median cost {ui.fmt(median, 'USD')} · models {', '.join(run.models) or '–'}"
     )
     if detail.feedback:
         st.dataframe(pd.DataFrame([f.model_dump() for f in detail.feedback]), hide_index=True)

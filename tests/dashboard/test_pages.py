@@ -137,6 +137,7 @@ def test_run_detail_shows_waterfall_steps_growth_engine_and_graph(app: AppTest, 
     shown = metrics(at)
     assert shown["Steps"] == str(react["run"]["steps"]) and shown["LLM calls"] == str(react["run"]["llm_calls"])
     assert shown["Cost (USD)"] == ui.fmt(react["run"]["cost_usd"], "USD")
+    assert f"Trace {react['run']['trace_id']}" in text(at) and not at.text_input  # shown, not asked for
     # An engine span whose client span was stored first joins the run's trace a moment later
     # (collector.ingest.engine_join): the count shown lies between the counts fetched before and after.
     (tree,) = [t for key, t in tables(at).items() if key.startswith("tree-")]
