@@ -245,6 +245,7 @@ def _lifespan(
                 live_runs=LiveRuns(),
                 may_bill=lambda: roles.holds(ENGINE_JOIN),
                 spill=_spill(settings),
+                merge_hold_s=settings.chdb_merge_hold_s,
             )
             writer.store_available = available  # known from the start, not only after a failed insert
             writer.replay(recovery, ingestor.spool.estimate_spans)

@@ -148,6 +148,13 @@ class Settings:
             "doc": "embedded chDB: threads merging parts in the background (background_pool_size; each merge holds blocks of its parts in memory); 0: ClickHouse's default, 16. Raise it on a large machine if /metrics shows parts piling up",
         },
     )
+    chdb_merge_hold_s: float = field(
+        default=30.0,
+        metadata={
+            "env": "CHDB_MERGE_HOLD_S",
+            "doc": "embedded chDB: while more than FLUSH_ROWS spans wait behind the batch being inserted (a burst), the spans table's background merges wait, for at most this long, and catch up once the queue is drained; merging while inserting added 60-90 MB to the peak of a burst with captured text (bench/results/scale.md). 0: merges never wait",
+        },
+    )
     malloc_mmap_threshold_bytes: int = field(
         default=0,
         metadata={

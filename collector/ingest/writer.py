@@ -20,7 +20,9 @@ batch instead of several small ones is what lets the store keep up with the deco
 is bounded in bytes too (``max_queue_bytes``: captured prompt text makes a span ten times
 larger): a batch takes at most half of it, which bounds what chDB's insert holds (~3.8x the
 batch), and spans beyond it wait on disk only. Smaller batches cost CPU per span (more parts
-to merge): the bound trades memory for ingest rate (bench/results/scale.md).
+to merge): the bound trades memory for ingest rate (bench/results/scale.md). While a backlog
+waits behind the batch being inserted, the store's background merges wait too (``merge_hold_s``,
+``Store.hold_merges``): merging text-heavy parts during a burst's inserts added 60-90 MB to its peak.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ class Writer:
         live_runs: LiveRuns | None = None,
         may_bill: Callable[[], bool] | None = None,
         spill: Spill | None = None,
+        merge_hold_s: float = 0.0,
     ) -> None:
         self._store = store
         self._spool = spool
@@ -107,6 +110,9 @@ class Writer:
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._epoch = uuid.uuid4().hex[:12]  # tokens never repeat across restarts
+        self._merge_hold_s = merge_hold_s  # 0: the store's merges never wait for a backlog
+        self._merges_held_since: float | None = None  # monotonic time the store's merges were held
+        self._may_hold_merges = True  # False after a hold reached its limit, until the queue drains
         self.store_available = True
 
     @property
@@ -249,6 +255,7 @@ class Writer:
         table = await self._table(batch)
         if self._join is not None:
             table = await asyncio.to_thread(self._prepare, table)
+        await self._hold_merges(self._queued - sum(e.spans for e in batch) >= self._flush_rows)
         written = await self._insert_until_stored(table, token)
         if written is None:
             return  # shutting down with the store away: the spool keeps the batch
@@ -258,8 +265,28 @@ class Writer:
             await asyncio.to_thread(self._open_runs, table)
         self._spool.commit(token)
         self._release(batch)
+        if not self._entries:
+            await self._hold_merges(False)
         del table
         await asyncio.to_thread(heap.trim)  # the batch's buffers are free now (collector.ingest.heap)
+
+    async def _hold_merges(self, backlog: bool) -> None:
+        """The store's merges wait while a backlog does (a burst: ``queries_admin.HOLD_MERGES``), for at
+        most ``merge_hold_s``; after that limit, not again until the queue has drained once."""
+        now = time.monotonic()
+        if not backlog:
+            self._may_hold_merges = True
+        elif self._merges_held_since is not None and now - self._merges_held_since >= self._merge_hold_s:
+            self._may_hold_merges = False
+        hold = backlog and self._may_hold_merges and self._merge_hold_s > 0
+        if hold == (self._merges_held_since is not None):
+            return
+        self._merges_held_since = now if hold else None
+        try:
+            store = self._store()
+        except StoreError:
+            return  # a reopened store merges as usual
+        await asyncio.to_thread(store.hold_merges, hold)
 
     def _release(self, batch: list[_Entry]) -> None:
         """A stored batch leaves the queue: its counts, its spill files, its tables."""

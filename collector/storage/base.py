@@ -48,5 +48,9 @@ class Store(Protocol):
     def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """Insert plain rows into one of the schema's small tables (keys, alerts, feedback, engine metrics)."""
 
+    def hold_merges(self, hold: bool) -> None:
+        """While ``hold``, the spans table's background merges wait (an embedded store in a burst);
+        a no-op where the merges are a server's. Must not raise: merges are not the caller's concern."""
+
     def close(self) -> None:
         """Release the back end; safe to call twice."""

@@ -14,10 +14,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from agentwatch_platform.collector.storage.base import QueryError, StoreUnavailable
+from agentwatch_platform.collector.storage.base import QueryError, StoreError, StoreUnavailable
 from agentwatch_platform.collector.storage.chdb_memory import ChdbMemory
 from agentwatch_platform.collector.storage.queries import SPANS_INSERT_SETTINGS
-from agentwatch_platform.collector.storage.queries_admin import PURGE_ALLOCATOR
+from agentwatch_platform.collector.storage.queries_admin import HOLD_MERGES, PURGE_ALLOCATOR, RESUME_MERGES
 from agentwatch_platform.collector.storage.recent import RecentKeys
 from agentwatch_platform.collector.storage.result_cache import ResultCache, is_read
 from agentwatch_platform.collector.storage.sql_store import SqlStore, arrow_rows
@@ -50,6 +50,7 @@ class ChdbStore(SqlStore):
         self._lock = threading.RLock()
         self._results = ResultCache(max_age_s=result_cache_s) if result_cache_s > 0 else None
         self._session = _open_session(self.path, memory or ChdbMemory())
+        self.merges_held = False
 
     def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Rows of a SELECT; repeated reads between two writes come from ``ResultCache``."""
@@ -81,6 +82,17 @@ class ChdbStore(SqlStore):
         self._run(sql, params, fmt="CSV", aw_batch=data)
         if table == "spans":
             self._purge_allocator()
+
+    def hold_merges(self, hold: bool) -> None:
+        """Stop or restart the spans table's background merges (``HOLD_MERGES``); a failure is logged."""
+        if hold == self.merges_held:
+            return
+        try:
+            self.command(HOLD_MERGES if hold else RESUME_MERGES)
+        except StoreError as exc:
+            log.warning("chDB: %s merges failed: %s", "holding" if hold else "resuming", exc)
+            return
+        self.merges_held = hold
 
     def _purge_allocator(self) -> None:
         try:

@@ -76,6 +76,9 @@ class ClickHouseStore(SqlStore):
         except DatabaseError as exc:
             raise QueryError(f"ClickHouse query failed: {exc}") from exc
 
+    def hold_merges(self, hold: bool) -> None:
+        """A no-op: a server merges its parts itself, whichever collectors insert into it."""
+
     def close(self) -> None:
         if not self._closed.is_set():
             self._closed.set()

@@ -29,3 +29,10 @@ LIMIT {limit:UInt32}"""
 # in a burst inserts come faster than that: 350-430 MB resident for 50-110 MB allocated (a
 # 600k-span burst with captured text). ~1 ms; run after each spans insert (ChdbStore).
 PURGE_ALLOCATOR = "SYSTEM JEMALLOC PURGE"
+
+# Embedded chDB: the spans table's background merges wait while the writer has a backlog
+# (``Writer``: a burst), and catch up once it is drained. Merging text-heavy parts while inserting
+# added ~60-90 MB to the collector's peak in a 600k-span burst with captured text (64 MiB queue
+# bound: 424 vs 512 MB, bench/results/scale.md). Only this table's merges; not kept across a restart.
+HOLD_MERGES = "SYSTEM STOP MERGES spans"
+RESUME_MERGES = "SYSTEM START MERGES spans"

@@ -202,6 +202,22 @@ def test_a_spans_insert_is_not_merged_by_the_engine_on_the_way_in(store: Store) 
     assert store.query("SELECT count() AS n FROM spans")[0]["n"] == 2
 
 
+def test_hold_merges_holds_only_an_embedded_stores_merges(store: Store) -> None:
+    """chDB's spans merges wait while held (a merge asked for is cancelled) and run once resumed; a
+    server's merges are the server's: holding is a no-op there."""
+    for start in (90, 60):
+        store.insert_spans(spans_table(agent_run(start_s=time.time() - start, steps=2)))
+    store.hold_merges(True)
+    if isinstance(store, ChdbStore):
+        with pytest.raises(QueryError, match="Cancelled merging"):
+            store.command("OPTIMIZE TABLE spans FINAL")
+        store.hold_merges(False)
+    store.command("OPTIMIZE TABLE spans FINAL")
+    assert store.query(
+        "SELECT count() AS n FROM system.parts WHERE database = currentDatabase() AND table = 'spans' AND active"
+    ) == [{"n": 1}]
+
+
 def test_a_sliced_table_inserts_only_its_spans(store: Store) -> None:
     rows = agent_run(start_s=time.time() - 60, steps=3)
     table = spans_table(rows)

@@ -20,6 +20,7 @@ from agentwatch_platform.collector.ingest.writer import Writer
 from agentwatch_platform.collector.metrics import Metrics
 from agentwatch_platform.collector.settings import Settings
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
+from agentwatch_platform.collector.storage.model import SpanRow
 from tests.collector.ingest_helpers import otlp_request
 
 DAY_NS = 86_400 * 10**9
@@ -148,3 +149,56 @@ async def test_a_batch_the_store_rejects_is_split_and_no_span_is_lost(
     assert metrics.totals["stored"] == 150
     assert metrics.rejected.labels("store_rejected")._value.get() == 0
     assert "the store rejected a batch of 150 spans" in caplog.text
+
+
+class _MergesAtInsert(ChdbStore):
+    """Records whether the spans table's merges were held at each insert."""
+
+    held: list[bool]
+
+    def insert_spans(self, spans: pa.Table | Sequence[SpanRow], *, dedup_token: str | None = None) -> int:
+        self.held.append(self.merges_held)
+        return super().insert_spans(spans, dedup_token=dedup_token)
+
+
+@pytest.mark.parametrize(
+    ("hold_limit_s", "held"),
+    [(30.0, [True] * 5 + [False]), (1e-9, [True] + [False] * 5), (0.0, [False] * 6)],
+)
+async def test_merges_wait_while_a_backlog_is_inserted_for_a_limited_time(
+    tmp_path: Path, hold_limit_s: float, held: list[bool]
+) -> None:
+    """Six requests queued before the writer runs, one batch each: the merges wait while more than
+    ``flush_rows`` spans wait behind a batch, and run again once the queue is drained, or once they
+    waited ``AGENTWATCH_CHDB_MERGE_HOLD_S`` (then not held again in that backlog; 0: never held)."""
+    settings = Settings.from_env(data_dir=tmp_path, chdb_merge_hold_s=hold_limit_s)
+    spool, metrics = Spool(tmp_path / "spool", max_bytes=1 << 26), Metrics()
+    spool.open()
+    ingestor = Ingestor(settings, normalizer=Normalizer(), spool=spool, metrics=metrics)
+    store = _MergesAtInsert(tmp_path / "chdb")
+    store.held = []
+    store.migrate()
+    try:
+        writer = Writer(
+            store=lambda: store,
+            spool=spool,
+            reload=ingestor.reload,
+            metrics=metrics,
+            flush_rows=4,
+            flush_interval_s=60.0,
+            max_queue_spans=1000,
+            max_queue_bytes=1,  # a batch of one request
+            merge_hold_s=settings.chdb_merge_hold_s,
+        )
+        ingestor.writer = writer
+        for r in range(6):
+            await ingestor.export("p1", _request([f"r{r}-s{s}" for s in range(4)], [0] * 4), PROTOBUF)
+        async with writer:
+            pass
+        assert store.held == held
+        assert not store.merges_held
+        assert store.query("SELECT count() AS n FROM spans") == [{"n": 24}]
+    finally:
+        ingestor.close()
+        spool.close()
+        store.close()
