@@ -120,6 +120,10 @@ class StoreHandle:
     def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         self.get().insert_rows(table, columns, rows)
 
+    def hold_merges(self, hold: bool) -> None:
+        if (store := self._store) is not None:  # a store not open yet merges as usual once opened
+            store.hold_merges(hold)
+
     def close(self) -> None:
         """Close the store if this handle opened it; safe to call twice."""
         with self._lock:
