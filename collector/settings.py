@@ -117,7 +117,7 @@ class Settings:
         default=0,
         metadata={
             "env": "MAX_QUEUE_BYTES",
-            "doc": "bytes of decoded spans kept in memory until inserted (a batch takes at most half); beyond it they wait on disk, decoded, in <data dir>/spill (memory-mapped back at insert, not the collector's anonymous memory). Smaller saves memory at a CPU cost per span (smaller inserts): a 600k-span burst with text peaked at ~490 MB anonymous with 64 MiB, ~410 with 32 MiB at +45 % CPU, ~720 unbounded (bench/results/scale.md); the bound costs ingest rate (HTTP, 400k spans: 64 MiB 36.0k/64.1k spans/s with/without text against 41.0k/69.6k unbounded), so it is off by default. 0: no bound in bytes",
+            "doc": "bytes of decoded spans kept in memory until inserted (a batch takes at most half); beyond it they wait on disk, decoded, in <data dir>/spill (memory-mapped back at insert, not the collector's anonymous memory). Smaller saves memory at a CPU cost per span (smaller inserts): a 600k-span burst with text peaked at ~440 MB anonymous with 64 MiB, ~340 with 32 MiB at +15 % CPU, 470-740 unbounded (bench/results/scale.md); the bound costs ingest rate (HTTP, 400k spans: 64 MiB ~10 % fewer spans/s with and without text), so it is off by default. 0: no bound in bytes",
         },
     )
     chdb_cache_bytes: int = field(
