@@ -152,7 +152,7 @@ class Settings:
         default=30.0,
         metadata={
             "env": "CHDB_MERGE_HOLD_S",
-            "doc": "embedded chDB: while more than FLUSH_ROWS spans wait behind the batch being inserted (a burst), the spans table's background merges wait, for at most this long, and catch up once the queue is drained; merging while inserting added 60-90 MB to the peak of a burst with captured text (bench/results/scale.md). 0: merges never wait",
+            "doc": "embedded chDB, with MAX_QUEUE_BYTES set: while more than FLUSH_ROWS spans wait behind the batch being inserted (a burst), the spans table's background merges wait, for at most this long, and catch up once the queue is drained; merging while inserting added 60-140 MB to the peak of a burst with captured text (64 MiB bound 506 -> 439 MB, 32 MiB 476 -> 340 MB, bench/results/scale.md). Without a bound in bytes merges never wait (the batches, and the peak, would grow instead). 0: merges never wait",
         },
     )
     malloc_mmap_threshold_bytes: int = field(

@@ -21,8 +21,9 @@ is bounded in bytes too (``max_queue_bytes``: captured prompt text makes a span 
 larger): a batch takes at most half of it, which bounds what chDB's insert holds (~3.8x the
 batch), and spans beyond it wait on disk only. Smaller batches cost CPU per span (more parts
 to merge): the bound trades memory for ingest rate (bench/results/scale.md). While a backlog
-waits behind the batch being inserted, the store's background merges wait too (``merge_hold_s``,
-``Store.hold_merges``): merging text-heavy parts during a burst's inserts added 60-90 MB to its peak.
+waits behind the batch being inserted, and batches are bounded in bytes, the store's background
+merges wait too (``merge_hold_s``, ``Store.hold_merges``): merging text-heavy parts during a burst's
+inserts added 60-140 MB to its peak.
 """
 
 from __future__ import annotations
@@ -272,13 +273,14 @@ class Writer:
 
     async def _hold_merges(self, backlog: bool) -> None:
         """The store's merges wait while a backlog does (a burst: ``queries_admin.HOLD_MERGES``), for at
-        most ``merge_hold_s``; after that limit, not again until the queue has drained once."""
+        most ``merge_hold_s``; after that limit, not again until the queue has drained once. Only with
+        a bound in bytes: without one, the faster inserts let the batches, and the peak, grow instead."""
         now = time.monotonic()
         if not backlog:
             self._may_hold_merges = True
         elif self._merges_held_since is not None and now - self._merges_held_since >= self._merge_hold_s:
             self._may_hold_merges = False
-        hold = backlog and self._may_hold_merges and self._merge_hold_s > 0
+        hold = backlog and self._may_hold_merges and self._merge_hold_s > 0 and self._max_bytes > 0
         if hold == (self._merges_held_since is not None):
             return
         self._merges_held_since = now if hold else None

@@ -162,15 +162,21 @@ class _MergesAtInsert(ChdbStore):
 
 
 @pytest.mark.parametrize(
-    ("hold_limit_s", "held"),
-    [(30.0, [True] * 5 + [False]), (1e-9, [True] + [False] * 5), (0.0, [False] * 6)],
+    ("hold_limit_s", "max_queue_bytes", "held"),
+    [
+        (30.0, 1, [True] * 11 + [False]),
+        (1e-9, 1, [True] + [False] * 11),
+        (0.0, 1, [False] * 12),
+        (30.0, 0, [False] * 2),
+    ],
 )
 async def test_merges_wait_while_a_backlog_is_inserted_for_a_limited_time(
-    tmp_path: Path, hold_limit_s: float, held: list[bool]
+    tmp_path: Path, hold_limit_s: float, max_queue_bytes: int, held: list[bool]
 ) -> None:
-    """Six requests queued before the writer runs, one batch each: the merges wait while more than
-    ``flush_rows`` spans wait behind a batch, and run again once the queue is drained, or once they
-    waited ``AGENTWATCH_CHDB_MERGE_HOLD_S`` (then not held again in that backlog; 0: never held)."""
+    """Twelve requests of 4 spans queued before the writer runs, one batch each (a bound of 1 byte):
+    the merges wait while more than ``flush_rows`` spans wait behind a batch, and run again once the
+    queue is drained, or once they waited ``AGENTWATCH_CHDB_MERGE_HOLD_S`` (then not held again in
+    that backlog; 0: never held). Without a bound in bytes (batches of 32 spans) they never wait."""
     settings = Settings.from_env(data_dir=tmp_path, chdb_merge_hold_s=hold_limit_s)
     spool, metrics = Spool(tmp_path / "spool", max_bytes=1 << 26), Metrics()
     spool.open()
@@ -187,17 +193,17 @@ async def test_merges_wait_while_a_backlog_is_inserted_for_a_limited_time(
             flush_rows=4,
             flush_interval_s=60.0,
             max_queue_spans=1000,
-            max_queue_bytes=1,  # a batch of one request
+            max_queue_bytes=max_queue_bytes,
             merge_hold_s=settings.chdb_merge_hold_s,
         )
         ingestor.writer = writer
-        for r in range(6):
+        for r in range(12):
             await ingestor.export("p1", _request([f"r{r}-s{s}" for s in range(4)], [0] * 4), PROTOBUF)
         async with writer:
             pass
         assert store.held == held
         assert not store.merges_held
-        assert store.query("SELECT count() AS n FROM spans") == [{"n": 24}]
+        assert store.query("SELECT count() AS n FROM spans") == [{"n": 48}]
     finally:
         ingestor.close()
         spool.close()
