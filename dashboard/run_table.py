@@ -86,6 +86,7 @@ def runs_table(
     sort: tuple[str, bool] | None = None,
     sortable: bool = False,
     chooser: bool = False,
+    pager: tuple[int, int] | None = None,
 ) -> tables.TableEvent:
     """The runs, one row each, ``columns`` from ``FIELDS`` in that order; a click on a row opens
     the run (in this session: no page load). ``sort`` is (API sort field, descending) as applied."""
@@ -100,6 +101,7 @@ def runs_table(
         sort=(SORT_FIELDS[sort[0]], sort[1]) if sort and sort[0] in SORT_FIELDS else None,
         chooser=chooser,
         hidden=hidden,
+        pager=pager,
     )
     open_run(event.opened)
     return event

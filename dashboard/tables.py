@@ -43,6 +43,11 @@ _CSS = f"""
 .{TABLE_CLASS} tr.aw-selected td {{background: rgba(41, 181, 232, 0.18);}}
 .{TABLE_CLASS} td.aw-timeline {{position: relative; min-width: 16rem; width: 35%; padding: 0;}}
 .{TABLE_CLASS} .aw-bar {{position: absolute; top: 30%; height: 40%; min-width: 2px; border-radius: 2px;}}
+.aw-table-pager {{display: flex; gap: 0.4rem; align-items: center; justify-content: flex-end; margin-top: 0.4rem;
+  font-size: 0.875rem;}}
+.aw-table-pager button {{border: 1px solid rgba(49, 51, 63, 0.2); border-radius: 0.4rem; background: white;
+  padding: 0.2rem 0.6rem; cursor: pointer; font: inherit;}}
+.aw-table-pager button:disabled {{opacity: 0.4; cursor: default;}}
 .aw-table-more {{text-align: center; font-size: 0.8rem; opacity: 0.6; padding: 0.3rem;}}
 .aw-table-tools {{display: flex; justify-content: flex-end; font-size: 0.875rem; margin-bottom: 0.3rem;}}
 .aw-table-tools details {{position: relative;}}
@@ -175,6 +180,28 @@ export default function (component) {
     parts.push(tools);
   }
   parts.push(wrap);
+  if (data.pager) {
+    const [page, pages] = data.pager;
+    const pager = document.createElement('div');
+    pager.className = 'aw-table-pager';
+    const go = (label, to, title) => {
+      const b = document.createElement('button');
+      b.textContent = label;
+      b.title = title;
+      b.disabled = to < 1 || to > pages || to === page;
+      b.onclick = () => setTriggerValue('page', String(to));
+      pager.appendChild(b);
+    };
+    go('«', 1, 'First page');
+    go('‹ Previous', page - 1, 'Previous page');
+    const at = document.createElement('span');
+    at.className = 'aw-table-page';
+    at.textContent = `Page ${page.toLocaleString()} of ${pages.toLocaleString()}`;
+    pager.appendChild(at);
+    go('Next ›', page + 1, 'Next page');
+    go('»', pages, 'Last page');
+    parts.push(pager);
+  }
   root.replaceChildren(...parts);
   const chosen = body.querySelector('tr.aw-selected');
   if (chosen && data.max_height) wrap.scrollTop = chosen.offsetTop - wrap.clientHeight / 3;
@@ -214,11 +241,13 @@ class Row:
 
 @dataclass(frozen=True)
 class TableEvent:
-    """What the user did in this run of the page: opened a row, asked to sort by a column."""
+    """What the user did in this run of the page: opened a row, asked to sort by a column, to see
+    another page."""
 
     opened: str | None
     sort: str | None
     hidden: list[str]
+    page: str | None = None
 
 
 def table(
@@ -233,10 +262,12 @@ def table(
     max_height: int | None = None,
     selected: str | None = None,
     chunk: int | None = None,
+    pager: tuple[int, int] | None = None,
 ) -> TableEvent:
     """Draw the table; ``sort`` is (column key, descending) as now applied, ``hidden`` the columns
     hidden until the user chooses (the chooser's choice is kept per ``key`` for the session),
-    ``selected`` the id of the row shown selected; ``chunk`` rows are drawn at a time."""
+    ``selected`` the id of the row shown selected; ``chunk`` rows are drawn at a time; ``pager``
+    (page, pages) draws first/previous/next/last buttons, whose click is the ``page`` trigger."""
     state = st.session_state.get(key)  # the component's state values as the browser last sent them
     chosen = state.get("hidden") if state is not None else None
     data: dict[str, Any] = {
@@ -260,6 +291,7 @@ def table(
         "max_height": max_height,
         "selected": selected,
         "chunk": chunk,
+        "pager": list(pager) if pager else None,
     }
     result = _component(
         data=data,
@@ -267,9 +299,15 @@ def table(
         default={"hidden": list(hidden)},
         on_open_change=_nothing,
         on_sort_change=_nothing,
+        on_page_change=_nothing,
         on_hidden_change=_nothing,
     )
-    return TableEvent(opened=result.get("open"), sort=result.get("sort"), hidden=list(result.get("hidden") or []))
+    return TableEvent(
+        opened=result.get("open"),
+        sort=result.get("sort"),
+        hidden=list(result.get("hidden") or []),
+        page=result.get("page"),
+    )
 
 
 def _row(row: Row) -> dict[str, Any]:

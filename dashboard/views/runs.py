@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import get_args
+from typing import Any, get_args
 
 import streamlit as st
 
@@ -91,6 +91,7 @@ def render() -> None:
     st.title("Runs")
     _status_from_link()
     _sort_from_header()
+    _page_from_pager()
     running = st.container()  # the running runs, above the search; drawn while the list's query runs
     search = st.text_input(
         "Search",
@@ -130,6 +131,12 @@ def _sort_from_header() -> None:
     else:
         st.session_state["runs_sort"], st.session_state["runs_desc"] = label, True
     st.session_state["runs_page"] = 1
+
+
+def _page_from_pager() -> None:
+    """The table's pager (first, previous, next, last) picks the page the query asks for."""
+    if (wanted := tables.clicked("runs_table", "page")) and wanted.isdigit():
+        st.session_state["runs_page"] = max(1, int(wanted))
 
 
 def _running_now() -> None:
@@ -185,14 +192,10 @@ def _filters() -> dict[str, object]:
     )
     size = c[5].selectbox("Rows", [5, 25, 50, 100, 200], index=2, key="runs_size")
     c = st.columns([1, 1, 1, 1, 1.3, 0.8])
-    min_cost = c[0].number_input(
-        "Min cost (USD)", min_value=0.0, value=0.0, step=0.01, format="%.4f", key="runs_min_cost"
-    )
-    max_cost = c[1].number_input(
-        "Max cost (USD, 0 = none)", min_value=0.0, value=0.0, step=0.01, format="%.4f", key="runs_max_cost"
-    )
-    min_steps = c[2].number_input("Min steps", min_value=0, value=0, step=1, key="runs_min_steps")
-    max_steps = c[3].number_input("Max steps (0 = none)", min_value=0, value=0, step=1, key="runs_max_steps")
+    min_cost = _number(c[0], "Min cost (USD)", "runs_min_cost", float)
+    max_cost = _number(c[1], "Max cost (USD)", "runs_max_cost", float)
+    min_steps = _number(c[2], "Min steps", "runs_min_steps", int)
+    max_steps = _number(c[3], "Max steps", "runs_max_steps", int)
     sort = c[4].selectbox("Sort by", list(SORTS), key="runs_sort")
     descending = c[5].toggle("Descending", value=True, key="runs_desc")
     page = st.session_state.get("runs_page", 1)
@@ -202,14 +205,31 @@ def _filters() -> dict[str, object]:
         "tool_failed": True if failed_tools else None,
         "user_id": user or None,
         "session_id": session or None,
-        "min_cost": min_cost or None,
-        "max_cost": max_cost or None,
-        "min_steps": min_steps or None,
-        "max_steps": max_steps or None,
+        "min_cost": min_cost,
+        "max_cost": max_cost,
+        "min_steps": min_steps,
+        "max_steps": max_steps,
         "sort": ("-" if descending else "") + SORTS[sort],
         "limit": size,
         "offset": (page - 1) * size,
     }
+
+
+def _number(column: Any, label: str, key: str, kind: type[float] | type[int]) -> float | int | None:
+    """A bound typed as text (blank: none). Text, not ``st.number_input``: that widget's code alone
+    cost about 0.2 s of each load of this page in headless Chromium (bench.dashboard_ab)."""
+    typed = column.text_input(label, key=key, placeholder="any").strip().replace(",", "").lstrip("$")
+    if not typed:
+        return None
+    try:
+        value = kind(typed)
+    except ValueError:
+        column.error(f"{label}: {typed!r} is not a {'whole ' if kind is int else ''}number", icon=":material/error:")
+        return None
+    if value < 0:
+        column.error(f"{label}: must be 0 or more", icon=":material/error:")
+        return None
+    return value
 
 
 def _paged(win: ui.Window, page: RunsPage) -> None:
@@ -236,9 +256,8 @@ def _table(runs: list[RunSummary], total: int, offset: int, limit: int) -> None:
         sort=(SORTS[st.session_state.get("runs_sort", "Start time")], st.session_state.get("runs_desc", True)),
         sortable=True,
         chooser=True,
+        pager=(offset // limit + 1, pages),
     )
-    st.session_state["runs_page"] = min(st.session_state.get("runs_page", 1), pages)
-    st.columns(6)[0].number_input("Page", min_value=1, max_value=pages, step=1, key="runs_page")
 
 
 render()

@@ -76,6 +76,7 @@ class Table:
     sort: tuple[str, bool] | None
     bars: list[dict[str, list]]  # per row: timeline column -> [start, width, colour] (fractions of the axis)
     depths: list[int]
+    pager: list[int] | None  # [page, pages]
 
     def column(self, key: str) -> list[str]:
         return [row[key] for row in self.rows]
@@ -101,6 +102,7 @@ def tables(at: Any) -> dict[str, Table]:
             sort=(sort["column"], sort["descending"]) if sort else None,
             bars=[r.get("bars", {}) for r in data["rows"]],
             depths=[r.get("depth", 0) for r in data["rows"]],
+            pager=data.get("pager"),
         )
     return found
 

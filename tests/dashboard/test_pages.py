@@ -93,7 +93,9 @@ def test_runs_page_pages_sorts_and_links_each_run(app: AppTest, seeded: SeededSt
     at.selectbox(key="runs_size").set_value(5).run()
     first = tables(at)["runs_table"]
     assert len(first.ids) == 5 and f"of {seeded.runs:,}" in text(at)
-    at.number_input(key="runs_page").set_value(2).run()
+    assert tables(at)["runs_table"].pager == [1, 2]  # the table's pager: first, previous, next, last
+    at.session_state["runs_page"] = 2  # as its Next button sets it (tests/dashboard/test_tables clicks it)
+    at.run()
     second = tables(at)["runs_table"]
     assert len(second.ids) == seeded.runs - 5 and not set(second.ids) & set(first.ids)
     at.selectbox(key="runs_sort").set_value("Cost").run()
@@ -103,6 +105,20 @@ def test_runs_page_pages_sorts_and_links_each_run(app: AppTest, seeded: SeededSt
     assert by_cost.column("cost") == [ui.fmt(r["cost_usd"], "USD") for r in expected]
     assert by_cost.sort == ("cost", True) and by_cost.column("trace_id") == by_cost.ids
     assert all(href == f"./run?run={tid}" for href, tid in zip(by_cost.hrefs, by_cost.ids, strict=True))
+
+
+def test_runs_page_cost_and_step_bounds_are_typed_and_checked(app: AppTest, seeded: SeededStack) -> None:
+    runs = seeded.get("/api/runs", limit=50, sort="-cost_usd")["items"]
+    at = page(app, "views/runs.py")
+    at.text_input(key="runs_min_cost").set_value(f"{runs[1]['cost_usd']:.9f}").run()  # the two most expensive
+    assert set(tables(at)["runs_table"].ids) == {r["trace_id"] for r in runs if r["cost_usd"] >= runs[1]["cost_usd"]}
+    at.text_input(key="runs_min_cost").set_value("").run()
+    at.text_input(key="runs_max_steps").set_value("lots").run()  # not a number: said so, the filter ignored
+    assert not at.exception and any("'lots' is not a whole number" in e.value for e in at.error)
+    assert len(tables(at)["runs_table"].ids) == seeded.runs
+    steps = sorted(r["steps"] for r in runs)
+    at.text_input(key="runs_max_steps").set_value(str(steps[0])).run()
+    assert set(tables(at)["runs_table"].ids) == {r["trace_id"] for r in runs if r["steps"] <= steps[0]}
 
 
 def test_runs_page_filters_by_status(app: AppTest, seeded: SeededStack) -> None:

@@ -131,6 +131,17 @@ def test_hostile_values_stay_text_and_clicks_report_rows_headers_and_columns(dri
 
 
 @pytest.mark.browser
+def test_the_pager_reports_the_page_asked_for(driver: WebDriver, harness: str) -> None:
+    _mount(driver, harness, _data([tables.Row("r0", ["a", "b", "c", "d"])], pager=[1, 40]))
+    buttons = {b.text: b for b in driver.find_elements(By.CSS_SELECTOR, ".aw-table-pager button")}
+    assert [b.is_enabled() for b in buttons.values()] == [False, False, True, True]  # on the first page
+    assert driver.find_element(By.CSS_SELECTOR, ".aw-table-page").text == "Page 1 of 40"
+    buttons["Next ›"].click()
+    buttons["»"].click()
+    assert _events(driver) == [["trigger", "page", "2"], ["trigger", "page", "40"]]
+
+
+@pytest.mark.browser
 def test_a_long_table_draws_a_chunk_then_the_selected_row_then_more_as_it_scrolls(
     driver: WebDriver, harness: str
 ) -> None:
