@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import streamlit as st
 
 from agentwatch_api.schemas import CostBreakdown, CostRow, LeverSavings, WhatIf
@@ -12,19 +14,9 @@ from agentwatch_platform.dashboard.cards import Card
 def render() -> None:
     st.title("Cost")
     win = ui.window()
-    gpu_hour = st.sidebar.number_input(
-        "GPU-hour price (USD)",
-        min_value=0.0,
-        value=ui.config().gpu_hour_usd,
-        step=0.5,
-        format="%.2f",
-        key="cost_gpu_hour",
-        help="Self-hosted models have no list price: their cost is GPU time.",
-    )
+    gpu_hour = _gpu_hour_price()
     with ui.guarded("the cost breakdown"):
-        cost: CostBreakdown = ui.fetch(
-            "cost", start=win.start, end=win.end, gpu_hour_usd=gpu_hour or None, **ui.agent_model()
-        )
+        cost: CostBreakdown = ui.fetch("cost", start=win.start, end=win.end, gpu_hour_usd=gpu_hour, **ui.agent_model())
         if not cost.total_usd and not cost.top_runs and not cost.levers.llm_calls:
             ui.empty(f"No spend recorded in the {win.label.lower()}.")
             return
@@ -40,6 +32,30 @@ def render() -> None:
 def _cards(shown: list[Card]) -> None:
     """Figures as HTML cards (``dashboard.cards``), four to a row, like the overview's."""
     st.html(cards.cards_html(shown, columns=4))
+
+
+def _gpu_hour_price() -> float | None:
+    """The sidebar's GPU-hour price, typed (blank: none). Text, not ``st.number_input``, whose code
+    alone cost ~0.2 s of each page load in headless Chromium (bench.dashboard_ab on the runs page)."""
+    default = ui.config().gpu_hour_usd
+    typed = st.sidebar.text_input(
+        "GPU-hour price (USD)",
+        value=f"{default:g}" if default else "",
+        placeholder="none",
+        key="cost_gpu_hour",
+        help="Self-hosted models have no list price: their cost is GPU time.",
+    )
+    text = typed.strip().lstrip("$").replace(",", "")
+    if not text:
+        return None
+    try:
+        price = float(text)
+    except ValueError:
+        price = -1.0
+    if not (price >= 0 and math.isfinite(price)):
+        st.sidebar.error(f"GPU-hour price: {typed!r} is not a price in USD", icon=":material/error:")
+        return None
+    return price or None
 
 
 def _headlines(cost: CostBreakdown, label: str) -> None:

@@ -204,8 +204,12 @@ def test_cost_page_totals_levers_and_self_hosted_cost(app: AppTest, seeded: Seed
     assert [sum(money(c) for c in t.column("cost_usd")) for t in _cost_tables(at)] == pytest.approx(
         [cost["total_usd"]] * 3, abs=1e-5
     )  # model, agent, day
-    at.number_input(key="cost_gpu_hour").set_value(2.5).run()
+    at.text_input(key="cost_gpu_hour").set_value("2.5").run()
     assert not at.exception and metrics(at)["GPU-hour price (USD)"] == "$2.50"
+    at.text_input(key="cost_gpu_hour").set_value("cheap").run()  # said, and no self-hosted cost drawn
+    assert any("'cheap' is not a price in USD" in e.value for e in at.error) and "GPU-hour price (USD)" not in metrics(
+        at
+    )
 
 
 def _cost_tables(at: AppTest) -> list[Table]:
