@@ -47,7 +47,7 @@ ANY = "any"
 STATUSES = [ANY, *get_args(RunStatus)]
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 MAX_PINNED = 20
-COLUMNS = [  # every column the chooser offers, in order; those not in SHOWN start hidden
+COLUMNS = [  # every column the chooser offers, in order; those in HIDDEN start hidden
     "time",
     "agent",
     "status",
@@ -70,21 +70,16 @@ COLUMNS = [  # every column the chooser offers, in order; those not in SHOWN sta
     "name",
     "trace_id",
 ]
-SHOWN = {
-    "time",
-    "agent",
-    "status",
-    "outcome",
-    "duration",
-    "steps",
-    "tool_failures",
-    "tokens",
-    "cost",
-    "user",
-    "session",
-    "models",
-    "trace_id",
-}
+HIDDEN = [
+    "llm_calls",
+    "tool_calls",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "budget_stop",
+    "feedback",
+    "name",
+]
 
 
 def render() -> None:
@@ -252,7 +247,7 @@ def _table(runs: list[RunSummary], total: int, offset: int, limit: int) -> None:
         runs,
         key="runs_table",
         columns=COLUMNS,
-        hidden=[c for c in COLUMNS if c not in SHOWN],
+        hidden=HIDDEN,
         sort=(SORTS[st.session_state.get("runs_sort", "Start time")], st.session_state.get("runs_desc", True)),
         sortable=True,
         chooser=True,
