@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -47,10 +49,32 @@ async def _ingest(
 ) -> tuple[list[str], Metrics]:
     """Export ``bodies`` and stop the writer (one flush of everything); the names stored, sorted."""
     settings = Settings.from_env(data_dir=tmp_path, max_queue_spans=max_queue_spans)
+    store = ChdbStore(tmp_path / "chdb")
+    with _pipeline(
+        tmp_path,
+        settings,
+        store,
+        flush_rows=10_000,
+        max_queue_spans=max_queue_spans,
+        max_queue_bytes=max_queue_bytes,
+        spill=spill,
+    ) as (ingestor, writer, metrics):
+        async with writer:
+            ingestor.writer = writer
+            for body in bodies:
+                await ingestor.export("p1", body, PROTOBUF)
+            on_enqueued()
+        return sorted(r["name"] for r in store.query("SELECT name FROM spans")), metrics
+
+
+@contextmanager
+def _pipeline(
+    tmp_path: Path, settings: Settings, store: ChdbStore, **writer_options: Any
+) -> Iterator[tuple[Ingestor, Writer, Metrics]]:
+    """A real spool, ingestor and writer over ``store`` (migrated here, closed with the rest)."""
     spool, metrics = Spool(tmp_path / "spool", max_bytes=1 << 26), Metrics()
     spool.open()
     ingestor = Ingestor(settings, normalizer=Normalizer(), spool=spool, metrics=metrics)
-    store = ChdbStore(tmp_path / "chdb")
     store.migrate()
     try:
         writer = Writer(
@@ -58,18 +82,10 @@ async def _ingest(
             spool=spool,
             reload=ingestor.reload,
             metrics=metrics,
-            flush_rows=10_000,
             flush_interval_s=60.0,
-            max_queue_spans=max_queue_spans,
-            max_queue_bytes=max_queue_bytes,
-            spill=spill,
+            **writer_options,
         )
-        async with writer:
-            ingestor.writer = writer
-            for body in bodies:
-                await ingestor.export("p1", body, PROTOBUF)
-            on_enqueued()
-        return sorted(r["name"] for r in store.query("SELECT name FROM spans")), metrics
+        yield ingestor, writer, metrics
     finally:
         ingestor.close()
         spool.close()
@@ -178,24 +194,17 @@ async def test_merges_wait_while_a_backlog_is_inserted_for_a_limited_time(
     queue is drained, or once they waited ``AGENTWATCH_CHDB_MERGE_HOLD_S`` (then not held again in
     that backlog; 0: never held). Without a bound in bytes (batches of 32 spans) they never wait."""
     settings = Settings.from_env(data_dir=tmp_path, chdb_merge_hold_s=hold_limit_s)
-    spool, metrics = Spool(tmp_path / "spool", max_bytes=1 << 26), Metrics()
-    spool.open()
-    ingestor = Ingestor(settings, normalizer=Normalizer(), spool=spool, metrics=metrics)
     store = _MergesAtInsert(tmp_path / "chdb")
     store.held = []
-    store.migrate()
-    try:
-        writer = Writer(
-            store=lambda: store,
-            spool=spool,
-            reload=ingestor.reload,
-            metrics=metrics,
-            flush_rows=4,
-            flush_interval_s=60.0,
-            max_queue_spans=1000,
-            max_queue_bytes=max_queue_bytes,
-            merge_hold_s=settings.chdb_merge_hold_s,
-        )
+    with _pipeline(
+        tmp_path,
+        settings,
+        store,
+        flush_rows=4,
+        max_queue_spans=1000,
+        max_queue_bytes=max_queue_bytes,
+        merge_hold_s=settings.chdb_merge_hold_s,
+    ) as (ingestor, writer, _):
         ingestor.writer = writer
         for r in range(12):
             await ingestor.export("p1", _request([f"r{r}-s{s}" for s in range(4)], [0] * 4), PROTOBUF)
@@ -204,7 +213,3 @@ async def test_merges_wait_while_a_backlog_is_inserted_for_a_limited_time(
         assert store.held == held
         assert not store.merges_held
         assert store.query("SELECT count() AS n FROM spans") == [{"n": 48}]
-    finally:
-        ingestor.close()
-        spool.close()
-        store.close()
