@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import streamlit as st
 
 from agentwatch_api.schemas import CostBreakdown, CostRow, LeverSavings, WhatIf
@@ -35,26 +33,17 @@ def _cards(shown: list[Card]) -> None:
 
 
 def _gpu_hour_price() -> float | None:
-    """The sidebar's GPU-hour price, typed (blank: none). Text, not ``st.number_input``, whose code
-    alone cost ~0.2 s of each page load in headless Chromium (bench.dashboard_ab on the runs page)."""
+    """The sidebar's GPU-hour price (blank or 0: none)."""
     default = ui.config().gpu_hour_usd
-    typed = st.sidebar.text_input(
+    price = ui.typed_number(
+        st.sidebar,
         "GPU-hour price (USD)",
+        "cost_gpu_hour",
+        what="price in USD",
         value=f"{default:g}" if default else "",
         placeholder="none",
-        key="cost_gpu_hour",
         help="Self-hosted models have no list price: their cost is GPU time.",
     )
-    text = typed.strip().lstrip("$").replace(",", "")
-    if not text:
-        return None
-    try:
-        price = float(text)
-    except ValueError:
-        price = -1.0
-    if not (price >= 0 and math.isfinite(price)):
-        st.sidebar.error(f"GPU-hour price: {typed!r} is not a price in USD", icon=":material/error:")
-        return None
     return price or None
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, get_args
+from typing import get_args
 
 import streamlit as st
 
@@ -187,10 +187,10 @@ def _filters() -> dict[str, object]:
     )
     size = c[5].selectbox("Rows", [5, 25, 50, 100, 200], index=2, key="runs_size")
     c = st.columns([1, 1, 1, 1, 1.3, 0.8])
-    min_cost = _number(c[0], "Min cost (USD)", "runs_min_cost", float)
-    max_cost = _number(c[1], "Max cost (USD)", "runs_max_cost", float)
-    min_steps = _number(c[2], "Min steps", "runs_min_steps", int)
-    max_steps = _number(c[3], "Max steps", "runs_max_steps", int)
+    min_cost = ui.typed_number(c[0], "Min cost (USD)", "runs_min_cost")
+    max_cost = ui.typed_number(c[1], "Max cost (USD)", "runs_max_cost")
+    min_steps = ui.typed_number(c[2], "Min steps", "runs_min_steps", what="whole number", whole=True)
+    max_steps = ui.typed_number(c[3], "Max steps", "runs_max_steps", what="whole number", whole=True)
     sort = c[4].selectbox("Sort by", list(SORTS), key="runs_sort")
     descending = c[5].toggle("Descending", value=True, key="runs_desc")
     page = st.session_state.get("runs_page", 1)
@@ -202,29 +202,12 @@ def _filters() -> dict[str, object]:
         "session_id": session or None,
         "min_cost": min_cost,
         "max_cost": max_cost,
-        "min_steps": min_steps,
-        "max_steps": max_steps,
+        "min_steps": None if min_steps is None else int(min_steps),
+        "max_steps": None if max_steps is None else int(max_steps),
         "sort": ("-" if descending else "") + SORTS[sort],
         "limit": size,
         "offset": (page - 1) * size,
     }
-
-
-def _number(column: Any, label: str, key: str, kind: type[float] | type[int]) -> float | int | None:
-    """A bound typed as text (blank: none). Text, not ``st.number_input``: that widget's code alone
-    cost about 0.2 s of each load of this page in headless Chromium (bench.dashboard_ab)."""
-    typed = column.text_input(label, key=key, placeholder="any").strip().replace(",", "").lstrip("$")
-    if not typed:
-        return None
-    try:
-        value = kind(typed)
-    except ValueError:
-        column.error(f"{label}: {typed!r} is not a {'whole ' if kind is int else ''}number", icon=":material/error:")
-        return None
-    if value < 0:
-        column.error(f"{label}: must be 0 or more", icon=":material/error:")
-        return None
-    return value
 
 
 def _paged(win: ui.Window, page: RunsPage) -> None:
