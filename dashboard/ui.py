@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
+import re
 import secrets
 import time
 from collections.abc import Iterator, Sequence
@@ -512,16 +513,29 @@ def typed_number(
     None, and a typo is said under the box and read as None. Text, not ``st.number_input``: that
     widget's code alone cost ~0.2 s of each page load in headless Chromium (bench.dashboard_ab)."""
     typed = where.text_input(label, value=value, key=key, placeholder=placeholder, help=help)
-    text = typed.strip().lstrip("$").replace(",", "")
-    if not text:
-        return None
     try:
-        number = float(int(text)) if whole else float(text)
+        return read_number(typed, whole=whole)
     except ValueError:
-        number = -1.0
-    if not (number >= 0 and math.isfinite(number)):
         where.error(f"{label}: {typed!r} is not a {what} (0 or more)", icon=":material/error:")
         return None
+
+
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def plain(text: str) -> str:
+    """``text`` (a user id, a run's name: anything from the store) shown as itself in Markdown."""
+    return MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def read_number(typed: str | None, *, whole: bool = False) -> float | None:
+    """What ``typed_number`` reads from its text: blank: None; not a number of 0 or more: ValueError."""
+    text = (typed or "").strip().lstrip("$").replace(",", "")
+    if not text:
+        return None
+    number = float(int(text)) if whole else float(text)
+    if not (number >= 0 and math.isfinite(number)):
+        raise ValueError(typed)
     return number
 
 

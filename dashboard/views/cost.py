@@ -229,22 +229,40 @@ WHATIF_POLICIES = {
 
 
 def _whatif(win: ui.Window) -> None:
-    """A policy applied to the range's stored runs: its estimated cost change, before anything changes."""
-    st.subheader("What if")
+    """A policy applied to the range's stored runs: its estimated cost change, before anything
+    changes. Computed only while its expander is open: its widgets and query on every load of
+    the page cost ~0.1 s in headless Chromium (bench.dashboard_ab)."""
+    section = st.expander("What if: a policy's estimated cost on these runs", key="whatif_open", on_change="rerun")
+    if section.open:
+        with section:
+            _whatif_estimate(win)
+
+
+WHATIF_DEFAULTS = {
+    "whatif_policy": next(iter(WHATIF_POLICIES)),
+    "whatif_step": "research",
+    "whatif_model": "sim-small",
+    "whatif_cap": 6,
+    "whatif_bound": 100,
+}
+
+
+def _whatif_estimate(win: ui.Window) -> None:
+    state = st.session_state
+    for key, default in WHATIF_DEFAULTS.items():  # kept while the expander is closed (Streamlit drops the state
+        state[key] = state.get(key, default)  # of widgets not drawn), so reopening shows what was set
     cols = st.columns(3)
     policy = cols[0].selectbox(
         "Policy", list(WHATIF_POLICIES), format_func=WHATIF_POLICIES.__getitem__, key="whatif_policy"
     )
     options: dict[str, object] = {}
     if policy == "route":
-        options["step"] = cols[1].text_input("Step kind (step name)", "research", key="whatif_step")
-        options["model"] = cols[2].text_input("To model", "sim-small", key="whatif_model")
+        options["step"] = cols[1].text_input("Step kind (step name)", key="whatif_step")
+        options["model"] = cols[2].text_input("To model", key="whatif_model")
     elif policy == "cap_steps":
-        options["cap"] = int(cols[1].number_input("Steps of work per run", min_value=1, value=6, key="whatif_cap"))
+        options["cap"] = int(cols[1].number_input("Steps of work per run", min_value=1, key="whatif_cap"))
     else:
-        options["bound"] = int(
-            cols[1].number_input("Report tokens per call", min_value=1, value=100, key="whatif_bound")
-        )
+        options["bound"] = int(cols[1].number_input("Report tokens per call", min_value=1, key="whatif_bound"))
     with ui.guarded("the what-if estimate"):
         w: WhatIf = ui.fetch(
             "whatif", policy=policy, start=win.start, end=win.end, agent=ui.agent_model()["agent"], **options

@@ -227,8 +227,8 @@ def _tree(
     engine: bool,
     failures: bool,
     _spans: list[SpanOut],
-) -> tuple[list[tuple[SpanOut, int]], list[tables.Row]]:
-    """The tree cut to what the controls ask for, and its rows."""
+) -> tuple[list[tuple[SpanOut, int]], tables.Encoded]:
+    """The tree cut to what the controls ask for, and its rows encoded for the browser."""
     items = analysis.tree_order(_spans)
     if isinstance(depth, int):  # else ALL_DEPTHS
         items = [(s, d) for s, d in items if d <= depth]
@@ -236,7 +236,7 @@ def _tree(
         items = [(s, d) for s, d in items if not analysis.is_engine_span(s)]
     if failures:
         items = [(s, d) for s, d in items if d == 0 or analysis.is_failed(s)]
-    return items, [_tree_row(row) for row in trace.tree_rows(items, trace.step_names(_spans))]
+    return items, tables.encode([_tree_row(row) for row in trace.tree_rows(items, trace.step_names(_spans))])
 
 
 def _tree_row(row: dict[str, Any]) -> tables.Row:

@@ -15,6 +15,7 @@ import time
 from typing import get_args
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from agentwatch_api.schemas import RunsPage, RunStatus, RunSummary
 from agentwatch_platform.dashboard import run_table, tables, ui
@@ -162,7 +163,7 @@ def _running_now() -> None:
 
 def _filters() -> dict[str, object]:
     """The query API's filters, sort and page (``RunFilters``) as the widgets set them."""
-    c = st.columns([1, 1, 1, 1, 1, 1])
+    c = st.columns([1, 1, 1, 1.3, 0.8, 1])
     status = c[0].selectbox(
         "Status",
         STATUSES,
@@ -175,24 +176,9 @@ def _filters() -> dict[str, object]:
         key="runs_tool_failed",
         help="Runs with at least one failed or timed-out tool call, whatever their status.",
     )
-    user = (
-        c[3]
-        .text_input("User id", key="runs_user", help="Exactly this user id (the search finds parts of one).")
-        .strip()
-    )
-    session = (
-        c[4]
-        .text_input("Session id", key="runs_session", help="Exactly this session id (the search finds parts of one).")
-        .strip()
-    )
-    size = c[5].selectbox("Rows", [5, 25, 50, 100, 200], index=2, key="runs_size")
-    c = st.columns([1, 1, 1, 1, 1.3, 0.8])
-    min_cost = ui.typed_number(c[0], "Min cost (USD)", "runs_min_cost")
-    max_cost = ui.typed_number(c[1], "Max cost (USD)", "runs_max_cost")
-    min_steps = ui.typed_number(c[2], "Min steps", "runs_min_steps", what="whole number", whole=True)
-    max_steps = ui.typed_number(c[3], "Max steps", "runs_max_steps", what="whole number", whole=True)
-    sort = c[4].selectbox("Sort by", list(SORTS), key="runs_sort")
-    descending = c[5].toggle("Descending", value=True, key="runs_desc")
+    sort = c[3].selectbox("Sort by", list(SORTS), key="runs_sort")
+    descending = c[4].toggle("Descending", value=True, key="runs_desc")
+    user, session, min_cost, max_cost, min_steps, max_steps, size = _more_filters(c[5])
     page = st.session_state.get("runs_page", 1)
     return {
         "status": None if status == ANY else status,
@@ -208,6 +194,69 @@ def _filters() -> dict[str, object]:
         "limit": size,
         "offset": (page - 1) * size,
     }
+
+
+MORE = {  # key -> (label, what a typo is not, whole number): the bounds in the More filters popover
+    "runs_min_cost": ("Min cost (USD)", "number", False),
+    "runs_max_cost": ("Max cost (USD)", "number", False),
+    "runs_min_steps": ("Min steps", "whole number", True),
+    "runs_max_steps": ("Max steps", "whole number", True),
+}
+EXACT = {  # key -> (label, help): the exact-match filters in the popover
+    "runs_user": ("User id", "Exactly this user id (the search finds parts of one)."),
+    "runs_session": ("Session id", "Exactly this session id (the search finds parts of one)."),
+}
+SIZES = [5, 25, 50, 100, 200]
+
+
+def _more_filters(
+    where: DeltaGenerator,
+) -> tuple[str, str, float | None, float | None, float | None, float | None, int]:
+    """User, session, cost and step bounds and the page size, in a popover whose widgets are drawn
+    only while it is open: 7 more widgets on every load of the page cost ~0.1 s in headless
+    Chromium (bench.dashboard_ab). Their values are kept in the session while it is closed, and
+    those set are listed under the filters, so a closed popover still says that it filters."""
+    state = st.session_state
+    for key in (*EXACT, *MORE, "runs_size"):  # kept though their widgets are not drawn (Streamlit drops those)
+        if key in state:
+            state[key] = state[key]
+    state.setdefault("runs_size", 50)
+    bounds: dict[str, float | None] = {}
+    typos = []
+    for key, (label, what, whole) in MORE.items():
+        try:
+            bounds[key] = ui.read_number(state.get(key), whole=whole)
+        except ValueError:
+            bounds[key] = None
+            typos.append(f"{label}: {state.get(key)!r} is not a {what} (0 or more)")
+    more = where.popover("More filters", key="runs_more", on_change="rerun", width="stretch")
+    if more.open:
+        with more:
+            for key, (label, help_) in EXACT.items():
+                st.text_input(label, key=key, help=help_)
+            c = st.columns(2)
+            for i, (key, (label, _, _)) in enumerate(MORE.items()):
+                c[i % 2].text_input(label, key=key, placeholder="any")
+            st.selectbox("Rows", SIZES, key="runs_size")
+    for typo in typos:  # said outside the popover, where it shows while it is closed
+        st.error(typo, icon=":material/error:")
+    if set_ := [f"{label} {state[key]!s}".strip() for key, (label, *_) in {**EXACT, **MORE}.items() if _typed(key)]:
+        st.caption(
+            "More filters set: " + ui.plain(" · ".join(set_))
+        )  # a constant label keeps the popover open as they change
+    return (
+        str(state.get("runs_user") or "").strip(),
+        str(state.get("runs_session") or "").strip(),
+        bounds["runs_min_cost"],
+        bounds["runs_max_cost"],
+        bounds["runs_min_steps"],
+        bounds["runs_max_steps"],
+        int(state["runs_size"]),
+    )
+
+
+def _typed(key: str) -> bool:
+    return bool(str(st.session_state.get(key) or "").strip())
 
 
 def _paged(win: ui.Window, page: RunsPage) -> None:

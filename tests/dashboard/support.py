@@ -88,7 +88,7 @@ def tables(at: Any) -> dict[str, Table]:
     for element in at.get("bidi_component"):
         if element.proto.component_name != "agentwatch.table":
             continue
-        data = json.loads(element.proto.json)
+        data = json.loads(element.proto.bytes)  # the table goes to the browser as JSON bytes
         columns = [c["key"] for c in data["columns"]]
         sort = data["sort"]
         found[data["key"]] = Table(

@@ -15,6 +15,7 @@ import pytest
 from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from agentwatch_api.schemas import SpanOut
 from agentwatch_platform.dashboard import analysis, ui
@@ -82,6 +83,24 @@ def _check(page: browser.Page, shots: Path, name: str) -> dict[str, str]:
     return page.metrics()
 
 
+def _more_filters_filter_and_say_so(page: browser.Page, seeded: SeededStack, listed: list[dict]) -> None:
+    """The runs page's More filters popover: its widgets drawn once opened, a typed user id filters
+    with it open, and closed the page says which filter is set, which still applies."""
+    assert page.count(".st-key-runs_user input") == 0  # not drawn while closed
+    page.driver.find_element(By.XPATH, "//button[contains(., 'More filters')]").click()
+    wait_until(lambda: page.count(".st-key-runs_user input") == 1, 30, "the popover's widgets were not drawn")
+    user = next(r["user_id"] for r in listed if r["user_id"])
+    page.driver.find_element(By.CSS_SELECTOR, ".st-key-runs_user input").send_keys(user, Keys.ENTER)
+    mine = [r["trace_id"] for r in seeded.get("/api/runs", user_id=user, limit=50)["items"]]
+    assert 0 < len(mine) < seeded.runs
+    wait_until(lambda: _listed(page) == mine, 30, "a user id typed in More filters did not filter the runs")
+    assert page.count(".st-key-runs_user input") == 1  # the popover stays open while its filters are set
+    page.driver.find_element(By.CSS_SELECTOR, "h1").click()  # a click outside closes it
+    wait_until(lambda: page.count(".st-key-runs_user input") == 0, 30, "a click outside did not close the popover")
+    assert f"More filters set: User id {user}" in page.settle().text()
+    assert _listed(page) == mine and page.exceptions() == []
+
+
 def test_every_page_renders_with_its_key_figures(
     servers: dict[str, str], page: browser.Page, shots: Path, seeded: SeededStack
 ) -> None:
@@ -116,6 +135,8 @@ def test_every_page_renders_with_its_key_figures(
     assert sort_box.get_attribute("value") == "Cost"
     page.click_table_row("runs_table", 0)  # a click on a run opens it
     assert page.driver.current_url.endswith(f"/run?run={by_cost[0]}") and "Run detail" in page.text()
+
+    _more_filters_filter_and_say_so(page.open(base + "/runs"), seeded, listed)
 
     react = _react_run(seeded)
     shown = _check(page.open(f"{base}/run?trace_id={react['run']['trace_id']}"), shots, "run_detail")

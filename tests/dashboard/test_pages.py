@@ -88,9 +88,23 @@ def test_overview_filters_by_model(app: AppTest, seeded: SeededStack) -> None:
     assert not at.exception and metrics(at)["Cost"] == ui.fmt(expected, "USD")
 
 
+def open_more_filters(at: AppTest, open_: bool = True) -> None:
+    """Opens (or closes) the runs page's More filters popover, whose widgets are drawn only while
+    open. AppTest does not keep a popover open across runs as the browser does: open it again."""
+    at.session_state["runs_more"] = open_
+    at.run()
+
+
+def more_filter(at: AppTest, key: str, value: object) -> None:
+    """Sets a widget in the runs page's More filters popover, as a user does in the open popover."""
+    open_more_filters(at)
+    widget = at.selectbox(key=key) if key == "runs_size" else at.text_input(key=key)
+    widget.set_value(value).run()
+
+
 def test_runs_page_pages_sorts_and_links_each_run(app: AppTest, seeded: SeededStack) -> None:
     at = page(app, "views/runs.py")
-    at.selectbox(key="runs_size").set_value(5).run()
+    more_filter(at, "runs_size", 5)
     first = tables(at)["runs_table"]
     assert len(first.ids) == 5 and f"of {seeded.runs:,}" in text(at)
     assert tables(at)["runs_table"].pager == [1, 2]  # the table's pager: first, previous, next, last
@@ -110,14 +124,24 @@ def test_runs_page_pages_sorts_and_links_each_run(app: AppTest, seeded: SeededSt
 def test_runs_page_cost_and_step_bounds_are_typed_and_checked(app: AppTest, seeded: SeededStack) -> None:
     runs = seeded.get("/api/runs", limit=50, sort="-cost_usd")["items"]
     at = page(app, "views/runs.py")
-    at.text_input(key="runs_min_cost").set_value(f"{runs[1]['cost_usd']:.9f}").run()  # the two most expensive
-    assert set(tables(at)["runs_table"].ids) == {r["trace_id"] for r in runs if r["cost_usd"] >= runs[1]["cost_usd"]}
-    at.text_input(key="runs_min_cost").set_value("").run()
-    at.text_input(key="runs_max_steps").set_value("lots").run()  # not a number: said so, the filter ignored
+    assert "runs_min_cost" not in [w.key for w in at.text_input]  # drawn only while the popover is open
+    more_filter(at, "runs_min_cost", f"{runs[1]['cost_usd']:.9f}")  # the two most expensive
+    two = {r["trace_id"] for r in runs if r["cost_usd"] >= runs[1]["cost_usd"]}
+    assert set(tables(at)["runs_table"].ids) == two
+    open_more_filters(at, False)  # closed, the bound still filters
+    assert "runs_min_cost" not in [w.key for w in at.text_input] and set(tables(at)["runs_table"].ids) == two
+    at.run()  # and on the next run too (Streamlit drops the state of widgets not drawn)
+    assert set(tables(at)["runs_table"].ids) == two
+    open_more_filters(at)
+    assert at.text_input(key="runs_min_cost").value == f"{runs[1]['cost_usd']:.9f}"
+    more_filter(at, "runs_min_cost", "")
+    more_filter(at, "runs_max_steps", "lots")  # not a number: said so, the filter ignored
     assert not at.exception and any("'lots' is not a whole number" in e.value for e in at.error)
     assert len(tables(at)["runs_table"].ids) == seeded.runs
+    open_more_filters(at, False)  # the typo is still said with the popover closed
+    assert any("'lots' is not a whole number" in e.value for e in at.error)
     steps = sorted(r["steps"] for r in runs)
-    at.text_input(key="runs_max_steps").set_value(str(steps[0])).run()
+    more_filter(at, "runs_max_steps", str(steps[0]))
     assert set(tables(at)["runs_table"].ids) == {r["trace_id"] for r in runs if r["steps"] <= steps[0]}
 
 
@@ -229,9 +253,17 @@ def test_cost_page_levers_under_a_model_filter_cover_the_runs_that_used_it(app: 
 
 def test_cost_page_what_if_shows_the_apis_estimate(app: AppTest, seeded: SeededStack) -> None:
     at = page(app, "views/cost.py")
+    assert "Change (USD)" not in metrics(at)  # estimated only while its expander is open
+    at.session_state["whatif_open"] = True  # as a click on the expander sets it
+    at.run()
     at.selectbox(key="whatif_policy").set_value("cap_steps").run()
+    at.session_state["whatif_open"] = True  # AppTest does not keep an expander open across runs as a browser does
+    at.run()
     at.number_input(key="whatif_cap").set_value(2).run()
+    at.session_state["whatif_open"] = True
+    at.run()
     assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox(key="whatif_policy").value == "cap_steps" and at.number_input(key="whatif_cap").value == 2
     expected = seeded.get("/api/whatif", policy="cap_steps", cap=2)
     assert expected["runs"] == seeded.runs and expected["change_usd"] < 0  # the seeded runs take more than 3 steps
     assert metrics(at)["Change (USD)"] == ui.fmt(expected["change_usd"], "USD")
@@ -341,16 +373,16 @@ def test_runs_page_searches_and_finds_failed_tools(app: AppTest, seeded: SeededS
 def test_runs_page_filters_and_sorts_every_run_in_the_store(app: AppTest, seeded: SeededStack) -> None:
     runs = seeded.get("/api/runs", limit=50)["items"]
     at = page(app, "views/runs.py")
-    at.selectbox(key="runs_size").set_value(5).run()
+    more_filter(at, "runs_size", 5)
     at.selectbox(key="runs_sort").set_value("Tool failures").run()
     shown = [int(c) for c in tables(at)["runs_table"].column("tool_failures")]
     assert shown == sorted((r["tool_failures"] for r in runs), reverse=True)[:5]  # the top of every run, not of a page
     user = next(r["user_id"] for r in runs if r["user_id"])
-    at.text_input(key="runs_user").set_value(user).run()
+    more_filter(at, "runs_user", user)
     assert set(tables(at)["runs_table"].ids) == {r["trace_id"] for r in runs if r["user_id"] == user}
-    at.text_input(key="runs_user").set_value(user[:-1]).run()  # exact: a part finds nothing
+    more_filter(at, "runs_user", user[:-1])  # exact: a part finds nothing
     assert not at.exception and "No runs match" in text(at)
-    at.text_input(key="runs_user").set_value("").run()
+    more_filter(at, "runs_user", "")
     at.text_input(key="runs_search").set_value(user.upper()).run()  # the search finds parts, any case
     assert {r["trace_id"] for r in runs if user.lower() in r["user_id"].lower()} >= set(tables(at)["runs_table"].ids)
 

@@ -26,13 +26,13 @@ HOSTILE = [
 ]
 
 # The component's module, mounted as Streamlit mounts it: its default export called with the data
-# and callbacks; the callbacks record what the page would be told.
+# (JSON bytes, as tables.table sends it) and callbacks; the callbacks record what the page would be told.
 HARNESS = """<!doctype html><html><head><style>{css}</style></head><body><div id="root"></div>
 <script type="module">
 import mount from './table.js';
 window.__aw_events = [];
 window.__aw_mount = (data) => mount({{
-  data, parentElement: document.getElementById('root'),
+  data: new TextEncoder().encode(JSON.stringify(data)), parentElement: document.getElementById('root'),
   setTriggerValue: (name, value) => window.__aw_events.push(['trigger', name, value]),
   setStateValue: (name, value) => window.__aw_events.push(['state', name, value]),
 }});
