@@ -264,6 +264,13 @@ def test_cost_page_what_if_shows_the_apis_estimate(app: AppTest, seeded: SeededS
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.selectbox(key="whatif_policy").value == "cap_steps" and at.number_input(key="whatif_cap").value == 2
+    at.session_state["whatif_open"] = False  # closed: nothing estimated, and what was set is kept
+    at.run()
+    at.run()
+    assert "Change (USD)" not in metrics(at) and "whatif_cap" not in [w.key for w in at.number_input]
+    at.session_state["whatif_open"] = True
+    at.run()
+    assert at.selectbox(key="whatif_policy").value == "cap_steps" and at.number_input(key="whatif_cap").value == 2
     expected = seeded.get("/api/whatif", policy="cap_steps", cap=2)
     assert expected["runs"] == seeded.runs and expected["change_usd"] < 0  # the seeded runs take more than 3 steps
     assert metrics(at)["Change (USD)"] == ui.fmt(expected["change_usd"], "USD")
