@@ -148,6 +148,11 @@ def test_every_page_renders_with_its_key_figures(
     cost = seeded.get("/api/cost")
     shown = _check(page.open(base + "/cost"), shots, "cost")
     assert shown["Cost, last hour (USD)"] == ui.fmt(cost["total_usd"], "USD")
+    assert "Estimated cost (USD)" not in shown  # the what-if is estimated once its expander is opened
+    page.driver.find_element(By.XPATH, "//summary[contains(., 'What if')]").click()
+    wait_until(lambda: "Estimated cost (USD)" in page.metrics(), 30, "opening What if showed no estimate")
+    whatif = seeded.get("/api/whatif", policy="route", step="research", model="sim-small")
+    assert page.settle().metrics()["Estimated cost (USD)"] == ui.fmt(whatif["estimate_usd"], "USD")
 
     shown = _check(page.open(base + "/engine"), shots, "engine")
     assert shown["Generation tokens/s (mean)"].endswith("tok/s") and "sim-engine" in page.text()
