@@ -507,10 +507,11 @@ def _closed_minute_params(store: Store, params: dict[str, Any]) -> dict[str, Any
     if not closed_to:
         return {}
     bound = params | {"closed_to": closed_to, "cap": MAX_STALE_MINUTES + 1}
-    if int(store.query(qc.ROWS_SINCE, bound)[0]["n"]) > MAX_STALE_ROWS:
+    changed = int(store.query(qc.ROWS_SINCE, bound)[0]["n"])
+    if changed > MAX_STALE_ROWS:
         return {}
     whole = {"whole_lo_s": cut["whole_lo_s"], "whole_hi_s": cut["whole_hi_s"]}  # as the heads' (if set)
-    stale = store.query(q.STALE_RUN_MINUTES, bound | whole)[0]["minutes"]
+    stale = store.query(q.STALE_RUN_MINUTES, bound | whole)[0]["minutes"] if changed else []
     if len(stale) > MAX_STALE_MINUTES:
         return {}
     return whole | {"exact_minutes": sorted({*cut["edge_minutes"], *(int(m) for m in stale)})}
