@@ -10,6 +10,7 @@ a run's LLM-call count into a step count, a late costly call, a child that start
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from dataclasses import replace
@@ -24,7 +25,7 @@ from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.columns import spans_table
 from agentwatch_platform.collector.storage.maintenance import rebuild_totals
 from agentwatch_platform.collector.storage.model import SpanRow
-from agentwatch_platform.collector.storage.run_closes import close_runs
+from agentwatch_platform.collector.storage.run_closes import RunCloser, close_runs
 from tests.collector.factories import agent_run, new_span_id
 
 P = "closes"
@@ -166,3 +167,18 @@ def test_a_pass_with_nothing_new_writes_nothing(store: Store) -> None:
     assert close_runs(store, margin_s=-1) > 0  # the first pass closes every minute with runs
     time.sleep(1.05 - time.time() % 1)
     assert close_runs(store, margin_s=-1) == 0
+
+
+async def test_the_closer_passes_at_start_only_while_it_holds_its_role(store: Store) -> None:
+    _seed(store)
+    marks = "SELECT count() AS n FROM run_close_marks"
+    async with RunCloser(lambda: store, may_close=lambda: False, every_s=3600):
+        await asyncio.sleep(1)
+    assert store.query(marks)[0]["n"] == 0  # another collector closes runs
+    async with RunCloser(lambda: store, may_close=lambda: True, every_s=3600):
+        for _ in range(50):  # the first pass, at start: the backfill
+            if store.query(marks)[0]["n"]:
+                break
+            await asyncio.sleep(0.1)
+    assert store.query(marks)[0]["n"] == 1
+    assert store.query("SELECT count() AS n FROM closed_run_minutes")[0]["n"] > 0
