@@ -321,13 +321,11 @@ def _agent_median(store: Store, project: str, run: dict[str, Any], *, days: int 
     if not run["agent"]:
         return None
     end = run["start_time"] + 1
-    params = {
-        "project": project,
-        "agent": run["agent"],
-        "start_ns": int((end - days * 86_400) * 1e9),
-        "end_ns": int(end * 1e9),
-    }
-    return _num(store.query(q.AGENT_MEDIAN_COST, params)[0]["median"])
+    start_ns, end_ns = int((end - days * 86_400) * 1e9), int(end * 1e9)
+    params = {"project": project, "agent": run["agent"], "start_ns": start_ns, "end_ns": end_ns}
+    params |= _closed_minute_params(store, params | {"step_ns": end_ns - start_ns})
+    sql = q.AGENT_MEDIAN_COST_CLOSED if "exact_minutes" in params else q.AGENT_MEDIAN_COST
+    return _num(store.query(sql, params)[0]["median"])
 
 
 # --- feedback --------------------------------------------------------------------------------

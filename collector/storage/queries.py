@@ -55,6 +55,14 @@ FROM (SELECT DISTINCT reinterpretAsUInt64(unhex(substring(trace_id, 1, 16))) AS 
 """
 
 # --- runs ------------------------------------------------------------------------------------
+# The traces with a row that starts in one of the minutes ``{exact_minutes}`` (read from their hours
+# only): every run that starts in them (its earliest row does), and a few others.
+_EXACT_MINUTE_TRACES = """
+            SELECT trace_hash FROM runs_agg
+            WHERE project = {project:String}
+              AND hour IN (SELECT DISTINCT toStartOfHour(toDateTime(arrayJoin({exact_minutes:Array(Int64)}))))
+              AND intDiv(toUnixTimestamp64Nano(start_time), 60000000000) * 60 IN {exact_minutes:Array(Int64)}"""
+
 # Merge runs_agg partials (or the same partials computed from spans) into one row per trace.
 _RUN_MERGE = """
     min(start_time) AS start_t,
@@ -258,6 +266,28 @@ SELECT median(run_cost) AS median FROM (
       AND trace_id IN (SELECT trace_id FROM runs_agg WHERE {_RUN_HOURS} AND roots > 0 AND agent = {{agent:String}})
     GROUP BY trace_id
     HAVING start_ns >= {{start_ns:Int64}} AND start_ns < {{end_ns:Int64}}
+)"""
+
+# AGENT_MEDIAN_COST with the whole minutes of the range (but ``{exact_minutes}``) read from
+# closed_run_minutes (``run_totals_closed``), and the runs of the other minutes merged as it merges them.
+AGENT_MEDIAN_COST_CLOSED = f"""
+SELECT median(run_cost) AS median FROM (
+    SELECT arrayJoin(costs) AS run_cost
+    FROM closed_run_minutes FINAL ARRAY JOIN cost_agents AS agent, run_costs AS costs
+    WHERE project = {{project:String}} AND agent = {{agent:String}}
+      AND minute >= toDateTime({{whole_lo_s:Int64}}) AND minute < toDateTime({{whole_hi_s:Int64}})
+      AND toInt64(toUnixTimestamp(minute)) NOT IN {{exact_minutes:Array(Int64)}}
+    UNION ALL
+    SELECT run_cost FROM (
+        SELECT trace_id, sum(cost_usd) AS run_cost, toUnixTimestamp64Nano(min(start_time)) AS start_ns,
+            countIf(roots > 0 AND agent = {{agent:String}}) AS agent_roots
+        FROM runs_agg
+        PREWHERE trace_hash IN ({_EXACT_MINUTE_TRACES})
+        WHERE {_RUN_HOURS}
+        GROUP BY trace_id
+        HAVING agent_roots > 0 AND start_ns >= {{start_ns:Int64}} AND start_ns < {{end_ns:Int64}}
+            AND intDiv(start_ns, 60000000000) * 60 IN {{exact_minutes:Array(Int64)}}
+    )
 )"""
 
 # --- metrics over time -------------------------------------------------------------------
@@ -558,10 +588,7 @@ FROM (
             intDiv(start_ns, 60000000000) * 60 IN {{exact_minutes:Array(Int64)}} AS exact
         FROM runs_agg
         PREWHERE trace_hash IN (
-            SELECT trace_hash FROM runs_agg
-            WHERE project = {{project:String}}
-              AND hour IN (SELECT DISTINCT toStartOfHour(toDateTime(arrayJoin({{exact_minutes:Array(Int64)}}))))
-              AND intDiv(toUnixTimestamp64Nano(start_time), 60000000000) * 60 IN {{exact_minutes:Array(Int64)}}
+            {_EXACT_MINUTE_TRACES}
             UNION ALL
             SELECT cityHash64(trace_id) FROM feedback WHERE project = {{project:String}} AND score IS NOT NULL)
         WHERE {_RUN_HOURS}

@@ -57,6 +57,7 @@ GROUP BY project"""
 # its minute's hour), then merged whole from a day before the first of those hours on.
 _RUNS_OF_MINUTES = f"""
     SELECT trace_id, {_MINUTE.format("min(start_time)")} AS m, max(agent) AS agent,
+        groupUniqArrayIf(toString(runs_agg.agent), runs_agg.roots > 0) AS root_agents,
         if(sum(steps) > 0, sum(steps), sum(llm_calls)) AS run_steps, sum(cost_usd) AS run_cost
     FROM runs_agg
     PREWHERE trace_hash IN (
@@ -70,19 +71,26 @@ _RUNS_OF_MINUTES = f"""
     HAVING (sum(roots) > 0 OR sum(opened) > 0) AND m IN {{minutes:Array(Int64)}}"""
 
 # One row per minute of ``{minutes}``, every one of them (a minute whose runs all left it is
-# written empty), with the agents' totals in arrays.
+# written empty): the agents' totals in arrays, and the costs of the runs with a root under the
+# agent of each root row (as ``queries.AGENT_MEDIAN_COST`` picks an agent's runs).
 CLOSE_MINUTES = f"""
-INSERT INTO closed_run_minutes (project, minute, closed_to, agents, runs, steps, max_steps, max_cost_usd)
+INSERT INTO closed_run_minutes
+    (project, minute, closed_to, agents, runs, steps, max_steps, max_cost_usd, cost_agents, run_costs)
 SELECT {{project:String}}, toDateTime(m), toDateTime({{closed_to:UInt32}}),
     arrayMap(x -> x.1, totals), arrayMap(x -> x.2, totals), arrayMap(x -> x.3, totals),
-    arrayMap(x -> x.4, totals), arrayMap(x -> x.5, totals)
-FROM (
-    SELECT m, groupArrayIf((agent, n, s, ms, mc), n > 0) AS totals
-    FROM (SELECT arrayJoin({{minutes:Array(Int64)}}) AS m) AS wanted
-    LEFT JOIN (
+    arrayMap(x -> x.4, totals), arrayMap(x -> x.5, totals), arrayMap(x -> x.1, costs), arrayMap(x -> x.2, costs)
+FROM (SELECT arrayJoin({{minutes:Array(Int64)}}) AS m) AS wanted
+LEFT JOIN (
+    SELECT m, groupArray((agent, n, s, ms, mc)) AS totals FROM (
         SELECT m, toString(agent) AS agent, count() AS n, sum(run_steps) AS s, max(run_steps) AS ms, max(run_cost) AS mc
         FROM ({_RUNS_OF_MINUTES})
-        GROUP BY m, agent
-    ) AS got USING (m)
+        GROUP BY m, agent)
     GROUP BY m
-)"""
+) AS t USING (m)
+LEFT JOIN (
+    SELECT m, groupArray((root_agent, agent_costs)) AS costs FROM (
+        SELECT m, root_agent, groupArray(run_cost) AS agent_costs
+        FROM ({_RUNS_OF_MINUTES}) ARRAY JOIN root_agents AS root_agent
+        GROUP BY m, root_agent)
+    GROUP BY m
+) AS c USING (m)"""

@@ -299,9 +299,10 @@ RUN_MINUTES_MV = f"CREATE MATERIALIZED VIEW IF NOT EXISTS run_minutes_mv TO run_
 RUN_MINUTES_BACKFILL = f"INSERT INTO run_minutes {_RUN_MINUTES_SELECT}"
 
 # Totals of the runs that started in a minute (runs, steps per run, the largest run's steps and
-# cost), one row per minute, as the run closer (``collector.storage.run_closes``) last computed
-# them: the overview's per-run figures read a few rows per minute instead of merging every run of
-# the range by trace (~1 s of CPU for a day at 100M spans, bench/results/scale_100m.md). A minute is
+# cost; and each run's cost under the agents of its root rows, for the agent's median run cost of
+# a run's detail), one row per minute, as the run closer (``collector.storage.run_closes``) last
+# computed them: the overview's per-run figures read a few rows per minute instead of merging every
+# run of the range by trace (~1 s of CPU for a day at 100M spans, bench/results/scale_100m.md). A minute is
 # rewritten whole (its agents in arrays), so a run that moves to another minute or agent leaves
 # nothing behind; the latest ``closed_to`` wins (read with ``FINAL``).
 # Runs whose ``runs_agg`` rows were inserted at or after the closer's mark (``run_close_marks``)
@@ -316,7 +317,9 @@ CREATE TABLE IF NOT EXISTS closed_run_minutes (
     runs Array(UInt64),
     steps Array(UInt64),
     max_steps Array(UInt64),
-    max_cost_usd Array(Float64)
+    max_cost_usd Array(Float64),
+    cost_agents Array(LowCardinality(String)),
+    run_costs Array(Array(Float64))
 )
 ENGINE = ReplacingMergeTree(closed_to)
 PARTITION BY toYYYYMM(minute)

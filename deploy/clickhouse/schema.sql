@@ -487,7 +487,9 @@ CREATE TABLE IF NOT EXISTS closed_run_minutes_local ON CLUSTER agentwatch (
     runs Array(UInt64),
     steps Array(UInt64),
     max_steps Array(UInt64),
-    max_cost_usd Array(Float64)
+    max_cost_usd Array(Float64),
+    cost_agents Array(LowCardinality(String)),
+    run_costs Array(Array(Float64))
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}', closed_to)
 PARTITION BY toYYYYMM(minute)

@@ -88,6 +88,18 @@ def _same(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
         closed = _figures(store, closed=True, monkeypatch=monkeypatch, group_by=group_by)
         merged = _figures(store, closed=False, monkeypatch=monkeypatch, group_by=group_by)
         assert _approx(closed, merged), (group_by, closed, merged)
+    assert _medians(store, closed=True, monkeypatch=monkeypatch) == pytest.approx(
+        _medians(store, closed=False, monkeypatch=monkeypatch), rel=1e-9
+    )
+
+
+def _medians(store: Store, *, closed: bool, monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
+    """The agent's median run cost in the week before runs across the seed (a run's detail)."""
+    with monkeypatch.context() as m:
+        if not closed:
+            m.setattr(query, "_closed_minute_params", lambda store, params: {})
+        runs = [query.list_runs(store, P, start=T0 - 600, end=T0 + 7 * 3600, limit=500).items[i] for i in (0, 5, -1)]
+        return [query._agent_median(store, P, r.model_dump()) for r in runs]
 
 
 def _approx(a: list[Any], b: list[Any]) -> bool:
