@@ -3,7 +3,7 @@
 A pass of the closer marks a time ``closed_to`` (the server's clock, less a margin) after which
 every ``runs_agg`` row inserted earlier is reflected in ``closed_run_minutes``. A run with a row
 inserted at or after the mark is *stale*: the closer may have counted it under another minute, or
-with other totals. ``stale_minutes`` names the minutes such runs may have been counted in, and
+with other totals. ``stale_runs`` names the minutes such runs may have been counted in, and
 where they start now; those minutes are recomputed by the next pass and, until then, merged from
 ``runs_agg`` by the queries (``queries.run_totals_closed``).
 
