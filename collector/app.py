@@ -48,11 +48,12 @@ from agentwatch_platform.collector.ingest.writer import Writer
 from agentwatch_platform.collector.metrics import Metrics
 from agentwatch_platform.collector.plugins import Plugin
 from agentwatch_platform.collector.query.fleet import FleetCounters
-from agentwatch_platform.collector.roles import ENGINE_JOIN, ENGINE_SCRAPER, Roles
+from agentwatch_platform.collector.roles import ENGINE_JOIN, ENGINE_SCRAPER, RUN_CLOSER, Roles
 from agentwatch_platform.collector.settings import Settings
 from agentwatch_platform.collector.storage.base import Store, StoreError, StoreUnavailable
 from agentwatch_platform.collector.storage.lease import holder_id
 from agentwatch_platform.collector.storage.model import SpanRow
+from agentwatch_platform.collector.storage.run_closes import RunCloser
 
 log = logging.getLogger(__name__)
 
@@ -356,13 +357,14 @@ async def _start_grpc(app: FastAPI, settings: Settings, stack: AsyncExitStack) -
 
 
 async def _start_components(app: FastAPI, settings: Settings, handle: StoreHandle, stack: AsyncExitStack) -> None:
-    """Engine scraper and GPU sampler."""
+    """Engine scraper, run closer and GPU sampler."""
     roles: Roles = app.state.roles
     app.state.scraper = await stack.enter_async_context(
         EngineScraper.from_settings(
             handle, settings, policy=app.state.scrape_policy, may_scrape=lambda: roles.holds(ENGINE_SCRAPER)
         )
     )
+    await stack.enter_async_context(RunCloser(handle.get, may_close=lambda: roles.holds(RUN_CLOSER)))
     _start_gpu_sampler(app, settings, handle, stack)
 
 

@@ -1,8 +1,8 @@
 """Work done once per cluster, however many collectors share the store.
 
-Alert evaluation, engine scraping and the engine-join billing pass read the whole store and
-write incidents, samples and bills: run by every collector behind a load balancer, they would
-notify twice, scrape twice and bill twice. Each is a *role*, held through a lease in the store
+Alert evaluation, engine scraping, the engine-join billing pass and the run closer read the whole
+store and write incidents, samples, bills and closed runs: run by every collector behind a load
+balancer, they would notify twice, scrape twice, bill twice and close every run twice. Each is a *role*, held through a lease in the store
 (``collector.storage.lease``): a background task takes or renews every role's lease each third
 of ``AGENTWATCH_LEASE_TTL_S``, and a component asks ``holds(role)`` (no store round trip) before
 each round. A collector that dies stops renewing; another takes its roles within one TTL, and
@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 ALERTS = "alerts"
 ENGINE_SCRAPER = "engine-scraper"
 ENGINE_JOIN = "engine-join"
-ROLES = (ALERTS, ENGINE_SCRAPER, ENGINE_JOIN)
+RUN_CLOSER = "run-closer"
+ROLES = (ALERTS, ENGINE_SCRAPER, ENGINE_JOIN, RUN_CLOSER)
 
 
 class Roles:

@@ -48,7 +48,7 @@ class Settings:
         default=15.0,
         metadata={
             "env": "LEASE_TTL_S",
-            "doc": "with a ClickHouse server: how long a collector's lease on a once-per-cluster role (alerts, engine scraping, engine-join billing) outlives its last renewal",
+            "doc": "with a ClickHouse server: how long a collector's lease on a once-per-cluster role (alerts, engine scraping, engine-join billing, run closing) outlives its last renewal",
         },
     )
     max_body_bytes: int = field(

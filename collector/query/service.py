@@ -47,6 +47,7 @@ from agentwatch_api.schemas import (
 from agentwatch_platform.collector.query.levers import lever_savings
 from agentwatch_platform.collector.query.whatif import whatif as estimate_whatif
 from agentwatch_platform.collector.storage import queries as q
+from agentwatch_platform.collector.storage import queries_closes as qc
 from agentwatch_platform.collector.storage.base import QueryError, Store
 
 if TYPE_CHECKING:
@@ -320,13 +321,11 @@ def _agent_median(store: Store, project: str, run: dict[str, Any], *, days: int 
     if not run["agent"]:
         return None
     end = run["start_time"] + 1
-    params = {
-        "project": project,
-        "agent": run["agent"],
-        "start_ns": int((end - days * 86_400) * 1e9),
-        "end_ns": int(end * 1e9),
-    }
-    return _num(store.query(q.AGENT_MEDIAN_COST, params)[0]["median"])
+    start_ns, end_ns = int((end - days * 86_400) * 1e9), int(end * 1e9)
+    params = {"project": project, "agent": run["agent"], "start_ns": start_ns, "end_ns": end_ns}
+    params |= _closed_minute_params(store, params | {"step_ns": end_ns - start_ns})
+    sql = q.AGENT_MEDIAN_COST_CLOSED if "exact_minutes" in params else q.AGENT_MEDIAN_COST
+    return _num(store.query(sql, params)[0]["median"])
 
 
 # --- feedback --------------------------------------------------------------------------------
@@ -429,7 +428,9 @@ def _plans(wanted: set[str], group_by: str, params: dict[str, Any]) -> list[tupl
         plans.append((q.run_head_minutes(group_by, q.where(q.RUN_MINUTE_FILTERS, params)), _head_figures))
     elif wanted & HEAD_METRICS:
         plans.append((q.run_heads(group_by, q.where(q.RUN_HEAD_FILTERS, params)), _head_figures))
-    if wanted & TOTAL_METRICS:
+    if wanted & TOTAL_METRICS and "exact_minutes" in params:
+        plans.append((q.run_totals_closed(group_by, q.where(q.RUN_CLOSED_FILTERS, params)), _total_figures))
+    elif wanted & TOTAL_METRICS:
         plans.append((q.run_totals(group_by, q.where(q.RUN_TOTAL_FILTERS, params)), _total_figures))
     return plans
 
@@ -462,6 +463,15 @@ def _head_minute_params(start_ns: int, end_ns: int, step_ns: int) -> dict[str, A
     heads, so run_minutes pays only where those hours are at most half the range's (an hour's
     overview, three cut minutes over two hours, reads its heads directly), and never beyond
     ``MAX_EDGE_MINUTES`` of them (buckets under a minute, say)."""
+    cut = _cut_minutes(start_ns, end_ns, step_ns)
+    if not cut or len(cut["edge_minutes"]) * 2 * 3600 * 10**9 > end_ns - start_ns:
+        return {}
+    return cut
+
+
+def _cut_minutes(start_ns: int, end_ns: int, step_ns: int) -> dict[str, Any]:
+    """The whole minutes of [start, end) and, of them and the range's partial first and last
+    minute, those a bucket boundary cuts (``edge_minutes``); nothing beyond ``MAX_EDGE_MINUTES``."""
     minute = 60 * 10**9
     edges: set[int] = set()
     for t in itertools.chain((start_ns, end_ns), range(start_ns + step_ns, end_ns, step_ns)):
@@ -469,13 +479,40 @@ def _head_minute_params(start_ns: int, end_ns: int, step_ns: int) -> dict[str, A
             edges.add(t // minute)
             if len(edges) > MAX_EDGE_MINUTES:
                 return {}
-    if len(edges) * 2 * 3600 * 10**9 > end_ns - start_ns:
-        return {}
     return {
         "whole_lo_s": -(-start_ns // minute) * 60,
         "whole_hi_s": end_ns // minute * 60,
         "edge_minutes": sorted(m * 60 for m in edges),
     }
+
+
+# Beyond these (the closer stopped, say) the runs are merged as they are: finding the minutes of
+# the runs changed since the closer's mark, and merging them, would cost more.
+MAX_STALE_ROWS = 100_000
+MAX_STALE_MINUTES = 240
+
+
+def _closed_minute_params(store: Store, params: dict[str, Any]) -> dict[str, Any]:
+    """Which minutes of the range closed_run_minutes answers for (``queries.run_totals_closed``):
+    the whole minutes but those cut by a bucket boundary and those holding a run that changed
+    since the closer's mark (``collector.storage.run_closes``), whose runs are merged instead.
+    Nothing where the closer has not run, under a model filter (closed minutes have no models),
+    or where too many minutes changed."""
+    if params.get("model") is not None:
+        return {}
+    cut = _cut_minutes(params["start_ns"], params["end_ns"], params["step_ns"])
+    closed_to = int(store.query(qc.CLOSED_TO)[0]["closed_to"] or 0) if cut else 0
+    if not closed_to:
+        return {}
+    bound = params | {"closed_to": closed_to, "cap": MAX_STALE_MINUTES + 1}
+    changed = int(store.query(qc.ROWS_SINCE, bound)[0]["n"])
+    if changed > MAX_STALE_ROWS:
+        return {}
+    whole = {"whole_lo_s": cut["whole_lo_s"], "whole_hi_s": cut["whole_hi_s"]}  # as the heads' (if set)
+    stale = store.query(q.STALE_RUN_MINUTES, bound | whole)[0]["minutes"] if changed else []
+    if len(stale) > MAX_STALE_MINUTES:
+        return {}
+    return whole | {"exact_minutes": sorted({*cut["edge_minutes"], *(int(m) for m in stale)})}
 
 
 def _call_source(params: dict[str, Any]) -> str:
@@ -526,6 +563,8 @@ def _figures(
     params |= _rollup_params(start, end, step_s)
     params |= _head_minute_params(start_ns, end_ns, params["step_ns"])
     wanted = set(metrics) | ({"cost_usd", "runs"} if "cost_per_success_usd" in metrics else set())
+    if wanted & TOTAL_METRICS and group_by != "model":
+        params |= _closed_minute_params(store, params)
     out: Figures = {}
     for sql, shape in _plans(wanted, group_by, params):
         for row in store.query(sql, params):

@@ -8,12 +8,14 @@ epoch seconds, so neither back end has to agree with Python on time zones.
 
 from __future__ import annotations
 
+from agentwatch_platform.collector.storage.queries_closes import stale_runs
 from agentwatch_platform.collector.storage.schema import (
     BILLABLE,
     EPOCH_HOUR,
     HEAD_DURATION_S,
     HEAD_MINUTE_S,
     ROLLUP_COLUMNS,
+    RUN_PARTIAL_COLUMNS,
     RUN_PARTIALS,
     SPAN_PARTIALS,
 )
@@ -53,6 +55,14 @@ FROM (SELECT DISTINCT reinterpretAsUInt64(unhex(substring(trace_id, 1, 16))) AS 
 """
 
 # --- runs ------------------------------------------------------------------------------------
+# The traces with a row that starts in one of the minutes ``{exact_minutes}`` (read from their hours
+# only): every run that starts in them (its earliest row does), and a few others.
+_EXACT_MINUTE_TRACES = """
+            SELECT trace_hash FROM runs_agg
+            WHERE project = {project:String}
+              AND hour IN (SELECT DISTINCT toStartOfHour(toDateTime(arrayJoin({exact_minutes:Array(Int64)}))))
+              AND intDiv(toUnixTimestamp64Nano(start_time), 60000000000) * 60 IN {exact_minutes:Array(Int64)}"""
+
 # Merge runs_agg partials (or the same partials computed from spans) into one row per trace.
 _RUN_MERGE = """
     min(start_time) AS start_t,
@@ -261,6 +271,28 @@ SELECT median(run_cost) AS median FROM (
         SELECT cityHash64(trace_id) FROM runs_agg WHERE {_RUN_HOURS} AND roots > 0 AND agent = {{agent:String}})
     GROUP BY run
     HAVING start_ns >= {{start_ns:Int64}} AND start_ns < {{end_ns:Int64}}
+)"""
+
+# AGENT_MEDIAN_COST with the whole minutes of the range (but ``{exact_minutes}``) read from
+# closed_run_minutes (``run_totals_closed``), and the runs of the other minutes merged as it merges them.
+AGENT_MEDIAN_COST_CLOSED = f"""
+SELECT median(run_cost) AS median FROM (
+    SELECT arrayJoin(costs) AS run_cost
+    FROM closed_run_minutes FINAL ARRAY JOIN cost_agents AS agent, run_costs AS costs
+    WHERE project = {{project:String}} AND agent = {{agent:String}}
+      AND minute >= toDateTime({{whole_lo_s:Int64}}) AND minute < toDateTime({{whole_hi_s:Int64}})
+      AND toInt64(toUnixTimestamp(minute)) NOT IN {{exact_minutes:Array(Int64)}}
+    UNION ALL
+    SELECT run_cost FROM (
+        SELECT trace_id, sum(cost_usd) AS run_cost, toUnixTimestamp64Nano(min(start_time)) AS start_ns,
+            countIf(roots > 0 AND agent = {{agent:String}}) AS agent_roots
+        FROM runs_agg
+        PREWHERE trace_hash IN ({_EXACT_MINUTE_TRACES})
+        WHERE {_RUN_HOURS}
+        GROUP BY trace_id
+        HAVING agent_roots > 0 AND start_ns >= {{start_ns:Int64}} AND start_ns < {{end_ns:Int64}}
+            AND intDiv(start_ns, 60000000000) * 60 IN {{exact_minutes:Array(Int64)}}
+    )
 )"""
 
 # --- metrics over time -------------------------------------------------------------------
@@ -492,8 +524,10 @@ _FEEDBACK_SCORE = (
     "if(transform(trace_id, fb.1, fb.3, toUInt64(0)) = 0, NULL, "
     "transform(trace_id, fb.1, fb.2, toFloat64(0)) / transform(trace_id, fb.1, fb.3, toUInt64(0)))"
 )
-_FEEDBACK_FIGURES = """
-    sum(transform(trace_id, fb.1, fb.2, toFloat64(0))) AS fb_sum, sum(transform(trace_id, fb.1, fb.3, toUInt64(0))) AS fb_n"""
+_FEEDBACK_SUM = "sum(transform(trace_id, fb.1, fb.2, toFloat64(0)))"
+_FEEDBACK_COUNT = "sum(transform(trace_id, fb.1, fb.3, toUInt64(0)))"
+_FEEDBACK_FIGURES = f"""
+    {_FEEDBACK_SUM} AS fb_sum, {_FEEDBACK_COUNT} AS fb_n"""
 
 RUN_TOTAL_FILTERS = {"agent": "agent = {agent:String}", "model": "has(models, {model:String})"}
 
@@ -515,6 +549,60 @@ FROM (
     HAVING (n_roots > 0 OR n_opened > 0) AND start_ns >= {{start_ns:Int64}} AND start_ns < {{end_ns:Int64}}
 )
 WHERE {filters}
+GROUP BY bucket, grp"""
+
+
+# --- per-run figures from closed minutes (collector.storage.run_closes) ----------------------
+# The minutes of [{whole_lo_s}, {whole_hi_s}) holding a stale run (``queries_closes``) of the range,
+# at most ``{cap}`` of them (one more says there are too many to read the runs of).
+STALE_RUN_MINUTES = f"""
+SELECT groupUniqArray({{cap:UInt32}})(m) AS minutes FROM (
+    SELECT arrayJoin(range(greatest(lo_s, {{whole_lo_s:Int64}}), least(hi_s + 60, {{whole_hi_s:Int64}}), 60)) AS m
+    FROM ({stale_runs(_RUN_HOURS)})
+)"""
+RUN_CLOSED_FILTERS = {"agent": "agent = {agent:String}"}
+
+
+def run_totals_closed(group: str, filters: str) -> str:
+    """``run_totals`` (group none or agent, filters from ``RUN_CLOSED_FILTERS``) with the whole
+    minutes of the range read from ``closed_run_minutes``, but the minutes ``{exact_minutes}``
+    (those a bucket boundary or the range's ends cut, and those of stale runs), whose runs are
+    merged from runs_agg as run_totals merges them; so are the runs that have feedback, for its
+    figures. The same figures from a few rows per minute and the rows of a few runs."""
+    group_sql = RUN_HEAD_GROUPS[group]
+    return f"""{_FEEDBACK}
+SELECT bucket, grp, sum(n) AS runs, sum(steps) / sum(n) AS steps_per_run, max(max_steps) AS max_steps,
+    max(max_cost) AS max_run_cost_usd, sum(fb_s) AS fb_sum, sum(fb_c) AS fb_n
+FROM (
+    SELECT intDiv(toInt64(toUnixTimestamp(minute)) * 1000000000 - {{start_ns:Int64}}, {{step_ns:Int64}}) AS bucket,
+        {group_sql} AS grp, n, steps, max_steps, max_cost, toFloat64(0) AS fb_s, toUInt64(0) AS fb_c
+    FROM closed_run_minutes FINAL
+    ARRAY JOIN agents AS agent, runs AS n, steps, max_steps, max_cost_usd AS max_cost
+    WHERE project = {{project:String}}
+      AND minute >= toDateTime({{whole_lo_s:Int64}}) AND minute < toDateTime({{whole_hi_s:Int64}})
+      AND toInt64(toUnixTimestamp(minute)) NOT IN {{exact_minutes:Array(Int64)}} AND {filters}
+    UNION ALL
+    SELECT intDiv(start_ns - {{start_ns:Int64}}, {{step_ns:Int64}}) AS bucket, {group_sql} AS grp,
+        countIf(exact) AS n, sumIf(run_steps, exact) AS steps, maxIfOrNull(run_steps, exact) AS max_steps,
+        maxIfOrNull(run_cost, exact) AS max_cost,
+        {_FEEDBACK_SUM} AS fb_s, {_FEEDBACK_COUNT} AS fb_c
+    FROM (
+        SELECT trace_id, toUnixTimestamp64Nano(min(start_time)) AS start_ns, sum(roots) AS n_roots,
+            sum(opened) AS n_opened, if(sum(steps) > 0, sum(steps), sum(llm_calls)) AS run_steps,
+            sum(cost_usd) AS run_cost, max(agent) AS agent,
+            intDiv(start_ns, 60000000000) * 60 IN {{exact_minutes:Array(Int64)}} AS exact
+        FROM runs_agg
+        PREWHERE trace_hash IN (
+            {_EXACT_MINUTE_TRACES}
+            UNION ALL
+            SELECT cityHash64(trace_id) FROM feedback WHERE project = {{project:String}} AND score IS NOT NULL)
+        WHERE {_RUN_HOURS}
+        GROUP BY trace_id
+        HAVING (n_roots > 0 OR n_opened > 0) AND start_ns >= {{start_ns:Int64}} AND start_ns < {{end_ns:Int64}}
+    )
+    WHERE {filters}
+    GROUP BY bucket, grp
+)
 GROUP BY bucket, grp"""
 
 
@@ -689,7 +777,7 @@ FROM (SELECT *, toDateTime(toStartOfMinute(start_time)) AS minute, agent_name AS
 WHERE {_MINUTES_SCOPE}
 GROUP BY project, minute, agent, model"""
 REBUILD_RUNS = f"""
-INSERT INTO runs_agg
+INSERT INTO runs_agg (project, hour, trace_id, {RUN_PARTIAL_COLUMNS})
 SELECT project, hour, trace_id, {RUN_PARTIALS}
 FROM (SELECT *, toStartOfHour(start_time) AS hour FROM spans)
 WHERE {_REBUILD_SCOPE}

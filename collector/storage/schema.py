@@ -31,6 +31,7 @@ Design (why the tables look like this):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # Spans whose tokens and cost count: all but the run span, which may carry the SDK's own
@@ -152,6 +153,10 @@ RUN_PARTIALS = f"""
     sumIf(toUInt64(cached_tokens), {BILLABLE}) AS cached_tokens,
     sumIf(cost_usd, {BILLABLE}) AS cost_usd,
     groupUniqArrayIf(toString(model), model != '') AS models"""
+
+# The runs_agg columns RUN_PARTIALS fills, in its order: an insert names them, so the columns it
+# leaves out (``inserted``) take their defaults.
+RUN_PARTIAL_COLUMNS = ", ".join(re.findall(r" AS (\w+),?$", RUN_PARTIALS, re.MULTILINE))
 
 RUNS_MV = f"""
 CREATE MATERIALIZED VIEW IF NOT EXISTS runs_mv TO runs_agg AS
@@ -292,6 +297,61 @@ WHERE roots > 0
 GROUP BY project, minute, agent"""
 RUN_MINUTES_MV = f"CREATE MATERIALIZED VIEW IF NOT EXISTS run_minutes_mv TO run_minutes AS {_RUN_MINUTES_SELECT}"
 RUN_MINUTES_BACKFILL = f"INSERT INTO run_minutes {_RUN_MINUTES_SELECT}"
+
+# Totals of the runs that started in a minute (runs, steps per run, the largest run's steps and
+# cost; and each run's cost under the agents of its root rows, for the agent's median run cost of
+# a run's detail), one row per minute, as the run closer (``collector.storage.run_closes``) last
+# computed them: the overview's per-run figures read a few rows per minute instead of merging every
+# run of the range by trace (~1 s of CPU for a day at 100M spans, bench/results/scale_100m.md). A minute is
+# rewritten whole (its agents in arrays), so a run that moves to another minute or agent leaves
+# nothing behind; the latest ``closed_to`` wins (read with ``FINAL``).
+# Runs whose ``runs_agg`` rows were inserted at or after the closer's mark (``run_close_marks``)
+# may differ from their minute's row: queries read their minutes from ``runs_agg``, so every
+# figure stays what merging the runs gives.
+CLOSED_RUN_MINUTES = """
+CREATE TABLE IF NOT EXISTS closed_run_minutes (
+    project LowCardinality(String),
+    minute DateTime,
+    closed_to DateTime,
+    agents Array(LowCardinality(String)),
+    runs Array(UInt64),
+    steps Array(UInt64),
+    max_steps Array(UInt64),
+    max_cost_usd Array(Float64),
+    cost_agents Array(LowCardinality(String)),
+    run_costs Array(Array(Float64))
+)
+ENGINE = ReplacingMergeTree(closed_to)
+PARTITION BY toYYYYMM(minute)
+ORDER BY (project, minute)
+SETTINGS ttl_only_drop_parts = 1
+"""
+
+# One row per pass of the run closer: every ``runs_agg`` row inserted before ``closed_to`` is
+# reflected in ``closed_run_minutes`` (the latest mark counts).
+RUN_CLOSE_MARKS = """
+CREATE TABLE IF NOT EXISTS run_close_marks (
+    closed_to DateTime,
+    at DateTime64(3) DEFAULT now64(3)
+)
+ENGINE = MergeTree
+ORDER BY closed_to
+"""
+
+# What the closer needs of runs_agg: when each row was inserted (the server's clock; 0 for rows
+# from before the migration, which the closer's first pass reads whole), indexed so that the rows
+# inserted since a mark are found without reading the rest; and the trace id as a number, which
+# finds a set of traces' rows reading 8 bytes a row instead of the 32-character id.
+RUNS_AGG_CLOSE_COLUMNS = (
+    "ALTER TABLE runs_agg ADD COLUMN IF NOT EXISTS inserted SimpleAggregateFunction(max, DateTime) DEFAULT toDateTime(0)",
+    "ALTER TABLE runs_agg ADD COLUMN IF NOT EXISTS trace_hash UInt64 MATERIALIZED cityHash64(trace_id)",
+    "ALTER TABLE runs_agg ADD INDEX IF NOT EXISTS idx_inserted inserted TYPE minmax GRANULARITY 1",
+    "ALTER TABLE runs_agg MATERIALIZE COLUMN inserted SETTINGS mutations_sync = 2",
+    "ALTER TABLE runs_agg MATERIALIZE COLUMN trace_hash SETTINGS mutations_sync = 2",
+    "ALTER TABLE runs_agg MATERIALIZE INDEX idx_inserted SETTINGS mutations_sync = 2",
+    # every later row, whoever writes it (the views, open run heads, rebuilds), carries its insert's time
+    "ALTER TABLE runs_agg MODIFY COLUMN inserted SimpleAggregateFunction(max, DateTime) DEFAULT now()",
+)
 
 API_KEYS = """
 CREATE TABLE IF NOT EXISTS api_keys (
@@ -529,6 +589,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     # Run heads per minute (run_minutes): the overview counted runs and their latency from a head
     # per run, ~240 ms of a day's overview at 100M spans (bench/results/scale_100m.md).
     Migration(10, "run_minutes", (RUN_MINUTES, RUN_MINUTES_MV, RUN_MINUTES_BACKFILL)),
+    # Closed runs per minute (closed_run_minutes, filled by collector.storage.run_closes): the overview
+    # merged every run of its range by trace for its per-run figures, ~1 s of CPU for a day at 100M
+    # spans. The closer's first pass fills the table; until it has, queries merge runs as before.
+    Migration(11, "closed_run_minutes", (*RUNS_AGG_CLOSE_COLUMNS, CLOSED_RUN_MINUTES, RUN_CLOSE_MARKS)),
 )
 
 
@@ -547,6 +611,7 @@ TTL_TABLES = {
     "span_minutes": "minute",
     "span_hours": "hour",
     "run_minutes": "minute",
+    "closed_run_minutes": "minute",
     "engine_metrics": "ts",
 }
 

@@ -457,6 +457,55 @@ FROM runs_agg
 WHERE roots > 0
 GROUP BY project, minute, agent;
 
+-- migration 11: closed_run_minutes
+
+ALTER TABLE runs_agg_local ON CLUSTER agentwatch ADD COLUMN IF NOT EXISTS inserted SimpleAggregateFunction(max, DateTime) DEFAULT toDateTime(0);
+
+ALTER TABLE runs_agg ON CLUSTER agentwatch ADD COLUMN IF NOT EXISTS inserted SimpleAggregateFunction(max, DateTime) DEFAULT toDateTime(0);
+
+ALTER TABLE runs_agg_local ON CLUSTER agentwatch ADD COLUMN IF NOT EXISTS trace_hash UInt64 MATERIALIZED cityHash64(trace_id);
+
+ALTER TABLE runs_agg ON CLUSTER agentwatch ADD COLUMN IF NOT EXISTS trace_hash UInt64 MATERIALIZED cityHash64(trace_id);
+
+ALTER TABLE runs_agg_local ON CLUSTER agentwatch ADD INDEX IF NOT EXISTS idx_inserted inserted TYPE minmax GRANULARITY 1;
+
+ALTER TABLE runs_agg_local ON CLUSTER agentwatch MATERIALIZE COLUMN inserted SETTINGS mutations_sync = 2;
+
+ALTER TABLE runs_agg_local ON CLUSTER agentwatch MATERIALIZE COLUMN trace_hash SETTINGS mutations_sync = 2;
+
+ALTER TABLE runs_agg_local ON CLUSTER agentwatch MATERIALIZE INDEX idx_inserted SETTINGS mutations_sync = 2;
+
+ALTER TABLE runs_agg_local ON CLUSTER agentwatch MODIFY COLUMN inserted SimpleAggregateFunction(max, DateTime) DEFAULT now();
+
+ALTER TABLE runs_agg ON CLUSTER agentwatch MODIFY COLUMN inserted SimpleAggregateFunction(max, DateTime) DEFAULT now();
+
+CREATE TABLE IF NOT EXISTS closed_run_minutes_local ON CLUSTER agentwatch (
+    project LowCardinality(String),
+    minute DateTime,
+    closed_to DateTime,
+    agents Array(LowCardinality(String)),
+    runs Array(UInt64),
+    steps Array(UInt64),
+    max_steps Array(UInt64),
+    max_cost_usd Array(Float64),
+    cost_agents Array(LowCardinality(String)),
+    run_costs Array(Array(Float64))
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}', closed_to)
+PARTITION BY toYYYYMM(minute)
+ORDER BY (project, minute)
+SETTINGS ttl_only_drop_parts = 1;
+
+CREATE TABLE IF NOT EXISTS closed_run_minutes ON CLUSTER agentwatch AS closed_run_minutes_local
+ENGINE = Distributed(agentwatch, currentDatabase(), closed_run_minutes_local, cityHash64(project, minute));
+
+CREATE TABLE IF NOT EXISTS run_close_marks ON CLUSTER agentwatch (
+    closed_to DateTime,
+    at DateTime64(3) DEFAULT now64(3)
+)
+ENGINE = ReplicatedMergeTree('/clickhouse/tables/all/{database}/{table}', '{replica}')
+ORDER BY closed_to;
+
 -- retention
 
 ALTER TABLE spans_local ON CLUSTER agentwatch MODIFY TTL toDateTime(start_time) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;
@@ -468,5 +517,7 @@ ALTER TABLE span_minutes_local ON CLUSTER agentwatch MODIFY TTL toDateTime(minut
 ALTER TABLE span_hours_local ON CLUSTER agentwatch MODIFY TTL toDateTime(hour) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;
 
 ALTER TABLE run_minutes_local ON CLUSTER agentwatch MODIFY TTL toDateTime(minute) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;
+
+ALTER TABLE closed_run_minutes_local ON CLUSTER agentwatch MODIFY TTL toDateTime(minute) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;
 
 ALTER TABLE engine_metrics_local ON CLUSTER agentwatch MODIFY TTL toDateTime(ts) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;
