@@ -47,7 +47,7 @@ class ClickHouseStore(SqlStore):
             self.write_lock = SpanWriteLock(self, self.holder, ttl_s=lease_ttl_s)
 
     def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        settings = _CLUSTER_READS if self.cluster else None
+        settings = CLUSTER_READS if self.cluster else None
         return arrow_rows(self._call(self._client.query_arrow, sql, parameters=params or {}, settings=settings))
 
     def command(self, sql: str, params: dict[str, Any] | None = None) -> None:
@@ -61,7 +61,7 @@ class ClickHouseStore(SqlStore):
         if dedup_token:
             settings["insert_deduplication_token"] = dedup_token
         if self.cluster:  # acknowledged spans are on their shard, and visible to the identity look-up
-            settings.update(_CLUSTER_READS, distributed_foreground_insert=1)
+            settings.update(CLUSTER_READS, distributed_foreground_insert=1)
         self._call(self._client.insert_arrow, table, data, settings=settings or None)
 
     def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
@@ -87,8 +87,11 @@ class ClickHouseStore(SqlStore):
 
 # On a cluster, reads and inserts through the Distributed tables go to each shard's first healthy
 # replica (config order), whichever node a collector is connected to: the identity look-up reads
-# the replica the insert wrote, not one that has not fetched the part yet.
-_CLUSTER_READS = {"load_balancing": "in_order"}
+# the replica the insert wrote, not one that has not fetched the part yet. A subquery over a
+# Distributed table inside a query over one (``trace_id IN (SELECT trace_id FROM runs_agg ...)``)
+# is refused under ClickHouse's default (``distributed_product_mode = 'deny'``); ``global`` runs it
+# once and sends its result to every shard, right whichever keys the two tables are sharded by.
+CLUSTER_READS = {"load_balancing": "in_order", "distributed_product_mode": "global"}
 
 
 def _is_alter(sql: str) -> bool:

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from agentwatch_platform.collector.storage import queries, schema
+from agentwatch_platform.collector.storage.base import QueryError
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
+from agentwatch_platform.collector.storage.clickhouse_store import CLUSTER_READS
 from agentwatch_platform.collector.storage.cluster_ddl import (
     SHARDED,
     ClusterDDLError,
@@ -142,3 +144,13 @@ def test_cluster_ddl_file_is_current() -> None:
     assert path.read_text() == render(CLUSTER), (
         "regenerate: python -m agentwatch_platform.collector.storage.cluster_ddl agentwatch > deploy/clickhouse/schema.sql"
     )
+
+
+def test_a_cluster_store_reads_with_settings_clickhouse_knows(parser: ChdbStore) -> None:
+    """The settings a cluster's reads carry are ClickHouse's (a misspelt one is refused), and
+    subqueries over Distributed tables inside distributed queries are allowed (the default denies them)."""
+    assert CLUSTER_READS["distributed_product_mode"] == "global"
+    bound = ", ".join(f"{name} = '{value}'" for name, value in CLUSTER_READS.items())
+    assert parser.query(f"SELECT 1 AS one SETTINGS {bound}") == [{"one": 1}]
+    with pytest.raises(QueryError, match="(?i)setting"):
+        parser.query("SELECT 1 AS one SETTINGS distributed_product_mod = 'global'")
