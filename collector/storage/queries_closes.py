@@ -27,10 +27,15 @@ _BEFORE_MARK = "inserted < toDateTime({closed_to:UInt32})"
 
 # The earliest hour with a row inserted since the mark (read through the minmax index on inserted).
 FIRST_HOUR_SINCE = f"SELECT toUInt32(min(hour)) AS hour, count() AS n FROM runs_agg WHERE {_AFTER_MARK}"
-# A project's rows inserted since the mark, in the hours run totals read for [{start_ns}, {end_ns}).
-ROWS_SINCE = f"""SELECT count() AS n FROM runs_agg WHERE project = {{project:String}}
-    AND hour >= toStartOfHour(fromUnixTimestamp64Nano({{start_ns:Int64}}))
-    AND hour < fromUnixTimestamp64Nano({{end_ns:Int64}}) + INTERVAL 1 DAY AND {_AFTER_MARK}"""
+# A project's rows in the hours run totals read for [{start_ns}, {end_ns}) (the primary key's range),
+# with the closer's mark (one statement: a range of few runs pays for no more)...
+_RUN_ROWS_SCOPE = """project = {project:String}
+    AND hour >= toStartOfHour(fromUnixTimestamp64Nano({start_ns:Int64}))
+    AND hour < fromUnixTimestamp64Nano({end_ns:Int64}) + INTERVAL 1 DAY"""
+RUN_ROWS = f"""SELECT count() AS n, (SELECT toUInt32(max(closed_to)) FROM run_close_marks) AS closed_to
+FROM runs_agg WHERE {_RUN_ROWS_SCOPE}"""
+# ... and those of them inserted since the mark.
+ROWS_SINCE = f"SELECT count() AS n FROM runs_agg WHERE {_RUN_ROWS_SCOPE} AND {_AFTER_MARK}"
 
 
 def stale_runs(scope: str) -> str:

@@ -61,6 +61,12 @@ def _seed(store: Store) -> list[list[SpanRow]]:
     return runs
 
 
+@pytest.fixture(autouse=True)
+def _closed_path_for_few_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These stores hold a few runs: the closed path is taken all the same, to be compared."""
+    monkeypatch.setattr(query, "MIN_CLOSED_RUN_ROWS", 0)
+
+
 def _close(store: Store) -> None:
     """A pass that closes every row inserted so far; later rows are inserted after its mark."""
     close_runs(store, margin_s=-1)
@@ -179,6 +185,16 @@ def test_a_pass_with_nothing_new_writes_nothing(store: Store) -> None:
     assert close_runs(store, margin_s=-1) > 0  # the first pass closes every minute with runs
     time.sleep(1.05 - time.time() % 1)
     assert close_runs(store, margin_s=-1) == 0
+
+
+def test_a_range_of_few_runs_merges_them_without_the_closed_minutes(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _seed(store)
+    _close(store)
+    assert _closed_path_used(store)
+    monkeypatch.setattr(query, "MIN_CLOSED_RUN_ROWS", 10**6)  # the default's side: fewer rows than that
+    assert not _closed_path_used(store)
 
 
 async def test_the_closer_passes_at_start_only_while_it_holds_its_role(store: Store) -> None:
