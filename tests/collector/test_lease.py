@@ -33,11 +33,11 @@ def test_one_holder_at_a_time_and_a_hand_back_frees_it(module_store: Store) -> N
 
 def test_an_expired_lease_is_taken_over(module_store: Store) -> None:
     store = module_store
-    dead = StoreLease(store, "evaluator", "dead", ttl_s=0.2)
+    dead = StoreLease(store, "evaluator", "dead", ttl_s=1.0)  # long enough for the heir's first try on a loaded machine
     assert dead.acquire()
     heir = StoreLease(store, "evaluator", "heir")
     assert not heir.acquire()
-    time.sleep(0.3)  # the holder stopped renewing
+    time.sleep(1.1)  # the holder stopped renewing
     assert heir.acquire()
     assert not dead.acquire()
 
@@ -50,20 +50,20 @@ def test_a_slow_look_up_renews_the_lease_before_the_insert_and_an_overrun_is_cou
     from agentwatch_platform.collector.storage.base import StoreUnavailable
 
     store = module_store
-    lock = SpanWriteLock(store, "writer-a", ttl_s=0.6)
+    lock = SpanWriteLock(store, "writer-a", ttl_s=1.5)  # a third (0.5 s) outlasts a loaded machine's hold-to-refresh
     with lock.hold():
         term = lock._lease.term
         lock.refresh()
         assert lock._lease.term == term  # fresh: nothing to renew
-        time.sleep(0.25)  # a slow look-up: more than a third of the TTL
+        time.sleep(0.6)  # a slow look-up: more than a third of the TTL
         lock.refresh()
         assert lock._lease.term == term + 1 and lock._lease.surely_ours
         assert not lock.overran() and lock.overruns == 0
-        time.sleep(0.7)  # an insert longer than the TTL
+        time.sleep(1.6)  # an insert longer than the TTL
         assert lock.overran() and lock.overruns == 1
-    other = SpanWriteLock(store, "writer-b", ttl_s=0.6)
+    other = SpanWriteLock(store, "writer-b", ttl_s=1.5)
     with lock.hold():
-        time.sleep(0.7)  # the look-up outlasted the lease; another collector took it
+        time.sleep(1.6)  # the look-up outlasted the lease; another collector took it
         assert other._lease.acquire()
         with pytest.raises(StoreUnavailable, match="another collector took it"):
             lock.refresh()
