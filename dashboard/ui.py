@@ -516,8 +516,20 @@ def typed_number(
     try:
         return read_number(typed, whole=whole)
     except ValueError:
-        where.error(f"{label}: {typed!r} is not a {what} (0 or more)", icon=":material/error:")
+        where.error(number_typo(label, typed, what), icon=":material/error:")
         return None
+
+
+def number_typo(label: str, typed: str | None, what: str = "number") -> str:
+    """What a typo in a number box is told (``typed_number``, and boxes drawn only at times)."""
+    return f"{label}: {typed!r} is not a {what} (0 or more)"
+
+
+def keep_state(defaults: dict[str, Any]) -> None:
+    """Keeps widgets' values while they are not drawn (a closed popover or expander drawing them
+    only while open): Streamlit drops the state of a widget not drawn in a run, not a value set."""
+    for key, default in defaults.items():
+        st.session_state[key] = st.session_state.get(key, default)
 
 
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")

@@ -232,9 +232,7 @@ def _whatif(win: ui.Window) -> None:
     """A policy applied to the range's stored runs: its estimated cost change, before anything
     changes. Computed only while its expander is open: its widgets and query on every load of
     the page cost ~0.1 s in headless Chromium (bench.dashboard_ab)."""
-    state = st.session_state
-    for key, default in WHATIF_DEFAULTS.items():  # kept while the expander is closed (Streamlit drops the state
-        state[key] = state.get(key, default)  # of widgets not drawn), so reopening shows what was set
+    ui.keep_state(WHATIF_DEFAULTS)  # reopened, the expander shows what was set
     section = st.expander("What if: a policy's estimated cost on these runs", key="whatif_open", on_change="rerun")
     if section.open:
         with section:

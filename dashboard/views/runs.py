@@ -216,11 +216,8 @@ def _more_filters(
     only while it is open: 7 more widgets on every load of the page cost ~0.1 s in headless
     Chromium (bench.dashboard_ab). Their values are kept in the session while it is closed, and
     those set are listed under the filters, so a closed popover still says that it filters."""
+    ui.keep_state(dict.fromkeys((*EXACT, *MORE), "") | {"runs_size": 50})
     state = st.session_state
-    for key in (*EXACT, *MORE, "runs_size"):  # kept though their widgets are not drawn (Streamlit drops those)
-        if key in state:
-            state[key] = state[key]
-    state.setdefault("runs_size", 50)
     bounds: dict[str, float | None] = {}
     typos = []
     for key, (label, what, whole) in MORE.items():
@@ -228,7 +225,7 @@ def _more_filters(
             bounds[key] = ui.read_number(state.get(key), whole=whole)
         except ValueError:
             bounds[key] = None
-            typos.append(f"{label}: {state.get(key)!r} is not a {what} (0 or more)")
+            typos.append(ui.number_typo(label, state.get(key), what))
     more = where.popover("More filters", key="runs_more", on_change="rerun", width="stretch")
     if more.open:
         with more:
@@ -240,10 +237,9 @@ def _more_filters(
             st.selectbox("Rows", SIZES, key="runs_size")
     for typo in typos:  # said outside the popover, where it shows while it is closed
         st.error(typo, icon=":material/error:")
-    if set_ := [f"{label} {state[key]!s}".strip() for key, (label, *_) in {**EXACT, **MORE}.items() if _typed(key)]:
-        st.caption(
-            "More filters set: " + ui.plain(" · ".join(set_))
-        )  # a constant label keeps the popover open as they change
+    # Listed here, not counted in the popover's label: a label that changes re-creates the popover, closed.
+    if set_ := [f"{label} {str(state[key]).strip()}" for key, (label, *_) in {**EXACT, **MORE}.items() if _typed(key)]:
+        st.caption("More filters set: " + ui.plain(" · ".join(set_)))
     return (
         str(state.get("runs_user") or "").strip(),
         str(state.get("runs_session") or "").strip(),
