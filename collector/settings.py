@@ -162,6 +162,13 @@ class Settings:
             "doc": "glibc: fix malloc's mmap threshold (e.g. 262144) so large request buffers are returned to the OS: 275 -> 148 MB held in a burst with captured text, but ~10 % fewer spans/s with text (A/B, 2026-12-03); 0 leaves glibc's dynamic threshold",
         },
     )
+    collector_pandas: bool = field(
+        default=False,
+        metadata={
+            "env": "COLLECTOR_PANDAS",
+            "doc": "let pandas load in the collector process; the collector never builds data frames, and pyarrow loads pandas (~30 MB of the collector's anonymous memory, idle and at every peak) on its first array built from Python values. Set it for a plugin that imports pandas",
+        },
+    )
     spool_max_bytes: int = field(
         default=1024**3, metadata={"env": "SPOOL_MAX_BYTES", "doc": "on-disk spool bound while the store is down"}
     )

@@ -57,12 +57,12 @@ class ChdbStore(SqlStore):
         cache = self._results
         key = cache.key(sql, _bind(params)) if cache is not None else None
         if key is None:
-            return arrow_rows(self._run(sql, params, fmt="ArrowTable"))
+            return arrow_rows(_arrow_table(self._run(sql, params, fmt="Arrow")))
         assert cache is not None
         generation = cache.generation
         rows = cache.get(key)
         if rows is None:
-            rows = arrow_rows(self._run(sql, params, fmt="ArrowTable"))
+            rows = arrow_rows(_arrow_table(self._run(sql, params, fmt="Arrow")))
             cache.put(key, rows, generation)
         return rows
 
@@ -140,6 +140,15 @@ def _open_session(path: Path, memory: ChdbMemory) -> Any:
                 f"this process already has another chDB data directory open; close it before opening {path}"
             ) from exc
         raise StoreUnavailable(f"cannot open chDB data directory {path}: {message}") from exc
+
+
+def _arrow_table(result: Any) -> pa.Table:
+    """A result in the Arrow file format as a table, read where chDB holds it. chDB's own
+    ``ArrowTable`` reads it the same way but imports pandas first, which the collector keeps out
+    (``collector.commands._keep_pandas_out``)."""
+    if not len(result):
+        return pa.table({})
+    return pa.ipc.open_file(result.get_memview().view()).read_all()
 
 
 def _bind(params: dict[str, Any] | None) -> dict[str, str]:
