@@ -131,7 +131,7 @@ class Settings:
         default=0,
         metadata={
             "env": "CHDB_MEMORY_LIMIT_BYTES",
-            "doc": "embedded chDB: memory its statements may hold together (max_server_memory_usage); past it a statement fails (an insert is retried from the spool) instead of the process growing. 0: ClickHouse's default, 90 % of RAM",
+            "doc": "embedded chDB: memory its statements may hold together (max_server_memory_usage); past it a statement fails instead of the process growing: a batch of spans over it is inserted in halves, as small as it takes (a batch retried whole never got in: ingestion stalled). 0: ClickHouse's default, 90 % of RAM",
         },
     )
     chdb_dirty_decay_ms: int = field(

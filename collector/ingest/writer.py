@@ -9,7 +9,8 @@ backoff and the spool absorbs the load; spans beyond ``max_queue_spans`` or ``ma
 are not kept in memory but written to ``spill`` (decoded; memory-mapped back,
 ``collector.ingest.spill``) or, without it or when the file is gone, decoded again from the
 spool when their turn comes. One bad span never sinks a batch: a batch the store rejects is
-split until the offending spans are isolated, logged and counted. After each insert the C
+split until the offending spans are isolated, logged and counted. A batch over the store's memory
+limit (chDB's ``max_server_memory_usage``) is inserted in halves, as small as it takes. After each insert the C
 heap's free pages go back to the OS (``collector.ingest.heap``).
 A batch is the requests' tables concatenated (no copy); nothing here loops over spans.
 
@@ -383,6 +384,14 @@ class Writer:
         except StoreUnavailable:
             raise
         except Exception as exc:
+            if _over_memory(exc) and table.num_rows > 1:
+                log.warning(
+                    "writer: the store's memory limit refused a batch of %d spans (%s); inserting it in halves",
+                    table.num_rows,
+                    exc,
+                )
+                mid = table.num_rows // 2
+                return self._insert(table.slice(0, mid), f"{token}/0") + self._insert(table.slice(mid), f"{token}/1")
             if _looks_unavailable(exc):
                 raise StoreUnavailable(str(exc)) from exc
             if table.num_rows == 1:
@@ -418,6 +427,13 @@ _TRANSIENT = (
     "connection",
     "errno",
 )
+
+
+def _over_memory(exc: Exception) -> bool:
+    """ClickHouse's MEMORY_LIMIT_EXCEEDED: this batch is too large for the store's memory now (a
+    smaller one fits, or the limit frees up); retrying it whole would never end where it never fits."""
+    text = str(exc).lower()
+    return "memory_limit_exceeded" in text or "memory limit exceeded" in text
 
 
 def _looks_unavailable(exc: Exception) -> bool:

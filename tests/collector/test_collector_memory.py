@@ -1,14 +1,18 @@
-"""The collector process keeps pandas out (``collector.commands._keep_pandas_out``): pyarrow would
-load it, ~30 MB of anonymous memory, only to ask whether a value is a data frame."""
+"""The collector's memory: it keeps pandas out of its process (``collector.commands._keep_pandas_out``:
+pyarrow would load it, ~30 MB of anonymous memory, only to ask whether a value is a data frame), and
+a batch over chDB's memory limit is inserted in halves (``collector.ingest.writer``)."""
 
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from agentwatch_platform.collector.commands import _PandasKeptOut
+from bench.workload import Workload
 from tests.collector.ingest_helpers import CollectorProcess, run_spans, sdk_agent_run
 
 
@@ -45,3 +49,39 @@ def test_the_hook_says_why_pandas_is_refused() -> None:
     with pytest.raises(ModuleNotFoundError, match="AGENTWATCH_COLLECTOR_PANDAS=1"):
         _PandasKeptOut().find_spec("pandas.core")
     assert _PandasKeptOut().find_spec("pandas_extra") is None
+
+
+@pytest.mark.slow
+def test_a_batch_over_the_stores_memory_limit_goes_in_halves_and_no_span_is_lost(tmp_path: Path) -> None:
+    """With chDB's memory bounded (``AGENTWATCH_CHDB_MEMORY_LIMIT_BYTES``), a 30k-span batch with
+    captured text does not fit: retried whole, it never would, and ingestion stalled for good.
+    The writer inserts it in halves until they fit; every span is stored once."""
+    workload = Workload(30_000, end_time_ns=time.time_ns(), batch_spans=1000, project="memory", content=True)
+    bodies = list(workload.batches())
+    collector = CollectorProcess(
+        tmp_path / "data",
+        AGENTWATCH_CHDB_MEMORY_LIMIT_BYTES=str(128 * 2**20),
+        AGENTWATCH_FLUSH_ROWS="30000",
+        AGENTWATCH_FLUSH_INTERVAL_S="20",
+        AGENTWATCH_RATE_LIMIT_SPANS_PER_S="0",
+    ).start()
+    try:
+        key = collector.key("memory")
+        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/x-protobuf"}
+        with httpx.Client(timeout=60) as client:
+            for body in bodies:
+                assert client.post(collector.url + "/v1/traces", content=body, headers=headers).status_code == 200
+        deadline = time.monotonic() + 120
+        stored = 0
+        while time.monotonic() < deadline:
+            stored = httpx.get(
+                collector.url + "/api/ingest", headers={"Authorization": f"Bearer {key}"}, timeout=30
+            ).json()["stored_spans"]
+            if stored >= 30_000:
+                break
+            time.sleep(0.2)
+        assert stored == 30_000
+        log = collector.log.read_text()
+        assert re.search(r"memory limit refused a batch of \d+ spans", log)  # the limit did bind
+    finally:
+        collector.kill()
