@@ -124,7 +124,7 @@ class EngineJoin:
             return table
         engine = pc.equal(table.column("kind"), sc.KIND_ENGINE)
         if pc.any(engine).as_py():
-            rows = table.filter(engine).to_pylist()
+            rows = _rows(table.filter(engine))
             waiting = self._join_stored(store, rows) if store is not None else rows
             self._remember(waiting)
             table = pa.concat_tables([table.filter(pc.invert(engine)), pa.Table.from_pylist(rows, schema=table.schema)])
@@ -135,7 +135,7 @@ class EngineJoin:
             mask = self._candidates(table, pc.equal(kinds, sc.KIND_LLM))
         if not pc.any(mask).as_py():
             return table
-        rows = table.filter(mask).to_pylist()
+        rows = _rows(table.filter(mask))
         for row in rows:
             self._enrich(row)
         return pa.concat_tables([table.filter(pc.invert(mask)), pa.Table.from_pylist(rows, schema=table.schema)])
@@ -476,6 +476,16 @@ def _stored_params(project: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _inside(start: int, end: int, outer_start: int, outer_end: int, slack_ns: int = _SLACK_NS) -> bool:
     return outer_start - slack_ns <= start and end <= outer_end + slack_ns
+
+
+def _rows(table: pa.Table) -> list[dict[str, Any]]:
+    """The batch's rows with times as epoch nanoseconds: pyarrow turns a nanosecond timestamp into
+    a Python value only through pandas, which the collector keeps out of its process
+    (``collector.commands._keep_pandas_out``); ``pa.Table.from_pylist`` takes the ints back."""
+    for index, field in enumerate(table.schema):
+        if pa.types.is_timestamp(field.type):
+            table = table.set_column(index, field.name, table.column(index).cast(pa.int64()))
+    return table.to_pylist()
 
 
 def _ns(value: Any) -> int:
