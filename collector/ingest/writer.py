@@ -390,8 +390,7 @@ class Writer:
                     table.num_rows,
                     exc,
                 )
-                mid = table.num_rows // 2
-                return self._insert(table.slice(0, mid), f"{token}/0") + self._insert(table.slice(mid), f"{token}/1")
+                return self._insert_halves(table, token)
             if _looks_unavailable(exc):
                 raise StoreUnavailable(str(exc)) from exc
             if table.num_rows == 1:
@@ -402,8 +401,12 @@ class Writer:
             log.warning(
                 "writer: the store rejected a batch of %d spans (%s); isolating the bad ones", table.num_rows, exc
             )
-            mid = table.num_rows // 2
-            return self._insert(table.slice(0, mid), f"{token}/0") + self._insert(table.slice(mid), f"{token}/1")
+            return self._insert_halves(table, token)
+
+    def _insert_halves(self, table: pa.Table, token: str) -> int:
+        """Each half under its own token, derived from the batch's: a replay splits the same way."""
+        mid = table.num_rows // 2
+        return self._insert(table.slice(0, mid), f"{token}/0") + self._insert(table.slice(mid), f"{token}/1")
 
     def _lags(self, table: pa.Table) -> list[float]:
         """Span end -> queryable for a sample of the batch."""
