@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agentwatch_platform.dashboard import analysis, trace
+from agentwatch_platform.dashboard import analysis, trace, ui
 from tests.dashboard.test_analysis import react_run, span
 
 
@@ -130,3 +130,10 @@ def test_llm_facts_take_engine_timings_from_the_joined_engine_span() -> None:
     assert ("tool_name", "search") in trace.fields(tool) and not any(
         name == "cost_usd" for name, _ in trace.fields(tool)
     )
+
+
+def test_a_tree_row_keeps_the_exact_duration_so_it_reads_as_its_run_does() -> None:
+    """Rounded to 0.1 ms first, 0.49346 s showed as 494 ms in the tree and 493 ms in the runs list."""
+    spans = [span("run", kind="run", start=0.0, dur=0.49346)]
+    (row,) = trace.tree_rows(analysis.tree_order(spans), trace.step_names(spans))
+    assert ui.fmt(row["duration_s"], "s") == ui.fmt(spans[0].duration_s, "s") == "493 ms"
