@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -123,11 +124,23 @@ def _keep_pandas_out() -> None:
         sys.meta_path.insert(0, _PandasKeptOut())
 
 
+def _use_system_arrow_pool() -> None:
+    """pyarrow's default pool (mimalloc) keeps the pages of freed buffers in per-thread heaps: in
+    a burst with captured text it held ~90 MB more than ever was live at once (bench/results/scale.md).
+    Freed through glibc, they are reused and given back (``collector.ingest.heap``). An operator's
+    ARROW_DEFAULT_MEMORY_POOL is left as it is."""
+    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
+        import pyarrow as pa
+
+        pa.set_memory_pool(pa.system_memory_pool())
+
+
 def run_collector(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings.from_env(host=args.host, port=args.port, grpc_port=args.grpc_port, data_dir=args.data_dir)
     if not settings.collector_pandas:
         _keep_pandas_out()  # before the collector's modules: they build arrays when imported
+    _use_system_arrow_pool()
 
     import uvicorn
 

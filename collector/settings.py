@@ -117,7 +117,7 @@ class Settings:
         default=0,
         metadata={
             "env": "MAX_QUEUE_BYTES",
-            "doc": "bytes of decoded spans kept in memory until inserted (a batch takes at most half); beyond it they wait on disk, decoded, in <data dir>/spill (memory-mapped back at insert, not the collector's anonymous memory). Smaller saves memory at a CPU cost per span (smaller inserts): a 600k-span burst with text peaked at ~400-420 MB anonymous with 64 MiB, ~310-320 with 32 MiB until its last span was stored (450-510 MB as the held merges caught up after it), 590-890 unbounded (bench/results/scale.md); the bound costs ingest rate (HTTP, 400k spans: 64 MiB ~10 % fewer spans/s with and without text), so it is off by default. 0: no bound in bytes",
+            "doc": "bytes of decoded spans kept in memory until inserted (a batch takes at most half); beyond it they wait on disk, decoded, in <data dir>/spill (memory-mapped back at insert, not the collector's anonymous memory). Smaller saves memory at a CPU cost per span (smaller inserts): a 600k-span burst with text peaked at ~370-440 MB anonymous with 64 MiB, ~280-370 with 32 MiB (285-297 until its last span was stored), 540-890 unbounded (bench/results/scale.md); the bound costs ingest rate (HTTP, 400k spans: 64 MiB ~10 % fewer spans/s with and without text), so it is off by default. 0: no bound in bytes",
         },
     )
     chdb_cache_bytes: int = field(

@@ -85,6 +85,12 @@ SPAN_COLUMNS = """
     resource Map(LowCardinality(String), String) CODEC(ZSTD(1)),
     events String CODEC(ZSTD(1))"""
 
+# Granules of at most 2 MiB (ClickHouse's default: 10 MiB): a merge reads a granule of every part it
+# merges at once, and spans with captured text (~950 B a row uncompressed) fill 8192-row granules of
+# ~8 MB, so the merges catching up after a burst held ~10 MB per part (+150 MB for 13 parts; +85
+# with 2 MiB, +50 with 1 MiB; bench/results/scale.md). Spans without text (~240 B a row) still fill
+# 8192 rows in 2 MiB, so their granules, and the queries' marks, are unchanged (1 MiB doubled them:
+# +35-60 % query CPU). The setting cannot be altered: a store created before keeps 10 MiB granules.
 SPANS = f"""
 CREATE TABLE IF NOT EXISTS spans ({SPAN_COLUMNS},
     INDEX idx_trace trace_id TYPE bloom_filter(0.001) GRANULARITY 1
@@ -92,7 +98,7 @@ CREATE TABLE IF NOT EXISTS spans ({SPAN_COLUMNS},
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMMDD(start_time)
 ORDER BY (project, toStartOfHour(start_time), trace_id, start_time, span_id)
-SETTINGS non_replicated_deduplication_window = 10000, ttl_only_drop_parts = 1
+SETTINGS non_replicated_deduplication_window = 10000, ttl_only_drop_parts = 1, index_granularity_bytes = 2097152
 """
 
 RUNS_AGG = """

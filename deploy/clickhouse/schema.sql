@@ -68,7 +68,7 @@ CREATE TABLE IF NOT EXISTS spans_local ON CLUSTER agentwatch (
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')
 PARTITION BY toYYYYMMDD(start_time)
 ORDER BY (project, toStartOfHour(start_time), trace_id, start_time, span_id)
-SETTINGS replicated_deduplication_window = 10000, ttl_only_drop_parts = 1;
+SETTINGS replicated_deduplication_window = 10000, ttl_only_drop_parts = 1, index_granularity_bytes = 2097152;
 
 CREATE TABLE IF NOT EXISTS spans ON CLUSTER agentwatch AS spans_local
 ENGINE = Distributed(agentwatch, currentDatabase(), spans_local, cityHash64(project, trace_id));

@@ -421,3 +421,20 @@ def test_upgrade_from_version_1_backfills_the_minute_rollup(store: Store) -> Non
     assert got == {"cost": pytest.approx(0.02), "calls": 2}
     store.insert_spans(agent_run(start_s=time.time() - 200, steps=1))  # and the view feeds it from now on
     assert store.query("SELECT sum(llm_calls) AS calls FROM span_minutes")[0]["calls"] == 3
+
+
+def test_text_heavy_spans_are_written_in_granules_of_at_most_two_mib(store: Store) -> None:
+    """A merge reads a granule of each of its parts at once: with ClickHouse's 10 MiB granules the
+    merges catching up after a burst with captured text added ~150 MB to the collector (+85 with
+    2 MiB, bench/results/scale.md)."""
+    base = full_row()
+    text = "prompt text " * 170  # ~2 KB each way
+    rows = [replace(base, span_id=f"{i:016x}", input_text=text, output_text=text) for i in range(4000)]
+    store.insert_spans(spans_table(rows), dedup_token="granules")
+    (part,) = store.query(
+        "SELECT sum(rows) AS rows, sum(marks) AS marks, sum(data_uncompressed_bytes) AS bytes FROM system.parts"
+        " WHERE active AND database = currentDatabase() AND table = 'spans'"
+    )
+    mib = part["bytes"] / 2**20
+    assert part["rows"] == 4000 and mib > 12, part
+    assert part["marks"] >= mib / 3, part  # 10 MiB granules: 2 marks
