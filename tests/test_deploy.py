@@ -82,6 +82,11 @@ def test_named_settings_exist() -> None:
     assert named <= KNOWN, f"settings that do not exist: {sorted(named - KNOWN)}"
 
 
+def test_the_image_allocates_arrow_buffers_through_glibc_from_the_start() -> None:
+    """Set in the image, not by the collector: pyarrow reads it once, when it is first imported."""
+    assert "ENV ARROW_DEFAULT_MEMORY_POOL=system" in (DEPLOY / "Dockerfile").read_text().splitlines()
+
+
 def test_commands_are_ones_the_cli_accepts() -> None:
     commands = [s["command"] for s in compose()["services"].values() if s.get("image", "").startswith("agentwatch")]
     commands += [
