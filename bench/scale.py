@@ -26,6 +26,10 @@ merges held during a burst catch up then; the peak until the last span alone is 
 it), spans/s from first send to all stored, and the collector's CPU time per span until then
 (what a loaded machine changes least).
 
+``--phases memory_clickhouse``: the same burst into a collector writing to ClickHouse over HTTP (the
+configured server, else the stand-in above; a fresh database per bound), the scale-out shape whose
+collectors hold no chDB; the stand-in's own peak anonymous memory is reported beside the collector's.
+
 Figures go to ``bench/results/scale.json`` and ``.md``.
 """
 
@@ -56,14 +60,22 @@ from bench.ingest import span_batches
 
 RESULTS = Path(__file__).parent / "results"
 AFTER_BURST_S = 8.0  # memory is sampled this long after the last span is stored
+MEMORY_BOUNDS = (0, 64 * 2**20, 32 * 2**20)  # AGENTWATCH_MAX_QUEUE_BYTES of the memory phases
 REPO = Path(__file__).resolve().parents[1]
 
 
 @contextmanager
 def clickhouse() -> Iterator[str]:
     """A ClickHouse HTTP URL: the configured server, or the chDB-backed interface in a subprocess."""
-    if url := os.environ.get("AGENTWATCH_CLICKHOUSE_URL", ""):
+    with clickhouse_process() as (url, _pid):
         yield url
+
+
+@contextmanager
+def clickhouse_process() -> Iterator[tuple[str, int | None]]:
+    """``clickhouse()``'s URL and the pid of the stand-in serving it (None for a configured server)."""
+    if url := os.environ.get("AGENTWATCH_CLICKHOUSE_URL", ""):
+        yield url, None
         return
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.Popen(
@@ -72,10 +84,16 @@ def clickhouse() -> Iterator[str]:
         assert proc.stdout is not None
         port = proc.stdout.readline().strip()
         try:
-            yield f"http://127.0.0.1:{port}/default"
+            yield f"http://127.0.0.1:{port}/default", proc.pid
         finally:
             proc.terminate()
             proc.wait(30)
+
+
+def store_description() -> str:
+    if os.environ.get("AGENTWATCH_CLICKHOUSE_URL"):
+        return "ClickHouse server"
+    return "ClickHouse HTTP interface over chDB (tests.collector.clickhouse_http)"
 
 
 def fresh_database(url: str) -> str:
@@ -145,13 +163,17 @@ def lease_round_trip(url: str, repeats: int = 50) -> dict[str, Any]:
         store.close()
 
 
-def phase_memory(spans: int, max_queue_bytes: int) -> dict[str, Any]:
-    """The collector's memory during a burst with captured text (see the module docstring)."""
+def phase_memory(spans: int, max_queue_bytes: int, store_pid: int | None = None) -> dict[str, Any]:
+    """The collector's memory during a burst with captured text (see the module docstring), and
+    the peak of ``store_pid`` (a ClickHouse the collector writes to) when given."""
     from bench.compare import RssSampler
     from bench.ingest import Collector, _send_all, _wait_stored
     from bench.workload import Workload
 
     os.environ["AGENTWATCH_MAX_QUEUE_BYTES"] = str(max_queue_bytes)
+    store = RssSampler(store_pid) if store_pid else None
+    if store is not None:
+        store.start()
     workload = Workload(spans, end_time_ns=time.time_ns(), batch_spans=1000, project="bench", content=True)
     bodies = list(workload.batches())
     with tempfile.TemporaryDirectory() as tmp, Collector(Path(tmp)) as collector:
@@ -166,7 +188,8 @@ def phase_memory(spans: int, max_queue_bytes: int) -> dict[str, Any]:
         burst_rss, burst_anon = sampler.peak_rss, sampler.peak_anon
         time.sleep(AFTER_BURST_S)  # the merges held during the burst catch up now: their peak counts too
         peak_rss, peak_anon = sampler.stop()
-    return {
+    store_peak = {"store_peak_anon_mb": round(store.stop()[1] / 2**20)} if store is not None else {}
+    return store_peak | {
         "max_queue_bytes": max_queue_bytes,
         "spans": workload.totals.spans,
         "stored_s": round(stored_s, 1),
@@ -178,6 +201,26 @@ def phase_memory(spans: int, max_queue_bytes: int) -> dict[str, Any]:
         "cpu_us_per_span": round(cpu_s / workload.totals.spans * 1e6, 1),
         "load_average_after": round(os.getloadavg()[0], 1),
     }
+
+
+def phase_memory_clickhouse(spans: int) -> list[dict[str, Any]]:
+    """``phase_memory`` for a collector writing to ClickHouse over HTTP (the scale-out shape: no
+    chDB in the collector), one fresh database per bound, with the store's own peak beside it."""
+    configured = os.environ.get("AGENTWATCH_CLICKHOUSE_URL")
+    figures = []
+    try:
+        for bound in MEMORY_BOUNDS:
+            with clickhouse_process() as (url, pid):
+                os.environ["AGENTWATCH_CLICKHOUSE_URL"] = fresh_database(url)
+                figures.append(phase_memory(spans, bound, store_pid=pid))
+            if configured is None:
+                del os.environ["AGENTWATCH_CLICKHOUSE_URL"]
+            else:
+                os.environ["AGENTWATCH_CLICKHOUSE_URL"] = configured
+    finally:
+        if configured is None:
+            os.environ.pop("AGENTWATCH_CLICKHOUSE_URL", None)
+    return figures
 
 
 def _cpu_s(pid: int) -> float:
@@ -226,6 +269,22 @@ def markdown(result: dict[str, Any]) -> str:
         ]
         if notes := result.get("memory_notes"):  # where the peak goes and what was tried, written after measuring
             lines += ["", *(f"- {note}" for note in notes)]
+    if "memory_clickhouse" in result:
+        lines += [
+            "",
+            "## The same burst into a collector that writes to ClickHouse (the scale-out shape)",
+            "",
+            f"Measured with {result['memory_clickhouse_measured']}. The store is {result['memory_clickhouse_store']}; "
+            "the stand-in's memory is chDB's behind HTTP, one statement at a time (so it is also what limits the rate), "
+            "not a ClickHouse server's. The collector holds no chDB: its idle floor (~94 MB) is Python's alone.",
+            "",
+            "| AGENTWATCH_MAX_QUEUE_BYTES | spans | spans/s | collector CPU µs/span | collector peak anonymous MB (until 8 s after) | until the last span stored | store peak anonymous MB | load after |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {m['max_queue_bytes']} | {m['spans']} | {m['spans_per_s']} | {m['cpu_us_per_span']} | {m['peak_anon_mb']} | {m['burst_peak_anon_mb']} | {m.get('store_peak_anon_mb', '-')} | {m['load_average_after']} |"
+            for m in result["memory_clickhouse"]
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -254,20 +313,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spans", type=int, default=200_000, help="spans inserted per phase")
     parser.add_argument("--burst-spans", type=int, default=500_000, help="spans of the memory phase's burst")
     parser.add_argument(
-        "--phases", default="lease,memory", help="lease, memory or both; figures of phases not run are kept from --out"
+        "--phases",
+        default="lease,memory,memory_clickhouse",
+        help="lease, memory, memory_clickhouse, comma-separated; figures of phases not run are kept from --out",
     )
     parser.add_argument("--out", type=Path, default=RESULTS / "scale")
     args = parser.parse_args(argv)
     phases = set(args.phases.split(","))
-    if unknown := phases - {"lease", "memory"}:
+    if unknown := phases - {"lease", "memory", "memory_clickhouse"}:
         parser.error(f"--phases: unknown phase(s) {sorted(unknown)}")
     previous = args.out.with_suffix(".json")
     result: dict[str, Any] = json.loads(previous.read_text()) if previous.exists() else {}
     result.update(command=" ".join(["python -m bench.scale", *sys.argv[1:]]), machine=report.machine())
     if "memory" in phases:
         result["memory_measured"] = f"`{result['command']}`, load average {os.getloadavg()[0]:.1f} at start"
-        result["memory"] = [phase_memory(args.burst_spans, bound) for bound in (0, 64 * 2**20, 32 * 2**20)]
+        result["memory"] = [phase_memory(args.burst_spans, bound) for bound in MEMORY_BOUNDS]
         print("memory:", result["memory"])
+    if "memory_clickhouse" in phases:
+        result["memory_clickhouse_measured"] = f"`{result['command']}`, load average {os.getloadavg()[0]:.1f} at start"
+        result["memory_clickhouse_store"] = store_description()
+        result["memory_clickhouse"] = phase_memory_clickhouse(args.burst_spans)
+        print("memory_clickhouse:", result["memory_clickhouse"])
     if "lease" in phases:
         lease_phases(args, result)
     report.write(args.out, result, markdown(result))
@@ -277,11 +343,7 @@ def main(argv: list[str] | None = None) -> int:
 def lease_phases(args: argparse.Namespace, result: dict[str, Any]) -> None:
     result["lease_measured"] = f"`{result['command']}`, load average {os.getloadavg()[0]:.1f} at start"
     with clickhouse() as url:
-        result["store"] = (
-            "ClickHouse server"
-            if os.environ.get("AGENTWATCH_CLICKHOUSE_URL")
-            else "ClickHouse HTTP interface over chDB (tests.collector.clickhouse_http)"
-        )
+        result["store"] = store_description()
         result["alone"] = phase(url, args.spans, shared=False, writers=1)
         print("alone:", result["alone"])
         result["leased"] = phase(url, args.spans, shared=True, writers=1)
