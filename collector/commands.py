@@ -126,13 +126,19 @@ def _keep_pandas_out() -> None:
 
 def _use_system_arrow_pool() -> None:
     """pyarrow's default pool (mimalloc) keeps the pages of freed buffers in per-thread heaps: in
-    a burst with captured text it held ~90 MB more than ever was live at once (bench/results/scale.md).
-    Freed through glibc, they are reused and given back (``collector.ingest.heap``). An operator's
-    ARROW_DEFAULT_MEMORY_POOL is left as it is."""
-    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
-        import pyarrow as pa
+    a burst with captured text it held 40-90 MB more than ever was live at once (bench/results/scale.md).
+    Freed through glibc, they are reused and given back (``collector.ingest.heap``). pyarrow reads
+    ARROW_DEFAULT_MEMORY_POOL once, when first imported, so it is set before (the CLI imports no
+    pyarrow until a command runs); where pyarrow is already loaded, only its Python-side pool can
+    switch. An operator's ARROW_DEFAULT_MEMORY_POOL is left as it is."""
+    if "ARROW_DEFAULT_MEMORY_POOL" in os.environ:
+        return
+    if "pyarrow" not in sys.modules:
+        os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
+        return
+    import pyarrow as pa
 
-        pa.set_memory_pool(pa.system_memory_pool())
+    pa.set_memory_pool(pa.system_memory_pool())
 
 
 def run_collector(args: argparse.Namespace) -> int:

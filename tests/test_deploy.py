@@ -83,7 +83,7 @@ def test_named_settings_exist() -> None:
 
 
 def test_the_image_allocates_arrow_buffers_through_glibc_from_the_start() -> None:
-    """Set in the image, not by the collector: pyarrow reads it once, when it is first imported."""
+    """Set in the image for every process in it (pyarrow reads it once, when it is first imported)."""
     assert "ENV ARROW_DEFAULT_MEMORY_POOL=system" in (DEPLOY / "Dockerfile").read_text().splitlines()
 
 

@@ -8,9 +8,10 @@ execute it. Driver exceptions are translated to ``StoreError`` subclasses at thi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 from agentwatch_platform.collector.storage.model import SpanRow
 

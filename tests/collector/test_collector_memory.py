@@ -90,18 +90,29 @@ def test_a_batch_over_the_stores_memory_limit_goes_in_halves_and_no_span_is_lost
         collector.kill()
 
 
-@pytest.mark.parametrize(("operator", "expected"), [(None, "system"), ("mimalloc", "mimalloc")])
+@pytest.mark.parametrize(
+    ("operator", "loaded_first", "expected"),
+    [(None, False, "system"), (None, True, "system"), ("mimalloc", False, "mimalloc")],
+)
 def test_the_collector_allocates_arrow_buffers_through_glibc_unless_the_operator_chose(
-    operator: str | None, expected: str
+    operator: str | None, loaded_first: bool, expected: str
 ) -> None:
     """pyarrow's mimalloc kept ~40-90 MB of freed buffers in a burst (bench/results/scale.md)."""
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
     if operator:
         env["ARROW_DEFAULT_MEMORY_POOL"] = operator
     code = (
-        "from agentwatch_platform.collector.commands import _use_system_arrow_pool; _use_system_arrow_pool();"
+        ("import pyarrow;" if loaded_first else "")
+        + "from agentwatch_platform.collector.commands import _use_system_arrow_pool; _use_system_arrow_pool();"
         "import pyarrow as pa; t = pa.concat_tables([pa.table({'a': list(range(1000))})] * 4);"
         "print(pa.default_memory_pool().backend_name, pa.default_memory_pool().bytes_allocated() > 0)"
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split() == [expected, "True"], out.stderr
+
+
+def test_the_cli_imports_no_pyarrow_before_a_command_runs() -> None:
+    """So that the collector can choose pyarrow's allocator (``_use_system_arrow_pool``) before it loads."""
+    code = "import sys, agentwatch.cli as cli; cli.build_parser(); print('pyarrow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split()[-1] == "False", out.stderr
