@@ -65,15 +65,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @contextmanager
-def clickhouse() -> Iterator[str]:
-    """A ClickHouse HTTP URL: the configured server, or the chDB-backed interface in a subprocess."""
-    with clickhouse_process() as (url, _pid):
-        yield url
-
-
-@contextmanager
-def clickhouse_process() -> Iterator[tuple[str, int | None]]:
-    """``clickhouse()``'s URL and the pid of the stand-in serving it (None for a configured server)."""
+def clickhouse() -> Iterator[tuple[str, int | None]]:
+    """A ClickHouse HTTP URL: the configured server, or the chDB-backed interface in a subprocess,
+    with the pid of that stand-in (None for a configured server)."""
     if url := os.environ.get("AGENTWATCH_CLICKHOUSE_URL", ""):
         yield url, None
         return
@@ -206,21 +200,25 @@ def phase_memory(spans: int, max_queue_bytes: int, store_pid: int | None = None)
 def phase_memory_clickhouse(spans: int) -> list[dict[str, Any]]:
     """``phase_memory`` for a collector writing to ClickHouse over HTTP (the scale-out shape: no
     chDB in the collector), one fresh database per bound, with the store's own peak beside it."""
-    configured = os.environ.get("AGENTWATCH_CLICKHOUSE_URL")
     figures = []
-    try:
-        for bound in MEMORY_BOUNDS:
-            with clickhouse_process() as (url, pid):
-                os.environ["AGENTWATCH_CLICKHOUSE_URL"] = fresh_database(url)
-                figures.append(phase_memory(spans, bound, store_pid=pid))
-            if configured is None:
-                del os.environ["AGENTWATCH_CLICKHOUSE_URL"]
-            else:
-                os.environ["AGENTWATCH_CLICKHOUSE_URL"] = configured
-    finally:
-        if configured is None:
-            os.environ.pop("AGENTWATCH_CLICKHOUSE_URL", None)
+    for bound in MEMORY_BOUNDS:
+        with clickhouse() as (url, pid), _environ("AGENTWATCH_CLICKHOUSE_URL", fresh_database(url)):
+            figures.append(phase_memory(spans, bound, store_pid=pid))
     return figures
+
+
+@contextmanager
+def _environ(name: str, value: str) -> Iterator[None]:
+    """``name`` set to ``value`` for the collectors started inside, as it was afterwards."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
 
 
 def _cpu_s(pid: int) -> float:
@@ -342,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def lease_phases(args: argparse.Namespace, result: dict[str, Any]) -> None:
     result["lease_measured"] = f"`{result['command']}`, load average {os.getloadavg()[0]:.1f} at start"
-    with clickhouse() as url:
+    with clickhouse() as (url, _pid):
         result["store"] = store_description()
         result["alone"] = phase(url, args.spans, shared=False, writers=1)
         print("alone:", result["alone"])
