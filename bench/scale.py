@@ -30,6 +30,11 @@ it), spans/s from first send to all stored, and the collector's CPU time per spa
 configured server, else the stand-in above; a fresh database per bound), the scale-out shape whose
 collectors hold no chDB; the stand-in's own peak anonymous memory is reported beside the collector's.
 
+``--phases backfill``: the run closer's first pass (the backfill after an upgrade,
+``collector.storage.run_closes``) over an embedded chDB store of ``--backfill-days`` days of
+``--backfill-spans-per-day`` agent spans without text (``bench.ingest.fill``): its time, CPU and the
+peak anonymous memory it adds to the process that runs it (the collector holding the closer role).
+
 Figures go to ``bench/results/scale.json`` and ``.md``.
 """
 
@@ -197,6 +202,47 @@ def phase_memory(spans: int, max_queue_bytes: int, store_pid: int | None = None)
     }
 
 
+def phase_backfill(days: int, spans_per_day: int) -> dict[str, Any]:
+    """The closer's first pass over ``days`` days of spans (see the module docstring)."""
+    from agentwatch_platform.collector.storage.chdb_store import ChdbStore
+    from agentwatch_platform.collector.storage.run_closes import close_runs
+    from bench.compare import RssSampler
+    from bench.ingest import DAY_NS, fill
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = ChdbStore(Path(tmp) / "chdb", retention_days=days + 30, result_cache_s=0)
+        try:
+            store.migrate()
+            now, started = time.time_ns(), time.perf_counter()
+            for day in range(days):  # the oldest day first, one day's spans ending each day's `now`
+                fill(store, (day + 1) * spans_per_day, end_ns=now - (days - 1 - day) * DAY_NS)
+            fill_s = time.perf_counter() - started
+            runs = int(store.query("SELECT count() AS n FROM runs_agg FINAL")[0]["n"])
+            time.sleep(2.0)  # the fill's last merges
+            sampler = RssSampler(os.getpid(), interval_s=0.01)
+            sampler.start()
+            time.sleep(0.1)
+            _, before_anon = sampler.peak_rss, sampler.peak_anon
+            cpu, wall = time.process_time(), time.perf_counter()
+            minutes = close_runs(store, margin_s=-1)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            _, peak_anon = sampler.stop()
+        finally:
+            store.close()
+    return {
+        "days": days,
+        "spans": days * spans_per_day,
+        "run_rows": runs,
+        "fill_s": round(fill_s),
+        "minute_rows_written": minutes,
+        "pass_s": round(wall, 1),
+        "pass_cpu_s": round(cpu, 1),
+        "anon_before_mb": round(before_anon / 2**20),
+        "pass_peak_anon_mb": round(peak_anon / 2**20),
+        "load_average_after": round(os.getloadavg()[0], 1),
+    }
+
+
 def phase_memory_clickhouse(spans: int) -> list[dict[str, Any]]:
     """``phase_memory`` for a collector writing to ClickHouse over HTTP (the scale-out shape: no
     chDB in the collector), one fresh database per bound, with the store's own peak beside it."""
@@ -283,6 +329,20 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {m['max_queue_bytes']} | {m['spans']} | {m['spans_per_s']} | {m['cpu_us_per_span']} | {m['peak_anon_mb']} | {m['burst_peak_anon_mb']} | {m.get('store_peak_anon_mb', '-')} | {m['load_average_after']} |"
             for m in result["memory_clickhouse"]
         ]
+    if backfill := result.get("backfill"):
+        lines += [
+            "",
+            "## The run closer's backfill",
+            "",
+            f"Measured with {result['backfill_measured']}: the closer's first pass over {backfill['days']} days of "
+            f"{backfill['spans'] // backfill['days']:,} spans without text ({backfill['run_rows']:,} rows of runs_agg, "
+            f"filled in {backfill['fill_s']} s), in the benchmark's process, a day of runs per statement.",
+            "",
+            "| minute rows written | pass s | pass CPU s | anonymous MB before | peak anonymous MB in the pass | load after |",
+            "|---:|---:|---:|---:|---:|---:|",
+            f"| {backfill['minute_rows_written']} | {backfill['pass_s']} | {backfill['pass_cpu_s']} | "
+            f"{backfill['anon_before_mb']} | {backfill['pass_peak_anon_mb']} | {backfill['load_average_after']} |",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -310,15 +370,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spans", type=int, default=200_000, help="spans inserted per phase")
     parser.add_argument("--burst-spans", type=int, default=500_000, help="spans of the memory phase's burst")
+    parser.add_argument("--backfill-days", type=int, default=30, help="days of spans of the backfill phase")
+    parser.add_argument(
+        "--backfill-spans-per-day", type=int, default=1_000_000, help="spans a day of the backfill phase"
+    )
     parser.add_argument(
         "--phases",
         default="lease,memory,memory_clickhouse",
-        help="lease, memory, memory_clickhouse, comma-separated; figures of phases not run are kept from --out",
+        help="lease, memory, memory_clickhouse, backfill, comma-separated; figures of phases not run are kept from --out",
     )
     parser.add_argument("--out", type=Path, default=RESULTS / "scale")
     args = parser.parse_args(argv)
     phases = set(args.phases.split(","))
-    if unknown := phases - {"lease", "memory", "memory_clickhouse"}:
+    if unknown := phases - {"lease", "memory", "memory_clickhouse", "backfill"}:
         parser.error(f"--phases: unknown phase(s) {sorted(unknown)}")
     previous = args.out.with_suffix(".json")
     result: dict[str, Any] = json.loads(previous.read_text()) if previous.exists() else {}
@@ -332,6 +396,10 @@ def main(argv: list[str] | None = None) -> int:
         result["memory_clickhouse_store"] = store_description()
         result["memory_clickhouse"] = phase_memory_clickhouse(args.burst_spans)
         print("memory_clickhouse:", result["memory_clickhouse"])
+    if "backfill" in phases:
+        result["backfill_measured"] = f"`{result['command']}`, load average {os.getloadavg()[0]:.1f} at start"
+        result["backfill"] = phase_backfill(args.backfill_days, args.backfill_spans_per_day)
+        print("backfill:", result["backfill"])
     if "lease" in phases:
         lease_phases(args, result)
     report.write(args.out, result, markdown(result))

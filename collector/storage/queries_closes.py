@@ -25,8 +25,11 @@ _MINUTE = "intDiv(toUnixTimestamp64Nano({}), 60000000000) * 60"
 _AFTER_MARK = "inserted >= toDateTime({closed_to:UInt32})"
 _BEFORE_MARK = "inserted < toDateTime({closed_to:UInt32})"
 
-# The earliest hour with a row inserted since the mark (read through the minmax index on inserted).
-FIRST_HOUR_SINCE = f"SELECT toUInt32(min(hour)) AS hour, count() AS n FROM runs_agg WHERE {_AFTER_MARK}"
+# The UTC days with a row inserted since the mark (read through the minmax index on inserted): a
+# pass recomputes a day's stale runs at a time, so the backfill of a store of billions of spans
+# groups one day of runs at once, not all of them.
+DAYS_SINCE = f"""SELECT DISTINCT intDiv(toUInt32(hour), 86400) * 86400 AS day FROM runs_agg
+WHERE {_AFTER_MARK} ORDER BY day"""
 # A project's rows in the hours run totals read for [{start_ns}, {end_ns}) (the primary key's range),
 # with the closer's mark (one statement: a range of few runs pays for no more)...
 _RUN_ROWS_SCOPE = """project = {project:String}
@@ -38,24 +41,26 @@ FROM runs_agg WHERE {_RUN_ROWS_SCOPE}"""
 ROWS_SINCE = f"SELECT count() AS n FROM runs_agg WHERE {_RUN_ROWS_SCOPE} AND {_AFTER_MARK}"
 
 
-def stale_runs(scope: str) -> str:
+def stale_runs(scope: str, stale_in: str | None = None) -> str:
     """Per stale trace among the ``runs_agg`` rows of ``scope`` (a constant condition): the first and
-    last minute (``lo_s``, ``hi_s``) it may have been counted in or starts in now."""
+    last minute (``lo_s``, ``hi_s``) it may have been counted in or starts in now. ``stale_in``
+    (within ``scope``) narrows which rows inserted since the mark make a trace stale."""
     return f"""
 SELECT project, trace_id, {_MINUTE.format("min(start_time)")} AS lo_s,
     greatest(lo_s, if(countIf({_BEFORE_MARK}) > 0, {_MINUTE.format(f"minIf(start_time, {_BEFORE_MARK})")},
         {_MINUTE.format("greatest(max(end_time), max(start_time))")})) AS hi_s
 FROM runs_agg
-PREWHERE trace_hash IN (SELECT trace_hash FROM runs_agg WHERE {scope} AND {_AFTER_MARK})
+PREWHERE trace_hash IN (SELECT trace_hash FROM runs_agg WHERE {stale_in or scope} AND {_AFTER_MARK})
 WHERE {scope}
 GROUP BY project, trace_id"""
 
 
-# Per project, every minute a stale run of the rows from a day before ``{first_hour}`` on may be
-# counted in: what a pass recomputes (its minutes are all of the store's on the first pass).
+# Per project, every minute a run with a row inserted since the mark in the hours of the UTC day
+# ``{day}`` may be counted in (its rows read from a day before on): what a pass recomputes.
+_DAY = "toDateTime({day:UInt32})"
 STALE_MINUTES_BY_PROJECT = f"""
 SELECT toString(project) AS project, arraySort(groupUniqArrayArray(range(lo_s, hi_s + 60, 60))) AS minutes
-FROM ({stale_runs("hour >= toDateTime({first_hour:UInt32}) - INTERVAL 1 DAY")})
+FROM ({stale_runs(f"hour >= {_DAY} - INTERVAL 1 DAY", f"hour >= {_DAY} AND hour < {_DAY} + INTERVAL 1 DAY")})
 GROUP BY project"""
 
 # The runs that start in the minutes ``{minutes}`` of a project: found from their earliest row (in

@@ -21,6 +21,7 @@ import pytest
 from agentwatch_api.schemas import FeedbackIn
 from agentwatch_platform.collector.ingest.live_runs import LiveRuns
 from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.storage import queries_closes as qc
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.columns import spans_table
 from agentwatch_platform.collector.storage.maintenance import rebuild_totals
@@ -73,13 +74,20 @@ def _close(store: Store) -> None:
     time.sleep(1.05 - time.time() % 1)
 
 
-def _figures(store: Store, *, closed: bool, monkeypatch: pytest.MonkeyPatch, group_by: str = "none") -> list[Any]:
+def _figures(
+    store: Store,
+    *,
+    closed: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    group_by: str = "none",
+    ranges: list[tuple[float, float, float]] = RANGES,
+) -> list[Any]:
     with monkeypatch.context() as m:
         if not closed:
             m.setattr(query, "_closed_minute_params", lambda store, params: {})
         return [
             [(p.group, p.value) for s in query.timeseries_set(store, P, TOTALS, a, b, step, group_by) for p in s.points]
-            for a, b, step in RANGES
+            for a, b, step in ranges
         ]
 
 
@@ -178,6 +186,46 @@ def test_every_writer_of_run_rows_marks_when_it_inserted(store: Store) -> None:
     assert rows["heads"] == 1 and int(rows["first"]) >= before
     rebuild_totals(store, since=time.time() - 7200, project=P)  # a rebuild
     assert int(store.query(written)[0]["first"]) >= before
+
+
+def test_a_pass_recomputes_one_day_of_runs_at_a_time(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backfill of a store of many days groups a day's runs per statement, not all of them; a
+    run across midnight is closed in both days, and a late span of an old day reopens that day only."""
+    midnight = (int(time.time()) // 86_400 - 1) * 86_400
+    runs = [
+        agent_run(project=P, agent=agent, start_s=midnight + day * 86_400 + offset, steps=steps, cost_per_call=0.02)
+        for day in (-2, -1, 0)
+        for agent, offset, steps in (("alpha", 3600.5, 2), ("beta", 7200.25, 5))
+    ]
+    runs.append(agent_run(project=P, start_s=midnight - 2.5, steps=4, cost_per_call=0.5))  # across midnight
+    store.insert_spans([r for run in runs for r in run])
+    stale_days: list[int] = []
+    real_query = store.query
+
+    def spy(sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        if sql == qc.STALE_MINUTES_BY_PROJECT:
+            assert params is not None
+            stale_days.append(int(params["day"]) // 86_400 - midnight // 86_400)
+        return real_query(sql, params)
+
+    monkeypatch.setattr(store, "query", spy)
+    _close(store)
+    assert stale_days == [-2, -1, 0]
+    ranges = [(midnight - 2 * 86_400, midnight + 86_400, 6 * 3600), (midnight - 600, midnight + 600, 60)]
+    closed = _figures(store, closed=True, monkeypatch=monkeypatch, ranges=ranges)
+    assert _approx(closed, _figures(store, closed=False, monkeypatch=monkeypatch, ranges=ranges))
+    assert max(v for _, v in closed[1] if v is not None) == 4  # the run across midnight: 4 steps, $2
+    a, b, step = ranges[0]
+    params = {"project": P, "start_ns": int(a * 1e9), "end_ns": int(b * 1e9), "step_ns": int(step * 1e9)}
+    assert "exact_minutes" in query._closed_minute_params(store, params)
+
+    stale_days.clear()
+    old = runs[0]
+    store.insert_spans([replace(next(r for r in old if r.kind == "llm"), span_id=new_span_id(), cost_usd=3.0)])
+    _close(store)
+    assert stale_days == [-2]
+    closed = _figures(store, closed=True, monkeypatch=monkeypatch, ranges=ranges)
+    assert _approx(closed, _figures(store, closed=False, monkeypatch=monkeypatch, ranges=ranges))
 
 
 def test_a_pass_with_nothing_new_writes_nothing(store: Store) -> None:
