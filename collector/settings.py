@@ -114,10 +114,10 @@ class Settings:
         default=500_000, metadata={"env": "MAX_QUEUE_SPANS", "doc": "in-memory queue bound; beyond it 429/503"}
     )
     max_queue_bytes: int = field(
-        default=0,
+        default=128 * 1024 * 1024,
         metadata={
             "env": "MAX_QUEUE_BYTES",
-            "doc": "bytes of decoded spans kept in memory until inserted (a batch takes at most half); beyond it they wait on disk, decoded, in <data dir>/spill (memory-mapped back at insert, not the collector's anonymous memory). Smaller saves memory at a CPU cost per span (smaller inserts): a 600k-span burst with text peaked at ~370-440 MB anonymous with 64 MiB, ~280-370 with 32 MiB (285-297 until its last span was stored), 540-890 unbounded (bench/results/scale.md); the bound costs ingest rate (HTTP, 400k spans: 64 MiB ~10 % fewer spans/s with and without text), so it is off by default. 0: no bound in bytes",
+            "doc": "bytes of decoded spans kept in memory until inserted (a batch takes at most half); beyond it they wait on disk, decoded, in <data dir>/spill (memory-mapped back at insert, not the collector's anonymous memory). It is what bounds the collector's memory when prompts are large: a burst of spans with 24 KB texts peaked at 1434 MB anonymous unbounded and 722 with the default 128 MiB, one with ~0.5 KB texts at 662-749 and 537-556 MB, at the same ingest rate (HTTP, 400k spans, three rounds: with text 0.99x, without 1.07x of unbounded; with 8-24 KB texts ~15 % fewer spans/s). Smaller saves more at a CPU cost per span (smaller inserts): 64 MiB ~370-440 MB, 32 MiB ~280-370 (rate -0-10 % and ~-35 %; bench/results/scale.md). 0: no bound in bytes (the queue is bounded in spans only)",
         },
     )
     chdb_cache_bytes: int = field(
@@ -152,7 +152,7 @@ class Settings:
         default=30.0,
         metadata={
             "env": "CHDB_MERGE_HOLD_S",
-            "doc": "embedded chDB, with MAX_QUEUE_BYTES set: while more than FLUSH_ROWS spans wait behind the batch being inserted (a burst), the spans table's background merges wait, for at most this long, and catch up once the queue is drained; merging while inserting added 60-140 MB to the peak of a burst with captured text (64 MiB bound 506 -> 439 MB, 32 MiB 476 -> 340 MB, bench/results/scale.md). Without a bound in bytes merges never wait (the batches, and the peak, would grow instead). 0: merges never wait",
+            "doc": "embedded chDB, with a bound in bytes (MAX_QUEUE_BYTES, on by default): while more than FLUSH_ROWS spans wait behind the batch being inserted (a burst), the spans table's background merges wait, for at most this long, and catch up once the queue is drained; merging while inserting added 60-140 MB to the peak of a burst with captured text (64 MiB bound 506 -> 439 MB, 32 MiB 476 -> 340 MB, bench/results/scale.md). Without a bound in bytes merges never wait (the batches, and the peak, would grow instead). 0: merges never wait",
         },
     )
     malloc_mmap_threshold_bytes: int = field(
