@@ -28,8 +28,8 @@ _BEFORE_MARK = "inserted < toDateTime({closed_to:UInt32})"
 # The UTC days with a row inserted since the mark (read through the minmax index on inserted): a
 # pass recomputes a day's stale runs at a time, so the backfill of a store of billions of spans
 # groups one day of runs at once, not all of them.
-DAYS_SINCE = f"""SELECT DISTINCT intDiv(toUInt32(hour), 86400) * 86400 AS day FROM runs_agg
-WHERE {_AFTER_MARK} ORDER BY day"""
+DAYS_SINCE = f"""SELECT intDiv(toUInt32(hour), 86400) * 86400 AS day, toUInt32(min(hour)) AS first_hour
+FROM runs_agg WHERE {_AFTER_MARK} GROUP BY day ORDER BY day"""
 # A project's rows in the hours run totals read for [{start_ns}, {end_ns}) (the primary key's range),
 # with the closer's mark (one statement: a range of few runs pays for no more)...
 _RUN_ROWS_SCOPE = """project = {project:String}
@@ -56,11 +56,12 @@ GROUP BY project, trace_id"""
 
 
 # Per project, every minute a run with a row inserted since the mark in the hours of the UTC day
-# ``{day}`` may be counted in (its rows read from a day before on): what a pass recomputes.
+# ``{day}`` may be counted in (its rows read from a day before that day's ``{first_hour}`` with such
+# rows on): what a pass recomputes.
 _DAY = "toDateTime({day:UInt32})"
 STALE_MINUTES_BY_PROJECT = f"""
 SELECT toString(project) AS project, arraySort(groupUniqArrayArray(range(lo_s, hi_s + 60, 60))) AS minutes
-FROM ({stale_runs(f"hour >= {_DAY} - INTERVAL 1 DAY", f"hour >= {_DAY} AND hour < {_DAY} + INTERVAL 1 DAY")})
+FROM ({stale_runs("hour >= toDateTime({first_hour:UInt32}) - INTERVAL 1 DAY", f"hour >= {_DAY} AND hour < {_DAY} + INTERVAL 1 DAY")})
 GROUP BY project"""
 
 # The runs that start in the minutes ``{minutes}`` of a project: found from their earliest row (in

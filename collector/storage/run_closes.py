@@ -50,7 +50,8 @@ def close_runs(store: Store, *, margin_s: int = CLOSE_MARGIN_S) -> int:
     for day in store.query(qc.DAYS_SINCE, {"closed_to": last}):
         # A day's stale runs at a time: a run crossing midnight is in two days' and its minutes
         # of both are written twice in this pass, with the same totals.
-        stale = store.query(qc.STALE_MINUTES_BY_PROJECT, {"closed_to": last, "day": int(day["day"])})
+        params = {"closed_to": last, "day": int(day["day"]), "first_hour": int(day["first_hour"])}
+        stale = store.query(qc.STALE_MINUTES_BY_PROJECT, params)
         for row in stale:
             for minutes in _by_day(row["minutes"]):  # bounds each merge to about a day of runs
                 store.command(qc.CLOSE_MINUTES, {"project": row["project"], "minutes": minutes, "closed_to": closed_to})
