@@ -222,10 +222,10 @@ def phase_backfill(days: int, spans_per_day: int) -> dict[str, Any]:
             sampler = RssSampler(os.getpid(), interval_s=0.01)
             sampler.start()
             time.sleep(0.1)
-            _, before_anon = sampler.peak_rss, sampler.peak_anon
-            cpu, wall = time.process_time(), time.perf_counter()
+            before_anon = sampler.peak_anon
+            cpu_started, wall_started = time.process_time(), time.perf_counter()
             minutes = close_runs(store, margin_s=-1)
-            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            wall, cpu = time.perf_counter() - wall_started, time.process_time() - cpu_started
             _, peak_anon = sampler.stop()
         finally:
             store.close()

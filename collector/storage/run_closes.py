@@ -48,8 +48,8 @@ def close_runs(store: Store, *, margin_s: int = CLOSE_MARGIN_S) -> int:
         return 0
     written = 0
     for day in store.query(qc.DAYS_SINCE, {"closed_to": last}):
-        # A day's stale runs at a time: a run crossing midnight is in two days' and its minutes
-        # of both are written twice in this pass, with the same totals.
+        # A day's stale runs at a time: a run across midnight is stale in both days, so its
+        # minutes are written twice in this pass, with the same totals.
         params = {"closed_to": last, "day": int(day["day"]), "first_hour": int(day["first_hour"])}
         stale = store.query(qc.STALE_MINUTES_BY_PROJECT, params)
         for row in stale:
