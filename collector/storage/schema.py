@@ -527,6 +527,14 @@ SPANS_VERTICAL_MERGES = (
     "vertical_merge_algorithm_min_columns_to_activate = 1"
 )
 
+# An insert's part of spans is written compact (every column in one file, 14 files) up to 32 MiB
+# uncompressed, not wide (two files a column, 188): creating and deleting files was a fixed cost of
+# every insert and of every part merged away, most of it where ext4 runs without a journal (every
+# new inode is checked against those deleted in the last minutes). Spans without text went in at
+# +16 % spans/s (bench.ingest --phases http, 10 runs against 7), with text unchanged; merges of
+# larger parts still write wide parts, a column at a time (migration 9; bench/results/scale.md).
+SPANS_COMPACT_INSERTS = "ALTER TABLE spans MODIFY SETTING min_bytes_for_wide_part = 33554432"
+
 
 @dataclass(frozen=True)
 class Migration:
@@ -599,6 +607,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     # merged every run of its range by trace for its per-run figures, ~1 s of CPU for a day at 100M
     # spans. The closer's first pass fills the table; until it has, queries merge runs as before.
     Migration(11, "closed_run_minutes", (*RUNS_AGG_CLOSE_COLUMNS, CLOSED_RUN_MINUTES, RUN_CLOSE_MARKS)),
+    # Small parts of spans (an insert's) are written as one file, not two a column.
+    Migration(12, "spans_compact_inserts", (SPANS_COMPACT_INSERTS,)),
 )
 
 
