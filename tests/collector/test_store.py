@@ -449,13 +449,20 @@ def test_an_inserts_part_of_spans_is_one_file_and_a_merge_past_32_mib_writes_a_c
     store.command("SYSTEM STOP MERGES spans")
     for batch in range(2):  # ~20 MB uncompressed each: incompressible text, 64 KB a span
         rows = [
-            replace(base, span_id=f"{batch:02x}{i:014x}", input_text=os.urandom(16384).hex(), output_text=os.urandom(16384).hex())
+            replace(
+                base,
+                span_id=f"{batch:02x}{i:014x}",
+                input_text=os.urandom(16384).hex(),
+                output_text=os.urandom(16384).hex(),
+            )
             for i in range(300)
         ]
         store.insert_spans(spans_table(rows), dedup_token=f"compact-{batch}")
     parts = "SELECT part_type, data_uncompressed_bytes AS bytes FROM system.parts WHERE active AND database = currentDatabase() AND table = 'spans'"
     inserted = store.query(parts)
-    assert [p["part_type"] for p in inserted] == ["Compact", "Compact"] and all(p["bytes"] > 18 * 2**20 for p in inserted)
+    assert [p["part_type"] for p in inserted] == ["Compact", "Compact"] and all(
+        p["bytes"] > 18 * 2**20 for p in inserted
+    )
     store.command("SYSTEM START MERGES spans")
     store.command("OPTIMIZE TABLE spans FINAL")
     (merged,) = store.query(parts)
