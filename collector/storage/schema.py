@@ -527,13 +527,15 @@ SPANS_VERTICAL_MERGES = (
     "vertical_merge_algorithm_min_columns_to_activate = 1"
 )
 
-# An insert's part of spans is written compact (every column in one file, 14 files) up to 32 MiB
-# uncompressed, not wide (two files a column, 188): creating and deleting files was a fixed cost of
-# every insert and of every part merged away, most of it where ext4 runs without a journal (every
-# new inode is checked against those deleted in the last minutes). Spans without text went in at
-# +16 % spans/s (bench.ingest --phases http, 10 runs against 7), with text unchanged; merges of
-# larger parts still write wide parts, a column at a time (migration 9; bench/results/scale.md).
-SPANS_COMPACT_INSERTS = "ALTER TABLE spans MODIFY SETTING min_bytes_for_wide_part = 33554432"
+# An insert's part of spans is written compact (every column in one file: 14 files) up to 16 MiB
+# uncompressed, not wide (two files a column: 188). Creating and deleting those files was a fixed cost
+# of every insert and of every part merged away, most of all where ext4 runs without a journal (each
+# new inode is checked against those deleted in the last minutes). Spans without text (an insert of
+# up to ~70k) went in at +12-19 % spans/s; the 16 MiB bound was as fast as 32 MiB and keeps larger
+# text-heavy parts wide: merges read compact parts with more memory (+55 MB catching up on 30 parts
+# of 24 MB). Merged parts over 16 MiB are wide, merged a column at a time (migration 9). Figures and
+# commands: bench/results/scale.md.
+SPANS_COMPACT_INSERTS = "ALTER TABLE spans MODIFY SETTING min_bytes_for_wide_part = 16777216"
 
 
 @dataclass(frozen=True)

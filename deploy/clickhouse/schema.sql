@@ -508,7 +508,7 @@ ORDER BY closed_to;
 
 -- migration 12: spans_compact_inserts
 
-ALTER TABLE spans_local ON CLUSTER agentwatch MODIFY SETTING min_bytes_for_wide_part = 33554432;
+ALTER TABLE spans_local ON CLUSTER agentwatch MODIFY SETTING min_bytes_for_wide_part = 16777216;
 
 -- retention
 
