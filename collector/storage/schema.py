@@ -527,16 +527,6 @@ SPANS_VERTICAL_MERGES = (
     "vertical_merge_algorithm_min_columns_to_activate = 1"
 )
 
-# An insert's part of spans is written compact (every column in one file: 14 files) up to 16 MiB
-# uncompressed, not wide (two files a column: 188). Creating and deleting those files was a fixed cost
-# of every insert and of every part merged away, most of all where ext4 runs without a journal (each
-# new inode is checked against those deleted in the last minutes). Spans without text (an insert of
-# up to ~70k) went in at +12-19 % spans/s; the 16 MiB bound was as fast as 32 MiB and keeps larger
-# text-heavy parts wide: merges read compact parts with more memory (+55 MB catching up on 30 parts
-# of 24 MB). Merged parts over 16 MiB are wide, merged a column at a time (migration 9). Figures and
-# commands: bench/results/scale.md.
-SPANS_COMPACT_INSERTS = "ALTER TABLE spans MODIFY SETTING min_bytes_for_wide_part = 16777216"
-
 
 @dataclass(frozen=True)
 class Migration:
@@ -609,8 +599,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     # merged every run of its range by trace for its per-run figures, ~1 s of CPU for a day at 100M
     # spans. The closer's first pass fills the table; until it has, queries merge runs as before.
     Migration(11, "closed_run_minutes", (*RUNS_AGG_CLOSE_COLUMNS, CLOSED_RUN_MINUTES, RUN_CLOSE_MARKS)),
-    # Small parts of spans (an insert's) are written as one file, not two a column.
-    Migration(12, "spans_compact_inserts", (SPANS_COMPACT_INSERTS,)),
 )
 
 

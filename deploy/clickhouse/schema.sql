@@ -506,10 +506,6 @@ CREATE TABLE IF NOT EXISTS run_close_marks ON CLUSTER agentwatch (
 ENGINE = ReplicatedMergeTree('/clickhouse/tables/all/{database}/{table}', '{replica}')
 ORDER BY closed_to;
 
--- migration 12: spans_compact_inserts
-
-ALTER TABLE spans_local ON CLUSTER agentwatch MODIFY SETTING min_bytes_for_wide_part = 16777216;
-
 -- retention
 
 ALTER TABLE spans_local ON CLUSTER agentwatch MODIFY TTL toDateTime(start_time) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -439,30 +438,3 @@ def test_text_heavy_spans_are_written_in_granules_of_at_most_two_mib(store: Stor
     mib = part["bytes"] / 2**20
     assert part["rows"] == 4000 and mib > 12, part
     assert part["marks"] >= mib / 3, part  # 10 MiB granules: 2 marks
-
-
-def test_an_inserts_part_of_spans_is_one_file_and_a_merge_past_16_mib_writes_a_column_a_file(store: Store) -> None:
-    """Migration 12: an insert's part is compact (one data file, not two a column: creating and deleting
-    files was a fixed cost of every insert); a merged part over 16 MiB is wide again (a column at a
-    time: migration 9)."""
-    base = full_row()
-    store.command("SYSTEM STOP MERGES spans")
-    for batch in range(2):  # ~12 MB uncompressed each (wide from 10 MiB before): incompressible text, 64 KB a span
-        rows = [
-            replace(
-                base,
-                span_id=f"{batch:02x}{i:014x}",
-                input_text=os.urandom(16384).hex(),
-                output_text=os.urandom(16384).hex(),
-            )
-            for i in range(185)
-        ]
-        store.insert_spans(spans_table(rows), dedup_token=f"compact-{batch}")
-    parts = "SELECT part_type, data_uncompressed_bytes AS bytes FROM system.parts WHERE active AND database = currentDatabase() AND table = 'spans'"
-    inserted = store.query(parts)
-    assert [p["part_type"] for p in inserted] == ["Compact"] * 2 and all(p["bytes"] > 11 * 2**20 for p in inserted)
-    store.command("SYSTEM START MERGES spans")
-    store.command("OPTIMIZE TABLE spans FINAL")
-    (merged,) = store.query(parts)
-    assert merged["part_type"] == "Wide" and merged["bytes"] > 16 * 2**20, merged
-    assert store.query("SELECT count() AS n FROM spans")[0]["n"] == 370
