@@ -73,10 +73,6 @@ class Chromium(webdriver.Chrome):
             shutil.rmtree(self.profile, ignore_errors=True)
 
 
-def chromium() -> WebDriver:
-    return Chromium()
-
-
 @dataclass
 class Page:
     driver: WebDriver

@@ -41,7 +41,7 @@ def servers(seeded: SeededStack, tmp_path_factory: pytest.TempPathFactory) -> It
 
 @pytest.fixture(scope="module")
 def page() -> Iterator[browser.Page]:
-    driver = browser.chromium()
+    driver = browser.Chromium()
     try:
         yield browser.Page(driver)
     finally:

@@ -247,7 +247,7 @@ def _until(ready: Any, timeout_s: float = 60.0) -> None:
 def test_runs_page_in_a_browser_shows_the_running_run_with_a_growing_step_count(
     stack: LiveStack, dashboard_url: str
 ) -> None:
-    page = browser.Page(browser.chromium())
+    page = browser.Page(browser.Chromium())
     try:
         first = _pinned(page.open(dashboard_url + "/runs"))
         assert first["agent"] == RUNNING and int(first["steps"]) >= 1, first

@@ -64,7 +64,7 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def driver() -> Iterator[WebDriver]:
-    d = browser.chromium()
+    d = browser.Chromium()
     yield d
     d.quit()
 
