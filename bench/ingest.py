@@ -199,10 +199,11 @@ def disk_bytes(store: ChdbStore, table: str) -> dict[str, float]:
         "SELECT sum(rows) AS rows, sum(bytes_on_disk) AS bytes FROM system.parts WHERE active AND table = {t:String}",
         {"t": table},
     )[0]
+    stored = int(row["bytes"]) + (store.texts.size_bytes() if table == "spans" else 0)  # captured texts' files too
     return {
         "rows": int(row["rows"]),
-        "bytes": int(row["bytes"]),
-        "bytes_per_row": row["bytes"] / max(1, row["rows"]),
+        "bytes": stored,
+        "bytes_per_row": stored / max(1, row["rows"]),
     }
 
 

@@ -54,6 +54,7 @@ from agentwatch_platform.collector.storage.base import Store, StoreError, StoreU
 from agentwatch_platform.collector.storage.lease import holder_id
 from agentwatch_platform.collector.storage.model import SpanRow
 from agentwatch_platform.collector.storage.run_closes import RunCloser
+from agentwatch_platform.collector.storage.texts import TextStore
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,16 @@ class StoreHandle:
     def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         self.get().insert_rows(table, columns, rows)
 
+    def read_texts(self, spans: list[dict[str, Any]]) -> None:
+        self.get().read_texts(spans)
+
+    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str) -> list[str]:
+        return self.get().search_texts(project, start_ns, end_ns, needle)
+
+    def text_store(self) -> TextStore | None:
+        """The open store's text files (an embedded store's), or None: not open, or texts in the table."""
+        return getattr(self._store, "texts", None)
+
     def hold_merges(self, hold: bool) -> None:
         if (store := self._store) is not None:  # a store not open yet merges as usual once opened
             store.hold_merges(hold)
@@ -159,7 +170,9 @@ def create_app(
         redactor=Redactor.from_setting(settings.redact_patterns),
         pricer=sdk_pricer(settings.prices_file),
     )
-    ingestor = Ingestor(settings, normalizer=normalizer, spool=spool, metrics=metrics, clock=clock)
+    ingestor = Ingestor(
+        settings, normalizer=normalizer, spool=spool, metrics=metrics, clock=clock, texts=handle.text_store
+    )
     keyring = KeyRing(handle)
 
     app = FastAPI(

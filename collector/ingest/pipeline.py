@@ -2,7 +2,9 @@
 
 HTTP (``collector.ingest.otlp.http``) and gRPC (``collector.ingest.otlp.grpc_server``) only translate their
 protocol; the rules live here once. A request is answered only after its body is durable in
-the spool, so an acknowledged span survives a crash.
+the spool, so an acknowledged span survives a crash. Where the store keeps captured texts in
+files of its own (``collector.storage.texts``), they are written there as the request is decoded,
+so they never wait in the writer's queue.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from agentwatch_platform.collector.ingest.writer import Writer
 from agentwatch_platform.collector.metrics import Metrics
 from agentwatch_platform.collector.settings import Settings
 from agentwatch_platform.collector.storage.columns import empty_spans_table
+from agentwatch_platform.collector.storage.texts import TextStore, TextStoreError
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +86,11 @@ class Ingestor:
         spool: Spool,
         metrics: Metrics,
         clock: Callable[[], float] = time.time,
+        texts: Callable[[], TextStore | None] = lambda: None,
     ) -> None:
         self.settings = settings
         self._clock = clock
+        self._texts = texts  # the open store's text files, if it keeps texts out of its tables
         self.normalizer = normalizer
         self.spool = spool
         self.metrics = metrics
@@ -131,7 +136,7 @@ class Ingestor:
         return payload, self._convert(payload, fmt, project)
 
     def _convert(self, payload: bytes, fmt: str, project: str) -> Converted:
-        return convert(
+        converted = convert(
             payload,
             fmt,
             project,
@@ -142,6 +147,20 @@ class Ingestor:
             native=self.settings.native_decode,
             max_resource_bytes=self.settings.max_resource_bytes_per_request,
         )
+        converted.table = self._texts_out(converted.table)
+        return converted
+
+    def _texts_out(self, table: pa.Table) -> pa.Table:
+        """The table with its captured texts written to the store's text files, where it has
+        them; as it is otherwise, or when the write fails (the store's insert tries again)."""
+        texts = self._texts()
+        if texts is None or not table.num_rows:
+            return table
+        try:
+            return texts.stash(table)
+        except TextStoreError as exc:
+            log.warning("ingest: %s; the texts stay with their spans until the insert", exc)
+            return table
 
     def _retention_start_ns(self) -> int:
         """Spans older than this would be dropped by the retention TTL at once: 0 keeps all."""
@@ -152,7 +171,7 @@ class Ingestor:
         """The spans of a spooled request (replay after a restart, or spans not kept in memory)."""
         project, fmt, payload = self.spool.read(seq)
         try:
-            return convert(
+            table = convert(
                 payload,
                 fmt,
                 project,
@@ -162,6 +181,7 @@ class Ingestor:
                 native=self.settings.native_decode,
                 max_resource_bytes=1 << 62,  # acknowledged once: never refused on replay
             ).table
+            return self._texts_out(table)
         except Exception:
             log.exception("spooled request %d cannot be decoded any more; skipped", seq)
             return empty_spans_table()

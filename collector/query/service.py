@@ -199,6 +199,8 @@ def list_runs(
         "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s),
         **filters,
     }
+    if filters.get("search") is not None:  # as queries.RUN_SEARCH's captured-text window: a day past the end
+        params["text_traces"] = store.search_texts(project, start_ns, end_ns + 86_400 * 10**9, filters["search"])
     descending = sort.startswith("-")
     open_state = filters.get("status") in ("running", "incomplete")  # known only from whole-run merges
     if field in q.HEAD_SORTS and set(_given(filters)) <= set(q.RUN_HEAD_FILTERS) and not open_state:
@@ -247,6 +249,7 @@ def get_run(
     if not runs:
         return None
     spans = store.query(q.SPANS_OF_TRACE, {**params, "limit": MAX_TRACE_SPANS})
+    store.read_texts(spans)
     run = runs[0]
     return RunDetail(
         run=RunSummary(**run, feedback_score=_mean_score(feedback))

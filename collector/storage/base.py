@@ -43,6 +43,15 @@ class Store(Protocol):
     def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Run a parameterised SELECT and return rows as dicts."""
 
+    def read_texts(self, spans: list[dict[str, Any]]) -> None:
+        """Fill in place the captured texts of span rows read with their ``text_ref``
+        (``queries.SPANS_OF_TRACE``) where the store keeps texts outside the spans table; drops
+        ``text_ref``."""
+
+    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str) -> list[str]:
+        """Trace ids whose captured text kept outside the spans table contains ``needle``
+        (case-insensitive), for spans started in [start_ns, end_ns); [] where texts are in the table."""
+
     def command(self, sql: str, params: dict[str, Any] | None = None) -> None:
         """Run a statement that returns nothing (DDL, INSERT ... VALUES, ALTER)."""
 

@@ -21,6 +21,7 @@ from agentwatch_platform.collector.storage.queries_admin import HOLD_MERGES, PUR
 from agentwatch_platform.collector.storage.recent import RecentKeys
 from agentwatch_platform.collector.storage.result_cache import ResultCache, is_read
 from agentwatch_platform.collector.storage.sql_store import SqlStore, arrow_rows
+from agentwatch_platform.collector.storage.texts import TextStore, TextStoreError
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,9 @@ class ChdbStore(SqlStore):
     """A chDB session over ``path``; raises ``StoreUnavailable`` when the path is in use.
 
     The only writer of its directory, so it may vouch for recently stored span keys itself
-    (``RecentKeys``, ``recent_window_s`` = 0 turns that off). ``memory`` bounds chDB's caches
+    (``RecentKeys``, ``recent_window_s`` = 0 turns that off), and keeps captured texts in files
+    of its own under ``<path>/texts`` (``texts``, ``collector.storage.texts``): chDB's inserts and
+    merges of text-heavy spans cost the collector ~4x their bytes in memory. ``memory`` bounds chDB's caches
     and allocator (``collector.storage.chdb_memory``); after inserting spans, what the insert freed
     goes back to the OS at once (``PURGE_ALLOCATOR``), while queries keep the allocator's decay.
     """
@@ -50,6 +53,7 @@ class ChdbStore(SqlStore):
         self._lock = threading.RLock()
         self._results = ResultCache(max_age_s=result_cache_s) if result_cache_s > 0 else None
         self._session = _open_session(self.path, memory or ChdbMemory())
+        self.texts = TextStore(self.path / "texts", retention_days=retention_days)
         self.merges_held = False
 
     def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -68,6 +72,25 @@ class ChdbStore(SqlStore):
 
     def command(self, sql: str, params: dict[str, Any] | None = None) -> None:
         self._run(sql, params, fmt="CSV")
+
+    def _insert_fresh(self, fresh: pa.Table, dedup_token: str | None) -> None:
+        """Texts still in the rows (not written at decode) go to ``texts`` first; where the disk
+        refuses, they are stored in the spans table's columns instead, as before migration 12."""
+        try:
+            fresh = self.texts.stash(fresh)
+        except TextStoreError as exc:
+            log.warning("chDB: %s; these spans keep their captured text in the spans table", exc)
+        super()._insert_fresh(fresh, dedup_token)
+
+    def read_texts(self, spans: list[dict[str, Any]]) -> None:
+        self.texts.fill(spans)
+
+    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str) -> list[str]:
+        return self.texts.search(project, start_ns, end_ns, needle)
+
+    def _apply_retention(self) -> None:
+        super()._apply_retention()
+        self.texts.expire()
 
     def _insert_arrow(self, table: str, data: pa.Table, *, dedup_token: str | None = None) -> None:
         columns = ", ".join(data.column_names)
@@ -119,6 +142,7 @@ class ChdbStore(SqlStore):
             if self._session is not None:
                 self._session.close()
                 self._session = None
+                self.texts.close()
 
 
 def _open_session(path: Path, memory: ChdbMemory) -> Any:

@@ -144,7 +144,9 @@ SELECT {_RUN_FIELDS} FROM (
 )"""
 
 # Search: a case-insensitive substring of a run's trace id, user, session, agent or name, or of
-# the prompt or completion text captured on any of its spans (read only when searching).
+# the prompt or completion text captured on any of its spans (read only when searching): in the
+# spans' own columns, or, for an embedded store, the runs whose texts matched in its text files
+# (``text_traces``, from ``Store.search_texts``).
 _SEARCH_FIELDS = ("trace_id", "user_id", "session_id", "agent", "name")
 _CAPTURED_TEXT = """trace_id IN (
         SELECT trace_id FROM spans
@@ -153,10 +155,15 @@ _CAPTURED_TEXT = """trace_id IN (
           AND spans.start_time < fromUnixTimestamp64Nano({end_ns:Int64}) + INTERVAL 1 DAY
           AND (positionCaseInsensitiveUTF8(input_text, {search:String}) > 0
                OR positionCaseInsensitiveUTF8(output_text, {search:String}) > 0))"""
+_TEXT_FILES = "trace_id IN {text_traces:Array(String)}"
 RUN_SEARCH = (
     "("
     + " OR ".join(
-        [*(f"positionCaseInsensitiveUTF8({f}, {{search:String}}) > 0" for f in _SEARCH_FIELDS), _CAPTURED_TEXT]
+        [
+            *(f"positionCaseInsensitiveUTF8({f}, {{search:String}}) > 0" for f in _SEARCH_FIELDS),
+            _CAPTURED_TEXT,
+            _TEXT_FILES,
+        ]
     )
     + ")"
 )
@@ -252,7 +259,7 @@ SELECT span_id, parent_span_id, name, kind,
     ttft_s, tpot_s, queue_s, prefill_s, decode_s,
     tool_name, tool_cache_hit, step_index, finish_reason,
     agent_name AS agent, service_name AS service,
-    input_text, output_text, attributes, events
+    input_text, output_text, text_ref, attributes, events
 FROM spans
 WHERE project = {project:String} AND trace_id = {trace_id:String}
 ORDER BY spans.start_time, span_id

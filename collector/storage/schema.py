@@ -85,6 +85,8 @@ SPAN_COLUMNS = """
     resource Map(LowCardinality(String), String) CODEC(ZSTD(1)),
     events String CODEC(ZSTD(1))"""
 
+SPANS_TEXT_REF = "ALTER TABLE spans ADD COLUMN IF NOT EXISTS text_ref UInt64 DEFAULT 0 AFTER output_text"
+
 # Granules of at most 2 MiB (ClickHouse's default: 10 MiB): a merge reads a granule of every part it
 # merges at once, and spans with captured text (~950 B a row uncompressed) fill 8192-row granules of
 # ~8 MB, so the merges catching up after a burst held ~10 MB per part (+150 MB for 13 parts; +85
@@ -599,6 +601,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     # merged every run of its range by trace for its per-run figures, ~1 s of CPU for a day at 100M
     # spans. The closer's first pass fills the table; until it has, queries merge runs as before.
     Migration(11, "closed_run_minutes", (*RUNS_AGG_CLOSE_COLUMNS, CLOSED_RUN_MINUTES, RUN_CLOSE_MARKS)),
+    # Where a span's captured text is when not in its own columns: an embedded store keeps it in
+    # files of its own (collector.storage.texts; 0: in the columns, as a ClickHouse server keeps it).
+    Migration(12, "span_text_refs", (SPANS_TEXT_REF,)),
 )
 
 

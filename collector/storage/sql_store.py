@@ -25,8 +25,10 @@ from agentwatch_platform.collector.storage.columns import SPANS_SCHEMA, spans_ta
 from agentwatch_platform.collector.storage.lease import SCHEMA, LeaseLock, SpanWriteLock
 from agentwatch_platform.collector.storage.model import SpanRow
 from agentwatch_platform.collector.storage.recent import RecentKeys, key_hashes, trace_hashes
+from agentwatch_platform.collector.storage.texts import TEXT_REF
 
 _KEY = ("project", "trace_id", "span_id")
+_WITH_TEXT_REFS = SPANS_SCHEMA.append(pa.field(TEXT_REF, pa.uint64()))  # spans whose texts a text store holds
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +102,8 @@ class SqlStore(ABC):
         for skip the look-up in the store. Works on columns: no Python per span.
         """
         table = spans if isinstance(spans, pa.Table) else spans_table(spans)
-        if not table.schema.equals(SPANS_SCHEMA):
-            table = table.cast(SPANS_SCHEMA)
+        if not table.schema.equals(SPANS_SCHEMA) and not table.schema.equals(_WITH_TEXT_REFS):
+            table = table.cast(_WITH_TEXT_REFS if TEXT_REF in table.column_names else SPANS_SCHEMA)
         with self._insert_lock, self.write_lock.hold() if self.write_lock else nullcontext():
             hashes = key_hashes(table)
             first = _first_occurrences(table, hashes)
@@ -160,6 +162,16 @@ class SqlStore(ABC):
             columns = [[project] * len(rows), [r["trace_id"] for r in rows], [r["span_id"] for r in rows]]
             found.append(pa.table([pa.array(c, type=pa.string()) for c in columns], names=list(_KEY)))
         return pa.concat_tables(found)
+
+    # --- captured text ----------------------------------------------------------------------
+    def read_texts(self, spans: list[dict[str, Any]]) -> None:
+        """Texts are in the spans' own columns here (a back end with a text store overrides this)."""
+        for span in spans:
+            span.pop(TEXT_REF, None)
+
+    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str) -> list[str]:
+        """Nothing beyond the spans table's columns, which ``queries.RUN_SEARCH`` reads itself."""
+        return []
 
     # --- small tables ----------------------------------------------------------------------
     def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

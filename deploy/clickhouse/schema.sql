@@ -506,6 +506,12 @@ CREATE TABLE IF NOT EXISTS run_close_marks ON CLUSTER agentwatch (
 ENGINE = ReplicatedMergeTree('/clickhouse/tables/all/{database}/{table}', '{replica}')
 ORDER BY closed_to;
 
+-- migration 12: span_text_refs
+
+ALTER TABLE spans_local ON CLUSTER agentwatch ADD COLUMN IF NOT EXISTS text_ref UInt64 DEFAULT 0 AFTER output_text;
+
+ALTER TABLE spans ON CLUSTER agentwatch ADD COLUMN IF NOT EXISTS text_ref UInt64 DEFAULT 0;
+
 -- retention
 
 ALTER TABLE spans_local ON CLUSTER agentwatch MODIFY TTL toDateTime(start_time) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;

@@ -224,8 +224,9 @@ def otlp_request(
     return request
 
 
-def agent_trace(trace_id: bytes, llm_calls: int = 3) -> ExportTraceServiceRequest:
-    """A run with ``llm_calls`` priced LLM calls of sim-small (100 in / 20 out tokens each)."""
+def agent_trace(trace_id: bytes, llm_calls: int = 3, *, texts: bool = False) -> ExportTraceServiceRequest:
+    """A run with ``llm_calls`` priced LLM calls of sim-small (100 in / 20 out tokens each); with
+    ``texts``, call i captured ``prompt i of <trace id>`` and ``answer i`` (``captured_texts``)."""
     root = os.urandom(8)
     spans: list[dict[str, Any]] = [
         {
@@ -247,7 +248,13 @@ def agent_trace(trace_id: bytes, llm_calls: int = 3) -> ExportTraceServiceReques
                     "gen_ai.usage.output_tokens": 20,
                     "agentwatch.step.index": i,
                     "gen_ai.agent.name": "research",
-                },
+                }
+                | (dict(zip(("input.value", "output.value"), captured_texts(trace_id.hex(), i), strict=True)) if texts else {}),
             }
         )
     return otlp_request(trace_id, spans)
+
+
+def captured_texts(trace_id: str, step: int) -> tuple[str, str]:
+    """The prompt and completion that ``agent_trace(texts=True)`` captures on its call ``step``."""
+    return f"prompt {step} of {trace_id}", f"answer {step}"

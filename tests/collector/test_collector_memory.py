@@ -56,14 +56,15 @@ def test_the_hook_says_why_pandas_is_refused() -> None:
 
 @pytest.mark.slow
 def test_a_batch_over_the_stores_memory_limit_goes_in_halves_and_no_span_is_lost(tmp_path: Path) -> None:
-    """With chDB's memory bounded (``AGENTWATCH_CHDB_MEMORY_LIMIT_BYTES``), a 30k-span batch with
-    captured text does not fit: retried whole, it never would, and ingestion stalled for good.
+    """With chDB's memory bounded (``AGENTWATCH_CHDB_MEMORY_LIMIT_BYTES``, 48 MiB), a 30k-span batch
+    does not fit (its captured texts go to the store's text files, not chDB: ``collector.storage.texts``):
+    retried whole, it never would, and ingestion stalled for good.
     The writer inserts it in halves until they fit; every span is stored once."""
     workload = Workload(30_000, end_time_ns=time.time_ns(), batch_spans=1000, project="memory", content=True)
     bodies = list(workload.batches())
     collector = CollectorProcess(
         tmp_path / "data",
-        AGENTWATCH_CHDB_MEMORY_LIMIT_BYTES=str(128 * 2**20),
+        AGENTWATCH_CHDB_MEMORY_LIMIT_BYTES=str(48 * 2**20),
         AGENTWATCH_FLUSH_ROWS="30000",
         AGENTWATCH_FLUSH_INTERVAL_S="20",
         AGENTWATCH_RATE_LIMIT_SPANS_PER_S="0",

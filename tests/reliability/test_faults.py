@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.collector.ingest_helpers import REPO, CollectorProcess, agent_trace
+from tests.collector.ingest_helpers import REPO, CollectorProcess, agent_trace, captured_texts
 from tests.reliability.helpers import PROTOBUF, in_process
 from tests.support.poll import wait_until
 from tests.support.ports import free_port
@@ -40,7 +40,7 @@ class Exporters:
         self._threads = [threading.Thread(target=self._loop, daemon=True, name=f"exporter-{i}") for i in range(threads)]
 
     def _body(self, trace_id: bytes) -> bytes:
-        request = agent_trace(trace_id, LLM_CALLS)
+        request = agent_trace(trace_id, LLM_CALLS, texts=True)
         if self.padding:
             request.resource_spans[0].scope_spans[0].spans[0].attributes.add(
                 key="pad", value={"string_value": "p" * self.padding}
@@ -184,7 +184,8 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Killed]:
 
 
 def test_sigkill_during_sustained_ingestion_loses_and_duplicates_no_span(killed: Killed) -> None:
-    """Every span of every acknowledged request is stored after the restart, exactly once."""
+    """Every span of every acknowledged request is stored after the restart, exactly once, with
+    its captured texts (the embedded store's text files, written before the spans: ``collector.storage.texts``)."""
     headers = {"Authorization": f"Bearer {killed.key}"}
     for trace_id in killed.acked:
         deadline = time.monotonic() + 30
@@ -198,6 +199,8 @@ def test_sigkill_during_sustained_ingestion_loses_and_duplicates_no_span(killed:
         assert len(ids) == LLM_CALLS + 1 == len(set(ids)), (
             f"run {trace_id}: {len(ids)} spans stored, {len(set(ids))} distinct"
         )
+        texts = sorted((s["input_text"], s["output_text"]) for s in spans if s["kind"] == "llm")
+        assert texts == sorted(captured_texts(trace_id, i) for i in range(LLM_CALLS)), f"run {trace_id}"
 
 
 def test_sigkill_with_spans_spilled_to_disk_replays_them_from_the_spool(killed: Killed) -> None:

@@ -1,0 +1,322 @@
+"""Captured prompt and completion text of the embedded store, kept in files of its own, not in chDB.
+
+Why: chDB's insert holds ~4x its batch, and captured text makes a span ~4x larger (~950 B
+against ~240); merging text-heavy parts costs as much again. With the text in chDB a 500k-span
+burst peaked at ~490 MB of anonymous memory in the collector; with it here, ~270 MB, and
+ingest is no slower (bench/results/scale.md). The texts are written when a request is decoded
+(``collector.ingest.pipeline``), so they never wait in the writer's queue either, and by the
+store's insert for any span that still carries its text (``ChdbStore._insert_fresh``).
+
+Layout: ``<directory>/<YYYY-MM-DD>.awt``, one append-only file per UTC day of the spans' start
+time (the spans table's partition), deleted whole when the retention has passed over that day.
+A file is a header (``_FILE_HEADER``) and frames; each frame holds the texts of one write::
+
+    b"AWT1" | payload bytes (u32 LE) | CRC-32 of the payload (u32 LE) | payload
+
+where the payload is an Arrow IPC stream of ``BLOCK_SCHEMA`` (ZSTD-compressed buffers). A span
+row points at its frame with ``text_ref`` (UInt64): the day (days since 1970) in the high 24
+bits, the frame's offset in the low 40; the span is found in the frame by its span id. 0 (no
+frame is at offset 0) means the text, if any, is in the row's own columns: the ClickHouse back
+end, a store from before migration 12, or a write that failed. The CRC lets a scan (``search``)
+skip a frame torn by a crash and find the next one; a span row never points at a torn frame,
+because the frame is written before the row is inserted. A frame whose spans were never
+inserted (a crash, a retried request, a duplicate) is dead weight until its day expires.
+Written without fsync, as chDB writes its parts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+log = logging.getLogger(__name__)
+
+TEXT_COLUMNS = ("input_text", "output_text")
+TEXT_REF = "text_ref"
+BLOCK_SCHEMA = pa.schema(
+    [("project", pa.string()), ("trace_id", pa.string()), ("span_id", pa.string())]
+    + [(name, pa.string()) for name in TEXT_COLUMNS]
+)
+DAY_NS = 86_400 * 1_000_000_000
+_OFFSET_BITS = 40
+_MAX_OFFSET = (1 << _OFFSET_BITS) - 1
+_MAX_DAY = (1 << (64 - _OFFSET_BITS)) - 1
+_FILE_HEADER = b"AWTEXTS1\n"  # no frame starts at offset 0: a ref of 0 is "no frame"
+_MAGIC = b"AWT1"
+_FRAME = struct.Struct("<4sII")
+_MAX_PAYLOAD = 0xFFFFFFFF
+_SUFFIX = ".awt"
+_EXPIRE_EVERY_S = 3600.0
+_SCAN_CHUNK = 1 << 20
+
+
+class TextStoreError(Exception):
+    """A text could not be written or read; the caller keeps the text in the row or shows none."""
+
+
+class TextStore:
+    """The day files under ``directory``; safe to use from several threads.
+
+    ``retention_days`` (0: keep everything) matches the spans table's TTL: a day's file goes
+    once no span of that day can be stored any more (``expire``, run at most hourly by ``stash``).
+    """
+
+    def __init__(self, directory: str | Path, *, retention_days: int = 30, zstd_level: int = 3) -> None:
+        self.directory = Path(directory)
+        self.retention_days = retention_days
+        self._options = pa.ipc.IpcWriteOptions(compression=pa.Codec("zstd", compression_level=zstd_level))
+        self._lock = threading.Lock()
+        self._files: dict[int, int] = {}  # day -> append descriptor
+        self._expired_at = 0.0
+        self.directory.mkdir(parents=True, exist_ok=True)
+
+    # --- writing -------------------------------------------------------------------------------
+    def stash(self, table: pa.Table) -> pa.Table:
+        """``table`` with the texts of its spans written here: those spans' text columns emptied
+        and their ``text_ref`` set (the column is added, 0 for the rest). Works on columns.
+
+        Raises ``TextStoreError`` (nothing emptied) when the disk refuses; rows already holding
+        a ref and rows without text are left as they are.
+        """
+        refs = _refs_of(table)
+        if not table.num_rows:
+            return _with_refs(table, refs)
+        captured = np.zeros(table.num_rows, dtype=bool)
+        for name in TEXT_COLUMNS:
+            captured |= pc.greater(pc.binary_length(table.column(name)), 0).to_numpy(zero_copy_only=False)
+        captured &= refs == 0
+        if not captured.any():
+            return _with_refs(table, refs)
+        days = table.column("start_time").cast(pa.int64()).to_numpy() // DAY_NS
+        refs = refs.copy()
+        for day in np.unique(days[captured]):
+            rows = np.flatnonzero(captured & (days == day))
+            block = table.select(list(BLOCK_SCHEMA.names)).take(pa.array(rows))
+            refs[rows] = (int(day) << _OFFSET_BITS) | self._append(int(day), _payload(block, self._options))
+        keep = pa.array(~captured)
+        for name in TEXT_COLUMNS:
+            index = table.schema.get_field_index(name)
+            table = table.set_column(index, name, pc.if_else(keep, table.column(name), ""))
+        self._expire_hourly()
+        return _with_refs(table, refs)
+
+    def _append(self, day: int, payload: pa.Buffer) -> int:
+        """Write one frame to ``day``'s file; its offset."""
+        if not 0 < day <= _MAX_DAY:
+            raise TextStoreError(f"day {day} is outside what a text reference holds (1..{_MAX_DAY})")
+        if payload.size > _MAX_PAYLOAD:
+            raise TextStoreError(f"a frame of {payload.size} bytes exceeds {_MAX_PAYLOAD}")
+        header = _FRAME.pack(_MAGIC, payload.size, zlib.crc32(payload))
+        with self._lock:
+            try:
+                fd = self._descriptor(day)
+                offset = os.fstat(fd).st_size
+                if offset + _FRAME.size + payload.size > _MAX_OFFSET:
+                    raise TextStoreError(f"{self._path(day)} has reached {_MAX_OFFSET} bytes")
+                _write_all(fd, [header, memoryview(payload)])
+            except OSError as exc:
+                raise TextStoreError(f"cannot write {self._path(day)}: {exc}") from exc
+        return offset
+
+    def _descriptor(self, day: int) -> int:
+        fd = self._files.get(day)
+        if fd is None:
+            path = self._path(day)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            if os.fstat(fd).st_size == 0:
+                _write_all(fd, [_FILE_HEADER])
+            self._files[day] = fd
+        return fd
+
+    # --- reading -------------------------------------------------------------------------------
+    def fill(self, rows: list[dict[str, Any]]) -> None:
+        """Put the texts of ``rows`` (query results with ``span_id`` and ``text_ref``) into their
+        text columns, in place, and drop ``text_ref``. A frame that cannot be read leaves its
+        spans' texts empty (logged): the rest of the trace still shows."""
+        wanted: dict[int, list[dict[str, Any]]] = {}
+        for row in rows:
+            ref = int(row.pop(TEXT_REF, 0) or 0)
+            if ref:
+                wanted.setdefault(ref, []).append(row)
+        for ref, group in wanted.items():
+            try:
+                block = self._frame(ref)
+            except TextStoreError as exc:
+                log.warning("texts: %s; %d spans show no captured text", exc, len(group))
+                continue
+            ids = pa.array([row["span_id"] for row in group], type=pa.string())
+            found = block.filter(pc.is_in(block.column("span_id"), value_set=ids))
+            texts = {
+                span: (given, taken)
+                for span, given, taken in zip(
+                    *(found.column(n).to_pylist() for n in ("span_id", *TEXT_COLUMNS)), strict=True
+                )
+            }
+            for row in group:
+                if (pair := texts.get(row["span_id"])) is not None:
+                    row["input_text"], row["output_text"] = pair
+
+    def _frame(self, ref: int) -> pa.Table:
+        day, offset = ref >> _OFFSET_BITS, ref & _MAX_OFFSET
+        path = self._path(day)
+        try:
+            with open(path, "rb", buffering=0) as file:
+                head = os.pread(file.fileno(), _FRAME.size, offset)
+                magic, size, crc = _FRAME.unpack(head) if len(head) == _FRAME.size else (b"", 0, 0)
+                if magic != _MAGIC:
+                    raise TextStoreError(f"no frame at {path}:{offset}")
+                payload = os.pread(file.fileno(), size, offset + _FRAME.size)
+        except OSError as exc:
+            raise TextStoreError(f"cannot read {path}: {exc}") from exc
+        if len(payload) != size or zlib.crc32(payload) != crc:
+            raise TextStoreError(f"the frame at {path}:{offset} is damaged")
+        return _block(payload)
+
+    def search(self, project: str, start_ns: int, end_ns: int, needle: str, *, limit: int = 10_000) -> list[str]:
+        """Trace ids of ``project`` with a span whose captured text contains ``needle``
+        (case-insensitive), among the days that [start_ns, end_ns) touches; at most ``limit``."""
+        found: set[str] = set()
+        first, last = max(start_ns, 0) // DAY_NS, max(end_ns - 1, 0) // DAY_NS
+        for day in range(first, min(last, _MAX_DAY) + 1):
+            path = self._path(day)
+            if not path.exists():
+                continue
+            for block in _frames(path):
+                matched = pc.equal(block.column("project"), project)
+                text = pc.or_(*(pc.match_substring(block.column(n), needle, ignore_case=True) for n in TEXT_COLUMNS))
+                hits = pc.unique(block.column("trace_id").filter(pc.and_(matched, text)))
+                found.update(hits.to_pylist())
+                if len(found) >= limit:
+                    return sorted(found)[:limit]
+        return sorted(found)
+
+    # --- retention -----------------------------------------------------------------------------
+    def expire(self, now_ns: int | None = None) -> list[Path]:
+        """Delete the day files whose every span is past the retention; the files deleted."""
+        if self.retention_days <= 0:
+            return []
+        now_ns = time.time_ns() if now_ns is None else now_ns
+        oldest_kept = (now_ns - self.retention_days * DAY_NS) // DAY_NS
+        gone = []
+        with self._lock:
+            for path in sorted(self.directory.glob(f"*{_SUFFIX}")):
+                day = _day_of(path)
+                if day is None or day >= oldest_kept:
+                    continue
+                if (fd := self._files.pop(day, None)) is not None:
+                    os.close(fd)
+                try:
+                    path.unlink()
+                    gone.append(path)
+                except OSError as exc:
+                    log.warning("texts: cannot delete expired %s: %s", path, exc)
+        return gone
+
+    def _expire_hourly(self) -> None:
+        now = time.monotonic()
+        if now - self._expired_at >= _EXPIRE_EVERY_S:
+            self._expired_at = now
+            self.expire()
+
+    def size_bytes(self) -> int:
+        return sum(path.stat().st_size for path in self.directory.glob(f"*{_SUFFIX}"))
+
+    def close(self) -> None:
+        with self._lock:
+            for fd in self._files.values():
+                os.close(fd)
+            self._files.clear()
+
+    def _path(self, day: int) -> Path:
+        return self.directory / f"{datetime.fromtimestamp(day * 86_400, UTC):%Y-%m-%d}{_SUFFIX}"
+
+
+def _refs_of(table: pa.Table) -> np.ndarray:
+    if TEXT_REF not in table.column_names:
+        return np.zeros(table.num_rows, dtype=np.uint64)
+    return table.column(TEXT_REF).fill_null(0).to_numpy().astype(np.uint64, copy=False)
+
+
+def _with_refs(table: pa.Table, refs: np.ndarray) -> pa.Table:
+    column = pa.array(refs, type=pa.uint64())
+    index = table.schema.get_field_index(TEXT_REF)
+    return table.append_column(TEXT_REF, column) if index < 0 else table.set_column(index, TEXT_REF, column)
+
+
+def _payload(block: pa.Table, options: pa.ipc.IpcWriteOptions) -> pa.Buffer:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, BLOCK_SCHEMA, options=options) as writer:
+        writer.write_table(block.cast(BLOCK_SCHEMA))
+    return sink.getvalue()
+
+
+def _block(payload: bytes | pa.Buffer) -> pa.Table:
+    try:
+        return pa.ipc.open_stream(payload).read_all()
+    except pa.ArrowException as exc:
+        raise TextStoreError(f"a frame cannot be decoded: {exc}") from exc
+
+
+def _frames(path: Path) -> Iterable[pa.Table]:
+    """Every intact frame of a day file, in order, read one at a time; a torn or damaged one is
+    skipped (the scan looks for the next magic whose frame checks out)."""
+    with open(path, "rb", buffering=0) as file:
+        fd, size_of_file = file.fileno(), os.fstat(file.fileno()).st_size
+        position = len(_FILE_HEADER) if os.pread(fd, len(_FILE_HEADER), 0) == _FILE_HEADER else 0
+        while position + _FRAME.size <= size_of_file:
+            magic, size, crc = _FRAME.unpack(os.pread(fd, _FRAME.size, position))
+            end = position + _FRAME.size + size
+            if magic == _MAGIC and end <= size_of_file:
+                payload = os.pread(fd, size, position + _FRAME.size)
+                if zlib.crc32(payload) == crc:
+                    try:
+                        yield _block(payload)
+                    except TextStoreError as exc:
+                        log.warning("texts: %s:%d skipped: %s", path, position, exc)
+                    position = end
+                    continue
+            log.warning("texts: damaged frame at %s:%d skipped", path, position)
+            position = _next_magic(fd, position + 1, size_of_file)
+
+
+def _next_magic(fd: int, position: int, size_of_file: int) -> int:
+    """Where the next frame magic starts at or after ``position`` (the file's size: none)."""
+    while position < size_of_file:
+        chunk = os.pread(fd, _SCAN_CHUNK + len(_MAGIC) - 1, position)
+        found = chunk.find(_MAGIC)
+        if found >= 0:
+            return position + found
+        position += _SCAN_CHUNK
+    return size_of_file
+
+
+def _day_of(path: Path) -> int | None:
+    try:
+        moment = datetime.strptime(path.name.removesuffix(_SUFFIX), "%Y-%m-%d").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    return int(moment.timestamp()) // 86_400
+
+
+def _write_all(fd: int, parts: list[bytes | memoryview]) -> None:
+    """``os.writev`` until every byte is written (a short write continues where it stopped)."""
+    views = [memoryview(part) for part in parts]
+    while views:
+        written = os.writev(fd, views)
+        while views and written >= len(views[0]):
+            written -= len(views[0])
+            views.pop(0)
+        if views and written:
+            views[0] = views[0][written:]
