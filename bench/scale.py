@@ -18,8 +18,8 @@ statement at a time, so absolute rates are that stand-in's, not a server's). Wit
 
 ``--phases memory``: one collector on embedded chDB takes a burst of ``--burst-spans`` agent spans
 with captured prompt/completion text (``bench.workload``, ~700 B a span, 4 senders, as fast as it
-answers), with ``AGENTWATCH_MAX_QUEUE_BYTES=0`` (no bound in bytes), the default 128 MiB, 64 MiB and
-32 MiB (decoded spans beyond the bound spill to disk, ``collector.ingest.spill``): peak RSS and peak
+answers), with ``AGENTWATCH_MAX_QUEUE_BYTES=0`` (no bound in bytes), 128 MiB, 32 MiB and the default
+16 MiB (decoded spans beyond the bound spill to disk, ``collector.ingest.spill``): peak RSS and peak
 anonymous memory (RSS less mapped files such as chDB's library and the spill) of the collector,
 sampled every 0.1 s from the first send until ``AFTER_BURST_S`` after the last span is stored (the
 merges held during a burst catch up then; the peak until the last span alone is reported beside
@@ -65,7 +65,7 @@ from bench.ingest import span_batches
 
 RESULTS = Path(__file__).parent / "results"
 AFTER_BURST_S = 8.0  # memory is sampled this long after the last span is stored
-MEMORY_BOUNDS = (0, 128 * 2**20, 64 * 2**20, 32 * 2**20)  # AGENTWATCH_MAX_QUEUE_BYTES of the memory phases
+MEMORY_BOUNDS = (0, 128 * 2**20, 32 * 2**20, 16 * 2**20)  # AGENTWATCH_MAX_QUEUE_BYTES of the memory phases
 REPO = Path(__file__).resolve().parents[1]
 
 

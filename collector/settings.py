@@ -114,10 +114,10 @@ class Settings:
         default=500_000, metadata={"env": "MAX_QUEUE_SPANS", "doc": "in-memory queue bound; beyond it 429/503"}
     )
     max_queue_bytes: int = field(
-        default=128 * 1024 * 1024,
+        default=16 * 1024 * 1024,
         metadata={
             "env": "MAX_QUEUE_BYTES",
-            "doc": "bytes of decoded spans kept in memory until inserted (a batch takes at most half); beyond it they wait on disk, decoded, in <data dir>/spill (memory-mapped back at insert, not the collector's anonymous memory). It is what bounds the collector's memory when prompts are large: a burst of spans with 24 KB texts peaked at 1434 MB anonymous unbounded and 722 with the default 128 MiB, one with ~0.5 KB texts at 662-749 and 537-556 MB, at about the same ingest rate (a burst with text, five pairs: 0.95x the spans/s of unbounded; HTTP, 400k spans, three rounds: 1.06x with text, 0.98x without; with 8-24 KB texts ~15 % fewer spans/s). Smaller saves more at a CPU cost per span (smaller inserts): 64 MiB ~370-440 MB, 32 MiB ~280-370 (rate -0-10 % and ~-35 %; bench/results/scale.md). 0: no bound in bytes (the queue is bounded in spans only)",
+            "doc": "bytes of decoded spans kept in memory until inserted (a batch takes at most half); beyond it they wait on disk, decoded, in <data dir>/spill (memory-mapped back at insert, not the collector's anonymous memory). An embedded store's spans wait without their captured texts (written to its text files as they are decoded), so the bound is in text-free bytes there; a ClickHouse-backed collector queues the texts too, and the bound is what keeps large prompts from growing its memory. A 600k-span burst with captured text on embedded chDB (bench/results/scale.md): 16 MiB ~230-260 MB anonymous at the peak, at 0.9-1.0x the spans/s of no bound; larger bounds let larger batches into chDB's insert (~4x their bytes). 0: no bound in bytes (the queue is bounded in spans only)",
         },
     )
     chdb_cache_bytes: int = field(
@@ -141,6 +141,13 @@ class Settings:
             "doc": "embedded chDB: how long its allocator (jemalloc) keeps freed pages before returning them to the OS; chDB's own 5000 kept 150-300 MB more in a burst (bench/results/scale.md); 0 made every query fault its pages in again (1.7x the CPU of the 24 h overview). Ignored when JE_MALLOC_CONF is set",
         },
     )
+    chdb_thread_cache_max_bytes: int = field(
+        default=1024,
+        metadata={
+            "env": "CHDB_THREAD_CACHE_MAX_BYTES",
+            "doc": "embedded chDB: the largest block jemalloc's per-thread caches keep once freed (tcache_max; jemalloc's own default 32768). With 1024 a burst of 600k spans with captured text peaked ~10-20 MB lower at the same query CPU; with the caches off (JE_MALLOC_CONF=tcache:false) lower still, but queries took 1.1-1.4x the CPU (bench/results/scale.md). Ignored when JE_MALLOC_CONF is set",
+        },
+    )
     chdb_merge_threads: int = field(
         default=2,
         metadata={
@@ -156,10 +163,10 @@ class Settings:
         },
     )
     malloc_mmap_threshold_bytes: int = field(
-        default=0,
+        default=512 * 1024,
         metadata={
             "env": "MALLOC_MMAP_THRESHOLD_BYTES",
-            "doc": "glibc: fix malloc's mmap threshold (e.g. 262144) so large request buffers are returned to the OS: 275 -> 148 MB held in a burst with captured text, but ~10 % fewer spans/s with text (A/B, 2026-12-03); 0 leaves glibc's dynamic threshold",
+            "doc": "glibc: a fixed malloc mmap threshold, so that buffers above it (decoded columns, captured texts on their way to the text files) are returned to the OS when freed instead of fragmenting the heap: a burst with captured text peaked ~15-25 MB lower with 524288 (bench/results/scale.md); 262144 cost ~10 % of the spans/s with text; 0 leaves glibc's dynamic threshold",
         },
     )
     collector_pandas: bool = field(

@@ -93,22 +93,30 @@ class TextStore:
         refs = _refs_of(table)
         if not table.num_rows:
             return _with_refs(table, refs)
-        captured = np.zeros(table.num_rows, dtype=bool)
+        has_text = np.zeros(table.num_rows, dtype=bool)
         for name in TEXT_COLUMNS:
-            captured |= pc.greater(pc.binary_length(table.column(name)), 0).to_numpy(zero_copy_only=False)
-        captured &= refs == 0
+            has_text |= pc.greater(pc.binary_length(table.column(name)), 0).to_numpy(zero_copy_only=False)
+        pending = refs == 0
+        captured = has_text & pending
         if not captured.any():
             return _with_refs(table, refs)
         days = table.column("start_time").cast(pa.int64()).to_numpy() // DAY_NS
+        texts = table.select(list(BLOCK_SCHEMA.names))
         refs = refs.copy()
         for day in np.unique(days[captured]):
-            rows = np.flatnonzero(captured & (days == day))
-            block = table.select(list(BLOCK_SCHEMA.names)).take(pa.array(rows))
-            refs[rows] = (int(day) << _OFFSET_BITS) | self._append(int(day), _payload(block, self._options))
-        keep = pa.array(~captured)
+            of_day = pending & (days == day)  # a frame holds every pending span of its day: no copy in the usual case
+            block = texts if of_day.all() else texts.filter(pa.array(of_day))
+            refs[captured & (days == day)] = (int(day) << _OFFSET_BITS) | self._append(
+                int(day), _payload(block, self._options)
+            )
         for name in TEXT_COLUMNS:
             index = table.schema.get_field_index(name)
-            table = table.set_column(index, name, pc.if_else(keep, table.column(name), ""))
+            emptied = (
+                _empty_strings(table.num_rows)
+                if not (has_text & ~pending).any()
+                else pc.if_else(pa.array(~captured), table.column(name), "")
+            )
+            table = table.set_column(index, name, emptied)
         self._expire_hourly()
         return _with_refs(table, refs)
 
@@ -241,6 +249,11 @@ class TextStore:
 
     def _path(self, day: int) -> Path:
         return self.directory / f"{datetime.fromtimestamp(day * 86_400, UTC):%Y-%m-%d}{_SUFFIX}"
+
+
+def _empty_strings(n: int) -> pa.Array:
+    """``n`` empty strings, built from one zeroed offsets buffer."""
+    return pa.StringArray.from_buffers(n, pa.py_buffer(np.zeros(n + 1, dtype=np.int32)), pa.py_buffer(b""))
 
 
 def _refs_of(table: pa.Table) -> np.ndarray:

@@ -249,7 +249,11 @@ def agent_trace(trace_id: bytes, llm_calls: int = 3, *, texts: bool = False) -> 
                     "agentwatch.step.index": i,
                     "gen_ai.agent.name": "research",
                 }
-                | (dict(zip(("input.value", "output.value"), captured_texts(trace_id.hex(), i), strict=True)) if texts else {}),
+                | (
+                    dict(zip(("input.value", "output.value"), captured_texts(trace_id.hex(), i), strict=True))
+                    if texts
+                    else {}
+                ),
             }
         )
     return otlp_request(trace_id, spans)
