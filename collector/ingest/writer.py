@@ -338,10 +338,12 @@ class Writer:
                 log.error("writer: rebuilding run totals of project %s after a crash failed: %s", group["project"], exc)
 
     async def _table(self, batch: list[_Entry]) -> pa.Table:
-        """The batch's spans as one table; entries not kept in memory are read back from disk."""
+        """The batch's spans as one table; entries not kept in memory are read back from disk.
+        Requests decoded while the store's text files were not at hand lack ``text_ref`` (null
+        here, 0 at the insert: ``collector.storage.texts``)."""
         if all(e.table is not None for e in batch):
-            return pa.concat_tables([e.table for e in batch if e.table is not None])
-        return await asyncio.to_thread(lambda: pa.concat_tables([self._read_back(e) for e in batch]))
+            return _concat([e.table for e in batch if e.table is not None])
+        return await asyncio.to_thread(lambda: _concat([self._read_back(e) for e in batch]))
 
     def _read_back(self, entry: _Entry) -> pa.Table:
         """An entry's spans: in memory, memory-mapped from the spill, or decoded from the spool."""
@@ -415,6 +417,10 @@ class Writer:
         sample = np.arange(0, table.num_rows, max(1, table.num_rows // _LAG_SAMPLES))
         ends_s = pc.take(table.column("end_time"), sample).cast(pa.int64()).to_numpy() / 1e9
         return np.maximum(0.0, self._clock() - ends_s).tolist()
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    return pa.concat_tables(tables, promote_options="default")
 
 
 _TRANSIENT = (

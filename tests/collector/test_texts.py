@@ -226,3 +226,22 @@ def test_a_collector_writes_texts_at_decode_shows_them_in_the_run_and_finds_the_
         ).json()
         assert [r["trace_id"] for r in found["items"]] == [trace_id.hex()]
         assert list((tmp_path / "data" / "chdb" / "texts").glob("*.awt"))
+
+
+def test_a_batch_of_requests_with_and_without_text_refs_is_stored_with_every_text(tmp_path: Path) -> None:
+    """Requests decoded while the store was not open yet carry their texts and no ``text_ref``;
+    the writer concatenates them with the rest (nulls), and the insert writes their texts then."""
+    store = ChdbStore(tmp_path / "chdb", result_cache_s=0)
+    try:
+        store.migrate()
+        early, late = _rows(3, text="decoded before the store opened"), _rows(3, text="decoded after")
+        batch = pa.concat_tables([spans_table(early), store.texts.stash(spans_table(late))], promote_options="default")
+        assert batch.column(TEXT_REF).null_count == 3
+        assert store.insert_spans(batch) == 6
+        for rows in (early, late):
+            stored = store.query(SPANS_OF_TRACE, {"project": "p1", "trace_id": rows[0].trace_id, "limit": 10})
+            assert all(s[TEXT_REF] for s in stored)
+            store.read_texts(stored)
+            assert sorted(s["input_text"] for s in stored) == sorted(r.input_text for r in rows)
+    finally:
+        store.close()

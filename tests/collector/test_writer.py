@@ -23,6 +23,8 @@ from agentwatch_platform.collector.metrics import Metrics
 from agentwatch_platform.collector.settings import Settings
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from agentwatch_platform.collector.storage.model import SpanRow
+from agentwatch_platform.collector.storage.queries import SPANS_OF_TRACE
+from agentwatch_platform.collector.storage.texts import TextStore
 from tests.collector.ingest_helpers import otlp_request
 
 DAY_NS = 86_400 * 10**9
@@ -69,12 +71,17 @@ async def _ingest(
 
 @contextmanager
 def _pipeline(
-    tmp_path: Path, settings: Settings, store: ChdbStore, **writer_options: Any
+    tmp_path: Path,
+    settings: Settings,
+    store: ChdbStore,
+    texts: Callable[[], TextStore | None] = lambda: None,
+    **writer_options: Any,
 ) -> Iterator[tuple[Ingestor, Writer, Metrics]]:
-    """A real spool, ingestor and writer over ``store`` (migrated here, closed with the rest)."""
+    """A real spool, ingestor and writer over ``store`` (migrated here, closed with the rest);
+    ``texts``: the text files the ingestor writes captured texts to as it decodes (as the app's)."""
     spool, metrics = Spool(tmp_path / "spool", max_bytes=1 << 26), Metrics()
     spool.open()
-    ingestor = Ingestor(settings, normalizer=Normalizer(), spool=spool, metrics=metrics)
+    ingestor = Ingestor(settings, normalizer=Normalizer(), spool=spool, metrics=metrics, texts=texts)
     store.migrate()
     try:
         writer = Writer(
@@ -213,3 +220,29 @@ async def test_merges_wait_while_a_backlog_is_inserted_for_a_limited_time(
         assert store.held == held
         assert not store.merges_held
         assert store.query("SELECT count() AS n FROM spans") == [{"n": 48}]
+
+
+async def test_requests_decoded_before_and_after_the_store_opened_share_a_batch_with_their_texts(
+    tmp_path: Path,
+) -> None:
+    """Until the store is open the ingestor has no text files: those requests keep their texts
+    (and no ``text_ref``) until the insert, the later ones wrote theirs at decode; one batch takes both."""
+    settings = Settings.from_env(data_dir=tmp_path, max_queue_spans=1000)
+    store = ChdbStore(tmp_path / "chdb")
+    opened: list[bool] = []
+    with _pipeline(
+        tmp_path, settings, store, lambda: store.texts if opened else None, flush_rows=10_000, max_queue_spans=1000
+    ) as (ingestor, writer, _):
+        async with writer:
+            ingestor.writer = writer
+            traces = [os.urandom(16) for _ in range(4)]
+            for i, trace in enumerate(traces):
+                if i == 2:
+                    opened.append(True)
+                span = {"span_id": os.urandom(8), "name": "chat", "attrs": {"input.value": f"prompt {i}"}}
+                await ingestor.export("p1", otlp_request(trace, [span]).SerializeToString(), PROTOBUF)
+        for i, trace in enumerate(traces):
+            rows = store.query(SPANS_OF_TRACE, {"project": "p1", "trace_id": trace.hex(), "limit": 10})
+            assert rows[0]["text_ref"] and rows[0]["input_text"] == ""  # every text in the files, none in chDB
+            store.read_texts(rows)
+            assert rows[0]["input_text"] == f"prompt {i}"
