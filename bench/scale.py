@@ -18,7 +18,7 @@ statement at a time, so absolute rates are that stand-in's, not a server's). Wit
 
 ``--phases memory``: one collector on embedded chDB takes a burst of ``--burst-spans`` agent spans
 with captured prompt/completion text (``bench.workload``, ~700 B a span, 4 senders, as fast as it
-answers), with ``AGENTWATCH_MAX_QUEUE_BYTES=0`` (no bound in bytes), 128 MiB, 32 MiB and the default
+answers), with ``AGENTWATCH_MAX_QUEUE_BYTES=0`` (no bound in bytes), the default 128 MiB, 32 MiB and
 16 MiB (decoded spans beyond the bound spill to disk, ``collector.ingest.spill``): peak RSS and peak
 anonymous memory (RSS less mapped files such as chDB's library and the spill) of the collector,
 sampled every 0.1 s from the first send until ``AFTER_BURST_S`` after the last span is stored (the

@@ -114,10 +114,10 @@ class Settings:
         default=500_000, metadata={"env": "MAX_QUEUE_SPANS", "doc": "in-memory queue bound; beyond it 429/503"}
     )
     max_queue_bytes: int = field(
-        default=16 * 1024 * 1024,
+        default=128 * 1024 * 1024,
         metadata={
             "env": "MAX_QUEUE_BYTES",
-            "doc": "bytes of decoded spans kept in memory until inserted (a batch takes at most half); beyond it they wait on disk, decoded, in <data dir>/spill (memory-mapped back at insert, not the collector's anonymous memory). An embedded store's spans wait without their captured texts (written to its text files as they are decoded), so the bound is in text-free bytes there; a ClickHouse-backed collector queues the texts too, and the bound is what keeps large prompts from growing its memory. A 600k-span burst with captured text on embedded chDB (bench/results/scale.md): 16 MiB ~230-260 MB anonymous at the peak, at 0.9-1.0x the spans/s of no bound; larger bounds let larger batches into chDB's insert (~4x their bytes). 0: no bound in bytes (the queue is bounded in spans only)",
+            "doc": "bytes of decoded spans kept in memory until inserted (a batch takes at most half); beyond it they wait on disk, decoded, in <data dir>/spill (memory-mapped back at insert, not the collector's anonymous memory). An embedded store's spans wait without their captured texts (written to its text files as they are decoded), so the bound is in text-free bytes there; a ClickHouse-backed collector queues the texts too, and the bound is what keeps large prompts from growing its memory. A 600k-span burst with captured text on embedded chDB peaked at ~240-250 MB anonymous with 128 MiB, 32 MiB, 16 MiB or no bound (bench/results/scale.md); 16 MiB cost ~25 % of the spans/s without captured text (smaller inserts). 0: no bound in bytes (the queue is bounded in spans only)",
         },
     )
     chdb_cache_bytes: int = field(

@@ -1,4 +1,5 @@
-"""ClickHouse storage: one module of DDL and SQL, two back ends (embedded chDB, server)."""
+"""ClickHouse storage: one module of DDL and SQL, two back ends (embedded chDB, server); the
+embedded one keeps captured texts in files of its own (``texts``)."""
 
 from __future__ import annotations
 
