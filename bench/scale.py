@@ -19,7 +19,7 @@ statement at a time, so absolute rates are that stand-in's, not a server's). Wit
 ``--phases memory``: one collector on embedded chDB takes a burst of ``--burst-spans`` agent spans
 with captured prompt/completion text (``bench.workload``, ~700 B a span, 4 senders, as fast as it
 answers), with ``AGENTWATCH_MAX_QUEUE_BYTES=0`` (no bound in bytes), the default 128 MiB, 32 MiB and
-16 MiB (decoded spans beyond the bound spill to disk, ``collector.ingest.spill``): peak RSS and peak
+16 MiB, then 128 MiB with ``SMALL_MEMORY`` (decoded spans beyond the bound spill to disk, ``collector.ingest.spill``): peak RSS and peak
 anonymous memory (RSS less mapped files such as chDB's library and the spill) of the collector,
 sampled every 0.1 s from the first send until ``AFTER_BURST_S`` after the last span is stored (the
 merges held during a burst catch up then; the peak until the last span alone is reported beside
@@ -51,7 +51,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,8 @@ from bench.ingest import span_batches
 RESULTS = Path(__file__).parent / "results"
 AFTER_BURST_S = 8.0  # memory is sampled this long after the last span is stored
 MEMORY_BOUNDS = (0, 128 * 2**20, 32 * 2**20, 16 * 2**20)  # AGENTWATCH_MAX_QUEUE_BYTES of the memory phases
+# The memory phase's last run: the default bound with the one setting that takes the burst under 250 MB.
+SMALL_MEMORY = {"AGENTWATCH_MALLOC_MMAP_THRESHOLD_BYTES": "524288"}
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -162,9 +164,12 @@ def lease_round_trip(url: str, repeats: int = 50) -> dict[str, Any]:
         store.close()
 
 
-def phase_memory(spans: int, max_queue_bytes: int, store_pid: int | None = None) -> dict[str, Any]:
+def phase_memory(
+    spans: int, max_queue_bytes: int, store_pid: int | None = None, settings: dict[str, str] | None = None
+) -> dict[str, Any]:
     """The collector's memory during a burst with captured text (see the module docstring), and
-    the peak of ``store_pid`` (a ClickHouse the collector writes to) when given."""
+    the peak of ``store_pid`` (a ClickHouse the collector writes to) when given; ``settings``:
+    more of the collector's environment for this run."""
     from bench.compare import RssSampler
     from bench.ingest import Collector, _send_all, _wait_stored
     from bench.workload import Workload
@@ -175,7 +180,7 @@ def phase_memory(spans: int, max_queue_bytes: int, store_pid: int | None = None)
         store.start()
     workload = Workload(spans, end_time_ns=time.time_ns(), batch_spans=1000, project="bench", content=True)
     bodies = list(workload.batches())
-    with tempfile.TemporaryDirectory() as tmp, Collector(Path(tmp)) as collector:
+    with tempfile.TemporaryDirectory() as tmp, _environ_all(settings or {}), Collector(Path(tmp)) as collector:
         key = collector.key("bench")
         assert collector.proc is not None
         sampler = RssSampler(collector.proc.pid)
@@ -190,6 +195,7 @@ def phase_memory(spans: int, max_queue_bytes: int, store_pid: int | None = None)
     store_peak = {"store_peak_anon_mb": round(store.stop()[1] / 2**20)} if store is not None else {}
     return store_peak | {
         "max_queue_bytes": max_queue_bytes,
+        "settings": " ".join(f"{name}={value}" for name, value in (settings or {}).items()),
         "spans": workload.totals.spans,
         "stored_s": round(stored_s, 1),
         "spans_per_s": round(workload.totals.spans / stored_s),
@@ -254,6 +260,14 @@ def phase_memory_clickhouse(spans: int) -> list[dict[str, Any]]:
 
 
 @contextmanager
+def _environ_all(values: dict[str, str]) -> Iterator[None]:
+    with ExitStack() as stack:
+        for name, value in values.items():
+            stack.enter_context(_environ(name, value))
+        yield
+
+
+@contextmanager
 def _environ(name: str, value: str) -> Iterator[None]:
     """``name`` set to ``value`` for the collectors started inside, as it was afterwards."""
     before = os.environ.get(name)
@@ -292,7 +306,7 @@ def markdown(result: dict[str, Any]) -> str:
             "|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
         lines += [
-            f"| {m['max_queue_bytes']} | {m['spans']} | {m['spans_per_s']} | {m.get('cpu_us_per_span', '-')} | {m['peak_rss_mb']} | {m['peak_anon_mb']} | {m.get('burst_peak_anon_mb', '-')} | {m['load_average_after']} |"
+            f"| {m['max_queue_bytes']}{' + ' + m['settings'] if m.get('settings') else ''} | {m['spans']} | {m['spans_per_s']} | {m.get('cpu_us_per_span', '-')} | {m['peak_rss_mb']} | {m['peak_anon_mb']} | {m.get('burst_peak_anon_mb', '-')} | {m['load_average_after']} |"
             for m in result["memory"]
         ]
         if before := result.get("memory_before"):  # the same command on the code before a change, for comparison
@@ -390,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     if "memory" in phases:
         result["memory_measured"] = f"`{result['command']}`, load average {os.getloadavg()[0]:.1f} at start"
         result["memory"] = [phase_memory(args.burst_spans, bound) for bound in MEMORY_BOUNDS]
+        result["memory"].append(phase_memory(args.burst_spans, 128 * 2**20, settings=SMALL_MEMORY))
         print("memory:", result["memory"])
     if "memory_clickhouse" in phases:
         result["memory_clickhouse_measured"] = f"`{result['command']}`, load average {os.getloadavg()[0]:.1f} at start"

@@ -94,8 +94,9 @@ def _tune_malloc(threshold_bytes: int) -> None:
     with captured text: 275 MB held by glibc for 135 MB in use; with a fixed threshold (which
     also turns the growth off) 148 for 110. 256 KiB cost ~10 % of the ingest rate with captured text
     (mmap and page faults per large buffer); with the texts written to the store's text files at
-    decode (collector.storage.texts), 512 KiB, the default of AGENTWATCH_MALLOC_MMAP_THRESHOLD_BYTES,
-    took ~15-25 MB off a burst's peak at about the same rate. No-op where the C library is not glibc."""
+    decode (collector.storage.texts), 512 KiB took a burst's peak from ~260 to 242-248 MB for
+    ~6-12 % of the rate with text. Off unless AGENTWATCH_MALLOC_MMAP_THRESHOLD_BYTES is set. No-op
+    where the C library is not glibc."""
     if threshold_bytes <= 0:
         return
     import ctypes

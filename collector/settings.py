@@ -141,13 +141,6 @@ class Settings:
             "doc": "embedded chDB: how long its allocator (jemalloc) keeps freed pages before returning them to the OS; chDB's own 5000 kept 150-300 MB more in a burst (bench/results/scale.md); 0 made every query fault its pages in again (1.7x the CPU of the 24 h overview). Ignored when JE_MALLOC_CONF is set",
         },
     )
-    chdb_thread_cache_max_bytes: int = field(
-        default=1024,
-        metadata={
-            "env": "CHDB_THREAD_CACHE_MAX_BYTES",
-            "doc": "embedded chDB: the largest block jemalloc's per-thread caches keep once freed (tcache_max; jemalloc's own default 32768). With 1024 a burst of 600k spans with captured text peaked ~10-20 MB lower at the same query CPU; with the caches off (JE_MALLOC_CONF=tcache:false) lower still, but queries took 1.1-1.4x the CPU (bench/results/scale.md). Ignored when JE_MALLOC_CONF is set",
-        },
-    )
     chdb_merge_threads: int = field(
         default=2,
         metadata={
@@ -163,10 +156,10 @@ class Settings:
         },
     )
     malloc_mmap_threshold_bytes: int = field(
-        default=512 * 1024,
+        default=0,
         metadata={
             "env": "MALLOC_MMAP_THRESHOLD_BYTES",
-            "doc": "glibc: a fixed malloc mmap threshold, so that buffers above it (decoded columns, captured texts on their way to the text files) are returned to the OS when freed instead of fragmenting the heap: a burst with captured text peaked ~15-25 MB lower with 524288 (bench/results/scale.md); 262144 cost ~10 % of the spans/s with text; 0 leaves glibc's dynamic threshold",
+            "doc": "glibc: fix malloc's mmap threshold so that buffers above it are returned to the OS when freed instead of fragmenting the heap. With captured texts kept out of chDB (an embedded store), 524288 took a 600k-span burst with text from ~260 to 242-248 MB anonymous at its peak, the way to the <= 250 MB of bench/results/scale.md, for ~6 % of that burst's spans/s and ~12 % of bench.ingest's HTTP rate with text (page faults of the buffers mapped anew); 262144 cost ~10 % with text before. 0 leaves glibc's dynamic threshold",
         },
     )
     collector_pandas: bool = field(

@@ -91,6 +91,7 @@ class Ingestor:
         self.settings = settings
         self._clock = clock
         self._texts = texts  # the open store's text files, if it keeps texts out of its tables
+        self._texts_failing = False
         self.normalizer = normalizer
         self.spool = spool
         self.metrics = metrics
@@ -157,10 +158,14 @@ class Ingestor:
         if texts is None or not table.num_rows:
             return table
         try:
-            return texts.stash(table)
+            stashed = texts.stash(table)
         except TextStoreError as exc:
-            log.warning("ingest: %s; the texts stay with their spans until the insert", exc)
+            if not self._texts_failing:  # once per run of failures, not once per request
+                log.warning("ingest: %s; the texts stay with their spans until the insert", exc)
+            self._texts_failing = True
             return table
+        self._texts_failing = False
+        return stashed
 
     def _retention_start_ns(self) -> int:
         """Spans older than this would be dropped by the retention TTL at once: 0 keeps all."""

@@ -36,7 +36,6 @@ def open_store(settings: Settings, *, migrate: bool = True) -> Store:
             cache_bytes=settings.chdb_cache_bytes,
             limit_bytes=settings.chdb_memory_limit_bytes,
             dirty_decay_ms=settings.chdb_dirty_decay_ms,
-            thread_cache_max_bytes=settings.chdb_thread_cache_max_bytes,
             merge_threads=settings.chdb_merge_threads,
         )
         store = ChdbStore(Path(settings.data_dir) / "chdb", retention_days=settings.retention_days, memory=memory)

@@ -36,15 +36,11 @@ class ChdbMemory:
     MEMORY_LIMIT_EXCEEDED instead of the process growing); ``dirty_decay_ms`` is how long
     jemalloc keeps freed pages before giving them back (chDB's own default is 5000; 0 made each
     query fault its working memory in again: 1.7x the CPU of the 24 h overview at 2M spans);
-    ``thread_cache_max_bytes`` is the largest block jemalloc's per-thread caches keep (``tcache_max``,
-    its default 32 KiB): 1 KiB took ~10-20 MB off a burst's peak at the same query CPU, where no
-    thread caches at all (``tcache:false``) cost queries 1.1-1.4x their CPU; ``merge_threads`` is ClickHouse's ``background_pool_size``
-    (0: its default, 16)."""
+    ``merge_threads`` is ClickHouse's ``background_pool_size`` (0: its default, 16)."""
 
     cache_bytes: int = 64 * 1024 * 1024
     limit_bytes: int = 0
     dirty_decay_ms: int = 1000
-    thread_cache_max_bytes: int = 1024
     merge_threads: int = 2
 
     def server_settings(self) -> dict[str, int]:
@@ -67,4 +63,4 @@ class ChdbMemory:
         if "chdb" in sys.modules:
             log.debug("chDB already loaded: dirty_decay_ms=%d not applied", self.dirty_decay_ms)
             return
-        os.environ[ALLOCATOR_ENV] = f"dirty_decay_ms:{self.dirty_decay_ms},tcache_max:{self.thread_cache_max_bytes}"
+        os.environ[ALLOCATOR_ENV] = f"dirty_decay_ms:{self.dirty_decay_ms}"

@@ -32,9 +32,10 @@ class ChdbStore(SqlStore):
     The only writer of its directory, so it may vouch for recently stored span keys itself
     (``RecentKeys``, ``recent_window_s`` = 0 turns that off), and keeps captured texts in files
     of its own under ``<path>/texts`` (``texts``, ``collector.storage.texts``): chDB's inserts and
-    merges of text-heavy spans cost the collector ~4x their bytes in memory. ``memory`` bounds chDB's caches
-    and allocator (``collector.storage.chdb_memory``); after inserting spans, what the insert freed
-    goes back to the OS at once (``PURGE_ALLOCATOR``), while queries keep the allocator's decay.
+    merges of text-heavy spans cost the collector ~4x their bytes in memory. ``memory`` bounds
+    chDB's caches and allocator (``collector.storage.chdb_memory``); after inserting spans, what
+    the insert freed goes back to the OS at once (``PURGE_ALLOCATOR``), while queries keep the
+    allocator's decay.
     """
 
     def __init__(

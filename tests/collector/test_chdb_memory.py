@@ -64,7 +64,7 @@ def test_allocator_options_are_set_before_chdb_loads_and_never_over_the_operator
     ChdbMemory(dirty_decay_ms=250).configure_allocator()
     assert sys.modules.get("chdb") is None
 
-    assert os.environ[ALLOCATOR_ENV] == "dirty_decay_ms:250,tcache_max:1024"
+    assert os.environ[ALLOCATOR_ENV] == "dirty_decay_ms:250"
     monkeypatch.setenv(ALLOCATOR_ENV, "dirty_decay_ms:5000,narenas:1")  # the operator's own
     ChdbMemory(dirty_decay_ms=0).configure_allocator()
     assert os.environ[ALLOCATOR_ENV] == "dirty_decay_ms:5000,narenas:1"
