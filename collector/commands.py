@@ -94,7 +94,7 @@ def _tune_malloc(threshold_bytes: int) -> None:
     with captured text: 275 MB held by glibc for 135 MB in use; with a fixed threshold (which
     also turns the growth off) 148 for 110. 256 KiB cost ~10 % of the ingest rate with captured text
     (mmap and page faults per large buffer); with the texts written to the store's text files at
-    decode (collector.storage.texts), 512 KiB took a burst's peak from ~260 to 242-248 MB for
+    decode (collector.storage.texts), 512 KiB took a burst's peak from ~255-270 to 241-258 MB for
     ~6-12 % of the rate with text. Off unless AGENTWATCH_MALLOC_MMAP_THRESHOLD_BYTES is set. No-op
     where the C library is not glibc."""
     if threshold_bytes <= 0:
