@@ -159,7 +159,7 @@ class Settings:
         default=0,
         metadata={
             "env": "MALLOC_MMAP_THRESHOLD_BYTES",
-            "doc": "glibc: fix malloc's mmap threshold so that buffers above it are returned to the OS when freed instead of fragmenting the heap. With captured texts kept out of chDB (an embedded store), 524288 took a 600k-span burst with text from ~255-270 to 241-258 MB anonymous at its peak (median 247; bench/results/scale.md), for ~6 % of that burst's spans/s and ~12 % of bench.ingest's HTTP rate with text (page faults of the buffers mapped anew); 262144 cost ~10 % with text before. 0 leaves glibc's dynamic threshold",
+            "doc": "glibc: fix malloc's mmap threshold so that buffers above it are returned to the OS when freed instead of fragmenting the heap. With captured texts kept out of chDB (an embedded store), 524288 took a 600k-span burst with text from ~255-270 to 241-258 MB anonymous at its peak (ten runs, median 246; bench/results/scale.md), for ~6 % of that burst's spans/s and ~12 % of bench.ingest's HTTP rate with text (page faults of the buffers mapped anew); 262144 cost ~10 % with text before. 0 leaves glibc's dynamic threshold",
         },
     )
     collector_pandas: bool = field(
