@@ -80,7 +80,12 @@ class TextStore:
         self._lock = threading.Lock()
         self._files: dict[int, int] = {}  # day -> append descriptor
         self._expired_at = 0.0
-        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # the store still opens: texts go into the spans table until this is mended
+            log.warning(
+                "texts: cannot create %s: %s; captured texts are stored in the spans table", self.directory, exc
+            )
 
     # --- writing -------------------------------------------------------------------------------
     def stash(self, table: pa.Table) -> pa.Table:

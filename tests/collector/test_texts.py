@@ -156,6 +156,8 @@ def test_texts_go_into_the_spans_table_when_their_files_refuse_and_still_read(tm
         (tmp_path / "chdb" / "texts").write_text("not a directory")
         rows = _rows(4, text="kept in the table")
         assert store.insert_spans(rows) == 4
+        store.close()
+        store = ChdbStore(tmp_path / "chdb", result_cache_s=0)  # and a restart opens the store all the same
         stored = store.query(SPANS_OF_TRACE, {"project": "p1", "trace_id": rows[0].trace_id, "limit": 10})
         assert all(s[TEXT_REF] == 0 for s in stored)
         store.read_texts(stored)
