@@ -3,7 +3,8 @@
 Why: chDB's insert holds ~4x its batch, and captured text makes a span ~4x larger (~950 B
 against ~240); merging text-heavy parts costs as much again. With the text in chDB a 500k-span
 burst peaked at ~490 MB of anonymous memory in the collector; with it here, ~255-270 MB, for
-~6 % of the HTTP ingest rate with text (bench/results/scale.md). The texts are written when a request is decoded
+~11 % of the HTTP ingest rate with text (the compression, framing and writes on the decode
+threads; bench/results/scale.md). The texts are written when a request is decoded
 (``collector.ingest.pipeline``), so they never wait in the writer's queue either, and by the
 store's insert for any span that still carries its text (``ChdbStore._insert_fresh``).
 
