@@ -164,39 +164,24 @@ class TextStore:
             ref = int(row.pop(TEXT_REF, 0) or 0)
             if ref:
                 wanted.setdefault(ref, []).append(row)
+        by_day: dict[int, dict[int, list[dict[str, Any]]]] = {}
         for ref, group in wanted.items():
+            by_day.setdefault(ref >> _OFFSET_BITS, {})[ref & _MAX_OFFSET] = group
+        for day, frames in by_day.items():  # each day's file opened once
+            path = self._path(day)
             try:
-                block = self._frame(ref)
-            except TextStoreError as exc:
-                log.warning("texts: %s; %d spans show no captured text", exc, len(group))
-                continue
-            ids = pa.array([row["span_id"] for row in group], type=pa.string())
-            found = block.filter(pc.is_in(block.column("span_id"), value_set=ids))
-            texts = {
-                span: (given, taken)
-                for span, given, taken in zip(
-                    *(found.column(n).to_pylist() for n in ("span_id", *TEXT_COLUMNS)), strict=True
-                )
-            }
-            for row in group:
-                if (pair := texts.get(row["span_id"])) is not None:
-                    row["input_text"], row["output_text"] = pair
-
-    def _frame(self, ref: int) -> pa.Table:
-        day, offset = ref >> _OFFSET_BITS, ref & _MAX_OFFSET
-        path = self._path(day)
-        try:
-            with open(path, "rb", buffering=0) as file:
-                head = os.pread(file.fileno(), _FRAME.size, offset)
-                magic, size, crc = _FRAME.unpack(head) if len(head) == _FRAME.size else (b"", 0, 0)
-                if magic != _MAGIC:
-                    raise TextStoreError(f"no frame at {path}:{offset}")
-                payload = os.pread(file.fileno(), size, offset + _FRAME.size)
-        except OSError as exc:
-            raise TextStoreError(f"cannot read {path}: {exc}") from exc
-        if len(payload) != size or zlib.crc32(payload) != crc:
-            raise TextStoreError(f"the frame at {path}:{offset} is damaged")
-        return _block(payload)
+                with open(path, "rb", buffering=0) as file:
+                    fd, size_of_file = file.fileno(), os.fstat(file.fileno()).st_size
+                    for offset, group in frames.items():
+                        payload = _read_frame(fd, offset, size_of_file)
+                        try:
+                            if payload is None:
+                                raise TextStoreError(f"no intact frame at {path}:{offset}")
+                            _put_texts(_block(payload), group)
+                        except TextStoreError as exc:
+                            log.warning("texts: %s; %d spans show no captured text", exc, len(group))
+            except OSError as exc:
+                log.warning("texts: cannot read %s: %s; its spans show no captured text", path, exc)
 
     def search(self, project: str, start_ns: int, end_ns: int, needle: str, *, limit: int = 10_000) -> list[str]:
         """Trace ids of ``project`` with a span whose captured text contains ``needle``
@@ -295,19 +280,41 @@ def _frames(path: Path) -> Iterable[pa.Table]:
         fd, size_of_file = file.fileno(), os.fstat(file.fileno()).st_size
         position = len(_FILE_HEADER) if os.pread(fd, len(_FILE_HEADER), 0) == _FILE_HEADER else 0
         while position + _FRAME.size <= size_of_file:
-            magic, size, crc = _FRAME.unpack(os.pread(fd, _FRAME.size, position))
-            end = position + _FRAME.size + size
-            if magic == _MAGIC and end <= size_of_file:
-                payload = os.pread(fd, size, position + _FRAME.size)
-                if zlib.crc32(payload) == crc:
-                    try:
-                        yield _block(payload)
-                    except TextStoreError as exc:
-                        log.warning("texts: %s:%d skipped: %s", path, position, exc)
-                    position = end
-                    continue
-            log.warning("texts: damaged frame at %s:%d skipped", path, position)
-            position = _next_magic(fd, position + 1, size_of_file)
+            payload = _read_frame(fd, position, size_of_file)
+            if payload is None:
+                log.warning("texts: damaged frame at %s:%d skipped", path, position)
+                position = _next_magic(fd, position + 1, size_of_file)
+                continue
+            try:
+                yield _block(payload)
+            except TextStoreError as exc:
+                log.warning("texts: %s:%d skipped: %s", path, position, exc)
+            position += _FRAME.size + len(payload)
+
+
+def _read_frame(fd: int, offset: int, size_of_file: int) -> bytes | None:
+    """The payload of the intact frame at ``offset`` (magic, length within the file, CRC), else None."""
+    head = os.pread(fd, _FRAME.size, offset)
+    if len(head) < _FRAME.size:
+        return None
+    magic, size, crc = _FRAME.unpack(head)
+    if magic != _MAGIC or offset + _FRAME.size + size > size_of_file:
+        return None
+    payload = os.pread(fd, size, offset + _FRAME.size)
+    return payload if len(payload) == size and zlib.crc32(payload) == crc else None
+
+
+def _put_texts(block: pa.Table, rows: list[dict[str, Any]]) -> None:
+    """The texts of ``rows`` (query results whose spans are in one frame) from that frame's ``block``."""
+    ids = pa.array([row["span_id"] for row in rows], type=pa.string())
+    found = block.filter(pc.is_in(block.column("span_id"), value_set=ids))
+    texts = {
+        span: (given, taken)
+        for span, given, taken in zip(*(found.column(n).to_pylist() for n in ("span_id", *TEXT_COLUMNS)), strict=True)
+    }
+    for row in rows:
+        if (pair := texts.get(row["span_id"])) is not None:
+            row["input_text"], row["output_text"] = pair
 
 
 def _next_magic(fd: int, position: int, size_of_file: int) -> int:
