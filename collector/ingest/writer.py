@@ -49,6 +49,7 @@ from agentwatch_platform.collector.ingest.spool import Recovery, Spool, SpoolErr
 from agentwatch_platform.collector.metrics import Metrics
 from agentwatch_platform.collector.storage.base import Store, StoreError, StoreUnavailable
 from agentwatch_platform.collector.storage.maintenance import rebuild_totals
+from agentwatch_platform.collector.storage.texts import TEXT_REF
 
 log = logging.getLogger(__name__)
 
@@ -338,9 +339,7 @@ class Writer:
                 log.error("writer: rebuilding run totals of project %s after a crash failed: %s", group["project"], exc)
 
     async def _table(self, batch: list[_Entry]) -> pa.Table:
-        """The batch's spans as one table; entries not kept in memory are read back from disk.
-        Requests decoded while the store's text files were not at hand lack ``text_ref`` (null
-        here, 0 at the insert: ``collector.storage.texts``)."""
+        """The batch's spans as one table; entries not kept in memory are read back from disk."""
         if all(e.table is not None for e in batch):
             return _concat([e.table for e in batch if e.table is not None])
         return await asyncio.to_thread(lambda: _concat([self._read_back(e) for e in batch]))
@@ -420,7 +419,12 @@ class Writer:
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:
-    return pa.concat_tables(tables, promote_options="default")
+    """Requests decoded while the store's text files were not at hand have no ``text_ref``
+    (``collector.storage.texts``): theirs is 0 in the batch, their texts still in their rows."""
+    table = pa.concat_tables(tables, promote_options="default")
+    if TEXT_REF in table.column_names and table.column(TEXT_REF).null_count:
+        table = table.set_column(table.schema.get_field_index(TEXT_REF), TEXT_REF, table.column(TEXT_REF).fill_null(0))
+    return table
 
 
 _TRANSIENT = (

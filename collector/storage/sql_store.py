@@ -102,10 +102,6 @@ class SqlStore(ABC):
         for skip the look-up in the store. Works on columns: no Python per span.
         """
         table = spans if isinstance(spans, pa.Table) else spans_table(spans)
-        if TEXT_REF in table.column_names and table.column(TEXT_REF).null_count:  # some spans decoded without
-            table = table.set_column(
-                table.schema.get_field_index(TEXT_REF), TEXT_REF, table.column(TEXT_REF).fill_null(0)
-            )
         if not table.schema.equals(SPANS_SCHEMA) and not table.schema.equals(_WITH_TEXT_REFS):
             table = table.cast(_WITH_TEXT_REFS if TEXT_REF in table.column_names else SPANS_SCHEMA)
         with self._insert_lock, self.write_lock.hold() if self.write_lock else nullcontext():

@@ -232,7 +232,7 @@ def test_a_collector_writes_texts_at_decode_shows_them_in_the_run_and_finds_the_
 
 def test_a_batch_of_requests_with_and_without_text_refs_is_stored_with_every_text(tmp_path: Path) -> None:
     """Requests decoded while the store was not open yet carry their texts and no ``text_ref``;
-    the writer concatenates them with the rest (nulls), and the insert writes their texts then."""
+    concatenated with the rest (nulls, or the writer's 0), the insert writes their texts then."""
     store = ChdbStore(tmp_path / "chdb", result_cache_s=0)
     try:
         store.migrate()
