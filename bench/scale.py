@@ -51,7 +51,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +180,7 @@ def phase_memory(
         store.start()
     workload = Workload(spans, end_time_ns=time.time_ns(), batch_spans=1000, project="bench", content=True)
     bodies = list(workload.batches())
-    with tempfile.TemporaryDirectory() as tmp, _environ_all(settings or {}), Collector(Path(tmp)) as collector:
+    with tempfile.TemporaryDirectory() as tmp, _environ(settings or {}), Collector(Path(tmp)) as collector:
         key = collector.key("bench")
         assert collector.proc is not None
         sampler = RssSampler(collector.proc.pid)
@@ -254,31 +254,24 @@ def phase_memory_clickhouse(spans: int) -> list[dict[str, Any]]:
     chDB in the collector), one fresh database per bound, with the store's own peak beside it."""
     figures = []
     for bound in MEMORY_BOUNDS:
-        with clickhouse() as (url, pid), _environ("AGENTWATCH_CLICKHOUSE_URL", fresh_database(url)):
+        with clickhouse() as (url, pid), _environ({"AGENTWATCH_CLICKHOUSE_URL": fresh_database(url)}):
             figures.append(phase_memory(spans, bound, store_pid=pid))
     return figures
 
 
 @contextmanager
-def _environ_all(values: dict[str, str]) -> Iterator[None]:
-    with ExitStack() as stack:
-        for name, value in values.items():
-            stack.enter_context(_environ(name, value))
-        yield
-
-
-@contextmanager
-def _environ(name: str, value: str) -> Iterator[None]:
-    """``name`` set to ``value`` for the collectors started inside, as it was afterwards."""
-    before = os.environ.get(name)
-    os.environ[name] = value
+def _environ(values: dict[str, str]) -> Iterator[None]:
+    """``values`` set in the environment for the collectors started inside, as it was afterwards."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
         yield
     finally:
-        if before is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = before
+        for name, value in before.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
 
 
 def _cpu_s(pid: int) -> float:
