@@ -104,6 +104,13 @@ class Settings:
             "doc": "decode OTLP protobuf with the built-in C decoder (false: the Python path, same results, ~3x the CPU)",
         },
     )
+    decode_threads: int = field(
+        default=1,
+        metadata={
+            "env": "DECODE_THREADS",
+            "doc": "threads decoding request bodies over 32 KiB (smaller ones are decoded on the event loop). The decoders hold Python's GIL, so a second thread added no spans/s on 2 cores but ~15-25 MB to the peak of a burst with captured text (another C heap and more requests decoded at once, bench/results/scale.md). Raise it where gzip bodies dominate: inflating them releases the GIL",
+        },
+    )
     flush_rows: int = field(
         default=20_000, metadata={"env": "FLUSH_ROWS", "doc": "insert when this many spans are queued"}
     )
@@ -139,6 +146,13 @@ class Settings:
         metadata={
             "env": "CHDB_DIRTY_DECAY_MS",
             "doc": "embedded chDB: how long its allocator (jemalloc) keeps freed pages before returning them to the OS; chDB's own 5000 kept 150-300 MB more in a burst (bench/results/scale.md); 0 made every query fault its pages in again (1.7x the CPU of the 24 h overview). Ignored when JE_MALLOC_CONF is set",
+        },
+    )
+    chdb_allocator_arenas: int = field(
+        default=1,
+        metadata={
+            "env": "CHDB_ALLOCATOR_ARENAS",
+            "doc": "embedded chDB: the arenas its allocator (jemalloc) spreads allocations over (percpu_arena:disabled,narenas:N); ClickHouse's default is one per CPU, where pages an insert frees in one arena are not reused by the next statement running in another: one arena took the peak of an 8 MB insert from 35-60 to 30-40 MB and a burst's peak ~10 MB lower (bench/results/scale.md). 0: one per CPU. Ignored when JE_MALLOC_CONF is set",
         },
     )
     chdb_merge_threads: int = field(

@@ -96,7 +96,9 @@ class Ingestor:
         self.spool = spool
         self.metrics = metrics
         self.writer: Writer | None = None
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agentwatch-decode")
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(1, settings.decode_threads), thread_name_prefix="agentwatch-decode"
+        )
 
     def check_capacity(self) -> None:
         """Refuse early (before reading the body) when the request could not be made durable."""

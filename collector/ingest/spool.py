@@ -189,10 +189,9 @@ class Spool:
                 retry_after=RETRY_AFTER_S,
             )
         seq = self._seq + 1
-        body = b"".join((_DATA.pack(seq, _FORMATS.index(fmt), len(name)), name, payload))
-        segment, offset = self._write(_KIND_DATA, body)
+        segment, offset = self._write(_KIND_DATA, _DATA.pack(seq, _FORMATS.index(fmt), len(name)), name, payload)
         self._seq = seq
-        self._index[seq] = (segment, offset, _HEADER.size + len(body))
+        self._index[seq] = (segment, offset, _HEADER.size + body_len)
         segment.refs += 1
         await self._sync_through(self._writes)
         return seq
@@ -202,7 +201,7 @@ class Spool:
         if token in self._intents:
             return
         name = token.encode()
-        segment, _ = self._write(_KIND_INTENT, struct.pack("<H", len(name)) + name + array("Q", seqs).tobytes())
+        segment, _ = self._write(_KIND_INTENT, struct.pack("<H", len(name)), name, array("Q", seqs).tobytes())
         self._intents[token] = (segment, seqs)
         segment.refs += 1
         await self._sync_through(self._writes)
@@ -238,20 +237,25 @@ class Spool:
         start = _DATA.size
         return body[start : start + n].decode(), _FORMATS[fmt], body[start + n :]
 
-    def _write(self, kind: int, body: bytes) -> tuple[_Segment, int]:
+    def _write(self, kind: int, *body: bytes) -> tuple[_Segment, int]:
+        """One record whose body is ``body``'s parts, written as they are: a request's ~1 MB
+        payload is never copied into a record (two copies a request, on the event loop's heap)."""
         if self._fd is None or self._active is None or self._active.size >= self.segment_bytes:
             self._roll(max(self._segments, default=0) + 1)
         assert self._fd is not None and self._active is not None
         segment, offset = self._active, self._active.size
-        record = _HEADER.pack(len(body), zlib.crc32(body), kind) + body
+        size, crc = 0, 0
+        for part in body:
+            size, crc = size + len(part), zlib.crc32(part, crc)
+        record = (_HEADER.pack(size, crc, kind), *body)
         try:
-            written = os.write(self._fd, record)
-            if written != len(record):
-                raise OSError(f"short write ({written} of {len(record)} bytes)")
+            written = os.writev(self._fd, record)
+            if written != _HEADER.size + size:
+                raise OSError(f"short write ({written} of {_HEADER.size + size} bytes)")
         except OSError as exc:
             self._failed(f"write to {segment.path} failed: {exc}", truncate_to=offset)
             raise SpoolError(f"spool is not writable ({exc}); retry later", retry_after=RETRY_AFTER_S) from None
-        segment.size += len(record)
+        segment.size += _HEADER.size + size
         self._writes += 1
         if self._fd not in self._dirty:
             self._dirty.append(self._fd)

@@ -36,6 +36,7 @@ def open_store(settings: Settings, *, migrate: bool = True) -> Store:
             cache_bytes=settings.chdb_cache_bytes,
             limit_bytes=settings.chdb_memory_limit_bytes,
             dirty_decay_ms=settings.chdb_dirty_decay_ms,
+            arenas=settings.chdb_allocator_arenas,
             merge_threads=settings.chdb_merge_threads,
         )
         store = ChdbStore(Path(settings.data_dir) / "chdb", retention_days=settings.retention_days, memory=memory)

@@ -36,11 +36,15 @@ class ChdbMemory:
     MEMORY_LIMIT_EXCEEDED instead of the process growing); ``dirty_decay_ms`` is how long
     jemalloc keeps freed pages before giving them back (chDB's own default is 5000; 0 made each
     query fault its working memory in again: 1.7x the CPU of the 24 h overview at 2M spans);
-    ``merge_threads`` is ClickHouse's ``background_pool_size`` (0: its default, 16)."""
+    ``arenas`` is how many arenas jemalloc spreads allocations over (0: one per CPU, ClickHouse's
+    ``percpu_arena``; pages an insert frees in one arena are then not reused by the next
+    statement on another CPU); ``merge_threads`` is ClickHouse's ``background_pool_size`` (0: its
+    default, 16)."""
 
     cache_bytes: int = 64 * 1024 * 1024
     limit_bytes: int = 0
     dirty_decay_ms: int = 1000
+    arenas: int = 1
     merge_threads: int = 2
 
     def server_settings(self) -> dict[str, int]:
@@ -61,6 +65,13 @@ class ChdbMemory:
         if ALLOCATOR_ENV in os.environ:
             return
         if "chdb" in sys.modules:
-            log.debug("chDB already loaded: dirty_decay_ms=%d not applied", self.dirty_decay_ms)
+            log.debug("chDB already loaded: allocator options %s not applied", self.allocator_options())
             return
-        os.environ[ALLOCATOR_ENV] = f"dirty_decay_ms:{self.dirty_decay_ms}"
+        os.environ[ALLOCATOR_ENV] = self.allocator_options()
+
+    def allocator_options(self) -> str:
+        """``JE_MALLOC_CONF``'s value for these bounds."""
+        options = f"dirty_decay_ms:{self.dirty_decay_ms}"
+        if self.arenas > 0:
+            options += f",percpu_arena:disabled,narenas:{self.arenas}"
+        return options

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -64,10 +65,37 @@ def test_allocator_options_are_set_before_chdb_loads_and_never_over_the_operator
     ChdbMemory(dirty_decay_ms=250).configure_allocator()
     assert sys.modules.get("chdb") is None
 
-    assert os.environ[ALLOCATOR_ENV] == "dirty_decay_ms:250"
+    assert os.environ[ALLOCATOR_ENV] == "dirty_decay_ms:250,percpu_arena:disabled,narenas:1"
     monkeypatch.setenv(ALLOCATOR_ENV, "dirty_decay_ms:5000,narenas:1")  # the operator's own
     ChdbMemory(dirty_decay_ms=0).configure_allocator()
     assert os.environ[ALLOCATOR_ENV] == "dirty_decay_ms:5000,narenas:1"
+
+
+def test_allocator_arenas_zero_leaves_jemalloc_one_arena_per_cpu() -> None:
+    assert ChdbMemory(dirty_decay_ms=1000, arenas=0).allocator_options() == "dirty_decay_ms:1000"
+    assert ChdbMemory(arenas=4).allocator_options() == "dirty_decay_ms:1000,percpu_arena:disabled,narenas:4"
+
+
+def test_a_collector_process_loads_chdb_with_the_configured_allocator_options(tmp_path: Path) -> None:
+    """The settings reach jemalloc's variable before chDB is loaded, in a process of its own
+    (here chDB is loaded already), and the store works with them."""
+    script = (
+        "import os, time\n"
+        "from agentwatch_platform.collector.settings import Settings\n"
+        "from agentwatch_platform.collector.storage import open_store\n"
+        "from agentwatch_platform.collector.storage.model import SpanRow\n"
+        "store = open_store(Settings.from_env(data_dir=__import__('pathlib').Path(os.environ['DATA_DIR'])))\n"
+        "now = time.time_ns()\n"
+        "print(store.insert_spans([SpanRow('p', 'a' * 32, 'b' * 16, '', 'run', 'run', now, now + 1)]))\n"
+        "print(os.environ['JE_MALLOC_CONF'])\n"
+        "store.close()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != ALLOCATOR_ENV}
+    env |= {"DATA_DIR": str(tmp_path), "AGENTWATCH_CHDB_ALLOCATOR_ARENAS": "2", "AGENTWATCH_CHDB_DIRTY_DECAY_MS": "700"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "dirty_decay_ms:700,percpu_arena:disabled,narenas:2"]
+    assert "jemalloc" not in done.stderr  # the bundled jemalloc took every option
 
 
 def test_allocator_options_are_not_set_once_chdb_is_loaded(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,7 +3,9 @@ in memory read back from the spill or the spool, and a batch the store rejects s
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -246,3 +248,26 @@ async def test_requests_decoded_before_and_after_the_store_opened_share_a_batch_
             assert rows[0]["text_ref"] and rows[0]["input_text"] == ""  # every text in the files, none in chDB
             store.read_texts(rows)
             assert rows[0]["input_text"] == f"prompt {i}"
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+async def test_large_bodies_are_decoded_on_as_many_threads_as_configured(tmp_path: Path, threads: int) -> None:
+    """``AGENTWATCH_DECODE_THREADS``: eight large requests at once take that many decode threads, never more."""
+    settings = Settings.from_env(data_dir=tmp_path, max_queue_spans=100_000, decode_threads=threads)
+    store = ChdbStore(tmp_path / "chdb")
+    seen: set[str] = set()
+    with _pipeline(tmp_path, settings, store, flush_rows=100_000, max_queue_spans=100_000) as (ingestor, writer, _):
+        convert = ingestor._convert
+
+        def noting(*args: Any) -> Any:
+            seen.add(threading.current_thread().name)
+            time.sleep(0.05)  # still busy when the next request comes: another thread would be started
+            return convert(*args)
+
+        ingestor._convert = noting  # type: ignore[method-assign]
+        async with writer:
+            ingestor.writer = writer
+            names = [f"span-{i}-" + "x" * 200 for i in range(200)]  # ~45 KiB: over the inline limit
+            await asyncio.gather(*(ingestor.export("p1", _request(names, [0] * 200), PROTOBUF) for _ in range(8)))
+        assert store.query("SELECT count() AS n FROM spans") == [{"n": 1600}]
+    assert len(seen) == threads and all(name.startswith("agentwatch-decode") for name in seen)
