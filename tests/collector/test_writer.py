@@ -271,3 +271,25 @@ async def test_large_bodies_are_decoded_on_as_many_threads_as_configured(tmp_pat
             await asyncio.gather(*(ingestor.export("p1", _request(names, [0] * 200), PROTOBUF) for _ in range(8)))
         assert store.query("SELECT count() AS n FROM spans") == [{"n": 1600}]
     assert len(seen) == threads and all(name.startswith("agentwatch-decode") for name in seen)
+
+
+async def test_the_c_heap_is_trimmed_every_eighth_body_decoded_in_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bodies decoded in a thread free ~1 MB each between the queue's buffers: every 8th, the
+    heap's free pages go back (``collector.ingest.heap``); small bodies decoded inline do not count."""
+    from agentwatch_platform.collector.ingest import pipeline
+
+    trims: list[str] = []
+    monkeypatch.setattr(pipeline.heap, "trim", lambda: trims.append(threading.current_thread().name) or True)
+    settings = Settings.from_env(data_dir=tmp_path, max_queue_spans=100_000)
+    store = ChdbStore(tmp_path / "chdb")
+    with _pipeline(tmp_path, settings, store, flush_rows=100_000, max_queue_spans=100_000) as (ingestor, writer, _):
+        async with writer:
+            ingestor.writer = writer
+            large = [f"span-{i}-" + "x" * 200 for i in range(200)]  # ~45 KiB: decoded in a thread
+            for _ in range(17):
+                await ingestor.export("p1", _request(large, [0] * 200), PROTOBUF)
+            for _ in range(9):
+                await ingestor.export("p1", _request(["small"], [0]), PROTOBUF)  # inline
+            assert len(trims) == 2 and all(name.startswith("agentwatch-decode") for name in trims)
