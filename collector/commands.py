@@ -95,7 +95,8 @@ def _tune_malloc(threshold_bytes: int) -> None:
     also turns the growth off) 148 for 110. 256 KiB cost ~10 % of the ingest rate with captured text
     (mmap and page faults per large buffer); with the texts written to the store's text files at
     decode (collector.storage.texts), 512 KiB took a burst's peak from ~255-270 to 241-258 MB for
-    ~6-12 % of the rate with text. Off unless AGENTWATCH_MALLOC_MMAP_THRESHOLD_BYTES is set. No-op
+    ~6-12 % of the rate with text; with the decoding thread trimming the heap every 8th body
+    (collector.ingest.pipeline), no lower peak at all. Off unless AGENTWATCH_MALLOC_MMAP_THRESHOLD_BYTES is set. No-op
     where the C library is not glibc."""
     if threshold_bytes <= 0:
         return

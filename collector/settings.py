@@ -124,7 +124,7 @@ class Settings:
         default=128 * 1024 * 1024,
         metadata={
             "env": "MAX_QUEUE_BYTES",
-            "doc": "bytes of decoded spans kept in memory until inserted (a batch takes at most half); beyond it they wait on disk, decoded, in <data dir>/spill (memory-mapped back at insert, not the collector's anonymous memory). An embedded store's spans wait without their captured texts (written to its text files as they are decoded), so the bound is in text-free bytes there; a ClickHouse-backed collector queues the texts too, and the bound is what keeps large prompts from growing its memory. A 600k-span burst with captured text on embedded chDB peaked at ~240-250 MB anonymous with 128 MiB, 32 MiB, 16 MiB or no bound (bench/results/scale.md); 16 MiB cost ~25 % of the spans/s without captured text (smaller inserts). 0: no bound in bytes (the queue is bounded in spans only)",
+            "doc": "bytes of decoded spans kept in memory until inserted (a batch takes at most half); beyond it they wait on disk, decoded, in <data dir>/spill (memory-mapped back at insert, not the collector's anonymous memory). An embedded store's spans wait without their captured texts (written to its text files as they are decoded), so the bound is in text-free bytes there; a ClickHouse-backed collector queues the texts too, and the bound is what keeps large prompts from growing its memory. A 600k-span burst with captured text on embedded chDB peaked at 240-254 MB anonymous with 128 MiB, 32 MiB, 16 MiB or no bound (bench/results/scale.md); 16 MiB cost ~25 % of the spans/s without captured text (smaller inserts). 0: no bound in bytes (the queue is bounded in spans only)",
         },
     )
     chdb_cache_bytes: int = field(
@@ -173,7 +173,7 @@ class Settings:
         default=0,
         metadata={
             "env": "MALLOC_MMAP_THRESHOLD_BYTES",
-            "doc": "glibc: fix malloc's mmap threshold so that buffers above it are returned to the OS when freed instead of fragmenting the heap. With captured texts kept out of chDB (an embedded store), 524288 took a 600k-span burst with text from ~255-270 to 241-258 MB anonymous at its peak (ten runs, median 246; bench/results/scale.md), for ~6 % of that burst's spans/s and ~12 % of bench.ingest's HTTP rate with text (page faults of the buffers mapped anew); 262144 cost ~10 % with text before. 0 leaves glibc's dynamic threshold",
+            "doc": "glibc: fix malloc's mmap threshold so that buffers above it are returned to the OS when freed instead of fragmenting the heap. With captured texts kept out of chDB (an embedded store), 524288 took a 600k-span burst with text from ~255-270 to 241-258 MB anonymous at its peak (ten runs, median 246; bench/results/scale.md), for ~6 % of that burst's spans/s and ~12 % of bench.ingest's HTTP rate with text (page faults of the buffers mapped anew); since the decoding thread trims the heap itself (every 8th body) it no longer lowers the peak (242 against 238-248 MB) and still costs ~10 % of the burst's spans/s; 262144 cost ~10 % with text before. 0 leaves glibc's dynamic threshold",
         },
     )
     collector_pandas: bool = field(
