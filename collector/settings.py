@@ -108,7 +108,7 @@ class Settings:
         default=1,
         metadata={
             "env": "DECODE_THREADS",
-            "doc": "threads decoding request bodies over 32 KiB (smaller ones are decoded on the event loop). The decoders hold Python's GIL, so a second thread added no spans/s on 2 cores but ~15-25 MB to the peak of a burst with captured text (another C heap and more requests decoded at once, bench/results/scale.md). Raise it where gzip bodies dominate: inflating them releases the GIL",
+            "doc": "threads decoding request bodies over 32 KiB (smaller ones are decoded on the event loop). The decoders hold Python's GIL, so a second thread added no spans/s on 2 cores but 13-26 MB to the peak of a burst with captured text (another C heap and more requests decoded at once, bench/results/scale.md). Raise it where gzip bodies dominate: inflating them releases the GIL",
         },
     )
     flush_rows: int = field(
@@ -152,7 +152,7 @@ class Settings:
         default=1,
         metadata={
             "env": "CHDB_ALLOCATOR_ARENAS",
-            "doc": "embedded chDB: the arenas its allocator (jemalloc) spreads allocations over (percpu_arena:disabled,narenas:N); ClickHouse's default is one per CPU, where pages an insert frees in one arena are not reused by the next statement running in another: one arena took the peak of an 8 MB insert from 35-60 to 30-40 MB and a burst's peak ~10 MB lower (bench/results/scale.md). 0: one per CPU. Ignored when JE_MALLOC_CONF is set",
+            "doc": "embedded chDB: the arenas its allocator (jemalloc) spreads allocations over (percpu_arena:disabled,narenas:N); ClickHouse's default is one per CPU, where pages an insert frees in one arena are not reused by the next statement running in another: one arena took the peak of an 8 MB insert from 35-60 to 30-40 MB and a burst's peak 7-24 MB lower in six alternating pairs (bench/results/scale.md). 0: one per CPU. Ignored when JE_MALLOC_CONF is set",
         },
     )
     chdb_merge_threads: int = field(
