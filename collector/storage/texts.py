@@ -110,19 +110,17 @@ class TextStore:
         texts = table.select(list(BLOCK_SCHEMA.names))
         refs = refs.copy()
         for day in np.unique(days[captured]):
-            of_day = pending & (days == day)  # a frame holds every pending span of its day: no copy in the usual case
+            on_day = days == day
+            of_day = pending & on_day  # a frame holds every pending span of its day: no copy in the usual case
             block = texts if of_day.all() else texts.filter(pa.array(of_day))
-            refs[captured & (days == day)] = (int(day) << _OFFSET_BITS) | self._append(
+            refs[captured & on_day] = (int(day) << _OFFSET_BITS) | self._append(
                 int(day), _payload(block, self._options)
             )
+        kept = (has_text & ~pending).any()  # rows whose texts are stored already keep them (their ref says where)
+        empty = None if kept else _empty_strings(table.num_rows)
         for name in TEXT_COLUMNS:
-            index = table.schema.get_field_index(name)
-            emptied = (
-                _empty_strings(table.num_rows)
-                if not (has_text & ~pending).any()
-                else pc.if_else(pa.array(~captured), table.column(name), "")
-            )
-            table = table.set_column(index, name, emptied)
+            emptied = pc.if_else(pa.array(~captured), table.column(name), "") if kept else empty
+            table = table.set_column(table.schema.get_field_index(name), name, emptied)
         self._expire_hourly()
         return _with_refs(table, refs)
 
