@@ -44,6 +44,7 @@ from agentwatch_api.schemas import (
     WhatIf,
     finite_total,
 )
+from agentwatch_platform.collector.query.engine_calls import fold_engine_figures
 from agentwatch_platform.collector.query.levers import lever_savings
 from agentwatch_platform.collector.query.whatif import whatif as estimate_whatif
 from agentwatch_platform.collector.storage import queries as q
@@ -256,7 +257,7 @@ def get_run(
         if (feedback := _feedback(store, params))
         else RunSummary(**run),
         spans=with_engine_facts(
-            flag_broken_parents(_SPANS.validate_python(spans))
+            flag_broken_parents(_SPANS.validate_python(fold_engine_figures(spans)))
         ),  # one call into pydantic-core: 10k spans must load fast
         feedback=feedback,
         agent_median_cost_usd=_agent_median(store, project, run),

@@ -149,3 +149,13 @@ def test_run_status_agent_and_model(stack: Stack, scenario: Scenario) -> None:
     assert run["status"] == "ok"  # the agent handled its tool's failure
     assert run["agent"] == "researcher"
     assert run["models"] == ["sim-large"]
+
+
+def test_per_call_figures_add_up_to_the_run(stack: Stack, scenario: Scenario) -> None:
+    """The run detail's rows (the engine's cached-token discount on the call's row) sum to the run."""
+    detail = _detail(stack, scenario)
+    calls = [s for s in detail["spans"] if s["kind"] != "run"]
+    assert all(s["cost_usd"] >= 0 for s in calls), [(s["name"], s["cost_usd"]) for s in calls]
+    assert sum(s["cost_usd"] for s in calls) == detail["run"]["cost_usd"]
+    for name in ("input_tokens", "output_tokens", "cached_tokens"):
+        assert sum(s[name] for s in calls) == detail["run"][name], name

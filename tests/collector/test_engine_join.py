@@ -294,3 +294,25 @@ def test_stored_client_without_response_id_joins_by_usage_and_time(store: Store,
     clock.now = t0 + 600
     assert join.reconcile(store) == 0
     assert totals(store, t0)["cached_tokens"] == 64
+
+
+@pytest.mark.parametrize("engine_first", [True, False], ids=["engine-first", "client-first"])
+def test_run_detail_calls_add_up_to_the_run(
+    store: Store, t0: float, engine_first: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The engine's cached-token discount lands on the call's row: per-call costs and tokens sum
+    to the run's exactly, no row is negative, and no false "cost total" error is logged."""
+    join = EngineJoin(wait_s=30, pricer=PRICE, clock=Clock(t0 + 5))
+    run, call = run_with_call(t0, response_id="chatcmpl-21")
+    engine = engine_span(call, parent=True, request_id="chatcmpl-21")
+    for rows in ([engine], run) if engine_first else (run, [engine]):
+        ingest(store, join, rows)
+    with caplog.at_level("ERROR"):
+        detail = query.get_run(store, P, call.trace_id)
+    assert detail is not None and not [r for r in caplog.records if r.levelname == "ERROR"]
+    (llm,) = [s for s in detail.spans if s.kind == "llm"]
+    assert llm.cached_tokens == 64 and llm.cost_usd == engine_cost()  # the discount on the call's row
+    assert all(s.cost_usd >= 0 for s in detail.spans)
+    assert sum(s.cost_usd for s in detail.spans if s.kind != "run") == detail.run.cost_usd
+    for name in ("input_tokens", "output_tokens", "cached_tokens"):
+        assert sum(getattr(s, name) for s in detail.spans if s.kind != "run") == getattr(detail.run, name)
