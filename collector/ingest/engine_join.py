@@ -29,6 +29,12 @@ Two halves, because the two records arrive in either order, seconds apart:
   engine views count it once. Its span id derives from the engine span's, so a repeat is deduplicated.
   A client span that arrives later than ``wait_s`` would count the call a second time: the wait
   (``AGENTWATCH_ENGINE_JOIN_WAIT_S``) should exceed the client's export delay.
+
+An engine shared by projects exports with one project's key while its callers' spans are in
+theirs. By trace context or request id (never by usage alone) both halves also look in the other
+projects: a call is billed once, in its client's project (``_join_elsewhere``: the engine row stays
+home marked ``BILLED_IN``, a copy joins the client's span), and the billing pass bills the engine's
+project only for calls no project's client recorded.
 """
 
 from __future__ import annotations
@@ -58,6 +64,8 @@ ENGINE_SPAN = "agentwatch.engine.span_id"
 ENGINE_TRACE = "agentwatch.engine.trace_id"
 ENGINE_PARENT = "agentwatch.engine.parent_span_id"
 CLIENT_SPAN = "agentwatch.engine.client_span_id"
+BILLED_IN = "agentwatch.engine.billed_in"  # on an engine row whose call another project's client recorded
+ENGINE_PROJECT = "agentwatch.engine.project"  # on a call's rows: the project the engine exports to
 TTFT_SOURCE = "agentwatch.ttft.source"
 TTFT_COUNTED = "agentwatch.ttft.counted"
 _TIMINGS = ("ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s")
@@ -67,6 +75,8 @@ _SLACK_NS = 1_000_000_000  # clocks of client and engine differ: 1 s either side
 _USAGE_SLACK_NS = 250_000_000
 _MAX_FACTS = 100_000
 _FACT_TTL_S = 600.0
+_ELSEWHERE_BEFORE_NS = 900 * 10**9  # another project's client span starts at most this before the engine's
+_ELSEWHERE_AFTER_NS = 60 * 10**9
 _LOOKBACK_S = 3600.0  # at start, engine spans this old are checked again
 _MAX_PER_PASS = 5000
 
@@ -107,8 +117,9 @@ class EngineJoin:
         self._clock = clock
         self._lock = threading.Lock()
         self._facts: OrderedDict[tuple[str, str], _Fact] = OrderedDict()  # (project, span id), oldest first
-        self._by_request: dict[tuple[str, str], _Fact] = {}
-        self._by_parent: dict[tuple[str, str], _Fact] = {}
+        # By request id and by parent span id alone: a client span of any project may claim a fact.
+        self._by_request: dict[str, _Fact] = {}
+        self._by_parent: dict[str, _Fact] = {}
         self._by_usage: dict[tuple[str, str, int, int], list[_Fact]] = {}
         self._started = clock()
         self._watermark_ns = int((self._started - _LOOKBACK_S) * 1e9)
@@ -125,8 +136,9 @@ class EngineJoin:
         engine = pc.equal(table.column("kind"), sc.KIND_ENGINE)
         if pc.any(engine).as_py():
             rows = _rows(table.filter(engine))
-            waiting = self._join_stored(store, rows) if store is not None else rows
+            waiting, copies = self._join_stored(store, rows) if store is not None else (rows, [])
             self._remember(waiting)
+            rows.extend(copies)
             table = pa.concat_tables([table.filter(pc.invert(engine)), pa.Table.from_pylist(rows, schema=table.schema)])
         kinds = table.column("kind")
         with self._lock:
@@ -140,13 +152,13 @@ class EngineJoin:
             self._enrich(row)
         return pa.concat_tables([table.filter(pc.invert(mask)), pa.Table.from_pylist(rows, schema=table.schema)])
 
-    def _join_stored(self, store: Store, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Join engine rows to client LLM spans already stored; returns the rows still waiting."""
+    def _join_stored(
+        self, store: Store, rows: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Join engine rows to client LLM spans already stored, in their project or another's;
+        returns the rows still waiting and the copies that join other projects' calls."""
         waiting = []
-        by_project: dict[str, list[dict[str, Any]]] = {}
-        for row in rows:
-            by_project.setdefault(row["project"], []).append(row)
-        for project, group in by_project.items():
+        for project, group in _by_project(rows).items():
             try:
                 clients = store.query(queries.CLIENT_LLM_SPANS_OF_ENGINE_ROWS, _stored_params(project, group))
             except StoreError as exc:  # the reconcile pass still counts the call once
@@ -167,7 +179,45 @@ class EngineJoin:
                     if client in unnamed:
                         unnamed.remove(client)
                     self._join_to(row, client)
-        return waiting
+        return self._join_elsewhere(store, waiting)
+
+    def _join_elsewhere(
+        self, store: Store, rows: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Engine rows whose call a client of another project recorded (an engine shared by projects):
+        the call is billed there. The engine's row stays in its project, marked ``BILLED_IN``, and
+        a copy joins the client's span in the client's project (what the engine adds to the call,
+        its timings). Both rows' keys derive from the engine span's: a redelivery changes nothing."""
+        waiting = [r for r in rows if not (r["parent_span_id"] or r["request_id"])]
+        copies = []
+        for project, group in _by_project([r for r in rows if r["parent_span_id"] or r["request_id"]]).items():
+            try:
+                clients = store.query(
+                    queries.CLIENT_LLM_SPANS_ELSEWHERE_OF_ENGINE_ROWS, _elsewhere_params(project, group)
+                )
+            except StoreError as exc:  # the reconcile pass still counts the call once
+                log.warning("engine join: looking up other projects' client spans failed: %s", exc)
+                waiting.extend(group)
+                continue
+            by_parent = {(c["trace_id"], c["span_id"]): c for c in clients}
+            by_request = {c["request_id"]: c for c in clients if c["request_id"]}
+            for row in group:
+                client = by_parent.get((row["trace_id"], row["parent_span_id"])) or by_request.get(row["request_id"])
+                if client is None:
+                    waiting.append(row)
+                else:
+                    copies.append(self._claimed_elsewhere(row, client))
+        return waiting, copies
+
+    def _claimed_elsewhere(self, row: dict[str, Any], client: dict[str, Any]) -> dict[str, Any]:
+        """Mark the engine row billed in the client's project; return its copy under the client span."""
+        copy = dict(row, project=client["project"])
+        self._join_to(copy, client)
+        copy["attributes"] = [*copy["attributes"], (ENGINE_PROJECT, row["project"])]
+        attributes = dict(row["attributes"] or [])
+        attributes[CLIENT_SPAN], attributes[BILLED_IN] = client["span_id"], client["project"]
+        row["attributes"] = list(attributes.items())
+        return copy
 
     def _join_to(self, row: dict[str, Any], client: dict[str, Any]) -> None:
         """An engine row under its stored client span, counting what the client missed."""
@@ -197,9 +247,9 @@ class EngineJoin:
                     continue  # a redelivery
                 self._facts[(fact.project, fact.span_id)] = fact
                 if fact.parent_span_id:
-                    self._by_parent[(fact.project, fact.parent_span_id)] = fact
+                    self._by_parent[fact.parent_span_id] = fact
                 if fact.request_id:
-                    self._by_request[(fact.project, fact.request_id)] = fact
+                    self._by_request[fact.request_id] = fact
                 if fact.model and fact.input_tokens:
                     self._by_usage.setdefault(fact.usage_key, []).append(fact)
             self._expire(now)
@@ -213,9 +263,9 @@ class EngineJoin:
 
     def _candidates(self, table: pa.Table, llm: pa.Array) -> pa.Array:
         """LLM rows that may have an engine fact waiting (checked exactly in ``_enrich``)."""
-        wanted = pc.is_in(table.column("request_id"), value_set=pa.array([k[1] for k in self._by_request], pa.string()))
+        wanted = pc.is_in(table.column("request_id"), value_set=pa.array(list(self._by_request), pa.string()))
         wanted = pc.or_(
-            wanted, pc.is_in(table.column("span_id"), value_set=pa.array([k[1] for k in self._by_parent], pa.string()))
+            wanted, pc.is_in(table.column("span_id"), value_set=pa.array(list(self._by_parent), pa.string()))
         )
         if self._by_usage:
             models = pa.array(sorted({k[1] for k in self._by_usage}), pa.string())
@@ -236,17 +286,19 @@ class EngineJoin:
             row["cached_tokens"] = fact.cached_tokens
             self._reprice(row)
         attributes[ENGINE_SPAN] = fact.span_id
+        if fact.project != row["project"]:  # an engine shared by projects: the call is billed here
+            attributes[ENGINE_PROJECT] = fact.project
         if fact.trace_id != row["trace_id"]:
             attributes[ENGINE_TRACE] = fact.trace_id
         row["attributes"] = list(attributes.items())
 
     def _claim(self, row: dict[str, Any]) -> _Fact | None:
-        """The engine fact of this client span (removed from every index), or None."""
-        project = row["project"]
+        """The engine fact of this client span (removed from every index), or None. By trace
+        context or request id the fact may be another project's (an engine shared by projects)."""
         with self._lock:
-            fact = self._by_parent.get((project, row["span_id"]))
+            fact = self._by_parent.get(row["span_id"])
             if fact is None and row["request_id"]:
-                fact = self._by_request.get((project, row["request_id"]))
+                fact = self._by_request.get(row["request_id"])
             if fact is None and not row["request_id"]:
                 fact = self._by_usage_match(row)
             if fact is not None:
@@ -260,8 +312,10 @@ class EngineJoin:
 
     def _forget(self, fact: _Fact) -> None:
         self._facts.pop((fact.project, fact.span_id), None)
-        self._by_parent.pop((fact.project, fact.parent_span_id), None)
-        self._by_request.pop((fact.project, fact.request_id), None)
+        if self._by_parent.get(fact.parent_span_id) is fact:
+            del self._by_parent[fact.parent_span_id]
+        if self._by_request.get(fact.request_id) is fact:
+            del self._by_request[fact.request_id]
         facts = self._by_usage.get(fact.usage_key)
         if facts is not None and fact in facts:
             facts.remove(fact)
@@ -320,37 +374,47 @@ class EngineJoin:
         return len(bills)
 
     def _unmatched(self, store: Store, engine: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The engine spans no client LLM span accounts for: first in their own project, then, by
+        trace context or request id, in any other (an engine shared by projects)."""
         left = []
-        by_project: dict[str, list[dict[str, Any]]] = {}
-        for e in engine:
-            by_project.setdefault(e["project"], []).append(e)
-        for project, spans in by_project.items():
+        for project, spans in _by_project(engine).items():
             clients = store.query(queries.CLIENT_LLM_SPANS_FOR_ENGINE, _client_params(project, spans))
-            left.extend(match_engine_spans(spans, clients))
+            spans = match_engine_spans(spans, clients)
+            if spans:
+                params = _client_params(project, spans) | _elsewhere_window(spans)
+                clients = store.query(queries.CLIENT_LLM_SPANS_ELSEWHERE_FOR_ENGINE, params)
+                spans = match_engine_spans(spans, clients, rules=_BY_ID)
+            left.extend(spans)
         return left
 
 
-def match_engine_spans(engine: list[dict[str, Any]], clients: list[dict[str, Any]]) -> list[dict[str, Any]]:
+_Rule = Callable[[dict[str, Any], dict[str, Any]], bool]
+# Which client span accounts for an engine span, in order. The first three name the call (the
+# engine span id the client recorded, trace context, request id) and hold across projects.
+_BY_ID: tuple[_Rule, ...] = (
+    lambda e, c: c["engine_span_id"] == e["span_id"],
+    lambda e, c: bool(e["parent_span_id"]) and c["trace_id"] == e["trace_id"] and c["span_id"] == e["parent_span_id"],
+    lambda e, c: bool(e["request_id"]) and c["request_id"] == e["request_id"],
+)
+_RULES: tuple[_Rule, ...] = (
+    *_BY_ID,
+    lambda e, c: (
+        c["trace_id"] == e["trace_id"]
+        and _inside(_ns(e["start_time"]), _ns(e["end_time"]), _ns(c["start_time"]), _ns(c["end_time"]))
+    ),
+    lambda e, c: (
+        (c["model"], c["input_tokens"], c["output_tokens"]) == (e["model"], e["input_tokens"], e["output_tokens"])
+        and not c["request_id"]
+        and _inside(_ns(e["start_time"]), _ns(e["end_time"]), _ns(c["start_time"]), _ns(c["end_time"]), _USAGE_SLACK_NS)
+    ),
+)
+
+
+def match_engine_spans(
+    engine: list[dict[str, Any]], clients: list[dict[str, Any]], *, rules: tuple[_Rule, ...] = _RULES
+) -> list[dict[str, Any]]:
     """The engine spans no client LLM span accounts for (each client span accounts for one)."""
     free = list(clients)
-    rules: tuple[Callable[[dict[str, Any], dict[str, Any]], bool], ...] = (
-        lambda e, c: c["engine_span_id"] == e["span_id"],
-        lambda e, c: (
-            bool(e["parent_span_id"]) and c["trace_id"] == e["trace_id"] and c["span_id"] == e["parent_span_id"]
-        ),
-        lambda e, c: bool(e["request_id"]) and c["request_id"] == e["request_id"],
-        lambda e, c: (
-            c["trace_id"] == e["trace_id"]
-            and _inside(_ns(e["start_time"]), _ns(e["end_time"]), _ns(c["start_time"]), _ns(c["end_time"]))
-        ),
-        lambda e, c: (
-            (c["model"], c["input_tokens"], c["output_tokens"]) == (e["model"], e["input_tokens"], e["output_tokens"])
-            and not c["request_id"]
-            and _inside(
-                _ns(e["start_time"]), _ns(e["end_time"]), _ns(c["start_time"]), _ns(c["end_time"]), _USAGE_SLACK_NS
-            )
-        ),
-    )
     unmatched = list(engine)
     for rule in rules:
         still = []
@@ -374,6 +438,32 @@ def _client_params(project: str, spans: list[dict[str, Any]]) -> dict[str, Any]:
         "span_ids": sorted({e["span_id"] for e in spans}),
         "models": sorted({e["model"] for e in spans if e["model"]}),
     }
+
+
+def _elsewhere_window(spans: list[dict[str, Any]]) -> dict[str, int]:
+    """Where another project's client span of these engine spans can start: the whole installation
+    is scanned there, so the window is narrower than ``_client_params``'."""
+    return {
+        "lo_ns": min(_ns(e["start_time"]) for e in spans) - _ELSEWHERE_BEFORE_NS,
+        "hi_ns": max(_ns(e["end_time"]) for e in spans) + _ELSEWHERE_AFTER_NS,
+    }
+
+
+def _elsewhere_params(project: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "project": project,
+        **_elsewhere_window(rows),
+        "trace_ids": sorted({r["trace_id"] for r in rows if r["parent_span_id"]}),
+        "parents": sorted({r["parent_span_id"] for r in rows if r["parent_span_id"]}),
+        "request_ids": sorted({r["request_id"] for r in rows if r["request_id"]}),
+    }
+
+
+def _by_project(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row["project"], []).append(row)
+    return groups
 
 
 def _bill(e: dict[str, Any]) -> SpanRow:

@@ -828,6 +828,33 @@ WHERE project = {project:String} AND kind = 'llm'
        OR attributes['agentwatch.engine.span_id'] IN {span_ids:Array(String)}
        OR (request_id = '' AND model IN {models:Array(String)}))"""
 
+# One engine serving several projects (it exports with one project's key): client LLM spans of the
+# *other* projects by trace context or request id only (never by model and tokens across projects).
+# The window is narrower than a project's own look-up: the whole installation is scanned.
+_ELSEWHERE = """project != {project:String} AND kind = 'llm'
+  AND spans.start_time BETWEEN fromUnixTimestamp64Nano({lo_ns:Int64}) AND fromUnixTimestamp64Nano({hi_ns:Int64})
+  AND attributes['agentwatch.engine.only'] != 'true'"""
+
+# ... for the reconcile pass: those that account for engine spans still unbilled.
+CLIENT_LLM_SPANS_ELSEWHERE_FOR_ENGINE = f"""
+SELECT trace_id, span_id, request_id, toString(model) AS model, input_tokens, output_tokens,
+    attributes['agentwatch.engine.span_id'] AS engine_span_id,
+    toUnixTimestamp64Nano(spans.start_time) AS start_time, toUnixTimestamp64Nano(spans.end_time) AS end_time
+FROM spans
+WHERE {_ELSEWHERE}
+  AND (trace_id IN {{trace_ids:Array(String)}} OR request_id IN {{request_ids:Array(String)}}
+       OR attributes['agentwatch.engine.span_id'] IN {{span_ids:Array(String)}})"""
+
+# ... for a batch's engine rows: stored client spans not yet joined, with what the join needs.
+CLIENT_LLM_SPANS_ELSEWHERE_OF_ENGINE_ROWS = f"""
+SELECT toString(project) AS project, trace_id, span_id, request_id, ttft_s IS NULL AS no_ttft, cached_tokens,
+    input_tokens, output_tokens, toString(model) AS model, toString(provider) AS provider, cost_usd,
+    toUnixTimestamp64Nano(spans.start_time) AS start_time, toUnixTimestamp64Nano(spans.end_time) AS end_time
+FROM spans
+WHERE {_ELSEWHERE} AND attributes['agentwatch.engine.span_id'] = ''
+  AND ((trace_id IN {{trace_ids:Array(String)}} AND span_id IN {{parents:Array(String)}})
+       OR (request_id != '' AND request_id IN {{request_ids:Array(String)}}))"""
+
 # --- runs whose root has not arrived (collector.ingest.live_runs) --------------------------------------
 # An opening head in runs_agg for each trace of ``trace_ids`` with spans but no root stored yet:
 # what lists a running run (and, after the idle timeout, an incomplete one) before its root.

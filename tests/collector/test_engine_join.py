@@ -316,3 +316,41 @@ def test_run_detail_calls_add_up_to_the_run(
     assert sum(s.cost_usd for s in detail.spans if s.kind != "run") == detail.run.cost_usd
     for name in ("input_tokens", "output_tokens", "cached_tokens"):
         assert sum(getattr(s, name) for s in detail.spans if s.kind != "run") == getattr(detail.run, name)
+
+
+ENGINE_HOME, AGENTS = "engine-home", "agents"  # one engine exporting with the first project's key
+
+
+def spend(store: Store) -> dict[str, float]:
+    rows = store.query("SELECT toString(project) AS p, sum(cost_usd) AS c FROM spans WHERE kind != 'run' GROUP BY p")
+    return {r["p"]: r["c"] for r in rows}
+
+
+@pytest.mark.parametrize("link", ["traceparent", "request-id"])
+@pytest.mark.parametrize("engine_first", [True, False], ids=["engine-first", "client-first"])
+def test_engine_shared_by_projects_bills_each_call_once(store: Store, t0: float, link: str, engine_first: bool) -> None:
+    """Project B's agent calls an engine that exports to project A: the call is billed once, in B
+    (with the engine's cached-token discount and timings); A bills only the call nobody claimed."""
+    clock = Clock(t0 + 5)
+    join = EngineJoin(wait_s=30, pricer=PRICE, clock=clock)
+    run, call = run_with_call(t0, response_id="chatcmpl-31")
+    run = [replace(row, project=AGENTS) for row in run]
+    engine = replace(engine_span(call, parent=link == "traceparent", request_id="chatcmpl-31"), project=ENGINE_HOME)
+    _, unclaimed = run_with_call(t0 + 10)  # a call of a client that records nothing
+    lonely = replace(engine_span(unclaimed, parent=False, request_id="chatcmpl-32"), project=ENGINE_HOME)
+    for rows in ([engine, lonely], run) if engine_first else (run, [engine, lonely]):
+        ingest(store, join, rows)
+    clock.now = t0 + 600
+    assert join.reconcile(store) == 1  # the unclaimed call only
+    assert EngineJoin(wait_s=30, clock=Clock(t0 + 700)).reconcile(store) == 1  # after a restart: deduplicated
+    got = spend(store)
+    assert got[AGENTS] == pytest.approx(engine_cost(), rel=1e-12)  # B's call, at the engine's cached price
+    assert got[ENGINE_HOME] == pytest.approx(engine_cost(), rel=1e-12)  # A: the unclaimed call alone
+    assert sum(got.values()) == pytest.approx(2 * engine_cost(), rel=1e-12)  # every call once, installation-wide
+    detail = query.get_run(store, AGENTS, call.trace_id)
+    assert detail is not None and detail.run.cost_usd == pytest.approx(engine_cost(), rel=1e-12)
+    (llm,) = [s for s in detail.spans if s.kind == "llm"]
+    assert (llm.cached_tokens, llm.queue_s) == (64, pytest.approx(0.01))
+    assert llm.cost_usd == detail.run.cost_usd  # the call's row holds the call's whole cost
+    home = query.overview(store, ENGINE_HOME, start=t0 - 60, end=t0 + 600).figures
+    assert home["input_tokens"].value == 120  # the unclaimed call's tokens, not B's call again
