@@ -54,7 +54,7 @@ from agentwatch_platform.collector.storage.base import Store, StoreError, StoreU
 from agentwatch_platform.collector.storage.lease import holder_id
 from agentwatch_platform.collector.storage.model import SpanRow
 from agentwatch_platform.collector.storage.run_closes import RunCloser
-from agentwatch_platform.collector.storage.texts import TextStore
+from agentwatch_platform.collector.storage.texts import TextSearch, TextStore
 
 log = logging.getLogger(__name__)
 
@@ -122,10 +122,10 @@ class StoreHandle:
     def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         self.get().insert_rows(table, columns, rows)
 
-    def read_texts(self, spans: list[dict[str, Any]]) -> None:
-        self.get().read_texts(spans)
+    def read_texts(self, spans: list[dict[str, Any]], *, project: str = "", trace_id: str = "") -> None:
+        self.get().read_texts(spans, project=project, trace_id=trace_id)
 
-    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str) -> list[str]:
+    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str) -> TextSearch:
         return self.get().search_texts(project, start_ns, end_ns, needle)
 
     def text_store(self) -> TextStore | None:
@@ -274,6 +274,7 @@ def _lifespan(
                 queued=lambda: writer.queued_spans,
                 spool_bytes=lambda: ingestor.spool.size_bytes,
                 lease_overruns=lambda: _lease_overruns(handle),
+                text_files=lambda: _text_files(handle),
             )
             _runtime_files(app, settings, stack)
             await _start_grpc(app, settings, stack)
@@ -295,6 +296,12 @@ def _lease_overruns(handle: StoreHandle) -> float:
     """Span-writer lease overruns of the open store (0 with chDB: one writer, no lease)."""
     lock = getattr(handle.peek(), "write_lock", None)
     return float(lock.overruns) if lock is not None else 0.0
+
+
+def _text_files(handle: StoreHandle) -> tuple[float, float]:
+    """Spans whose texts the open store's text files refused, and day files reopened (0 without them)."""
+    texts = getattr(handle.peek(), "texts", None)
+    return (float(texts.write_failures), float(texts.reopened)) if texts is not None else (0.0, 0.0)
 
 
 def _announce_decoder(settings: Settings, metrics: Metrics) -> None:

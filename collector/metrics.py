@@ -76,18 +76,35 @@ class Metrics:
             "Batch inserts that outlasted the span-writer lease (many collectors on one ClickHouse): each may have stored a batch twice; raise AGENTWATCH_LEASE_TTL_S",
             registry=r,
         )
+        self.text_write_failures = Gauge(
+            "agentwatch_collector_text_write_failures",
+            "Spans whose captured text the text files refused (disk full, directory gone); kept in the spans table instead",
+            registry=r,
+        )
+        self.text_files_reopened = Gauge(
+            "agentwatch_collector_text_files_reopened",
+            "Day files of captured text found removed or replaced under the collector and opened anew (what was in them is unreadable)",
+            registry=r,
+        )
         self._recent_lags: deque[float] = deque(maxlen=4096)
         self.totals = {"received": 0, "rejected": 0, "stored": 0}
         # per project (projects come from API keys, so this stays small): what /api/ingest shows a key
         self.by_project: dict[str, dict[str, int]] = {}
 
     def bind(
-        self, *, queued: Callable[[], float], spool_bytes: Callable[[], float], lease_overruns: Callable[[], float]
+        self,
+        *,
+        queued: Callable[[], float],
+        spool_bytes: Callable[[], float],
+        lease_overruns: Callable[[], float],
+        text_files: Callable[[], tuple[float, float]] = lambda: (0.0, 0.0),
     ) -> None:
-        """Gauges read live values at scrape time."""
+        """Gauges read live values at scrape time; ``text_files``: (write failures, reopened)."""
         self.queued.set_function(queued)
         self.spool_bytes.set_function(spool_bytes)
         self.lease_overruns.set_function(lease_overruns)
+        self.text_write_failures.set_function(lambda: text_files()[0])
+        self.text_files_reopened.set_function(lambda: text_files()[1])
 
     def on_request(
         self, transport: str, code: int, received: int, rejected: int, reason: str = "invalid", *, project: str = ""

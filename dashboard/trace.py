@@ -311,6 +311,22 @@ def _field_text(name: str, value: Any) -> str:
     return f"{value:.9g}" if isinstance(value, float) else str(value)
 
 
+# What a span without captured text shows instead (``SpanOut.text_state``): absence, removal and
+# damage are three different answers to "where is the prompt?".
+TEXT_NOTES = {
+    "not_captured": "Not captured: prompt and completion capture is off (`agentwatch.init(capture_content=True)`) or there was nothing to capture.",
+    "removed": "Removed by retention or a deletion.",
+    "damaged": "Unreadable (damaged): this text was stored, but its file is gone, torn or corrupt.",
+}
+
+
+def text_note(span: SpanOut) -> str | None:
+    """Why the span shows no prompt or completion, or None when it shows what was captured."""
+    if span.text_state == "captured" or (span.text_state == "not_captured" and (span.input_text or span.output_text)):
+        return None
+    return TEXT_NOTES.get(span.text_state)
+
+
 def find(spans: Sequence[SpanOut], span_id: str) -> SpanOut | None:
     return next((s for s in spans if s.span_id == span_id), None)
 

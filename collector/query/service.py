@@ -200,8 +200,11 @@ def list_runs(
         "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s),
         **filters,
     }
+    warnings: list[str] = []
     if filters.get("search") is not None:  # as queries.RUN_SEARCH's captured-text window: a day past the end
-        params["text_traces"] = store.search_texts(project, start_ns, end_ns + 86_400 * 10**9, filters["search"])
+        found = store.search_texts(project, start_ns, end_ns + 86_400 * 10**9, filters["search"])
+        params["text_traces"] = found.trace_ids
+        warnings = [f"captured text not searched: {line}" for line in found.unreadable]
     descending = sort.startswith("-")
     open_state = filters.get("status") in ("running", "incomplete")  # known only from whole-run merges
     if field in q.HEAD_SORTS and set(_given(filters)) <= set(q.RUN_HEAD_FILTERS) and not open_state:
@@ -211,7 +214,8 @@ def list_runs(
         where = q.where(q.RUN_FILTERS, params)
         page, count = q.runs_page(where, field, descending), q.runs_count(where)
     rows, total = _page(store, params, page, count)
-    return RunsPage(items=_with_feedback(store, project, rows), total=total, limit=limit, offset=offset)
+    items = _with_feedback(store, project, rows)
+    return RunsPage(items=items, total=total, limit=limit, offset=offset, warnings=warnings)
 
 
 def _given(filters: dict[str, Any]) -> list[str]:
@@ -250,7 +254,7 @@ def get_run(
     if not runs:
         return None
     spans = store.query(q.SPANS_OF_TRACE, {**params, "limit": MAX_TRACE_SPANS})
-    store.read_texts(spans)
+    store.read_texts(spans, project=project, trace_id=trace_id)
     run = runs[0]
     return RunDetail(
         run=RunSummary(**run, feedback_score=_mean_score(feedback))

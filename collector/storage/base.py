@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from agentwatch_platform.collector.storage.texts import TextSearch
+
 from agentwatch_platform.collector.storage.model import SpanRow
 
 
@@ -43,14 +45,16 @@ class Store(Protocol):
     def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Run a parameterised SELECT and return rows as dicts."""
 
-    def read_texts(self, spans: list[dict[str, Any]]) -> None:
+    def read_texts(self, spans: list[dict[str, Any]], *, project: str = "", trace_id: str = "") -> None:
         """Fill in place the captured texts of span rows read with their ``text_ref``
-        (``queries.SPANS_OF_TRACE``) where the store keeps texts outside the spans table; drops
-        ``text_ref``."""
+        (``queries.SPANS_OF_TRACE``; rows without ``project`` or ``trace_id`` columns are of the
+        ``project`` and ``trace_id`` given) and set each row's ``text_state`` (``texts.TEXT_STATES``:
+        captured, not_captured, removed, damaged); drops ``text_ref``. Never another span's text."""
 
-    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str) -> list[str]:
+    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str) -> TextSearch:
         """Trace ids whose captured text kept outside the spans table contains ``needle``
-        (case-insensitive), for spans started in [start_ns, end_ns); [] where texts are in the table."""
+        (case-insensitive), for spans started in [start_ns, end_ns), and the files that could not
+        be read; none where texts are in the table."""
 
     def command(self, sql: str, params: dict[str, Any] | None = None) -> None:
         """Run a statement that returns nothing (DDL, INSERT ... VALUES, ALTER)."""

@@ -21,7 +21,7 @@ from agentwatch_platform.collector.storage.queries_admin import HOLD_MERGES, PUR
 from agentwatch_platform.collector.storage.recent import RecentKeys
 from agentwatch_platform.collector.storage.result_cache import ResultCache, is_read
 from agentwatch_platform.collector.storage.sql_store import SqlStore, arrow_rows
-from agentwatch_platform.collector.storage.texts import TextStore, TextStoreError
+from agentwatch_platform.collector.storage.texts import TextSearch, TextStore, TextStoreError
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +83,10 @@ class ChdbStore(SqlStore):
             log.warning("chDB: %s; these spans keep their captured text in the spans table", exc)
         super()._insert_fresh(fresh, dedup_token)
 
-    def read_texts(self, spans: list[dict[str, Any]]) -> None:
-        self.texts.fill(spans)
+    def read_texts(self, spans: list[dict[str, Any]], *, project: str = "", trace_id: str = "") -> None:
+        self.texts.fill(spans, project=project, trace_id=trace_id)
 
-    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str) -> list[str]:
+    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str) -> TextSearch:
         return self.texts.search(project, start_ns, end_ns, needle)
 
     def _apply_retention(self) -> None:

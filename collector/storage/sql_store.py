@@ -25,7 +25,7 @@ from agentwatch_platform.collector.storage.columns import SPANS_SCHEMA, spans_ta
 from agentwatch_platform.collector.storage.lease import SCHEMA, LeaseLock, SpanWriteLock
 from agentwatch_platform.collector.storage.model import SpanRow
 from agentwatch_platform.collector.storage.recent import RecentKeys, key_hashes, trace_hashes
-from agentwatch_platform.collector.storage.texts import TEXT_REF
+from agentwatch_platform.collector.storage.texts import TEXT_REF, TEXT_STATE, TextSearch, row_state
 
 _KEY = ("project", "trace_id", "span_id")
 _WITH_TEXT_REFS = SPANS_SCHEMA.append(pa.field(TEXT_REF, pa.uint64()))  # spans whose texts a text store holds
@@ -164,14 +164,14 @@ class SqlStore(ABC):
         return pa.concat_tables(found)
 
     # --- captured text ----------------------------------------------------------------------
-    def read_texts(self, spans: list[dict[str, Any]]) -> None:
+    def read_texts(self, spans: list[dict[str, Any]], *, project: str = "", trace_id: str = "") -> None:
         """Texts are in the spans' own columns here (a back end with a text store overrides this)."""
         for span in spans:
-            span.pop(TEXT_REF, None)
+            span[TEXT_STATE] = row_state(span, int(span.pop(TEXT_REF, 0) or 0))
 
-    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str) -> list[str]:
+    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str) -> TextSearch:
         """Nothing beyond the spans table's columns, which ``queries.RUN_SEARCH`` reads itself."""
-        return []
+        return TextSearch()
 
     # --- small tables ----------------------------------------------------------------------
     def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

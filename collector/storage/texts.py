@@ -16,13 +16,28 @@ A file is a header (``_FILE_HEADER``) and frames; each frame holds the texts of 
 
 where the payload is an Arrow IPC stream of ``BLOCK_SCHEMA`` (ZSTD-compressed buffers). A span
 row points at its frame with ``text_ref`` (UInt64): the day (days since 1970) in the high 24
-bits, the frame's offset in the low 40; the span is found in the frame by its span id. 0 (no
-frame is at offset 0) means the text, if any, is in the row's own columns: the ClickHouse back
-end, a store from before migration 12, or a write that failed. The CRC lets a scan (``search``)
-skip a frame torn by a crash and find the next one; a span row never points at a torn frame,
-because the frame is written before the row is inserted. A frame whose spans were never
-inserted (a crash, a retried request, a duplicate) is dead weight until its day expires.
-Written without fsync, as chDB writes its parts.
+bits, the frame's offset in the low 40. 0 (no frame is at offset 0) means the text, if any, is in
+the row's own columns: the ClickHouse back end, a store from before migration 12, or a write
+that failed. ``REMOVED_REF`` (day 0, never a frame's) means the text was removed by retention or
+a deletion while the span stays. The CRC lets a scan (``search``) skip a frame torn by a crash
+and find the next one; a span row never points at a torn frame, because the frame is written
+before the row is inserted. A frame whose spans were never inserted (a crash, a retried request,
+a duplicate) is dead weight until its day expires. Written without fsync, as chDB writes its
+parts.
+
+Whose text: a frame holds the texts of many traces (one request, or one insert batch), and span
+ids are unique only within a trace (counter-based tracers reuse ``0000000000000001``...). So a
+span's text is found in its frame by the whole key (project, trace id, span id), checked on every
+read together with the frame's CRC: a frame that is not there, is damaged, or does not hold that
+key (a file truncated at a frame boundary and appended to, replaced, or copied from elsewhere)
+gives the span no text and the state ``damaged``, never another span's text. Each row read gets a
+``text_state`` (``TEXT_STATES``). The frames have held the whole key since the first version, so
+the files of every existing data directory read as they are; no migration.
+
+A day file removed or replaced under a running collector (by hand, a restore, a cleanup script)
+is noticed before the next write (the open handle's device and inode against the path's) and
+opened anew; frames that could not be written are counted (``write_failures``, spans) and their
+texts stay in the spans table's columns (the callers' fallback).
 """
 
 from __future__ import annotations
@@ -33,7 +48,8 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -46,6 +62,10 @@ log = logging.getLogger(__name__)
 
 TEXT_COLUMNS = ("input_text", "output_text")
 TEXT_REF = "text_ref"
+TEXT_STATE = "text_state"
+CAPTURED, NOT_CAPTURED, REMOVED, DAMAGED = "captured", "not_captured", "removed", "damaged"
+TEXT_STATES = (CAPTURED, NOT_CAPTURED, REMOVED, DAMAGED)
+REMOVED_REF = 1  # day 0 holds no frame (``_append``): a text removed by retention or deletion, its span kept
 BLOCK_SCHEMA = pa.schema(
     [("project", pa.string()), ("trace_id", pa.string()), ("span_id", pa.string())]
     + [(name, pa.string()) for name in TEXT_COLUMNS]
@@ -67,6 +87,23 @@ class TextStoreError(Exception):
     """A text could not be written or read; the caller keeps the text in the row or shows none."""
 
 
+@dataclass(frozen=True)
+class TextSearch:
+    """What a search of the text files found: ``trace_ids``, and ``unreadable``, one line per day
+    file that could not be read whole (not openable, or damaged frames skipped): traces whose text
+    is there may be missing from ``trace_ids``."""
+
+    trace_ids: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+
+def row_state(row: dict[str, Any], ref: int) -> str:
+    """The ``text_state`` of a row whose texts are in its own columns (``ref`` 0) or were removed."""
+    if ref == REMOVED_REF:
+        return REMOVED
+    return CAPTURED if row.get("input_text") or row.get("output_text") else NOT_CAPTURED
+
+
 class TextStore:
     """The day files under ``directory``; safe to use from several threads.
 
@@ -81,6 +118,8 @@ class TextStore:
         self._lock = threading.Lock()
         self._files: dict[int, int] = {}  # day -> append descriptor
         self._expired_at = 0.0
+        self.write_failures = 0  # spans whose texts could not be written here (kept in the spans table)
+        self.reopened = 0  # day files found replaced or removed under an open descriptor
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # the store still opens: texts go into the spans table until this is mended
@@ -113,9 +152,12 @@ class TextStore:
             on_day = days == day
             of_day = pending & on_day  # a frame holds every pending span of its day: no copy in the usual case
             block = texts if of_day.all() else texts.filter(pa.array(of_day))
-            refs[captured & on_day] = (int(day) << _OFFSET_BITS) | self._append(
-                int(day), _payload(block, self._options)
-            )
+            try:
+                offset = self._append(int(day), _payload(block, self._options))
+            except TextStoreError:
+                self.write_failures += int(captured.sum())  # the whole table stays as it was
+                raise
+            refs[captured & on_day] = (int(day) << _OFFSET_BITS) | offset
         kept = (has_text & ~pending).any()  # rows whose texts are stored already keep them (their ref says where)
         empty = None if kept else _empty_strings(table.num_rows)
         for name in TEXT_COLUMNS:
@@ -143,61 +185,97 @@ class TextStore:
         return offset
 
     def _descriptor(self, day: int) -> int:
+        """``day``'s append descriptor, opened anew when the file at its path is no longer the
+        one it writes to (removed, or replaced by another file): one ``stat`` per write."""
+        path = self._path(day)
         fd = self._files.get(day)
+        if fd is not None and not _same_file(fd, path):
+            log.warning("texts: %s was removed or replaced while open; writing to it anew", path)
+            self.reopened += 1
+            del self._files[day]
+            os.close(fd)
+            fd = None
         if fd is None:
-            path = self._path(day)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            if os.fstat(fd).st_size == 0:
-                _write_all(fd, [_FILE_HEADER])
             self._files[day] = fd
+        if os.fstat(fd).st_size == 0:  # new, or truncated to nothing: no frame may start at offset 0
+            _write_all(fd, [_FILE_HEADER])
         return fd
 
     # --- reading -------------------------------------------------------------------------------
-    def fill(self, rows: list[dict[str, Any]]) -> None:
-        """Put the texts of ``rows`` (query results with ``span_id`` and ``text_ref``) into their
-        text columns, in place, and drop ``text_ref``. A frame that cannot be read leaves its
-        spans' texts empty (logged): the rest of the trace still shows."""
+    def fill(self, rows: list[dict[str, Any]], *, project: str = "", trace_id: str = "") -> None:
+        """Put the texts of ``rows`` (query results with ``span_id`` and ``text_ref``; ``project``
+        and ``trace_id`` from the row, else the arguments) into their text columns and their
+        ``text_state``, in place, and drop ``text_ref``. A text whose frame cannot be read or does
+        not hold the row's (project, trace id, span id) is left empty and ``damaged`` (logged): the
+        rest of the trace still shows."""
         wanted: dict[int, list[dict[str, Any]]] = {}
         for row in rows:
             ref = int(row.pop(TEXT_REF, 0) or 0)
-            if ref:
+            if ref > REMOVED_REF:
                 wanted.setdefault(ref, []).append(row)
+            else:
+                row[TEXT_STATE] = row_state(row, ref)
         by_day: dict[int, dict[int, list[dict[str, Any]]]] = {}
         for ref, group in wanted.items():
             by_day.setdefault(ref >> _OFFSET_BITS, {})[ref & _MAX_OFFSET] = group
         for day, frames in by_day.items():  # each day's file opened once
-            path = self._path(day)
-            try:
-                with open(path, "rb", buffering=0) as file:
-                    fd, size_of_file = file.fileno(), os.fstat(file.fileno()).st_size
-                    for offset, group in frames.items():
-                        payload = _read_frame(fd, offset, size_of_file)
-                        try:
-                            if payload is None:
-                                raise TextStoreError(f"no intact frame at {path}:{offset}")
-                            _put_texts(_block(payload), group)
-                        except TextStoreError as exc:
-                            log.warning("texts: %s; %d spans show no captured text", exc, len(group))
-            except OSError as exc:
-                log.warning("texts: cannot read %s: %s; its spans show no captured text", path, exc)
+            self._fill_day(day, frames, (project, trace_id))
 
-    def search(self, project: str, start_ns: int, end_ns: int, needle: str, *, limit: int = 10_000) -> list[str]:
+    def _fill_day(self, day: int, frames: dict[int, list[dict[str, Any]]], default: tuple[str, str]) -> None:
+        path = self._path(day)
+        try:
+            with open(path, "rb", buffering=0) as file:
+                fd, size_of_file = file.fileno(), os.fstat(file.fileno()).st_size
+                for offset, group in frames.items():
+                    try:
+                        payload = _read_frame(fd, offset, size_of_file)
+                        if payload is None:
+                            raise TextStoreError(f"no intact frame at {path}:{offset}")
+                        _put_texts(_block(payload), group, default)
+                    except TextStoreError as exc:
+                        log.warning("texts: %s; %d spans show no captured text", exc, len(group))
+                        _mark(group, DAMAGED)
+        except OSError as exc:
+            gone = isinstance(exc, FileNotFoundError) and self._expired(day)
+            if not gone:
+                log.warning("texts: cannot read %s: %s; its spans show no captured text", path, exc)
+            for group in frames.values():
+                _mark(group, REMOVED if gone else DAMAGED)
+
+    def _expired(self, day: int) -> bool:
+        """Whether ``day`` is past the retention (its file deleted by ``expire``, not lost)."""
+        return self.retention_days > 0 and day < (time.time_ns() - self.retention_days * DAY_NS) // DAY_NS
+
+    def search(self, project: str, start_ns: int, end_ns: int, needle: str, *, limit: int = 10_000) -> TextSearch:
         """Trace ids of ``project`` with a span whose captured text contains ``needle``
-        (case-insensitive), among the days that [start_ns, end_ns) touches; at most ``limit``."""
+        (case-insensitive), among the days that [start_ns, end_ns) touches; at most ``limit``.
+        Day files that cannot be opened or hold damaged frames are named in ``unreadable``."""
         found: set[str] = set()
+        unreadable: list[str] = []
         first, last = max(start_ns, 0) // DAY_NS, max(end_ns - 1, 0) // DAY_NS
         for day in range(first, min(last, _MAX_DAY) + 1):
             path = self._path(day)
-            if not path.exists():
+            if not os.path.lexists(path):
                 continue
-            for block in _frames(path):
-                matched = pc.equal(block.column("project"), project)
-                text = pc.or_(*(pc.match_substring(block.column(n), needle, ignore_case=True) for n in TEXT_COLUMNS))
-                hits = pc.unique(block.column("trace_id").filter(pc.and_(matched, text)))
-                found.update(hits.to_pylist())
-                if len(found) >= limit:
-                    return sorted(found)[:limit]
-        return sorted(found)
+            damaged = 0
+            try:
+                for block in _frames(path):
+                    if block is None:
+                        damaged += 1
+                        continue
+                    found.update(_matching_traces(block, project, needle))
+                    if len(found) >= limit:
+                        break
+            except OSError as exc:
+                log.warning("texts: search cannot read %s: %s", path, exc)
+                unreadable.append(f"{path.name}: cannot be read ({exc.strerror or type(exc).__name__})")
+                continue
+            if damaged:
+                unreadable.append(f"{path.name}: {damaged} damaged part(s) skipped")
+            if len(found) >= limit:
+                break
+        return TextSearch(sorted(found)[:limit], unreadable)
 
     # --- retention -----------------------------------------------------------------------------
     def expire(self, now_ns: int | None = None) -> list[Path]:
@@ -271,9 +349,31 @@ def _block(payload: bytes | pa.Buffer) -> pa.Table:
         raise TextStoreError(f"a frame cannot be decoded: {exc}") from exc
 
 
-def _frames(path: Path) -> Iterable[pa.Table]:
-    """Every intact frame of a day file, in order, read one at a time; a torn or damaged one is
-    skipped (the scan looks for the next magic whose frame checks out)."""
+def _matching_traces(block: pa.Table, project: str, needle: str) -> list[str]:
+    matched = pc.equal(block.column("project"), project)
+    text = pc.or_(*(pc.match_substring(block.column(n), needle, ignore_case=True) for n in TEXT_COLUMNS))
+    return pc.unique(block.column("trace_id").filter(pc.and_(matched, text))).to_pylist()
+
+
+def _mark(rows: list[dict[str, Any]], state: str) -> None:
+    for row in rows:
+        row["input_text"] = row["output_text"] = ""
+        row[TEXT_STATE] = state
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the file open as ``fd``."""
+    try:
+        at_path = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino)
+
+
+def _frames(path: Path) -> Iterator[pa.Table | None]:
+    """Every intact frame of a day file, in order, read one at a time; None for each torn or
+    damaged stretch, which is skipped (the scan looks for the next magic whose frame checks out)."""
     with open(path, "rb", buffering=0) as file:
         fd, size_of_file = file.fileno(), os.fstat(file.fileno()).st_size
         position = len(_FILE_HEADER) if os.pread(fd, len(_FILE_HEADER), 0) == _FILE_HEADER else 0
@@ -281,12 +381,15 @@ def _frames(path: Path) -> Iterable[pa.Table]:
             payload = _read_frame(fd, position, size_of_file)
             if payload is None:
                 log.warning("texts: damaged frame at %s:%d skipped", path, position)
+                yield None
                 position = _next_magic(fd, position + 1, size_of_file)
                 continue
             try:
-                yield _block(payload)
+                block = _block(payload)
             except TextStoreError as exc:
                 log.warning("texts: %s:%d skipped: %s", path, position, exc)
+                block = None
+            yield block
             position += _FRAME.size + len(payload)
 
 
@@ -302,17 +405,28 @@ def _read_frame(fd: int, offset: int, size_of_file: int) -> bytes | None:
     return payload if len(payload) == size and zlib.crc32(payload) == crc else None
 
 
-def _put_texts(block: pa.Table, rows: list[dict[str, Any]]) -> None:
-    """The texts of ``rows`` (query results whose spans are in one frame) from that frame's ``block``."""
+_KEY = ("project", "trace_id", "span_id")
+
+
+def _put_texts(block: pa.Table, rows: list[dict[str, Any]], default: tuple[str, str]) -> None:
+    """The texts of ``rows`` (query results whose spans are in one frame) from that frame's
+    ``block``, matched on the whole key (``default``: project and trace id of rows without
+    them): a row the frame does not hold is ``damaged``."""
     ids = pa.array([row["span_id"] for row in rows], type=pa.string())
     found = block.filter(pc.is_in(block.column("span_id"), value_set=ids))
     texts = {
-        span: (given, taken)
-        for span, given, taken in zip(*(found.column(n).to_pylist() for n in ("span_id", *TEXT_COLUMNS)), strict=True)
+        (project, trace, span): (given, taken)
+        for project, trace, span, given, taken in zip(
+            *(found.column(n).to_pylist() for n in (*_KEY, *TEXT_COLUMNS)), strict=True
+        )
     }
     for row in rows:
-        if (pair := texts.get(row["span_id"])) is not None:
-            row["input_text"], row["output_text"] = pair
+        key = (row.get("project", default[0]), row.get("trace_id", default[1]), row["span_id"])
+        pair = texts.get(key)
+        if pair is None:
+            log.warning("texts: the frame of span %s/%s does not hold it", key[1], key[2])
+        row["input_text"], row["output_text"] = pair or ("", "")
+        row[TEXT_STATE] = DAMAGED if pair is None else CAPTURED
 
 
 def _next_magic(fd: int, position: int, size_of_file: int) -> int:

@@ -302,6 +302,7 @@ def _span_panel(span: SpanOut, spans: list[SpanOut]) -> None:
             f"Joined engine span {engine.name} ({engine.span_id}): queue {ui.fmt(engine.queue_s, 's')}, "
             f"prefill {ui.fmt(engine.prefill_s, 's')}, decode {ui.fmt(engine.decode_s, 's')}"
         )
+    _text_note(span)
     _chat("Prompt", trace.messages(span.input_text, default_role="user"))
     _chat("Completion", trace.messages(span.output_text, default_role="assistant"))
     _attributes(span)
@@ -331,6 +332,17 @@ def _fact(value: object, unit: str) -> str:
 
 
 _AVATARS = {"tool": ":material/build:", "system": ":material/settings:", "developer": ":material/settings:"}
+
+
+def _text_note(span: SpanOut) -> None:
+    """Absence, removal and damage of the captured text, each said as what it is."""
+    note = trace.text_note(span)
+    if note is None:
+        return
+    if span.text_state == "damaged":
+        st.warning(note)
+    else:
+        st.caption(note)
 
 
 def _chat(title: str, messages: list[trace.Message]) -> None:
@@ -466,10 +478,19 @@ def _engine(spans) -> None:
 
 def _content(spans) -> None:
     captured = [s for s in spans if s.input_text or s.output_text]
-    if not captured:
+    damaged, removed = (sum(s.text_state == state for s in spans) for state in ("damaged", "removed"))
+    if damaged:
+        st.warning(
+            f"{damaged} spans' captured text is unreadable (damaged): stored, but its file is gone, torn or corrupt."
+        )
+    if removed:
+        st.caption(f"{removed} spans' captured text was removed by retention or a deletion.")
+    if not captured and not (damaged or removed):
         st.info(
             "No captured content: prompt and completion capture is off by default (`agentwatch.init(capture_content=True)`)."
         )
+        return
+    if not captured:
         return
     st.caption(
         f"{len(captured)} spans with captured content"

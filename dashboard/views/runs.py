@@ -256,6 +256,8 @@ def _typed(key: str) -> bool:
 
 
 def _paged(win: ui.Window, page: RunsPage) -> None:
+    for warning in page.warnings:  # the search could not read some captured text: it may miss runs
+        st.warning(warning)
     if page.total == 0:
         ui.empty(f"No runs match in the {win.label.lower()}.")
         return

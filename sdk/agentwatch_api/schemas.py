@@ -110,6 +110,7 @@ class RunSummary(BaseModel):
 
 
 RunStatus = Literal["ok", "error", "timeout", "budget", "running", "incomplete"]
+TextState = Literal["captured", "not_captured", "removed", "damaged"]
 
 
 class RunFilters(BaseModel):
@@ -149,6 +150,9 @@ class RunsPage(BaseModel):
     total: int
     limit: int
     offset: int
+    # What the search could not look at (a day file of captured text unreadable or damaged):
+    # runs whose text is there may be missing from ``items``.
+    warnings: list[str] = Field(default_factory=list)
 
 
 class SpanOut(BaseModel):
@@ -181,6 +185,10 @@ class SpanOut(BaseModel):
     service: str = ""
     input_text: str = ""
     output_text: str = ""
+    # Why the texts are empty, or that they are not: "not_captured" (capture off, or nothing to
+    # capture), "removed" (by retention or a deletion), "damaged" (stored, but its file is gone,
+    # torn or corrupt; never shown as another span's text), else "captured".
+    text_state: TextState = "not_captured"
     attributes: dict[str, str] = Field(default_factory=dict)
     events: str = ""
     # Broken parent links, still counted in the run's totals: a parent that never arrived (or

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -16,7 +17,7 @@ import pytest
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from agentwatch_platform.collector.storage.columns import spans_table
 from agentwatch_platform.collector.storage.queries import SPANS_OF_TRACE
-from agentwatch_platform.collector.storage.texts import DAY_NS, TEXT_REF, TextStore
+from agentwatch_platform.collector.storage.texts import DAY_NS, REMOVED_REF, TEXT_REF, TextStore, TextStoreError
 from tests.collector.factories import new_trace_id
 from tests.collector.ingest_helpers import otlp_request, serve, settings_for
 from tests.collector.test_store import full_row
@@ -35,7 +36,7 @@ def _rows(n: int, *, trace_id: str | None = None, start_ns: int = NOW_NS - 3_600
 
 
 def _read(texts: TextStore, table: pa.Table) -> list[dict]:
-    rows = table.select(["span_id", TEXT_REF]).to_pylist()
+    rows = table.select(["project", "trace_id", "span_id", TEXT_REF]).to_pylist()
     texts.fill(rows)
     return rows
 
@@ -72,11 +73,11 @@ def test_search_is_case_insensitive_per_project_and_per_day(tmp_path: Path) -> N
     texts.stash(spans_table([replace(r, project="p2") for r in _rows(3, trace_id=other, text="capital of france")]))
     texts.stash(spans_table(_rows(2, trace_id=old, start_ns=NOW_NS - 5 * DAY_NS, text="capital of france")))
     day_start = NOW_NS - DAY_NS
-    assert texts.search("p1", day_start, NOW_NS + DAY_NS, "CAPITAL of france") == [hit]
-    assert texts.search("p1", NOW_NS - 6 * DAY_NS, NOW_NS + DAY_NS, "capital") == sorted([hit, old])
-    assert texts.search("p1", day_start, NOW_NS + DAY_NS, "ÜNÏCODE") == [hit]  # Unicode case folding
-    assert texts.search("p1", day_start, NOW_NS + DAY_NS, "no such words") == []
-    assert texts.search("p1", day_start, NOW_NS + DAY_NS, ".*") == []  # a literal, not a pattern
+    assert texts.search("p1", day_start, NOW_NS + DAY_NS, "CAPITAL of france").trace_ids == [hit]
+    assert texts.search("p1", NOW_NS - 6 * DAY_NS, NOW_NS + DAY_NS, "capital").trace_ids == sorted([hit, old])
+    assert texts.search("p1", day_start, NOW_NS + DAY_NS, "ÜNÏCODE").trace_ids == [hit]  # Unicode case folding
+    assert texts.search("p1", day_start, NOW_NS + DAY_NS, "no such words").trace_ids == []
+    assert texts.search("p1", day_start, NOW_NS + DAY_NS, ".*").trace_ids == []  # a literal, not a pattern
 
 
 def test_a_torn_frame_is_skipped_by_search_and_the_frames_after_it_still_read(tmp_path: Path) -> None:
@@ -93,8 +94,8 @@ def test_a_torn_frame_is_skipped_by_search_and_the_frames_after_it_still_read(tm
     assert [g["input_text"] for g in _read(texts, after)] == [f"after the crash {i} ünïcode" for i in range(5)]
     assert [g["input_text"] for g in _read(texts, first)] == [f"before the crash {i} ünïcode" for i in range(5)]
     window = (NOW_NS - DAY_NS, NOW_NS + DAY_NS)
-    assert len(texts.search("p1", *window, "after the crash")) == 1
-    assert len(texts.search("p1", *window, "before the crash")) == 1
+    assert len(texts.search("p1", *window, "after the crash").trace_ids) == 1
+    assert len(texts.search("p1", *window, "before the crash").trace_ids) == 1
 
 
 def test_a_damaged_frame_leaves_its_spans_without_text_and_the_rest_readable(tmp_path: Path) -> None:
@@ -107,9 +108,11 @@ def test_a_damaged_frame_leaves_its_spans_without_text_and_the_rest_readable(tmp
         file.seek(offset + 20)
         file.write(b"\xff\xff\xff\xff")
     rows = _read(texts, pa.concat_tables([damaged, fine]))
-    assert [r.get("input_text") for r in rows[:3]] == [None] * 3  # shown without text, no error
+    assert [(r["input_text"], r["text_state"]) for r in rows[:3]] == [("", "damaged")] * 3  # shown so, no error
     assert [r["input_text"] for r in rows[3:]] == [f"fine {i} ünïcode" for i in range(3)]
-    assert texts.search("p1", NOW_NS - DAY_NS, NOW_NS + DAY_NS, "ünïcode") == [fine.column("trace_id")[0].as_py()]
+    assert texts.search("p1", NOW_NS - DAY_NS, NOW_NS + DAY_NS, "ünïcode").trace_ids == [
+        fine.column("trace_id")[0].as_py()
+    ]
 
 
 def test_expire_deletes_the_days_past_the_retention_and_keeps_the_rest(tmp_path: Path) -> None:
@@ -133,13 +136,13 @@ def test_the_embedded_store_keeps_texts_out_of_its_spans_table(tmp_path: Path) -
         stored = store.query(SPANS_OF_TRACE, params)
         assert {(s["input_text"], s["output_text"]) for s in stored} == {("", "")}
         assert all(s[TEXT_REF] for s in stored)
-        store.read_texts(stored)
+        store.read_texts(stored, project="p1", trace_id=rows[0].trace_id)
         assert sorted((s["input_text"], s["output_text"]) for s in stored) == sorted(
             (r.input_text, r.output_text) for r in rows
         )
         assert TEXT_REF not in stored[0]
         assert store.insert_spans(rows) == 0  # a duplicate writes nothing, text included
-        assert len(store.texts.search("p1", NOW_NS - DAY_NS, NOW_NS + DAY_NS, "prompt")) == 1
+        assert len(store.texts.search("p1", NOW_NS - DAY_NS, NOW_NS + DAY_NS, "prompt").trace_ids) == 1
     finally:
         store.close()
 
@@ -160,7 +163,7 @@ def test_texts_go_into_the_spans_table_when_their_files_refuse_and_still_read(tm
         store = ChdbStore(tmp_path / "chdb", result_cache_s=0)  # and a restart opens the store all the same
         stored = store.query(SPANS_OF_TRACE, {"project": "p1", "trace_id": rows[0].trace_id, "limit": 10})
         assert all(s[TEXT_REF] == 0 for s in stored)
-        store.read_texts(stored)
+        store.read_texts(stored, project="p1", trace_id=rows[0].trace_id)
         assert sorted(s["input_text"] for s in stored) == sorted(r.input_text for r in rows)
     finally:
         store.close()
@@ -243,7 +246,110 @@ def test_a_batch_of_requests_with_and_without_text_refs_is_stored_with_every_tex
         for rows in (early, late):
             stored = store.query(SPANS_OF_TRACE, {"project": "p1", "trace_id": rows[0].trace_id, "limit": 10})
             assert all(s[TEXT_REF] for s in stored)
-            store.read_texts(stored)
+            store.read_texts(stored, project="p1", trace_id=rows[0].trace_id)
             assert sorted(s["input_text"] for s in stored) == sorted(r.input_text for r in rows)
     finally:
         store.close()
+
+
+def _reusing(trace_id: str, text: str, n: int = 5) -> list:
+    """Spans ``0000000000000001``.. of ``trace_id``: ids that a counter-based tracer reuses in every trace."""
+    return [replace(r, span_id=f"{i + 1:016x}") for i, r in enumerate(_rows(n, trace_id=trace_id, text=text))]
+
+
+def test_traces_reusing_span_ids_in_one_frame_each_read_their_own_texts(tmp_path: Path) -> None:
+    texts = TextStore(tmp_path / "texts")
+    a, b = new_trace_id(), new_trace_id()
+    stashed = texts.stash(spans_table(_reusing(a, "of A") + _reusing(b, "of B")))
+    assert len(set(stashed.column(TEXT_REF).to_pylist())) == 1  # one frame holds both traces
+    got = _read(texts, stashed)
+    assert [g["input_text"] for g in got] == [f"of {t} {i} ünïcode" for t in "AB" for i in range(5)]
+    assert {g["text_state"] for g in got} == {"captured"}
+    other_project = [
+        dict(g, project="p2", text_ref=r) for g, r in zip(got, stashed.column(TEXT_REF).to_pylist(), strict=True)
+    ]
+    texts.fill(other_project)  # the same trace and span ids in another project: not theirs
+    assert {(g["input_text"], g["text_state"]) for g in other_project} == {("", "damaged")}
+
+
+def test_a_file_truncated_at_a_frame_boundary_and_appended_to_never_gives_another_traces_text(tmp_path: Path) -> None:
+    texts = TextStore(tmp_path / "texts")
+    a, b = new_trace_id(), new_trace_id()
+    first = texts.stash(spans_table(_reusing(a, "of A")))
+    (path,) = (tmp_path / "texts").glob("*.awt")
+    offset = first.column(TEXT_REF)[0].as_py() & ((1 << 40) - 1)
+    os.truncate(path, offset)  # A's frame gone; the next frame starts where it was
+    second = texts.stash(spans_table(_reusing(b, "of B")))
+    assert second.column(TEXT_REF).to_pylist() == first.column(TEXT_REF).to_pylist()  # the very same refs
+    assert {(g["input_text"], g["text_state"]) for g in _read(texts, first)} == {("", "damaged")}
+    assert [g["input_text"] for g in _read(texts, second)] == [f"of B {i} ünïcode" for i in range(5)]
+
+
+def test_rows_without_their_trace_id_are_matched_on_the_one_given(tmp_path: Path) -> None:
+    """``queries.SPANS_OF_TRACE`` selects neither project nor trace id: the caller names them."""
+    texts = TextStore(tmp_path / "texts")
+    a, b = new_trace_id(), new_trace_id()
+    stashed = texts.stash(spans_table(_reusing(a, "of A") + _reusing(b, "of B")))
+    rows = stashed.select(["span_id", TEXT_REF]).to_pylist()[5:]
+    texts.fill(rows, project="p1", trace_id=b)
+    assert [r["input_text"] for r in rows] == [f"of B {i} ünïcode" for i in range(5)]
+    unnamed = stashed.select(["span_id", TEXT_REF]).to_pylist()
+    texts.fill(unnamed)  # no key at all: nothing can be vouched for
+    assert {r["text_state"] for r in unnamed} == {"damaged"}
+
+
+def test_text_states_tell_not_captured_removed_and_damaged_apart(tmp_path: Path) -> None:
+    texts = TextStore(tmp_path / "texts", retention_days=7)
+    rows = [
+        {"span_id": "1", "input_text": "", "output_text": "", TEXT_REF: 0},
+        {"span_id": "2", "input_text": "in the row", "output_text": "", TEXT_REF: 0},
+        {"span_id": "3", "input_text": "", "output_text": "", TEXT_REF: REMOVED_REF},
+        {"span_id": "4", "input_text": "", "output_text": "", TEXT_REF: ((NOW_NS - 30 * DAY_NS) // DAY_NS) << 40 | 9},
+        {"span_id": "5", "input_text": "", "output_text": "", TEXT_REF: (NOW_NS // DAY_NS) << 40 | 9},
+    ]
+    texts.fill(rows, project="p1", trace_id=new_trace_id())
+    assert [r["text_state"] for r in rows] == ["not_captured", "captured", "removed", "removed", "damaged"]
+    assert all(TEXT_REF not in r for r in rows)
+
+
+def test_a_day_file_removed_or_replaced_under_the_store_is_reopened_and_counted(tmp_path: Path) -> None:
+    texts = TextStore(tmp_path / "texts")
+    before = texts.stash(spans_table(_rows(2, text="before")))
+    (path,) = (tmp_path / "texts").glob("*.awt")
+    path.unlink()
+    removed = texts.stash(spans_table(_rows(2, text="after removal")))
+    copy = path.read_bytes()
+    path.with_suffix(".tmp").write_bytes(copy)
+    os.replace(path.with_suffix(".tmp"), path)  # a restore: same bytes, another inode
+    replaced = texts.stash(spans_table(_rows(2, text="after replacement")))
+    assert texts.reopened == 2 and texts.write_failures == 0
+    assert {g["text_state"] for g in _read(texts, before)} == {"damaged"}
+    for stashed, text in ((removed, "after removal"), (replaced, "after replacement")):
+        assert [g["input_text"] for g in _read(texts, stashed)] == [f"{text} {i} ünïcode" for i in range(2)]
+
+
+def test_a_refused_write_is_counted(tmp_path: Path) -> None:
+    texts = TextStore(tmp_path / "texts")
+    (tmp_path / "texts").rmdir()
+    (tmp_path / "texts").write_text("not a directory")
+    with pytest.raises(TextStoreError):
+        texts.stash(spans_table(_rows(3)))
+    assert texts.write_failures == 3
+
+
+def test_search_names_the_files_it_could_not_read_and_still_answers(tmp_path: Path) -> None:
+    texts = TextStore(tmp_path / "texts")
+    hit = texts.stash(spans_table(_rows(2, text="needle")))
+    texts.stash(spans_table(_rows(2, text="needle")))
+    (path,) = (tmp_path / "texts").glob("*.awt")
+    offset = hit.column(TEXT_REF)[0].as_py() & ((1 << 40) - 1)
+    with open(path, "r+b") as file:
+        file.seek(offset + 30)
+        file.write(b"\x00\x01\x02\x03")
+    tomorrow = tmp_path / "texts" / f"{datetime.fromtimestamp(NOW_NS / 1e9 + 86_400, UTC):%Y-%m-%d}.awt"
+    tomorrow.mkdir()  # a directory named after tomorrow's day file
+    found = texts.search("p1", NOW_NS - DAY_NS, NOW_NS + 2 * DAY_NS, "needle")
+    assert len(found.trace_ids) == 1  # the intact frame's trace
+    assert len(found.unreadable) == 2
+    assert any(tomorrow.name in line and "cannot be read" in line for line in found.unreadable)
+    assert any(path.name in line and "damaged" in line for line in found.unreadable)

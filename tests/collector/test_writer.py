@@ -246,7 +246,7 @@ async def test_requests_decoded_before_and_after_the_store_opened_share_a_batch_
         for i, trace in enumerate(traces):
             rows = store.query(SPANS_OF_TRACE, {"project": "p1", "trace_id": trace.hex(), "limit": 10})
             assert rows[0]["text_ref"] and rows[0]["input_text"] == ""  # every text in the files, none in chDB
-            store.read_texts(rows)
+            store.read_texts(rows, project="p1", trace_id=trace.hex())
             assert rows[0]["input_text"] == f"prompt {i}"
 
 

@@ -137,3 +137,11 @@ def test_a_tree_row_keeps_the_exact_duration_so_it_reads_as_its_run_does() -> No
     spans = [span("run", kind="run", start=0.0, dur=0.49346)]
     (row,) = trace.tree_rows(analysis.tree_order(spans), trace.step_names(spans))
     assert ui.fmt(row["duration_s"], "s") == ui.fmt(spans[0].duration_s, "s") == "493 ms"
+
+
+def test_a_span_without_text_says_whether_it_was_not_captured_removed_or_damaged() -> None:
+    assert trace.text_note(span("a", kind="llm", input_text="hi", text_state="captured")) is None
+    assert trace.text_note(span("b", kind="llm", input_text="hi")) is None  # an older collector: no state sent
+    assert "Not captured" in (trace.text_note(span("c", kind="llm")) or "")
+    assert "Removed" in (trace.text_note(span("d", kind="llm", text_state="removed")) or "")
+    assert "damaged" in (trace.text_note(span("e", kind="llm", text_state="damaged")) or "")
