@@ -423,12 +423,9 @@ def _plans(wanted: set[str], group_by: str, params: dict[str, Any]) -> list[tupl
     if wanted & SPAN_METRICS:
         filters = q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params)
         source = _call_source(params)
-        plans.append(
-            (
-                q.span_metrics(group_by, *filters, source=source, quantiles=bool(wanted & QUANTILE_METRICS)),
-                _span_figures,
-            )
-        )
+        quantiles = bool(wanted & QUANTILE_METRICS)
+        sql = q.span_metrics(group_by, *filters, source=source, quantiles=quantiles, edges=_has_edges(params, source))
+        plans.append((sql, _span_figures))
     if group_by == "model" and wanted & (HEAD_METRICS | TOTAL_METRICS):
         plans.append((q.run_metrics(group_by, q.where(q.RUN_FILTERS, params)), _all_run_figures))
         return plans
@@ -444,21 +441,31 @@ def _plans(wanted: set[str], group_by: str, params: dict[str, Any]) -> list[tupl
 
 
 def _rollup_params(start: float, end: float, step_s: float) -> dict[str, Any]:
-    """The whole minutes that cover [start, end): call-level figures are read per minute (per
-    hour where a whole hour of them falls in one bucket).
+    """Where the call-level figures of [start, end) in buckets of ``step_s`` come from: the whole
+    minutes of the range (``lo_s``..``hi_s``) from the rollups (whole hours of one bucket from
+    span_hours), and the minutes cut by the range's ends or a bucket boundary (``cut_minutes``,
+    their UTC hours ``cut_hours``) from their spans, exactly. More than ``MAX_EDGE_MINUTES`` cut
+    minutes (buckets off the minute): every span of the range is read (``spans_only``).
 
-    So a day's overview reads hundreds of rows, not millions of spans; the price is that a
-    range's call-level figures include the rest of its first and last minute.
+    So a day's overview reads hundreds of rows, not millions of spans, and a call counts in the
+    window its span starts in wherever the window's edges fall (README: "What a time window contains").
     """
-    buckets = max(1, math.ceil((end - start) / step_s))
+    start_ns, end_ns = _range(start, end)
+    step_ns = int(step_s * 1e9)
+    cut = _cut_minutes(start_ns, end_ns, step_ns)
+    edges = cut.get("edge_minutes", [])
     return {
-        "lo_s": math.floor(start / 60) * 60,
-        "hi_s": math.ceil(end / 60) * 60,
-        "last_bucket": buckets - 1,
-        "step_ns": int(step_s * 1e9),
+        "lo_s": -(-start_ns // _MINUTE_NS) * 60,
+        "hi_s": end_ns // _MINUTE_NS * 60,
+        "last_bucket": max(1, math.ceil((end - start) / step_s)) - 1,
+        "step_ns": step_ns,
+        "cut_minutes": edges,
+        "cut_hours": sorted({m // 3600 * 3600 for m in edges}),
+        "spans_only": not cut,
     }
 
 
+_MINUTE_NS = 60 * 10**9
 MAX_EDGE_MINUTES = 64  # beyond it (many buckets off the minute) the heads are read as they are
 
 
@@ -533,9 +540,10 @@ def _closed_minute_params(store: Store, params: dict[str, Any]) -> dict[str, Any
 
 def _call_source(params: dict[str, Any]) -> str:
     """Where call-level figures come from (``queries.SPAN_SOURCES``): spans for buckets under a
-    minute (exact) and under a model filter (the tool calls of the runs that used the model:
-    rollup rows of tool calls have no model), else the rollups."""
-    if params["step_ns"] < 60 * 10**9 or params.get("model") is not None:
+    minute, where too many minutes are cut (``_rollup_params``) and under a model filter (the
+    tool calls of the runs that used the model: rollup rows of tool calls have no model), else
+    the rollups (with the spans of the cut minutes)."""
+    if params["step_ns"] < _MINUTE_NS or params["spans_only"] or params.get("model") is not None:
         return "spans"
     return _rollup_source(params)
 
@@ -550,8 +558,9 @@ def _rollup_source(params: dict[str, Any]) -> str:
     def bucket(t_s: int) -> int:  # as queries._bucket_of
         return min((max(t_s * 10**9, start_ns) - start_ns) // step_ns, last)
 
+    cut = set(params["cut_hours"])
     hours = range(-(-params["lo_s"] // 3600) * 3600, params["hi_s"] - 3600 + 1, 3600)
-    return "hours" if any(bucket(h) == bucket(h + 3540) for h in hours) else "minutes"
+    return "hours" if any(h not in cut and bucket(h) == bucket(h + 3540) for h in hours) else "minutes"
 
 
 def _figures(
@@ -709,9 +718,13 @@ def cost_breakdown(
     """Where the money went in [start, end), what the levers saved (priced with ``prices``, when
     given), and the month's forecast."""
     params = _call_params(project, start, end, agent, model)
-    filters = q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params), _rollup_source(params)
-    by = {key: [CostRow(**r) for r in store.query(q.cost_by(key, *filters), params)] for key in q.COST_KEYS}
-    totals = store.query(q.cost_totals(*filters), params)[0]
+    filters, source = _call_filters(params)
+    edges = _has_edges(params, source)
+    by = {
+        key: [CostRow(**r) for r in store.query(q.cost_by(key, *filters, source, edges=edges), params)]
+        for key in q.COST_KEYS
+    }
+    totals = store.query(q.cost_totals(*filters, source, edges=edges), params)[0]
     # under a model filter the levers count every call of the runs that used the model (``CostLevers``)
     lever_totals = (
         totals
@@ -772,6 +785,16 @@ def _call_params(project: str, start: float, end: float, agent: str | None, mode
     } | _rollup_params(start, end, end - start)
 
 
+def _call_filters(params: dict[str, Any]) -> tuple[tuple[str, str], str]:
+    """The rollup and span filters of ``params`` and where its call-level figures come from."""
+    return (q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params)), _call_source(params)
+
+
+def _has_edges(params: dict[str, Any], source: str) -> bool:
+    """Whether the rollups of ``source`` need the spans of cut minutes beside them."""
+    return source != "spans" and bool(params["cut_minutes"])
+
+
 def _levers(row: dict[str, Any]) -> CostLevers:
     return CostLevers(
         tool_calls=row["tool_calls"],
@@ -790,8 +813,8 @@ def _month(store: Store, project: str, agent: str | None, model: str | None, now
     first = datetime(today.year, today.month, 1, tzinfo=UTC).timestamp()
     month_s = monthrange(today.year, today.month)[1] * 86_400
     params = _call_params(project, first, max(now, first + 1), agent, model)
-    totals = q.cost_totals(q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params), _rollup_source(params))
-    mtd = float(store.query(totals, params)[0]["cost_usd"])
+    filters, source = _call_filters(params)
+    mtd = float(store.query(q.cost_totals(*filters, source, edges=_has_edges(params, source)), params)[0]["cost_usd"])
     elapsed = max(now - first, 3600.0)  # a projection from the first minutes would be noise
     return mtd, mtd * month_s / elapsed
 

@@ -329,48 +329,67 @@ ROLLUP_FILTERS = {"agent": "agent = {agent:String}", "model": "model = {model:St
 ROLLUP_GROUPS = {"none": "''", "agent": "toString(agent)", "model": "toString(model)"}
 
 
-# A rollup row's bucket: a minute (or hour) counts in the bucket its start falls in, the
-# minutes before ``start`` in the first.
+# One rule for time (README "What a time window contains"): a call counts in the bucket, and the
+# window, that its span's start falls in, to the nanosecond. The rollups answer for the whole
+# minutes of [start, end) that no bucket boundary cuts; the minutes a boundary or the window's ends
+# cut (``{cut_minutes}``, epoch seconds) are read from their spans, so no figure gains or loses
+# the part of a minute outside its window.
+
+
+# A rollup row's bucket: the one its minute (or hour) starts in.
 def _bucket_of(t: str) -> str:
     return f"""least(intDiv(greatest(toInt64(toUnixTimestamp({t})) * 1000000000, {{start_ns:Int64}}) - {{start_ns:Int64}}, {{step_ns:Int64}}),
         {{last_bucket:Int64}})"""
 
 
-# An hour whose minutes are all in [lo, hi) and all in one bucket: read from span_hours.
+# An hour whose minutes are all whole minutes of the range, none cut, all in one bucket: read
+# from span_hours (``{cut_hours}``: the UTC hours of the cut minutes).
 def _whole_hour(hour: str) -> str:
     return f"""({hour} >= toDateTime({{lo_s:Int64}}) AND {hour} + INTERVAL 1 HOUR <= toDateTime({{hi_s:Int64}})
+        AND NOT has({{cut_hours:Array(Int64)}}, toInt64(toUnixTimestamp({hour})))
         AND {_bucket_of(hour)} = {_bucket_of(f"{hour} + INTERVAL 59 MINUTE")})"""
 
 
-# The minutes that cover [start, end) (``{lo_s}``..``{hi_s}``), as they are or with the whole
-# hours read from span_hours and only the other minutes from span_minutes: the same figures from
-# fewer rows. (Hours only where some exist: an empty branch still costs a read.)
+# The whole minutes of [start, end) (``{lo_s}``..``{hi_s}``) but the cut ones, as they are or with
+# the whole hours read from span_hours and only the other minutes from span_minutes: the same
+# figures from fewer rows. (Hours only where some exist: an empty branch still costs a read.)
 _MINUTE_ROWS = f"""
         SELECT agent, model, minute, {ROLLUP_COLUMNS} FROM span_minutes
         WHERE project = {{project:String}}
-          AND minute >= toDateTime({{lo_s:Int64}}) AND minute < toDateTime({{hi_s:Int64}})"""
+          AND minute >= toDateTime({{lo_s:Int64}}) AND minute < toDateTime({{hi_s:Int64}})
+          AND NOT has({{cut_minutes:Array(Int64)}}, toInt64(toUnixTimestamp(minute)))"""
 _HOUR_ROWS = f"""
         SELECT agent, model, hour AS minute, {ROLLUP_COLUMNS} FROM span_hours
         WHERE project = {{project:String}} AND {_whole_hour("hour")}
         UNION ALL {_MINUTE_ROWS}
           AND NOT {_whole_hour(EPOCH_HOUR.format("minute"))}"""
+# The spans of the cut minutes that fall in [start, end), read from their hours only (the spans'
+# sort key starts with the project and the hour).
+_CUT_SPANS = """
+    AND toStartOfHour(start_time) IN (SELECT toStartOfHour(toDateTime(arrayJoin({cut_minutes:Array(Int64)}))))
+    AND has({cut_minutes:Array(Int64)}, intDiv(toUnixTimestamp64Nano(start_time), 60000000000) * 60)"""
 SPAN_SOURCES = ("spans", "minutes", "hours")
 
 
-def span_source(key_rollup: str, key_spans: str, filters_rollup: str, filters_spans: str, *, source: str) -> str:
+def span_source(
+    key_rollup: str, key_spans: str, filters_rollup: str, filters_spans: str, *, source: str, edges: bool = False
+) -> str:
     """Call-level partials per key ``k``, from ``source`` (one of ``SPAN_SOURCES``): the
-    rollups over the whole minutes that cover [start, end) (``minutes``, or ``hours`` with
-    whole hours from span_hours), or, for buckets under a minute, ``spans``."""
+    rollups over the whole, uncut minutes of [start, end) (``minutes``, or ``hours`` with whole
+    hours from span_hours) and, where ``edges``, the spans of the cut minutes; or every span of
+    the range (``spans``: buckets under a minute, model filters, many cut minutes)."""
     if source not in SPAN_SOURCES:
         raise ValueError(f"source must be one of {SPAN_SOURCES}, got {source!r}")
-    if source != "spans":
-        return f"""
+    spans = f"""
+    SELECT {key_spans} AS k, {SPAN_PARTIALS} FROM spans
+    WHERE {_SPAN_RANGE} AND {filters_spans}{_CUT_SPANS if source != "spans" else ""}
+    GROUP BY k"""
+    if source == "spans":
+        return spans
+    rollups = f"""
     SELECT {key_rollup} AS k, {ROLLUP_COLUMNS} FROM ({_HOUR_ROWS if source == "hours" else _MINUTE_ROWS})
     WHERE {filters_rollup}"""
-    return f"""
-    SELECT {key_spans} AS k, {SPAN_PARTIALS} FROM spans
-    WHERE {_SPAN_RANGE} AND {filters_spans}
-    GROUP BY k"""
+    return f"{rollups}\n    UNION ALL{spans}" if edges else rollups
 
 
 # Sums are cheap; merging TDigest states is not, so quantiles are merged only when asked for.
@@ -383,7 +402,9 @@ _SPAN_QUANTILES = """,
     quantilesTDigestIfMerge(0.5, 0.95)(ttft) AS ttft_q, quantilesTDigestIfMerge(0.5, 0.95)(tpot) AS tpot_q"""
 
 
-def span_metrics(group: str, filters_rollup: str, filters_spans: str, *, source: str, quantiles: bool) -> str:
+def span_metrics(
+    group: str, filters_rollup: str, filters_spans: str, *, source: str, quantiles: bool, edges: bool = False
+) -> str:
     """Per (bucket, group): call-level figures, with TTFT/TPOT quantiles if ``quantiles``.
     ``group`` is from ``ROLLUP_GROUPS``; a minute counts in the bucket it starts in (the edge
     minutes in the first and last)."""
@@ -393,7 +414,7 @@ def span_metrics(group: str, filters_rollup: str, filters_spans: str, *, source:
     )
     return f"""
 SELECT k.1 AS bucket, k.2 AS grp, {_SPAN_SUMS}{_SPAN_QUANTILES if quantiles else ""}
-FROM ({span_source(key_rollup, key_spans, filters_rollup, filters_spans, source=source)})
+FROM ({span_source(key_rollup, key_spans, filters_rollup, filters_spans, source=source, edges=edges)})
 GROUP BY k"""
 
 
@@ -637,7 +658,7 @@ COST_KEYS = {
 }
 
 
-def cost_by(key: str, filters_rollup: str, filters_spans: str, source: str) -> str:
+def cost_by(key: str, filters_rollup: str, filters_spans: str, source: str, *, edges: bool = False) -> str:
     """Cost, tokens and LLM calls per model, agent or day (``key`` from ``COST_KEYS``). Days
     are the server's local days, which a UTC hour may straddle (zones half an hour off UTC),
     so days are summed from minutes (sums only: cheap, unlike quantile merges)."""
@@ -646,16 +667,17 @@ def cost_by(key: str, filters_rollup: str, filters_spans: str, source: str) -> s
     return f"""
 SELECT k AS key, sum(cost_usd) AS cost_usd, sum(input_tokens) AS input_tokens,
     sum(output_tokens) AS output_tokens, sum(llm_calls) AS calls
-FROM ({span_source(key_rollup, key_spans, filters_rollup, filters_spans, source=source)})
+FROM ({span_source(key_rollup, key_spans, filters_rollup, filters_spans, source=source, edges=edges)})
 GROUP BY k
 HAVING cost_usd > 0 OR calls > 0
 ORDER BY cost_usd DESC, key
 LIMIT 500"""
 
 
-def cost_totals(filters_rollup: str, filters_spans: str, source: str) -> str:
+def cost_totals(filters_rollup: str, filters_spans: str, source: str, *, edges: bool = False) -> str:
     """Every call-level total of the range in one row (levers, tokens, cost)."""
-    return f"SELECT {_SPAN_SUMS} FROM ({span_source('0', '0', filters_rollup, filters_spans, source=source)})"
+    inner = span_source("0", "0", filters_rollup, filters_spans, source=source, edges=edges)
+    return f"SELECT {_SPAN_SUMS} FROM ({inner})"
 
 
 FILTER_VALUES = f"""
