@@ -289,18 +289,18 @@ class Distribution:
     def total(self) -> float:
         return float(sum(self.counts))
 
-    def quantile(self, q: float) -> float | None:
-        """Linear interpolation inside the bucket, as Prometheus' histogram_quantile does."""
+    def quantile_bucket(self, q: float) -> tuple[float, float] | None:
+        """The bucket (lower, upper] that holds the q-quantile, all a histogram knows of it: a point
+        interpolated inside the bucket (Prometheus' histogram_quantile) would be made up, and reads
+        150 ms for calls that all took 0.3 ms when the first bucket ends at 300 ms."""
         if self.total <= 0:
             return None
         target, seen, lower = q * self.total, 0.0, 0.0
         for upper, count in zip(self.upper_bounds, self.counts, strict=True):
             if count > 0 and seen + count >= target:
-                if upper == float("inf"):
-                    return lower
-                return lower + (upper - lower) * (target - seen) / count
+                return lower, upper
             seen, lower = seen + count, upper if upper != float("inf") else lower
-        return lower
+        return lower, float("inf")
 
 
 def histogram_distribution(points: Iterable, name: str) -> Distribution:

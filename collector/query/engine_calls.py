@@ -1,4 +1,5 @@
-"""A call's figures on the call's row: what an engine row adds to its client LLM span, folded in.
+"""The engine's record of calls, read per call: a call's figures on the call's row, and an engine's
+timings from its calls' spans.
 
 Spans are stored append-only. When an engine span arrives after its client's LLM span is stored,
 ``collector.ingest.engine_join`` cannot re-price the stored client row, so the engine row carries
@@ -11,10 +12,12 @@ negative row as 0 and log an error about stored spans that predate the bounds).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from agentwatch import semconv as sc
 
+from agentwatch_api.schemas import EngineCallTimings
 from agentwatch_platform.collector.ingest.engine_join import CLIENT_SPAN
 
 # The columns an engine row may carry for its call (normalize.set_engine_figures_aside zeroes its own).
@@ -39,3 +42,18 @@ def fold_engine_figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _attributes(row: dict[str, Any]) -> dict[str, str]:
     attributes = row.get("attributes") or {}
     return attributes if isinstance(attributes, dict) else dict(attributes)
+
+
+def engine_call_timings(rows: list[dict[str, Any]]) -> EngineCallTimings:
+    """``queries.ENGINE_CALL_TIMINGS``' row as the API's figures; a percentile of no call is None."""
+    row = rows[0] if rows else {}
+    figures: dict[str, Any] = {}
+    for name, count in (("queue", "queue_calls"), ("ttft", "ttft_calls"), ("client_ttft", "client_calls")):
+        n = int(row.get(count) or 0)
+        p50, p95 = (_seconds(v) for v in (row.get(name) or [None, None])) if n else (None, None)
+        figures |= {count: n, f"{name}_p50": p50, f"{name}_p95": p95}
+    return EngineCallTimings(**figures)
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) else None

@@ -44,7 +44,7 @@ from agentwatch_api.schemas import (
     WhatIf,
     finite_total,
 )
-from agentwatch_platform.collector.query.engine_calls import fold_engine_figures
+from agentwatch_platform.collector.query.engine_calls import engine_call_timings, fold_engine_figures
 from agentwatch_platform.collector.query.levers import lever_savings
 from agentwatch_platform.collector.query.whatif import whatif as estimate_whatif
 from agentwatch_platform.collector.storage import queries as q
@@ -891,4 +891,6 @@ def engine_series(
         EnginePoint(t=start + r["bucket"] * step, metric=r["metric"], labels=r["labels"], value=r["value"])
         for r in rows
     ]
-    return EngineSeries(engine=engine, points=points)
+    return EngineSeries(
+        engine=engine, points=points, calls=engine_call_timings(store.query(q.ENGINE_CALL_TIMINGS, params))
+    )

@@ -715,6 +715,31 @@ GROUP BY bucket, metric, labels
 ORDER BY bucket, metric
 LIMIT {limit:UInt32}"""
 
+# Per-call timings of an engine's calls over a range (the engine's models: its metrics' ``model_name``
+# labels): the engine's own queue time and TTFT (queue + prefill, measured at the server) from its
+# spans, and the TTFT the clients saw (their first streamed token; engine-filled values excluded).
+# Percentiles at the resolution of the data, not inside a histogram bucket (``ENGINE_POINTS``).
+ENGINE_CALL_TIMINGS = """
+SELECT countIf(kind = 'engine' AND queue_s IS NOT NULL) AS queue_calls,
+    quantilesTDigestIf(0.5, 0.95)(queue_s, kind = 'engine' AND queue_s IS NOT NULL) AS queue,
+    countIf(kind = 'engine' AND ttft_s IS NOT NULL) AS ttft_calls,
+    quantilesTDigestIf(0.5, 0.95)(ttft_s, kind = 'engine' AND ttft_s IS NOT NULL) AS ttft,
+    countIf(kind = 'llm' AND by_client) AS client_calls,
+    quantilesTDigestIf(0.5, 0.95)(ttft_s, kind = 'llm' AND by_client) AS client_ttft
+FROM (
+    SELECT kind, queue_s, ttft_s,
+        ttft_s IS NOT NULL AND attributes['agentwatch.ttft.source'] != 'engine'
+            AND attributes['agentwatch.engine.only'] != 'true' AS by_client
+    FROM spans
+    WHERE project = {project:String} AND kind IN ('engine', 'llm')
+      AND spans.start_time >= fromUnixTimestamp64Milli({start_ms:Int64})
+      AND spans.start_time < fromUnixTimestamp64Milli({end_ms:Int64})
+      AND model IN (
+          SELECT labels['model_name'] FROM engine_metrics
+          WHERE project = {project:String} AND engine = {engine:String} AND labels['model_name'] != ''
+            AND ts >= fromUnixTimestamp64Milli({start_ms:Int64}) AND ts < fromUnixTimestamp64Milli({end_ms:Int64}))
+)"""
+
 # --- self-hosted cost ----------------------------------------------------------------------
 _ENGINE_RANGE = """project = {project:String}
     AND ts >= fromUnixTimestamp64Milli({start_ms:Int64}) AND ts < fromUnixTimestamp64Milli({end_ms:Int64})"""

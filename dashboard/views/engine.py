@@ -1,7 +1,8 @@
 """Engine: per scraped engine, load (running, waiting, KV cache), throughput, latency distributions, GPU.
 
 Metric names are vLLM's (the simulated engine exports the same); counters become per-second
-rates between scrapes, histograms become distributions over the chosen range.
+rates between scrapes, histograms become distributions over the chosen range. Percentiles of
+queue time and TTFT come from the calls' own engine spans where stored (``engine_figures``).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from agentwatch_api.schemas import EngineInfo, EngineSeries
-from agentwatch_platform.dashboard import analysis, svg_charts, ui
+from agentwatch_platform.dashboard import analysis, engine_figures, svg_charts, ui
 
 RUNNING = ["vllm:num_requests_running"]
 WAITING = ["vllm:num_requests_waiting"]
@@ -107,10 +108,14 @@ def _charts(series: EngineSeries) -> None:
         _readings({"preemptions": analysis.counter_rate(pts, PREEMPTIONS)}, "Preemptions", "per s"),
     ]
     missing = []
-    for name, title in ((TTFT_HIST, "Time to first token"), (QUEUE_HIST, "Queue time")):
+    calls = series.calls
+    for name, title, exact in (
+        (TTFT_HIST, "Time to first token (engine)", (calls.ttft_p50, calls.ttft_p95, calls.ttft_calls)),
+        (QUEUE_HIST, "Queue time", (calls.queue_p50, calls.queue_p95, calls.queue_calls)),
+    ):
         dist = analysis.histogram_distribution(pts, name)
         if dist.total > 0:
-            q = f" · p50 {ui.fmt(dist.quantile(0.5), 's')} · p95 {ui.fmt(dist.quantile(0.95), 's')}"
+            q = " · " + engine_figures.percentiles(dist, *exact)
             drawn.append(
                 svg_charts.bar_chart(
                     bucket_labels(dist), dist.counts, f"{title}: {dist.total:,.0f} requests{q}", "requests", ui.fmt
@@ -119,8 +124,17 @@ def _charts(series: EngineSeries) -> None:
         else:
             missing.append(f"{title}: no observations of `{name}` in range.")
     st.html(svg_charts.html_block(drawn, columns=2))
+    _ttft_note(series)
     for line in missing:
         st.caption(line)
+
+
+def _ttft_note(series: EngineSeries) -> None:
+    """Which TTFT is which: the engine's (here) and the client's (the Overview's) differ by design."""
+    calls = series.calls
+    engine = f"p50 {ui.fmt(calls.ttft_p50, 's')}" if calls.ttft_calls else "no engine spans in range"
+    client = f"p50 {ui.fmt(calls.client_ttft_p50, 's')}" if calls.client_calls else "no client TTFT in range"
+    st.caption(f"Two TTFTs: {engine_figures.ENGINE_TTFT} ({engine}); {engine_figures.CLIENT_TTFT} ({client}).")
 
 
 def _readings(series: dict[str, dict[float, float]], title: str, unit: str, *, width: float = 640) -> str:

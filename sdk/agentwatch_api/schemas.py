@@ -365,9 +365,26 @@ class EnginePoint(BaseModel):
     value: float
 
 
+class EngineCallTimings(BaseModel):
+    """Percentiles of the engine's calls from their own spans (seconds; None: no such call): the
+    engine's queue time and TTFT (queue + prefill, measured at the server) and the clients' TTFT
+    (the first streamed token the client saw, network and client included)."""
+
+    queue_calls: int = 0
+    queue_p50: float | None = None
+    queue_p95: float | None = None
+    ttft_calls: int = 0
+    ttft_p50: float | None = None
+    ttft_p95: float | None = None
+    client_calls: int = 0
+    client_ttft_p50: float | None = None
+    client_ttft_p95: float | None = None
+
+
 class EngineSeries(BaseModel):
     engine: str
     points: list[EnginePoint]
+    calls: EngineCallTimings = Field(default_factory=EngineCallTimings)
 
 
 class AlertOut(BaseModel):

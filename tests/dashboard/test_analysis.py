@@ -153,8 +153,25 @@ def test_histogram_distribution_and_quantiles() -> None:
             pts.append(point(t, "vllm:time_to_first_token_seconds_bucket", c, le=le))
     dist = analysis.histogram_distribution(pts, "vllm:time_to_first_token_seconds")
     assert dist.counts == [10, 80, 10] and dist.total == 100
-    assert abs(dist.quantile(0.5) - (0.1 + 0.9 * 40 / 80)) < 1e-9
-    assert dist.quantile(0.99) == 1.0
+    # a histogram knows the bucket a percentile lies in, not a point inside it
+    assert dist.quantile_bucket(0.05) == (0.0, 0.1)
+    assert dist.quantile_bucket(0.5) == (0.1, 1.0)
+    assert dist.quantile_bucket(0.99) == (1.0, float("inf"))
+
+
+def test_engine_percentiles_at_the_resolution_of_their_data() -> None:
+    """Every call took 0.2-0.33 ms and the engine's first queue-time bucket ends at 300 ms: the
+    histogram says "<= 300 ms", never an interpolated 150 ms; the calls' own spans say 0.26 ms."""
+    from agentwatch_platform.dashboard import engine_figures
+
+    dist = analysis.Distribution([0.3, 1.0, float("inf")], [12, 0, 0])
+    assert engine_figures.percentiles(dist, None, None, 0) == "p50 ≤ 300 ms · p95 ≤ 300 ms (histogram buckets)"
+    assert engine_figures.percentiles(dist, 0.00026, 0.00033, 12) == (
+        "p50 0.26 ms · p95 0.33 ms (from 12 calls' engine spans)"
+    )
+    assert engine_figures.bucket_range((0.3, 1.0)) == "300 ms–1.00 s"
+    assert engine_figures.bucket_range((1.0, float("inf"))) == "> 1.00 s"
+    assert engine_figures.bucket_range(None) == "–"
 
 
 def test_gauge_series_sums_or_averages_label_sets() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import time
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -284,13 +286,35 @@ def test_engine_page_shows_load_rates_and_distributions(app: AppTest, seeded: Se
     assert shown["Prompt tokens/s (mean)"].endswith("tok/s") and shown["Prompt tokens/s (mean)"] != "0.0 tok/s"
     assert shown["Prefix-cache hit rate"].endswith("%")
     titles = [c.title for c in svg_charts(at)]
-    assert any(t.startswith("Time to first token:") for t in titles) and "Token throughput" in titles, titles
+    assert any(t.startswith("Time to first token (engine):") for t in titles) and "Token throughput" in titles, titles
     assert not at.get("plotly_chart") and not at.get("vega_lite_chart")  # SVG, as the overview's: no chart library
     points = seeded.get("/api/engine/metrics", engine="sim-engine")["points"]
     if any(p["metric"].startswith("gpu:") for p in points):  # a machine with an NVIDIA GPU
         assert any(label.startswith("gpu:utilization") for label in shown)
     else:
         assert "No GPU readings" in text(at)
+
+
+def test_engine_page_percentiles_come_from_the_calls_and_name_each_ttft(app: AppTest, seeded: SeededStack) -> None:
+    """Queue time and TTFT percentiles from the calls' own engine spans (the simulated engine traces
+    to the project), not interpolated in a histogram bucket; the page says which TTFT is which."""
+    at = page(app, "views/engine.py")
+    at.selectbox(key="aw_range").set_value("Last 15 minutes").run()
+    assert not at.exception, [e.value for e in at.exception]
+    end = math.ceil(time.time() / 5) * 5  # the page's window (ui.window), or the 5 s before it
+    windows = [
+        seeded.get("/api/engine/metrics", engine="sim-engine", start=e - 900, end=e)["calls"] for e in (end, end - 5)
+    ]
+    calls = windows[0]
+    assert calls["queue_calls"] > 0 and calls["ttft_calls"] > 0 and calls["client_calls"] > 0, calls
+    titles = {c.title.split(":")[0]: c.title for c in svg_charts(at)}
+    for title, name in (("Queue time", "queue"), ("Time to first token (engine)", "ttft")):
+        assert "calls' engine spans" in titles[title] and "histogram" not in titles[title], titles[title]
+        shown = titles[title].split("p50 ")[1].split(" ·")[0]
+        assert shown in {ui.fmt(w[f"{name}_p50"], "s") for w in windows}, (titles[title], windows)
+    note = text(at)
+    assert "engine TTFT: queue + prefill, measured at the server" in note
+    assert "client TTFT (the Overview's): the first streamed token the client saw" in note
 
 
 @pytest.mark.parametrize(
