@@ -140,7 +140,7 @@ class RunResult:
 
     question: str
     mode: str
-    outcome: str = "failure"  # success | failure | abandoned
+    outcome: str = "failure"  # success | failure | abandoned | refused (turned away before any work)
     reason: str = ""
     report: str = ""
     steps: int = 0  # research steps, plus the synthesis step when it ran
@@ -237,7 +237,7 @@ class ResearchAgent:
         ) as run:
             result.trace_id = run.trace_id
             if not await self._admitted(result, user_id):
-                run.set_outcome("abandoned", reason=result.reason)
+                run.set_outcome("refused", reason=result.reason)  # not a run: counted on its own
                 return
             try:
                 await self._research(self._new_state(question), result)
@@ -266,7 +266,7 @@ class ResearchAgent:
         admission = await self.rate_limiter.admit(user_id)
         if admission.refused:
             agentwatch.record_lever("rate_limit", reason=admission.reason, change="run refused", refused=True)
-            result.outcome, result.reason, result.rate_limited = "abandoned", f"rate limited: {admission.reason}", True
+            result.outcome, result.reason, result.rate_limited = "refused", f"rate limited: {admission.reason}", True
             return False
         if admission.delay_s:
             agentwatch.record_lever(

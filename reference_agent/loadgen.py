@@ -88,14 +88,17 @@ class LoadSummary:
 
     @classmethod
     def of(cls, results: list[RunResult], duration_s: float) -> LoadSummary:
-        latencies = sorted(r.duration_s for r in results) or [0.0]
+        """Runs, throughput and latency count the runs that did work: a request the rate limiter
+        refused is not a run (``rate_refused`` counts it), as the collector counts it."""
+        served = [r for r in results if r.outcome != "refused"]
+        latencies = sorted(r.duration_s for r in served) or [0.0]
         return cls(
-            runs=len(results),
+            runs=len(served),
             succeeded=sum(r.outcome == "success" for r in results),
             failed=sum(r.outcome == "failure" for r in results),
             abandoned=sum(r.outcome == "abandoned" for r in results),
             duration_s=duration_s,
-            runs_per_s=len(results) / duration_s if duration_s > 0 else 0.0,
+            runs_per_s=len(served) / duration_s if duration_s > 0 else 0.0,
             latency_p50_s=_percentile(latencies, 0.50),
             latency_p95_s=_percentile(latencies, 0.95),
             input_tokens=sum(r.input_tokens for r in results),
@@ -124,7 +127,7 @@ class LoadSummary:
                 f"{self.cache_hits} cache hits)",
                 f"budget stops    {self.budget_stops}",
                 f"levers          {self.degraded} runs degraded, {self.rate_queued} queued and {self.rate_refused} "
-                f"refused by the rate limiter",
+                f"requests refused by the rate limiter (not runs)",
             ]
         )
 

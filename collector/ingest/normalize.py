@@ -224,7 +224,12 @@ _TOKEN_KEYS = tuple(k for k, spec in _SPEC.items() if spec[0] in _TOKEN_COLUMNS)
 # for streamed calls only; TTFT and TPOT come from OpenInference's first-token and traceloop's
 # chunk events. (One more, an OpenInference AGENT run without an agent name is named by its
 # span name, is mirrored in the native decoder's finish_span: SDK-style run spans carry it.)
-PYTHON_RULE_SIGNALS: dict[str, frozenset[str]] = {sc.TRACELOOP_SPAN_KIND: frozenset({"task", "tool"})}
+# An ``abandoned`` outcome goes through here too (one span per run at most): an older SDK's request
+# refused before any work (``agentwatch.lever.refused``) is stored as ``refused`` (_refused).
+PYTHON_RULE_SIGNALS: dict[str, frozenset[str]] = {
+    sc.TRACELOOP_SPAN_KIND: frozenset({"task", "tool"}),
+    sc.AW_RUN_OUTCOME: frozenset({"abandoned"}),
+}
 PYTHON_RULE_KEYS = (sc.GEN_AI_SERVER_TIME_TO_FIRST_TOKEN, sc.GEN_AI_SERVER_TIME_PER_OUTPUT_TOKEN)
 STREAM_EVENTS = frozenset({sc.OI_FIRST_TOKEN_EVENT, sc.TRACELOOP_CHUNK_EVENT})
 _NAMED_BY_RULE = frozenset({"AGENT", "task", "tool"})
@@ -412,6 +417,8 @@ class Normalizer:
             self._price(row)
         if kind == sc.KIND_ENGINE:
             set_engine_figures_aside(row)
+        if row.outcome == "abandoned" and extra.get(sc.AW_LEVER_REFUSED) == "true":
+            row.outcome = sc.OUTCOME_REFUSED  # sent by an SDK from before the refused outcome
         return row
 
     def _fewer_attributes(

@@ -208,10 +208,10 @@ def list_runs(
     descending = sort.startswith("-")
     open_state = filters.get("status") in ("running", "incomplete")  # known only from whole-run merges
     if field in q.HEAD_SORTS and set(_given(filters)) <= set(q.RUN_HEAD_FILTERS) and not open_state:
-        where = q.where(q.RUN_HEAD_FILTERS, params)
+        where = q.run_where(q.RUN_HEAD_FILTERS, params)
         page, count = q.head_page(where, field, descending), q.head_count(where)
     else:
-        where = q.where(q.RUN_FILTERS, params)
+        where = q.run_where(q.RUN_FILTERS, params)
         page, count = q.runs_page(where, field, descending), q.runs_count(where)
     rows, total = _page(store, params, page, count)
     items = _with_feedback(store, project, rows)
@@ -666,7 +666,8 @@ def overview(
     idle_timeout_s: float = DEFAULT_RUN_IDLE_TIMEOUT_S,
 ) -> Overview:
     """Every headline figure for [start, end) and for the range of equal length before it,
-    and how many of the range's runs are still running or never finished."""
+    how many of the range's runs are still running or never finished, and how many requests
+    were refused before any work (no runs: in none of the figures)."""
     length = end - start
     start_ns, end_ns = _range(start, end)
     figures = _figures(
@@ -680,12 +681,14 @@ def overview(
         "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s),
     }
     states = store.query(q.OPEN_RUN_STATES, params)[0]
+    refused = store.query(q.REFUSED_RUNS, params | {"agent": agent or ""})[0]["refused"]
     return Overview(
         start=start,
         end=end,
         figures={name: _headline(name, current, previous) for name in UNITS},
         running_runs=int(states["running"]),
         incomplete_runs=int(states["incomplete"]),
+        refused_runs=int(refused),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from agentwatch_platform.collector.storage.queries_closes import stale_runs
 from agentwatch_platform.collector.storage.schema import (
     BILLABLE,
+    COUNTED_RUN,
     EPOCH_HOUR,
     HEAD_DURATION_S,
     HEAD_MINUTE_S,
@@ -218,6 +219,13 @@ def where(fragments: dict[str, str], params: dict[str, object]) -> str:
     return " AND ".join(parts) if parts else "1"
 
 
+def run_where(fragments: dict[str, str], params: dict[str, object]) -> str:
+    """``where`` for a list of runs: refused requests are no runs and are left out, unless an
+    outcome filter asks for them (``outcome=refused``)."""
+    sql = where(fragments, params)
+    return sql if params.get("outcome") is not None else f"{sql} AND {COUNTED_RUN}"
+
+
 def runs_page(filters: str, sort: str, descending: bool) -> str:
     """The trace ids of a page of runs; ``sort`` must be one of ``RUN_SORTS`` (checked here,
     not by callers). Only the partials the filters and the sort read are merged (ClickHouse
@@ -275,7 +283,8 @@ SELECT median(run_cost) AS median FROM (
     FROM runs_agg
     WHERE {_RUN_HOURS}
       AND cityHash64(trace_id) IN (
-        SELECT cityHash64(trace_id) FROM runs_agg WHERE {_RUN_HOURS} AND roots > 0 AND agent = {{agent:String}})
+        SELECT cityHash64(trace_id) FROM runs_agg
+        WHERE {_RUN_HOURS} AND roots > 0 AND agent = {{agent:String}} AND {COUNTED_RUN})
     GROUP BY run
     HAVING start_ns >= {{start_ns:Int64}} AND start_ns < {{end_ns:Int64}}
 )"""
@@ -292,7 +301,7 @@ SELECT median(run_cost) AS median FROM (
     UNION ALL
     SELECT run_cost FROM (
         SELECT trace_id, sum(cost_usd) AS run_cost, toUnixTimestamp64Nano(min(start_time)) AS start_ns,
-            countIf(roots > 0 AND agent = {{agent:String}}) AS agent_roots
+            countIf(roots > 0 AND agent = {{agent:String}} AND {COUNTED_RUN}) AS agent_roots
         FROM runs_agg
         PREWHERE trace_hash IN ({_EXACT_MINUTE_TRACES})
         WHERE {_RUN_HOURS}
@@ -503,7 +512,7 @@ SELECT intDiv(toUnixTimestamp64Nano(start_time) - {{start_ns:Int64}}, {{step_ns:
     countIf({_HEAD_STATUS} NOT IN ('ok', 'open')) AS failed_runs,
     countIf(outcome = 'success') AS successes,
     countIf(outcome != '') AS with_outcome
-{_HEADS_IN_RANGE} AND {filters}
+{_HEADS_IN_RANGE} AND {filters} AND {COUNTED_RUN}
 GROUP BY bucket, grp"""
 
 
@@ -529,7 +538,7 @@ FROM (
         {group_sql} AS grp, count() AS runs, countIf({_HEAD_STATUS} NOT IN ('ok', 'open')) AS failed_runs,
         countIf(outcome = 'success') AS successes, countIf(outcome != '') AS with_outcome,
         quantilesIfState(0.5, 0.95)({HEAD_DURATION_S}, roots > 0) AS latency
-    {_EDGE_HEADS} AND {filters}
+    {_EDGE_HEADS} AND {filters} AND {COUNTED_RUN}
     GROUP BY bucket, grp
 )
 GROUP BY bucket, grp"""
@@ -558,6 +567,8 @@ _FEEDBACK_FIGURES = f"""
     {_FEEDBACK_SUM} AS fb_sum, {_FEEDBACK_COUNT} AS fb_n"""
 
 RUN_TOTAL_FILTERS = {"agent": "agent = {agent:String}", "model": "has(models, {model:String})"}
+# A trace merged from runs_agg partials is a run (``schema.COUNTED_RUN``): no root row refused it.
+_NOT_REFUSED = f"countIf(roots > 0 AND NOT {COUNTED_RUN}) = 0"
 
 
 def run_totals(group: str, filters: str) -> str:
@@ -574,7 +585,7 @@ FROM (
         if(sum(steps) > 0, sum(steps), sum(llm_calls)) AS run_steps, sum(cost_usd) AS run_cost{agent}{models}
     FROM runs_agg WHERE {_RUN_HOURS}
     GROUP BY trace_id
-    HAVING (n_roots > 0 OR n_opened > 0) AND start_ns >= {{start_ns:Int64}} AND start_ns < {{end_ns:Int64}}
+    HAVING (n_roots > 0 OR n_opened > 0) AND {_NOT_REFUSED} AND start_ns >= {{start_ns:Int64}} AND start_ns < {{end_ns:Int64}}
 )
 WHERE {filters}
 GROUP BY bucket, grp"""
@@ -626,7 +637,7 @@ FROM (
             SELECT cityHash64(trace_id) FROM feedback WHERE project = {{project:String}} AND score IS NOT NULL)
         WHERE {_RUN_HOURS}
         GROUP BY trace_id
-        HAVING (n_roots > 0 OR n_opened > 0) AND start_ns >= {{start_ns:Int64}} AND start_ns < {{end_ns:Int64}}
+        HAVING (n_roots > 0 OR n_opened > 0) AND {_NOT_REFUSED} AND start_ns >= {{start_ns:Int64}} AND start_ns < {{end_ns:Int64}}
     )
     WHERE {filters}
     GROUP BY bucket, grp
@@ -646,7 +657,7 @@ SELECT intDiv(start_ns - {{start_ns:Int64}}, {{step_ns:Int64}}) AS bucket,
     countIf(outcome != '') AS with_outcome,
     avg(steps) AS steps_per_run, max(steps) AS max_steps, max(cost_usd) AS max_run_cost_usd,{_FEEDBACK_FIGURES}
 FROM ({RUNS_IN_RANGE})
-WHERE {filters}
+WHERE {filters} AND {COUNTED_RUN}
 GROUP BY bucket, grp"""
 
 
@@ -917,6 +928,9 @@ WHERE project = {project:String} AND trace_id IN {trace_ids:Array(String)}
   AND kind != 'engine'
 GROUP BY project, trace_id
 HAVING countIf(kind = 'run' OR parent_span_id = '') = 0"""
+
+# Requests of the range refused before any work (``schema.COUNTED_RUN``): counted apart from the runs.
+REFUSED_RUNS = f"SELECT count() AS refused {_HEADS_IN_RANGE} AND NOT {COUNTED_RUN} AND {{agent:String}} IN ('', agent)"
 
 # Runs of the range without their root: running (a span arrived within the idle timeout) or incomplete.
 OPEN_RUN_STATES = f"""

@@ -97,6 +97,7 @@ WHERE project = {project:String} AND ok
 # project. A run is running while its root has not arrived and a span arrived after
 # ``idle_cutoff_ns`` (now minus ``AGENTWATCH_RUN_IDLE_TIMEOUT_S``), incomplete after that; it
 # *became* incomplete in the window when its last span is within ``window_ns`` before the cutoff.
+# A request refused before any work is no run (``schema.COUNTED_RUN``), here and below.
 RUN_STATES = """
 SELECT if({by_agent:UInt8} = 1, agent, '') AS grp,
     max(if(n_roots = 0 AND last_ns >= {idle_cutoff_ns:Int64}, greatest({now_ns:Int64} - start_ns, 0), 0)) / 1e9 AS oldest_running_s,
@@ -109,7 +110,7 @@ FROM (
     FROM runs_agg
     WHERE project = {project:String} AND hour >= toStartOfHour(fromUnixTimestamp64Nano({since_ns:Int64}))
     GROUP BY trace_id
-    HAVING (n_roots > 0 OR n_opened > 0) AND start_ns < {now_ns:Int64}
+    HAVING (n_roots > 0 OR n_opened > 0) AND start_ns < {now_ns:Int64} AND countIf(roots > 0 AND outcome = 'refused') = 0
 )
 WHERE {agent:String} = '' OR agent = {agent:String}
 GROUP BY grp
@@ -131,7 +132,7 @@ FROM (
       AND hour >= toStartOfHour(fromUnixTimestamp64Nano({start_ns:Int64}))
       AND hour < fromUnixTimestamp64Nano({end_ns:Int64}) + INTERVAL 1 DAY
     GROUP BY trace_id
-    HAVING (n_roots > 0 OR n_opened > 0) AND start_ns >= {start_ns:Int64} AND start_ns < {end_ns:Int64}
+    HAVING (n_roots > 0 OR n_opened > 0) AND countIf(roots > 0 AND outcome = 'refused') = 0 AND start_ns >= {start_ns:Int64} AND start_ns < {end_ns:Int64}
 )
 WHERE grp != '' AND ({agent:String} = '' OR agent = {agent:String})
 GROUP BY bucket, grp

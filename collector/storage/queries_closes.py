@@ -16,6 +16,8 @@ ingest keeps at or after each span's start).
 
 from __future__ import annotations
 
+from agentwatch_platform.collector.storage.schema import COUNTED_RUN
+
 SERVER_NOW = "SELECT toUInt32(now()) AS now"
 CLOSED_TO = "SELECT toUInt32(max(closed_to)) AS closed_to FROM run_close_marks"
 RECORD_MARK = "INSERT INTO run_close_marks (closed_to) SELECT toDateTime({closed_to:UInt32})"
@@ -65,7 +67,8 @@ FROM ({stale_runs("hour >= toDateTime({first_hour:UInt32}) - INTERVAL 1 DAY", f"
 GROUP BY project"""
 
 # The runs that start in the minutes ``{minutes}`` of a project: found from their earliest row (in
-# its minute's hour), then merged whole from a day before the first of those hours on.
+# its minute's hour), then merged whole from a day before the first of those hours on. A request
+# refused before any work is no run (``schema.COUNTED_RUN``).
 _RUNS_OF_MINUTES = f"""
     SELECT trace_id, {_MINUTE.format("min(start_time)")} AS m, max(agent) AS agent,
         groupUniqArrayIf(toString(runs_agg.agent), runs_agg.roots > 0) AS root_agents,
@@ -79,7 +82,8 @@ _RUNS_OF_MINUTES = f"""
     WHERE project = {{project:String}}
       AND hour >= toStartOfHour(toDateTime(arrayMin({{minutes:Array(Int64)}}))) - INTERVAL 1 DAY
     GROUP BY trace_id
-    HAVING (sum(roots) > 0 OR sum(opened) > 0) AND m IN {{minutes:Array(Int64)}}"""
+    HAVING (sum(roots) > 0 OR sum(opened) > 0) AND countIf(roots > 0 AND NOT {COUNTED_RUN}) = 0
+        AND m IN {{minutes:Array(Int64)}}"""
 
 # One row per minute of ``{minutes}``, every one of them (a minute whose runs all left it is
 # written empty): the agents' totals in arrays, and the costs of the runs with a root under the

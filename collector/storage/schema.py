@@ -306,6 +306,29 @@ GROUP BY project, minute, agent"""
 RUN_MINUTES_MV = f"CREATE MATERIALIZED VIEW IF NOT EXISTS run_minutes_mv TO run_minutes AS {_RUN_MINUTES_SELECT}"
 RUN_MINUTES_BACKFILL = f"INSERT INTO run_minutes {_RUN_MINUTES_SELECT}"
 
+# A run that did work. A request refused before any work (outcome ``refused``: by a rate limit or a
+# budget) is no run: it is counted on its own (``refused``) and kept out of run counts, latency,
+# failure and success rates, per-run figures and the agent's median run cost (README "Outcomes").
+COUNTED_RUN = "outcome != 'refused'"
+
+# run_minutes from migration 13 on: the same figures over counted runs, and the refused beside them.
+_RUN_MINUTES_COUNTED_SELECT = f"""
+SELECT project, toDateTime({HEAD_MINUTE_S}) AS minute, agent,
+    countIf({COUNTED_RUN}) AS runs,
+    countIf({COUNTED_RUN} AND {HEAD_FAILED}) AS failed_runs,
+    countIf(outcome = 'success') AS successes,
+    countIf(outcome != '' AND {COUNTED_RUN}) AS with_outcome,
+    quantilesIfState(0.5, 0.95)({HEAD_DURATION_S}, toUInt8({COUNTED_RUN})) AS latency,
+    countIf(NOT {COUNTED_RUN}) AS refused
+FROM runs_agg
+WHERE roots > 0
+GROUP BY project, minute, agent"""
+RUN_MINUTES_REFUSED = (
+    "ALTER TABLE run_minutes ADD COLUMN IF NOT EXISTS refused SimpleAggregateFunction(sum, UInt64) DEFAULT 0",
+    "DROP VIEW IF EXISTS run_minutes_mv",
+    f"CREATE MATERIALIZED VIEW IF NOT EXISTS run_minutes_mv TO run_minutes AS {_RUN_MINUTES_COUNTED_SELECT}",
+)
+
 # Totals of the runs that started in a minute (runs, steps per run, the largest run's steps and
 # cost; and each run's cost under the agents of its root rows, for the agent's median run cost of
 # a run's detail), one row per minute, as the run closer (``collector.storage.run_closes``) last
@@ -604,6 +627,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     # Where a span's captured text is when not in its own columns: an embedded store keeps it in
     # files of its own (collector.storage.texts; 0: in the columns, as a ClickHouse server keeps it).
     Migration(12, "span_text_refs", (SPANS_TEXT_REF,)),
+    # Requests refused before any work (outcome ``refused``) are not runs: run heads per minute count
+    # them apart. Rows folded before hold no refused requests (the outcome did not exist; an older
+    # SDK's refusals stored before it stay ``abandoned``, README "Outcomes").
+    Migration(13, "refused_requests", RUN_MINUTES_REFUSED),
 )
 
 

@@ -512,6 +512,26 @@ ALTER TABLE spans_local ON CLUSTER agentwatch ADD COLUMN IF NOT EXISTS text_ref 
 
 ALTER TABLE spans ON CLUSTER agentwatch ADD COLUMN IF NOT EXISTS text_ref UInt64 DEFAULT 0;
 
+-- migration 13: refused_requests
+
+ALTER TABLE run_minutes_local ON CLUSTER agentwatch ADD COLUMN IF NOT EXISTS refused SimpleAggregateFunction(sum, UInt64) DEFAULT 0;
+
+ALTER TABLE run_minutes ON CLUSTER agentwatch ADD COLUMN IF NOT EXISTS refused SimpleAggregateFunction(sum, UInt64) DEFAULT 0;
+
+DROP VIEW IF EXISTS run_minutes_mv ON CLUSTER agentwatch SYNC;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS run_minutes_mv ON CLUSTER agentwatch TO run_minutes_local AS 
+SELECT project, toDateTime(intDiv(toUnixTimestamp64Nano(start_time), 60000000000) * 60) AS minute, agent,
+    countIf(outcome != 'refused') AS runs,
+    countIf(outcome != 'refused' AND (budget_exceeded != '' OR root_timeout = 1 OR root_error = 1)) AS failed_runs,
+    countIf(outcome = 'success') AS successes,
+    countIf(outcome != '' AND outcome != 'refused') AS with_outcome,
+    quantilesIfState(0.5, 0.95)(greatest(toUnixTimestamp64Nano(end_time) - toUnixTimestamp64Nano(start_time), 0) / 1e9, toUInt8(outcome != 'refused')) AS latency,
+    countIf(NOT outcome != 'refused') AS refused
+FROM runs_agg_local
+WHERE roots > 0
+GROUP BY project, minute, agent;
+
 -- retention
 
 ALTER TABLE spans_local ON CLUSTER agentwatch MODIFY TTL toDateTime(start_time) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;

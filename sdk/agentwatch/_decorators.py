@@ -16,7 +16,8 @@ type, message and stack) and re-raised unchanged. Timeouts (``TimeoutError``,
 ``asyncio.TimeoutError``, any ``*Timeout*`` exception type such as ``openai.APITimeoutError``,
 or a tool's own ``timeout=``) also set ``agentwatch.timeout=true``.
 
-Run outcome: ``run.set_outcome(...)`` wins; otherwise a run that passed its budget is
+Run outcome: ``run.set_outcome(...)`` wins; otherwise a run refused before any work
+(``record_lever(..., refused=True)``) is ``refused``, one that passed its budget is
 ``abandoned``, one that raised is ``failure``, one that returned is ``success``.
 """
 
@@ -67,10 +68,12 @@ class Run:
         self.outcome_reason = ""
         self.budget_exceeded: str | None = None
         self.degraded = False  # set by agentwatch.record_lever("degradation", ...)
+        self.refused = ""  # why it was refused before any work: set by record_lever(..., refused=True)
         self._lock = threading.Lock()
 
     def set_outcome(self, outcome: str, reason: str = "") -> None:
-        """Mark the task's result, independent of exceptions: success, failure or abandoned."""
+        """Mark the task's result, independent of exceptions: success, failure, abandoned, or
+        refused (turned away before any work by a rate limit or a budget: not counted as a run)."""
         if outcome not in sc.OUTCOMES:
             raise ValueError(f"set_outcome({outcome!r}): outcome must be one of {', '.join(sc.OUTCOMES)}")
         self.outcome, self.outcome_reason = outcome, str(reason)
@@ -535,6 +538,8 @@ class run(_Scope):  # noqa: N801 - used as agentwatch.run(...), like a function
 def _outcome(handle: Run, exc: BaseException | None) -> tuple[str, str]:
     if handle.outcome is not None:
         return handle.outcome, handle.outcome_reason
+    if handle.refused:
+        return sc.OUTCOME_REFUSED, handle.refused
     if handle.budget_exceeded:
         return "abandoned", f"budget exceeded: {handle.budget_exceeded}"
     if exc is not None:

@@ -62,7 +62,8 @@ def lever_attributes(
 
 
 def record_lever(lever: str, *, reason: str, change: str, **figures: Any) -> bool:
-    """Record a decision on the current span (and mark a degraded run); False without a span.
+    """Record a decision on the current span (and mark a degraded run, or a refused one: its
+    outcome is then ``refused`` unless ``set_outcome`` says otherwise); False without a span.
 
     ``figures`` are ``lever_attributes``' keyword arguments (baseline_model, projected_cost_usd,
     cost_so_far_usd, delay_s, refused).
@@ -76,6 +77,8 @@ def record_lever(lever: str, *, reason: str, change: str, **figures: Any) -> boo
         run = _RUN.get()
         if run is not None and lever == "degradation":
             run.degraded = True
+        if run is not None and figures.get("refused"):
+            run.refused = f"{lever}: {reason}"
         return True
     except Exception as bug:  # ours: the agent goes on without the record
         internal_error("recording a cost lever", bug)

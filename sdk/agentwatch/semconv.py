@@ -132,7 +132,7 @@ AW_RUN_TAGS = "agentwatch.run.tags"  # string array
 # so a backend can list the run while it runs; any OTel backend reads it as a plain span.
 AW_RUN_START = "agentwatch.run.start"  # bool; also the marker span's name
 AW_RUN_NAME = "agentwatch.run.name"  # on the marker: the name of the run span it announces
-AW_RUN_OUTCOME = "agentwatch.run.outcome"  # success | failure | abandoned
+AW_RUN_OUTCOME = "agentwatch.run.outcome"  # success | failure | abandoned | refused
 AW_RUN_OUTCOME_REASON = "agentwatch.run.outcome_reason"
 AW_RUN_STEPS = "agentwatch.run.steps"
 AW_RUN_LLM_CALLS = "agentwatch.run.llm_calls"
@@ -165,4 +165,8 @@ AW_LEVER_REFUSED = "agentwatch.lever.refused"  # rate_limit: bool, the request w
 AW_RUN_DEGRADED = "agentwatch.run.degraded"  # bool on the run span: a degradation lever acted in it
 LEVERS = ("cache", "routing", "rate_limit", "degradation")
 
-OUTCOMES = ("success", "failure", "abandoned")
+# ``refused``: the request was turned away before any work (a rate limit, a budget): not a run. The
+# collector counts it on its own and keeps it out of run counts, latency, success rates, medians and
+# alert baselines; it also reads ``abandoned`` with ``agentwatch.lever.refused`` (older SDKs) so.
+OUTCOME_REFUSED = "refused"
+OUTCOMES = ("success", "failure", "abandoned", OUTCOME_REFUSED)

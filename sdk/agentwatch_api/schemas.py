@@ -232,6 +232,9 @@ class Overview(BaseModel):
     figures: dict[str, Headline]  # keys: names from TIMESERIES_METRICS plus "runs_per_min", "cost_per_hour_usd"
     running_runs: int = 0  # runs of the range whose root has not arrived and that had a span within the idle timeout
     incomplete_runs: int = 0  # runs of the range whose root never arrived, idle for longer
+    # requests of the range refused before any work (outcome "refused": a rate limit, a budget); no
+    # runs, so in none of the figures (runs, latency, success and error rates, per-run cost)
+    refused_runs: int = 0
 
 
 class SeriesPoint(BaseModel):

@@ -110,3 +110,15 @@ def test_top_k_is_part_of_the_rule_as_served() -> None:
     assert (rule.group_by, rule.top_k, rule.to_out().top_k) == ("user", 3, 3)
     with pytest.raises(RulesError, match="top_k"):
         parse_rules(RULES.format(scope="user", top_k="top_k: -1"))
+
+
+def test_refused_requests_are_not_runs_of_a_users_baseline(store: Store) -> None:
+    """A user's refused requests ($0, no work) neither count as runs nor pull its runs' figures down."""
+    rows = user_run("u01", 0, 0.01)
+    refused = [dataclasses.replace(r, outcome="refused") for r in user_run("u01", 0, 0.0) if r.kind == "run"]
+    store.insert_spans(rows + refused + [dataclasses.replace(r, trace_id="f" * 32) for r in refused])
+    series = {
+        metric: run_scope_series(store, "p1", metric, T0, T0 + 60, 60, "user").points[0].value
+        for metric in ("runs", "cost_usd")
+    }
+    assert series == {"runs": 1.0, "cost_usd": pytest.approx(0.01)}

@@ -470,6 +470,10 @@ def test_dialect_spans_decode_the_same_natively_and_only_rule_spans_are_declined
             ),
             False,
         ),
+        # an older SDK's refused request (abandoned, the rate limiter's refusal on it), a budget stop
+        (("invoke_agent r", "", {**_SDK_RUN, sc.AW_LEVER: "rate_limit", sc.AW_LEVER_REFUSED: True}, []), True),
+        (("invoke_agent r", "", {**_SDK_RUN, sc.AW_BUDGET_EXCEEDED: "cost"}, []), True),
+        (("invoke_agent r", "", {**_SDK_RUN, sc.AW_RUN_OUTCOME: "refused"}, []), False),
     ]
     body = _dialect_request([span for span, _ in spans])
     for normalizer in NORMALIZERS.values():
@@ -483,3 +487,7 @@ def test_dialect_spans_decode_the_same_natively_and_only_rule_spans_are_declined
     assert (rows[8]["agent_name"], rows[9]["agent_name"]) == ("Agent.run", "researcher")
     assert rows[11]["ttft_s"] == pytest.approx(0.2146)
     assert rows[12]["cost_usd"] > 0  # priced-redacted-short was the last normaliser
+    assert [r["outcome"] for r in rows[14:]] == ["refused", "abandoned", "refused"]
+
+
+_SDK_RUN = {sc.AGENTWATCH_SPAN_KIND: "run", sc.GEN_AI_AGENT_NAME: "r", sc.AW_RUN_OUTCOME: "abandoned"}

@@ -87,11 +87,11 @@ def test_rate_limiter_refuses_a_second_run_of_the_same_user(stack: LiveStack) ->
     first = asyncio.run(agent.run(LONG_QUESTION, user_id="u-rl"))
     refused = asyncio.run(agent.run(LONG_QUESTION, user_id="u-rl"))
     assert first.outcome == "success" and not first.rate_limited
-    assert refused.rate_limited and refused.outcome == "abandoned" and refused.llm_calls == 0
+    assert refused.rate_limited and refused.outcome == "refused" and refused.llm_calls == 0
     detail = stack.run_detail(refused)
     attributes = _run_span(detail)["attributes"]
     assert attributes[sc.AW_LEVER] == "rate_limit" and attributes[sc.AW_LEVER_REFUSED] == "true"
-    assert detail["run"]["outcome"] == "abandoned"
+    assert detail["run"]["outcome"] == "refused" and attributes[sc.AW_RUN_OUTCOME_REASON].startswith("rate limited")
 
 
 def test_cache_hits_record_the_cache_lever(stack: LiveStack) -> None:

@@ -155,7 +155,8 @@ def test_loadgen_command_exercises_degradation_and_the_rate_limiter(
     out = capsys.readouterr().out
     assert code == 0
     # 3 users: each first run passes its user's bucket; user 0's second run is refused
-    assert "levers          3 runs degraded, 0 queued and 1 refused by the rate limiter" in out, out
+    assert "runs            3 (3 success, 0 failure, 0 abandoned)" in out, out  # the refused request is no run
+    assert "levers          3 runs degraded, 0 queued and 1 requests refused by the rate limiter (not runs)" in out
 
 
 def test_bad_rate_limit_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:

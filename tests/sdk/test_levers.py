@@ -67,3 +67,14 @@ def test_bad_arguments_name_what_was_wrong(kwargs: dict, message: str) -> None:
     arguments = {"lever": "routing", "reason": "why", "change": "what", **kwargs}
     with pytest.raises(ValueError, match=message):
         agentwatch.lever_attributes(arguments.pop("lever"), **arguments)
+
+
+def test_a_refused_request_is_its_own_outcome_with_its_reason(spans: Spans) -> None:
+    with agentwatch.run("r") as run:
+        assert agentwatch.record_lever("rate_limit", reason="user u over 1 runs/s", change="run refused", refused=True)
+    attrs = spans.one("invoke_agent r").attributes
+    assert run.outcome == attrs[sc.AW_RUN_OUTCOME] == sc.OUTCOME_REFUSED == "refused"
+    assert attrs[sc.AW_RUN_OUTCOME_REASON] == "rate_limit: user u over 1 runs/s" and attrs[sc.AW_LEVER_REFUSED] is True
+    with agentwatch.run("budget") as other:
+        other.set_outcome("refused", reason="budget spent for today")
+    assert spans.one("invoke_agent budget").attributes[sc.AW_RUN_OUTCOME] == "refused"
