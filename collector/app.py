@@ -48,10 +48,12 @@ from agentwatch_platform.collector.ingest.writer import Writer
 from agentwatch_platform.collector.metrics import Metrics
 from agentwatch_platform.collector.plugins import Plugin
 from agentwatch_platform.collector.query.fleet import FleetCounters
-from agentwatch_platform.collector.roles import ENGINE_JOIN, ENGINE_SCRAPER, RUN_CLOSER, Roles
+from agentwatch_platform.collector.roles import ENGINE_JOIN, ENGINE_SCRAPER, RETENTION, RUN_CLOSER, Roles
 from agentwatch_platform.collector.settings import Settings
 from agentwatch_platform.collector.storage.base import Store, StoreError, StoreUnavailable
+from agentwatch_platform.collector.storage.deletion import journal_for, replay
 from agentwatch_platform.collector.storage.lease import holder_id
+from agentwatch_platform.collector.storage.maintenance import RetentionPass
 from agentwatch_platform.collector.storage.model import SpanRow
 from agentwatch_platform.collector.storage.run_closes import RunCloser
 from agentwatch_platform.collector.storage.texts import TextSearch, TextStore
@@ -245,6 +247,8 @@ def _lifespan(
             )
             app.state.roles = roles
             available = await _open_store(handle)
+            if available:  # before any span is inserted: what a crash left half deleted goes first
+                await asyncio.to_thread(_replay_deletions, handle, settings)
             ingestor.metrics.store_up.set(1 if available else 0)
             _announce_decoder(settings, ingestor.metrics)
             writer = Writer(
@@ -290,6 +294,14 @@ def _lifespan(
             yield
 
     return lifespan
+
+
+def _replay_deletions(handle: StoreHandle, settings: Settings) -> None:
+    """Deletions a crash interrupted (``collector.storage.deletion``); a failure is retried at the next start."""
+    try:
+        replay(handle.get(), journal_for(settings.data_dir))
+    except StoreError as exc:
+        log.error("replaying interrupted deletions failed (%s); they are retried at the next start", exc)
 
 
 def _lease_overruns(handle: StoreHandle) -> float:
@@ -377,7 +389,7 @@ async def _start_grpc(app: FastAPI, settings: Settings, stack: AsyncExitStack) -
 
 
 async def _start_components(app: FastAPI, settings: Settings, handle: StoreHandle, stack: AsyncExitStack) -> None:
-    """Engine scraper, run closer and GPU sampler."""
+    """Engine scraper, run closer, retention pass and GPU sampler."""
     roles: Roles = app.state.roles
     app.state.scraper = await stack.enter_async_context(
         EngineScraper.from_settings(
@@ -385,6 +397,9 @@ async def _start_components(app: FastAPI, settings: Settings, handle: StoreHandl
         )
     )
     await stack.enter_async_context(RunCloser(handle.get, may_close=lambda: roles.holds(RUN_CLOSER)))
+    await stack.enter_async_context(
+        RetentionPass(handle.get, settings.retention_days, may_run=lambda: roles.holds(RETENTION))
+    )
     _start_gpu_sampler(app, settings, handle, stack)
 
 

@@ -1,4 +1,4 @@
-"""``agentwatch collector`` and ``agentwatch keys create|revoke|list`` (plus storage's ``reprice``).
+"""``agentwatch collector`` and ``agentwatch keys create|revoke|list`` (plus ``reprice``, ``whatif``, ``delete``).
 
 Key commands work whether or not a collector runs: an embedded chDB directory can be opened
 by one process only, so while a collector owns it they go through its admin endpoints
@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 from agentwatch_api.client import ApiError, CollectorClient, CollectorError
 from agentwatch_api.handshake import running_collector
 from agentwatch_platform.collector import plugins
+from agentwatch_platform.collector.api.deletion_cli import register_delete
 from agentwatch_platform.collector.query.reprice import register_reprice
 from agentwatch_platform.collector.query.whatif_cli import register_whatif
 from agentwatch_platform.collector.settings import Settings
@@ -32,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     _register_keys(sub)
     register_reprice(sub)
     register_whatif(sub)
+    register_delete(sub)
 
 
 def _register_collector(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -29,7 +29,8 @@ ALERTS = "alerts"
 ENGINE_SCRAPER = "engine-scraper"
 ENGINE_JOIN = "engine-join"
 RUN_CLOSER = "run-closer"
-ROLES = (ALERTS, ENGINE_SCRAPER, ENGINE_JOIN, RUN_CLOSER)
+RETENTION = "retention"  # the hourly retention pass (collector.storage.maintenance)
+ROLES = (ALERTS, ENGINE_SCRAPER, ENGINE_JOIN, RUN_CLOSER, RETENTION)
 
 
 class Roles:

@@ -1,7 +1,7 @@
 """Administration, under one prefix, ``/api/admin`` (``collector.auth.scopes.ADMIN_PREFIX``).
 
-Behind one dependency (``AdminDep``): keys, engine scrape targets, re-pricing (``collector.query.reprice``)
-and the audit log. Callers are the operator's admin token, which the collector writes at
+Behind one dependency (``AdminDep``): keys, engine scrape targets, re-pricing (``collector.query.reprice``),
+deleting data (``collector.storage.deletion``) and the audit log. Callers are the operator's admin token, which the collector writes at
 start into the data directory readable only by its user (whoever can read the data files
 anyway; it lets ``agentwatch keys ...`` work while the collector owns the embedded data
 directory), or a project key with the ``admin`` scope, which manages its own project only.
@@ -26,6 +26,7 @@ from agentwatch_platform.collector.engines.registry import EngineLimit, TargetRe
 from agentwatch_platform.collector.query.reprice import price_table, reprice
 from agentwatch_platform.collector.storage import queries
 from agentwatch_platform.collector.storage import queries_admin as qa
+from agentwatch_platform.collector.storage.deletion import DeletionError, Scope, delete_data, journal_for
 
 log = logging.getLogger(__name__)
 
@@ -266,6 +267,67 @@ def reprice_endpoint(body: RepriceIn, store: StoreDep, settings: SettingsDep, ca
         {"since": body.since, "version": result["version"], "spans": result["spans"]},
     )
     return result
+
+
+# --- deleting data (``agentwatch delete`` asks a running collector here) --------------------------
+class DeleteIn(BaseModel):
+    """What to delete: exactly one of a trace, a user, a session, a time range or the whole project."""
+
+    project: str = Field(default="", max_length=64, description="an admin key's own project by default")
+    trace_id: str | None = Field(default=None, min_length=1, max_length=256)
+    user_id: str | None = Field(default=None, min_length=1, max_length=1024)
+    session_id: str | None = Field(default=None, min_length=1, max_length=1024)
+    start: float | None = Field(default=None, ge=0, le=1e10, description="epoch seconds; runs with a span from then on")
+    end: float | None = Field(default=None, ge=0, le=1e10, description="epoch seconds, exclusive")
+    everything: bool = Field(
+        default=False, description="every span, run, rollup, text, feedback and alert of the project"
+    )
+
+
+class DeletionOut(BaseModel):
+    id: str
+    project: str
+    target: str
+    traces: int = Field(description="runs (traces) deleted; 0 for a whole project")
+    spans: int
+    cost_usd: float = Field(description="what the project's cost total dropped by")
+    texts_removed: int = Field(description="captured texts removed from the text files")
+
+
+def deletion_scope(body: DeleteIn, project: str) -> Scope:
+    """The one thing ``body`` names; 422 for none or several."""
+    named = [
+        (kind, value)
+        for kind, value in (("trace", body.trace_id), ("user", body.user_id), ("session", body.session_id))
+        if value is not None
+    ]
+    if body.start is not None or body.end is not None:
+        named.append(("range", ""))
+    if body.everything:
+        named.append(("project", ""))
+    if len(named) != 1:
+        raise HTTPException(
+            422, "name exactly one of trace_id, user_id, session_id, start and end, or everything: true"
+        )
+    kind, value = named[0]
+    try:
+        return Scope(project, kind, value or "", body.start, body.end)
+    except DeletionError as exc:
+        raise HTTPException(422, str(exc)) from None
+
+
+@router.post("/delete", response_model=DeletionOut)
+def delete_endpoint(body: DeleteIn, caller: AdminDep, settings: SettingsDep, request: Request) -> DeletionOut:
+    """Delete runs and everything derived from them, crash-safe and audited (``collector.storage.deletion``)."""
+    project = scoped_project(caller, body.project or None, required=True) or ""
+    scope = deletion_scope(body, project)
+    store = request.app.state.store.get()  # the store itself: its inserts wait while it deletes
+    result = delete_data(store, scope, actor=caller.actor, journal=journal_for(settings.data_dir))
+    writer = getattr(request.app.state.ingestor, "writer", None)
+    if writer is not None:  # live-run heads and engine facts the collector remembers of those traces
+        writer.forget(project, None if scope.kind == "project" else result.trace_ids)
+    log.info("deleted %s of project %s: %d spans, %.6f USD", scope.target, project, result.spans, result.cost_usd)
+    return DeletionOut(**{k: v for k, v in asdict(result).items() if k != "trace_ids"})
 
 
 # --- audit ---------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ A project key carries one or more scopes, each a right in its own project:
 
 - ``ingest``: write spans (OTLP over HTTP and gRPC) and feedback. What an agent ships with.
 - ``read``: the query API (runs, overview, cost, engines, alerts history); what the dashboard uses.
-- ``admin``: keys of its project, engine scrape targets, re-pricing, alert history writes
+- ``admin``: keys of its project, engine scrape targets, re-pricing, deleting data, alert history writes
   (``agentwatch alerts run``), the audit log.
 
 Scopes do not include each other: a key with ``admin`` alone cannot read runs; give a key
@@ -68,6 +68,7 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("POST", "/api/admin/engines"): ADMIN,
     ("DELETE", "/api/admin/engines/{name}"): ADMIN,
     ("POST", "/api/admin/reprice"): ADMIN,
+    ("POST", "/api/admin/delete"): ADMIN,
     ("GET", "/api/admin/audit"): ADMIN,
     # admin writes kept at their old paths for existing clients (aliases, see README)
     ("POST", "/admin/keys"): ADMIN,

@@ -254,6 +254,14 @@ class EngineJoin:
                     self._by_usage.setdefault(fact.usage_key, []).append(fact)
             self._expire(now)
 
+    def forget(self, project: str, trace_ids: list[str] | None) -> None:
+        """Engine facts of deleted traces (``None``: of the whole project) are dropped, never joined later."""
+        traces = None if trace_ids is None else set(trace_ids)
+        with self._lock:
+            for fact in [f for f in self._facts.values() if f.project == project]:
+                if traces is None or fact.trace_id in traces:
+                    self._forget(fact)
+
     def _expire(self, now: float) -> None:
         while self._facts:
             fact = next(iter(self._facts.values()))

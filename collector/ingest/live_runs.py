@@ -69,6 +69,16 @@ class LiveRuns:
         self.opened += len(new)
         return len(new)
 
+    def forget(self, project: str, trace_ids: list[str] | None) -> None:
+        """Deleted traces (``None``: every trace of ``project``): a span of theirs arriving later opens a head again."""
+        if trace_ids is None:
+            prefix = f"{project}/"
+            for key in [k for k in list(self._known) if k.startswith(prefix)]:
+                self._known.pop(key, None)
+            return
+        for trace_id in trace_ids:
+            self._known.pop(f"{project}/{trace_id}", None)
+
     def _remember(self, keys: set[str] | list[str]) -> None:
         known = self._known
         for key in keys:

@@ -163,6 +163,14 @@ class Writer:
             self._bytes_in_memory += entry.nbytes
         self._wake.set()
 
+    def forget(self, project: str, trace_ids: list[str] | None) -> None:
+        """Deleted traces (``None``: the whole project) leave what the collector remembers of them:
+        live-run heads opened and engine facts waiting for their client span."""
+        if self._live is not None:
+            self._live.forget(project, trace_ids)
+        if self._join is not None:
+            self._join.forget(project, trace_ids)
+
     # --- lifetime ----------------------------------------------------------------------------
 
     async def __aenter__(self) -> Writer:

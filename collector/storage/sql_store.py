@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from agentwatch_platform.collector.storage.base import QueryError
 from agentwatch_platform.collector.storage.cluster_ddl import cluster_form
 from agentwatch_platform.collector.storage.columns import SPANS_SCHEMA, spans_table
 from agentwatch_platform.collector.storage.lease import SCHEMA, LeaseLock, SpanWriteLock
+from agentwatch_platform.collector.storage.maintenance import enforce_retention
 from agentwatch_platform.collector.storage.model import SpanRow
 from agentwatch_platform.collector.storage.recent import RecentKeys, key_hashes, trace_hashes
 from agentwatch_platform.collector.storage.texts import TEXT_REF, TEXT_STATE, TextSearch, row_state
@@ -83,12 +84,14 @@ class SqlStore(ABC):
         return LeaseLock(self, SCHEMA, self.write_lock.holder, ttl_s=600.0, wait_s=900.0).hold()
 
     def _apply_retention(self) -> None:
+        """The TTLs, and the retention pass at once: a lowered retention takes effect at start."""
         for statement in cluster_form(schema.ttl_statements(self.retention_days), self.cluster):
             try:
                 self.command(statement)
             except QueryError as exc:
                 if "doesn't have any table TTL" not in str(exc):
                     raise
+        enforce_retention(self, self.retention_days)  # type: ignore[arg-type]
 
     # --- spans -----------------------------------------------------------------------------
     def insert_spans(self, spans: pa.Table | Sequence[SpanRow], *, dedup_token: str | None = None) -> int:
@@ -162,6 +165,13 @@ class SqlStore(ABC):
             columns = [[project] * len(rows), [r["trace_id"] for r in rows], [r["span_id"] for r in rows]]
             found.append(pa.table([pa.array(c, type=pa.string()) for c in columns], names=list(_KEY)))
         return pa.concat_tables(found)
+
+    @contextmanager
+    def writes_paused(self) -> Iterator[None]:
+        """No span insert runs meanwhile: this process's wait for the insert lock, other collectors'
+        for the ``span-writer`` lease (a deletion or a retention pass rebuilds rollups from the spans)."""
+        with self._insert_lock, self.write_lock.hold() if self.write_lock else nullcontext():
+            yield
 
     # --- captured text ----------------------------------------------------------------------
     def read_texts(self, spans: list[dict[str, Any]], *, project: str = "", trace_id: str = "") -> None:

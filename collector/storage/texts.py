@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import struct
 import threading
 import time
@@ -81,6 +82,7 @@ _MAX_PAYLOAD = 0xFFFFFFFF
 _SUFFIX = ".awt"
 _EXPIRE_EVERY_S = 3600.0
 _SCAN_CHUNK = 1 << 20
+FAULT_ENV = "AGENTWATCH_FAULT_KILL_AT"  # crash tests: where the process kills itself
 
 
 class TextStoreError(Exception):
@@ -299,6 +301,68 @@ class TextStore:
                     log.warning("texts: cannot delete expired %s: %s", path, exc)
         return gone
 
+    # --- deletion ------------------------------------------------------------------------------
+    def remove(self, project: str, trace_ids: set[str] | None, days: list[int] | None) -> int:
+        """Rewrite the day files (``days``; None: every file) without the texts of ``project``'s traces
+        ``trace_ids`` (None: all of the project's); how many span texts went. Idempotent.
+
+        Every frame keeps its offset and length (span rows point at frames by offset,
+        ``text_ref``): a frame holding deleted texts is written again without them, its payload
+        padded with zeros to its old length. A file is rewritten whole, atomically: the new file is
+        written and fsynced, then renamed over the old one; the append descriptor of that day is
+        closed first, so the next write opens the new file. Appends wait meanwhile.
+        """
+        removed = 0
+        with self._lock:
+            paths = (
+                [self._path(day) for day in days] if days is not None else sorted(self.directory.glob(f"*{_SUFFIX}"))
+            )
+            for path in paths:
+                if path.exists():
+                    removed += self._rewrite_without(path, project, trace_ids)
+        return removed
+
+    def _rewrite_without(self, path: Path, project: str, trace_ids: set[str] | None) -> int:
+        data = bytearray(path.read_bytes())
+        removed, changed = 0, False
+        for position, payload in _intact_frames(bytes(data)):
+            block = _block(payload)
+            gone = pc.equal(block.column("project"), project)
+            if trace_ids is not None:
+                gone = pc.and_(
+                    gone, pc.is_in(block.column("trace_id"), value_set=pa.array(sorted(trace_ids), pa.string()))
+                )
+            if pc.any(gone).as_py():
+                texts = pc.or_(*(pc.greater(pc.binary_length(block.column(n)), 0) for n in TEXT_COLUMNS))
+                count = pc.sum(pc.and_(gone, texts)).as_py() or 0
+                kept = _payload(block.filter(pc.invert(gone)), self._options)
+                data[position : position + _FRAME.size + len(payload)] = _padded_frame(kept, len(payload))
+                removed, changed = removed + count, True
+        if changed:
+            self._replace(path, bytes(data))
+        return removed
+
+    def _replace(self, path: Path, data: bytes) -> None:
+        """``data`` as ``path``: written to a new file, fsynced, renamed over it, the directory fsynced."""
+        day = _day_of(path)
+        if day is not None and (fd := self._files.pop(day, None)) is not None:
+            os.close(fd)
+        temporary = path.with_name(path.name + ".tmp")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            _write_all(fd, [data])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if os.environ.get(FAULT_ENV) == "texts_written":  # the crash tests stop here (never set in production)
+            os.kill(os.getpid(), signal.SIGKILL)
+        os.replace(temporary, path)
+        directory = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
     def _expire_hourly(self) -> None:
         now = time.monotonic()
         if now - self._expired_at >= _EXPIRE_EVERY_S:
@@ -391,6 +455,29 @@ def _frames(path: Path) -> Iterator[pa.Table | None]:
                 block = None
             yield block
             position += _FRAME.size + len(payload)
+
+
+def _intact_frames(data: bytes) -> Iterable[tuple[int, bytes]]:
+    """(offset, payload) of every intact frame of a day file's bytes, in order."""
+    position = len(_FILE_HEADER) if data.startswith(_FILE_HEADER) else 0
+    while position + _FRAME.size <= len(data):
+        magic, size, crc = _FRAME.unpack_from(data, position)
+        end = position + _FRAME.size + size
+        if magic == _MAGIC and end <= len(data) and zlib.crc32(data[position + _FRAME.size : end]) == crc:
+            yield position, data[position + _FRAME.size : end]
+            position = end
+        else:
+            found = data.find(_MAGIC, position + 1)
+            position = found if found >= 0 else len(data)
+
+
+def _padded_frame(payload: pa.Buffer, size: int) -> bytes:
+    """A frame of ``payload`` zero-padded to ``size`` bytes (an Arrow stream ends at its end-of-stream
+    marker: the zeros after it are never read), with its CRC."""
+    if payload.size > size:
+        raise TextStoreError(f"a frame rewritten without deleted texts grew ({payload.size} > {size} bytes)")
+    body = payload.to_pybytes() + bytes(size - payload.size)
+    return _FRAME.pack(_MAGIC, size, zlib.crc32(body)) + body
 
 
 def _read_frame(fd: int, offset: int, size_of_file: int) -> bytes | None:

@@ -301,6 +301,27 @@ class CollectorClient:
         """Re-price stored LLM spans since ``since`` (long: give the client a timeout to match)."""
         return self._send("POST", "/api/admin/reprice", dict[str, Any], json={"since": since, "project": project})
 
+    def delete_data(
+        self,
+        *,
+        project: str = "",
+        trace_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        start: float | None = None,
+        end: float | None = None,
+        everything: bool = False,
+    ) -> dict[str, Any]:
+        """Delete one of: a trace, a user's or a session's runs, the runs of [start, end), the whole
+        project; returns what went (spans, cost, texts). Long on large stores: give a timeout to match."""
+        body: dict[str, Any] = {"project": project, "everything": everything}
+        for name, value in (("trace_id", trace_id), ("user_id", user_id), ("session_id", session_id)):
+            if value is not None:
+                body[name] = value
+        if start is not None or end is not None:
+            body |= {"start": start, "end": end}
+        return self._send("POST", "/api/admin/delete", dict[str, Any], json=body)
+
     # --- plumbing --------------------------------------------------------------------
 
     def _get(self, path: str, shape: type[T] | Any, /, **params: Any) -> T:
