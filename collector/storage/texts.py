@@ -457,7 +457,7 @@ def _frames(path: Path) -> Iterator[pa.Table | None]:
             position += _FRAME.size + len(payload)
 
 
-def _intact_frames(data: bytes) -> Iterable[tuple[int, bytes]]:
+def _intact_frames(data: bytes) -> Iterator[tuple[int, bytes]]:
     """(offset, payload) of every intact frame of a day file's bytes, in order."""
     position = len(_FILE_HEADER) if data.startswith(_FILE_HEADER) else 0
     while position + _FRAME.size <= len(data):
