@@ -35,6 +35,7 @@ from agentwatch_platform.collector.engines.gpu import GpuSampler
 from agentwatch_platform.collector.engines.registry import policy_for
 from agentwatch_platform.collector.engines.scraper import DEFAULT_PROJECT, ENGINE_COLUMNS, EngineScraper, parse_targets
 from agentwatch_platform.collector.ingest.engine_join import EngineJoin
+from agentwatch_platform.collector.ingest.freshness import Freshness
 from agentwatch_platform.collector.ingest.live_runs import LiveRuns
 from agentwatch_platform.collector.ingest.normalize import Normalizer, sdk_pricer
 from agentwatch_platform.collector.ingest.otlp import native
@@ -196,6 +197,7 @@ def create_app(
     state.admin_token = None
     state.scrape_policy = policy_for(settings)  # which hosts engines may be scraped at (collector.engines.scrape_guard)
     state.clock = clock
+    state.freshness = Freshness(clock=clock)  # how far the figures are complete (collector.ingest.freshness)
     app.add_exception_handler(IngestError, _ingest_error)
     app.add_exception_handler(StoreUnavailable, _store_unavailable)
     app.add_exception_handler(RequestValidationError, _validation_error)
@@ -268,6 +270,7 @@ def _lifespan(
                 may_bill=lambda: roles.holds(ENGINE_JOIN),
                 spill=_spill(settings),
                 merge_hold_s=settings.chdb_merge_hold_s,
+                freshness=app.state.freshness,
             )
             writer.store_available = available  # known from the start, not only after a failed insert
             writer.replay(recovery, ingestor.spool.estimate_spans)

@@ -4,6 +4,7 @@ what-if estimates of a cost policy."""
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
@@ -11,11 +12,12 @@ from fastapi import APIRouter, Query
 from agentwatch_api.schemas import (
     TIMESERIES_METRICS,
     CostBreakdown,
+    Freshness,
     Overview,
     TimeSeries,
     WhatIf,
 )
-from agentwatch_platform.collector.api.deps import ProjectDep, SettingsDep, StoreDep, run_query
+from agentwatch_platform.collector.api.deps import FreshnessDep, ProjectDep, SettingsDep, StoreDep, run_query
 from agentwatch_platform.collector.api.params import Agent, End, Model, Start, time_window
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.query.levers import price_table
@@ -26,11 +28,19 @@ router = APIRouter(prefix="/api", tags=["query"])
 DEFAULT_POINTS = 120
 
 
+@router.get("/freshness", response_model=Freshness)
+def freshness(freshness: FreshnessDep, project: ProjectDep) -> Freshness:
+    """How far the figures are complete: the watermark before which no more spans are expected
+    (collector-wide: it holds no project's data)."""
+    return Freshness(**asdict(freshness.state()))
+
+
 @router.get("/overview", response_model=Overview)
 def overview(
     store: StoreDep,
     project: ProjectDep,
     settings: SettingsDep,
+    freshness: FreshnessDep,
     start: Start = None,
     end: End = None,
     agent: Agent = None,
@@ -39,7 +49,14 @@ def overview(
     lo, hi = time_window(start, end)
     return run_query(
         lambda: query.overview(
-            store, project, start=lo, end=hi, agent=agent, model=model, idle_timeout_s=settings.run_idle_timeout_s
+            store,
+            project,
+            start=lo,
+            end=hi,
+            agent=agent,
+            model=model,
+            idle_timeout_s=settings.run_idle_timeout_s,
+            complete_until=freshness.state().complete_until,
         )
     )
 
@@ -48,6 +65,7 @@ def overview(
 def timeseries(
     store: StoreDep,
     project: ProjectDep,
+    freshness: FreshnessDep,
     metric: Annotated[str, Query(max_length=64, description="one of TIMESERIES_METRICS")],
     start: Start = None,
     end: End = None,
@@ -58,13 +76,17 @@ def timeseries(
 ) -> TimeSeries:
     lo, hi = time_window(start, end)
     step = step_s or max(1, math.ceil((hi - lo) / DEFAULT_POINTS))
-    return run_query(lambda: query.timeseries(store, project, metric, lo, hi, step, group_by, agent, model))
+    until = freshness.state().complete_until
+    return run_query(
+        lambda: query.timeseries(store, project, metric, lo, hi, step, group_by, agent, model, complete_until=until)
+    )
 
 
 @router.get("/timeseries/set", response_model=list[TimeSeries])
 def timeseries_set(
     store: StoreDep,
     project: ProjectDep,
+    freshness: FreshnessDep,
     metric: Annotated[
         list[str],
         Query(min_length=1, max_length=len(TIMESERIES_METRICS), description="repeated: metrics of TIMESERIES_METRICS"),
@@ -79,7 +101,12 @@ def timeseries_set(
     lo, hi = time_window(start, end)
     step = step_s or max(1, math.ceil((hi - lo) / DEFAULT_POINTS))
     metrics = list(dict.fromkeys(metric))
-    return run_query(lambda: query.timeseries_set(store, project, metrics, lo, hi, step, group_by, agent, model))
+    until = freshness.state().complete_until
+    return run_query(
+        lambda: query.timeseries_set(
+            store, project, metrics, lo, hi, step, group_by, agent, model, complete_until=until
+        )
+    )
 
 
 @router.get("/cost", response_model=CostBreakdown)

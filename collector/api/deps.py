@@ -13,6 +13,7 @@ from typing import Annotated, TypeVar
 from fastapi import Depends, HTTPException, Request
 
 from agentwatch_platform.collector.auth.caller import principal
+from agentwatch_platform.collector.ingest.freshness import Freshness
 from agentwatch_platform.collector.query.service import InvalidQuery
 from agentwatch_platform.collector.settings import Settings
 from agentwatch_platform.collector.storage.base import Store, StoreUnavailable
@@ -26,6 +27,10 @@ async def get_settings(request: Request) -> Settings:
 
 async def get_store(request: Request) -> Store:
     return request.app.state.store
+
+
+async def get_freshness(request: Request) -> Freshness:
+    return request.app.state.freshness
 
 
 async def get_project(request: Request) -> str:
@@ -47,6 +52,7 @@ async def get_project(request: Request) -> str:
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 StoreDep = Annotated[Store, Depends(get_store)]
 ProjectDep = Annotated[str, Depends(get_project)]
+FreshnessDep = Annotated[Freshness, Depends(get_freshness)]
 
 
 def run_query(call: Callable[[], T]) -> T:

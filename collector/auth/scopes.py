@@ -47,6 +47,7 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("GET", "/api/runs"): READ,
     ("GET", "/api/runs/{trace_id}"): READ,
     ("GET", "/api/overview"): READ,
+    ("GET", "/api/freshness"): READ,
     ("GET", "/api/timeseries"): READ,
     ("GET", "/api/timeseries/set"): READ,
     ("GET", "/api/cost"): READ,

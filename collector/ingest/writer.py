@@ -43,6 +43,7 @@ import pyarrow.compute as pc
 
 from agentwatch_platform.collector.ingest import heap
 from agentwatch_platform.collector.ingest.engine_join import EngineJoin
+from agentwatch_platform.collector.ingest.freshness import Freshness
 from agentwatch_platform.collector.ingest.live_runs import LiveRuns
 from agentwatch_platform.collector.ingest.spill import Spill
 from agentwatch_platform.collector.ingest.spool import Recovery, Spool, SpoolError
@@ -87,6 +88,7 @@ class Writer:
         may_bill: Callable[[], bool] | None = None,
         spill: Spill | None = None,
         merge_hold_s: float = 0.0,
+        freshness: Freshness | None = None,
     ) -> None:
         self._store = store
         self._spool = spool
@@ -100,6 +102,7 @@ class Writer:
         self._drain_timeout = drain_timeout_s
         self._join = engine_join
         self._live = live_runs
+        self._freshness = freshness  # how far the stored figures are complete (collector.ingest.freshness)
         self._may_bill = may_bill  # whether this collector holds the engine-join role (collector.roles)
         self._entries: deque[_Entry] = deque()
         self._replays: deque[tuple[str, list[_Entry]]] = deque()
@@ -151,6 +154,8 @@ class Writer:
         )
         if not keep and self._spill is not None:
             self._spill.write(seq, table)
+        if self._freshness is not None:
+            self._freshness.accepted(seq, table)
         self._add(_Entry(seq, table.num_rows, table if keep else None, nbytes if keep else 0))
 
     def _add(self, entry: _Entry) -> None:
@@ -270,6 +275,8 @@ class Writer:
         written = await self._insert_until_stored(table, token)
         if written is None:
             return  # shutting down with the store away: the spool keeps the batch
+        if self._freshness is not None:
+            self._freshness.stored([e.seq for e in batch], table)
         if repair and table.num_rows:
             await asyncio.to_thread(self._rebuild_totals, table)
         if self._live is not None:

@@ -610,13 +610,17 @@ def timeseries(
     group_by: str = "none",
     agent: str | None = None,
     model: str | None = None,
+    *,
+    complete_until: float | None = None,
 ) -> TimeSeries:
     """One metric per time bucket (and per agent or model); empty additive buckets are 0.
 
-    Call-level figures are read per minute for buckets of a minute or more (a minute counts
-    in the bucket it starts in), from spans for shorter buckets.
+    A call counts in the bucket its span starts in, a run in the bucket its root starts in;
+    buckets that end after ``complete_until`` (the collector's watermark; now where not given)
+    are flagged partial.
     """
-    return timeseries_set(store, project, [metric], start, end, step_s, group_by, agent, model)[0]
+    series = timeseries_set(store, project, [metric], start, end, step_s, group_by, agent, model)
+    return series[0] if complete_until is None else _flag_partial(series, complete_until)[0]
 
 
 def timeseries_set(
@@ -629,6 +633,8 @@ def timeseries_set(
     group_by: str = "none",
     agent: str | None = None,
     model: str | None = None,
+    *,
+    complete_until: float | None = None,
 ) -> list[TimeSeries]:
     """Several metrics over the same buckets, in the order asked, each as ``timeseries`` gives it,
     from one set of queries: metrics read from the same rows (the TTFT and TPOT quantiles, the
@@ -638,7 +644,17 @@ def timeseries_set(
     _choice("group_by", group_by, GROUPS)
     count = _buckets(start, end, step_s)
     figures = _figures(store, project, metrics, start, end, step_s, group_by, agent, model)
-    return [_series(metric, figures, start, step_s, count, group_by) for metric in metrics]
+    series = [_series(metric, figures, start, step_s, count, group_by) for metric in metrics]
+    return _flag_partial(series, time.time() if complete_until is None else complete_until)
+
+
+def _flag_partial(series: list[TimeSeries], complete_until: float) -> list[TimeSeries]:
+    """Mark the buckets that end after the watermark: their figures may still grow."""
+    for ts in series:
+        ts.complete_until = complete_until
+        for point in ts.points:
+            point.partial = point.t + ts.step_s > complete_until
+    return series
 
 
 def _series(metric: str, figures: Figures, start: float, step_s: int, count: int, group_by: str) -> TimeSeries:
@@ -664,16 +680,23 @@ def overview(
     agent: str | None = None,
     model: str | None = None,
     idle_timeout_s: float = DEFAULT_RUN_IDLE_TIMEOUT_S,
+    complete_until: float | None = None,
 ) -> Overview:
     """Every headline figure for [start, end) and for the range of equal length before it,
     how many of the range's runs are still running or never finished, and how many requests
-    were refused before any work (no runs: in none of the figures)."""
+    were refused before any work (no runs: in none of the figures).
+
+    Totals count everything stored; the rates (runs per minute, cost per hour) are over the
+    complete part of each range, before ``complete_until`` (the collector's watermark; now where
+    not given), so a range's newest seconds, whose spans are still arriving, never read as a drop."""
     length = end - start
     start_ns, end_ns = _range(start, end)
+    until = time.time() if complete_until is None else complete_until
     figures = _figures(
         store, project, TIMESERIES_METRICS, start - length, end, length, "none", agent, model, idle_timeout_s
     )
-    previous, current = (_with_rates(figures.get((i, ""), {}), length) for i in (0, 1))
+    previous = _with_rates(figures.get((0, ""), {}), _tail(store, project, start - length, start, until, agent, model))
+    current = _with_rates(figures.get((1, ""), {}), _tail(store, project, start, end, until, agent, model))
     params = {
         "project": project,
         "start_ns": start_ns,
@@ -689,13 +712,33 @@ def overview(
         running_runs=int(states["running"]),
         incomplete_runs=int(states["incomplete"]),
         refused_runs=int(refused),
+        complete_until=until,
     )
 
 
-def _with_rates(figures: dict[str, float | None], length_s: float) -> dict[str, float | None]:
+# The part of a range after the watermark: (its runs, its cost, the range's complete seconds).
+Tail = tuple[float, float, float]
+
+
+def _tail(
+    store: Store, project: str, start: float, end: float, until: float, agent: str | None, model: str | None
+) -> Tail:
+    """What [start, end) holds after ``until``, to take out of its rates (nothing to read where
+    the range is complete; the whole range where none of it is)."""
+    if until >= end:
+        return 0.0, 0.0, end - start
+    if until <= start:
+        return 0.0, 0.0, end - start  # nothing complete yet: the rate over the whole range, as it stands
+    tail = _figures(store, project, ["runs", "cost_usd"], until, end, end - until, "none", agent, model)
+    got = tail.get((0, ""), {})
+    return got.get("runs") or 0.0, got.get("cost_usd") or 0.0, until - start
+
+
+def _with_rates(figures: dict[str, float | None], tail: Tail) -> dict[str, float | None]:
     out = {name: (0.0 if name in ADDITIVE else None) for name in TIMESERIES_METRICS} | figures
-    out["runs_per_min"] = (out["runs"] or 0.0) / (length_s / 60)  # additive: never None
-    out["cost_per_hour_usd"] = (out["cost_usd"] or 0.0) / (length_s / 3600)
+    runs, cost, seconds = tail
+    out["runs_per_min"] = ((out["runs"] or 0.0) - runs) / (seconds / 60)  # additive: never None
+    out["cost_per_hour_usd"] = ((out["cost_usd"] or 0.0) - cost) / (seconds / 3600)
     return out
 
 

@@ -24,6 +24,7 @@ from agentwatch_api.schemas import (
     EngineInfo,
     EngineSeries,
     FilterValues,
+    Freshness,
     IngestStatus,
     Overview,
     RunDetail,
@@ -98,6 +99,10 @@ class CollectorClient:
 
     def run(self, trace_id: str) -> RunDetail:
         return self._get(f"/api/runs/{trace_id}", RunDetail)
+
+    def freshness(self) -> Freshness:
+        """How far the collector's figures are complete (its watermark)."""
+        return self._get("/api/freshness", Freshness)
 
     def overview(
         self, *, start: float, end: float | None = None, agent: str | None = None, model: str | None = None

@@ -235,12 +235,16 @@ class Overview(BaseModel):
     # requests of the range refused before any work (outcome "refused": a rate limit, a budget); no
     # runs, so in none of the figures (runs, latency, success and error rates, per-run cost)
     refused_runs: int = 0
+    # the collector's watermark (``Freshness``): the range's figures after it may still grow; rates
+    # (runs_per_min, cost_per_hour_usd) are over the complete part of each range
+    complete_until: float | None = None
 
 
 class SeriesPoint(BaseModel):
     t: float  # bucket start, epoch seconds
     group: str  # "" when group_by=none
     value: float | None
+    partial: bool = False  # the bucket ends after the collector's watermark: its figures may still grow
 
 
 class TimeSeries(BaseModel):
@@ -249,6 +253,7 @@ class TimeSeries(BaseModel):
     step_s: int
     group_by: str
     points: list[SeriesPoint]
+    complete_until: float | None = None  # the collector's watermark when the series was read (``Freshness``)
 
 
 class CostRow(BaseModel):
@@ -484,6 +489,24 @@ class FilterValues(BaseModel):
     models: list[str]
     services: list[str] = Field(default_factory=list)
     project: str = ""  # the caller's project: what the dashboard names on every page
+
+
+class Freshness(BaseModel):
+    """How far the stored figures are complete (``GET /api/freshness``).
+
+    A call counts at its span's start but arrives when it ends, after the SDK's export delay, so
+    the newest figures keep growing for a while. ``complete_until`` is the instant before which
+    no more spans are expected: now less the longest arrival delay (span start to stored) of the
+    last five minutes with a quarter and a second to spare (``delay_s``; a minute while fewer than 20
+    calls arrived in them), and never past the earliest start among spans accepted but not yet
+    stored (``in_flight_spans``). ``late_spans``: spans stored since the collector started whose
+    start was before a watermark already given out (they revised a "complete" bucket)."""
+
+    now: float
+    complete_until: float
+    delay_s: float
+    in_flight_spans: int
+    late_spans: int
 
 
 class IngestStatus(BaseModel):
