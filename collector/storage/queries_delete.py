@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from agentwatch_platform.collector.storage.schema import (
     BILLABLE,
+    COUNTED_RUN,
     HEAD_DURATION_S,
     HEAD_FAILED,
     HEAD_MINUTE_S,
@@ -82,16 +83,18 @@ GROUP BY project, minute, agent, model"""
 DROP_RUN_MINUTES = (
     f"ALTER TABLE run_minutes DELETE WHERE project = {{project:String}} AND {_MINUTE_HOUR} IN {_HOURS} {SYNC}"
 )
-# Run heads per minute from runs_agg, one head per (trace, hour) as the view sees them after a
-# rebuild (``queries.REBUILD_RUNS``); runs_agg rows not merged yet are merged here first.
+# Run heads per minute from runs_agg, as the view (``schema.RUN_MINUTES_REFUSED``, migration 13) counts
+# them: one head per (trace, hour), as after a rebuild (``queries.REBUILD_RUNS``); runs_agg rows not
+# merged yet are merged here first.
 REBUILD_RUN_MINUTES = f"""
-INSERT INTO run_minutes
+INSERT INTO run_minutes (project, minute, agent, runs, failed_runs, successes, with_outcome, latency, refused)
 SELECT project, toDateTime({HEAD_MINUTE_S}) AS minute, agent,
-    count() AS runs,
-    countIf({HEAD_FAILED}) AS failed_runs,
+    countIf({COUNTED_RUN}) AS runs,
+    countIf({COUNTED_RUN} AND {HEAD_FAILED}) AS failed_runs,
     countIf(outcome = 'success') AS successes,
-    countIf(outcome != '') AS with_outcome,
-    quantilesIfState(0.5, 0.95)({HEAD_DURATION_S}, toUInt8(1)) AS latency
+    countIf(outcome != '' AND {COUNTED_RUN}) AS with_outcome,
+    quantilesIfState(0.5, 0.95)({HEAD_DURATION_S}, toUInt8({COUNTED_RUN})) AS latency,
+    countIf(NOT {COUNTED_RUN}) AS refused
 FROM (
     SELECT project, hour, trace_id, min(start_time) AS start_time, max(end_time) AS end_time, sum(roots) AS roots,
         max(agent) AS agent, max(budget_exceeded) AS budget_exceeded, max(root_timeout) AS root_timeout,

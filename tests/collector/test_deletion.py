@@ -74,6 +74,12 @@ def _seed(store: Store) -> dict[str, list[list[SpanRow]]]:
             run = _run(user, NOW - 3600 * k - 900 - (5 if user == "bob" else 0), cost * (k + 1), _marker(user))
             store.insert_spans(run)
             runs[user].append(run)
+    refused = [
+        replace(s, outcome="refused") if s.kind == "run" else s
+        for s in _run("alice", NOW - 1200, 0.0, _marker("alice"))
+    ]
+    store.insert_spans(refused)  # a request refused before any work: counted apart (run_minutes.refused)
+    runs["alice"].append(refused)
     for user in runs:
         query.add_feedback(store, P, runs[user][0][0].trace_id, FeedbackIn(score=1.0, comment=f"{user} liked it"))
         store.command(
@@ -105,6 +111,7 @@ def _totals(store: Store) -> dict[str, float]:
         "minutes": _one(store, "SELECT sum(cost_usd) AS v FROM span_minutes WHERE project = {p:String}"),
         "hours": _one(store, "SELECT sum(cost_usd) AS v FROM span_hours WHERE project = {p:String}"),
         "run_minutes": _one(store, "SELECT sum(runs) AS v FROM run_minutes WHERE project = {p:String}"),
+        "refused": _one(store, "SELECT sum(refused) AS v FROM run_minutes WHERE project = {p:String}"),
         "closed": _one(
             store, "SELECT sum(arraySum(runs)) AS v FROM closed_run_minutes FINAL WHERE project = {p:String}"
         ),
@@ -146,7 +153,13 @@ def _assert_alice_gone(store: Store, runs: dict[str, list[list[SpanRow]]], befor
     assert after["overview_cost"] == pytest.approx(before["overview_cost"] - dropped)
     assert after["cost_total"] == pytest.approx(before["cost_total"] - dropped)
     assert after["minutes"] == pytest.approx(_cost(bob)) and after["hours"] == pytest.approx(_cost(bob))
-    assert (after["listed"], after["overview_runs"], after["run_minutes"], after["closed"]) == (3, 3, 3, 3)
+    assert (after["listed"], after["overview_runs"], after["run_minutes"], after["closed"], after["refused"]) == (
+        3,
+        3,
+        3,
+        3,
+        0,
+    )
     assert all(_found(store, marker) == 0 for marker in _markers(alice))
     assert all(_found(store, marker) == 1 for marker in _markers(bob))
     detail = query.get_run(store, P, bob[0][0].trace_id)
@@ -160,19 +173,19 @@ def test_deleting_a_user_leaves_nothing_of_theirs_and_drops_the_totals_by_their_
 ) -> None:
     runs = _seed(store)
     before = _totals(store)
-    assert (before["listed"], before["run_minutes"], before["closed"]) == (6, 6, 6)
+    assert (before["listed"], before["run_minutes"], before["closed"], before["refused"]) == (6, 6, 6, 1)
     data_dir = Path(getattr(store, "path", tmp_path))
     if isinstance(store, ChdbStore):  # the texts are on disk as bytes grep finds, before
         assert all(_in_data_dir(data_dir, m) for m in _markers(runs["alice"]) + _markers(runs["bob"]))
     result = delete_data(store, Scope(P, "user", "alice"), actor="test", journal=journal_for(tmp_path))
     assert (result.traces, result.spans, result.cost_usd) == (
-        3,
+        4,
         sum(len(r) for r in runs["alice"]),
         pytest.approx(_cost(runs["alice"])),
     )
     _assert_alice_gone(store, runs, before)
     if isinstance(store, ChdbStore):
-        assert result.texts_removed == 6
+        assert result.texts_removed == 8
         assert not any(_in_data_dir(data_dir, m) for m in _markers(runs["alice"]))
         assert all(_in_data_dir(data_dir, m) for m in _markers(runs["bob"]))
     audit = store.query("SELECT actor, target, detail FROM audit_log WHERE action = 'data.delete'")
@@ -203,7 +216,7 @@ def test_deleting_a_project_leaves_the_others(store: Store, tmp_path: Path) -> N
     other = [replace(s, project="p2") for s in _run("carol", NOW - 600, 0.5, _marker("carol"))]
     store.insert_spans(other)
     result = delete_data(store, Scope(P, "project"), actor="t", journal=journal_for(tmp_path))
-    assert result.spans == 6 * 7
+    assert result.spans == 7 * 7
     for table in ("spans", "runs_agg", "span_minutes", "span_hours", "run_minutes", "closed_run_minutes", "alerts"):
         assert _one(store, f"SELECT count() AS v FROM {table} WHERE project = {{p:String}}") == 0
     assert query.list_runs(store, "p2", start=NOW - DAY, end=NOW + 60).total == 1
