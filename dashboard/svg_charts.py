@@ -29,6 +29,7 @@ from agentwatch_api.schemas import TimeSeries
 CHART_CLASS, BAND_CLASS = "aw-chart", "aw-hover"
 PALETTE = ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d")
 ERROR_COLOUR, LEVEL_COLOUR = "#d62728", "#7f7f7f"
+PARTIAL_COLOUR = "#6c757d"  # a bucket still filling (the collector's watermark)
 WIDTH, HEIGHT = 640, 300  # the drawing's units; it is scaled to its column's width
 RIGHT, TOP, AXIS_BELOW = 14, 10, 26
 CHAR_W = 7.0  # a 12-unit sans-serif character, about
@@ -97,11 +98,14 @@ def time_chart(
     band: tuple[float, float] | None = None,
     levels: Sequence[tuple[str, float]] = (),
     width: float = WIDTH,
+    partial_from: float | None = None,
 ) -> str:
     """Lines (or bars stacked per time, ``stacked``) over time. ``score``: a value that may be
     negative (y follows the data, not from zero); ``band``: a time range shaded as an incident;
     ``levels``: named horizontal lines (a baseline, a threshold); ``width``: of the drawing, in
-    units of which a label is 12 high (narrower for a narrower column keeps labels readable)."""
+    units of which a label is 12 high (narrower for a narrower column keeps labels readable);
+    ``partial_from``: the first bucket whose spans are still arriving (the collector's watermark),
+    shaded and labelled so that a filling bucket never reads as a drop."""
     lines = [line for line in lines if any(v is not None for _, v in line.points)]
     times = sorted({t for line in lines for t, _ in line.points} | set(band or ()))
     if not lines or not times:
@@ -130,6 +134,14 @@ def time_chart(
             f'<rect x="{left:.1f}" y="{box.top}" width="{max(right - left, 1):.1f}" height="{box.bottom - box.top}" '
             f'fill="{ERROR_COLOUR}" fill-opacity="0.12"/>'
             f'<text x="{left + 4:.1f}" y="{box.top + 12}" fill="{ERROR_COLOUR}">incident</text>'
+        )
+    if partial_from is not None and partial_from <= times[-1]:
+        left = x(max(partial_from - (step / 2 if stacked else 0), t0))
+        parts.append(
+            f'<rect x="{left:.1f}" y="{box.top}" width="{max(box.right - left, 1):.1f}" '
+            f'height="{box.bottom - box.top}" fill="{PARTIAL_COLOUR}" fill-opacity="0.18"/>'
+            f'<text x="{box.right - 4:.1f}" y="{box.top + 12}" fill="{PARTIAL_COLOUR}" text-anchor="end">'
+            "partial: still arriving</text>"
         )
     if stacked:
         parts.append(_stacked_bars(lines, colours, x, y, step))

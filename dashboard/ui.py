@@ -8,7 +8,7 @@ import math
 import re
 import secrets
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -293,11 +293,19 @@ class Window:
 
 
 def window() -> Window:
-    """The time range chosen in the sidebar, its end rounded so reruns reuse cached queries."""
+    """The time range chosen in the sidebar, its buckets aligned to their step (UTC): the range
+    ends with the bucket now filling, so no bucket is cut (the collector reads whole minutes from
+    its rollups) and reruns within a bucket reuse cached queries."""
     label = st.session_state.get("aw_range", "Last hour")
     seconds, step = RANGES.get(label, RANGES["Last hour"])
-    end = math.ceil(time.time() / 5) * 5
+    end = math.floor(time.time() / step) * step + step
     return Window(end - seconds, end, step, label)
+
+
+def partial_from(series: Iterable[TimeSeries | None]) -> float | None:
+    """The start of the first bucket that the collector says is still filling (``SeriesPoint.partial``)."""
+    starts = [p.t for ts in series if ts is not None for p in ts.points if p.partial]
+    return min(starts) if starts else None
 
 
 def sidebar_filters() -> None:

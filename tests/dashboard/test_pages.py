@@ -75,7 +75,11 @@ def test_overview_headlines_match_the_stored_runs(app: AppTest, seeded: SeededSt
     assert shown["Steps / run"] == ui.fmt(figures["steps_per_run"]["value"], "")
     assert shown["Task success rate"].endswith("%") and shown["TTFT p50"].endswith(("ms", " s"))
     charts = svg_charts(at)  # SVG, as the sparklines: no chart library to load on the overview
-    assert len(charts) == 4 and not at.get("vega_lite_chart") and all(c.svg is not None for c in charts)
+    assert len(charts) == 5 and not at.get("vega_lite_chart") and all(c.svg is not None for c in charts)
+    daily = next(c for c in charts if c.title.startswith("Cost per day"))
+    assert daily.legend == ["cost"] and len(daily.tips) >= 28  # a bar per day of this month and the last
+    assert shown["Month to date"] == ui.fmt(seeded.get("/api/cost")["month_to_date_usd"], "USD")
+    assert "Projected month end" in shown
     cost = next(c for c in charts if c.title.startswith("Cost per bucket, by model"))
     assert set(cost.legend) == {"sim-large", "sim-small"} and cost.tips  # a colour per model; a hover text per bucket
     assert all(t.endswith("UTC") or "$" in t for tip in cost.tips for t in tip.split("\n"))
