@@ -199,6 +199,7 @@ def incident_chart(series: TimeSeries, alert: AlertOut, unit: str) -> str:
         band=(alert.started_at, end),
         levels=levels,
         width=1100,
+        partial_from=ui.partial_from([series]),  # the newest buckets still filling: never drawn as a drop
     )
 
 
