@@ -619,8 +619,9 @@ def timeseries(
     buckets that end after ``complete_until`` (the collector's watermark; now where not given)
     are flagged partial.
     """
-    series = timeseries_set(store, project, [metric], start, end, step_s, group_by, agent, model)
-    return series[0] if complete_until is None else _flag_partial(series, complete_until)[0]
+    return timeseries_set(
+        store, project, [metric], start, end, step_s, group_by, agent, model, complete_until=complete_until
+    )[0]
 
 
 def timeseries_set(
@@ -645,15 +646,17 @@ def timeseries_set(
     count = _buckets(start, end, step_s)
     figures = _figures(store, project, metrics, start, end, step_s, group_by, agent, model)
     series = [_series(metric, figures, start, step_s, count, group_by) for metric in metrics]
-    return _flag_partial(series, time.time() if complete_until is None else complete_until)
+    return _flag_partial(series, complete_until)
 
 
-def _flag_partial(series: list[TimeSeries], complete_until: float) -> list[TimeSeries]:
-    """Mark the buckets that end after the watermark: their figures may still grow."""
+def _flag_partial(series: list[TimeSeries], complete_until: float | None) -> list[TimeSeries]:
+    """Mark the buckets that end after the watermark (the clock where none is given): their
+    figures may still grow."""
+    until = time.time() if complete_until is None else complete_until
     for ts in series:
         ts.complete_until = complete_until
         for point in ts.points:
-            point.partial = point.t + ts.step_s > complete_until
+            point.partial = point.t + ts.step_s > until
     return series
 
 
@@ -686,17 +689,21 @@ def overview(
     how many of the range's runs are still running or never finished, and how many requests
     were refused before any work (no runs: in none of the figures).
 
-    Totals count everything stored; the rates (runs per minute, cost per hour) are over the
-    complete part of each range, before ``complete_until`` (the collector's watermark; now where
-    not given), so a range's newest seconds, whose spans are still arriving, never read as a drop."""
+    Totals count everything stored; the cost per hour is over the complete part of each range,
+    its whole minutes before ``complete_until`` (the collector's watermark; now where not given),
+    so a range's newest seconds, whose spans are still arriving, never read as a drop. Runs per
+    minute is over the whole range: a run counts where its root starts, and its root arrives
+    when the run ends, whatever the watermark."""
     length = end - start
     start_ns, end_ns = _range(start, end)
     until = time.time() if complete_until is None else complete_until
     figures = _figures(
         store, project, TIMESERIES_METRICS, start - length, end, length, "none", agent, model, idle_timeout_s
     )
-    previous = _with_rates(figures.get((0, ""), {}), _tail(store, project, start - length, start, until, agent, model))
-    current = _with_rates(figures.get((1, ""), {}), _tail(store, project, start, end, until, agent, model))
+    previous = _with_rates(
+        figures.get((0, ""), {}), length, _tail(store, project, start - length, start, until, agent, model)
+    )
+    current = _with_rates(figures.get((1, ""), {}), length, _tail(store, project, start, end, until, agent, model))
     params = {
         "project": project,
         "start_ns": start_ns,
@@ -716,28 +723,29 @@ def overview(
     )
 
 
-# The part of a range after the watermark: (its runs, its cost, the range's complete seconds).
-Tail = tuple[float, float, float]
+# The part of a range after the watermark: (its cost, the range's complete seconds).
+Tail = tuple[float, float]
 
 
 def _tail(
     store: Store, project: str, start: float, end: float, until: float, agent: str | None, model: str | None
 ) -> Tail:
-    """What [start, end) holds after ``until``, to take out of its rates (nothing to read where
-    the range is complete; the whole range where none of it is)."""
+    """What [start, end) holds from the minute of ``until`` on, to take out of its rates (whole
+    minutes: the rollups answer, no spans are read; nothing to read where the range is complete;
+    the whole range where none of it is)."""
+    until = math.floor(until / 60) * 60
     if until >= end:
-        return 0.0, 0.0, end - start
+        return 0.0, end - start
     if until <= start:
-        return 0.0, 0.0, end - start  # nothing complete yet: the rate over the whole range, as it stands
-    tail = _figures(store, project, ["runs", "cost_usd"], until, end, end - until, "none", agent, model)
-    got = tail.get((0, ""), {})
-    return got.get("runs") or 0.0, got.get("cost_usd") or 0.0, until - start
+        return 0.0, end - start  # nothing complete yet: the rate over the whole range, as it stands
+    tail = _figures(store, project, ["cost_usd"], until, end, end - until, "none", agent, model)
+    return tail.get((0, ""), {}).get("cost_usd") or 0.0, until - start
 
 
-def _with_rates(figures: dict[str, float | None], tail: Tail) -> dict[str, float | None]:
+def _with_rates(figures: dict[str, float | None], length_s: float, tail: Tail) -> dict[str, float | None]:
     out = {name: (0.0 if name in ADDITIVE else None) for name in TIMESERIES_METRICS} | figures
-    runs, cost, seconds = tail
-    out["runs_per_min"] = ((out["runs"] or 0.0) - runs) / (seconds / 60)  # additive: never None
+    cost, seconds = tail
+    out["runs_per_min"] = (out["runs"] or 0.0) / (length_s / 60)  # additive: never None
     out["cost_per_hour_usd"] = ((out["cost_usd"] or 0.0) - cost) / (seconds / 3600)
     return out
 

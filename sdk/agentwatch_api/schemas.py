@@ -235,8 +235,8 @@ class Overview(BaseModel):
     # requests of the range refused before any work (outcome "refused": a rate limit, a budget); no
     # runs, so in none of the figures (runs, latency, success and error rates, per-run cost)
     refused_runs: int = 0
-    # the collector's watermark (``Freshness``): the range's figures after it may still grow; rates
-    # (runs_per_min, cost_per_hour_usd) are over the complete part of each range
+    # the collector's watermark (``Freshness``): the range's figures after it may still grow;
+    # cost_per_hour_usd is over the complete whole minutes of each range
     complete_until: float | None = None
 
 
