@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import random
 import statistics
@@ -479,6 +480,11 @@ def latency(call: Callable[[], Any], repeats: int) -> dict[str, float]:
     }
 
 
+def _aligned(now: float, step_s: int) -> float:
+    """The end of a dashboard range: the end of the bucket of ``step_s`` now filling (``dashboard.ui.window``)."""
+    return math.floor(now / step_s) * step_s + step_s
+
+
 def phase_query(store: ChdbStore, spans: int, repeats: int, *, now: float | None = None) -> dict[str, Any]:
     now = time.time() if now is None else now
     fill_s = fill(store, spans, end_ns=int(now * 1e9))
@@ -501,6 +507,17 @@ def phase_query(store: ChdbStore, spans: int, repeats: int, *, now: float | None
         ),
         "timeseries_24h_by_model": lambda: query.timeseries(store, "bench", "cost_usd", day[0], day[1], 300, "model"),
         "run_detail_10k_spans": lambda: query.get_run(store, "bench", big),
+        # what the dashboard asks: ranges aligned to their buckets (no cut minute), ending with the
+        # bucket now filling, the collector's watermark 15 s back (README "What a time window contains")
+        "overview_1h_dashboard": lambda: query.overview(
+            store, "bench", start=_aligned(now, 60) - 3600, end=_aligned(now, 60), complete_until=now - 15
+        ),
+        "overview_24h_dashboard": lambda: query.overview(
+            store, "bench", start=_aligned(now, 900) - 86_400, end=_aligned(now, 900), complete_until=now - 15
+        ),
+        "timeseries_24h_by_model_dashboard": lambda: query.timeseries(
+            store, "bench", "cost_usd", _aligned(now, 300) - 86_400, _aligned(now, 300), 300, "model"
+        ),
     }
     results = {name: latency(call, repeats) for name, call in cases.items()}
     stored = int(store.query("SELECT count() AS n FROM spans")[0]["n"])
