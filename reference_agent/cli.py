@@ -11,6 +11,7 @@ import importlib.util
 import logging
 import os
 import sys
+from pathlib import Path
 
 from agentwatch_platform.reference_agent.engine.profiles import PROFILES
 from agentwatch_platform.reference_agent.engine.scheduler import POLICIES
@@ -44,10 +45,11 @@ def register_engine(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--vllm", metavar="MODEL_PATH", help="start `vllm serve MODEL_PATH` (needs vLLM and a GPU)")
     engine.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     engine.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    engine.add_argument(
-        "--api-key",
-        default=os.environ.get("AGENTWATCH_API_KEY"),
-        help="the collector's project key: ingest scope for traces, admin to register a vLLM engine (default $AGENTWATCH_API_KEY)",
+    _key_arguments(
+        engine,
+        "api-key",
+        "AGENTWATCH_API_KEY",
+        "the collector's project key: ingest scope for traces, admin to register a vLLM engine",
     )
     sim = engine.add_argument_group("simulated engine")
     sim.add_argument("--policy", choices=POLICIES, default="continuous", help="batching policy (default continuous)")
@@ -65,16 +67,48 @@ def register_engine(sub: argparse._SubParsersAction) -> None:
     gpu = engine.add_argument_group("vLLM")
     gpu.add_argument("--served-model-name", default=None, help="the model name clients send")
     gpu.add_argument("--collector", default=None, help="collector URL for traces and metrics registration")
-    gpu.add_argument(
-        "--admin-key",
-        default=os.environ.get("AGENTWATCH_ADMIN_KEY"),
-        help="a key with the admin scope, to register the engine's /metrics with the collector; vLLM never sees it "
-        "(default $AGENTWATCH_ADMIN_KEY, else --api-key)",
+    _key_arguments(
+        gpu,
+        "admin-key",
+        "AGENTWATCH_ADMIN_KEY",
+        "a key with the admin scope, to register the engine's /metrics with the collector; vLLM never sees it "
+        "(else the project key)",
     )
     gpu.add_argument("--engine-name", default="vllm", help="name of this engine in the collector (default vllm)")
     gpu.add_argument("--detailed-traces", action="store_true", help="pass --collect-detailed-traces all (slower)")
     gpu.add_argument("--health-timeout", type=float, default=900.0, help="seconds to wait for /health (default 900)")
     engine.set_defaults(func=run_engine)
+
+
+class _KeyOnCommandLine(argparse.Action):
+    """A key given as a command-line value: refused, because ``ps`` shows every local user the
+    command line of every process (and shells keep it in their history)."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: object, values: object, option: str | None = None
+    ) -> None:
+        parser.error(
+            f"{option} would show the key to every local user in `ps`: set ${self.metavar} "
+            f"or give a file holding it with {option}-file PATH"
+        )
+
+
+def _key_arguments(group: argparse._ActionsContainer, name: str, env: str, what: str) -> None:
+    """``--NAME-file PATH`` (the key is read from the file), else ``$ENV``; ``--NAME KEY`` is refused."""
+    group.add_argument(
+        f"--{name}-file", metavar="PATH", default=None, help=f"{what}: a file holding it (default ${env})"
+    )
+    group.add_argument(f"--{name}", nargs="?", metavar=env, action=_KeyOnCommandLine, help=argparse.SUPPRESS)
+
+
+def _key(path: str | None, env: str) -> str | None:
+    """The key in ``path`` (surrounding whitespace dropped), else ``$env``, else None."""
+    if path is None:
+        return os.environ.get(env) or None
+    try:
+        return Path(path).read_text(encoding="utf-8").strip() or None
+    except OSError as exc:
+        raise SystemExit(f"agentwatch engine: cannot read the key file {path}: {exc.strerror or exc}") from exc
 
 
 def run_engine(args: argparse.Namespace) -> int:
@@ -95,7 +129,7 @@ def _run_sim(args: argparse.Namespace) -> int:
             kv_tokens=args.kv_tokens,
             speed=args.speed,
             otlp_endpoint=args.otlp_endpoint,
-            api_key=args.api_key,
+            api_key=_key(args.api_key_file, "AGENTWATCH_API_KEY"),
         )
     except (KeyError, ValueError) as exc:
         print(f"agentwatch engine: {exc}", file=sys.stderr)
@@ -114,8 +148,8 @@ def _run_vllm(args: argparse.Namespace) -> int:
         port=args.port,
         served_model_name=args.served_model_name,
         collector_url=args.collector,
-        collector_key=args.api_key,
-        admin_key=args.admin_key,
+        collector_key=_key(args.api_key_file, "AGENTWATCH_API_KEY"),
+        admin_key=_key(args.admin_key_file, "AGENTWATCH_ADMIN_KEY"),
         engine_name=args.engine_name,
         detailed_traces=args.detailed_traces,
     )

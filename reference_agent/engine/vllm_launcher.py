@@ -152,7 +152,7 @@ def register_engine(collector_url: str, *, name: str, metrics_url: str, api_key:
             client.register_engine(name, metrics_url)
         except ApiError as exc:
             hint = (
-                " (registering an engine needs a key with the admin scope: --admin-key)"
+                " (registering an engine needs a key with the admin scope: $AGENTWATCH_ADMIN_KEY or --admin-key-file)"
                 if isinstance(exc, AuthError)
                 else ""
             )

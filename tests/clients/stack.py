@@ -107,10 +107,12 @@ class SimEngine:
             "5",
             "--otlp-endpoint",
             collector,
-            "--api-key",
-            key,
         ]
-        env = {**os.environ, "OTEL_BSP_SCHEDULE_DELAY": "200"}  # the engine's batch exporter: 0.2 s, not 5 s
+        env = {
+            **os.environ,
+            "OTEL_BSP_SCHEDULE_DELAY": "200",
+            "AGENTWATCH_API_KEY": key,
+        }  # never in argv  # the engine's batch exporter: 0.2 s, not 5 s
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
+import pytest
 
+from agentwatch_platform.reference_agent import cli
 from tests.support.ports import free_port
 
 
@@ -65,3 +68,28 @@ def test_engine_sim_rejects_an_unknown_model_with_a_clear_message() -> None:
     )
     assert result.returncode == 2
     assert "unknown simulated model 'gpt-9'" in result.stderr
+
+
+def test_engine_refuses_a_key_on_its_command_line_where_ps_shows_it() -> None:
+    for option in ("--api-key", "--admin-key"):
+        result = subprocess.run(
+            [sys.executable, "-m", "agentwatch", "engine", "--sim", option, "secret-key-1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 2
+        assert "`ps`" in result.stderr and f"{option}-file" in result.stderr
+        assert "secret-key-1" not in result.stderr
+
+
+def test_engine_keys_come_from_a_key_file_else_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text("from-the-file\n")
+    monkeypatch.setenv("AGENTWATCH_API_KEY", "from-the-environment")
+    assert cli._key(str(key_file), "AGENTWATCH_API_KEY") == "from-the-file"
+    assert cli._key(None, "AGENTWATCH_API_KEY") == "from-the-environment"
+    monkeypatch.delenv("AGENTWATCH_API_KEY")
+    assert cli._key(None, "AGENTWATCH_API_KEY") is None
+    with pytest.raises(SystemExit, match="cannot read the key file"):
+        cli._key(str(tmp_path / "missing"), "AGENTWATCH_API_KEY")
