@@ -61,9 +61,20 @@ def get_run(store: StoreDep, project: ProjectDep, settings: SettingsDep, trace_i
     return detail
 
 
-@router.post("/runs/{trace_id}/feedback", response_model=FeedbackOut, status_code=201)
+@router.post(
+    "/runs/{trace_id}/feedback",
+    response_model=FeedbackOut,
+    status_code=201,
+    responses={404: {"description": "no such run in this project (yet: its spans may still be on their way)"}},
+)
 def add_feedback(store: StoreDep, project: ProjectDep, trace_id: TraceId, body: FeedbackIn) -> FeedbackOut:
-    return run_query(lambda: query.add_feedback(store, project, trace_id, body))
+    out = run_query(lambda: query.add_feedback(store, project, trace_id, body))
+    if out is None:
+        raise HTTPException(
+            404,
+            f"run {trace_id} not found in this project: feedback needs a stored run (retry once its spans are sent)",
+        )
+    return out
 
 
 @router.get("/filters", response_model=FilterValues)

@@ -342,12 +342,13 @@ MAX_FEEDBACK_SCORE = 1e6  # any rating scale fits; two scores of 1e308 averaged 
 
 def add_feedback(
     store: Store, project: str, trace_id: str, feedback: FeedbackIn, *, now: float | None = None
-) -> FeedbackOut:
-    """Store one piece of feedback for a run of this project.
-
-    The run need not be stored yet: feedback often follows a run by less than the SDK's
-    export delay, and it is keyed by the caller's project, so nothing leaks across projects.
-    """
+) -> FeedbackOut | None:
+    """Store one piece of feedback for a run of this project; None when no span of that run is
+    stored in this project (a mistyped id, or another project's run: nothing is stored for it).
+    Feedback sent right after a run can come before its spans: the SDK's ``feedback`` exports
+    them and retries."""
+    if not store.query(q.TRACE_EXISTS, {"project": project, "trace_id": _trace_id(trace_id)})[0]["n"]:
+        return None
     if feedback.score is not None and not (math.isfinite(feedback.score) and abs(feedback.score) <= MAX_FEEDBACK_SCORE):
         raise InvalidQuery(f"score must be a finite number between -{MAX_FEEDBACK_SCORE:g} and {MAX_FEEDBACK_SCORE:g}")
     out = FeedbackOut(

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import urllib.error
 import urllib.request
 
 from ._config import Config, resolve
 from ._decorators import Run
 from ._stats import COUNTERS, logger
-from ._tracing import STATE
+from ._tracing import STATE, force_flush
 
 SOURCES = ("user", "eval")
 MAX_COMMENT_CHARS = 10_000
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+_RETRY_S = 0.5  # between tries while the run is not stored yet (404)
 
 
 def feedback(
@@ -68,19 +70,31 @@ def _body(score: float | None, label: str, comment: str, source: str) -> bytes:
 
 
 def _post(config: Config, trace_id: str, body: bytes, timeout_s: float) -> bool:
+    """POST the feedback; a 404 (the run's spans not stored yet: feedback often follows a run by
+    less than the export delay) exports this process's queued spans and asks again, every
+    ``_RETRY_S``, until ``timeout_s`` has passed."""
     url = f"{config.endpoint.rstrip('/')}/api/runs/{trace_id}/feedback"
     headers = {"Content-Type": "application/json"}
     if config.api_key:
         headers["Authorization"] = f"Bearer {config.api_key}"
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            response.read()
-        COUNTERS.add("feedback_sent")
-        return True
-    except urllib.error.HTTPError as exc:
-        logger.warning("agentwatch: feedback for %s rejected: HTTP %s %s", trace_id, exc.code, exc.reason)
-    except (OSError, ValueError) as exc:
-        logger.warning("agentwatch: feedback for %s not sent: %r", trace_id, exc)
-    COUNTERS.add("feedback_failed")
-    return False
+    deadline = time.monotonic() + timeout_s
+    flushed = False
+    while True:
+        try:
+            with urllib.request.urlopen(request, timeout=max(deadline - time.monotonic(), 0.1)) as response:
+                response.read()
+            COUNTERS.add("feedback_sent")
+            return True
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404 and deadline - time.monotonic() > _RETRY_S:
+                if not flushed:
+                    flushed = True
+                    force_flush(max(min(deadline - time.monotonic() - _RETRY_S, 2.0), 0.1))
+                time.sleep(_RETRY_S)
+                continue
+            logger.warning("agentwatch: feedback for %s rejected: HTTP %s %s", trace_id, exc.code, exc.reason)
+        except (OSError, ValueError) as exc:
+            logger.warning("agentwatch: feedback for %s not sent: %r", trace_id, exc)
+        COUNTERS.add("feedback_failed")
+        return False

@@ -38,7 +38,7 @@ import logging
 import math
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 TIMESERIES_METRICS = (
     "runs",  # count per bucket
@@ -204,6 +204,13 @@ class FeedbackIn(BaseModel):
     label: str = Field(default="", max_length=256)
     comment: str = Field(default="", max_length=10_000)
     source: Literal["user", "eval"] = "user"
+
+    @model_validator(mode="after")
+    def _says_something(self) -> FeedbackIn:
+        """An empty body would store a row that says nothing (and count as a rating in no mean)."""
+        if self.score is None and not self.label and not self.comment:
+            raise ValueError("feedback needs at least one of score, label or comment")
+        return self
 
 
 class FeedbackOut(FeedbackIn):

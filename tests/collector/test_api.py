@@ -122,11 +122,22 @@ def test_feedback_round_trip_stays_in_its_project(q1: Api, q2: Api, collector: t
     trace_id = collector[1]["D"][0].trace_id
     created = q1.client.post(f"/api/runs/{trace_id}/feedback", json={"score": 0.25, "label": "meh", "source": "eval"})
     assert created.status_code == 201 and created.json()["trace_id"] == trace_id
-    assert q2.client.post(f"/api/runs/{trace_id}/feedback", json={"score": 0.0}).status_code == 201
+    assert q2.client.post(f"/api/runs/{trace_id}/feedback", json={"score": 0.0}).status_code == 404  # not q2's run
     feedback = q1.get(f"/api/runs/{trace_id}").json()["feedback"]
     assert [(f["score"], f["label"], f["source"]) for f in feedback] == [(0.25, "meh", "eval")]
     bad = q1.client.post(f"/api/runs/{trace_id}/feedback", json={"score": 1, "source": "robot"})
     assert bad.status_code == 422
+
+
+def test_feedback_on_an_unknown_run_is_404_and_an_empty_one_422(q1: Api, collector: tuple[Running, dict]) -> None:
+    unknown = q1.client.post(f"/api/runs/{'ab' * 16}/feedback", json={"score": 1.0})
+    assert unknown.status_code == 404 and "not found" in unknown.json()["detail"]
+    trace_id = collector[1]["D"][0].trace_id
+    before = q1.get(f"/api/runs/{trace_id}").json()["feedback"]
+    for empty in ({}, {"label": "", "comment": ""}, {"source": "eval"}):
+        answer = q1.client.post(f"/api/runs/{trace_id}/feedback", json=empty)
+        assert answer.status_code == 422 and "at least one of score, label or comment" in answer.text
+    assert q1.get(f"/api/runs/{trace_id}").json()["feedback"] == before  # nothing stored
 
 
 def test_overview_and_timeseries(q1: Api) -> None:

@@ -229,11 +229,13 @@ def test_run_begun_before_the_range_never_shows_partial_totals(module_store: Sto
     assert page.total == 1 and page.items[0].steps == 5
 
 
-def test_feedback_before_the_run_is_kept(module_store: Store) -> None:
+def test_feedback_needs_a_stored_run_of_its_project(module_store: Store) -> None:
     trace_id = new_trace_id()
-    out = query.add_feedback(module_store, "early-feedback", trace_id, FeedbackIn(score=1.0, label="great"))
-    assert out.trace_id == trace_id and len(out.feedback_id) == 32
+    assert query.add_feedback(module_store, "early-feedback", trace_id, FeedbackIn(score=1.0)) is None  # no run yet
     module_store.insert_spans(agent_run(project="early-feedback", start_s=T + 10, trace_id=trace_id, outcome="success"))
+    assert query.add_feedback(module_store, "another-project", trace_id, FeedbackIn(score=1.0)) is None
+    out = query.add_feedback(module_store, "early-feedback", trace_id, FeedbackIn(score=1.0, label="great"))
+    assert out is not None and out.trace_id == trace_id and len(out.feedback_id) == 32
     detail = query.get_run(module_store, "early-feedback", trace_id)
     assert detail is not None and [f.label for f in detail.feedback] == ["great"]
     with pytest.raises(query.InvalidQuery):

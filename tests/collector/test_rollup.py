@@ -80,7 +80,9 @@ def seed(module_store: Store) -> Seed:
     feedback: dict[str, list[float]] = defaultdict(list)
     for run in rng.sample(runs, 12) + [straddling]:
         score = rng.choice((0.0, 0.5, 1.0, None))
-        query.add_feedback(module_store, P, run[0].trace_id, FeedbackIn(score=score))
+        query.add_feedback(
+            module_store, P, run[0].trace_id, FeedbackIn(score=score, label="" if score is not None else "unrated")
+        )
         if score is not None:
             feedback[run[0].trace_id].append(score)
     return {"rows": [r for run in runs for r in run], "feedback": feedback, "straddling": straddling[0].trace_id}

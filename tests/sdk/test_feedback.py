@@ -59,3 +59,15 @@ def test_feedback_never_raises_for_network_or_server_problems() -> None:
 def test_bad_arguments_raise_value_error(run_id: str, kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         agentwatch.feedback(run_id, **kwargs)  # type: ignore[arg-type]
+
+
+def test_feedback_for_a_run_not_stored_yet_is_sent_again_until_it_is() -> None:
+    """The collector answers 404 until the run's spans are stored (feedback often follows a run at once)."""
+    with OtlpReceiver(statuses=[404, 404]) as receiver:
+        agentwatch.init(endpoint=receiver.url, instrument_openai=False)
+        assert agentwatch.feedback(TRACE_ID, score=1.0, timeout_s=5) is True
+        assert [r["path"] for r in receiver.requests].count(f"/api/runs/{TRACE_ID}/feedback") == 3
+    with OtlpReceiver(statuses=[404] * 10) as receiver:
+        agentwatch.shutdown()
+        agentwatch.init(endpoint=receiver.url, instrument_openai=False)
+        assert agentwatch.feedback(TRACE_ID, score=1.0, timeout_s=0.2) is False  # no run by the deadline
