@@ -21,7 +21,7 @@ import pyarrow as pa
 from agentwatch_platform.collector.ingest import heap
 from agentwatch_platform.collector.ingest.bounds import latest_start_ns
 from agentwatch_platform.collector.ingest.normalize import Normalizer
-from agentwatch_platform.collector.ingest.otlp.decode import Converted, convert
+from agentwatch_platform.collector.ingest.otlp.decode import Converted, convert, drop_repeated_spans
 from agentwatch_platform.collector.ingest.otlp.errors import (
     BadRequest,
     PayloadTooLarge,
@@ -161,6 +161,7 @@ class Ingestor:
             native=self.settings.native_decode,
             max_resource_bytes=self.settings.max_resource_bytes_per_request,
         )
+        drop_repeated_spans(converted)
         converted.table = self._texts_out(converted.table)
         return converted
 

@@ -200,6 +200,21 @@ def test_wrong_id_lengths_partial_success_keeps_valid_spans(collector: Running, 
     assert [s["span_id"] for s in spans] == [good.hex()]
 
 
+def test_a_span_id_repeated_in_one_request_is_named_in_partial_success(collector: Running, key: str) -> None:
+    """The store keeps one span per (trace, span): the repeat is rejected by name, the first kept;
+    the same span id in another trace of the request is a span of its own."""
+    trace_id, other, span_id = os.urandom(16), os.urandom(16), os.urandom(8)
+    request = otlp_request(trace_id, [{"span_id": span_id, "name": "first"}, {"span_id": span_id, "name": "again"}])
+    request.resource_spans.append(otlp_request(other, [{"span_id": span_id, "name": "other trace"}]).resource_spans[0])
+    response = _post(collector, key, request.SerializeToString())
+    assert response.status_code == 200
+    partial = ExportTraceServiceResponse.FromString(response.content).partial_success
+    assert partial.rejected_spans == 1
+    assert f"trace {trace_id.hex()} span {span_id.hex()} appears again" in partial.error_message
+    assert [s["name"] for s in run_spans(collector.url, key, trace_id.hex(), expect=1)] == ["first"]
+    assert [s["name"] for s in run_spans(collector.url, key, other.hex(), expect=1)] == ["other trace"]
+
+
 def test_spans_older_than_the_retention_are_rejected_not_silently_dropped(collector: Running, key: str) -> None:
     """The TTL would drop such a span right after the 2xx: it is refused in partial_success instead."""
     trace_id, fresh, stale = os.urandom(16), os.urandom(8), os.urandom(8)

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -207,6 +208,30 @@ def _convert_native(
             taken = [i for i in range(decoded.spans) if i not in sent_back]
             out.table = out.table.take(np.argsort(np.array(taken + positions, dtype=np.int64), kind="stable"))
     return out
+
+
+def drop_repeated_spans(converted: Converted) -> None:
+    """Keep the first of the spans that share a (trace id, span id) within one request and
+    reject the others by name in ``partial_success``: the store keeps one span per key, so a
+    repeat would otherwise vanish unreported. Span ids repeat across traces (counter-based
+    tracers), so the key is the pair; one hash of the span ids decides the usual case."""
+    table = converted.table
+    if table.num_rows < 2 or pc.count_distinct(table.column("span_id")).as_py() == table.num_rows:
+        return
+    keys = pc.binary_join_element_wise(table.column("trace_id"), table.column("span_id"), "/")
+    codes = keys.combine_chunks().dictionary_encode().indices.to_numpy()
+    _, first = np.unique(codes, return_index=True)
+    if len(first) == table.num_rows:
+        return
+    keep = np.zeros(table.num_rows, dtype=bool)
+    keep[first] = True
+    for index in np.flatnonzero(~keep).tolist():
+        converted.reject(
+            f"span {index}",
+            f"trace {table.column('trace_id')[index]} span {table.column('span_id')[index]} appears again "
+            "in this request; the first is kept",
+        )
+    converted.table = table.filter(pa.array(keep))
 
 
 def response_body(converted: Converted, fmt: str) -> bytes:
