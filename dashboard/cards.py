@@ -33,6 +33,7 @@ _STYLE = f"""<style>
   width: fit-content; max-width: 100%; border-radius: 0.5rem; padding: 0 0.4rem;}}
 .aw-card img {{width: 100%; height: 3rem; margin-top: 0.5rem; display: block;}}
 .aw-card-link {{margin-top: 0.4rem; font-size: 0.875rem;}}
+.aw-card-counts {{font-size: 0.75rem; opacity: 0.7; white-space: nowrap; overflow: hidden; text-overflow: ellipsis;}}
 </style>"""
 
 
@@ -48,6 +49,7 @@ class Card:
     help: str | None = None
     points: Sequence[float] = ()
     link: tuple[str, str] | None = None  # (text, href): where the figure's rows are listed
+    counts: str = ""  # what the figure counts, in a few words under its label ("over finished runs")
 
 
 def cards_html(cards: Sequence[Card], *, columns: int = 6) -> str:
@@ -62,6 +64,8 @@ def _card(card: Card) -> str:
         f'<div class="aw-card-head"><div class="{LABEL_CLASS}">{html.escape(card.label)}</div>{help_}</div>',
         f'<div class="{VALUE_CLASS}">{html.escape(card.value)}</div>',
     ]
+    if card.counts:
+        parts.insert(1, f'<div class="aw-card-counts">{html.escape(card.counts)}</div>')
     if card.delta:
         falling = card.delta.lstrip().startswith("-")
         good = falling != card.rise_is_good

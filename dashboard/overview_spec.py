@@ -23,6 +23,28 @@ HEADLINES = [
     ("timeout_rate", "Timeout rate", "timeout_rate", False),
     ("feedback_score", "Mean feedback score", "feedback_score", True),
 ]
+# What each headline counts, shown under its label. "Runs" are runs that did work: a request refused
+# before any work (outcome refused) is counted on its own card, in none of these.
+HEADLINE_COUNTS = {
+    "runs": "runs started in the range",
+    "runs_per_min": "runs started, last bucket",
+    "cost_usd": "every billed call",
+    "cost_per_hour_usd": "billed calls, last bucket",
+    "cost_per_success_usd": "cost / runs with outcome success",
+    "success_rate": "success / runs with an outcome",
+    "run_latency_p50": "finished runs, start to end",
+    "run_latency_p95": "finished runs, start to end",
+    "ttft_p50": "LLM calls, client-side",
+    "ttft_p95": "LLM calls, client-side",
+    "tpot_p50": "LLM calls after the first token",
+    "tpot_p95": "LLM calls after the first token",
+    "tokens_per_s": "output tokens over the range",
+    "steps_per_run": "mean over runs",
+    "tool_failure_rate": "failed / tool calls",
+    "error_rate": "error, timeout or budget / runs",
+    "timeout_rate": "timed out / LLM and tool calls",
+    "feedback_score": "mean of feedback scores",
+}
 # tab -> [(title, metrics, group_by, stacked)]; one tab is drawn at a time, so the page stays light
 CHARTS = {
     "Cost and volume": [

@@ -7,8 +7,13 @@
   tokens on the model it would have used (``agentwatch.lever.baseline_model``);
 - degradation: each degraded run's projected cost at the switch (``projected_cost_usd``, recorded
   by the agent) against what the run cost in the end;
-- rate limiting: runs delayed (and for how long) or refused; a refused run is estimated at the
-  mean cost of the same agent's runs in the range that were not refused.
+- rate limiting: runs delayed (and for how long) or refused; a refused request is estimated at
+  the mean cost of the same user's runs of the same agent in the range that were not refused (the
+  agent's, for a user without one), at most the cost budget its run recorded: a user whose runs
+  may cost $0.002 each is never said to have saved the price of a spike run.
+
+Each lever's saving is its counterfactual minus what the calls or runs it touched cost, and never
+more than the counterfactual itself.
 
 Counterfactuals are priced with the collector's ``agentwatch.PriceTable`` (the one that prices
 every span at ingest, ``AGENTWATCH_PRICES_FILE``); its version is part of the answer.
@@ -31,7 +36,8 @@ BASIS = {
     "cache": "cached input tokens at the model's input price instead of its cached price",
     "routing": "each routed call's tokens priced on the model it would have used",
     "degradation": "each degraded run's projected cost at the switch against its final cost",
-    "rate_limit": "refused runs at the mean cost of the agent's other runs in the range",
+    "rate_limit": "each refused request at the mean cost of its user's served runs of the agent in the range "
+    "(else the agent's), capped at its run's cost budget",
 }
 
 
@@ -77,7 +83,7 @@ def _saving(lever: str, events: int, actual: float, counterfactual: float, **det
         events=events,
         actual_usd=actual,
         counterfactual_usd=counterfactual,
-        saving_usd=counterfactual - actual,
+        saving_usd=min(counterfactual - actual, counterfactual),
         basis=BASIS[lever],
         detail=detail,
     )
@@ -120,24 +126,51 @@ def _degradation(rows: list[dict[str, Any]]) -> LeverSaving:
 
 
 def _rate_limit(rows: list[dict[str, Any]]) -> LeverSaving:
-    """Refused runs of each agent at the mean cost of its runs that were not refused."""
-    refused, estimate = 0, 0.0
-    for agent in {r["agent"] for r in rows}:
-        served = [r for r in rows if r["agent"] == agent and not r["refused"]]
-        count = sum(int(r["runs"]) for r in served)
-        mean = sum(float(r["cost_usd"]) for r in served) / count if count else 0.0
-        agent_refused = sum(int(r["runs"]) for r in rows if r["agent"] == agent and r["refused"])
-        refused, estimate = refused + agent_refused, estimate + agent_refused * mean
+    """Refused requests priced from what their user's (else their agent's) served runs cost, capped
+    at their budget; the refused requests' own cost (none: no work) is the spend."""
+    served = [r for r in rows if not r["refused"]]
+    by_user, by_agent = _means(served, ("agent", "run_user")), _means(served, ("agent",))
+    estimate, basis = 0.0, {"user_mean": 0, "agent_mean": 0, "unpriced": 0, "budget_capped": 0}
+    refused = [r for r in rows if r["refused"]]
+    for row in refused:
+        price, how = _refusal_price(row, by_user, by_agent)
+        estimate += int(row["runs"]) * price
+        basis[how] += int(row["runs"])
     delayed = sum(int(r["delayed"]) for r in rows)
     return _saving(
         "rate_limit",
-        refused + delayed,
-        0.0,
+        sum(int(r["runs"]) for r in refused) + delayed,
+        sum(float(r["cost_usd"]) for r in refused),
         estimate,
-        refused_runs=refused,
+        refused_runs=sum(int(r["runs"]) for r in refused),
         delayed_runs=delayed,
         delay_s=sum(float(r["delay_s"]) for r in rows),
+        **{f"priced_at_{k}": v for k, v in basis.items()},
     )
+
+
+def _refusal_price(
+    row: dict[str, Any], by_user: dict[tuple[str, ...], float], by_agent: dict[tuple[str, ...], float]
+) -> tuple[float, str]:
+    """What one refused request of ``row`` would have cost, and how it was priced."""
+    mean, how = by_user.get((row["agent"], row["run_user"])), "user_mean"
+    if mean is None:
+        mean, how = by_agent.get((row["agent"],)), "agent_mean"
+    if mean is None:
+        return 0.0, "unpriced"  # nobody's run of the agent was served in the range
+    budget = float(row["budget"])
+    return (budget, "budget_capped") if 0 < budget < mean else (mean, how)
+
+
+def _means(rows: list[dict[str, Any]], key: tuple[str, ...]) -> dict[tuple[str, ...], float]:
+    """Mean run cost per ``key`` (columns of ``rows``, which are run groups with runs and cost)."""
+    runs: dict[tuple[str, ...], int] = {}
+    cost: dict[tuple[str, ...], float] = {}
+    for row in rows:
+        k = tuple(row[c] for c in key)
+        runs[k] = runs.get(k, 0) + int(row["runs"])
+        cost[k] = cost.get(k, 0.0) + float(row["cost_usd"])
+    return {k: cost[k] / n for k, n in runs.items() if n}
 
 
 def _quality(rows: list[dict[str, Any]]) -> list[LeverQuality]:

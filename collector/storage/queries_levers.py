@@ -71,11 +71,15 @@ FROM spans
 WHERE {_SPAN_RANGE} AND {filters}"""
 
 
-# One row per trace with a root in the range: its agent, outcome, cost and what the levers did.
+# One row per trace with a root in the range: its agent, user, outcome, cost, the cost budget its
+# root recorded (0: none), and what the levers did. Refused: turned away before any work (the rate
+# limiter's refusal, or the outcome ``refused``).
 _TRACE_LEVERS = f"""
-    SELECT trace_id, max(agent_name) AS agent, max(outcome) AS outcome,
+    SELECT trace_id, max(agent_name) AS agent, max(user_id) AS run_user, max(outcome) AS outcome,
         toUInt8(max({_LEVER} = 'degradation')) AS degraded,
-        toUInt8(max({_LEVER} = 'rate_limit' AND attributes['agentwatch.lever.refused'] = 'true')) AS refused,
+        toUInt8(max(({_LEVER} = 'rate_limit' AND attributes['agentwatch.lever.refused'] = 'true')
+            OR ({ROOT} AND spans.outcome = 'refused'))) AS refused,
+        maxIf(toFloat64OrZero(attributes['agentwatch.budget.max_cost_usd']), {ROOT}) AS budget,
         maxIf(toFloat64OrZero(attributes['agentwatch.lever.projected_cost_usd']), {_LEVER} = 'degradation') AS projected,
         toUInt8(max({_LEVER} = 'rate_limit' AND toFloat64OrZero(attributes['agentwatch.lever.delay_s']) > 0)) AS delayed,
         sumIf(toFloat64OrZero(attributes['agentwatch.lever.delay_s']), {_LEVER} = 'rate_limit') AS delay_s,
@@ -88,17 +92,17 @@ _TRACE_LEVERS = f"""
 
 
 def run_levers(filters: str) -> str:
-    """Degradation and rate limiting, run by run, per (agent, degraded, refused): runs,
+    """Degradation and rate limiting, run by run, per (agent, user, degraded, refused, budget): runs,
     successes, cost, the projected cost at each degradation, delays, and feedback."""
     return f"""{_FEEDBACK}
-SELECT agent, degraded, refused, count() AS runs, countIf(outcome = 'success') AS successes,
+SELECT agent, run_user, degraded, refused, budget, count() AS runs, countIf(outcome = 'success') AS successes,
     sum(cost) AS cost_usd, countIf(projected > 0) AS projected_runs, sumIf(projected, projected > 0) AS projected_usd,
     sumIf(cost, projected > 0) AS projected_runs_usd, countIf(delayed) AS delayed, sum(delay_s) AS delay_s,
     {_FEEDBACK_FIGURES}
 FROM ({_TRACE_LEVERS})
 WHERE {filters}
-GROUP BY agent, degraded, refused
-ORDER BY agent, degraded, refused"""
+GROUP BY agent, run_user, degraded, refused, budget
+ORDER BY agent, run_user, degraded, refused, budget"""
 
 
 # --- what-if -------------------------------------------------------------------------------

@@ -155,8 +155,8 @@ LEVER_LINES = {
     ),
     "rate_limit": (
         "Rate limiting",
-        "token buckets per user and project queue or refuse runs (saved: refused runs at the "
-        "agent's mean run cost; queued runs cost the same, later).",
+        "token buckets per user and project queue or refuse requests (saved: each refused request at "
+        "its user's mean served run cost, capped at its budget; queued runs cost the same, later).",
     ),
 }
 
@@ -172,13 +172,13 @@ def _savings(savings: LeverSavings | None) -> None:
     )
     for lever in savings.levers:
         title, line = LEVER_LINES[lever.lever]
-        st.markdown(f"**{title}** — {line}")
+        st.markdown(f"**{title}** — {line} Formula: {lever.basis}.")
     tables.table(
         [
             tables.Column("lever", "lever"),
             tables.Column("events", "events", numeric=True),
-            tables.Column("actual", "cost (USD)", numeric=True),
-            tables.Column("counterfactual", "without it (USD)", numeric=True),
+            tables.Column("actual", "spend (USD)", numeric=True),
+            tables.Column("counterfactual", "counterfactual spend (USD)", numeric=True),
             tables.Column("saving", "saved (USD)", numeric=True),
             tables.Column("details", "details"),
         ],

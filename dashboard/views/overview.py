@@ -15,7 +15,7 @@ import streamlit as st
 
 from agentwatch_api.schemas import Overview, RunsPage, TimeSeries
 from agentwatch_platform.dashboard import cards, svg_charts, ui
-from agentwatch_platform.dashboard.overview_spec import CHARTS, HEADLINES
+from agentwatch_platform.dashboard.overview_spec import CHARTS, HEADLINE_COUNTS, HEADLINES
 
 
 def render() -> None:
@@ -58,7 +58,7 @@ def _body() -> None:
             f"({ui.fmt_time(overview.complete_until) if overview.complete_until else 'now'}) are still filling and are marked partial."
         )
         headlines = _headlines(overview, series, win.step_s, long_range=long_range)
-        st.html(cards.cards_html([*headlines, *_month_cards(got["days"]), *_unfinished(overview)]))
+        st.html(cards.cards_html([*headlines, *_month_cards(got["days"]), *_unfinished(overview), _refused(overview)]))
         slot = st.container()
         _charts(series, win.step_s, got["days"])
         with slot:
@@ -87,6 +87,23 @@ def _unfinished(overview: Overview) -> list[cards.Card]:
         cards.Card(label, f"{counts[status]:,}", help=help_, link=(f"Show {status} runs", f"runs?status={status}"))
         for status, label, help_ in UNFINISHED_CARDS
     ]
+
+
+REFUSED_HELP = (
+    "Requests turned away before any work by a rate limit or a budget (outcome refused): no runs, so "
+    "in none of the other figures (runs, latency, success and error rates, per-run cost)."
+)
+
+
+def _refused(overview: Overview) -> cards.Card:
+    """Refused requests, counted on their own; the link lists them on the Runs page."""
+    return cards.Card(
+        "Refused requests",
+        f"{overview.refused_runs:,}",
+        help=REFUSED_HELP,
+        link=("Show refused requests", "runs?outcome=refused"),
+        counts="refused before any work: not runs",
+    )
 
 
 COSTLIEST_CLASS = "aw-costliest"
@@ -141,7 +158,9 @@ def _headlines(
         if key in LAST_BUCKET_RATES and sparkline:
             value, change, help_ = _last_bucket(series.get(spark), step_s, LAST_BUCKET_RATES[key], unit)
         delta = ui.fmt_delta(change) if key not in LAST_BUCKET_RATES else _vs_average(change)
-        shown.append(cards.Card(label, ui.fmt(value, unit), delta, rise_is_good, help_, sparkline))
+        shown.append(
+            cards.Card(label, ui.fmt(value, unit), delta, rise_is_good, help_, sparkline, counts=HEADLINE_COUNTS[key])
+        )
     return shown
 
 

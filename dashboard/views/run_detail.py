@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+from agentwatch import semconv as sc
 
 from agentwatch_api.schemas import RunDetail, RunSummary, SpanOut
 from agentwatch_platform.dashboard import analysis, cards, live, run_charts, tables, trace, ui
@@ -62,13 +63,21 @@ def _run(trace_id: str, was_running: bool) -> None:
         _views(detail)
 
 
+def _degraded(detail: RunDetail) -> bool:
+    """A degradation lever acted in the run (its root span says so)."""
+    return any(s.kind == "run" and s.attributes.get(sc.AW_RUN_DEGRADED) == "true" for s in detail.spans)
+
+
 def _summary(detail: RunDetail) -> None:
     run = detail.run
     st.subheader(
         f"{run.agent or run.name} · {run.status}"
         + (f" · outcome {run.outcome}" if run.outcome else "")
         + (f" · stopped by budget ({run.budget_exceeded})" if run.budget_exceeded else "")
+        + (" · degraded" if _degraded(detail) else "")
     )
+    if run.outcome == sc.OUTCOME_REFUSED:
+        st.caption("Refused before any work (a rate limit or a budget): not counted as a run in any figure.")
     now = time.time()
     _unfinished_banner(run, now)
     median = detail.agent_median_cost_usd

@@ -15,6 +15,7 @@ import time
 from typing import get_args
 
 import streamlit as st
+from agentwatch import semconv as sc
 from streamlit.delta_generator import DeltaGenerator
 
 from agentwatch_api.schemas import RunsPage, RunStatus, RunSummary
@@ -46,6 +47,7 @@ SORTS = {  # label -> RunSummary column: the query API sorts on any of them
 }
 ANY = "any"
 STATUSES = [ANY, *get_args(RunStatus)]
+OUTCOMES = list(sc.OUTCOMES)  # refused: not runs, listed only when asked for
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 MAX_PINNED = 20
 COLUMNS = [  # every column the chooser offers, in order; those in HIDDEN start hidden
@@ -108,10 +110,14 @@ def render() -> None:
 
 
 def _status_from_link() -> None:
-    """``/runs?status=incomplete`` (the Overview's cards link there) sets the Status filter."""
+    """``/runs?status=incomplete`` or ``?outcome=refused`` (the Overview's cards link there) sets
+    the Status or Outcome filter."""
     wanted = st.query_params.pop("status", None)
     if wanted in STATUSES:
         st.session_state["runs_status"] = wanted
+    outcome = st.query_params.pop("outcome", None)
+    if outcome in OUTCOMES:
+        st.session_state["runs_outcome"] = outcome
 
 
 def _sort_from_header() -> None:
@@ -170,7 +176,13 @@ def _filters() -> dict[str, object]:
         key="runs_status",
         help="running: its root span has not arrived yet; incomplete: it never did.",
     )
-    outcome = c[1].selectbox("Outcome", [ANY, "success", "failure", "abandoned"], key="runs_outcome")
+    outcome = c[1].selectbox(
+        "Outcome",
+        [ANY, *OUTCOMES],
+        key="runs_outcome",
+        help="refused: requests turned away before any work (a rate limit, a budget); not runs, so listed "
+        "only when asked for here.",
+    )
     failed_tools = c[2].toggle(
         "Tool failed",
         key="runs_tool_failed",

@@ -208,7 +208,15 @@ def test_degradation_is_the_projected_cost_at_the_switch_against_the_final_cost(
 def test_rate_limiting_estimates_refused_runs_at_the_agents_mean_served_run(savings: dict) -> None:
     rate = savings["by_lever"]["rate_limit"]
     mean_a = (R1_COST + 0.02 + 0.01) / 3  # R1, R2, R4 (R3 was refused)
-    assert rate["detail"] == {"refused_runs": 2, "delayed_runs": 1, "delay_s": 1.5}
+    assert rate["detail"] == {
+        "refused_runs": 2,
+        "delayed_runs": 1,
+        "delay_s": 1.5,
+        "priced_at_user_mean": 2,  # R3 and R5 have no user: the runs without one are their "user"
+        "priced_at_agent_mean": 0,
+        "priced_at_unpriced": 0,
+        "priced_at_budget_capped": 0,
+    }
     assert rate["saving_usd"] == pytest.approx(mean_a + 0.04)  # one refused run of a, one of b (whose R6 cost 0.04)
     assert rate["events"] == 3
 
@@ -235,6 +243,65 @@ def test_quality_of_degraded_runs_beside_the_others(savings: dict) -> None:
 def test_total_and_price_version(savings: dict) -> None:
     assert savings["total_saving_usd"] == pytest.approx(sum(lv["saving_usd"] for lv in savings["levers"]))
     assert len(savings["price_version"]) == 16
+
+
+def test_no_saving_exceeds_its_counterfactual(savings: dict) -> None:
+    for lever in savings["levers"]:
+        assert lever["saving_usd"] <= lever["counterfactual_usd"], lever
+        assert lever["saving_usd"] == pytest.approx(lever["counterfactual_usd"] - lever["actual_usd"]), lever
+    assert savings["total_saving_usd"] < sum(lv["counterfactual_usd"] for lv in savings["levers"])
+
+
+# --- refused requests priced per user, capped at their budget ----------------------------------
+RL = "rl"  # a project of its own
+
+
+def _user_run(at: int, user: str, cost: float | None, *, budget: str = "") -> list[SpanRow]:
+    """A run of agent r by ``user`` with one LLM call of ``cost``; ``None``: refused before any work."""
+    trace, attributes = new_trace_id(), {"agentwatch.budget.max_cost_usd": budget} if budget else {}
+    if cost is None:
+        attributes |= {"agentwatch.lever.name": "rate_limit", "agentwatch.lever.refused": "true"}
+    outcome = "refused" if cost is None else "success"
+    root = _span(trace, "run", at, parent="", agent="r", user_id=user, outcome=outcome, attributes=attributes)
+    call = {"model": "sim-large", "input_tokens": 10, "output_tokens": 1, "cost_usd": cost}
+    return with_project([root] + ([] if cost is None else [_span(trace, "llm", at + 1, agent="r", **call)]), RL)
+
+
+RL_RUNS = [
+    *_user_run(10, "big", 0.10),
+    *_user_run(20, "big", 0.30),  # a spike run
+    *_user_run(30, "big", None),  # priced at big's mean: 0.20
+    *_user_run(40, "frugal", 0.001, budget="0.002"),
+    *_user_run(50, "frugal", 0.005, budget="0.002"),  # over its budget by the last call
+    *_user_run(60, "frugal", None, budget="0.002"),  # frugal's mean 0.003, capped at 0.002
+    *_user_run(70, "frugal", None, budget="0.002"),
+    *_user_run(80, "frugal", None, budget="0.002"),
+    *_user_run(90, "new", None),  # no run of its own: the agent's mean
+]
+
+
+@pytest.fixture(scope="module")
+def rl(api: Api) -> dict[str, Any]:
+    running: Running = api.running  # type: ignore[attr-defined]
+    running.app.state.store.insert_spans(RL_RUNS)
+    body = Api(running.url, running.key(RL)).get("/api/cost", start=T, end=T + 3600).json()
+    return {lever["lever"]: lever for lever in body["savings"]["levers"]} | {"total": body["total_usd"]}
+
+
+def test_a_refused_request_is_priced_at_its_users_runs_capped_at_its_budget(rl: dict) -> None:
+    rate = rl["rate_limit"]
+    agent_mean = (0.10 + 0.30 + 0.001 + 0.005) / 4
+    counterfactual = (0.10 + 0.30) / 2 + 3 * 0.002 + agent_mean
+    assert rate["counterfactual_usd"] == pytest.approx(counterfactual) and rate["actual_usd"] == 0.0
+    assert rate["saving_usd"] == pytest.approx(counterfactual)
+    assert (rate["events"], rate["detail"]["refused_runs"]) == (5, 5)
+    assert [rate["detail"][f"priced_at_{k}"] for k in ("user_mean", "budget_capped", "agent_mean", "unpriced")] == [
+        1,
+        3,
+        1,
+        0,
+    ]
+    assert rate["saving_usd"] < rl["total"]  # the spend it saved is less than the bill: 0.406
 
 
 def test_agent_filter_keeps_one_agents_levers(api: Api) -> None:

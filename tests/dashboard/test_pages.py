@@ -86,6 +86,19 @@ def test_overview_headlines_match_the_stored_runs(app: AppTest, seeded: SeededSt
     assert ui.OPEN_MODE_BANNER in [w.value for w in at.warning]
 
 
+def test_overview_counts_refused_requests_apart_and_says_what_each_figure_counts(
+    app: AppTest, seeded: SeededStack
+) -> None:
+    at = page(app, "views/overview.py")
+    overview = seeded.get("/api/overview")
+    assert metrics(at)["Refused requests"] == f"{overview['refused_runs']:,}"
+    body = "".join(e.proto.body for e in at.get("html"))
+    assert "runs started in the range" in body and "success / runs with an outcome" in body
+    assert "refused before any work: not runs" in body and 'href="runs?outcome=refused"' in body
+    listed = page(app, "views/runs.py", outcome="refused")  # the card's link
+    assert listed.selectbox(key="runs_outcome").value == "refused"
+
+
 def test_overview_filters_by_model(app: AppTest, seeded: SeededStack) -> None:
     at = page(app, "views/overview.py")
     assert set(at.selectbox(key="aw_model").options) == {ui.ALL, "sim-large", "sim-small"}
@@ -229,6 +242,7 @@ def test_cost_page_totals_levers_and_self_hosted_cost(app: AppTest, seeded: Seed
     assert saved == pytest.approx([lv["saving_usd"] for lv in cost["savings"]["levers"]], abs=1e-6)
     assert cost["savings"]["levers"][1]["lever"] == "routing" and cost["savings"]["levers"][1]["saving_usd"] > 0
     assert all(f"**{title}** — " in text(at) for title in ("Caching", "Routing", "Degradation", "Rate limiting"))
+    assert all(f"Formula: {lv['basis']}." in text(at) for lv in cost["savings"]["levers"])  # one line each
     assert not _cost_tables(at)  # drawn when asked for only
     at.toggle(key="cost_tables").set_value(True).run()
     assert [sum(money(c) for c in t.column("cost_usd")) for t in _cost_tables(at)] == pytest.approx(
