@@ -27,9 +27,9 @@ HEADLINES = [
 # before any work (outcome refused) is counted on its own card, in none of these.
 HEADLINE_COUNTS = {
     "runs": "runs started in the range",
-    "runs_per_min": "runs started, last bucket",
+    "runs_per_min": "runs started, last complete bucket",
     "cost_usd": "every billed call",
-    "cost_per_hour_usd": "billed calls, last bucket",
+    "cost_per_hour_usd": "billed calls, last complete bucket",
     "cost_per_success_usd": "cost / runs with outcome success",
     "success_rate": "success / runs with an outcome",
     "run_latency_p50": "finished runs, start to end",

@@ -159,7 +159,9 @@ def _headlines(
             value, change, help_ = _last_bucket(series.get(spark), step_s, LAST_BUCKET_RATES[key], unit)
         delta = ui.fmt_delta(change) if key not in LAST_BUCKET_RATES else _vs_average(change)
         shown.append(
-            cards.Card(label, ui.fmt(value, unit), delta, rise_is_good, help_, sparkline, counts=HEADLINE_COUNTS[key])
+            cards.Card(
+                label, ui.fmt(value, unit), delta, rise_is_good, help_, sparkline, counts=HEADLINE_COUNTS.get(key, "")
+            )
         )
     return shown
 
@@ -173,7 +175,9 @@ def _per_day(overview: Overview, key: str, rise_is_good: bool, sparkline: list[f
     unit = "USD" if key == "cost_per_hour_usd" else ""
     help_ = "Per day over the complete part of the range, against the same figure over the previous range."
     change = None if fig is None else fig.change
-    return cards.Card(label, ui.fmt(value, unit), ui.fmt_delta(change), rise_is_good, help_, sparkline)
+    return cards.Card(
+        label, ui.fmt(value, unit), ui.fmt_delta(change), rise_is_good, help_, sparkline, counts="per day of the range"
+    )
 
 
 def _last_bucket(
