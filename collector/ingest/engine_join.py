@@ -75,7 +75,10 @@ _SLACK_NS = 1_000_000_000  # clocks of client and engine differ: 1 s either side
 _USAGE_SLACK_NS = 250_000_000
 _MAX_FACTS = 100_000
 _FACT_TTL_S = 600.0
-_ELSEWHERE_BEFORE_NS = 900 * 10**9  # another project's client span starts at most this before the engine's
+# Another project's client span starts at most this before its engine span: the whole installation's
+# LLM spans of the window are read, at every batch (prepare) or at every pass (reconcile, wider).
+_ELSEWHERE_BEFORE_NS = 120 * 10**9
+_RECONCILE_ELSEWHERE_BEFORE_NS = 900 * 10**9
 _ELSEWHERE_AFTER_NS = 60 * 10**9
 _LOOKBACK_S = 3600.0  # at start, engine spans this old are checked again
 _MAX_PER_PASS = 5000
@@ -192,9 +195,7 @@ class EngineJoin:
         copies = []
         for project, group in _by_project([r for r in rows if r["parent_span_id"] or r["request_id"]]).items():
             try:
-                clients = store.query(
-                    queries.CLIENT_LLM_SPANS_ELSEWHERE_OF_ENGINE_ROWS, _elsewhere_params(project, group)
-                )
+                clients = _clients_elsewhere(store, _elsewhere_params(project, group))
             except StoreError as exc:  # the reconcile pass still counts the call once
                 log.warning("engine join: looking up other projects' client spans failed: %s", exc)
                 waiting.extend(group)
@@ -202,7 +203,9 @@ class EngineJoin:
             by_parent = {(c["trace_id"], c["span_id"]): c for c in clients}
             by_request = {c["request_id"]: c for c in clients if c["request_id"]}
             for row in group:
-                client = by_parent.get((row["trace_id"], row["parent_span_id"])) or by_request.get(row["request_id"])
+                client = by_parent.get((row["trace_id"], row["parent_span_id"])) or (
+                    None if row["parent_span_id"] else by_request.get(row["request_id"])
+                )
                 if client is None:
                     waiting.append(row)
                 else:
@@ -389,7 +392,7 @@ class EngineJoin:
             clients = store.query(queries.CLIENT_LLM_SPANS_FOR_ENGINE, _client_params(project, spans))
             spans = match_engine_spans(spans, clients)
             if spans:
-                params = _client_params(project, spans) | _elsewhere_window(spans)
+                params = _client_params(project, spans) | _elsewhere_window(spans, _RECONCILE_ELSEWHERE_BEFORE_NS)
                 clients = store.query(queries.CLIENT_LLM_SPANS_ELSEWHERE_FOR_ENGINE, params)
                 spans = match_engine_spans(spans, clients, rules=_BY_ID)
             left.extend(spans)
@@ -448,23 +451,33 @@ def _client_params(project: str, spans: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _elsewhere_window(spans: list[dict[str, Any]]) -> dict[str, int]:
+def _elsewhere_window(spans: list[dict[str, Any]], before_ns: int = _ELSEWHERE_BEFORE_NS) -> dict[str, int]:
     """Where another project's client span of these engine spans can start: the whole installation
     is scanned there, so the window is narrower than ``_client_params``'."""
     return {
-        "lo_ns": min(_ns(e["start_time"]) for e in spans) - _ELSEWHERE_BEFORE_NS,
+        "lo_ns": min(_ns(e["start_time"]) for e in spans) - before_ns,
         "hi_ns": max(_ns(e["end_time"]) for e in spans) + _ELSEWHERE_AFTER_NS,
     }
 
 
 def _elsewhere_params(project: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """By trace context where the engine row has one (the trace id's bloom filter skips most of
+    the store), by request id only where it has none (a scan of the window's LLM spans)."""
     return {
         "project": project,
         **_elsewhere_window(rows),
         "trace_ids": sorted({r["trace_id"] for r in rows if r["parent_span_id"]}),
         "parents": sorted({r["parent_span_id"] for r in rows if r["parent_span_id"]}),
-        "request_ids": sorted({r["request_id"] for r in rows if r["request_id"]}),
+        "request_ids": sorted({r["request_id"] for r in rows if r["request_id"] and not r["parent_span_id"]}),
     }
+
+
+def _clients_elsewhere(store: Store, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Other projects' client LLM spans by trace context, and by request id, each asked only if needed."""
+    clients = store.query(queries.CLIENT_LLM_SPANS_ELSEWHERE_BY_TRACE, params) if params["parents"] else []
+    if params["request_ids"]:
+        clients += store.query(queries.CLIENT_LLM_SPANS_ELSEWHERE_BY_REQUEST, params)
+    return clients
 
 
 def _by_project(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

@@ -890,8 +890,10 @@ WHERE project = {project:String} AND kind = 'llm'
 # *other* projects by trace context or request id only (never by model and tokens across projects).
 # The window is narrower than a project's own look-up: the whole installation is scanned.
 _ELSEWHERE = """project != {project:String} AND kind = 'llm'
-  AND spans.start_time BETWEEN fromUnixTimestamp64Nano({lo_ns:Int64}) AND fromUnixTimestamp64Nano({hi_ns:Int64})
-  AND attributes['agentwatch.engine.only'] != 'true'"""
+  AND spans.start_time BETWEEN fromUnixTimestamp64Nano({lo_ns:Int64}) AND fromUnixTimestamp64Nano({hi_ns:Int64})"""
+# The attributes map is read only for the rows the ids picked (PREWHERE): reading it for every LLM span
+# of the window made a look-up over 190k spans take ~90 ms instead of ~30.
+_NOT_BILLED = "attributes['agentwatch.engine.only'] != 'true'"
 
 # ... for the reconcile pass: those that account for engine spans still unbilled.
 CLIENT_LLM_SPANS_ELSEWHERE_FOR_ENGINE = f"""
@@ -899,19 +901,27 @@ SELECT trace_id, span_id, request_id, toString(model) AS model, input_tokens, ou
     attributes['agentwatch.engine.span_id'] AS engine_span_id,
     toUnixTimestamp64Nano(spans.start_time) AS start_time, toUnixTimestamp64Nano(spans.end_time) AS end_time
 FROM spans
-WHERE {_ELSEWHERE}
+PREWHERE {_ELSEWHERE}
   AND (trace_id IN {{trace_ids:Array(String)}} OR request_id IN {{request_ids:Array(String)}}
-       OR attributes['agentwatch.engine.span_id'] IN {{span_ids:Array(String)}})"""
+       OR attributes['agentwatch.engine.span_id'] IN {{span_ids:Array(String)}})
+WHERE {_NOT_BILLED}"""
 
-# ... for a batch's engine rows: stored client spans not yet joined, with what the join needs.
-CLIENT_LLM_SPANS_ELSEWHERE_OF_ENGINE_ROWS = f"""
+# ... for a batch's engine rows: stored client spans not yet joined, with what the join needs; by
+# trace context (the trace id's bloom filter skips most granules) or by request id, one query each
+# (an OR of the two read the window's every request id even when one side was empty: 3x slower).
+_ELSEWHERE_CLIENTS = f"""
 SELECT toString(project) AS project, trace_id, span_id, request_id, ttft_s IS NULL AS no_ttft, cached_tokens,
     input_tokens, output_tokens, toString(model) AS model, toString(provider) AS provider, cost_usd,
     toUnixTimestamp64Nano(spans.start_time) AS start_time, toUnixTimestamp64Nano(spans.end_time) AS end_time
 FROM spans
-WHERE {_ELSEWHERE} AND attributes['agentwatch.engine.span_id'] = ''
-  AND ((trace_id IN {{trace_ids:Array(String)}} AND span_id IN {{parents:Array(String)}})
-       OR (request_id != '' AND request_id IN {{request_ids:Array(String)}}))"""
+PREWHERE {_ELSEWHERE} AND IDS
+WHERE {_NOT_BILLED} AND attributes['agentwatch.engine.span_id'] = ''"""
+CLIENT_LLM_SPANS_ELSEWHERE_BY_TRACE = _ELSEWHERE_CLIENTS.replace(
+    "IDS", "trace_id IN {trace_ids:Array(String)} AND span_id IN {parents:Array(String)}"
+)
+CLIENT_LLM_SPANS_ELSEWHERE_BY_REQUEST = _ELSEWHERE_CLIENTS.replace(
+    "IDS", "request_id != '' AND request_id IN {request_ids:Array(String)}"
+)
 
 # --- runs whose root has not arrived (collector.ingest.live_runs) --------------------------------------
 # An opening head in runs_agg for each trace of ``trace_ids`` with spans but no root stored yet:
