@@ -11,6 +11,7 @@ recorded in ``audit_log`` (``GET /api/admin/audit``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import asdict
 from typing import Annotated, Any, Literal
@@ -317,15 +318,17 @@ def deletion_scope(body: DeleteIn, project: str) -> Scope:
 
 
 @router.post("/delete", response_model=DeletionOut)
-def delete_endpoint(body: DeleteIn, caller: AdminDep, settings: SettingsDep, request: Request) -> DeletionOut:
+async def delete_endpoint(body: DeleteIn, caller: AdminDep, settings: SettingsDep, request: Request) -> DeletionOut:
     """Delete runs and everything derived from them, crash-safe and audited (``collector.storage.deletion``)."""
     project = scoped_project(caller, body.project or None, required=True) or ""
     scope = deletion_scope(body, project)
     store = request.app.state.store.get()  # the store itself: its inserts wait while it deletes
-    result = delete_data(store, scope, actor=caller.actor, journal=journal_for(settings.data_dir))
-    writer = getattr(request.app.state.ingestor, "writer", None)
-    if writer is not None:  # live-run heads and engine facts the collector remembers of those traces
-        writer.forget(project, None if scope.kind == "project" else result.trace_ids)
+    journal = journal_for(settings.data_dir)
+    result = await asyncio.to_thread(delete_data, store, scope, actor=caller.actor, journal=journal)
+    ingestor = request.app.state.ingestor
+    if ingestor.writer is not None:  # live-run heads and engine facts the collector remembers of those traces
+        ingestor.writer.forget(project, None if scope.kind == "project" else result.trace_ids)
+    ingestor.spool.retire_when_idle()  # request bodies holding the deleted data leave the disk once stored
     log.info("deleted %s of project %s: %d spans, %.6f USD", scope.target, project, result.spans, result.cost_usd)
     return DeletionOut(**{k: v for k, v in asdict(result).items() if k != "trace_ids"})
 

@@ -77,6 +77,7 @@ class Spool:
         self._on_error = on_error or (lambda reason: None)
         self._segments: dict[int, _Segment] = {}
         self._active: _Segment | None = None
+        self._retire_next = False  # retire the active segment once it owes nothing, whatever its size
         self._fd: int | None = None
         self._dirty: list[int] = []  # fds written since their last fsync (the active one included)
         self._closing: list[int] = []  # rolled-over fds, closed after their next fsync
@@ -319,14 +320,24 @@ class Spool:
 
     # --- housekeeping --------------------------------------------------------------------------
 
+    def retire_when_idle(self) -> None:
+        """Delete every segment as soon as it owes nothing, the active one too, whatever its size:
+        after a deletion of data (``collector.storage.deletion``) no request body holding it stays
+        on disk longer than its spans take to be stored. On the event loop, as every write."""
+        self._retire_next = True
+        if self._active is not None and self._active.refs <= 0:
+            self._retire_active()
+            self._retire_next = False
+
     def _release(self, segment: _Segment) -> None:
         segment.refs -= 1
         if segment.refs > 0:
             return
         if segment is not self._active:
             self._delete(segment)
-        elif segment.size >= _RETIRE_ACTIVE_BYTES:
+        elif segment.size >= _RETIRE_ACTIVE_BYTES or self._retire_next:
             self._retire_active()
+            self._retire_next = not all(s.refs <= 0 for s in self._segments.values())
 
     def _retire_active(self) -> None:
         """The active segment owes nothing: drop it now rather than keep its bytes on disk until it fills."""

@@ -15,8 +15,9 @@ collector killed half way replays the plan at its next start (``replay``) and th
 same as if it had run through; the journal entry is removed last, after the audit row.
 
 Span inserts wait while a deletion runs (``SqlStore.writes_paused``): a rollup hour is rebuilt
-from the spans with no insert racing it. Spans of a deleted trace that arrive later (a late
-export) are stored anew, as a new delivery.
+from the spans with no insert racing it. Spans of the deleted data that were still on their way
+(in the collector's queue or spool) are kept out by a tombstone for an hour
+(``collector.storage.tombstones``); spans that start after the deletion are new data.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from agentwatch_platform.collector.storage import queries_closes as qc
 from agentwatch_platform.collector.storage import queries_delete as qd
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.texts import FAULT_ENV as TEXTS_FAULT_ENV
+from agentwatch_platform.collector.storage.tombstones import TOMBSTONE_S, Tombstone
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +195,7 @@ def carry_out(store: Store, plan: Plan, journal: DeletionJournal) -> DeletionRes
     """Remove what ``plan`` names (again, after a crash: every step is idempotent), audit, close the journal entry."""
     scope = plan.scope
     with _writes_paused(store):
+        _leave_tombstone(store, plan)
         _fault("planned")
         if scope.kind == "project":
             for table in qd.PROJECT_TABLES:
@@ -226,6 +229,27 @@ def replay(store: Store, journal: DeletionJournal) -> list[DeletionResult]:
         log.warning("deletion %s (%s) was interrupted; carrying it out now", plan.id, plan.scope.target)
         results.append(carry_out(store, plan, journal))
     return results
+
+
+def _leave_tombstone(store: Store, plan: Plan) -> None:
+    """Spans of what ``plan`` deletes that are still on their way are not stored (``collector.storage.tombstones``)."""
+    tombstones = getattr(store, "tombstones", None)
+    if tombstones is None:
+        return
+    scope, before_ns = plan.scope, int(plan.requested_at * 1e9)
+    column = {"user": "user_id", "session": "session_id", "project": "*"}.get(scope.kind, "")
+    in_range = (int((scope.start or 0) * 1e9), int((scope.end or 0) * 1e9)) if scope.kind == "range" else None
+    tombstones.add(
+        Tombstone(
+            scope.project,
+            frozenset(plan.traces),
+            column,
+            scope.value,
+            before_ns,
+            in_range,
+            time.monotonic() + TOMBSTONE_S,
+        )
+    )
 
 
 def _delete_traces(store: Store, plan: Plan) -> None:

@@ -27,6 +27,7 @@ from agentwatch_platform.collector.storage.maintenance import enforce_retention
 from agentwatch_platform.collector.storage.model import SpanRow
 from agentwatch_platform.collector.storage.recent import RecentKeys, key_hashes, trace_hashes
 from agentwatch_platform.collector.storage.texts import TEXT_REF, TEXT_STATE, TextSearch, row_state
+from agentwatch_platform.collector.storage.tombstones import Tombstones
 
 _KEY = ("project", "trace_id", "span_id")
 _WITH_TEXT_REFS = SPANS_SCHEMA.append(pa.field(TEXT_REF, pa.uint64()))  # spans whose texts a text store holds
@@ -43,6 +44,9 @@ class SqlStore(ABC):
         self._insert_lock = threading.Lock()
         self._recent = recent_keys
         self.write_lock: SpanWriteLock | None = None  # set where other collectors write the same store
+        self.tombstones = (
+            Tombstones()
+        )  # deleted data kept out when late spans of it arrive (collector.storage.deletion)
 
     # --- back-end primitives -----------------------------------------------------------------
     @abstractmethod
@@ -108,6 +112,7 @@ class SqlStore(ABC):
         if not table.schema.equals(SPANS_SCHEMA) and not table.schema.equals(_WITH_TEXT_REFS):
             table = table.cast(_WITH_TEXT_REFS if TEXT_REF in table.column_names else SPANS_SCHEMA)
         with self._insert_lock, self.write_lock.hold() if self.write_lock else nullcontext():
+            table = self.tombstones.without(table)
             hashes = key_hashes(table)
             first = _first_occurrences(table, hashes)
             traces, usual, sure = self._certainly_new(table, hashes)

@@ -5,6 +5,7 @@ exactly what went, and the deleted texts' bytes leave the data directory (both b
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import httpx
 import pytest
 from agentwatch.cli import main
 
@@ -33,7 +35,7 @@ from agentwatch_platform.collector.storage.maintenance import enforce_retention
 from agentwatch_platform.collector.storage.model import SpanRow
 from agentwatch_platform.collector.storage.run_closes import close_runs
 from tests.collector.factories import agent_run
-from tests.collector.ingest_helpers import REPO, serve, settings_for
+from tests.collector.ingest_helpers import REPO, otlp_request, serve, settings_for
 
 P = "p1"
 NOW = time.time()
@@ -293,7 +295,7 @@ def test_the_admin_api_and_the_cli_delete_through_a_running_collector(
         token = read_admin_token(Path(settings.data_dir))
         with CollectorClient(running.url, token, timeout_s=120) as client:
             answer = client.delete_data(project=P, user_id="alice")
-            assert answer["traces"] == 3 and answer["cost_usd"] == pytest.approx(_cost(runs["alice"]))
+            assert answer["traces"] == 4 and answer["cost_usd"] == pytest.approx(_cost(runs["alice"]))
             with pytest.raises(Exception, match="exactly one"):
                 client.delete_data(project=P, user_id="bob", session_id="s-bob")
         with pytest.raises(SystemExit, match="--yes"):
@@ -303,6 +305,76 @@ def test_the_admin_api_and_the_cli_delete_through_a_running_collector(
         audit = handle.get().query("SELECT target FROM audit_log WHERE action = 'data.delete' ORDER BY at")
     assert [a["target"] for a in audit] == ["user:alice", "user:bob"]
     assert "Deleted user:bob of project 'p1': 3 runs" in capsys.readouterr().out
+
+
+def _otlp_run(trace_id: bytes, user: str, prompt: str) -> bytes:
+    attrs = {"user.id": user, "session.id": f"s-{user}"}
+    spans = [
+        {"span_id": os.urandom(8), "name": "invoke_agent research", "attrs": attrs | {"agentwatch.span.kind": "run"}},
+        {
+            "span_id": os.urandom(8),
+            "name": "chat sim-small",
+            "attrs": attrs
+            | {
+                "agentwatch.span.kind": "llm",
+                "gen_ai.request.model": "sim-small",
+                "input.value": prompt,
+                "output.value": "ok",
+            },
+        },
+    ]
+    spans[1]["parent"] = spans[0]["span_id"]
+    return otlp_request(trace_id, spans).SerializeToString()
+
+
+def test_a_user_deleted_through_a_collector_leaves_no_byte_of_their_prompts_in_the_data_directory(
+    tmp_path: Path,
+) -> None:
+    """Over OTLP/HTTP: the prompts reach the spool and the text files; after the deletion neither holds them."""
+    settings = settings_for(tmp_path / "data")
+    data_dir = Path(settings.data_dir)
+    prompts = {"alice": _marker("alice"), "bob": _marker("bob")}
+    with serve(settings) as running:
+        key = running.key(P, ["ingest", "read"])
+        traces = {user: os.urandom(16) for user in prompts}
+        for user, prompt in prompts.items():
+            body = _otlp_run(traces[user], user, prompt)
+            answer = httpx.post(
+                running.url + "/v1/traces",
+                content=body,
+                headers={"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {key}"},
+                timeout=30,
+            )
+            assert answer.status_code == 200, answer.text
+        _wait_stored(running.app.state.store, [t.hex() for t in traces.values()])
+        assert all(_in_data_dir(data_dir, prompt) for prompt in prompts.values())
+        with CollectorClient(running.url, read_admin_token(data_dir), timeout_s=120) as client:
+            assert client.delete_data(project=P, user_id="alice")["traces"] == 1
+        assert not _in_data_dir(data_dir, prompts["alice"])  # neither the text files nor the spool
+        assert _in_data_dir(data_dir, prompts["bob"])
+        bob = httpx.get(f"{running.url}/api/runs/{traces['bob'].hex()}", headers={"Authorization": f"Bearer {key}"})
+        assert any(s["input_text"] == prompts["bob"] for s in bob.json()["spans"])
+        gone = httpx.get(f"{running.url}/api/runs/{traces['alice'].hex()}", headers={"Authorization": f"Bearer {key}"})
+        assert gone.status_code == 404
+
+
+def _wait_stored(store: Store, trace_ids: list[str]) -> None:
+    """Until the writer has stored both spans of each trace (bounded)."""
+    deadline = time.monotonic() + 60
+    sql = "SELECT count() AS v FROM spans WHERE trace_id IN {t:Array(String)}"
+    while _one(store, sql, t=trace_ids) < 2 * len(trace_ids):
+        assert time.monotonic() < deadline, "the spans were not stored within 60 s"
+        time.sleep(0.05)
+
+
+def test_spans_of_deleted_data_still_on_their_way_are_not_stored(store: Store, tmp_path: Path) -> None:
+    runs = _seed(store)
+    delete_data(store, Scope(P, "user", "alice"), actor="t", journal=journal_for(tmp_path))
+    late = _run("alice", NOW - 300, 0.5, _marker("alice"))  # queued before the deletion, inserted after
+    straggler = [replace(s, span_id=s.span_id + "ff") for s in runs["alice"][0][:2]]  # a late span of a deleted run
+    assert store.insert_spans(late + straggler) == 0
+    after = _run("alice", time.time() + 5, 0.5, _marker("alice"))  # a run that starts after the deletion is new data
+    assert store.insert_spans(after) == len(after)
 
 
 # --- crash safety ---------------------------------------------------------------------------------
@@ -348,6 +420,4 @@ def test_a_deletion_killed_half_way_is_finished_at_the_next_start(tmp_path: Path
 
 
 def _env() -> dict[str, str]:
-    import os
-
     return {k: v for k, v in os.environ.items() if k != FAULT_ENV}
