@@ -187,7 +187,11 @@ class Settings:
         default=1024**3, metadata={"env": "SPOOL_MAX_BYTES", "doc": "on-disk spool bound while the store is down"}
     )
     retention_days: int = field(
-        default=30, metadata={"env": "RETENTION_DAYS", "doc": "TTL of spans (0 keeps them forever)"}
+        default=30,
+        metadata={
+            "env": "RETENTION_DAYS",
+            "doc": "days kept of spans, rollups, texts, feedback and engine metrics (0 keeps them forever)",
+        },
     )
     require_auth: bool = field(
         default=True, metadata={"env": "REQUIRE_AUTH", "doc": "require a project API key on every endpoint"}
