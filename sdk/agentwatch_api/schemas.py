@@ -7,7 +7,9 @@ Endpoints (all under the project of the caller's key, ``Authorization: Bearer <k
 times are RFC 3339 strings or epoch seconds; ``start``/``end`` default to the last hour):
 
 - ``GET  /api/runs`` -> ``RunsPage``  start, end and ``RunFilters``: agent, model, status
-  (ok|error|timeout|budget|running|incomplete), outcome, user_id, session_id, tool_failed,
+  (ok|error|timeout|budget|running|incomplete), outcome (success|failure|abandoned|refused: refused
+  requests, turned away before any work, are no runs and are listed only with outcome=refused),
+  user_id, session_id, tool_failed,
   search, min_cost, max_cost, min_steps, max_steps; sort (any ``RunSummary`` column,
   prefix ``-`` for descending, default ``-start_time``; runs without a feedback score sort last); limit (<= 500), offset.
 - ``GET  /api/runs/{trace_id}`` -> ``RunDetail`` (404 when not in the caller's project)
