@@ -167,6 +167,10 @@ class Evaluator:
         self._last_run[(project, rule.name)] = now
         return True
 
+    def forget_project(self, project: str) -> None:
+        """The next round reads ``project``'s firing alerts from the history again (after a deletion)."""
+        self._active.pop(project, None)
+
     def _load(self, project: str) -> dict[str, Alert] | None:
         """Firing alerts of a project, from the history the first time it is seen."""
         if project not in self._active:
@@ -582,6 +586,13 @@ class InProcessAlerts:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), timeout=float(self.settings.alert_interval_s))
 
+    def forget_project(self, project: str) -> None:
+        """Data of ``project`` was deleted (``POST /api/admin/delete``), its user's or session's alerts
+        with it: the firing alerts held in memory are read again from the history at the next round,
+        so an incident of a deleted user is not written back."""
+        if self.evaluator is not None:
+            self.evaluator.forget_project(project)
+
     async def __aexit__(self, *exc_info: object) -> None:
         """Stop after the round in progress: a round left running could reopen a closed store."""
         if self._task is not None and self._stop is not None:
@@ -607,4 +618,7 @@ def start_in_process(app: Any) -> InProcessAlerts:
     if roles is not None:
         component.may_run = lambda: roles.holds("alerts")
     state.alerts = component
+    listeners = getattr(state, "deletion_listeners", None)
+    if listeners is not None:  # collector.api.admin calls them after a deletion of data
+        listeners.append(component.forget_project)
     return component

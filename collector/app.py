@@ -197,6 +197,7 @@ def create_app(
     state.admin_token = None
     state.scrape_policy = policy_for(settings)  # which hosts engines may be scraped at (collector.engines.scrape_guard)
     state.clock = clock
+    state.deletion_listeners = []  # callables(project) told after a deletion of data (plugins holding state of it)
     state.freshness = Freshness(clock=clock)  # how far the figures are complete (collector.ingest.freshness)
     app.add_exception_handler(IngestError, _ingest_error)
     app.add_exception_handler(StoreUnavailable, _store_unavailable)

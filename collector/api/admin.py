@@ -329,6 +329,8 @@ async def delete_endpoint(body: DeleteIn, caller: AdminDep, settings: SettingsDe
     if ingestor.writer is not None:  # live-run heads and engine facts the collector remembers of those traces
         ingestor.writer.forget(project, None if scope.kind == "project" else result.trace_ids)
     ingestor.spool.retire_when_idle()  # request bodies holding the deleted data leave the disk once stored
+    for listener in getattr(request.app.state, "deletion_listeners", ()):  # plugins' memory of it (the alerts')
+        listener(project)
     log.info("deleted %s of project %s: %d spans, %.6f USD", scope.target, project, result.spans, result.cost_usd)
     return DeletionOut(**{k: v for k, v in asdict(result).items() if k != "trace_ids"})
 

@@ -292,6 +292,8 @@ def test_the_admin_api_and_the_cli_delete_through_a_running_collector(
     with serve(settings) as running:
         handle = running.app.state.store
         runs = _seed(handle.get())
+        told: list[str] = []
+        running.app.state.deletion_listeners.append(told.append)  # as the alerts plugin registers itself
         token = read_admin_token(Path(settings.data_dir))
         with CollectorClient(running.url, token, timeout_s=120) as client:
             answer = client.delete_data(project=P, user_id="alice")
@@ -304,6 +306,7 @@ def test_the_admin_api_and_the_cli_delete_through_a_running_collector(
         assert query.list_runs(handle.get(), P, start=NOW - DAY, end=NOW + 60).total == 0
         audit = handle.get().query("SELECT target FROM audit_log WHERE action = 'data.delete' ORDER BY at")
     assert [a["target"] for a in audit] == ["user:alice", "user:bob"]
+    assert told == [P, P]  # the API's and the CLI's deletion, both through this collector
     assert "Deleted user:bob of project 'p1': 3 runs" in capsys.readouterr().out
 
 
