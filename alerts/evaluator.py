@@ -253,13 +253,17 @@ class Evaluator:
         start = current - count * step
         end = max(now, current + 1e-3)
         series = self.source.timeseries(project, rule.metric, start, end, step, rule.group_by, agent, model)
-        groups = _by_group(series, start, step, count + 1, rule.metric in ADDITIVE)
+        settled = _settled(series, start, step, count)
+        groups = {
+            g: values[: settled + 1]
+            for g, values in _by_group(series, start, step, count + 1, rule.metric in ADDITIVE).items()
+        }
         if rule.min_runs:
             runs = _by_group(
                 self.source.timeseries(project, "runs", start, end, step, rule.group_by, agent, model),
                 start,
                 step,
-                count + 1,
+                settled + 1,
                 True,
             )
             groups = {g: _enough_runs(values, runs.get(g, []), rule.min_runs) for g, values in groups.items()}
@@ -521,6 +525,15 @@ def _alert_id(fp: str, started_at: float) -> str:
     return hashlib.sha256(f"{fp}:{started_at:.3f}".encode()).hexdigest()[:20]
 
 
+def _settled(series: TimeSeries, start: float, step: int, count: int) -> int:
+    """How many of the ``count`` buckets before the one now filling are complete: those before the
+    first the collector flags partial (its watermark: spans of a bucket that has ended by the clock
+    may still be arriving). The buckets from there on are left out, the first of them judged as
+    the partial one."""
+    partial = [round((p.t - start) / step) for p in series.points if getattr(p, "partial", False)]
+    return min([count, *(i for i in partial if i >= 0)])
+
+
 def _by_group(series: TimeSeries, start: float, step: int, count: int, additive: bool) -> dict[str, list[float | None]]:
     """Dense per-group values for ``count`` buckets from ``start`` (missing additive -> 0)."""
     empty: float | None = 0.0 if additive else None
@@ -549,9 +562,15 @@ class InProcessAlerts:
     """
 
     def __init__(
-        self, store: Any, settings: Any, *, clock: Callable[[], float] = time.time, config: RulesConfig | None = None
+        self,
+        store: Any,
+        settings: Any,
+        *,
+        clock: Callable[[], float] = time.time,
+        config: RulesConfig | None = None,
+        lag: Callable[[], float] | None = None,
     ) -> None:
-        self.store, self.settings, self.clock = store, settings, clock
+        self.store, self.settings, self.clock, self.lag = store, settings, clock, lag
         self.config = config
         self.evaluator: Evaluator | None = None
         self._dispatcher: Dispatcher | None = None
@@ -566,7 +585,7 @@ class InProcessAlerts:
             except AlertsError as exc:
                 log.error("alert rules not loaded, in-process alerts are off: %s", exc)
                 return self
-        backend = StoreBackend(self.store, idle_timeout_s=float(self.settings.run_idle_timeout_s))
+        backend = StoreBackend(self.store, idle_timeout_s=float(self.settings.run_idle_timeout_s), lag=self.lag)
         self._dispatcher = Dispatcher(
             self.config.channels, record=backend.record, policy=self.config.delivery, clock=self.clock
         )
@@ -613,7 +632,11 @@ def start_in_process(app: Any) -> InProcessAlerts:
     def clock() -> float:
         return (getattr(state, "alerts_clock", None) or getattr(state, "clock", None) or time.time)()
 
-    component = InProcessAlerts(state.store, state.settings, clock=clock)
+    def lag() -> float:  # how far the collector's watermark trails now, once it has measured arrivals
+        freshness = getattr(state, "freshness", None)
+        return freshness.measured_lag() if freshness is not None else 0.0
+
+    component = InProcessAlerts(state.store, state.settings, clock=clock, lag=lag)
     roles = getattr(state, "roles", None)
     if roles is not None:
         component.may_run = lambda: roles.holds("alerts")

@@ -101,8 +101,16 @@ def delivery_row(delivery: Delivery) -> tuple[Any, ...]:
 class StoreBackend:
     """In-process: ``collector.query.service`` over the collector's store, history in its tables."""
 
-    def __init__(self, store: Store, *, idle_timeout_s: float = query.DEFAULT_RUN_IDLE_TIMEOUT_S) -> None:
-        self.store, self.idle_timeout_s = store, idle_timeout_s
+    def __init__(
+        self,
+        store: Store,
+        *,
+        idle_timeout_s: float = query.DEFAULT_RUN_IDLE_TIMEOUT_S,
+        lag: Callable[[], float] | None = None,
+    ) -> None:
+        """``lag``: how far the collector's watermark trails now (``collector.ingest.freshness``):
+        buckets ending within it of a series' end are flagged partial, as the query API flags them."""
+        self.store, self.idle_timeout_s, self.lag = store, idle_timeout_s, lag
 
     def _guard(self, what: str, call: Callable[[], T]) -> T:
         try:
@@ -135,7 +143,16 @@ class StoreBackend:
         return self._guard(
             metric,
             lambda: query.timeseries(
-                self.store, project, metric, start, end, step_s, group_by=group_by, agent=agent, model=model
+                self.store,
+                project,
+                metric,
+                start,
+                end,
+                step_s,
+                group_by=group_by,
+                agent=agent,
+                model=model,
+                complete_until=end - self.lag() if self.lag is not None else None,
             ),
         )
 

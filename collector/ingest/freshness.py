@@ -28,7 +28,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["Freshness", "FreshnessState"]
+__all__ = ["LIVE_S", "Freshness", "FreshnessState"]
+
+LIVE_S = 60.0  # a call stored later than this after its end is a backfill: it measures no delay
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +74,9 @@ class Freshness:
             self._pending[seq] = (float(starts.min()), len(starts))
 
     def stored(self, seqs: Iterable[int], table: pa.Table) -> None:
-        """A batch made of the requests ``seqs`` is in the store."""
+        """A batch made of the requests ``seqs`` is in the store. Only calls stored within
+        ``LIVE_S`` of their end measure the arrival delay: older ones are a backfill or a replay
+        after an outage, whose delay says nothing of the live traffic's (they may be late)."""
         now = self._clock()
         starts = _call_starts(table)
         with self._lock:
@@ -81,7 +85,9 @@ class Freshness:
             if starts is None or not len(starts):
                 return
             self._late += int(np.count_nonzero(starts < self._published))
-            self._delays.append((now, max(0.0, now - float(starts.min())), len(starts)))
+            live = starts[now - _call_times(table, "end_time") <= LIVE_S]
+            if len(live):
+                self._delays.append((now, max(0.0, now - float(live.min())), len(live)))
             self._prune(now)
 
     def state(self) -> FreshnessState:
@@ -95,6 +101,17 @@ class Freshness:
             self._published = max(self._published, until)
             in_flight = sum(n for _, n in self._pending.values())
             return FreshnessState(now, until, now - until, in_flight, self._late)
+
+    def measured_lag(self) -> float:
+        """How far the watermark trails now once arrival delays have been measured (``warm_calls``
+        seen), else 0: in-process alerts judge by it, and by the clock while the collector is cold
+        (they keep firing on a quiet collector's first minute, as before the watermark existed)."""
+        now = self._clock()
+        with self._lock:
+            self._prune(now)
+            measured = self._delay() if sum(n for _, _, n in self._delays) >= self._warm_calls else 0.0
+            in_flight = max((now - start for start, _ in self._pending.values()), default=0.0)
+        return max(measured, in_flight)
 
     def _delay(self) -> float:
         if sum(n for _, _, n in self._delays) < self._warm_calls:
@@ -111,7 +128,11 @@ def _call_starts(table: pa.Table) -> np.ndarray | None:
     """Start times (epoch seconds) of the table's calls: every span but runs' roots."""
     if not table.num_rows or "start_time" not in table.column_names:
         return None
-    starts = table.column("start_time")
+    return _call_times(table, "start_time")
+
+
+def _call_times(table: pa.Table, column: str) -> np.ndarray:
+    times = table.column(column)
     if "kind" in table.column_names:
-        starts = pc.filter(starts, pc.not_equal(table.column("kind").cast(pa.string()), "run"))
-    return starts.cast(pa.int64()).to_numpy(zero_copy_only=False) / 1e9
+        times = pc.filter(times, pc.not_equal(table.column("kind").cast(pa.string()), "run"))
+    return times.cast(pa.int64()).to_numpy(zero_copy_only=False) / 1e9

@@ -165,3 +165,16 @@ def test_alert_of_a_removed_rule_resolves_quietly(store: Store, receiver: Receiv
     )
     assert [(a["alert_id"], a["state"]) for a in stored] == [(alert_id, "resolved")]
     assert "no longer configured" in stored[0]["message"]
+
+
+def test_buckets_the_collector_calls_partial_are_not_judged_complete() -> None:
+    from agentwatch_api.schemas import SeriesPoint, TimeSeries
+    from agentwatch_platform.alerts.evaluator import _settled
+
+    def series(partial_from: int) -> TimeSeries:
+        points = [SeriesPoint(t=60.0 * i, group="", value=1.0, partial=i >= partial_from) for i in range(6)]
+        return TimeSeries(metric="cost_usd", unit="usd", step_s=60, group_by="none", points=points)
+
+    assert _settled(series(5), 0.0, 60, 5) == 5  # only the bucket now filling: all five before it complete
+    assert _settled(series(4), 0.0, 60, 5) == 4  # the bucket just ended by the clock is still filling
+    assert _settled(series(9), 0.0, 60, 5) == 5  # never more than the clock allows

@@ -35,9 +35,11 @@ class Clock:
         return self.t
 
 
-def _calls(starts_s: list[float]) -> pa.Table:
+def _calls(starts_s: list[float], ended_s: float = 0.5) -> pa.Table:
+    """Calls that started at ``starts_s`` and ended ``ended_s`` after."""
     ns = pa.array([int(s * 1e9) for s in starts_s], pa.timestamp("ns"))
-    return pa.table({"start_time": ns, "kind": pa.array(["llm"] * len(starts_s))})
+    ends = pa.array([int((s + ended_s) * 1e9) for s in starts_s], pa.timestamp("ns"))
+    return pa.table({"start_time": ns, "end_time": ends, "kind": pa.array(["llm"] * len(starts_s))})
 
 
 def test_a_quiet_collector_waits_its_cold_delay() -> None:
@@ -58,8 +60,11 @@ def test_spans_in_flight_hold_the_watermark_back_and_late_ones_are_counted() -> 
     state = fresh.state()
     assert state.in_flight_spans == 0 and state.late_spans == 0
     clock.t = 1001.0
-    fresh.stored([3], _calls([500.0]))  # before the watermark given out: late
+    before = fresh.state().complete_until
+    fresh.stored([3], _calls([500.0]))  # before the watermark given out: late; long over: a backfill
     assert fresh.state().late_spans == 1
+    assert fresh.state().complete_until == 1001.0 - (10 * 1.25 + 1)  # the live call at 990 measured 10 s; 500 nothing
+    assert before == fresh.state().complete_until
 
 
 @contextlib.contextmanager
@@ -149,3 +154,14 @@ def test_complete_buckets_are_never_revised_while_spans_stream_in(tmp_path: Path
         expected[bucket] = expected.get(bucket, 0) + n
     assert len(seen) >= 10  # buckets were called complete while the stream went on
     assert all(seen[t] == expected.get(t, 0) for t in seen)
+
+
+def test_in_process_alerts_lag_by_the_clock_until_arrivals_are_measured() -> None:
+    clock = Clock(1000.0)
+    fresh = Freshness(clock=clock, warm_calls=2)
+    assert fresh.measured_lag() == 0.0  # cold: the clock, as before the watermark
+    fresh.accepted(1, _calls([995.0]))
+    assert fresh.measured_lag() == 5.0  # a request still on its way holds it back even cold
+    fresh.stored([1], _calls([995.0]))
+    fresh.stored([2], _calls([992.0]))
+    assert fresh.measured_lag() == 8.0 * 1.25 + 1.0
