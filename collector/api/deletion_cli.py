@@ -11,14 +11,16 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentwatch_api.client import ApiError, CollectorClient, CollectorError
 from agentwatch_api.handshake import running_collector
 from agentwatch_platform.collector.query.reprice import parse_since
 from agentwatch_platform.collector.settings import Settings
 from agentwatch_platform.collector.storage.base import StoreError
-from agentwatch_platform.collector.storage.deletion import DeletionError, Scope, delete_data, journal_for, replay
+
+if TYPE_CHECKING:
+    from agentwatch_platform.collector.storage.deletion import Scope
 
 
 def register_delete(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -45,6 +47,9 @@ def delete_command(args: argparse.Namespace) -> int:
     request = _request(args)
     if not args.yes:
         raise SystemExit(f"agentwatch delete: this deletes {_describe(request)} for good; add --yes to do it")
+    # the storage side loads pyarrow, which the collector's command must be first to load (its allocator)
+    from agentwatch_platform.collector.storage.deletion import DeletionError
+
     settings = Settings.from_env(data_dir=args.data_dir)
     try:
         result = _remote_or_local(settings, request)
@@ -90,6 +95,8 @@ def _describe(request: dict[str, Any]) -> str:
 
 
 def _scope(request: dict[str, Any]) -> Scope:
+    from agentwatch_platform.collector.storage.deletion import Scope
+
     project = request["project"]
     if request.get("everything"):
         return Scope(project, "project")
@@ -116,6 +123,8 @@ def _remote_or_local(settings: Settings, request: dict[str, Any]) -> dict[str, A
     scope = _scope(request)
     store = open_store(settings)
     try:
+        from agentwatch_platform.collector.storage.deletion import delete_data, journal_for, replay
+
         journal = journal_for(settings.data_dir)
         replay(store, journal)
         result = asdict(delete_data(store, scope, actor="cli", journal=journal))

@@ -18,7 +18,6 @@ from typing import Any
 from agentwatch import semconv as sc
 
 from agentwatch_api.schemas import EngineCallTimings
-from agentwatch_platform.collector.ingest.engine_join import CLIENT_SPAN
 
 # The columns an engine row may carry for its call (normalize.set_engine_figures_aside zeroes its own).
 _ADDED = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd")
@@ -26,6 +25,9 @@ _ADDED = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd")
 
 def fold_engine_figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``rows`` (``queries.SPANS_OF_TRACE``) with each engine row's additions moved onto its call."""
+    # here, not at the top: engine_join loads pyarrow, which `agentwatch collector` must load first
+    from agentwatch_platform.collector.ingest.engine_join import CLIENT_SPAN
+
     by_id = {r["span_id"]: r for r in rows}
     for row in rows:
         if row["kind"] != sc.KIND_ENGINE or not any(row[name] for name in _ADDED):

@@ -720,7 +720,7 @@ def overview(
         running_runs=int(states["running"]),
         incomplete_runs=int(states["incomplete"]),
         refused_runs=int(refused),
-        complete_until=until,
+        complete_until=complete_until,
     )
 
 

@@ -108,7 +108,8 @@ def test_every_page_renders_with_its_key_figures(
     figures = seeded.get("/api/overview")["figures"]
     shown = _check(page.open(base + "/"), shots, "overview")
     assert shown["Runs"] == str(seeded.runs) and shown["Cost"] == ui.fmt(figures["cost_usd"]["value"], "USD")
-    assert page.count(".aw-chart img") == 4 and page.count('[data-testid="stVegaLiteChart"]') == 0
+    assert page.count(".aw-chart img") == 5 and page.count('[data-testid="stVegaLiteChart"]') == 0  # 4 + cost per day
+    assert "Month to date" in shown and "Projected month end" in shown
     bands = page.driver.find_elements(By.CSS_SELECTOR, ".aw-charts > .aw-chart:first-child .aw-hover")  # cost by model
     assert len(bands) > 1  # a band per time bucket, whose hover shows the bucket's values
     ActionChains(page.driver).move_to_element(bands[len(bands) // 2]).perform()
