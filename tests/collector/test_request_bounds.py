@@ -128,8 +128,10 @@ def _connect(running: Running) -> socket.socket:
 
 def _trickle(sock: socket.socket, data: bytes, every_s: float) -> bytes:
     """Sends ``data`` a byte at a time until the server answers or closes; returns its answer."""
+    poller = select.poll()  # not select(): a worker that ran many tests may hold descriptors past 1024
+    poller.register(sock, select.POLLIN)
     for byte in data:
-        if select.select([sock], [], [], every_s)[0]:
+        if poller.poll(every_s * 1000):
             break
         sock.sendall(bytes([byte]))
     return _answer(sock)

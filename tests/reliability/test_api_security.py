@@ -114,7 +114,11 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcess, d
 
 
 def _operations(running: InProcess) -> list[Any]:
-    schema = schemathesis.openapi.from_asgi("/openapi.json", running.app).include(path_regex="^/api/")
+    schema = (
+        schemathesis.openapi.from_asgi("/openapi.json", running.app)
+        .include(path_regex="^/api/")
+        .exclude(path_regex="^/api/admin/delete$")  # destructive: a drawn body deletes the data the other tests read
+    )
     return [result.ok() for result in schema.get_all_operations()]
 
 
