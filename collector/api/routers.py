@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from agentwatch_platform.collector.api import admin, analytics, engines, health, runs
+from agentwatch_platform.collector.api import admin, analytics, engines, health, runs, spans
 from agentwatch_platform.collector.ingest.otlp import http as otlp_http
 
 ROUTERS: tuple[APIRouter, ...] = (
@@ -19,4 +19,5 @@ ROUTERS: tuple[APIRouter, ...] = (
     runs.router,  # /api/runs..., /api/filters
     analytics.router,  # /api/overview, /api/timeseries, /api/cost, /api/whatif
     engines.router,  # /api/engines, /api/engine/metrics
+    spans.router,  # /api/spans, /api/spans/groups: the span explorer
 )

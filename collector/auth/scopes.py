@@ -55,6 +55,8 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("GET", "/api/engines"): READ,
     ("GET", "/api/engine/metrics"): READ,
     ("GET", "/api/filters"): READ,
+    ("GET", "/api/spans"): READ,
+    ("GET", "/api/spans/groups"): READ,
     ("GET", "/api/alerts"): READ,
     ("GET", "/api/alerts/rules"): READ,
     ("GET", "/api/alerts/context"): READ,

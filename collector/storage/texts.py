@@ -93,10 +93,12 @@ class TextStoreError(Exception):
 class TextSearch:
     """What a search of the text files found: ``trace_ids``, and ``unreadable``, one line per day
     file that could not be read whole (not openable, or damaged frames skipped): traces whose text
-    is there may be missing from ``trace_ids``."""
+    is there may be missing from ``trace_ids``. ``span_keys``: the matching spans themselves, each
+    trace id and span id concatenated (the span explorer's search)."""
 
     trace_ids: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
+    span_keys: list[str] = field(default_factory=list)
 
 
 def row_state(row: dict[str, Any], ref: int) -> str:
@@ -254,6 +256,7 @@ class TextStore:
         (case-insensitive), among the days that [start_ns, end_ns) touches; at most ``limit``.
         Day files that cannot be opened or hold damaged frames are named in ``unreadable``."""
         found: set[str] = set()
+        spans: set[str] = set()
         unreadable: list[str] = []
         first, last = max(start_ns, 0) // DAY_NS, max(end_ns - 1, 0) // DAY_NS
         for day in range(first, min(last, _MAX_DAY) + 1):
@@ -266,7 +269,9 @@ class TextStore:
                     if block is None:
                         damaged += 1
                         continue
-                    found.update(_matching_traces(block, project, needle))
+                    traces, keys = _matching(block, project, needle)
+                    found.update(traces)
+                    spans.update(keys)
                     if len(found) >= limit:
                         break
             except OSError as exc:
@@ -277,7 +282,7 @@ class TextStore:
                 unreadable.append(f"{path.name}: {damaged} damaged part(s) skipped")
             if len(found) >= limit:
                 break
-        return TextSearch(sorted(found)[:limit], unreadable)
+        return TextSearch(sorted(found)[:limit], unreadable, sorted(spans))
 
     # --- retention -----------------------------------------------------------------------------
     def expire(self, now_ns: int | None = None) -> list[Path]:
@@ -413,10 +418,13 @@ def _block(payload: bytes | pa.Buffer) -> pa.Table:
         raise TextStoreError(f"a frame cannot be decoded: {exc}") from exc
 
 
-def _matching_traces(block: pa.Table, project: str, needle: str) -> list[str]:
+def _matching(block: pa.Table, project: str, needle: str) -> tuple[list[str], list[str]]:
+    """The trace ids, and the span keys (trace id + span id), of the block's matching spans."""
     matched = pc.equal(block.column("project"), project)
     text = pc.or_(*(pc.match_substring(block.column(n), needle, ignore_case=True) for n in TEXT_COLUMNS))
-    return pc.unique(block.column("trace_id").filter(pc.and_(matched, text))).to_pylist()
+    hits = block.filter(pc.and_(matched, text))
+    traces = hits.column("trace_id")
+    return pc.unique(traces).to_pylist(), pc.binary_join_element_wise(traces, hits.column("span_id"), "").to_pylist()
 
 
 def _mark(rows: list[dict[str, Any]], state: str) -> None:

@@ -30,6 +30,8 @@ from agentwatch_api.schemas import (
     RunDetail,
     RunsPage,
     RunStates,
+    SpanGroups,
+    SpansPage,
     TimeSeries,
     WhatIf,
 )
@@ -99,6 +101,45 @@ class CollectorClient:
 
     def run(self, trace_id: str) -> RunDetail:
         return self._get(f"/api/runs/{trace_id}", RunDetail)
+
+    def spans(
+        self,
+        *,
+        start: float,
+        end: float | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        cursor: str | None = None,
+        sort: str = "-start_time",
+        **filters: Any,
+    ) -> SpansPage:
+        """Spans across runs (``SpanQuery`` filters; ``attribute`` a list of ``key=value``)."""
+        return self._get(
+            "/api/spans",
+            SpansPage,
+            start=start,
+            end=end,
+            limit=limit,
+            offset=offset,
+            cursor=cursor,
+            sort=sort,
+            **filters,
+        )
+
+    def span_groups(
+        self,
+        *,
+        start: float,
+        end: float | None = None,
+        by: str = "tool",
+        sort: str = "-spans",
+        limit: int = 100,
+        **filters: Any,
+    ) -> SpanGroups:
+        """Spans grouped by ``by`` (tool, error_type, user, ..., ``attribute:<key>``), with the same filters."""
+        return self._get(
+            "/api/spans/groups", SpanGroups, start=start, end=end, by=by, sort=sort, limit=limit, **filters
+        )
 
     def freshness(self) -> Freshness:
         """How far the collector's figures are complete (its watermark)."""

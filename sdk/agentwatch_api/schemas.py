@@ -30,6 +30,9 @@ times are RFC 3339 strings or epoch seconds; ``start``/``end`` default to the la
   -> ``TimeSeries``; ``POST /api/alerts`` body ``list[AlertIn]``; ``GET|POST /api/alerts/deliveries``
   ``list[DeliveryOut]`` | body ``list[DeliveryIn]``
 - ``GET  /api/filters`` -> ``FilterValues`` (agents and models seen in the range, the caller's project)
+- ``GET  /api/spans`` -> ``SpansPage``  start, end, ``SpanListQuery``: spans across runs, filtered,
+  sorted (start_time|duration_s|cost_usd|total_tokens) and paged (cursor, or offset <= 10,000) in the store;
+  ``GET /api/spans/groups`` -> ``SpanGroups`` (``SpanGroupQuery``: the same filters, ``by`` a key).
 - ``GET  /api/ingest`` -> ``IngestStatus`` (lag, queue, spool: shown on the dashboard; span
   counters of the caller's project only, all projects' with the admin token)
 """
@@ -533,3 +536,135 @@ class IngestStatus(BaseModel):
 
 class ErrorOut(BaseModel):
     detail: str
+
+
+# --- the span explorer: GET /api/spans, GET /api/spans/groups ------------------------------------
+SpanStatus = Literal["ok", "unset", "error", "timeout"]
+SPAN_SORTS = ("start_time", "duration_s", "cost_usd", "total_tokens")
+SPAN_GROUP_KEYS = ("tool", "name", "model", "kind", "error_type", "agent", "user", "session", "status")
+SPAN_GROUP_SORTS = (
+    "spans",
+    "failures",
+    "failure_rate",
+    "duration_p50_s",
+    "duration_p95_s",
+    "total_tokens",
+    "cost_usd",
+    "runs",
+    "key",
+)
+
+
+class SpanQuery(BaseModel):
+    """Which spans, across the runs of a time range: every filter is applied by the store, and
+    they compose (AND). ``attribute`` is repeated ``key=value`` (a span attribute, or a resource
+    attribute such as ``service.version``)."""
+
+    kind: str | None = Field(None, max_length=64, description="run, step, llm, tool, retrieval, engine, other")
+    name: str | None = Field(None, max_length=512, description="exactly this span name")
+    tool: str | None = Field(None, max_length=256)
+    model: str | None = Field(None, max_length=256)
+    status: SpanStatus | None = Field(None, description="a timeout is 'timeout', not 'error'")
+    failed: bool | None = Field(None, description="true: the span failed or timed out; false: it did not")
+    error_type: str | None = Field(
+        None, max_length=512, description="an error type as the groups name it: 'TimeoutError', 'X (HTTP 503)', or X"
+    )
+    agent: str | None = Field(None, max_length=256)
+    user_id: str | None = Field(None, max_length=256, description="spans of this user's runs")
+    session_id: str | None = Field(None, max_length=256, description="spans of this session's runs")
+    trace_id: str | None = Field(None, max_length=64, description="spans of one run")
+    attribute: list[str] = Field(default_factory=list, max_length=8, description="key=value, repeatable")
+    min_duration_s: float | None = Field(None, ge=0, allow_inf_nan=False)
+    max_duration_s: float | None = Field(None, ge=0, allow_inf_nan=False)
+    min_cost: float | None = Field(None, ge=0, allow_inf_nan=False)
+    max_cost: float | None = Field(None, ge=0, allow_inf_nan=False)
+    search: str | None = Field(
+        None,
+        max_length=256,
+        description="case-insensitive substring of the span's name, tool, status message or captured text",
+    )
+
+    def filters(self) -> dict[str, object]:
+        """The filters with a value, as the query layer takes them."""
+        return self.model_dump(exclude_none=True, include=set(SpanQuery.model_fields))
+
+
+class SpanListQuery(SpanQuery):
+    """``GET /api/spans``: the filters, a sort and a page. Page with ``cursor`` (the previous page's
+    ``next_cursor``: any depth) or ``offset`` (at most 10,000), not both."""
+
+    sort: str = Field(
+        "-start_time",
+        max_length=32,
+        description="start_time|duration_s|cost_usd|total_tokens, '-' first for descending",
+    )
+    limit: int = Field(50, ge=1, le=500)
+    offset: int = Field(0, ge=0, le=10_000)
+    cursor: str | None = Field(None, max_length=512)
+
+
+class SpanGroupQuery(SpanQuery):
+    """``GET /api/spans/groups``: the filters, the key (``by``) and the groups' order."""
+
+    by: str = Field(
+        "tool", max_length=300, description="tool|name|model|kind|error_type|agent|user|session|status|attribute:<key>"
+    )
+    sort: str = Field("-spans", max_length=32, description="a SpanGroup figure, '-' first for descending")
+    limit: int = Field(100, ge=1, le=1000)
+
+
+class SpanHit(BaseModel):
+    """One span of the explorer's list, with what links it to its run."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str = ""
+    name: str
+    kind: str
+    tool: str = ""
+    model: str = ""
+    status: str
+    status_message: str = ""
+    error_type: str = ""
+    is_timeout: bool = False
+    start_time: float
+    duration_s: float
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: Total = 0.0
+    agent: str = ""
+    run_name: str = ""
+    user_id: str = ""
+    session_id: str = ""
+
+
+class SpansPage(BaseModel):
+    items: list[SpanHit]
+    total: int  # spans matching the filters in the range
+    limit: int
+    offset: int
+    next_cursor: str | None = None  # pass as ``cursor`` for the next page; None: this was the last
+    warnings: list[str] = Field(default_factory=list)
+
+
+class SpanGroup(BaseModel):
+    key: str  # "" for spans without a value (agent, user, session, name, kind, status groups)
+    spans: int
+    failures: int  # failed or timed out
+    failure_rate: float
+    runs: int
+    duration_p50_s: float | None = None
+    duration_p95_s: float | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: Total = 0.0
+
+
+class SpanGroups(BaseModel):
+    by: str
+    groups: list[SpanGroup]
+    total_groups: int  # groups in all; ``groups`` holds the first ``limit``
+    warnings: list[str] = Field(default_factory=list)
