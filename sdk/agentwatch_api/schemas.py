@@ -541,7 +541,7 @@ class ErrorOut(BaseModel):
 # --- the span explorer: GET /api/spans, GET /api/spans/groups ------------------------------------
 SpanStatus = Literal["ok", "unset", "error", "timeout"]
 SPAN_SORTS = ("start_time", "duration_s", "cost_usd", "total_tokens")
-SPAN_GROUP_KEYS = ("tool", "name", "model", "kind", "error_type", "agent", "user", "session", "status")
+SPAN_GROUP_KEYS = ("tool", "name", "model", "kind", "step", "error_type", "agent", "user", "session", "status")
 SPAN_GROUP_SORTS = (
     "spans",
     "failures",
@@ -570,6 +570,9 @@ class SpanQuery(BaseModel):
         None, max_length=512, description="an error type as the groups name it: 'TimeoutError', 'X (HTTP 503)', or X"
     )
     agent: str | None = Field(None, max_length=256)
+    step: str | None = Field(
+        None, max_length=512, description="a step span of this name and the spans directly under it"
+    )
     user_id: str | None = Field(None, max_length=256, description="spans of this user's runs")
     session_id: str | None = Field(None, max_length=256, description="spans of this session's runs")
     trace_id: str | None = Field(None, max_length=64, description="spans of one run")
@@ -607,7 +610,9 @@ class SpanGroupQuery(SpanQuery):
     """``GET /api/spans/groups``: the filters, the key (``by``) and the groups' order."""
 
     by: str = Field(
-        "tool", max_length=300, description="tool|name|model|kind|error_type|agent|user|session|status|attribute:<key>"
+        "tool",
+        max_length=300,
+        description="tool|name|model|kind|step|error_type|agent|user|session|status|attribute:<key>",
     )
     sort: str = Field("-spans", max_length=32, description="a SpanGroup figure, '-' first for descending")
     limit: int = Field(100, ge=1, le=1000)

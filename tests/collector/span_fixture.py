@@ -19,6 +19,11 @@ class Generated:
     spans: list[SpanRow] = field(default_factory=list)
     run_user: dict[str, str] = field(default_factory=dict)  # trace id -> user
     run_session: dict[str, str] = field(default_factory=dict)
+    step_of: dict[str, str] = field(default_factory=dict)  # step span id -> its name
+
+    def step(self, span: SpanRow) -> str:
+        """The step a span ran in: its own name for a step span, its parent step's otherwise."""
+        return span.name if span.kind == "step" else self.step_of.get(span.parent_span_id, "")
 
 
 def _span(trace: str, parent: str, t0: int, **fields: object) -> SpanRow:
@@ -88,13 +93,24 @@ def generate(project: str, start_s: int, *, runs: int = 60, seed: int = 7) -> Ge
         out.spans.append(root)
         for i in range(rng.randint(1, 4)):
             t = t0 + (i + 1) * 5_000_000_000
+            step = _span(
+                trace,
+                root.span_id,
+                t,
+                duration_ns=4_900_000_000,
+                name=rng.choice(["research", "synthesize"]),
+                kind="step",
+                **common,
+            )
+            out.spans.append(step)
+            out.step_of[step.span_id] = step.name
             model = rng.choice(["sim-small", "sim-large"])
             llm_in, llm_out = rng.randint(50, 500), rng.randint(5, 80)
             cost = round(llm_in * 1e-5 + llm_out * 3e-5, 8) * (5 if model == "sim-large" else 1)
             out.spans.append(
                 _span(
                     trace,
-                    root.span_id,
+                    step.span_id,
                     t,
                     duration_ns=rng.randint(100, 4000) * 1_000_000,
                     name="chat",
@@ -107,5 +123,5 @@ def generate(project: str, start_s: int, *, runs: int = 60, seed: int = 7) -> Ge
                     **common,
                 )
             )
-            out.spans.append(_tool_span(rng, trace, root.span_id, t + 4_500_000_000, common))
+            out.spans.append(_tool_span(rng, trace, step.span_id, t + 4_500_000_000, common))
     return out

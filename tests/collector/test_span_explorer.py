@@ -93,6 +93,17 @@ def test_user_and_session_groups_are_their_runs(module_store: Store, spans: Gene
     assert {g.key: (g.spans, g.failures, g.cost_usd, g.total_tokens) for g in sessions.groups} == expected
 
 
+def test_step_groups_are_the_steps_and_the_calls_under_them(module_store: Store, spans: Generated) -> None:
+    got = query.span_groups(module_store, P, **W, by="step", sort="-cost_usd")
+    assert {g.key: (g.spans, g.failures, g.cost_usd, g.total_tokens) for g in got.groups} == hand_groups(
+        spans, lambda s: spans.step(s) or None
+    )
+    research = query.list_spans(module_store, P, **W, step="research", kind="llm", limit=500)
+    assert {h.span_id for h in research.items} == {
+        s.span_id for s in spans.spans if s.kind == "llm" and spans.step(s) == "research"
+    }
+
+
 def test_timeouts_without_a_message_group_as_timeout_error(module_store: Store, spans: Generated) -> None:
     got = {g.key: g for g in query.span_groups(module_store, P, **W, by="error_type").groups}
     assert got["TimeoutError"].spans == sum(1 for s in spans.spans if hand_error_type(s) == "TimeoutError")

@@ -53,6 +53,20 @@ def attribute(slot: str) -> str:
     return f"if(mapContains(attributes, {{{slot}:String}}), attributes[{{{slot}:String}}], resource[{{{slot}:String}}])"
 
 
+# A step's spans: the step span and the spans directly under it (an agent's LLM and tool calls);
+# steps begun up to an hour before the range still name their calls in it.
+def _steps(columns: str) -> str:
+    return f"""SELECT {columns} FROM spans
+        WHERE project = {{project:String}} AND kind = 'step'
+          AND start_time >= fromUnixTimestamp64Nano({{start_ns:Int64}}) - INTERVAL 1 HOUR
+          AND start_time < fromUnixTimestamp64Nano({{end_ns:Int64}})"""
+
+
+STEP_FILTER = f"""((kind = 'step' AND name = {{step:String}})
+    OR (trace_id, parent_span_id) IN ({_steps("trace_id, span_id")} AND name = {{step:String}}))"""
+_STEP_NAMES = f"({_steps('trace_id, span_id AS parent_span_id, name AS step_name')})"
+
+
 def _run_traces(condition: str) -> str:
     return f"trace_id IN (SELECT trace_id FROM runs_agg WHERE {_RUN_HOURS} AND {condition})"
 
@@ -77,6 +91,7 @@ FILTERS: dict[str, str] = {
     "failed": f"{FAILED} = {{failed:Bool}}",
     "error_type": f"(({ERROR_KEY}) = {{error_type:String}} OR ({ERROR_BASE}) = {{error_type:String}})",
     "agent": "agent_name = {agent:String}",
+    "step": STEP_FILTER,
     "user_id": _run_traces("user_id = {user_id:String}"),
     "session_id": _run_traces("session_id = {session_id:String}"),
     "trace_id": "trace_id = {trace_id:String}",
@@ -161,11 +176,12 @@ GROUP_KEYS: dict[str, str] = {
     "user": "run_user",
     "session": "run_session",
     "status": STATUS,
+    "step": "if(kind = 'step', name, step_name)",
     "attribute": attribute("group_key"),
 }
 # Groups whose key most spans lack (a tool call's tool, a call's model, a failure's type, an
 # attribute): the spans without one are left out, not lumped into one "" group.
-KEYED_ONLY = frozenset({"tool", "model", "error_type", "attribute"})
+KEYED_ONLY = frozenset({"tool", "model", "error_type", "attribute", "step"})
 _JOINED = frozenset({"user", "session"})
 
 GROUP_SORTS: dict[str, str] = {
@@ -185,7 +201,11 @@ def groups(by: str, filters: str, sort: str, descending: bool) -> str:
     """Per group of ``by`` (a ``GROUP_KEYS`` name): spans, failures, runs, latency quantiles,
     tokens and cost; sorted by a ``GROUP_SORTS`` name (then the key), with the number of groups."""
     key = GROUP_KEYS[by]
-    source = f"spans ANY LEFT JOIN {_RUN_KEYS} AS run_keys USING (trace_id)" if by in _JOINED else "spans"
+    source = "spans"
+    if by in _JOINED:
+        source = f"spans ANY LEFT JOIN {_RUN_KEYS} AS run_keys USING (trace_id)"
+    elif by == "step":
+        source = f"spans ANY LEFT JOIN {_STEP_NAMES} AS steps USING (trace_id, parent_span_id)"
     keyed = f"\n    AND ({key}) != ''" if by in KEYED_ONLY else ""
     direction = "DESC" if descending else "ASC"
     return f"""
