@@ -57,6 +57,8 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("GET", "/api/filters"): READ,
     ("GET", "/api/spans"): READ,
     ("GET", "/api/spans/groups"): READ,
+    ("GET", "/api/versions"): READ,
+    ("GET", "/api/versions/compare"): READ,
     ("GET", "/api/alerts"): READ,
     ("GET", "/api/alerts/rules"): READ,
     ("GET", "/api/alerts/context"): READ,

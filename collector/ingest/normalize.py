@@ -185,6 +185,7 @@ _map(
 _map("agent_name", _nstr, sc.GEN_AI_AGENT_NAME, sc.OI_AGENT_NAME, sc.TRACELOOP_WORKFLOW_NAME)
 _map("session_id", _nstr, sc.GEN_AI_CONVERSATION_ID, sc.SESSION_ID)
 _map("user_id", _nstr, sc.USER_ID)
+_map("service_version", _nstr, sc.SERVICE_VERSION)  # else the resource's (Normalizer.normalize)
 _map("error_type", _nstr, sc.ERROR_TYPE)
 _map("is_timeout", _true, sc.AW_TIMEOUT)
 _map("tool_name", _nstr, sc.GEN_AI_TOOL_NAME, sc.TOOL_NAME)
@@ -239,10 +240,11 @@ class Resource:
     """What a span inherits from its OTLP resource, computed once per resource; ``size`` is the
     UTF-8 bytes of its attributes, which every span of the resource stores again."""
 
-    __slots__ = ("service_name", "attributes", "size")
+    __slots__ = ("service_name", "service_version", "attributes", "size")
 
     def __init__(self, service_name: str, attributes: dict[str, str]) -> None:
         self.service_name = service_name
+        self.service_version = attributes.get(sc.SERVICE_VERSION, "")
         self.attributes = attributes
         self.size = sum(
             len(k.encode("utf-8", "surrogatepass")) + len(v.encode("utf-8", "surrogatepass"))
@@ -403,6 +405,8 @@ class Normalizer:
             resource=resource.attributes,
             **cols,
         )
+        if not row.service_version:
+            row.service_version = resource.service_version
         if "decode_s" in cols or "queue_s" in cols:
             self._engine(row, extra)
         if events:

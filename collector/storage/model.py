@@ -52,6 +52,9 @@ class SpanRow:
     attributes: dict[str, str] = field(default_factory=dict)  # everything not mapped above
     resource: dict[str, str] = field(default_factory=dict)
     events: str = ""  # JSON list of span events (exceptions keep type, message, stack)
+    # The agent's version: the span's own service.version (an SDK run that names its version), else
+    # its resource's. Last, so a spans table spilled before the column existed is this one less it.
+    service_version: str = ""
 
     @property
     def duration_s(self) -> float:

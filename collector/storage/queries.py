@@ -87,7 +87,8 @@ _RUN_MERGE = """
     sum(output_tokens) AS output_tokens,
     sum(cached_tokens) AS cached_tokens,
     sum(cost_usd) AS cost_usd,
-    groupUniqArrayArray(models) AS models"""
+    groupUniqArrayArray(models) AS models,
+    max(version) AS version"""
 
 # RunSummary fields over merged rows. Steps are step spans, or LLM calls for agents without steps.
 _RUN_FIELDS = """
@@ -103,7 +104,8 @@ _RUN_FIELDS = """
     llm_calls, tool_calls, tool_failures, input_tokens, output_tokens, cached_tokens,
     input_tokens + output_tokens AS total_tokens,
     cost_usd,
-    arraySort(models) AS models"""
+    arraySort(models) AS models,
+    version"""
 
 _RUN_HOURS = """project = {project:String}
       AND hour >= toStartOfHour(fromUnixTimestamp64Nano({start_ns:Int64}))
@@ -176,6 +178,7 @@ RUN_FILTERS = {
     "outcome": "outcome = {outcome:String}",
     "user_id": "user_id = {user_id:String}",
     "session_id": "session_id = {session_id:String}",
+    "version": "version = {version:String}",
     "tool_failed": "(tool_failures > 0) = {tool_failed:Bool}",
     "min_cost": "cost_usd >= {min_cost:Float64}",
     "max_cost": "cost_usd <= {max_cost:Float64}",
@@ -208,6 +211,7 @@ RUN_SORTS = (
     "user_id",
     "session_id",
     "models",
+    "version",
     "trace_id",
     "feedback_score",
 )

@@ -138,7 +138,8 @@ SETTINGS ttl_only_drop_parts = 1
 """
 
 # One expression per runs_agg column, over spans; shared by the view and by run detail.
-RUN_PARTIALS = f"""
+# (RUN_PARTIALS_V1: as migrations 1 to 13 made the view, before the spans had a version.)
+RUN_PARTIALS_V1 = f"""
     min(start_time) AS start_time,
     max(end_time) AS end_time,
     toUInt64(countIf({ROOT})) AS roots,
@@ -162,16 +163,27 @@ RUN_PARTIALS = f"""
     sumIf(cost_usd, {BILLABLE}) AS cost_usd,
     groupUniqArrayIf(toString(model), model != '') AS models"""
 
+# A run's version is its root's (``service.version``: the run's own, else its process's): the root
+# names the release that ran the task, whatever versions third-party child spans carry.
+RUN_PARTIALS = f"""{RUN_PARTIALS_V1},
+    maxIf(toString(service_version), {ROOT}) AS version"""
+
 # The runs_agg columns RUN_PARTIALS fills, in its order: an insert names them, so the columns it
 # leaves out (``inserted``) take their defaults.
 RUN_PARTIAL_COLUMNS = ", ".join(re.findall(r" AS (\w+),?$", RUN_PARTIALS, re.MULTILINE))
 
-RUNS_MV = f"""
+
+def _runs_mv(partials: str) -> str:
+    return f"""
 CREATE MATERIALIZED VIEW IF NOT EXISTS runs_mv TO runs_agg AS
-SELECT project, hour, trace_id, {RUN_PARTIALS}
+SELECT project, hour, trace_id, {partials}
 FROM (SELECT *, toStartOfHour(start_time) AS hour FROM spans)
 GROUP BY project, hour, trace_id
 """
+
+
+RUNS_MV_V1 = _runs_mv(RUN_PARTIALS_V1)
+RUNS_MV = _runs_mv(RUN_PARTIALS)
 
 # Call-level figures per (project, minute, agent, model): what overview, time series and cost
 # read for every whole minute of a range (the edges come from spans, so totals stay exact).
@@ -384,6 +396,13 @@ RUNS_AGG_CLOSE_COLUMNS = (
     "ALTER TABLE runs_agg MODIFY COLUMN inserted SimpleAggregateFunction(max, DateTime) DEFAULT now()",
 )
 
+SERVICE_VERSION_COLUMNS = (
+    "ALTER TABLE spans ADD COLUMN IF NOT EXISTS service_version LowCardinality(String) DEFAULT ''",
+    "ALTER TABLE runs_agg ADD COLUMN IF NOT EXISTS version SimpleAggregateFunction(max, LowCardinality(String)) DEFAULT ''",
+    "DROP VIEW IF EXISTS runs_mv",
+    RUNS_MV,
+)
+
 API_KEYS = """
 CREATE TABLE IF NOT EXISTS api_keys (
     project LowCardinality(String),
@@ -567,7 +586,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         (
             SPANS,
             RUNS_AGG,
-            RUNS_MV,
+            RUNS_MV_V1,
             API_KEYS,
             FEEDBACK,
             ENGINE_METRICS,
@@ -589,7 +608,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         (
             "ALTER TABLE runs_agg ADD COLUMN IF NOT EXISTS opened SimpleAggregateFunction(sum, UInt64) DEFAULT 0 AFTER roots",
             "DROP VIEW IF EXISTS runs_mv",
-            RUNS_MV,
+            RUNS_MV_V1,
             "DROP VIEW IF EXISTS span_minutes_mv",
             SPAN_MINUTES_MV,
         ),
@@ -631,6 +650,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     # them apart. Rows folded before hold no refused requests (the outcome did not exist; an older
     # SDK's refusals stored before it stay ``abandoned``, README "Outcomes").
     Migration(13, "refused_requests", RUN_MINUTES_REFUSED),
+    # The agent's version (OpenTelemetry service.version) on every span and on the run (its root's),
+    # so runs are filtered and compared per version. Rows stored before have '' (no version known).
+    Migration(14, "service_version", SERVICE_VERSION_COLUMNS),
 )
 
 

@@ -110,7 +110,7 @@ class SqlStore(ABC):
         """
         table = spans if isinstance(spans, pa.Table) else spans_table(spans)
         if not table.schema.equals(SPANS_SCHEMA) and not table.schema.equals(_WITH_TEXT_REFS):
-            table = table.cast(_WITH_TEXT_REFS if TEXT_REF in table.column_names else SPANS_SCHEMA)
+            table = _current_schema(table)
         with self._insert_lock, self.write_lock.hold() if self.write_lock else nullcontext():
             table = self.tombstones.without(table)
             hashes = key_hashes(table)
@@ -243,3 +243,13 @@ def arrow_rows(table: pa.Table) -> list[dict[str, Any]]:
         for name in maps:
             row[name] = dict(row[name] or ())
     return rows
+
+
+def _current_schema(table: pa.Table) -> pa.Table:
+    """``table`` as ``SPANS_SCHEMA`` (with text refs if it has them): a table spilled by an older
+    collector lacks the later columns (``service_version``), which take their defaults."""
+    target = _WITH_TEXT_REFS if TEXT_REF in table.column_names else SPANS_SCHEMA
+    for field in target:
+        if field.name not in table.column_names:
+            table = table.append_column(field, pa.nulls(table.num_rows, field.type).fill_null(""))
+    return table.select(target.names).cast(target)

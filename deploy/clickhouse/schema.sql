@@ -532,6 +532,46 @@ FROM runs_agg_local
 WHERE roots > 0
 GROUP BY project, minute, agent;
 
+-- migration 14: service_version
+
+ALTER TABLE spans_local ON CLUSTER agentwatch ADD COLUMN IF NOT EXISTS service_version LowCardinality(String) DEFAULT '';
+
+ALTER TABLE spans ON CLUSTER agentwatch ADD COLUMN IF NOT EXISTS service_version LowCardinality(String) DEFAULT '';
+
+ALTER TABLE runs_agg_local ON CLUSTER agentwatch ADD COLUMN IF NOT EXISTS version SimpleAggregateFunction(max, LowCardinality(String)) DEFAULT '';
+
+ALTER TABLE runs_agg ON CLUSTER agentwatch ADD COLUMN IF NOT EXISTS version SimpleAggregateFunction(max, LowCardinality(String)) DEFAULT '';
+
+DROP VIEW IF EXISTS runs_mv ON CLUSTER agentwatch SYNC;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS runs_mv ON CLUSTER agentwatch TO runs_agg_local AS
+SELECT project, hour, trace_id, 
+    min(start_time) AS start_time,
+    max(end_time) AS end_time,
+    toUInt64(countIf((kind = 'run' OR (parent_span_id = '' AND kind != 'engine')))) AS roots,
+    toUInt64(0) AS opened,
+    argMinState(toString(name), toUInt8(multiIf(kind = 'run', 0, parent_span_id = '', 1, 2))) AS name,
+    max(agent_name) AS agent,
+    max(service_name) AS service,
+    max(session_id) AS session_id,
+    max(user_id) AS user_id,
+    max(outcome) AS outcome,
+    max(budget_exceeded) AS budget_exceeded,
+    toUInt8(max((kind = 'run' OR (parent_span_id = '' AND kind != 'engine')) AND status_code = 'error')) AS root_error,
+    toUInt8(max((kind = 'run' OR (parent_span_id = '' AND kind != 'engine')) AND is_timeout)) AS root_timeout,
+    toUInt64(countIf(kind = 'step')) AS steps,
+    toUInt64(countIf(kind = 'llm')) AS llm_calls,
+    toUInt64(countIf(kind = 'tool')) AS tool_calls,
+    toUInt64(countIf(kind = 'tool' AND status_code = 'error')) AS tool_failures,
+    sumIf(toUInt64(input_tokens), (kind != 'run')) AS input_tokens,
+    sumIf(toUInt64(output_tokens), (kind != 'run')) AS output_tokens,
+    sumIf(toUInt64(cached_tokens), (kind != 'run')) AS cached_tokens,
+    sumIf(cost_usd, (kind != 'run')) AS cost_usd,
+    groupUniqArrayIf(toString(model), model != '') AS models,
+    maxIf(toString(service_version), (kind = 'run' OR (parent_span_id = '' AND kind != 'engine'))) AS version
+FROM (SELECT *, toStartOfHour(start_time) AS hour FROM spans_local)
+GROUP BY project, hour, trace_id;
+
 -- retention
 
 ALTER TABLE spans_local ON CLUSTER agentwatch MODIFY TTL toDateTime(start_time) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;

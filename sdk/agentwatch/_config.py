@@ -28,6 +28,12 @@ VARIABLES: tuple[tuple[str, str, str, str], ...] = (
     ("AGENTWATCH_PROJECT", "project", "default", "project name (resource attribute agentwatch.project)"),
     ("AGENTWATCH_SERVICE_NAME", "service_name", "agent", "OpenTelemetry service.name of this process"),
     (
+        "AGENTWATCH_SERVICE_VERSION",
+        "service_version",
+        "",
+        "the agent's version (OpenTelemetry service.version): runs are compared per version",
+    ),
+    (
         "AGENTWATCH_CAPTURE_CONTENT",
         "capture_content",
         "false",
@@ -58,6 +64,7 @@ class Config:
     api_key: str = ""
     project: str = "default"
     service_name: str = "agent"
+    service_version: str = ""
     capture_content: bool = False
     sample_rate: float = 1.0
     prices_file: str = ""

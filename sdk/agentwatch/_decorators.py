@@ -53,9 +53,10 @@ _STEP: contextvars.ContextVar[int | None] = contextvars.ContextVar("agentwatch_s
 class Run:
     """Handle of a running (or finished) agent run: ids for feedback, totals, outcome."""
 
-    def __init__(self, name: str, budget: Budget | None, span: Span) -> None:
+    def __init__(self, name: str, budget: Budget | None, span: Span, version: str | None = None) -> None:
         ctx = span.get_span_context()
         self.name = name
+        self.version = version  # the run's own agent version, else the process's (service.version)
         self.trace_id = format(ctx.trace_id, "032x")
         self.span_id = format(ctx.span_id, "016x")
         self.budget = budget
@@ -415,6 +416,8 @@ def _child_attributes(run: Run | None, step_index: int | None) -> dict[str, Any]
     attributes: dict[str, Any] = {}
     if run is not None:
         attributes[sc.GEN_AI_AGENT_NAME] = run.name
+        if run.version:
+            attributes[sc.SERVICE_VERSION] = run.version
     if step_index is not None:
         attributes[sc.AW_STEP_INDEX] = step_index
     return attributes
@@ -433,18 +436,30 @@ class run(_Scope):  # noqa: N801 - used as agentwatch.run(...), like a function
         session_id: str | None = None,
         tags: Sequence[str] | None = None,
         budget: Budget | None = None,
+        version: str | None = None,
     ) -> None:
+        """``version``: the agent's version for this run (OpenTelemetry ``service.version`` on
+        its spans), over the process's ``init(service_version=...)``: runs are compared per version."""
         super().__init__()
         if not isinstance(name, str) or not name:
             raise ValueError(f"run(name=...): a non-empty string is required, got {name!r}")
         if budget is not None and not isinstance(budget, Budget):
             raise ValueError(f"run(budget=...): expected agentwatch.Budget, got {budget!r}")
+        if version is not None and not isinstance(version, str):
+            raise ValueError(f"run(version=...): expected a string, got {version!r}")
         self.name, self.user_id, self.session_id = name, user_id, session_id
-        self.tags, self.budget = list(tags or ()), budget
+        self.tags, self.budget, self.version = list(tags or ()), budget, version or None
         self._handle_obj: Run | None = None
 
     def _clone(self) -> run:
-        return run(self.name, user_id=self.user_id, session_id=self.session_id, tags=self.tags, budget=self.budget)
+        return run(
+            self.name,
+            user_id=self.user_id,
+            session_id=self.session_id,
+            tags=self.tags,
+            budget=self.budget,
+            version=self.version,
+        )
 
     def _span_name(self) -> str:
         return f"{sc.OP_INVOKE_AGENT} {self.name}"
@@ -460,6 +475,7 @@ class run(_Scope):  # noqa: N801 - used as agentwatch.run(...), like a function
             sc.SESSION_ID: self.session_id,
             sc.GEN_AI_CONVERSATION_ID: self.session_id,
             sc.AW_RUN_TAGS: self.tags or None,
+            sc.SERVICE_VERSION: self.version,
         }
         if self.budget is not None:
             optional.update(
@@ -473,7 +489,7 @@ class run(_Scope):  # noqa: N801 - used as agentwatch.run(...), like a function
         return attributes
 
     def _after_start(self) -> None:
-        self._handle_obj = Run(self.name, self.budget, self._span)  # type: ignore[arg-type]
+        self._handle_obj = Run(self.name, self.budget, self._span, self.version)  # type: ignore[arg-type]
         self._mark_start()
 
     def _mark_start(self) -> None:
@@ -487,9 +503,12 @@ class run(_Scope):  # noqa: N801 - used as agentwatch.run(...), like a function
                 sc.AW_RUN_NAME: self._span_name(),
                 sc.GEN_AI_AGENT_NAME: self.name,
             }
-            attributes.update(
-                {k: v for k, v in ((sc.USER_ID, self.user_id), (sc.SESSION_ID, self.session_id)) if v is not None}
+            optional = (
+                (sc.USER_ID, self.user_id),
+                (sc.SESSION_ID, self.session_id),
+                (sc.SERVICE_VERSION, self.version),
             )
+            attributes.update({k: v for k, v in optional if v is not None})
             STATE.tracer.start_span(sc.AW_RUN_START, context=self._ctx, start_time=now, attributes=attributes).end(
                 end_time=now
             )

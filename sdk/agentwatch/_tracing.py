@@ -96,7 +96,8 @@ def init(
     re-initialise with other settings). Further keyword options: ``prices_file``, ``enabled``,
     ``instrument_openai``, ``max_queue_size``, ``max_export_batch_size``,
     ``export_interval_s``, ``export_timeout_s``, ``export_retries``, ``shutdown_timeout_s``,
-    ``max_content_chars`` (see ``agentwatch._config.VARIABLES``).
+    ``max_content_chars``, ``service_version`` (the agent's version, OpenTelemetry's
+    ``service.version``; a run may name its own: ``agentwatch.run(version=...)``) (see ``agentwatch._config.VARIABLES``).
     """
     config = resolve(
         endpoint=endpoint,
@@ -132,6 +133,7 @@ def _start_provider(config: Config, exporter: SpanExporter | None) -> None:
             "service.name": config.service_name,
             sc.AW_PROJECT: config.project,
             sc.AW_SDK_VERSION: sdk_version(),
+            **({sc.SERVICE_VERSION: config.service_version} if config.service_version else {}),
         }
     )
     provider = TracerProvider(

@@ -64,6 +64,9 @@ GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
 ERROR_TYPE = "error.type"
 USER_ID = "user.id"
 SESSION_ID = "session.id"
+# The agent's version: OpenTelemetry's resource attribute; the SDK also sets it on a run's spans when
+# the run names its own version (agentwatch.run(version=...)), which wins over the resource's.
+SERVICE_VERSION = "service.version"
 
 # vLLM's own server spans (name "llm_request")
 VLLM_SPAN_NAME = "llm_request"

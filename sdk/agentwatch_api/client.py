@@ -33,6 +33,8 @@ from agentwatch_api.schemas import (
     SpanGroups,
     SpansPage,
     TimeSeries,
+    VersionComparison,
+    VersionsOut,
     WhatIf,
 )
 
@@ -140,6 +142,17 @@ class CollectorClient:
         return self._get(
             "/api/spans/groups", SpanGroups, start=start, end=end, by=by, sort=sort, limit=limit, **filters
         )
+    def versions(self, *, start: float, end: float | None = None, agent: str | None = None) -> VersionsOut:
+        """Figures per agent version (``service.version``) over the range's finished runs."""
+        return self._get("/api/versions", VersionsOut, start=start, end=end, agent=agent)
+
+    def compare_versions(
+        self, a: str, b: str, *, start: float, end: float | None = None, agent: str | None = None
+    ) -> VersionComparison:
+        """Version ``b`` against ``a``: each figure's difference and whether it is beyond noise."""
+        params = {k: v for k, v in {"start": start, "end": end, "agent": agent}.items() if v is not None}
+        params.update(a=a, b=b)  # "" is a version: the runs that recorded none
+        return self._send("GET", "/api/versions/compare", VersionComparison, params=params)
 
     def freshness(self) -> Freshness:
         """How far the collector's figures are complete (its watermark)."""

@@ -111,6 +111,7 @@ class RunSummary(BaseModel):
     total_tokens: int
     cost_usd: Total
     models: list[str] = Field(default_factory=list)
+    version: str = ""  # the agent's version (its root span's service.version); "" when none was recorded
     feedback_score: float | None = None
 
 
@@ -128,6 +129,9 @@ class RunFilters(BaseModel):
     outcome: str | None = Field(None, max_length=64)
     user_id: str | None = Field(None, max_length=256, description="exactly this user id")
     session_id: str | None = Field(None, max_length=256, description="exactly this session id")
+    version: str | None = Field(
+        None, max_length=256, description="exactly this agent version (the run's service.version)"
+    )
     tool_failed: bool | None = Field(None, description="true: a tool call failed or timed out; false: none did")
     search: str | None = Field(
         None,
@@ -673,3 +677,60 @@ class SpanGroups(BaseModel):
     groups: list[SpanGroup]
     total_groups: int  # groups in all; ``groups`` holds the first ``limit``
     warnings: list[str] = Field(default_factory=list)
+# --- versions (GET /api/versions, /api/versions/compare) -------------------------------------
+
+
+class VersionFigures(BaseModel):
+    """One agent version's finished runs that started in the range (refused requests are no runs)."""
+
+    version: str  # the root span's service.version; "" for runs that recorded none
+    runs: int
+    cost_usd: Total  # the sum of its runs' costs
+    cost_per_run: float
+    tokens_per_run: float
+    steps_per_run: float
+    latency_mean_s: float
+    latency_p50_s: float
+    latency_p95_s: float
+    success_rate: float | None  # runs with outcome success / runs with an outcome
+    successes: int
+    with_outcome: int
+    error_rate: float  # runs that ended in error, timeout or over budget / runs
+    tool_failures: int
+    feedback_score: float | None  # mean of the rated runs' mean scores
+    rated_runs: int
+    first_seen: float  # epoch seconds of its first and last run in the range
+    last_seen: float
+
+
+class VersionsOut(BaseModel):
+    start: float
+    end: float
+    items: list[VersionFigures]  # oldest first (by first run in the range)
+
+
+class FigureChange(BaseModel):
+    """``b - a`` of one figure, and whether it is beyond noise (``stats``: Welch's t-test for means,
+    the two-proportion z-test for the success rate; 95 %)."""
+
+    metric: str
+    a: float | None
+    b: float | None
+    difference: float | None  # b - a
+    relative: float | None  # (b - a) / a; None when a is 0 or missing
+    low: float | None  # the 95 % interval of b - a
+    high: float | None
+    p_value: float | None
+    significant: bool  # p < 0.05: the interval excludes 0
+    test: str  # welch_t | two_proportion_z | none (too few runs)
+    n_a: int  # runs (values) each side's test used
+    n_b: int
+
+
+class VersionComparison(BaseModel):
+    start: float
+    end: float
+    a: VersionFigures
+    b: VersionFigures
+    changes: list[FigureChange]
+    sampled: bool  # a side had more runs than the test reads (its latest runs were tested)

@@ -89,7 +89,10 @@ def requests(draw: st.DrawFn) -> bytes:
         rs = request.resource_spans.add()
         for key, value in draw(
             st.lists(
-                st.tuples(st.sampled_from(["service.name", "host.name", "process.command_args"]), _VALUES), max_size=3
+                st.tuples(
+                    st.sampled_from(["service.name", "service.version", "host.name", "process.command_args"]), _VALUES
+                ),
+                max_size=3,
             )
         ):
             rs.resource.attributes.append(KeyValue(key=key, value=_any(value)))
@@ -491,3 +494,28 @@ def test_dialect_spans_decode_the_same_natively_and_only_rule_spans_are_declined
 
 
 _SDK_RUN = {sc.AGENTWATCH_SPAN_KIND: "run", sc.GEN_AI_AGENT_NAME: "r", sc.AW_RUN_OUTCOME: "abandoned"}
+
+
+def _versioned_request() -> bytes:
+    """Two resources, one with a service.version; spans with and without a version of their own."""
+    request = ExportTraceServiceRequest()
+    start = time.time_ns() - 60 * 10**9
+    for n, resource_version in enumerate(("1.4.0", None)):
+        rs = request.resource_spans.add()
+        rs.resource.attributes.append(KeyValue(key="service.name", value=_any("svc")))
+        if resource_version is not None:
+            rs.resource.attributes.append(KeyValue(key="service.version", value=_any(resource_version)))
+        scope = rs.scope_spans.add()
+        for i, own in enumerate((None, "2.0.0-rc1")):
+            span = scope.spans.add(name="tool", trace_id=bytes([n + 1]) * 16, span_id=bytes([n + 1, i + 1]) * 4)
+            span.start_time_unix_nano, span.end_time_unix_nano = start, start + 10**9
+            if own is not None:
+                span.attributes.append(KeyValue(key="service.version", value=_any(own)))
+    return request.SerializeToString()
+
+
+def test_service_version_is_the_spans_own_else_its_resources_on_both_paths() -> None:
+    python, fast = _both(_versioned_request(), NORMALIZERS["plain"])
+    _assert_same(python, fast)
+    assert fast.table["service_version"].to_pylist() == ["1.4.0", "2.0.0-rc1", "", "2.0.0-rc1"]
+    assert native.NativeDecoder(NORMALIZERS["plain"]).decode(_versioned_request(), "p").declined == []

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from agentwatch import semconv as sc
 
 from agentwatch_platform.collector.ingest import bounds, normalize
@@ -245,6 +246,8 @@ def _map(column: tuple, keys: tuple, values: tuple) -> pa.Array:
 # Resolved once: a pa.Field's name and type are new Python objects at every access.
 _PLAIN = [(i, f.type) for i, f in enumerate(SPANS_SCHEMA) if not pa.types.is_map(f.type)]
 _ATTRIBUTES, _RESOURCE = SPANS_SCHEMA.get_field_index("attributes"), SPANS_SCHEMA.get_field_index("resource")
+_VERSION = SPANS_SCHEMA.get_field_index("service_version")
+_VERSION_KEY = sc.SERVICE_VERSION.encode()
 
 
 def _table(columns: list[tuple], attr_keys: tuple, attr_values: tuple, res_keys: tuple, res_values: tuple) -> pa.Table:
@@ -253,4 +256,14 @@ def _table(columns: list[tuple], attr_keys: tuple, attr_values: tuple, res_keys:
         arrays[i] = _array(kind, columns[i])
     arrays[_ATTRIBUTES] = _map(columns[_ATTRIBUTES], attr_keys, attr_values)
     arrays[_RESOURCE] = _map(columns[_RESOURCE], res_keys, res_values)
+    if _VERSION_KEY in res_keys[4]:
+        arrays[_VERSION] = _version(arrays[_VERSION], arrays[_RESOURCE])
     return pa.Table.from_arrays(arrays, schema=SPANS_SCHEMA)
+
+
+def _version(own: pa.Array, resource: pa.Array) -> pa.Array:
+    """A span's version: its own ``service.version`` (the C decoder maps it like any attribute), else
+    its resource's, as ``Normalizer.normalize`` picks it (the decoder hands resources to Python only
+    once each, so the fallback is taken here, over the column)."""
+    inherited = pc.fill_null(pc.map_lookup(resource, _VERSION_KEY.decode(), "first"), "")
+    return pc.if_else(pc.equal(own, ""), inherited, own)
