@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import os
+import socket
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -149,6 +150,10 @@ def _use_system_arrow_pool() -> None:
 def run_collector(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings.from_env(host=args.host, port=args.port, grpc_port=args.grpc_port, data_dir=args.data_dir)
+    if (problem := _preflight(settings)) is not None:
+        print(f"agentwatch collector: {problem}", file=sys.stderr)
+        return 1
+    _quiet_libraries()
     if not settings.collector_pandas:
         _keep_pandas_out()  # before the collector's modules: they build arrays when imported
     _use_system_arrow_pool()
@@ -171,6 +176,69 @@ def run_collector(args: argparse.Namespace) -> int:
         http=header_timeout_protocol(settings.header_read_timeout_s),
     )
     return 0
+
+
+def _preflight(settings: Settings) -> str | None:
+    """The first reason the collector cannot start, found before anything is created or opened.
+
+    Without it a collector on a taken port first created its data directory and ran every
+    migration, then failed; one on a data directory it cannot write started anyway, answered 503
+    and warned every few seconds. The command exits with this one line instead."""
+    return (
+        _port_problem(settings.host, settings.port, "the OTLP/HTTP and API")
+        or _port_problem(settings.host, settings.grpc_port, "the OTLP/gRPC")
+        or _data_dir_problem(settings.data_dir)
+    )
+
+
+def _port_problem(host: str, port: int, what: str) -> str | None:
+    """Why ``host:port`` cannot be bound (bound as the servers do, with SO_REUSEADDR), or None."""
+    if port == 0:
+        return None
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except OSError as exc:
+        return f"cannot bind {what} to {host}: {exc.strerror or exc}"
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is no obstacle to the server either
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return f"{what} port {port} on {host} is taken ({exc.strerror or exc}): stop what listens there or pick another port"
+    return None
+
+
+def _data_dir_problem(path: Path) -> str | None:
+    """Why ``path`` cannot serve as the data directory (not a directory, not writable, cannot be
+    created), or None. Nothing is created: a missing directory is judged by its nearest existing parent."""
+    if path.exists():
+        if not path.is_dir():
+            return f"data directory {path} is not a directory"
+        return None if _writable(path) else f"data directory {path} is not writable"
+    parent = _nearest_existing(path)
+    if not parent.is_dir():
+        return f"data directory {path} cannot be created: {parent} is not a directory"
+    if not _writable(parent):
+        return f"data directory {path} cannot be created: {parent} is not writable"
+    return None
+
+
+def _nearest_existing(path: Path) -> Path:
+    for parent in path.absolute().parents:
+        if parent.exists():
+            return parent
+    return Path("/")
+
+
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK | os.X_OK)
+
+
+def _quiet_libraries() -> None:
+    """httpx logs every request at INFO: one line per engine scrape was 836 of a demo collector's
+    865 log lines. Its warnings still show (and, with ``--log-level debug``, everything)."""
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 # --- keys ----------------------------------------------------------------------------------------

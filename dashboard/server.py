@@ -1,5 +1,6 @@
 """The dashboard's server process: Streamlit's own command line, with the pages' heavy modules
-imported before it serves.
+imported before it serves and the collector's security headers on every response
+(``dashboard.security_headers``).
 
 A Streamlit server imports a page's modules during the first session that runs them: pandas,
 Altair (and then Plotly) took about 2 s of the first visitor's first page on a 2-core machine (its
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import gc
 import importlib
+
+from agentwatch_platform.dashboard import security_headers
 
 # The pages' modules that are slow to import (they pull in pandas, NumPy, Altair and the
 # wire models); not those that declare Streamlit caches, which want the server's runtime.
@@ -36,6 +39,7 @@ GC_THRESHOLDS = (100_000, 50, 100)
 def main() -> None:
     """``python -m dashboard.server run app.py [streamlit flags]``, as ``python -m streamlit``."""
     preload()
+    security_headers.install()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
     from streamlit.web import cli

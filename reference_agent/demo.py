@@ -166,7 +166,16 @@ def run_demo_command(args: argparse.Namespace) -> int:
 
 
 def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    """SIGTERM is answered as Ctrl-C is: by whatever handles SIGINT now. Inside ``asyncio.run``
+    that is its runner, which cancels the traffic's main task and then raises KeyboardInterrupt;
+    a KeyboardInterrupt raised here instead landed inside whichever task was running, which
+    asyncio then reported as a 31-line "Task exception was never retrieved" traceback. Ignored
+    while the children are being stopped (``_interrupts_ignored``)."""
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)  # type: ignore[arg-type]
+    elif handler == signal.SIG_DFL:
+        raise KeyboardInterrupt
 
 
 def run_demo(options: DemoOptions) -> DemoReport:

@@ -42,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     if not found:
         parser.epilog = NO_PLATFORM
         return parser
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # Not ``required``: argparse would answer ``agentwatch --bogus`` with "the following arguments
+    # are required: COMMAND"; ``main`` names the unknown option first, then a missing command.
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for register in found:
         register(sub)
     _remember_parsers(parser)
@@ -64,7 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(args, "parser_"):  # no part installed, so no command (``--help`` has exited already)
         parser.exit(2, f"agentwatch: {NO_PLATFORM}\n")
     if unknown:  # said by the (sub)command that was meant, with its usage, not the top level's
-        args.parser_.error(f"unrecognized arguments: {' '.join(unknown)}")
+        what = "unknown option" if args.command is None else "unrecognized arguments:"
+        args.parser_.error(
+            f"{what} {' '.join(unknown)}" + (" (agentwatch --help lists the commands)" if args.command is None else "")
+        )
+    if args.command is None:
+        parser.error("a COMMAND is required (agentwatch --help lists them)")
     try:
         result = args.func(args)
     except KeyboardInterrupt:

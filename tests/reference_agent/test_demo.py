@@ -161,3 +161,32 @@ def test_taken_port_is_a_clear_error(tmp_path: Path) -> None:
         done = subprocess.run(_demo(tmp_path, offset), capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert f"port {8000 + offset} (engine) is taken" in done.stderr and "--port-offset" in done.stderr
+
+
+def test_sigterm_during_the_traffic_stops_the_demo_without_a_traceback(tmp_path: Path) -> None:
+    """As a service manager stops it: SIGTERM while the simulated users' runs are under way."""
+    offset = _free_offset()
+    proc = subprocess.Popen(
+        _demo(tmp_path, offset, "--duration", "120", "--users", "1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines = []
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            if line.startswith("phase 1/2"):
+                break
+        assert any("phase 1/2" in line for line in lines), "".join(lines)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "agentwatch demo: interrupted; every child process was stopped", err
+    assert "Traceback" not in err + out and "exception" not in (err + out).lower(), err
+    time.sleep(0.5)
+    assert all(_port_free(port + offset) for port in PORTS)
