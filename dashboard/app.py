@@ -14,6 +14,7 @@ PAGES = [
     st.Page("views/overview.py", title="Overview", icon=":material/monitoring:", default=True),
     st.Page("views/runs.py", title="Runs", icon=":material/list:"),
     st.Page("views/run_detail.py", title="Run detail", icon=":material/account_tree:", url_path="run"),
+    st.Page("views/spans.py", title="Spans", icon=":material/manage_search:"),
     st.Page("views/cost.py", title="Cost", icon=":material/payments:"),
     st.Page("views/engine.py", title="Engine", icon=":material/memory:"),
     st.Page("views/alerts.py", title="Alerts", icon=":material/notifications:"),

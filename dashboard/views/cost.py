@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from agentwatch_api.schemas import CostBreakdown, CostRow, LeverSavings, WhatIf
-from agentwatch_platform.dashboard import cards, run_table, svg_charts, tables, ui
+from agentwatch_platform.dashboard import breakdowns, cards, run_table, svg_charts, tables, ui
 from agentwatch_platform.dashboard.cards import Card
 
 
@@ -20,6 +20,7 @@ def render() -> None:
             return
         _headlines(cost, win.label)
         _breakdowns(cost)
+        breakdowns.cost(win)  # by user, model and step, each bar a link to its spans
         _levers(cost)
         _savings(cost.savings)
         _whatif(win)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import streamlit as st
 
 from agentwatch_api.schemas import Overview, RunsPage, TimeSeries
-from agentwatch_platform.dashboard import cards, svg_charts, ui
+from agentwatch_platform.dashboard import breakdowns, cards, svg_charts, ui
 from agentwatch_platform.dashboard.overview_spec import CHARTS, HEADLINE_COUNTS, HEADLINES
 
 
@@ -61,6 +61,7 @@ def _body() -> None:
         st.html(cards.cards_html([*headlines, *_month_cards(got["days"]), *_unfinished(overview), _refused(overview)]))
         slot = st.container()
         _charts(series, win.step_s, got["days"])
+        breakdowns.quality(win)  # failures by tool and error type, on the quality tab
         with slot:
             _costliest(costliest.result())
 
