@@ -69,6 +69,7 @@ from agentwatch_platform.alerts.rules import DERIVED_METRICS, Rule, RulesConfig,
 from agentwatch_platform.alerts.run_scopes import top_k
 from agentwatch_platform.alerts.run_states import RUN_STATE_METRICS, absent_value
 from agentwatch_platform.alerts.sources import AlertHistory, MetricSource, StoreBackend
+from agentwatch_platform.alerts.version_rules import EVERY_S, VERSION_METRICS
 
 log = logging.getLogger("agentwatch.alerts")
 
@@ -162,7 +163,10 @@ class Evaluator:
         """A rule is read at most every sixth of its window (a 1 h rule every 10 min): its
         value changes by the bucket, and the collector's store is not queried for nothing."""
         last = self._last_run.get((project, rule.name))
-        if last is not None and 0 <= now - last < rule.window_s / RUNS_PER_WINDOW:
+        every = rule.window_s / RUNS_PER_WINDOW
+        if rule.metric in VERSION_METRICS:  # a comparison over days: a release shows within minutes
+            every = min(every, EVERY_S)
+        if last is not None and 0 <= now - last < every:
             return False
         self._last_run[(project, rule.name)] = now
         return True
@@ -228,6 +232,8 @@ class Evaluator:
             observations = [
                 self._judge_now(rule, project, group, value, active) for group, value in sorted(values.items())
             ]
+        elif rule.metric in VERSION_METRICS:
+            observations = self._observe_versions(rule, project, now, active, agent, filters.get("version"))
         else:
             observations = self._observe_series(rule, project, now, active, agent, model)
         seen = {fingerprint(project, rule.name, scope) for scope, _ in observations}
@@ -235,6 +241,18 @@ class Evaluator:
             if alert.rule == rule.name and fp not in seen:
                 observations.append((alert.scope, Verdict(False, False, None, reason="no data")))
         return observations
+
+    def _observe_versions(
+        self, rule: Rule, project: str, now: float, active: dict[str, Alert], agent: str | None, version: str | None
+    ) -> list[Observation]:
+        """The newest (or the named) version against the one before it; an open incident of an
+        older version is judged clear once a newer version is the one compared (it moved on)."""
+        values = self.source.version_changes(project, rule.metric, now, rule.window_s, agent, version, rule.min_runs)
+        if rule.group_by == "version":
+            for alert in active.values():
+                if alert.rule == rule.name:
+                    values.setdefault(alert.scope.get("version", ""), 0.0)
+        return [self._judge_now(rule, project, group, value, active) for group, value in sorted(values.items())]
 
     def _judge_now(
         self, rule: Rule, project: str, group: str, value: float | None, active: dict[str, Alert]

@@ -52,14 +52,16 @@ from agentwatch_platform.alerts.detectors import AnomalyDetector, Detector, Thre
 from agentwatch_platform.alerts.errors import RulesError
 from agentwatch_platform.alerts.run_scopes import RUN_SCOPE_KEYS, RUN_SCOPE_METRICS
 from agentwatch_platform.alerts.run_states import RUN_STATE_METRICS
+from agentwatch_platform.alerts.version_rules import VERSION_METRICS
 from agentwatch_platform.collector.query.service import MAX_BUCKETS
 
 DEFAULT_RULES = Path(__file__).with_name("default_rules.yaml")
 DERIVED_METRICS = BUDGET_METRICS  # the month's cost, not a bucket's (alerts/budget.py)
-METRICS = (*TIMESERIES_METRICS, *DERIVED_METRICS, *RUN_STATE_METRICS)
-THRESHOLD_ONLY = (*DERIVED_METRICS, *RUN_STATE_METRICS)  # figures now, not per bucket: no baseline to learn
+METRICS = (*TIMESERIES_METRICS, *DERIVED_METRICS, *RUN_STATE_METRICS, *VERSION_METRICS)
+# figures now, not per bucket: no baseline to learn
+THRESHOLD_ONLY = (*DERIVED_METRICS, *RUN_STATE_METRICS, *VERSION_METRICS)
 SEVERITIES = ("info", "warning", "critical")
-SCOPE_KEYS = ("project", "agent", "model", *RUN_SCOPE_KEYS)
+SCOPE_KEYS = ("project", "agent", "model", *RUN_SCOPE_KEYS, "version")
 DETECTORS: dict[str, type] = {"threshold": ThresholdDetector, "anomaly": AnomalyDetector}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -111,7 +113,7 @@ class Rule:
 
     @property
     def group_by(self) -> str:
-        """``agent``, ``model``, ``user`` or ``session`` when the scope says ``"*"`` for it, else ``none``."""
+        """``agent``, ``model``, ``user``, ``session`` or ``version`` when the scope says ``"*"`` for it, else ``none``."""
         return next((k for k, v in self.scope.items() if v == "*"), "none")
 
     def filters(self) -> dict[str, str]:
@@ -431,6 +433,7 @@ class _Doc:
 
     def _scope(self, value: Any, path: KeyPath, metric: str) -> dict[str, str]:
         scope = self.string_map(self.mapping(value, path, SCOPE_KEYS), path)
+        self._version_scope(scope, path, metric)
         if metric in RUN_STATE_METRICS and "model" in scope:
             raise self.error((*path, "model"), f"{metric} is per project or per agent, not per model")
         for key in RUN_SCOPE_KEYS:
@@ -449,9 +452,19 @@ class _Doc:
         if len(wildcards) > 1:
             raise self.error(
                 path,
-                "at most one of agent, model, user, session may be '*' (one incident per agent, model, user or session)",
+                "at most one of agent, model, user, session, version may be '*' (one incident per agent, model, user, session or version)",
             )
         return scope
+
+    def _version_scope(self, scope: dict[str, str], path: KeyPath, metric: str) -> None:
+        """A version scope goes with the version_* metrics (alerts.version_rules), which take an agent filter at most."""
+        if "version" in scope and metric not in VERSION_METRICS:
+            raise self.error((*path, "version"), f"per version: metric one of {', '.join(VERSION_METRICS)}")
+        if metric in VERSION_METRICS:
+            for key in set(scope) - {"version", "agent", "project"}:
+                raise self.error((*path, key), f"{metric} is per version, with an agent filter at most")
+            if scope.get("agent") == "*":
+                raise self.error((*path, "agent"), f'{metric} takes an agent name, not "*"')
 
     def _rule_channels(self, value: Any, path: KeyPath, channels: dict[str, Channel]) -> tuple[str, ...]:
         names = self.strings(value, path)

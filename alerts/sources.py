@@ -22,7 +22,9 @@ from agentwatch_platform.alerts.errors import SourceError
 from agentwatch_platform.alerts.model import Alert, Delivery
 from agentwatch_platform.alerts.run_scopes import RUN_SCOPE_KEYS, run_scope_series
 from agentwatch_platform.alerts.run_states import run_state_values
+from agentwatch_platform.alerts.version_rules import version_change
 from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.query import versions as version_query
 from agentwatch_platform.collector.storage import queries_alerts as qa
 from agentwatch_platform.collector.storage.base import Store, StoreError
 
@@ -70,6 +72,19 @@ class MetricSource(Protocol):
         min_runs: int = 0,
     ) -> dict[str, float | None]:
         """A ``RUN_STATE_METRICS`` figure now, per group (``alerts.run_states``)."""
+        ...
+
+    def version_changes(
+        self,
+        project: str,
+        metric: str,
+        now: float,
+        window_s: int,
+        agent: str | None = None,
+        version: str | None = None,
+        min_runs: int = 0,
+    ) -> dict[str, float | None]:
+        """A ``VERSION_METRICS`` figure now: {compared version: value} (``alerts.version_rules``)."""
         ...
 
 
@@ -192,6 +207,28 @@ class StoreBackend:
             ),
         )
 
+    def version_changes(
+        self,
+        project: str,
+        metric: str,
+        now: float,
+        window_s: int,
+        agent: str | None = None,
+        version: str | None = None,
+        min_runs: int = 0,
+    ) -> dict[str, float | None]:
+        span = {"start": now - window_s, "end": now, "agent": agent, "idle_timeout_s": self.idle_timeout_s}
+        return self._guard(
+            metric,
+            lambda: version_change(
+                metric,
+                lambda: version_query.versions(self.store, project, **span).items,  # type: ignore[arg-type]
+                lambda a, b: version_query.compare(self.store, project, a, b, **span),  # type: ignore[arg-type]
+                version=version,
+                min_runs=min_runs,
+            ),
+        )
+
     def firing(self, project: str) -> list[Alert]:
         rows = self._guard("firing alerts", lambda: self.store.query(qa.FIRING_ALERTS, {"project": project}))
         return [Alert(**row) for row in rows]
@@ -298,6 +335,29 @@ class HttpBackend:
                 metric, now=now, window_s=window_s, group_by=group_by, agent=agent, min_runs=min_runs
             ),
         ).values
+
+    def version_changes(
+        self,
+        project: str,
+        metric: str,
+        now: float,
+        window_s: int,
+        agent: str | None = None,
+        version: str | None = None,
+        min_runs: int = 0,
+    ) -> dict[str, float | None]:
+        client = self._client(project)
+        span = {"start": now - window_s, "end": now, "agent": agent}
+        return self._guard(
+            metric,
+            lambda: version_change(
+                metric,
+                lambda: client.versions(**span).items,  # type: ignore[arg-type]
+                lambda a, b: client.compare_versions(a, b, **span),  # type: ignore[arg-type]
+                version=version,
+                min_runs=min_runs,
+            ),
+        )
 
     def firing(self, project: str) -> list[Alert]:
         client = self._client(project)

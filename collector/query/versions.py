@@ -9,7 +9,6 @@ over the finished runs of a range; ``compare`` tests version ``b`` against ``a``
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 from agentwatch_api.schemas import FigureChange, VersionComparison, VersionFigures, VersionsOut
@@ -78,17 +77,6 @@ def compare(
     changes.append(_feedback_change(figures[a], figures[b], runs_a, runs_b))
     sampled = max(figures[a].runs, figures[b].runs) > MAX_TESTED_RUNS
     return VersionComparison(start=start, end=end, a=figures[a], b=figures[b], changes=changes, sampled=sampled)
-
-
-def newest_pair(items: Sequence[VersionFigures], version: str | None = None) -> tuple[str, str] | None:
-    """(previous, newest) among the versions by first run, or (the one before ``version``, ``version``)."""
-    named = [v.version for v in sorted(items, key=lambda v: (v.first_seen, v.version)) if v.version]
-    if version is not None:
-        if version not in named or named.index(version) == 0:
-            return None
-        i = named.index(version)
-        return named[i - 1], version
-    return (named[-2], named[-1]) if len(named) >= 2 else None
 
 
 def _params(project: str, start: float, end: float, agent: str | None, idle_timeout_s: float) -> dict[str, Any]:

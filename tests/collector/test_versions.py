@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from agentwatch_api.schemas import FeedbackIn, VersionsOut
+from agentwatch_api.schemas import FeedbackIn
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.query import versions
 from agentwatch_platform.collector.query.service import InvalidQuery
@@ -119,7 +119,3 @@ def test_compare_refuses_what_it_cannot_compare(module_store: Store, seeded: dic
     with pytest.raises(InvalidQuery, match="no finished run"):  # another project's version
         versions.compare(module_store, "nobody", "1.0", "2.0", **W)
 
-
-def test_newest_pair_is_by_first_run() -> None:
-    out = VersionsOut(start=0, end=1, items=[])
-    assert versions.newest_pair(out.items) is None

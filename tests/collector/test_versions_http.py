@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from agentwatch_platform.alerts.sources import HttpBackend
 from tests.collector.ingest_helpers import REPO, Running, kv, otlp_request, serve, settings_for
 
 # Four runs of the process's version 1.0, then four of 2.0 named by the run, three times the tokens.
@@ -133,3 +134,14 @@ def test_versions_list_rejects_a_bad_time(collector: tuple[Running, str]) -> Non
     running, key = collector
     response = _get(running, key, "/api/versions", end="soon")
     assert response.status_code == 422 and "end" in response.json()["detail"]
+
+
+def test_the_alerts_http_backend_reads_the_change_of_a_release(collector: tuple[Running, str]) -> None:
+    """``agentwatch alerts run`` out of process reads a version rule's figure through this API."""
+    running, key = collector
+    backend = HttpBackend(running.url, [key])
+    try:
+        values = backend.version_changes("versions", "version_cost_per_run_change", time.time(), 3600, version="2.0")
+    finally:
+        backend.close()
+    assert list(values) == ["2.0"] and values["2.0"] is not None and values["2.0"] > 1.0  # about 3x the tokens
