@@ -27,6 +27,7 @@ GROUP_BY: dict[str, tuple[str, str]] = {
     "step": ("Step", "step"),
     "name": ("Span name", "name"),
     "agent": ("Agent", "agent"),
+    "version": ("Version", "version"),
     "user": ("User", "user_id"),
     "session": ("Session", "session_id"),
     "status": ("Status", "status"),

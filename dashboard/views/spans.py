@@ -39,6 +39,7 @@ TEXT = {  # state key -> (label, API filter, help)
     "spans_name": ("Span name", "name", "Exactly this span name."),
     "spans_step": ("Step", "step", "A step of this name and the calls directly under it."),
     "spans_agent": ("Agent", "agent", "Exactly this agent (else the sidebar's)."),
+    "spans_version": ("Version", "version", "The agent's version (service.version)."),
     "spans_user": ("User id", "user_id", "Spans of this user's runs."),
     "spans_session": ("Session id", "session_id", "Spans of this session's runs."),
     "spans_attribute": ("Attribute", "attribute", "key=value, e.g. service.version=1.1 or http.status_code=503."),

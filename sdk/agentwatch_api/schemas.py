@@ -545,7 +545,19 @@ class ErrorOut(BaseModel):
 # --- the span explorer: GET /api/spans, GET /api/spans/groups ------------------------------------
 SpanStatus = Literal["ok", "unset", "error", "timeout"]
 SPAN_SORTS = ("start_time", "duration_s", "cost_usd", "total_tokens")
-SPAN_GROUP_KEYS = ("tool", "name", "model", "kind", "step", "error_type", "agent", "user", "session", "status")
+SPAN_GROUP_KEYS = (
+    "tool",
+    "name",
+    "model",
+    "kind",
+    "step",
+    "error_type",
+    "agent",
+    "version",
+    "user",
+    "session",
+    "status",
+)
 SPAN_GROUP_SORTS = (
     "spans",
     "failures",
@@ -577,6 +589,7 @@ class SpanQuery(BaseModel):
     step: str | None = Field(
         None, max_length=512, description="a step span of this name and the spans directly under it"
     )
+    version: str | None = Field(None, max_length=256, description="the agent's version (service.version)")
     user_id: str | None = Field(None, max_length=256, description="spans of this user's runs")
     session_id: str | None = Field(None, max_length=256, description="spans of this session's runs")
     trace_id: str | None = Field(None, max_length=64, description="spans of one run")
@@ -616,7 +629,7 @@ class SpanGroupQuery(SpanQuery):
     by: str = Field(
         "tool",
         max_length=300,
-        description="tool|name|model|kind|step|error_type|agent|user|session|status|attribute:<key>",
+        description="tool|name|model|kind|step|error_type|agent|version|user|session|status|attribute:<key>",
     )
     sort: str = Field("-spans", max_length=32, description="a SpanGroup figure, '-' first for descending")
     limit: int = Field(100, ge=1, le=1000)
@@ -677,6 +690,8 @@ class SpanGroups(BaseModel):
     groups: list[SpanGroup]
     total_groups: int  # groups in all; ``groups`` holds the first ``limit``
     warnings: list[str] = Field(default_factory=list)
+
+
 # --- versions (GET /api/versions, /api/versions/compare) -------------------------------------
 
 

@@ -77,7 +77,8 @@ def generate(project: str, start_s: int, *, runs: int = 60, seed: int = 7) -> Ge
         user, session = f"user-{rng.randint(1, 5)}", f"session-{rng.randint(1, 8)}"
         out.run_user[trace], out.run_session[trace] = user, session
         t0 = int((start_s + r * 50) * 1e9)
-        common = {"project": project, "agent_name": agent}
+        version = rng.choice(["1.0", "1.1"])
+        common = {"project": project, "agent_name": agent, "service_version": version}
         root = _span(
             trace,
             "",
@@ -87,7 +88,7 @@ def generate(project: str, start_s: int, *, runs: int = 60, seed: int = 7) -> Ge
             kind="run",
             user_id=user,
             session_id=session,
-            resource={"service.version": rng.choice(["1.0", "1.1"])},
+            resource={"service.version": version},
             **common,
         )
         out.spans.append(root)

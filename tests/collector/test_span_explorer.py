@@ -67,6 +67,7 @@ KEYS = {
     "model": lambda s: s.model or None,
     "kind": lambda s: s.kind,
     "agent": lambda s: s.agent_name,
+    "version": lambda s: s.service_version,
     "name": lambda s: s.name,
     "status": lambda s: "timeout" if s.is_timeout else s.status_code,
 }
@@ -133,6 +134,7 @@ FILTERS = [
         lambda s: s.name == "chat" and s.attributes.get("step.kind") == "plan",
     ),
     ({"attribute": ["http.status_code=502"]}, lambda s: s.attributes.get("http.status_code") == "502"),
+    ({"version": "1.1", "kind": "tool"}, lambda s: s.service_version == "1.1" and s.kind == "tool"),
     ({"status": "ok"}, lambda s: s.status_code == "ok" and not s.is_timeout),
     ({"search": "answered 503"}, lambda s: "answered 503" in s.status_message),
     ({"search": "krakatoa"}, lambda s: "KRAKATOA" in s.input_text),
