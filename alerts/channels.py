@@ -154,7 +154,14 @@ class LogChannel:
             raise ValueError(f"level must be debug, info, warning, error or critical, not {self.level!r}")
 
     def send(self, notification: Notification) -> None:
-        log.log(logging.getLevelName(self.level.upper()), "%s: %s", notification.title(), notification.alert.message)
+        link = notification.runs_link or notification.link
+        log.log(
+            logging.getLevelName(self.level.upper()),
+            "%s: %s%s",
+            notification.title(),
+            notification.alert.message,
+            f" · costliest run: {link}" if notification.runs_link else (f" · {link}" if link else ""),
+        )
 
 
 CHANNEL_TYPES: dict[str, type] = {c.type: c for c in (WebhookChannel, SlackChannel, EmailChannel, LogChannel)}
@@ -184,8 +191,10 @@ def _details(notification: Notification) -> str:
         lines.append(f"resolved {_when(alert.resolved_at)}")
     if alert.no_data_since is not None:
         lines.append(f"no data since {_when(alert.no_data_since)}")
+    if notification.runs_link:
+        lines.append(f"its most expensive run: {notification.runs_link}")
     if notification.link:
-        lines.append(f"the incident and its most expensive runs: {notification.link}")
+        lines.append(f"the incident and its runs: {notification.link}")
     lines.append(f"fingerprint {alert.fingerprint}, alert {alert.alert_id}")
     return "\n".join(lines)
 

@@ -209,9 +209,7 @@ class Evaluator:
                         event,
                         ", ".join(channels),
                     )
-                    self.dispatcher.submit(
-                        Notification(event, alert, now, rule.description, self._link(rule, alert, now)), channels
-                    )
+                    self.dispatcher.submit(self._notification(event, rule, alert, now), channels)
 
     # --- observing -------------------------------------------------------------------------
     def _observe(self, rule: Rule, project: str, now: float, active: dict[str, Alert]) -> list[Observation]:
@@ -428,9 +426,7 @@ class Evaluator:
         alert.last_notified_at = now
         self._save(alert, now)
         snapshot = alert.model_copy(update={"scope": dict(alert.scope)})
-        self.dispatcher.submit(
-            Notification(event, snapshot, now, rule.description, self._link(rule, snapshot, now)), rule.channels
-        )
+        self.dispatcher.submit(self._notification(event, rule, snapshot, now), rule.channels)
         log.info("alert %s %s: %s", event, rule.name, alert.message)
         return [(event, snapshot)]
 
@@ -441,16 +437,32 @@ class Evaluator:
         switches to the alert's."""
         if not self.config.dashboard_url:
             return ""
-        onset = math.floor(alert.started_at / rule.window_s) * rule.window_s - rule.window_s
-        end = (alert.resolved_at if alert.resolved_at is not None else now) + rule.window_s
-        params = {
-            "alert": alert.alert_id,
-            "project": alert.project,
-            "start": int(onset),
-            "end": math.ceil(end),
-            **{k: v for k, v in sorted(alert.scope.items()) if k != "project"},
-        }
-        return f"{self.config.dashboard_url}/alerts?{urllib.parse.urlencode(params)}"
+        return f"{self.config.dashboard_url}/alerts?{urllib.parse.urlencode(_window(rule, alert, now, alert=alert.alert_id))}"
+
+    def _runs_link(self, rule: Rule, alert: Alert, now: float) -> str:
+        """The dashboard's run page on the most expensive run of the incident's window and scope
+        (``/run?costliest=1``: found when the link is opened, so a late run counts too)."""
+        if not self.config.dashboard_url:
+            return ""
+        return f"{self.config.dashboard_url}/run?{urllib.parse.urlencode(_window(rule, alert, now, costliest=1))}"
+
+    def _notification(self, event: Event, rule: Rule, alert: Alert, now: float) -> Notification:
+        return Notification(
+            event, alert, now, rule.description, self._link(rule, alert, now), self._runs_link(rule, alert, now)
+        )
+
+
+def _window(rule: Rule, incident: Alert, now: float, **first: object) -> dict[str, object]:
+    """The incident's window (a bucket either side) and scope, as a link's query parameters."""
+    onset = math.floor(incident.started_at / rule.window_s) * rule.window_s - rule.window_s
+    end = (incident.resolved_at if incident.resolved_at is not None else now) + rule.window_s
+    return {
+        **first,
+        "project": incident.project,
+        "start": int(onset),
+        "end": math.ceil(end),
+        **{k: v for k, v in sorted(incident.scope.items()) if k != "project"},
+    }
 
 
 def _ended_at(rule: Rule, alert: Alert, clear_since: float) -> float:

@@ -32,7 +32,7 @@ class Notification:
     Events: ``firing`` (an incident opened), ``repeat`` (still firing after the repeat
     interval), ``no_data`` (a firing incident's metric went silent; only with ``no_data:
     notify``), ``resolved``, ``test`` (``agentwatch alerts test``). ``link`` opens the
-    dashboard on the incident's window and scope.
+    dashboard on the incident's window and scope, ``runs_link`` on its most expensive run.
     """
 
     event: Event
@@ -40,6 +40,7 @@ class Notification:
     sent_at: float
     description: str = ""  # the rule's description, for humans
     link: str = ""
+    runs_link: str = ""
 
     def payload(self) -> dict[str, object]:
         """The generic JSON body (webhook); stable field names, epoch-second times."""
@@ -52,6 +53,7 @@ class Notification:
             "alert": self.alert.to_out().model_dump(),
             "description": self.description,
             "link": self.link,
+            "runs_link": self.runs_link,
             "idempotency_key": self.key(),
         }
 

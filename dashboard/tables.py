@@ -45,7 +45,11 @@ _CSS = f"""
 .{TABLE_CLASS} .aw-dim {{opacity: 0.55;}}
 .{TABLE_CLASS} .aw-hidden {{display: none;}}
 .{TABLE_CLASS} tr.aw-selected td {{background: rgba(41, 181, 232, 0.18);}}
-.{TABLE_CLASS} td.aw-timeline {{position: relative; min-width: 16rem; width: 35%; padding: 0;}}
+.{TABLE_CLASS} td.aw-timeline {{position: relative; min-width: 10rem; width: 30%; padding: 0;}}
+.{TABLE_CLASS} .aw-fold {{display: inline-block; width: 1.1rem; margin-left: -1.1rem; cursor: pointer; opacity: 0.7;
+  text-align: center; user-select: none;}}
+.{TABLE_CLASS} .aw-fold:hover {{opacity: 1;}}
+.{TABLE_CLASS} .aw-fold::before {{content: attr(data-mark);}}
 .{TABLE_CLASS} .aw-bar {{position: absolute; top: 30%; height: 40%; min-width: 2px; border-radius: 2px;}}
 .aw-table-pager {{display: flex; gap: 0.4rem; align-items: center; justify-content: flex-end; margin-top: 0.4rem;
   font-size: 0.875rem;}}
@@ -63,7 +67,8 @@ _CSS = f"""
 
 # Drawn again whenever its data changes; a row's click (not on its link with a modifier key, which
 # the browser handles) and a header's click are trigger values, the hidden columns a state value.
-_JS = """
+_JS = (
+    """
 export default function (component) {
   const { setTriggerValue, setStateValue, parentElement } = component;
   const data = JSON.parse(new TextDecoder().decode(component.data));  // sent as JSON bytes (table())
@@ -116,6 +121,13 @@ export default function (component) {
           td.appendChild(bar);
         }
         td.title = r.cells[i];
+      } else if (i === 0 && r.fold !== undefined) {
+        const fold = document.createElement('span');
+        fold.className = 'aw-fold';
+        fold.dataset.mark = r.fold ? 'FOLDED' : 'UNFOLDED';  // drawn by CSS: the cell's text stays the span's
+        fold.title = r.fold ? 'Show what is under this span' : 'Hide what is under this span';
+        fold.onclick = (e) => { e.stopPropagation(); setTriggerValue('fold', r.id); };
+        td.append(fold, r.cells[i]);
       } else if (i === 0 && r.href) {
         const a = document.createElement('a');
         a.href = r.href;
@@ -124,7 +136,7 @@ export default function (component) {
       } else {
         td.textContent = r.cells[i];
       }
-      if (i === 0 && r.depth) td.style.paddingLeft = (0.6 + 1.1 * Math.min(r.depth, 16)) + 'rem';
+      if (i === 0 && (r.depth || data.folds)) td.style.paddingLeft = (0.6 + (data.folds ? 1.1 : 0) + 1.1 * Math.min(r.depth || 0, 16)) + 'rem';
       if (r.titles && r.titles[c.key]) td.title = r.titles[c.key];
     });
     if (data.clickable) {
@@ -211,7 +223,11 @@ export default function (component) {
   const chosen = body.querySelector('tr.aw-selected');
   if (chosen && data.max_height) wrap.scrollTop = chosen.offsetTop - wrap.clientHeight / 3;
 }
-""".replace("TABLE_CLASS", TABLE_CLASS).replace("ROW_CLASS", ROW_CLASS)
+""".replace("TABLE_CLASS", TABLE_CLASS)
+    .replace("ROW_CLASS", ROW_CLASS)
+    .replace("UNFOLDED", "▾")
+    .replace("FOLDED", "▸")
+)
 
 _component = components.component("agentwatch.table", css=_CSS, js=_JS, isolate_styles=False)
 
@@ -242,6 +258,9 @@ class Row:
     titles: dict[str, str] = field(default_factory=dict)
     depth: int = 0  # a tree's row: its first cell indented
     bars: dict[str, tuple[float, float, str]] = field(default_factory=dict)  # timeline column -> (start, width, colour)
+    fold: bool | None = (
+        None  # a tree node with children: True while they are hidden; a click on its mark reports ``fold``
+    )
 
 
 @dataclass(frozen=True)
@@ -280,11 +299,14 @@ def table(
     selected: str | None = None,
     chunk: int | None = None,
     pager: tuple[int, int] | None = None,
+    folds: bool = False,
 ) -> TableEvent:
     """Draw the table; ``sort`` is (column key, descending) as now applied, ``hidden`` the columns
     hidden until the user chooses (the chooser's choice is kept per ``key`` for the session),
     ``selected`` the id of the row shown selected; ``chunk`` rows are drawn at a time; ``pager``
-    (page, pages) draws first/previous/next/last buttons, whose click is the ``page`` trigger."""
+    (page, pages) draws first/previous/next/last buttons, whose click is the ``page`` trigger;
+    ``folds``: a tree whose rows with children (``Row.fold``) have a mark that folds them (the
+    ``fold`` trigger, read with ``clicked(key, "fold")``)."""
     state = st.session_state.get(key)  # the component's state values as the browser last sent them
     chosen = state.get("hidden") if state is not None else None
     data: dict[str, Any] = {
@@ -308,6 +330,7 @@ def table(
         "selected": selected,
         "chunk": chunk,
         "pager": list(pager) if pager else None,
+        "folds": folds,
     }
     encoded = rows if isinstance(rows, Encoded) else encode(rows)
     result = _component(
@@ -317,6 +340,7 @@ def table(
         on_open_change=_nothing,
         on_sort_change=_nothing,
         on_page_change=_nothing,
+        on_fold_change=_nothing,
         on_hidden_change=_nothing,
     )
     return TableEvent(
@@ -338,13 +362,15 @@ def _row(row: Row) -> dict[str, Any]:
         sent["titles"] = row.titles
     if row.depth:
         sent["depth"] = row.depth
+    if row.fold is not None:
+        sent["fold"] = row.fold
     if row.bars:
         sent["bars"] = {k: (round(start, 5), round(width, 5), colour) for k, (start, width, colour) in row.bars.items()}
     return sent
 
 
 def clicked(key: str, event: str) -> str | None:
-    """The row (``open``) or header (``sort``) clicked in table ``key`` that this run of the
+    """The row (``open``), fold mark (``fold``) or header (``sort``) clicked in table ``key`` that this run of the
     page answers, read before the page draws anything (so the page can draw what it selects)."""
     state = st.session_state.get(key)
     value = state.get(event) if state is not None else None

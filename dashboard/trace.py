@@ -15,7 +15,7 @@ from typing import Any
 from agentwatch import semconv as sc
 
 from agentwatch_api.schemas import SpanOut
-from agentwatch_platform.dashboard import analysis, live
+from agentwatch_platform.dashboard import analysis, formatting, live
 
 # Symbols every common font has (emoji fonts are often missing on servers and in CI browsers).
 ICONS = {
@@ -28,7 +28,8 @@ ICONS = {
     sc.KIND_OTHER: "•",
 }
 FAILED_MARK = "✖"
-OPEN_MARK = "⏵ open"  # a span not ended (yet): dashboard.live's stand-in
+OPEN_MARK = "◔ open"  # a span not ended (yet): dashboard.live's stand-in ("⏵" is in no font Debian's Chromium has)
+FOLDED, UNFOLDED = "▸", "▾"  # a tree node's children hidden or shown (tables.Row.fold)
 
 
 def icon(span: SpanOut) -> str:
@@ -56,19 +57,123 @@ def step_label(index: int, names: dict[int, str]) -> str:
 
 # --- the tree -----------------------------------------------------------------------------
 
+SORTS = {"start": "start", "cost": "cost", "duration": "duration"}  # the tree's sibling orders
 
-def tree_rows(items: Sequence[tuple[SpanOut, int]], names: dict[int, str]) -> list[dict[str, Any]]:
+
+@dataclass(frozen=True)
+class TreeItem:
+    """A span as the tree shows it: its depth, how many children it shows or hides (``children``),
+    whether its children are folded away, and whether it matched the filters (an ancestor kept
+    only to show where a match sits is drawn dimmed)."""
+
+    span: SpanOut
+    depth: int
+    children: int = 0
+    collapsed: bool = False
+    matched: bool = True
+
+
+def tree(
+    spans: Sequence[SpanOut],
+    *,
+    sort: str = "start",
+    kinds: frozenset[str] | None = None,
+    failures: bool = False,
+    depth: int | None = None,
+    toggled: frozenset[str] = frozenset(),
+) -> list[TreeItem]:
+    """The span tree depth-first, siblings in ``sort`` order (start first; cost or duration,
+    highest first: a step by the cost of everything under it), as Langfuse and Phoenix draw
+    theirs. Filtered by ``kinds`` and to ``failures``, a match keeps its ancestors (the path to
+    it); ``depth`` folds what is deeper, and a span in ``toggled`` (the reader clicked its fold
+    mark) is folded where it would be open and open where the depth folds it. Orphans become roots."""
+    children = _children(spans)
+    matched = {
+        s.span_id for s in spans if (kinds is None or s.kind in kinds) and (not failures or analysis.is_failed(s))
+    }
+    kept = _with_ancestors(spans, matched) if (kinds is not None or failures) else {s.span_id for s in spans}
+    key = _sort_key(sort, children)
+    shown: list[TreeItem] = []
+    stack = [(s, 0) for s in reversed(sorted((s for s in children[""] if s.span_id in kept), key=key))]
+    while stack:
+        span, level = stack.pop()
+        kids = sorted((c for c in children.get(span.span_id, ()) if c.span_id in kept), key=key)
+        folded = bool(kids) and ((depth is not None and level >= depth) != (span.span_id in toggled))
+        shown.append(TreeItem(span, level, len(kids), folded, span.span_id in matched))
+        if not folded:
+            stack.extend((c, level + 1) for c in reversed(kids))
+    return shown
+
+
+def _children(spans: Sequence[SpanOut]) -> dict[str, list[SpanOut]]:
+    ids = {s.span_id for s in spans}
+    children: dict[str, list[SpanOut]] = {"": []}
+    for span in spans:
+        children.setdefault(span.parent_span_id if span.parent_span_id in ids else "", []).append(span)
+    return children
+
+
+def _with_ancestors(spans: Sequence[SpanOut], matched: set[str]) -> set[str]:
+    parent = {s.span_id: s.parent_span_id for s in spans}
+    kept: set[str] = set()
+    for span_id in matched:
+        while span_id and span_id not in kept:
+            kept.add(span_id)
+            span_id = parent.get(span_id, "")
+    return kept
+
+
+def _sort_key(sort: str, children: dict[str, list[SpanOut]]) -> Any:
+    by_start = lambda s: (s.start_time, s.span_id)  # noqa: E731
+    if sort == "duration":
+        return lambda s: (-s.duration_s, *by_start(s))
+    if sort == "cost":
+        costs = subtree_costs(children)
+        return lambda s: (-costs.get(s.span_id, 0.0), *by_start(s))
+    return by_start
+
+
+def subtree_costs(children: dict[str, list[SpanOut]]) -> dict[str, float]:
+    """Span id -> its cost and its descendants' (the collector prices each call once, on its own span)."""
+    costs: dict[str, float] = {}
+    order: list[SpanOut] = []
+    stack = list(children[""])
+    while stack:
+        span = stack.pop()
+        order.append(span)
+        stack.extend(children.get(span.span_id, ()))
+    for span in reversed(order):  # children before their parents
+        costs[span.span_id] = (span.cost_usd or 0.0) + sum(costs[c.span_id] for c in children.get(span.span_id, ()))
+    return costs
+
+
+def tree_rows(
+    items: Sequence[TreeItem] | Sequence[tuple[SpanOut, int]],
+    names: dict[int, str],
+    spans: Sequence[SpanOut] = (),
+) -> list[dict[str, Any]]:
     """One row per span in tree order: its depth, its name with its kind's icon, its timing and
     where it lies on the run's timeline (``offset`` and ``share`` of the run), the figures that
-    matter for its kind, and its id."""
+    matter for its kind, and its id. ``spans`` (the run's) give an engine row its call's tokens."""
     if not items:
         return []
-    t0 = min(s.start_time for s, _ in items)
-    total = max(max(s.end_time for s, _ in items) - t0, 1e-9)
-    return [_tree_row(span, depth, t0, total, names) for span, depth in items]
+    tree_items = [i if isinstance(i, TreeItem) else TreeItem(i[0], i[1]) for i in items]
+    t0 = min(i.span.start_time for i in tree_items)
+    total = max(max(i.span.end_time for i in tree_items) - t0, 1e-9)
+    by_id = {s.span_id: s for s in spans}
+    totals = subtree_costs(_children(spans)) if spans else {}
+    return [_tree_row(item, t0, total, names, by_id, totals) for item in tree_items]
 
 
-def _tree_row(span: SpanOut, depth: int, t0: float, total: float, names: dict[int, str]) -> dict[str, Any]:
+def _tree_row(
+    item: TreeItem,
+    t0: float,
+    total: float,
+    names: dict[int, str],
+    by_id: dict[str, SpanOut],
+    totals: dict[str, float],
+) -> dict[str, Any]:
+    span = item.span
     failed = analysis.is_failed(span)
     label = (
         f"{icon(span)} {span.name}" + (f" {FAILED_MARK}" if failed else "") + (f" {OPEN_MARK}" if is_open(span) else "")
@@ -77,20 +182,28 @@ def _tree_row(span: SpanOut, depth: int, t0: float, total: float, names: dict[in
         "span": label,
         "kind": span.kind,
         "step": step_label(span.step_index, names),
-        "depth": depth,
+        "depth": item.depth,
+        "children": item.children,
+        "collapsed": item.collapsed,
+        "matched": item.matched,
         "start_s": span.start_time - t0,
         "duration_s": span.duration_s,  # exact, formatted once: rounded here, a run read 494 ms in its tree, 493 in the list
         "offset": min(1.0, max(0.0, (span.start_time - t0) / total)),
         "share": min(1.0, span.duration_s / total),
         "status": _status(span),
-        "detail": _detail(span),
-        "cost_usd": span.cost_usd or None,
+        "detail": _detail(span, by_id.get(span.parent_span_id)),
+        "cost_usd": span.cost_usd or totals.get(span.span_id) or None,  # a step, the run: what is under it
         "span_id": span.span_id,
     }
 
 
 def is_open(span: SpanOut) -> bool:
     return span.status == live.OPEN
+
+
+def status_word(span: SpanOut) -> str:
+    """``ok``, ``error``, ``timeout`` or ``open``: OpenTelemetry's ``unset`` reads as the ok it means."""
+    return _status(span)
 
 
 def _status(span: SpanOut) -> str:
@@ -101,15 +214,29 @@ def _status(span: SpanOut) -> str:
     return "error" if span.status == "error" else "ok"  # OpenTelemetry's unset is no error
 
 
-def _detail(span: SpanOut) -> str:
-    """A few words a reader scans for: the error, else the model and tokens, else the tool."""
+def _detail(span: SpanOut, parent: SpanOut | None = None) -> str:
+    """A few words a reader scans for: the error, else the model and tokens, else the tool. An
+    engine span records no usage of its own where the client's span has it: it shows its call's
+    tokens (so the two rows agree) and its queue, prefill and decode time."""
     if analysis.is_failed(span):
         return error_text(span)
-    if span.kind in (sc.KIND_LLM, sc.KIND_ENGINE):
+    if span.kind == sc.KIND_ENGINE:
+        return _engine_detail(span, parent)
+    if span.kind == sc.KIND_LLM:
         return f"{span.model} · {span.input_tokens:,} in / {span.output_tokens:,} out".strip(" ·")
     if span.kind == sc.KIND_TOOL:
         return span.tool_name + (" (cache hit)" if span.tool_cache_hit else "")
     return ""
+
+
+def _engine_detail(span: SpanOut, parent: SpanOut | None) -> str:
+    usage = span
+    if not (span.input_tokens or span.output_tokens) and parent is not None and parent.kind == sc.KIND_LLM:
+        usage = parent
+    parts = [span.model or usage.model, f"{usage.input_tokens:,} in / {usage.output_tokens:,} out"]
+    timings = [(name, getattr(span, f"{name}_s")) for name in ("queue", "prefill", "decode")]
+    parts += [f"{name} {formatting.fmt(value, 's')}" for name, value in timings if value is not None]
+    return " · ".join(p for p in parts if p)
 
 
 def error_text(span: SpanOut) -> str:
@@ -314,7 +441,12 @@ def _field_text(name: str, value: Any) -> str:
 # What a span without captured text shows instead (``SpanOut.text_state``): absence, removal and
 # damage are three different answers to "where is the prompt?".
 TEXT_NOTES = {
-    "not_captured": "Not captured: prompt and completion capture is off (`agentwatch.init(capture_content=True)`) or there was nothing to capture.",
+    "not_captured": (
+        "Not captured: the agent that sent this span does not record prompts and completions (off by "
+        "default, since they can hold personal data). To see them for new calls, set "
+        "`AGENTWATCH_CAPTURE_CONTENT=true` in the agent's environment or call "
+        "`agentwatch.init(capture_content=True)`; the `redact` hook cleans them before they leave the process."
+    ),
     "removed": "Removed by retention or a deletion.",
     "damaged": "Unreadable (damaged): this text was stored, but its file is gone, torn or corrupt.",
 }
@@ -324,6 +456,8 @@ def text_note(span: SpanOut) -> str | None:
     """Why the span shows no prompt or completion, or None when it shows what was captured."""
     if span.text_state == "captured" or (span.text_state == "not_captured" and (span.input_text or span.output_text)):
         return None
+    if span.text_state == "not_captured" and span.kind not in (sc.KIND_LLM, sc.KIND_TOOL):
+        return None  # a step or the run has no prompt to miss
     return TEXT_NOTES.get(span.text_state)
 
 

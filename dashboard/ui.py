@@ -12,7 +12,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import streamlit as st
@@ -27,6 +26,14 @@ from agentwatch_api.client import (
 )
 from agentwatch_api.schemas import FilterValues, TimeSeries
 from agentwatch_platform.dashboard.config import DashboardConfig
+from agentwatch_platform.dashboard.formatting import BLANK as BLANK
+from agentwatch_platform.dashboard.formatting import MONEY_RESIDUE_USD as MONEY_RESIDUE_USD
+from agentwatch_platform.dashboard.formatting import fmt as fmt
+from agentwatch_platform.dashboard.formatting import fmt_change as fmt_change
+from agentwatch_platform.dashboard.formatting import fmt_delta as fmt_delta
+from agentwatch_platform.dashboard.formatting import fmt_time as fmt_time
+from agentwatch_platform.dashboard.formatting import plural as plural
+from agentwatch_platform.dashboard.formatting import unit_of as unit_of
 
 _TTL_S = DashboardConfig.from_env().cache_ttl_s
 OPEN_MODE_BANNER = (
@@ -395,117 +402,6 @@ def empty(message: str, command: str = "") -> None:
     st.info(f"{message} {command or DEMO_HINT}")
 
 
-# --- units -------------------------------------------------------------------------------
-
-_COUNTS = {"runs", "steps_per_run", "tool_calls", "max_steps", "input_tokens", "output_tokens", "feedback_score"}
-_UNITS = {"usd": "USD", "$": "USD", "seconds": "s", "sec": "s", "ratio": "ratio", "fraction": "ratio", "%": "ratio"}
-
-
-def unit_of(metric: str, api_unit: str = "") -> str:
-    """The unit of a figure: known from its name, else what the API said."""
-    if metric.endswith("_usd") or metric.startswith("cost"):
-        return "USD"
-    if metric.endswith("_rate") and "token" not in metric:
-        return "ratio"
-    if metric.startswith(("run_latency", "ttft", "tpot", "duration")):
-        return "s"
-    if metric == "tokens_per_s":
-        return "tokens/s"
-    if metric == "runs_per_min":
-        return "/min"
-    if metric in _COUNTS:
-        return ""
-    return _UNITS.get(api_unit.lower(), api_unit)
-
-
-def fmt(value: float | None, unit: str) -> str:
-    """A number with its unit, short enough for a metric card (never cut off: "$12.3k",
-    "8.9/min") and precise where it is small (a cost of $0.00003 is not "$0.0000")."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return BLANK
-    if unit == "USD":
-        if abs(value) < MONEY_RESIDUE_USD:
-            return "$0"
-        return ("-" if value < 0 else "") + "$" + _money(abs(value))
-    if unit == "s":
-        return _duration(value)
-    if unit == "ratio":
-        return f"{value * 100:.1f} %"
-    if unit in ("", "1", "count"):
-        return _count(value)
-    if unit == "tokens/s":
-        return f"{_compact(value, 3)} tok/s"
-    if unit.startswith("/"):
-        return f"{_compact(value, 2)}{unit}"
-    return f"{_compact(value, 3)} {unit}"
-
-
-BLANK = "–"  # the one marker of "no value"
-MONEY_RESIDUE_USD = 1e-9  # below one token at $0.01 per million: floating-point residue of a sum, shown as $0
-
-
-def _money(v: float) -> str:
-    if v >= 10_000:
-        return _si(v)
-    if v >= 100:
-        return f"{v:,.0f}"
-    if v >= 1:
-        return f"{v:.2f}"
-    if v == 0:
-        return "0"
-    decimals = max(2, 1 - math.floor(math.log10(v)))  # two significant digits, at least cents
-    text = f"{v:.{decimals}f}"
-    return text.rstrip("0") if decimals > 2 and "." in text else text
-
-
-def _duration(v: float) -> str:
-    if abs(v) < 0.01:
-        return f"{v * 1000:.2g} ms"
-    if abs(v) < 1:
-        return f"{v * 1000:.0f} ms"
-    if abs(v) < 100:
-        return f"{v:.2f} s"
-    if abs(v) < 6000:
-        return f"{v / 60:.1f} min"
-    if abs(v) < 360_000:
-        return f"{v / 3600:.1f} h"
-    return f"{_si(v / 86_400)} d"
-
-
-def _count(v: float) -> str:
-    if abs(v) >= 100_000:
-        return _si(v)
-    return f"{v:,.0f}" if float(v).is_integer() or abs(v) >= 100 else f"{v:,.2f}"
-
-
-def _compact(v: float, digits: int) -> str:
-    """``digits`` significant digits below 1,000 (8.9, 0.57, 123), else thousands with k/M."""
-    if abs(v) >= 1_000:
-        return _si(v)
-    if v == 0:
-        return "0"
-    if abs(v) < 0.01:
-        return "<0.01" if v > 0 else ">-0.01"
-    return f"{v:.{digits}g}" if abs(v) < 10**digits else f"{v:.0f}"
-
-
-def _si(v: float) -> str:
-    for size, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= size:
-            scaled = v / size
-            return f"{scaled:.3g}{suffix}" if abs(scaled) < 100 else f"{scaled:.0f}{suffix}"
-    return f"{v:g}"
-
-
-def fmt_delta(change: float | None) -> str | None:
-    """A relative change for a metric card's delta (the page says what it compares with)."""
-    return None if change is None or not math.isfinite(change) else f"{change * 100:+.1f} %"
-
-
-def fmt_change(change: float | None) -> str | None:
-    return None if change is None or math.isnan(change) else f"{change * 100:+.1f} % vs previous"
-
-
 def typed_number(
     where: Any,
     label: str,
@@ -557,7 +453,3 @@ def read_number(typed: str | None, *, whole: bool = False) -> float | None:
     if not (number >= 0 and math.isfinite(number)):
         raise ValueError(typed)
     return number
-
-
-def fmt_time(t: float | None) -> str:
-    return "–" if t is None else datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -48,6 +48,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import webbrowser
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -76,6 +77,7 @@ RECOVERY_S = 30.0  # baseline traffic again after the spike (at most half of --d
 # few long ReAct runs; a short demo's baseline phase is too short to learn from 10 s buckets.
 COST_WINDOW_ENV, SHORT_DEMO_S = "AGENTWATCH_DEMO_COST_WINDOW", 90.0
 ALERT_INTERVAL_S = 2.0
+DASHBOARD_URL_ENV = "AGENTWATCH_DEMO_DASHBOARD_URL"  # demo_rules.yaml's dashboard_url
 SERVICE_NAME = "research-agent"
 T = TypeVar("T")
 
@@ -386,6 +388,7 @@ def _start_stack(group: ProcessGroup, options: DemoOptions) -> tuple[dict[str, s
             "AGENTWATCH_SCRAPE_TARGETS": f"sim-engine={engine}/metrics@{DEMO_PROJECT}",
             "AGENTWATCH_SCRAPE_INTERVAL_S": "2",
             "AGENTWATCH_ALERT_RULES": str(DEMO_RULES),
+            DASHBOARD_URL_ENV: f"http://127.0.0.1:{ports['dashboard']}",  # the notifications' links
             "AGENTWATCH_ALERT_INTERVAL_S": str(ALERT_INTERVAL_S),
             "AGENTWATCH_DEMO_COST_MIN_DELTA": f"{0.01 * options.users:g}",
             demo_live.IDLE_TIMEOUT_ENV: f"{demo_live.idle_timeout_s(options.duration_s):g}",
@@ -463,14 +466,24 @@ async def _drive(options: DemoOptions, group: ProcessGroup, urls: dict[str, str]
     log("  your agent: in another terminal, run the README's 'Instrumenting an agent' snippet after")
     log(f"    {export_line(urls, key)}")
     log(f"  {demo_live.describe(options.duration_s)}")
+    log("  content capture is on: the demo's own synthetic prompts and completions are stored (your agent's are")
+    log("    not unless it sets AGENTWATCH_CAPTURE_CONTENT=true; the README's 'Content capture' says what that keeps)")
     if options.duration_s < 40:
         log("note: under 40 s of traffic the cost-spike rules may lack the baseline they learn first")
     if options.open_browser and "dashboard" in urls:
         webbrowser.open(urls["dashboard"])
-    agentwatch.init(endpoint=urls["collector"], api_key=key, project=DEMO_PROJECT, service_name=SERVICE_NAME)
+    agentwatch.init(
+        endpoint=urls["collector"],
+        api_key=key,
+        project=DEMO_PROJECT,
+        service_name=SERVICE_NAME,
+        capture_content=True,  # the demo's prompts are its own synthetic questions: every content view shows
+    )
     started = time.time()
     printed: dict[str, str] = {}
-    watcher = asyncio.create_task(_watch(urls["collector"], read_key, started, log, printed=printed))
+    watcher = asyncio.create_task(
+        _watch(urls["collector"], read_key, started, log, printed=printed, dashboard=urls.get("dashboard", ""))
+    )
     lanes = asyncio.create_task(
         demo_live.long_and_crashing_runs(
             group, urls["engine"], urls["collector"], key, _long_tasks(), options.duration_s, log
@@ -484,7 +497,13 @@ async def _drive(options: DemoOptions, group: ProcessGroup, urls: dict[str, str]
         lanes.cancel()  # a long run under way goes on while the demo serves
     log("traffic done; waiting for the collector to store the spans and evaluate the alerts")
     completed = sum(summary.runs for summary in phases.values())
-    report = await _guarded(group, urls, _final_report(urls["collector"], read_key, started, completed, printed, log))
+    report = await _guarded(
+        group,
+        urls,
+        _final_report(
+            urls["collector"], read_key, started, completed, printed, log, dashboard=urls.get("dashboard", "")
+        ),
+    )
     report.phases = phases
     report.savings = await _savings(urls["collector"], read_key, started)
     _print_report(report, log)
@@ -588,7 +607,13 @@ def _long_tasks() -> tuple[str, ...]:
 
 
 async def _watch(
-    collector: str, key: str, started: float, log: Callable[[str], None], *, printed: dict[str, str] | None = None
+    collector: str,
+    key: str,
+    started: float,
+    log: Callable[[str], None],
+    *,
+    printed: dict[str, str] | None = None,
+    dashboard: str = "",
 ) -> None:
     """Every 10 s: runs and cost stored so far; every 2 s: each incident once when it fires and
     once when it resolves (``printed``: incident id -> the last state printed)."""
@@ -605,22 +630,40 @@ async def _watch(
                         f"  [{time.time() - started:4.0f} s] {runs} runs stored, ${cost:.4f} so far; "
                         f"{live.running_runs} running, {live.incomplete_runs} incomplete"
                     )
-                _print_incidents(await asyncio.to_thread(client.alerts, start=started), printed, started, log)
+                alerts = await asyncio.to_thread(client.alerts, start=started)
+                _print_incidents(alerts, printed, started, log, dashboard=dashboard)
 
 
 def _print_incidents(
-    alerts: list[AlertOut], printed: dict[str, str], started: float, log: Callable[[str], None]
+    alerts: list[AlertOut], printed: dict[str, str], started: float, log: Callable[[str], None], *, dashboard: str = ""
 ) -> None:
-    """One line when an incident fires, one when it resolves; nothing for an incident already told."""
+    """One line when an incident fires, one when it resolves; nothing for an incident already told.
+    A fired incident's line is followed by the dashboard's link to its most expensive run."""
     for alert in sorted(alerts, key=lambda a: a.started_at):
         last = printed.get(alert.alert_id)
         if last == alert.state:
             continue
         if last is None:
             log(f"  [{alert.started_at - started:4.0f} s] INCIDENT fired: {alert.message}")
+            if dashboard:
+                log(f"         its most expensive run: {costliest_run_link(dashboard, alert)}")
         if alert.state == "resolved" and alert.resolved_at is not None:
             log(f"  [{alert.resolved_at - started:4.0f} s] INCIDENT resolved: {alert.message}")
         printed[alert.alert_id] = alert.state
+
+
+def costliest_run_link(dashboard: str, alert: AlertOut) -> str:
+    """The dashboard's run page on the most expensive run around the incident (as the alert
+    notifications' ``runs_link``, ``alerts.evaluator``; the demo's buckets are seconds long)."""
+    end = alert.resolved_at if alert.resolved_at is not None else time.time()
+    params = {
+        "costliest": 1,
+        "project": DEMO_PROJECT,
+        "start": int(alert.started_at - 30),
+        "end": int(end + 30),
+        **{k: v for k, v in sorted(alert.scope.items()) if k != "project"},
+    }
+    return f"{dashboard}/run?{urllib.parse.urlencode(params)}"
 
 
 async def _final_report(
@@ -630,6 +673,8 @@ async def _final_report(
     completed: int,
     printed: dict[str, str] | None = None,
     log: Callable[[str], None] | None = None,
+    *,
+    dashboard: str = "",
 ) -> DemoReport:
     """Wait (bounded) until the runs are stored and an incident has fired, then until every
     incident has resolved (traffic stopped: the spend is back to nothing) or has no data (no
@@ -644,7 +689,7 @@ async def _final_report(
                 runs = (await asyncio.to_thread(client.runs, start=started, limit=1)).total
                 alerts = await asyncio.to_thread(client.alerts, start=started)
                 if log is not None:
-                    _print_incidents(alerts, {} if printed is None else printed, started, log)
+                    _print_incidents(alerts, {} if printed is None else printed, started, log, dashboard=dashboard)
                 if runs >= completed and alerts and all(a.state == "resolved" or a.no_data_since for a in alerts):
                     break
             await asyncio.sleep(1.0)

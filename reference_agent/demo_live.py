@@ -84,7 +84,11 @@ async def long_and_crashing_runs(
 ) -> None:
     """Both lanes until ``duration_s`` has passed (or the task is cancelled). A long run under
     way then goes on (the demo keeps serving) until the demo stops its children."""
-    env = {"AGENTWATCH_ENDPOINT": collector, "AGENTWATCH_API_KEY": key}  # not in argv: ps shows it
+    env = {  # the key not in argv: ps shows it; the prompts are the demo's own, captured as the demo's are
+        "AGENTWATCH_ENDPOINT": collector,
+        "AGENTWATCH_API_KEY": key,
+        "AGENTWATCH_CAPTURE_CONTENT": "true",
+    }
     loop = asyncio.get_running_loop()
     deadline = loop.time() + duration_s
     await asyncio.gather(

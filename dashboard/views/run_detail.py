@@ -3,8 +3,9 @@ every attribute and event, the error in full, tokens, cost, TTFT/TPOT, engine qu
 decode and the captured prompt and completion as chat messages), then per-step figures named
 by their steps, context growth, engine share, the run graph and the content.
 
-Deep links: ``/run?run=<trace id>&span=<span id>`` opens that run with that span's panel open
-(``?trace_id=`` still works). A run can hold 10,000 spans: the tree (``dashboard.tables``, plain
+Deep links: ``/run?run=<trace id>&span=<span id>&view=steps`` opens that run on that view with
+that span's panel open (``?trace_id=`` still works); an alert's ``/run?costliest=1&start=&end=&agent=``
+opens the most expensive run of its window and scope. A run can hold 10,000 spans: the tree (``dashboard.tables``, plain
 HTML) draws ``TREE_CHUNK`` rows at a time, the next as it scrolls.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -33,6 +35,8 @@ def render() -> None:
     st.title("Run detail")
     params = st.query_params
     wanted = (params.get("trace_id") or params.get("run") or "").strip().lower()
+    if not wanted and params.get("costliest"):
+        wanted = _costliest_run()
     # The trace id box only where no run is given: one more kind of widget on every run's load cost
     # ~0.1 s in headless Chromium (bench.dashboard_ab); the Runs page's search opens a pasted trace id.
     trace_id = wanted or (
@@ -50,6 +54,35 @@ def render() -> None:
         running = detail.run.status == "running"
         every = ui.refresh_every("run_live", "run_live_s", on=True, label="Live: this running run") if running else None
         st.fragment(_run, run_every=every)(trace_id, running)
+
+
+SCOPE_FILTERS = {"agent": "agent", "model": "model", "user": "user_id", "session": "session_id"}
+
+
+def _costliest_run() -> str:
+    """An alert's link (``?costliest=1&start=&end=&agent=...``, ``alerts.evaluator``): the most
+    expensive run of the incident's window and scope, found when the link is opened; its trace
+    id, or "" (said why) when the window holds no run."""
+    params = st.query_params
+    try:
+        start, end = float(params.get("start", "")), float(params.get("end", ""))
+    except ValueError:
+        st.warning("This link names no time window (start and end): pick a run on the Runs page.")
+        return ""
+    filters = {api: params[key] for key, api in SCOPE_FILTERS.items() if params.get(key)}
+    with ui.guarded("the incident's runs"):
+        page = ui.fetch("runs", start=start, end=end, limit=1, sort="-cost_usd", **filters)
+        if page.items:
+            for key in ("costliest", "start", "end", *SCOPE_FILTERS):
+                params.pop(key, None)
+            scope = ", ".join(f"{k} {v}" for k, v in filters.items()) or "the whole project"
+            st.caption(
+                f"The most expensive of {ui.plural(page.total, 'run')} of the alert's window "
+                f"({ui.fmt_time(start)} to {ui.fmt_time(end)}, {scope})."
+            )
+            return page.items[0].trace_id
+        st.info(f"No run in the alert's window ({ui.fmt_time(start)} to {ui.fmt_time(end)}) yet.")
+    return ""
 
 
 def _run(trace_id: str, was_running: bool) -> None:
@@ -138,13 +171,37 @@ def _unfinished_banner(run: RunSummary, now: float) -> None:
 VIEWS = ("Trace", "Steps", "Context growth", "Engine", "Graph", "Content", "Spans")
 
 
+def _slug(view: str) -> str:
+    return view.lower().replace(" ", "-")
+
+
+def _view_from_url() -> None:
+    """The view the URL names (``view=steps``): a reload or a shared link opens where it was."""
+    wanted = st.query_params.get("view", "")
+    found = next((v for v in VIEWS if _slug(v) == wanted), VIEWS[0])
+    if st.session_state.get("run_view") != found:
+        st.session_state["run_view"] = found
+
+
+def _view_to_url() -> None:
+    """The view chosen, into the URL (before the page reruns, so ``_view_from_url`` agrees); Trace, the default, is left out."""
+    view = st.session_state.get("run_view", VIEWS[0])
+    if view == VIEWS[0]:
+        st.query_params.pop("view", None)
+    else:
+        st.query_params["view"] = _slug(view)
+
+
 def _views(detail: RunDetail) -> None:
     """One view at a time: only what is shown is computed, which keeps 10,000-span runs quick."""
     spans = detail.spans
     if not spans:
         st.info("This run has no spans stored yet (they may still be in the collector's queue).")
         return
-    view = st.radio("View", VIEWS, horizontal=True, key="run_view", label_visibility="collapsed")
+    _view_from_url()
+    view = st.radio(
+        "View", VIEWS, horizontal=True, key="run_view", label_visibility="collapsed", on_change=_view_to_url
+    )
     if view == "Trace":
         _explorer(detail)
     elif view == "Steps":
@@ -158,39 +215,49 @@ def _views(detail: RunDetail) -> None:
     elif view == "Content":
         _content(spans)
     else:
-        st.dataframe(_spans_frame(spans), hide_index=True)
+        _spans_table(spans)
 
 
 # --- the trace explorer ----------------------------------------------------------------------
 
+# The columns a span is picked by come first, so that they show in the tree's pane without scrolling
+# (1600 px wide window): status, cost, duration, start and step; then its bar on the run's timeline,
+# then the details (model and tokens, tool, the whole error), which may run past the pane's edge.
 TREE_COLUMNS = [
     tables.Column("span", "span"),
-    tables.Column("timeline", "timeline", timeline=True, help="Each span on the run's timeline: hover for its times"),
-    tables.Column("duration", "duration", numeric=True),
     tables.Column("status", "status"),
-    tables.Column("detail", "detail"),
-    tables.Column("cost", "cost (USD)", numeric=True),
-    tables.Column("start", "start", numeric=True),
+    tables.Column("cost", "cost", numeric=True, help="USD; a step or the run: everything under it"),
+    tables.Column("duration", "duration", numeric=True),
+    tables.Column("start", "start", numeric=True, help="Seconds after the run's first span"),
     tables.Column("step", "step"),
+    tables.Column("timeline", "timeline", timeline=True, help="Each span on the run's timeline: hover for its times"),
+    tables.Column("detail", "detail"),
 ]
+TREE_SORTS = {"Start": "start", "Cost": "cost", "Duration": "duration"}
+TREE_KINDS = ("run", "step", "llm", "tool", "retrieval", "engine", "other")
 
 
 def _explorer(detail: RunDetail) -> None:
     """The span tree with each span's bar on the run's timeline (a waterfall, as Jaeger and
     Phoenix draw one), beside the selected span's panel; a click on a row selects its span. The
     selection lives in the URL (``span=``), so it can be shared. An unfinished run's open spans
-    are drawn too (``dashboard.live``)."""
+    are drawn too (``dashboard.live``). The tree takes three fifths of the width: its deciding
+    columns (status, cost, duration, start, step) show without scrolling."""
     spans = live.with_open_spans(detail.run, detail.spans, time.time())
-    tree_col, panel_col = st.columns([1, 1], gap="medium")
+    tree_col, panel_col = st.columns([3, 2], gap="medium")
     shape = (ui.viewer(), len(spans), max(s.end_time for s in spans), detail.run.status)
     with tree_col:
-        depth, engine, failures = _tree_controls()
-        key = f"tree-{detail.run.trace_id}-{depth}-{engine}-{failures}"
+        view = _tree_controls(spans)
+        key = (
+            f"tree-{detail.run.trace_id}-{view.sort}-{view.depth}-{'.'.join(sorted(view.kinds or ()))}-{view.failures}"
+        )
+        folded = _folded(detail.run.trace_id, tables.clicked(key, "fold"))
         if picked := tables.clicked(key, "open"):
             st.query_params["span"] = picked
-        items, rows = _tree(detail.run.trace_id, shape, depth, engine, failures, spans)
+        items, rows = _tree(detail.run.trace_id, shape, view, folded, spans)
         st.caption(
-            f"{len(items):,} of {len(spans):,} spans · click a span to inspect it; its bar is its time on the run's timeline"
+            f"{len(items):,} of {ui.plural(len(spans), 'span')} · click a span to inspect it, "
+            f"{trace.UNFOLDED} / {trace.FOLDED} to fold what is under it; its bar is its time on the run's timeline"
         )
         tables.table(
             TREE_COLUMNS,
@@ -200,6 +267,7 @@ def _explorer(detail: RunDetail) -> None:
             selected=st.query_params.get("span"),
             max_height=640,
             chunk=TREE_CHUNK,
+            folds=True,
         )
     with panel_col:
         chosen = trace.find(spans, st.query_params.get("span", ""))
@@ -209,20 +277,50 @@ def _explorer(detail: RunDetail) -> None:
             _span_panel(chosen, spans)
 
 
-def _tree_controls() -> tuple[int | str, bool, bool]:
-    """What the tree shows: the depth it is expanded to, engine spans or not, failures only."""
-    c = st.columns(3)
-    depth = c[0].selectbox(
+@dataclass(frozen=True)
+class TreeView:
+    """What the tree's controls ask for (``trace.tree``'s arguments)."""
+
+    sort: str = "start"
+    kinds: frozenset[str] | None = None  # None: every kind
+    failures: bool = False
+    depth: int | None = None
+
+
+def _tree_controls(spans: list[SpanOut]) -> TreeView:
+    """Order, kinds, failures only and depth: the ways to find a span in a large tree."""
+    c = st.columns([4, 3, 3], vertical_alignment="bottom")
+    sort = c[0].segmented_control(
+        "Order",
+        list(TREE_SORTS),
+        default="Start",
+        key="tree_sort",
+        help="Siblings by start time, or costliest (a step by everything under it) or longest first.",
+    )
+    failures = c[1].toggle("Failures only", value=False, key="tree_failures")
+    depth = c[2].selectbox(
         "Expand to depth",
         [ALL_DEPTHS, "1", "2", "3", "4"],
         key="tree_depth",
-        help="Collapse the tree below this depth (1: the run's direct children).",
+        help="Fold the tree below this depth (1: the run's direct children); a fold mark opens one span.",
     )
-    engine = c[1].toggle(
-        "Engine spans", value=True, key="tree_engine", help="The engine's own record of each LLM call."
+    present = [k for k in TREE_KINDS if any(s.kind == k for s in spans)]
+    kinds = st.pills("Kinds", present, default=present, selection_mode="multi", key="tree_kinds")
+    return TreeView(
+        sort=TREE_SORTS.get(sort or "Start", "start"),
+        kinds=None if set(kinds or ()) >= set(present) else frozenset(kinds or ()),
+        failures=bool(failures),
+        depth=None if depth in (None, ALL_DEPTHS) else int(depth),
     )
-    failures = c[2].toggle("Failures only", value=False, key="tree_failures")
-    return (ALL_DEPTHS if depth in (None, ALL_DEPTHS) else int(depth)), engine, failures
+
+
+def _folded(trace_id: str, clicked: str | None) -> frozenset[str]:
+    """The spans of this run whose fold mark the reader clicked (``trace.tree``'s ``toggled``),
+    kept for the session; a click flips one."""
+    state = st.session_state.setdefault(f"tree_folds_{trace_id}", set())
+    if clicked:
+        state.symmetric_difference_update({clicked})
+    return frozenset(state)
 
 
 # The tree's rows are built once per run and shape (who asks, span count, last end, status) and shared by
@@ -232,20 +330,16 @@ def _tree_controls() -> tuple[int | str, bool, bool]:
 def _tree(
     trace_id: str,
     shape: tuple[str, int, float, str],
-    depth: int | str,
-    engine: bool,
-    failures: bool,
+    view: TreeView,
+    folded: frozenset[str],
     _spans: list[SpanOut],
-) -> tuple[list[tuple[SpanOut, int]], tables.Encoded]:
+) -> tuple[list[trace.TreeItem], tables.Encoded]:
     """The tree cut to what the controls ask for, and its rows encoded for the browser."""
-    items = analysis.tree_order(_spans)
-    if isinstance(depth, int):  # else ALL_DEPTHS
-        items = [(s, d) for s, d in items if d <= depth]
-    if not engine:
-        items = [(s, d) for s, d in items if not analysis.is_engine_span(s)]
-    if failures:
-        items = [(s, d) for s, d in items if d == 0 or analysis.is_failed(s)]
-    return items, tables.encode([_tree_row(row) for row in trace.tree_rows(items, trace.step_names(_spans))])
+    items = trace.tree(
+        _spans, sort=view.sort, kinds=view.kinds, failures=view.failures, depth=view.depth, toggled=folded
+    )
+    rows = trace.tree_rows(items, trace.step_names(_spans), _spans)
+    return items, tables.encode([_tree_row(row) for row in rows])
 
 
 def _tree_row(row: dict[str, Any]) -> tables.Row:
@@ -254,22 +348,26 @@ def _tree_row(row: dict[str, Any]) -> tables.Row:
     if row["status"] == live.OPEN:
         colour += "80"  # pale: not ended
     start, duration = row["start_s"], row["duration_s"]
+    marks = {"status": "bad"} if failed else ({"status": "dim"} if row["status"] == live.OPEN else {})
+    if not row["matched"]:
+        marks["span"] = "dim"  # kept to show where a match sits, not a match itself
     return tables.Row(
         id=row["span_id"],
         cells=[
             row["span"],
-            f"+{start:.3f} s to +{start + duration:.3f} s ({ui.fmt(duration, 's')})",
-            ui.fmt(duration, "s"),
             row["status"],
-            row["detail"],
             ui.fmt(row["cost_usd"], "USD") if row["cost_usd"] else "",
+            ui.fmt(duration, "s"),
             f"+{start:.3f} s",
             row["step"],
+            f"+{start:.3f} s to +{start + duration:.3f} s ({ui.fmt(duration, 's')})",
+            row["detail"],
         ],
         depth=row["depth"],
-        marks={"status": "bad"} if failed else ({"status": "dim"} if row["status"] == live.OPEN else {}),
+        marks=marks,
         titles={"detail": row["detail"]} if len(row["detail"]) > 60 else {},
         bars={"timeline": (row["offset"], row["share"], colour)},
+        fold=row["collapsed"] if row["children"] else None,
     )
 
 
@@ -279,7 +377,7 @@ def _no_span_chosen(spans: list[SpanOut]) -> None:
         "Select a span in the tree to see its attributes, events, error, tokens, "
         "timings and captured messages."
         + (
-            f" This run has {len(failed)} failed spans ({trace.FAILED_MARK}): the Failures only switch lists them."
+            f" This run has {ui.plural(len(failed), 'failed span')} ({trace.FAILED_MARK}): the Failures only switch lists them."
             if failed
             else ""
         )
@@ -405,50 +503,81 @@ def _events(span: SpanOut) -> None:
 # --- the other views -------------------------------------------------------------------------
 
 
+STEP_COLUMNS = [
+    tables.Column("step", "step"),
+    tables.Column("llm", "LLM calls", numeric=True),
+    tables.Column("tools", "tool calls", numeric=True),
+    tables.Column("input", "input tokens", numeric=True),
+    tables.Column("output", "output tokens", numeric=True),
+    tables.Column("cost", "cost", numeric=True),
+    tables.Column("ttft", "first TTFT", numeric=True, help="Time to first token of the step's first LLM call"),
+    tables.Column("failures", "failures", numeric=True),
+    tables.Column("models", "models"),
+]
+CALL_COLUMNS = [
+    tables.Column("step", "step"),
+    tables.Column("model", "model"),
+    tables.Column("input", "input tokens", numeric=True),
+    tables.Column("cached", "cached tokens", numeric=True),
+    tables.Column("output", "output tokens", numeric=True),
+    tables.Column("cost", "cost", numeric=True),
+    tables.Column("ttft", "TTFT", numeric=True, help="Time to first token"),
+    tables.Column("tpot", "TPOT", numeric=True, help="Time per output token"),
+    tables.Column("duration", "duration", numeric=True),
+    tables.Column("finish", "finish reason"),
+    tables.Column("status", "status"),
+]
+
+
 def _steps(spans) -> None:
+    """Per step, then per LLM call: plain tables (every value whole, in words and units)."""
     steps = analysis.step_rows(spans)
     if not steps:
         st.info("No LLM or tool calls in this run.")
         return
     names = trace.step_names(spans)
-    for row in steps:
-        row["step"] = trace.step_label(int(row["step"]), names)  # type: ignore[call-overload]
-    st.dataframe(
-        pd.DataFrame(steps),
-        hide_index=True,
-        column_config={
-            "cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.5f"),
-            "ttft_s": st.column_config.NumberColumn("TTFT (s)", format="%.3f s"),
-        },
-    )
+    tables.table(STEP_COLUMNS, [_step_row(row, names) for row in steps], key="steps_table")
     calls = analysis.client_llm_calls(spans)
-    st.caption(f"{len(calls)} LLM calls")
-    st.dataframe(
-        pd.DataFrame(
-            [
-                {
-                    "step": trace.step_label(c.step_index, names),
-                    "model": c.model,
-                    "input tokens": c.input_tokens,
-                    "output tokens": c.output_tokens,
-                    "cached tokens": c.cached_tokens,
-                    "cost_usd": c.cost_usd,
-                    "ttft_s": c.ttft_s,
-                    "tpot_s": c.tpot_s,
-                    "duration_s": c.duration_s,
-                    "finish": c.finish_reason,
-                    "status": c.status,
-                }
-                for c in calls
-            ]
-        ),
-        hide_index=True,
-        column_config={
-            "cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.5f"),
-            "ttft_s": st.column_config.NumberColumn("TTFT (s)", format="%.3f s"),
-            "tpot_s": st.column_config.NumberColumn("TPOT (s)", format="%.4f s"),
-            "duration_s": st.column_config.NumberColumn("duration (s)", format="%.2f s"),
-        },
+    st.caption(ui.plural(len(calls), "LLM call"))
+    tables.table(CALL_COLUMNS, [_call_row(c, names) for c in calls], key="calls_table", max_height=640)
+
+
+def _step_row(row: dict[str, Any], names: dict[int, str]) -> tables.Row:
+    step = int(row["step"])
+    return tables.Row(
+        id=str(step),
+        cells=[
+            trace.step_label(step, names),
+            f"{row['llm_calls']:,}",
+            f"{row['tool_calls']:,}",
+            f"{row['input_tokens']:,}",
+            f"{row['output_tokens']:,}",
+            ui.fmt(row["cost_usd"], "USD"),
+            ui.fmt(row["ttft_s"], "s"),
+            f"{row['failures']:,}",
+            str(row["models"]).replace(",", ", "),
+        ],
+        marks={"failures": "bad"} if row["failures"] else {},
+    )
+
+
+def _call_row(call: SpanOut, names: dict[int, str]) -> tables.Row:
+    return tables.Row(
+        id=call.span_id,
+        cells=[
+            trace.step_label(call.step_index, names),
+            call.model,
+            f"{call.input_tokens:,}",
+            f"{call.cached_tokens:,}",
+            f"{call.output_tokens:,}",
+            ui.fmt(call.cost_usd, "USD"),
+            ui.fmt(call.ttft_s, "s"),
+            ui.fmt(call.tpot_s, "s"),
+            ui.fmt(call.duration_s, "s"),
+            call.finish_reason or ui.BLANK,
+            trace.status_word(call),
+        ],
+        marks={"status": "bad"} if analysis.is_failed(call) else {},
     )
 
 
@@ -495,9 +624,7 @@ def _content(spans) -> None:
     if removed:
         st.caption(f"{removed} spans' captured text was removed by retention or a deletion.")
     if not captured and not (damaged or removed):
-        st.info(
-            "No captured content: prompt and completion capture is off by default (`agentwatch.init(capture_content=True)`)."
-        )
+        st.info("No captured content: " + trace.TEXT_NOTES["not_captured"].removeprefix("Not captured: "))
         return
     if not captured:
         return
@@ -520,30 +647,56 @@ def _content(spans) -> None:
             )
 
 
-def _spans_frame(spans) -> pd.DataFrame:
+SPAN_COLUMNS = [
+    tables.Column("start", "start", numeric=True, help="Seconds after the run's first span"),
+    tables.Column("duration", "duration", numeric=True),
+    tables.Column("kind", "kind"),
+    tables.Column("name", "name"),
+    tables.Column("status", "status"),
+    tables.Column("step", "step"),
+    tables.Column("model", "model"),
+    tables.Column("tool", "tool"),
+    tables.Column("input", "input tokens", numeric=True),
+    tables.Column("output", "output tokens", numeric=True),
+    tables.Column("cost", "cost", numeric=True),
+    tables.Column("error", "error"),
+    tables.Column("span_id", "span id"),
+]
+
+
+def _spans_table(spans) -> None:
+    """Every span by start time, a click opens it in the Trace view."""
     t0 = min(s.start_time for s in spans)
     names = trace.step_names(spans)
-    return pd.DataFrame(
-        [
-            {
-                "offset_s": round(s.start_time - t0, 4),
-                "duration_s": round(s.duration_s, 4),
-                "kind": s.kind,
-                "name": s.name,
-                "status": s.status,
-                "error": trace.error_text(s) if analysis.is_failed(s) else "",
-                "timeout": s.is_timeout,
-                "model": s.model,
-                "tool": s.tool_name,
-                "step": trace.step_label(s.step_index, names),
-                "input tokens": s.input_tokens,
-                "output tokens": s.output_tokens,
-                "cost_usd": s.cost_usd,
-                "span_id": s.span_id,
-            }
-            for s in sorted(spans, key=lambda s: s.start_time)
-        ]
-    )
+    key = "spans_table"
+    if picked := tables.clicked(key, "open"):
+        st.query_params["span"] = picked
+        st.query_params.pop("view", None)  # the next run opens Trace (``_view_from_url``)
+        st.rerun()
+    rows = [
+        tables.Row(
+            id=s.span_id,
+            cells=[
+                f"+{s.start_time - t0:.3f} s",
+                ui.fmt(s.duration_s, "s"),
+                s.kind,
+                s.name,
+                trace.status_word(s),
+                trace.step_label(s.step_index, names),
+                s.model,
+                s.tool_name,
+                f"{s.input_tokens:,}" if s.input_tokens else "",
+                f"{s.output_tokens:,}" if s.output_tokens else "",
+                ui.fmt(s.cost_usd, "USD") if s.cost_usd else "",
+                trace.error_text(s) if analysis.is_failed(s) else "",
+                s.span_id,
+            ],
+            marks={"status": "bad", "error": "bad"} if analysis.is_failed(s) else {},
+        )
+        for s in sorted(spans, key=lambda s: s.start_time)
+    ]
+    st.caption(ui.plural(len(rows), "span") + " by start time · click one to open it in the Trace view")
+    tables.table(SPAN_COLUMNS, rows, key=key, clickable=True, max_height=640, chunk=TREE_CHUNK)
 
 
 render()

@@ -57,6 +57,8 @@ def test_one_firing_and_one_resolved_per_channel_signed_and_retried(
         and "agent=researcher" in fired["link"]
         and f"start={T0 + 19 * 60}" in fired["link"]
     )
+    assert fired["runs_link"].startswith("http://dash.example:8501/run?costliest=1&project=p1&")
+    assert "agent=researcher" in fired["runs_link"] and f"start={T0 + 19 * 60}" in fired["runs_link"]
     assert resolved["alert"]["alert_id"] == alert["alert_id"] and resolved["alert"]["peak"] >= alert["value"]
     assert [p["text"].split("]")[0] for p in by_path(receiver, "/slack")] == [
         "[agentwatch FIRING",
@@ -72,6 +74,7 @@ def test_one_firing_and_one_resolved_per_channel_signed_and_retried(
         and "incident started" in body
         and "baseline" in body
         and "http://dash.example:8501/alerts?alert=" in body
+        and "its most expensive run: http://dash.example:8501/run?costliest=1&" in body
     )
     rows = store.query(qa.LIST_DELIVERIES, {"project": "p1", "alert_id": alert["alert_id"], "limit": 100})
     assert sum(not r["ok"] for r in rows) == 3

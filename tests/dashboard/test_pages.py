@@ -209,16 +209,18 @@ def test_run_detail_shows_waterfall_steps_growth_engine_and_graph(app: AppTest, 
     assert tree.bars[0]["timeline"][:2] == [0.0, 1.0] and max(tree.depths) >= 2  # run > step > call
     assert all(0 <= b["timeline"][0] and b["timeline"][0] + b["timeline"][1] <= 1 + 1e-9 for b in tree.bars)
     assert all(cell.startswith("+") and " to +" in cell for cell in tree.column("timeline"))  # each bar's hover
-    steps = view(at, "Steps").dataframe[0].value
+    steps = tables(view(at, "Steps"))["steps_table"]
     llm = [s for s in react["spans"] if s["kind"] == "llm"]
-    assert steps["input_tokens"].sum() == sum(s["input_tokens"] for s in llm)
+    assert sum(int(c.replace(",", "")) for c in steps.column("input")) == sum(s["input_tokens"] for s in llm)
+    assert steps.labels[:4] == ["step", "LLM calls", "tool calls", "input tokens"]  # words, not column names
+    assert at.query_params["view"] == "steps"  # a reload or a shared link opens Steps again
     assert "Fitted growth: quadratic" in text(view(at, "Context growth"))
     body = text(view(at, "Engine"))
     assert "queue:" in body and "decode:" in body  # the engine's spans joined the trace
     edges, nodes = chart(view(at, "Graph"))[1]
     assert {"research-agent", "sim-large"} <= set(nodes["name"]) and edges["label"].str.contains("calls").all()
     # the Spans table too may hold an engine span joined after the first fetch (CI: 37 rows, 36 fetched before)
-    assert len(react["spans"]) <= len(view(at, "Spans").dataframe[0].value) <= len(after["spans"])
+    assert len(react["spans"]) <= len(tables(view(at, "Spans"))["spans_table"].ids) <= len(after["spans"])
     iterative = runs["iterative"]
     at = page(at, "views/run_detail.py", trace_id=iterative["run"]["trace_id"])
     assert "Fitted growth: linear" in text(view(at, "Context growth"))

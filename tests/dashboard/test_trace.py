@@ -145,3 +145,76 @@ def test_a_span_without_text_says_whether_it_was_not_captured_removed_or_damaged
     assert "Not captured" in (trace.text_note(span("c", kind="llm")) or "")
     assert "Removed" in (trace.text_note(span("d", kind="llm", text_state="removed")) or "")
     assert "damaged" in (trace.text_note(span("e", kind="llm", text_state="damaged")) or "")
+
+
+def _costly_run() -> list:
+    """A run of three steps; step 1 holds the costliest call, step 2 the longest one, an engine span under step 0's call."""
+    return [
+        span("run", kind="run", dur=10),
+        span("s0", "run", start=0, dur=2, step_index=0),
+        span("l0", "s0", kind="llm", start=0, dur=1, step_index=0, cost_usd=0.01, input_tokens=1200, output_tokens=80),
+        span("e0", "l0", kind="engine", start=0.1, dur=0.8, model="sim-large", queue_s=0.2, decode_s=0.5),
+        span("s1", "run", start=2, dur=2, step_index=1),
+        span("l1", "s1", kind="llm", start=2, dur=1, step_index=1, cost_usd=0.50),
+        span("t1", "s1", kind="tool", start=3, dur=0.5, step_index=1, tool_name="fetch", status="error"),
+        span("s2", "run", start=4, dur=6, step_index=2),
+        span("l2", "s2", kind="llm", start=4, dur=5.5, step_index=2, cost_usd=0.02),
+    ]
+
+
+def _ids(items: list[trace.TreeItem]) -> list[str]:
+    return [i.span.span_id for i in items]
+
+
+def test_the_tree_sorts_siblings_by_cost_of_everything_under_them_or_by_duration() -> None:
+    spans = _costly_run()
+    assert _ids(trace.tree(spans)) == ["run", "s0", "l0", "e0", "s1", "l1", "t1", "s2", "l2"]
+    assert _ids(trace.tree(spans, sort="cost")) == ["run", "s1", "l1", "t1", "s2", "l2", "s0", "l0", "e0"]
+    assert _ids(trace.tree(spans, sort="duration")) == ["run", "s2", "l2", "s0", "l0", "e0", "s1", "l1", "t1"]
+    rows = trace.tree_rows(trace.tree(spans, sort="cost"), {}, spans)
+    assert [r["cost_usd"] for r in rows[:3]] == [
+        pytest.approx(0.53),
+        pytest.approx(0.5),
+        0.5,
+    ]  # run, step: what is under
+
+
+def test_the_tree_filters_by_kind_and_failure_keeping_the_path_to_each_match() -> None:
+    spans = _costly_run()
+    tools = trace.tree(spans, kinds=frozenset({"tool"}))
+    assert _ids(tools) == ["run", "s1", "t1"] and [i.matched for i in tools] == [False, False, True]
+    assert _ids(trace.tree(spans, failures=True)) == ["run", "s1", "t1"]
+    assert _ids(trace.tree(spans, kinds=frozenset({"llm"}))) == ["run", "s0", "l0", "s1", "l1", "s2", "l2"]
+
+
+def test_each_node_folds_and_unfolds_on_its_own() -> None:
+    spans = _costly_run()
+    folded = trace.tree(spans, toggled=frozenset({"s1"}))
+    assert _ids(folded) == ["run", "s0", "l0", "e0", "s1", "s2", "l2"]
+    s1 = next(i for i in folded if i.span.span_id == "s1")
+    assert s1.collapsed and s1.children == 2
+    shallow = trace.tree(spans, depth=1)
+    assert _ids(shallow) == ["run", "s0", "s1", "s2"] and all(i.collapsed for i in shallow[1:])
+    assert _ids(trace.tree(spans, depth=1, toggled=frozenset({"s2"}))) == ["run", "s0", "s1", "s2", "l2"]
+
+
+def test_an_engine_row_shows_its_calls_tokens_and_its_timings() -> None:
+    spans = _costly_run()
+    rows = {r["span_id"]: r for r in trace.tree_rows(trace.tree(spans), {}, spans)}
+    assert rows["e0"]["detail"] == "sim-large · 1,200 in / 80 out · queue 200 ms · decode 500 ms"
+    assert rows["l0"]["detail"] == "1,200 in / 80 out"
+
+
+def test_every_mark_the_tree_draws_is_in_a_font_debians_chromium_has() -> None:
+    """ "⏵" (the open mark once) drew an empty box: no installed font has it."""
+    import shutil
+    import subprocess
+
+    if shutil.which("fc-list") is None:
+        pytest.skip("fontconfig's fc-list is not installed")
+    marks = {*trace.ICONS.values(), trace.FAILED_MARK, trace.OPEN_MARK[0], trace.FOLDED, trace.UNFOLDED}
+    for mark in marks:
+        found = subprocess.run(
+            ["fc-list", f":charset={ord(mark):x}", "family"], capture_output=True, text=True, check=True
+        ).stdout
+        assert found.strip(), f"no installed font draws {mark!r} (U+{ord(mark):04X})"
