@@ -18,7 +18,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from agentwatch_api.schemas import SpanOut
-from agentwatch_platform.dashboard import analysis, ui
+from agentwatch_platform.dashboard import trace, ui
 from agentwatch_platform.reference_agent.demo import ProcessGroup
 from tests.dashboard import browser
 from tests.dashboard.support import PROJECT, SCREENSHOTS, SeededStack
@@ -213,9 +213,9 @@ def test_a_click_on_a_span_opens_its_panel_with_the_full_error(
     assert "Select a span" in page.text()
     page.click_label("Failures only")
     spans = [SpanOut(**s) for s in detail["spans"]]
-    shown = [s for s, depth in analysis.tree_order(spans) if depth == 0 or analysis.is_failed(s)]
+    shown = [item.span for item in trace.tree(spans, failures=True)]  # the failures and the path to each
     tree = next(k for k in page.table_keys() if k.startswith("tree-"))
-    assert len(page.table_rows(tree)) == len(shown)  # the run and its failures
+    assert len(page.table_rows(tree)) == len(shown)
     page.click_table_row(tree, next(i for i, s in enumerate(shown) if s.span_id == failed["span_id"]))
     assert page.exceptions() == []
     assert f"span={failed['span_id']}" in page.driver.current_url
