@@ -10,6 +10,7 @@ import streamlit as st
 
 from agentwatch_platform.dashboard import projects, ui
 
+MAIN_CSS = '[data-testid="stMainBlockContainer"] {padding-left: 2rem; padding-right: 2rem; max-width: none;}'
 PAGES = [
     st.Page("views/overview.py", title="Overview", icon=":material/monitoring:", default=True),
     st.Page("views/runs.py", title="Runs", icon=":material/list:"),
@@ -21,6 +22,9 @@ PAGES = [
 ]
 
 st.set_page_config(page_title="agentwatch", page_icon=":material/monitoring:", layout="wide")
+# Wide pages use the width: Streamlit's 5 rem side margins cut the runs table's trace ids and the
+# span tree's timeline at 1600 px. A style alone is drawn in no element's space.
+st.html(f"<style>{MAIN_CSS}</style>")
 authenticated = ui.login()
 page = st.navigation(PAGES, position="sidebar" if authenticated else "hidden")
 if not authenticated:

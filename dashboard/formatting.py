@@ -139,3 +139,42 @@ def plural(count: float, noun: str, nouns: str | None = None) -> str:
 def count(value: float | None) -> str:
     """A whole count with thousands separators, exactly ("1,755,020", never "1.75502e+06")."""
     return BLANK if value is None or not math.isfinite(value) else f"{value:,.0f}"
+
+
+# The query API's metric names as a legend or a column says them (``metric_label``).
+METRIC_LABELS = {
+    "cost_usd": "cost",
+    "runs": "runs",
+    "cost_per_success_usd": "cost per successful task",
+    "tokens_per_s": "output tokens per second",
+    "run_latency_p50": "median run latency",
+    "run_latency_p95": "p95 run latency",
+    "ttft_p50": "median time to first token",
+    "ttft_p95": "p95 time to first token",
+    "tpot_p50": "median time per output token",
+    "tpot_p95": "p95 time per output token",
+    "steps_per_run": "steps per run",
+    "max_steps": "most steps in a run",
+    "tool_failure_rate": "tool failure rate",
+    "error_rate": "error rate",
+    "timeout_rate": "timeout rate",
+    "success_rate": "task success rate",
+    "feedback_score": "mean feedback score",
+    "max_run_cost_usd": "costliest run",
+    "input_tokens": "input tokens",
+    "output_tokens": "output tokens",
+    "cached_tokens": "cached tokens",
+}
+_SUFFIXES = (("_usd", ""), ("_s", ""), ("_p50", " (median)"), ("_p95", " (p95)"), ("_p99", " (p99)"))
+
+
+def metric_label(metric: str) -> str:
+    """A metric or column name in words: ``run_latency_p50`` -> "median run latency"; an unknown
+    one loses its unit suffix and underscores ("mean_cost_usd" -> "mean cost")."""
+    if metric in METRIC_LABELS:
+        return METRIC_LABELS[metric]
+    words = metric
+    for suffix, said in _SUFFIXES:
+        if words.endswith(suffix):
+            words = words.removesuffix(suffix) + said
+    return words.replace("_", " ").strip()

@@ -19,6 +19,7 @@ import pandas as pd
 from agentwatch import semconv as sc
 
 from agentwatch_platform.dashboard.analysis import GrowthFit, RunGraph
+from agentwatch_platform.dashboard.formatting import plural
 from agentwatch_platform.dashboard.svg_charts import ERROR_COLOUR
 
 KIND_COLOURS = {
@@ -88,11 +89,13 @@ def shares_chart(rows: Sequence[Mapping[str, object]]) -> alt.Chart:
     )
     calls = list(dict.fromkeys(str(r["call"]) for r in rows))
     return (
-        alt.Chart(frame, title="Engine time of each LLM call", height=min(1600, 60 + 20 * len(calls)))
+        # 24 px a call and no label limit: at 20 px Vega dropped every second label as overlapping, and
+        # cut the rest at 180 px ("1. step 3 · sim-lar…")
+        alt.Chart(frame, title="Engine time of each LLM call", height=min(7200, 60 + 24 * len(calls)))
         .mark_bar()
         .encode(
             x=alt.X("seconds:Q", title="seconds", stack="zero"),
-            y=alt.Y("call:N", sort=calls, title=None),
+            y=alt.Y("call:N", sort=calls, title=None, axis=alt.Axis(labelLimit=0, labelOverlap=False)),
             order="order:Q",
             color=alt.Color(
                 "part:N",
@@ -126,8 +129,8 @@ def graph_chart(graph: RunGraph) -> alt.LayerChart:
                 "my": (pos[src][1] + pos[dst][1]) / 2,
                 "width": 1 + min(6, math.log2(1 + e.calls)),
                 "failed": e.failures > 0,
-                "label": f"{e.calls} calls"
-                + (f", {e.failures} failed" if e.failures else "")
+                "label": plural(e.calls, "call")
+                + (f", {e.failures:,} failed" if e.failures else "")
                 + (f", {_usd(e.cost_usd)}" if e.cost_usd else ""),
             }
             for (src, dst), e in graph.edges.items()

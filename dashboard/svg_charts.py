@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from agentwatch_api.schemas import TimeSeries
+from agentwatch_platform.dashboard.formatting import metric_label
 
 CHART_CLASS, BAND_CLASS = "aw-chart", "aw-hover"
 PALETTE = ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d")
@@ -199,7 +200,7 @@ def from_series(series: Sequence[TimeSeries], *, stacked: bool = False) -> list[
         for p in ts.points:
             if grouped and p.group == "":
                 continue
-            lines.setdefault(p.group or ts.metric, []).append((p.t, p.value))
+            lines.setdefault(p.group or metric_label(ts.metric), []).append((p.t, p.value))
     return [Line(name, sorted(points)) for name, points in lines.items()]
 
 
@@ -337,8 +338,11 @@ def _time_axis(t0: float, t1: float, x: Callable[[float], float], box: _Box) -> 
         f'<line x1="{box.left}" x2="{box.right}" y1="{box.bottom}" y2="{box.bottom}" stroke="#31333f" stroke-opacity="0.35"/>'
     ]
     t = math.ceil(t0 / every) * every
-    while t <= t1 and x(t) < box.right - 40:  # the last 40 units say "UTC"
+    zone_left = box.right - CHAR_W * len("UTC") - CHAR_W  # "UTC" and a space at the axis' end
+    while t <= t1:
         label = datetime.fromtimestamp(t, tz=UTC).strftime("%m-%d" if daily else "%H:%M:%S" if every < 60 else "%H:%M")
+        if x(t) + CHAR_W * len(label) / 2 > zone_left:  # a 30-day axis ran "12-03" into "UTC"
+            break
         parts.append(f'<text x="{x(t):.1f}" y="{HEIGHT - 8}" text-anchor="middle">{label}</text>')
         t += every
     parts.append(f'<text x="{box.right}" y="{HEIGHT - 8}" text-anchor="end" opacity="0.6">UTC</text>')

@@ -32,6 +32,7 @@ from agentwatch_platform.dashboard.formatting import fmt as fmt
 from agentwatch_platform.dashboard.formatting import fmt_change as fmt_change
 from agentwatch_platform.dashboard.formatting import fmt_delta as fmt_delta
 from agentwatch_platform.dashboard.formatting import fmt_time as fmt_time
+from agentwatch_platform.dashboard.formatting import metric_label as metric_label
 from agentwatch_platform.dashboard.formatting import plural as plural
 from agentwatch_platform.dashboard.formatting import unit_of as unit_of
 

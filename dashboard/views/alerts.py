@@ -74,11 +74,10 @@ def _duration(alert: AlertOut, now: float | None = None) -> float | None:
 
 
 def _fmt_duration(seconds: float | None) -> str:
+    """Whole seconds as a person says them: a 211 s incident "3 min 31 s" (it read "4 min")."""
     if seconds is None:
-        return "–"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+        return ui.BLANK
+    return ui.fmt(float(round(seconds)), "s") if seconds >= 1 else ui.fmt(seconds, "s")
 
 
 def _incident(alert: AlertOut, rule: AlertRuleOut | None, *, expanded: bool) -> None:
@@ -91,7 +90,7 @@ def _incident(alert: AlertOut, rule: AlertRuleOut | None, *, expanded: bool) -> 
         change = (alert.value - alert.baseline) / alert.baseline if alert.value is not None and alert.baseline else None
         shown = ui.fmt_change(change)
         c[0].metric(
-            f"{alert.metric} now",
+            f"{ui.metric_label(alert.metric).capitalize()} now",
             ui.fmt(alert.value, unit),
             delta=shown.replace("previous", "baseline") if shown is not None else None,
             delta_color="inverse",
@@ -118,7 +117,7 @@ def _incident(alert: AlertOut, rule: AlertRuleOut | None, *, expanded: bool) -> 
             series = _series(alert, start, end, step)
             if series is None:
                 st.caption(
-                    f"{alert.metric} is a figure of the moment (no series): its value, threshold and peak are above."
+                    f"{ui.metric_label(alert.metric).capitalize()} is a figure of the moment (no series): its value, threshold and peak are above."
                 )
             else:
                 st.html(svg_charts.html_block([incident_chart(series, alert, unit)]))
@@ -192,7 +191,7 @@ def incident_chart(series: TimeSeries, alert: AlertOut, unit: str) -> str:
     ]
     return svg_charts.time_chart(
         svg_charts.from_series([series]),
-        f"{alert.metric}: the incident against its baseline",
+        f"{ui.metric_label(alert.metric).capitalize()}: the incident against its baseline",
         unit,
         ui.fmt,
         score=alert.metric == "feedback_score",
@@ -217,7 +216,7 @@ def incidents_frame(alerts: list[AlertOut]) -> pd.DataFrame:
                 "peak": ui.fmt(a.peak, ui.unit_of(a.metric)),
                 "baseline": ui.fmt(a.baseline, ui.unit_of(a.metric)),
                 "threshold": ui.fmt(a.threshold, ui.unit_of(a.metric)),
-                "metric": a.metric,
+                "metric": ui.metric_label(a.metric),
             }
             for a in alerts
         ]
@@ -237,7 +236,7 @@ def _rules(rules: list[AlertRuleOut]) -> None:
             [
                 {  # a few rows: a plain HTML table, readable and searchable in the page
                     "name": r.name,
-                    "metric": r.metric,
+                    "metric": ui.metric_label(r.metric),
                     "scope": ", ".join(f"{k}={v}" for k, v in r.scope.items()) or "project",
                     "window": f"{r.window_s} s",
                     "condition": ", ".join(f"{k} {v}" for k, v in r.condition.items()),

@@ -192,7 +192,7 @@ def _savings(savings: LeverSavings | None) -> None:
                     money(lv.actual_usd),
                     money(lv.counterfactual_usd),
                     money(lv.saving_usd),
-                    ", ".join(f"{k.replace('_', ' ')} {v:,.6g}" for k, v in lv.detail.items()),
+                    ", ".join(f"{ui.metric_label(k)} {_detail_value(k, v)}" for k, v in lv.detail.items()),
                 ],
                 marks={"saving": "good"} if lv.saving_usd > 0 else {},
             )
@@ -204,10 +204,21 @@ def _savings(savings: LeverSavings | None) -> None:
     quality = [q.model_dump() for q in savings.quality]
     names = list(quality[0]) if quality else []
     tables.table(
-        [tables.Column(n, n.replace("_", " "), numeric=n not in ("group",)) for n in names],
+        [tables.Column(n, ui.metric_label(n), numeric=n not in ("group",)) for n in names],
         [tables.Row(str(i), [_quality_cell(n, q[n]) for n in names]) for i, q in enumerate(quality)],
         key="cost_quality",
     )
+
+
+def _detail_value(name: str, value: float) -> str:
+    """A lever's detail figure in its unit: seconds, dollars, else a count ("1,755,020", not "1.75502e+06")."""
+    if name.endswith("_s"):
+        return ui.fmt(value, "s")
+    if name.endswith("_usd"):
+        return money(value)
+    if name.endswith(("_rate", "_share")):
+        return ui.fmt(value, "ratio")
+    return f"{value:,.0f}" if float(value).is_integer() else ui.fmt(value, "")
 
 
 def _quality_cell(name: str, value: object) -> str:

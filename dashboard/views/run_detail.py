@@ -575,7 +575,7 @@ def _call_row(call: SpanOut, names: dict[int, str]) -> tables.Row:
             ui.fmt(call.ttft_s, "s"),
             ui.fmt(call.tpot_s, "s"),
             ui.fmt(call.duration_s, "s"),
-            call.finish_reason or ui.BLANK,
+            call.finish_reason.replace("_", " ") or ui.BLANK,  # OpenAI's "tool_calls" as words
             trace.status_word(call),
         ],
         marks={"status": "bad"} if analysis.is_failed(call) else {},

@@ -81,6 +81,7 @@ HIDDEN = [
     "cached_tokens",
     "budget_stop",
     "feedback",
+    "session",  # the trace id in view at 1600 px; the session is one click away (Columns) and a filter
     "name",
 ]
 
@@ -271,12 +272,27 @@ def _paged(win: ui.Window, page: RunsPage) -> None:
     for warning in page.warnings:  # the search could not read some captured text: it may miss runs
         st.warning(warning)
     if page.total == 0:
-        ui.empty(f"No runs match in the {win.label.lower()}.")
+        _no_match(win)
         return
     if not page.items:  # filters changed under a later page: start again at the first
         st.session_state["runs_page"] = 1
         st.rerun()
     _table(page.items, page.total, page.offset, page.limit)
+
+
+def _no_match(win: ui.Window) -> None:
+    """Nothing matched: said apart from "nothing stored" (the demo hint only then), with the
+    number of runs the search and filters left out."""
+    range_ = win.label.lower()
+    with ui.guarded("the runs of the range"):
+        every = ui.fetch("runs", start=win.start, end=win.end, limit=1).total
+        if every:
+            st.info(
+                f"No runs match the search and filters in the {range_}; without them there are "
+                f"{ui.plural(every, 'run')}. Clear the search box or a filter, or widen the time range."
+            )
+        else:
+            ui.empty(f"No runs in the {range_}.")
 
 
 def _table(runs: list[RunSummary], total: int, offset: int, limit: int) -> None:
