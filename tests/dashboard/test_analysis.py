@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from agentwatch_api.schemas import EnginePoint, SpanOut
 from agentwatch_platform.dashboard import analysis, ui
 
@@ -280,3 +282,22 @@ def test_charts_are_drawn_unvalidated_and_the_tests_still_catch_a_bad_spec() -> 
     drawn.to_dict()  # not validated when the dashboard draws it...
     with pytest.raises(jsonschema.ValidationError):
         valid_vega_lite(drawn.to_dict())  # ...but the page tests check every spec they receive
+
+
+@pytest.mark.parametrize("width", [320, 480, 640, 1100])
+def test_a_30_day_axis_keeps_its_dates_clear_of_utc(width: int) -> None:
+    """The last date ran into the axis' "UTC" (12-03UTC) on a 30-day range."""
+    from agentwatch_platform.dashboard import svg_charts
+    from tests.dashboard.support import svg_of
+
+    end = 1_796_515_200.0  # a midnight
+    points = [(end - 30 * 86_400 + i * 43_200, float(i % 7)) for i in range(61)]
+    block = svg_charts.time_chart([svg_charts.Line("cost", points)], "Cost per day", "USD", ui.fmt, width=width)
+    svg = svg_of(block).svg
+    texts = [t for t in svg.iter("{http://www.w3.org/2000/svg}text") if t.get("y") == str(svg_charts.HEIGHT - 8)]
+    utc = next(t for t in texts if t.text == "UTC")
+    utc_left = float(utc.get("x")) - svg_charts.CHAR_W * 3
+    dates = [t for t in texts if t is not utc]
+    assert len(dates) >= 2
+    gap = svg_charts.CHAR_W  # a space between the last date and "UTC"
+    assert all(float(t.get("x")) + svg_charts.CHAR_W * len(t.text) / 2 <= utc_left - gap for t in dates)

@@ -179,6 +179,7 @@ def test_sigterm_during_the_traffic_stops_the_demo_without_a_traceback(tmp_path:
             if line.startswith("phase 1/2"):
                 break
         assert any("phase 1/2" in line for line in lines), "".join(lines)
+        assert "content capture is on" in "".join(lines)  # the demo's own prompts show on the dashboard
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=90)
     finally:
