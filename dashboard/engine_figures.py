@@ -28,7 +28,7 @@ def bucket_range(bucket: tuple[float, float] | None) -> str:
 def percentiles(dist: Distribution, p50: float | None, p95: float | None, calls: int) -> str:
     """p50 and p95 from the calls' own spans where there are any, else the histogram buckets they lie in."""
     if calls > 0:
-        return f"p50 {ui.fmt(p50, 's')} · p95 {ui.fmt(p95, 's')} (from {calls:,} calls' engine spans)"
+        return f"p50 {ui.fmt(p50, 's')} · p95 {ui.fmt(p95, 's')} (from the engine spans of {ui.plural(calls, 'call')})"
     return (
         f"p50 {bucket_range(dist.quantile_bucket(0.5))} · p95 {bucket_range(dist.quantile_bucket(0.95))}"
         " (histogram buckets)"

@@ -352,7 +352,7 @@ def _ingest_line() -> str:
         return ""
     lag = "" if status.lag_p95_s is None else f" · ingest lag p95 {fmt(status.lag_p95_s, 's')}"
     store = "" if status.store_available else " · store DOWN: spans are spooled"
-    return f"{lag} · {status.queued_spans:,} spans queued{store}"
+    return f"{lag} · {plural(status.queued_spans, 'span')} queued{store}"
 
 
 REFRESH_CHOICES = [5, 10, 30, 60]  # seconds (query results are reused for cache_ttl_s, 5 s by default)

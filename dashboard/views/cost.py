@@ -121,13 +121,13 @@ def _levers(cost: CostBreakdown) -> None:
             Card(
                 "Tool-cache hit rate",
                 ui.fmt(lv.tool_cache_hit_rate, "ratio"),
-                help=f"{lv.tool_cache_hits:,} hits of {lv.tool_calls:,} tool calls",
+                help=f"{ui.plural(lv.tool_cache_hits, 'hit')} of {ui.plural(lv.tool_calls, 'tool call')}",
             ),
             Card("Tokens saved by the cache", f"{lv.tokens_saved:,} tokens"),
             Card(
                 "Calls routed to the small model",
                 ui.fmt(lv.small_model_share, "ratio"),
-                help=f"{lv.small_model_calls:,} of {lv.llm_calls:,} LLM calls",
+                help=f"{lv.small_model_calls:,} of {ui.plural(lv.llm_calls, 'LLM call')}",
             ),
             Card("LLM calls", f"{lv.llm_calls:,}"),
         ]
@@ -279,7 +279,7 @@ def _whatif_estimate(win: ui.Window) -> None:
         )
         _cards(
             [
-                Card("Cost as it was (USD)", ui.fmt(w.actual_usd, "USD"), help=f"{w.runs:,} runs in the range"),
+                Card("Cost as it was (USD)", ui.fmt(w.actual_usd, "USD"), help=f"{ui.plural(w.runs, 'run')} in the range"),
                 Card("Estimated cost (USD)", ui.fmt(w.estimate_usd, "USD")),
                 Card("Change (USD)", ui.fmt(w.change_usd, "USD"), ui.fmt_delta(w.change_ratio), rise_is_good=False),
                 Card(
@@ -290,7 +290,7 @@ def _whatif_estimate(win: ui.Window) -> None:
             ]
         )
         st.caption(
-            f"{w.description}: {w.runs_changed:,} of {w.runs:,} runs and {w.calls_changed:,} LLM calls change; "
+            f"{w.description}: {w.runs_changed:,} of {ui.plural(w.runs, 'run')} and {ui.plural(w.calls_changed, 'LLM call')} change; "
             f"tokens {w.actual_tokens:,} -> {w.estimate_tokens:,}. Estimated as {w.basis}."
         )
 

@@ -116,7 +116,7 @@ def _costliest(top: RunsPage) -> None:
         return
     run = top.items[0]
     facts = (
-        f"{run.agent or run.name} · {ui.fmt(run.cost_usd, 'USD')} · {run.steps} steps · "
+        f"{run.agent or run.name} · {ui.fmt(run.cost_usd, 'USD')} · {ui.plural(run.steps, 'step')} · "
         f"{run.tool_failures} failed tool calls · {run.status} · {ui.fmt_time(run.start_time)}"
     )
     st.html(

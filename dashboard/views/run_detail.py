@@ -620,17 +620,17 @@ def _content(spans) -> None:
     damaged, removed = (sum(s.text_state == state for s in spans) for state in ("damaged", "removed"))
     if damaged:
         st.warning(
-            f"{damaged} spans' captured text is unreadable (damaged): stored, but its file is gone, torn or corrupt."
+            f"Captured text of {ui.plural(damaged, 'span')} is unreadable (damaged): stored, but its file is gone, torn or corrupt."
         )
     if removed:
-        st.caption(f"{removed} spans' captured text was removed by retention or a deletion.")
+        st.caption(f"Captured text of {ui.plural(removed, 'span')} was removed by retention or a deletion.")
     if not captured and not (damaged or removed):
         st.info("No captured content: " + trace.TEXT_NOTES["not_captured"].removeprefix("Not captured: "))
         return
     if not captured:
         return
     st.caption(
-        f"{len(captured)} spans with captured content"
+        f"{ui.plural(len(captured), 'span')} with captured content"
         + (f"; the first {MAX_CONTENT} shown" if len(captured) > MAX_CONTENT else "")
     )
     names = trace.step_names(spans)

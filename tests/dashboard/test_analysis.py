@@ -169,7 +169,7 @@ def test_engine_percentiles_at_the_resolution_of_their_data() -> None:
     dist = analysis.Distribution([0.3, 1.0, float("inf")], [12, 0, 0])
     assert engine_figures.percentiles(dist, None, None, 0) == "p50 ≤ 300 ms · p95 ≤ 300 ms (histogram buckets)"
     assert engine_figures.percentiles(dist, 0.00026, 0.00033, 12) == (
-        "p50 0.26 ms · p95 0.33 ms (from 12 calls' engine spans)"
+        "p50 0.26 ms · p95 0.33 ms (from the engine spans of 12 calls)"
     )
     assert engine_figures.bucket_range((0.3, 1.0)) == "300 ms–1.00 s"
     assert engine_figures.bucket_range((1.0, float("inf"))) == "> 1.00 s"

@@ -331,7 +331,7 @@ def test_engine_page_percentiles_come_from_the_calls_and_name_each_ttft(app: App
     assert calls["queue_calls"] > 0 and calls["ttft_calls"] > 0 and calls["client_calls"] > 0, calls
     titles = {c.title.split(":")[0]: c.title for c in svg_charts(at)}
     for title, name in (("Queue time", "queue"), ("Time to first token (engine)", "ttft")):
-        assert "calls' engine spans" in titles[title] and "histogram" not in titles[title], titles[title]
+        assert "from the engine spans of " in titles[title] and "histogram" not in titles[title], titles[title]
         shown = titles[title].split("p50 ")[1].split(" ·")[0]
         assert shown in {ui.fmt(w[f"{name}_p50"], "s") for w in windows}, (titles[title], windows)
     note = text(at)
