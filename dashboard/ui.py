@@ -316,22 +316,62 @@ def partial_from(series: Iterable[TimeSeries | None]) -> float | None:
     return min(starts) if starts else None
 
 
+RANGE_SLUGS = dict(zip(RANGES, ("15m", "1h", "6h", "24h", "7d", "30d"), strict=True))  # ?range=7d
+URL_FILTERS = {"range": "aw_range", "agent": "aw_agent", "model": "aw_model"}  # URL parameter -> widget key
+
+
 def sidebar_filters() -> None:
-    """Time range, agent and model, shared by every page (widget state survives page changes)."""
+    """Time range, agent and model, shared by every page (widget state survives page changes)
+    and kept in the URL (``?range=7d&agent=researcher``), so a screen is shared as a link."""
+    _filters_from_url()
     with st.sidebar:
-        st.selectbox("Time range", list(RANGES), index=1, key="aw_range")
+        st.selectbox("Time range", list(RANGES), index=1, key="aw_range", on_change=_filters_to_url)
         win = window()
         try:
             values = _filter_values(_target(), math.floor(win.start / 60) * 60, math.ceil(win.end / 60) * 60)
             agents, models = values.agents, values.models
         except CollectorError:
             agents, models = [], []
-        st.selectbox("Agent", [ALL, *agents], key="aw_agent")
-        st.selectbox("Model", [ALL, *models], key="aw_model")
+        st.selectbox("Agent", _options(agents, "aw_agent"), key="aw_agent", on_change=_filters_to_url)
+        st.selectbox("Model", _options(models, "aw_model"), key="aw_model", on_change=_filters_to_url)
         cfg = config()
         st.caption(f"Collector: {cfg.collector_url}" + _ingest_line())
         if cfg.login_mode != "open":
             st.button("Log out", on_click=logout)
+    _filters_to_url()
+
+
+def _options(names: Sequence[str], key: str) -> list[str]:
+    """A filter's choices; the one chosen stays among them (a shared link's agent, quiet in this range)."""
+    chosen_ = st.session_state.get(key)
+    return [ALL, *names] + ([chosen_] if chosen_ and chosen_ != ALL and chosen_ not in names else [])
+
+
+def _filters_from_url() -> None:
+    """A link's filters, set before the widgets are drawn; a URL without them changes nothing
+    (a page change keeps the session's filters)."""
+    params = st.query_params
+    by_slug = {slug: label for label, slug in RANGE_SLUGS.items()}
+    if (label := by_slug.get(params.get("range", ""))) is not None:
+        st.session_state["aw_range"] = label
+    for param in ("agent", "model"):
+        if value := params.get(param, ""):
+            st.session_state[URL_FILTERS[param]] = value
+
+
+def _filters_to_url() -> None:
+    """The filters that differ from the defaults, into the URL; the defaults leave it."""
+    wanted = {
+        "range": RANGE_SLUGS.get(st.session_state.get("aw_range", "Last hour"), "1h"),
+        "agent": chosen("aw_agent") or "",
+        "model": chosen("aw_model") or "",
+    }
+    for param, value in wanted.items():
+        if value and not (param == "range" and value == "1h"):
+            if st.query_params.get(param) != value:
+                st.query_params[param] = value
+        elif param in st.query_params:
+            del st.query_params[param]
 
 
 FILTER_VALUES_TTL_S = 60.0
