@@ -125,7 +125,7 @@ def _attributes(values: list[str]) -> dict[str, str]:
     """``["key=value", ...]`` -> the bound ``attr_key_i``/``attr_value_i`` parameters."""
     if len(values) > sql.MAX_ATTRIBUTE_FILTERS:
         raise InvalidQuery(f"attribute: at most {sql.MAX_ATTRIBUTE_FILTERS} key=value filters")
-    params = {}
+    params: dict[str, str] = {}
     for i, item in enumerate(values):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
