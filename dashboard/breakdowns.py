@@ -70,6 +70,13 @@ class BarList:
     empty: str = "Nothing in this range."
 
 
+def short_error(error_type: str) -> str:
+    """``pkg.module.ToolFailure (HTTP 503)`` -> ``ToolFailure (HTTP 503)``: the class name reads at a
+    glance; the full name stays in the link and the hover text."""
+    base, sep, rest = error_type.partition(" (")
+    return base.rsplit(".", 1)[-1] + sep + rest
+
+
 def spans_href(**filters: object) -> str:
     """The Spans page with these filters (and group-by) set; empty values left out."""
     query = {k: ("true" if v is True else v) for k, v in filters.items() if v not in (None, "", False)}
@@ -96,11 +103,11 @@ def bars(
     base = dict(filters or {})
     return [
         Bar(
-            g.key or NONE,
+            (short_error(g.key) if by == "error_type" else g.key) or NONE,
             value(g),
             text(g),
             spans_href(**{**base, **group_filter(by, g.key)}),
-            tip(g) if tip else "",
+            tip(g) if tip else g.key,
         )
         for g in groups
     ]

@@ -219,7 +219,7 @@ def _groups(got: SpanGroups, by: str, filters: dict[str, object]) -> None:
         tables.Row(
             id=f"g:{g.key}",
             cells=[
-                g.key or breakdowns.NONE,
+                (breakdowns.short_error(g.key) if by == "error_type" else g.key) or breakdowns.NONE,
                 ui.fmt(g.spans, "count"),
                 ui.fmt(g.failures, "count"),
                 ui.fmt(g.failure_rate, "ratio"),
@@ -231,6 +231,7 @@ def _groups(got: SpanGroups, by: str, filters: dict[str, object]) -> None:
             ],
             href=breakdowns.spans_href(**{**_link_filters(filters), **breakdowns.group_filter(by, g.key), "by": by}),
             marks={"failures": "bad"} if g.failures else {},
+            titles={"key": g.key},
         )
         for g in got.groups
     ]
@@ -326,7 +327,7 @@ def _span_row(s: SpanHit) -> tables.Row:
             s.name,
             s.tool or s.model or ui.BLANK,
             status,
-            s.error_type or ui.BLANK,
+            breakdowns.short_error(s.error_type) or ui.BLANK,
             ui.fmt(s.duration_s, "s"),
             ui.fmt(s.total_tokens, "count"),
             ui.fmt(s.cost_usd, "USD"),
@@ -336,7 +337,7 @@ def _span_row(s: SpanHit) -> tables.Row:
         ],
         href=f"./run?run={s.trace_id}&span={s.span_id}",
         marks={"status": "bad"} if status in ("error", "timeout") else ({"status": "good"} if status == "ok" else {}),
-        titles={"error": s.status_message} if s.status_message else {},
+        titles={"error": f"{s.error_type}: {s.status_message}"} if s.error_type else {},
     )
 
 

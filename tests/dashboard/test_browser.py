@@ -18,7 +18,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from agentwatch_api.schemas import SpanOut
-from agentwatch_platform.dashboard import trace, ui
+from agentwatch_platform.dashboard import breakdowns, trace, ui
 from agentwatch_platform.reference_agent.demo import ProcessGroup
 from tests.dashboard import browser
 from tests.dashboard.support import PROJECT, SCREENSHOTS, SeededStack
@@ -260,3 +260,28 @@ def test_a_deep_link_opens_the_span(
     assert "/run?" in page.driver.current_url and f"span={llm['span_id']}" in page.driver.current_url
     assert shown["TTFT"] == ui.fmt(llm["ttft_s"], "s") and shown["Engine queue"] == ui.fmt(queue, "s")
     assert shown["Input tokens"] == f"{llm['input_tokens']:,}" and shown["Cost"] == ui.fmt(llm["cost_usd"], "USD")
+
+
+def test_which_tool_fails_most_in_two_clicks_from_the_overview(
+    servers: dict[str, str], page: browser.Page, shots: Path, seeded: SeededStack
+) -> None:
+    """Click 1: the Overview's quality tab shows failed tool calls by tool, most first; click 2: the
+    top bar opens the Spans page with that tool's failed calls, grouped by error type."""
+    top = seeded.get("/api/spans/groups", by="tool", kind="tool", sort="-failures")["groups"][0]
+    page.open(servers["open"] + "/")
+    page.driver.find_element(By.XPATH, "//button[contains(., 'Quality and failures')]").click()
+    wait_until(lambda: page.count(".aw-bar-row") > 0, 30, "the quality tab showed no breakdown")
+    page.settle()
+    first = page.driver.find_element(By.CSS_SELECTOR, ".aw-bar-row")
+    assert first.find_element(By.CSS_SELECTOR, ".aw-bar-label").text == top["key"]
+    assert first.find_element(By.CSS_SELECTOR, ".aw-bar-value").text.startswith(f"{top['failures']:,} of")
+    page.screenshot(shots, "overview_failures_by_tool")
+    page.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", first)
+    first.click()
+    _check(page.settle(), shots, "spans_failed_tool")
+    assert "/spans" in page.driver.current_url and "Spans" in page.text()
+    errors = seeded.get("/api/spans/groups", by="error_type", tool=top["key"], failed="true")["groups"]
+    assert {r["Group"] for r in page.table_rows("spans_groups_table")} == {
+        breakdowns.short_error(g["key"]) for g in errors
+    }
+    assert {r["Tool / model"] for r in page.table_rows("spans_table")} == {top["key"]}
