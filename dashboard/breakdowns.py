@@ -78,8 +78,15 @@ def short_error(error_type: str) -> str:
 
 
 def spans_href(**filters: object) -> str:
-    """The Spans page with these filters (and group-by) set; empty values left out."""
-    query = {k: ("true" if v is True else v) for k, v in filters.items() if v not in (None, "", False)}
+    """The Spans page with these filters (and group-by) set, and the sidebar's range, agent and
+    model as the address carries them (``ui.URL_FILTERS``); a filter given as None is left out."""
+    range_ = ui.RANGE_SLUGS.get(st.session_state.get("aw_range", ""), "1h")
+    sidebar = {
+        "range": None if range_ == "1h" else range_,
+        "agent": ui.chosen("aw_agent"),
+        "model": ui.chosen("aw_model"),
+    }
+    query = {k: ("true" if v is True else v) for k, v in (sidebar | filters).items() if v not in (None, "", False)}
     return "spans" + (f"?{urlencode(query, doseq=True)}" if query else "")
 
 
@@ -143,10 +150,12 @@ QUALITY_TAB = "Quality and failures"
 TOP = 10
 
 
-def _scope(win: ui.Window) -> dict[str, object]:
-    """The range and the sidebar's agent. Not its model: a tool call has no model, so a model
-    filter would leave no failed tool call to count (said under the bars when one is chosen)."""
-    return {"start": win.start, "end": win.end, "agent": ui.chosen("aw_agent")}
+def _scope(win: ui.Window, *, model: bool) -> dict[str, object]:
+    """The range, the sidebar's agent and, with ``model``, its model (a tool call has none, so the
+    failure breakdowns leave it out, and say so under their bars when one is chosen)."""
+    return {"start": win.start, "end": win.end, "agent": ui.chosen("aw_agent")} | (
+        {"model": ui.chosen("aw_model")} if model else {}
+    )
 
 
 def _not_by_model() -> None:
@@ -158,7 +167,7 @@ def quality(win: ui.Window) -> None:
     """Failures by tool and by error type, on the Overview's quality tab; each bar lists its spans."""
     if st.session_state.get("overview_tab") != QUALITY_TAB:
         return
-    scope = _scope(win)
+    scope = _scope(win, model=False)
     with ui.guarded("the failure breakdowns"):
         got = ui.fetch_together(
             tools=("span_groups", {**scope, "by": "tool", "kind": "tool", "sort": "-failures", "limit": TOP}),
@@ -166,7 +175,7 @@ def quality(win: ui.Window) -> None:
         )
         tools: SpanGroups = got["tools"]
         errors: SpanGroups = got["errors"]
-        link = {"agent": scope["agent"]}
+        link: dict[str, object] = {"model": None}  # the links leave the sidebar's model out too
         lists = [
             BarList(
                 "Failed tool calls by tool",
@@ -201,7 +210,7 @@ def quality(win: ui.Window) -> None:
 
 def cost(win: ui.Window) -> None:
     """Cost by user, by model and by step on the Cost page; each bar lists the spans it sums."""
-    scope = _scope(win)
+    scope = _scope(win, model=True)
     keys = {
         "user": ("Cost by user", "All users"),
         "model": ("Cost by model", "All models"),
@@ -211,7 +220,7 @@ def cost(win: ui.Window) -> None:
         got = ui.fetch_together(
             **{by: ("span_groups", {**scope, "by": by, "sort": "-cost_usd", "limit": TOP}) for by in keys}
         )
-        link = {"agent": scope["agent"]}
+        link: dict[str, object] = {}
         then = {"user": "model", "model": "step", "step": "model"}  # what the spans page groups a bar's spans by
         lists = [
             BarList(
@@ -230,8 +239,7 @@ def cost(win: ui.Window) -> None:
         ]
         st.subheader("Where the cost goes")
         st.caption(
-            "Every billed call of the range, by its run's user, its model and the step it ran in. "
+            "Every billed call of the range (the sidebar's agent and model), by its run's user, its model and the step it ran in. "
             "Click a bar for its calls on the Spans page."
         )
         st.html(html_block(lists, columns=3))
-        _not_by_model()

@@ -34,11 +34,9 @@ GROUP_SORTS = {  # label -> SpanGroup figure (descending)
 SORTS = {"Start time": "start_time", "Duration": "duration_s", "Cost": "cost_usd", "Tokens": "total_tokens"}
 TEXT = {  # state key -> (label, API filter, help)
     "spans_tool": ("Tool", "tool", "Exactly this tool name."),
-    "spans_model": ("Model", "model", "Exactly this model (LLM calls)."),
     "spans_error_type": ("Error type", "error_type", "As the groups name it: TimeoutError, X (HTTP 503), or X."),
     "spans_name": ("Span name", "name", "Exactly this span name."),
     "spans_step": ("Step", "step", "A step of this name and the calls directly under it."),
-    "spans_agent": ("Agent", "agent", "Exactly this agent (else the sidebar's)."),
     "spans_version": ("Version", "version", "The agent's version (service.version)."),
     "spans_user": ("User id", "user_id", "Spans of this user's runs."),
     "spans_session": ("Session id", "session_id", "Spans of this session's runs."),
@@ -82,7 +80,7 @@ def _from_link() -> None:
     """``spans?tool=fetch&failed=true&by=error_type`` (a breakdown's or a group's link) sets the
     filters and the grouping before the widgets are drawn; other filters start cleared."""
     params = st.query_params
-    if not any(name in params for name in (*LINKED, "by")):
+    if not any(name in params for name in (*LINKED, "by")):  # agent, model, range: the sidebar's (ui.URL_FILTERS)
         return
     for key in (*TEXT, *BOUNDS, "spans_search"):
         st.session_state[key] = ""
@@ -99,7 +97,8 @@ def _from_link() -> None:
             st.session_state[key] = value
     _set_grouping(params.get("by"))
     st.session_state["spans_page"] = 1
-    params.clear()
+    for name in (*LINKED, "by"):
+        params.pop(name, None)
 
 
 def _set_grouping(by: str | None) -> None:
@@ -130,13 +129,13 @@ def _filters() -> dict[str, object]:
         "status": None if status == ANY else status,
         "failed": True if failed else None,
         "search": search or None,
-        "agent": ui.chosen("aw_agent"),
+        **ui.agent_model(),  # the sidebar's: a model keeps that model's LLM calls only
     }
     return {k: v for k, v in (filters | _more_filters()).items() if v is not None}
 
 
 def _more_filters() -> dict[str, object]:
-    """Tool, model, error type, name, user, session, attribute, duration and cost bounds: in an
+    """Tool, error type, name, step, version, user, session, attribute, duration and cost bounds: in an
     expander, listed under it when set so a closed one still says that it filters."""
     state = st.session_state
     with st.expander("More filters"):
@@ -240,7 +239,8 @@ def _groups(got: SpanGroups, by: str, filters: dict[str, object]) -> None:
 
 
 def _link_filters(filters: dict[str, object]) -> dict[str, object]:
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in filters.items()}
+    """The page's own filters as a link carries them (the sidebar's are added by ``spans_href``)."""
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in filters.items() if k not in ("agent", "model")}
 
 
 def _group_from_click() -> None:
@@ -250,6 +250,9 @@ def _group_from_click() -> None:
     if not clicked or not by or not clicked.startswith("g:"):
         return
     ((api, value),) = breakdowns.group_filter(by, clicked[2:]).items()
+    if api in ui.URL_FILTERS and value:  # agent, model: the sidebar's filters, set from the address
+        st.query_params[api] = value
+        st.rerun()
     choices = {"spans_kind": KINDS, "spans_status": STATUSES}
     if (key := LINKED.get(api)) and value in choices.get(key, [value]):
         st.session_state[key] = value

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+import time
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -125,3 +126,16 @@ def test_cost_page_cost_by_user_model_and_step_link_to_spans(app: AppTest, seede
     steps = bar_links(at, "Cost by step")
     assert steps and all("step" in query_of(h) for h in steps.values())
     assert bar_links(at, "Cost by model")
+
+
+def test_a_cost_by_model_link_keeps_the_range_and_sets_the_sidebars_model(app: AppTest, seeded: SeededStack) -> None:
+    at = page(app, "views/cost.py", range="24h")
+    model, href = next(iter(bar_links(at, "Cost by model").items()))
+    query = query_of(href)
+    assert query == {"model": model, "range": "24h", "by": "step"}
+    at = page(app, "views/spans.py", **query)
+    assert at.selectbox(key="aw_model").value == model and at.selectbox(key="aw_range").value == "Last 24 hours"
+    assert at.selectbox(key="spans_by").value == "Step" and at.query_params["range"] == "24h"  # the sidebar's stay
+    assert set(tables(at)["spans_table"].column("what")) == {model}
+    expected = seeded.get("/api/spans/groups", by="step", model=model, start=time.time() - 86_400)["groups"]
+    assert {r["key"] for r in tables(at)["spans_groups_table"].rows} == {g["key"] for g in expected}
