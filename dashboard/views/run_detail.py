@@ -290,6 +290,7 @@ class TreeView:
 
 def _tree_controls(spans: list[SpanOut]) -> TreeView:
     """Order, kinds, failures only and depth: the ways to find a span in a large tree."""
+    _tree_from_url()
     c = st.columns([4, 3, 3], vertical_alignment="bottom")
     sort = c[0].segmented_control(
         "Order",
@@ -297,8 +298,9 @@ def _tree_controls(spans: list[SpanOut]) -> TreeView:
         default="Start",
         key="tree_sort",
         help="Siblings by start time, or costliest (a step by everything under it) or longest first.",
+        on_change=_tree_to_url,
     )
-    failures = c[1].toggle("Failures only", value=False, key="tree_failures")
+    failures = c[1].toggle("Failures only", value=False, key="tree_failures", on_change=_tree_to_url)
     depth = c[2].selectbox(
         "Expand to depth",
         [ALL_DEPTHS, "1", "2", "3", "4"],
@@ -313,6 +315,26 @@ def _tree_controls(spans: list[SpanOut]) -> TreeView:
         failures=bool(failures),
         depth=None if depth in (None, ALL_DEPTHS) else int(depth),
     )
+
+
+def _tree_from_url() -> None:
+    """A link's tree order and failure filter (``order=cost``, ``failures=1``), set before the widgets."""
+    order = st.query_params.get("order", "start")
+    st.session_state["tree_sort"] = next((label for label, o in TREE_SORTS.items() if o == order), "Start")
+    st.session_state["tree_failures"] = st.query_params.get("failures") == "1"
+
+
+def _tree_to_url() -> None:
+    """The tree's order and failure filter into the URL (before the rerun); the defaults leave it."""
+    order = TREE_SORTS.get(st.session_state.get("tree_sort") or "Start", "start")
+    for param, value in (
+        ("order", "" if order == "start" else order),
+        ("failures", "1" if st.session_state.get("tree_failures") else ""),
+    ):
+        if value:
+            st.query_params[param] = value
+        else:
+            st.query_params.pop(param, None)
 
 
 def _folded(trace_id: str, clicked: str | None) -> frozenset[str]:
