@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import functools
 import itertools
 import os
@@ -49,6 +50,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import warnings
 import webbrowser
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -153,6 +155,13 @@ def run_demo_command(args: argparse.Namespace) -> int:
         engine_speed=args.engine_speed,
         exit_when_done=args.exit_when_done,
     )
+    # Ctrl-C cancels the users' requests mid-connect: anyio's connect_tcp leaves a coroutine it
+    # had not started yet, whose "never awaited" warning would print after the clean last line
+    warnings.filterwarnings("ignore", message="coroutine .*try_connect.* was never awaited", category=RuntimeWarning)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # started in the background by a shell (``cmd &`` ignores SIGINT in its children): Ctrl-C's
+        # handler back, or neither SIGINT nor SIGTERM (answered as SIGINT is) would stop the demo
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl-C: children first, then exit
     try:
         report = run_demo(options)
@@ -244,6 +253,7 @@ class ProcessGroup:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         self._children.append((name, proc))
         return proc
@@ -294,6 +304,17 @@ class ProcessGroup:
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=5)
         self._children.clear()
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec (Linux): SIGTERM when the demo dies, even by SIGKILL, so no
+    collector or engine is left holding its ports and its data directory."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _agentwatch(*args: str) -> list[str]:

@@ -164,13 +164,15 @@ def test_taken_port_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_sigterm_during_the_traffic_stops_the_demo_without_a_traceback(tmp_path: Path) -> None:
-    """As a service manager stops it: SIGTERM while the simulated users' runs are under way."""
+    """As a service manager stops it: SIGTERM while the simulated users' runs are under way. Started
+    with SIGINT ignored, as a shell starts ``agentwatch demo &``: SIGTERM still stops it."""
     offset = _free_offset()
     proc = subprocess.Popen(
         _demo(tmp_path, offset, "--duration", "120", "--users", "1"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     try:
         lines = []
@@ -191,3 +193,37 @@ def test_sigterm_during_the_traffic_stops_the_demo_without_a_traceback(tmp_path:
     assert "Traceback" not in err + out and "exception" not in (err + out).lower(), err
     time.sleep(0.5)
     assert all(_port_free(port + offset) for port in PORTS)
+
+
+def test_a_killed_demo_leaves_no_child_behind(tmp_path: Path) -> None:
+    """SIGKILL gives the demo no chance to stop its children: each dies with it (Linux's parent-death
+    signal), so no collector keeps the ports and the data directory."""
+    offset = _free_offset()
+    proc = subprocess.Popen(
+        _demo(tmp_path, offset, "--duration", "10", "--users", "1"), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            if "Ctrl-C stops everything" in line:
+                break
+        collector_pid = json.loads((tmp_path / "collector.json").read_text())["pid"]
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (
+        all(_port_free(port + offset) for port in PORTS) and not _alive(collector_pid)
+    ):
+        time.sleep(0.5)
+    assert not _alive(collector_pid), "the collector outlived the killed demo"
+    assert all(_port_free(port + offset) for port in PORTS)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
