@@ -153,9 +153,8 @@ TOP = 10
 def _scope(win: ui.Window, *, model: bool) -> dict[str, object]:
     """The range, the sidebar's agent and, with ``model``, its model (a tool call has none, so the
     failure breakdowns leave it out, and say so under their bars when one is chosen)."""
-    return {"start": win.start, "end": win.end, "agent": ui.chosen("aw_agent")} | (
-        {"model": ui.chosen("aw_model")} if model else {}
-    )
+    scope: dict[str, object] = {"start": win.start, "end": win.end, "agent": ui.chosen("aw_agent")}
+    return scope | {"model": ui.chosen("aw_model")} if model else scope
 
 
 def _not_by_model() -> None:
