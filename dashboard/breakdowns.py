@@ -17,6 +17,7 @@ import streamlit as st
 
 from agentwatch_api.schemas import SpanGroup, SpanGroups
 from agentwatch_platform.dashboard import ui
+from agentwatch_platform.dashboard.formatting import plural
 
 # group key -> (label shown, the /api/spans filter a group's value sets)
 GROUP_BY: dict[str, tuple[str, str]] = {
@@ -195,7 +196,7 @@ def quality(win: ui.Window) -> None:
                     errors.groups,
                     "error_type",
                     lambda g: g.spans,
-                    lambda g: f"{g.spans:,} in {g.runs:,} runs",
+                    lambda g: f"{g.spans:,} in {plural(g.runs, 'run')}",
                     filters=link | {"by": "tool"},
                 ),
                 bad=True,
@@ -228,7 +229,7 @@ def cost(win: ui.Window) -> None:
                     [g for g in got[by].groups if g.cost_usd > 0],
                     by,
                     lambda g: g.cost_usd,
-                    lambda g: f"{ui.fmt(g.cost_usd, 'USD')} · {g.runs:,} runs",
+                    lambda g: f"{ui.fmt(g.cost_usd, 'USD')} · {plural(g.runs, 'run')}",
                     filters=link | {"by": then[by]},
                 ),
                 more=(every, spans_href(**link, by=by)),

@@ -16,6 +16,7 @@ from agentwatch import semconv as sc
 
 from agentwatch_api.schemas import SpanGroups, SpanHit, SpansPage
 from agentwatch_platform.dashboard import breakdowns, tables, ui
+from agentwatch_platform.dashboard.formatting import plural
 
 ANY = "any"
 KINDS = [ANY, *sc.SPAN_KINDS, sc.KIND_ENGINE]
@@ -213,7 +214,9 @@ def _groups(got: SpanGroups, by: str, filters: dict[str, object]) -> None:
         ui.empty("No spans match in this range.")
         return
     more = f", the first {len(got.groups)} shown" if got.total_groups > len(got.groups) else ""
-    st.caption(f"{got.total_groups:,} groups{more}. Click a group to list its spans below (or open it in a new tab).")
+    st.caption(
+        f"{plural(got.total_groups, 'group')}{more}. Click a group to list its spans below (or open it in a new tab)."
+    )
     rows = [
         tables.Row(
             id=f"g:{g.key}",

@@ -92,7 +92,7 @@ def test_every_page_speaks_in_words(app: AppTest, seeded: SeededStack) -> None: 
     for tab in CHARTS:
         at.segmented_control(key="overview_tab").set_value(tab).run()
         problems += _problems(f"Overview · {tab}", at)
-    for path in ("views/runs.py", "views/cost.py", "views/engine.py", "views/alerts.py"):
+    for path in ("views/runs.py", "views/spans.py", "views/cost.py", "views/engine.py", "views/alerts.py"):
         problems += _problems(path, page(at, path))
     at = page(at, "views/run_detail.py", run=_react_run(seeded))
     for view in VIEWS:
