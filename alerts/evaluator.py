@@ -515,7 +515,15 @@ def _update(alert: Alert, verdict: Verdict, rule: Rule) -> None:
 
 
 def _fmt(value: float | None) -> str:
-    return "no data" if value is None else f"{value:.4g}"
+    """Four significant digits, thousands separated, never in scientific notation ("1,755,020", not "1.755e+06")."""
+    if value is None:
+        return "no data"
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    decimals = max(0, 3 - math.floor(math.log10(abs(value))))
+    return f"{value:.{decimals}f}".rstrip("0").rstrip(".")
 
 
 def _message(rule: Rule, alert: Alert, verdict: Verdict, event: Event) -> str:
@@ -527,23 +535,27 @@ def _message(rule: Rule, alert: Alert, verdict: Verdict, event: Event) -> str:
         return f"{rule.name}{where}: resolved after {_duration(duration)} (since {since}), peak {_fmt(alert.peak)}, {rule.metric} now {_fmt(verdict.value)}"
     if event == "no_data":
         return f"{rule.name}{where}: no data for {rule.metric} (firing since {since}, peak {_fmt(alert.peak)}); the incident stays open"
-    figures = [f"baseline {alert.baseline:.4g}"] if alert.baseline is not None else []
+    figures = [f"baseline {_fmt(alert.baseline)}"] if alert.baseline is not None else []
     figures += (
-        [f"{'above' if rule.condition.direction == 'above' else 'below'} {alert.threshold:.4g} fires"]
+        [f"{'above' if rule.condition.direction == 'above' else 'below'} {_fmt(alert.threshold)} fires"]
         if alert.threshold is not None
         else []
     )
     if alert.last_notified_at is not None and verdict.threshold is not None and verdict.threshold != alert.threshold:
-        figures.append(f"resolves past {verdict.threshold:.4g}")
+        figures.append(f"resolves past {_fmt(verdict.threshold)}")
     return f"{rule.name}{where}: {rule.metric} = {_fmt(alert.value)} ({', '.join(figures)}; peak {_fmt(alert.peak)}, since {since})"
 
 
 def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+    """Whole units as a person says them: "3 min 31 s" (a 211 s incident read "4 min"), "2 h 5 min"."""
+    whole = round(seconds)
+    if whole < 120:
+        return f"{whole} s"
+    for big, big_unit, small, small_unit in ((86_400, "d", 3600, "h"), (3600, "h", 60, "min"), (60, "min", 1, "s")):
+        if whole >= big:
+            first, rest = divmod(whole, big)
+            return f"{first} {big_unit}" + (f" {rest // small} {small_unit}" if rest // small else "")
+    return f"{whole} s"
 
 
 def _enough_runs(values: list[float | None], runs: list[float | None], min_runs: int) -> list[float | None]:

@@ -64,6 +64,16 @@ def _history(history: list[AlertOut], rules: dict[str, AlertRuleOut], focus: str
     _incident(alert, rules.get(alert.rule), expanded=True)
 
 
+def _said(alert: AlertOut) -> str:
+    """The incident in words and units (its message, written for logs, names the metric as the rules do)."""
+    unit = ui.unit_of(alert.metric)
+    label = ui.metric_label(alert.metric)
+    figures = [f"peak {ui.fmt(alert.peak, unit)}"] if alert.peak is not None else []
+    figures += [f"baseline {ui.fmt(alert.baseline, unit)}"] if alert.baseline is not None else []
+    lasted = f", lasted {_fmt_duration(_duration(alert))}" if alert.resolved_at is not None else ""
+    return f"{label} " + ", ".join(figures) + lasted
+
+
 def _scope(alert: AlertOut) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(alert.scope.items())) or "whole project"
 
@@ -83,9 +93,7 @@ def _fmt_duration(seconds: float | None) -> str:
 def _incident(alert: AlertOut, rule: AlertRuleOut | None, *, expanded: bool) -> None:
     unit = ui.unit_of(alert.metric)
     state = "no data" if alert.no_data_since is not None and alert.state == "firing" else alert.state
-    with st.expander(
-        f"[{alert.severity}] {alert.rule} · {_scope(alert)} · {state}: {alert.message}", expanded=expanded
-    ):
+    with st.expander(f"[{alert.severity}] {alert.rule} · {_scope(alert)} · {state}: {_said(alert)}", expanded=expanded):
         c = st.columns([1, 1, 1, 1, 2])
         change = (alert.value - alert.baseline) / alert.baseline if alert.value is not None and alert.baseline else None
         shown = ui.fmt_change(change)
