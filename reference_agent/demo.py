@@ -555,8 +555,8 @@ def _serve(group: ProcessGroup, urls: dict[str, str], log: Callable[[str], None]
         log("  expensive run (click a span for its error, tokens and timings); Runs searches and filters")
         log("  (Tool failed, user, session); Cost and Alerts show the spike; Runs pins the long run while it")
         log("  runs (open it: its waterfall grows), and the Overview's Incomplete card lists the killed agents' runs")
-    log("your agent's runs are welcome too (the export line above); Ctrl-C stops everything")
-    try:
+    try:  # the line that says Ctrl-C stops it, inside: a Ctrl-C (or SIGTERM) right after it is a normal end too
+        log("your agent's runs are welcome too (the export line above); Ctrl-C stops everything")
         while True:
             group.check_alive(urls)
             time.sleep(1.0)

@@ -227,3 +227,29 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def test_sigterm_while_serving_stops_the_demo_as_a_normal_end(tmp_path: Path) -> None:
+    """After its traffic the demo serves until stopped: SIGTERM then (started in the background,
+    SIGINT ignored) is the normal end, in one line, exit code 0."""
+    offset = _free_offset()
+    proc = subprocess.Popen(
+        _demo(tmp_path, offset, "--duration", "10", "--users", "1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            if "Ctrl-C stops everything" in line:
+                break
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert err.strip().splitlines()[-1] == "agentwatch demo: stopped; every child process was stopped", err
+    assert "Traceback" not in err + out, err
