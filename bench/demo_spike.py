@@ -104,7 +104,7 @@ def _read_key(data_dir: Path) -> str:
 
 _INCIDENT_CHARTS = """
 return Array.from(document.querySelectorAll('.aw-chart')).filter(c => {
-  const t = c.querySelector('.aw-title'); return t && t.textContent.startsWith('cost_usd: the incident');
+  const t = c.querySelector('.aw-title'); return t && t.textContent.startsWith('Cost: the incident');
 }).map(c => {
   const ex = c.closest('[data-testid="stExpander"]');
   const img = c.querySelector('img');

@@ -741,7 +741,9 @@ def _print_report(report: DemoReport, log: Callable[[str], None]) -> None:
         f"runs recorded by the collector: {report.runs_recorded} ({report.running} running, {report.incomplete} incomplete)"
     )
     for lever in report.savings:
-        log(f"saved by {lever.lever}: ${lever.saving_usd:.6f} over {lever.events} events ({lever.basis})")
+        log(
+            f"saved by {lever.lever}: ${lever.saving_usd:.6f} over {lever.events:,} event{'' if lever.events == 1 else 's'} ({lever.basis})"
+        )
     if not report.alerts:
         log("alerts fired: none")
     for alert in sorted(report.alerts, key=lambda a: a.started_at):  # one line per incident
