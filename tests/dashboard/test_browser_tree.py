@@ -199,3 +199,19 @@ def test_an_alerts_costliest_run_link_opens_that_run(dashboard: str, page: brows
     assert f"Trace {runs[0]['trace_id']}" in page.text()
     assert f"run={runs[0]['trace_id']}" in page.driver.current_url and "costliest" not in page.driver.current_url
     assert f"The most expensive of {len(runs)} runs" in page.text()
+
+
+@pytest.mark.parametrize("view", ["trace", "steps", "spans"])
+def test_the_run_views_cut_no_cell(dashboard: str, page: browser.Page, captured: Project, view: str) -> None:
+    """Every value whole ("sim-larg" was a clipped grid cell); no canvas grid, whose cells clip."""
+    run = _costliest(captured)
+    page.open(f"{dashboard}/run?run={run['run']['trace_id']}&view={view}")
+    assert page.exceptions() == [] and page.count('[data-testid="stDataFrame"]') == 0
+    cut = page.driver.execute_script(
+        """
+        return [...document.querySelectorAll('table.aw-table td:not(.aw-timeline)')]
+          .filter(td => td.scrollWidth > td.clientWidth + 1).map(td => td.textContent);
+        """
+    )
+    assert cut == [], cut[:5]
+    assert page.truncated() == []  # the figures' cards too
