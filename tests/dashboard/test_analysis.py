@@ -301,3 +301,23 @@ def test_a_30_day_axis_keeps_its_dates_clear_of_utc(width: int) -> None:
     assert len(dates) >= 2
     gap = svg_charts.CHAR_W  # a space between the last date and "UTC"
     assert all(float(t.get("x")) + svg_charts.CHAR_W * len(t.text) / 2 <= utc_left - gap for t in dates)
+
+
+def test_the_engine_view_keeps_every_calls_label_whole() -> None:
+    """At 20 px a call Vega dropped every second label as overlapping and cut the rest at 180 px."""
+    from agentwatch_platform.dashboard import run_charts
+
+    rows = [
+        {
+            "call": f"{i}. step {i} · sim-large-with-a-long-name",
+            "queue_s": 0.1,
+            "prefill_s": 0.2,
+            "decode_s": 1.0,
+            "other_s": 0.0,
+        }
+        for i in range(1, 41)
+    ]
+    spec = run_charts.shares_chart(rows).to_dict(validate=False)
+    axis = spec["encoding"]["y"]["axis"]
+    assert axis["labelLimit"] == 0 and axis["labelOverlap"] is False
+    assert spec["height"] >= 24 * len(rows)
