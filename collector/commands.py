@@ -185,13 +185,13 @@ def _preflight(settings: Settings) -> str | None:
     migration, then failed; one on a data directory it cannot write started anyway, answered 503
     and warned every few seconds. The command exits with this one line instead."""
     return (
-        _port_problem(settings.host, settings.port, "the OTLP/HTTP and API")
-        or _port_problem(settings.host, settings.grpc_port, "the OTLP/gRPC")
+        _port_problem(settings.host, settings.port, "the OTLP/HTTP and API", "--port")
+        or _port_problem(settings.host, settings.grpc_port, "the OTLP/gRPC", "--grpc-port (0 disables gRPC)")
         or _data_dir_problem(settings.data_dir)
     )
 
 
-def _port_problem(host: str, port: int, what: str) -> str | None:
+def _port_problem(host: str, port: int, what: str, flag: str) -> str | None:
     """Why ``host:port`` cannot be bound (bound as the servers do, with SO_REUSEADDR), or None."""
     if port == 0:
         return None
@@ -204,7 +204,10 @@ def _port_problem(host: str, port: int, what: str) -> str | None:
         try:
             sock.bind((host, port))
         except OSError as exc:
-            return f"{what} port {port} on {host} is taken ({exc.strerror or exc}): stop what listens there or pick another port"
+            return (
+                f"{what} port {port} on {host} is taken ({exc.strerror or exc}): "
+                f"stop what listens there or pick another with {flag}"
+            )
     return None
 
 

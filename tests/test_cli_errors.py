@@ -162,9 +162,24 @@ def test_collector_on_a_taken_port_exits_before_creating_its_data_dir(tmp_path: 
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip().splitlines() == [
         f"agentwatch collector: the OTLP/HTTP and API port {port} on 127.0.0.1 is taken "
-        "(Address already in use): stop what listens there or pick another port"
+        "(Address already in use): stop what listens there or pick another with --port"
     ]
     assert not (tmp_path / "data").exists()
+
+
+def test_collector_on_a_taken_grpc_port_names_the_flag_and_creates_nothing(tmp_path: Path) -> None:
+    with socket.socket() as free, socket.socket() as taken:
+        free.bind(("127.0.0.1", 0))
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port, grpc_port = free.getsockname()[1], taken.getsockname()[1]
+        free.close()
+        done = _agentwatch(
+            "collector", "--data-dir", "data", "--port", str(port), "--grpc-port", str(grpc_port), cwd=tmp_path
+        )
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert f"the OTLP/gRPC port {grpc_port} on 127.0.0.1 is taken" in done.stderr
+    assert done.stderr.strip().endswith("--grpc-port (0 disables gRPC)") and not (tmp_path / "data").exists()
 
 
 class _Metrics(http.server.BaseHTTPRequestHandler):
