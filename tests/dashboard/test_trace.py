@@ -142,7 +142,9 @@ def test_a_tree_row_keeps_the_exact_duration_so_it_reads_as_its_run_does() -> No
 def test_a_span_without_text_says_whether_it_was_not_captured_removed_or_damaged() -> None:
     assert trace.text_note(span("a", kind="llm", input_text="hi", text_state="captured")) is None
     assert trace.text_note(span("b", kind="llm", input_text="hi")) is None  # an older collector: no state sent
-    assert "Not captured" in (trace.text_note(span("c", kind="llm")) or "")
+    note = trace.text_note(span("c", kind="llm")) or ""
+    assert note.startswith("Not captured") and "AGENTWATCH_CAPTURE_CONTENT=true" in note  # why, and how to turn it on
+    assert trace.text_note(span("s", kind="step")) is None  # a step has no prompt to miss
     assert "Removed" in (trace.text_note(span("d", kind="llm", text_state="removed")) or "")
     assert "damaged" in (trace.text_note(span("e", kind="llm", text_state="damaged")) or "")
 
