@@ -140,7 +140,8 @@ def _incident(alert: AlertOut, rule: AlertRuleOut | None, *, expanded: bool) -> 
             )
             if page.items:
                 st.caption(
-                    f"The {len(page.items)} most expensive runs of the incident's window (open one for its steps):"
+                    (f"The {len(page.items)} most expensive runs" if len(page.items) > 1 else "The only run")
+                    + " of the incident's window (open one for its steps):"
                 )
                 run_table.runs_table(
                     page.items,
