@@ -17,6 +17,7 @@ PAGES = [
     st.Page("views/run_detail.py", title="Run detail", icon=":material/account_tree:", url_path="run"),
     st.Page("views/spans.py", title="Spans", icon=":material/manage_search:"),
     st.Page("views/cost.py", title="Cost", icon=":material/payments:"),
+    st.Page("views/versions.py", title="Versions", icon=":material/difference:"),
     st.Page("views/engine.py", title="Engine", icon=":material/memory:"),
     st.Page("views/alerts.py", title="Alerts", icon=":material/notifications:"),
 ]

@@ -54,6 +54,7 @@ FIELDS: dict[str, RunField] = {
     "feedback": RunField("feedback score", lambda r: ui.fmt(r.feedback_score, ""), "feedback_score", True),
     "user": RunField("user", lambda r: r.user_id, "user_id"),
     "session": RunField("session", lambda r: r.session_id, "session_id"),
+    "version": RunField("version", lambda r: r.version, "version"),
     "trace_id": RunField("trace id", lambda r: r.trace_id, "trace_id"),
 }
 SORT_FIELDS = {f.sort: key for key, f in FIELDS.items() if f.sort}  # API sort field -> column

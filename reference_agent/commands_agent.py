@@ -122,6 +122,11 @@ def _add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--collector", default=None, help="collector URL for the traces (default $AGENTWATCH_ENDPOINT)")
     parser.add_argument("--collector-key", default=None, help="project API key (default $AGENTWATCH_API_KEY)")
+    parser.add_argument(
+        "--agent-version",
+        default=None,
+        help="the agent's version recorded on its runs (service.version; default $AGENTWATCH_SERVICE_VERSION)",
+    )
 
 
 def _rate(text: str) -> tuple[float, float]:
@@ -195,7 +200,12 @@ def _rate_limiter(args: argparse.Namespace) -> RateLimiter | None:
 
 
 def _init_sdk(args: argparse.Namespace) -> None:
-    agentwatch.init(endpoint=args.collector, api_key=args.collector_key, service_name=SERVICE_NAME)
+    agentwatch.init(
+        endpoint=args.collector,
+        api_key=args.collector_key,
+        service_name=SERVICE_NAME,
+        service_version=getattr(args, "agent_version", None),
+    )
 
 
 def run_agent_command(args: argparse.Namespace) -> int:

@@ -42,6 +42,7 @@ SORTS = {  # label -> RunSummary column: the query API sorts on any of them
     "User": "user_id",
     "Session": "session_id",
     "Models": "models",
+    "Version": "version",
     "Trace id": "trace_id",
     "Feedback score": "feedback_score",
 }
@@ -70,6 +71,7 @@ COLUMNS = [  # every column the chooser offers, in order; those in HIDDEN start 
     "user",
     "session",
     "models",
+    "version",
     "name",
     "trace_id",
 ]
@@ -82,6 +84,7 @@ HIDDEN = [
     "budget_stop",
     "feedback",
     "session",  # the trace id in view at 1600 px; the session is one click away (Columns) and a filter
+    "version",
     "name",
 ]
 
@@ -119,6 +122,9 @@ def _status_from_link() -> None:
     outcome = st.query_params.pop("outcome", None)
     if outcome in OUTCOMES:
         st.session_state["runs_outcome"] = outcome
+    for param, key in LINKED.items():  # ?user_id=, ?session_id=, ?version= (Users, Sessions, Versions link here)
+        if (value := st.query_params.pop(param, None)) is not None:
+            st.session_state[key] = value
 
 
 def _sort_from_header() -> None:
@@ -199,6 +205,7 @@ def _filters() -> dict[str, object]:
         "tool_failed": True if failed_tools else None,
         "user_id": user or None,
         "session_id": session or None,
+        "version": str(st.session_state.get("runs_version") or "").strip() or None,
         "min_cost": min_cost,
         "max_cost": max_cost,
         "min_steps": None if min_steps is None else int(min_steps),
@@ -218,7 +225,9 @@ MORE = {  # key -> (label, what a typo is not, whole number): the bounds in the 
 EXACT = {  # key -> (label, help): the exact-match filters in the popover
     "runs_user": ("User id", "Exactly this user id (the search finds parts of one)."),
     "runs_session": ("Session id", "Exactly this session id (the search finds parts of one)."),
+    "runs_version": ("Version", "Exactly this agent version (the run's service.version)."),
 }
+LINKED = {"user_id": "runs_user", "session_id": "runs_session", "version": "runs_version"}
 SIZES = [5, 25, 50, 100, 200]
 
 

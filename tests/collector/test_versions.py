@@ -118,4 +118,3 @@ def test_compare_refuses_what_it_cannot_compare(module_store: Store, seeded: dic
         versions.compare(module_store, P, "1.0", "9.9", **W)
     with pytest.raises(InvalidQuery, match="no finished run"):  # another project's version
         versions.compare(module_store, "nobody", "1.0", "2.0", **W)
-

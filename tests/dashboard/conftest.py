@@ -21,6 +21,7 @@ from tests.dashboard.support import PROJECT, SCREENSHOTS, SeededStack
 from tests.support.ports import free_port
 
 RUNS = {"react": 3, "iterative": 3}  # loadgen runs per agent mode
+VERSIONS = {"react": "2.0", "iterative": "1.0"}  # the agent's version per mode: 2.0's ReAct context costs more
 RULES = """\
 version: 1
 rules:
@@ -72,6 +73,8 @@ def _loadgen(stack: SeededStack) -> None:
             "8",
             "--seed",
             str(seed),
+            "--agent-version",
+            VERSIONS[mode],
         ]
         procs.append((mode, subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
     for mode, proc in procs:
