@@ -1,0 +1,93 @@
+"""Which blocks of captured text may hold a search's needle: a bloom filter of each block's byte
+trigrams (``collector.storage.texts``), so a search decompresses the blocks that may match, not
+every block of its days.
+
+Why trigrams and not words: the search is a case-insensitive *substring* match
+(``pc.match_substring(ignore_case=True)``, RE2's simple case folding), and a needle's first and last
+words may be parts of longer words. Every trigram of a needle is a trigram of any text that holds
+it, so a block whose filter lacks one cannot match: the filter only ever rules blocks out, and the
+exact match still runs on the blocks it lets through (a false positive costs time, never an answer).
+
+Folding: texts are lowered with Arrow's ``utf8_lower`` (which maps KELVIN SIGN to ``k``) and LONG S
+``ſ`` is written ``s``, the two characters outside ASCII whose case orbit under RE2 holds an ASCII
+letter. Only needles of ASCII characters, 3 bytes or more, use the filters (``needle_trigrams``);
+any other needle (``"ÜNÏCODE"``, ``"ab"``) scans every block, as before the filters.
+
+Sizing: ``BITS_PER_TRIGRAM`` bits per distinct trigram of the block (a power of two between
+``MIN_BITS`` and ``MAX_BITS``), ``HASHES`` positions per trigram: ~3 % false positives per trigram,
+and a needle of n trigrams passes a block without them at about 0.03^n.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+BITS_PER_TRIGRAM = 8
+MIN_BITS, MAX_BITS = 1 << 10, 1 << 22
+_MULTIPLIERS = np.array([0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D], dtype=np.uint32)  # HASHES = 3
+HASHES = len(_MULTIPLIERS)
+_TRIGRAMS = 1 << 24
+
+
+def fold(texts: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """``texts`` lowered as the filters see them (see the module's docstring)."""
+    return pc.replace_substring(pc.utf8_lower(texts), "ſ", "s")
+
+
+def needle_trigrams(needle: str) -> np.ndarray | None:
+    """The distinct trigram codes of ``needle`` folded, or None when the filters cannot answer
+    for it (not ASCII, or shorter than 3 bytes): then every block is a candidate."""
+    if not needle.isascii() or len(needle) < 3:
+        return None
+    return np.unique(_codes(np.frombuffer(needle.lower().encode(), dtype=np.uint8)))
+
+
+def bloom_of(columns: list[pa.Array | pa.ChunkedArray]) -> bytes:
+    """The filter of the texts in ``columns`` (string arrays): one byte, log2 of its bits, then the bits."""
+    present = np.zeros(_TRIGRAMS, dtype=bool)
+    for column in columns:
+        folded = fold(column)
+        chunks = folded.chunks if isinstance(folded, pa.ChunkedArray) else [folded]
+        for chunk in chunks:
+            present[_codes(_value_bytes(chunk))] = True
+    codes = np.flatnonzero(present).astype(np.uint32)
+    log2 = int(np.clip(np.ceil(np.log2(max(1, codes.size * BITS_PER_TRIGRAM))), np.log2(MIN_BITS), np.log2(MAX_BITS)))
+    bits = np.zeros(1 << log2, dtype=bool)
+    bits[_positions(codes, log2).ravel()] = True
+    return bytes([log2]) + np.packbits(bits, bitorder="little").tobytes()
+
+
+def may_hold(bloom: bytes | memoryview, trigrams: np.ndarray) -> bool:
+    """Whether a block with filter ``bloom`` may hold every trigram (``needle_trigrams``)."""
+    log2 = bloom[0]
+    if not np.log2(MIN_BITS) <= log2 <= np.log2(MAX_BITS) or len(bloom) != 1 + (1 << log2) // 8:
+        return True  # not a filter this module wrote: the block is scanned
+    bits = np.frombuffer(bloom, dtype=np.uint8, offset=1)
+    positions = _positions(trigrams, log2).ravel()
+    return bool(np.all(bits[positions >> 3] & (1 << (positions & 7)).astype(np.uint8)))
+
+
+def _value_bytes(chunk: pa.Array) -> np.ndarray:
+    """The UTF-8 bytes of every value of a string array, back to back (a trigram across two values
+    is a harmless false positive)."""
+    if len(chunk) == 0:
+        return np.zeros(0, dtype=np.uint8)
+    offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=len(chunk) + 1, offset=chunk.offset * 4)
+    data = chunk.buffers()[2]
+    if data is None:
+        return np.zeros(0, dtype=np.uint8)
+    return np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
+
+
+def _codes(data: np.ndarray) -> np.ndarray:
+    if data.size < 3:
+        return np.zeros(0, dtype=np.uint32)
+    wide = data.astype(np.uint32)
+    return (wide[:-2] << 16) | (wide[1:-1] << 8) | wide[2:]
+
+
+def _positions(codes: np.ndarray, log2: int) -> np.ndarray:
+    """``HASHES`` bit positions per code (multiplicative hashing, the top ``log2`` bits)."""
+    return (codes[:, None].astype(np.uint32) * _MULTIPLIERS[None, :]) >> np.uint32(32 - log2)
