@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from agentwatch_platform.collector.api import admin, analytics, engines, health, runs, spans, versions
+from agentwatch_platform.collector.api import admin, analytics, engines, health, runs, spans, users, versions
 from agentwatch_platform.collector.ingest.otlp import http as otlp_http
 
 ROUTERS: tuple[APIRouter, ...] = (
@@ -21,4 +21,5 @@ ROUTERS: tuple[APIRouter, ...] = (
     engines.router,  # /api/engines, /api/engine/metrics
     spans.router,  # /api/spans, /api/spans/groups: the span explorer
     versions.router,  # /api/versions, /api/versions/compare
+    users.router,  # /api/users, /api/sessions, /api/sessions/{session_id}
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, TypeVar, cast
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -30,9 +31,12 @@ from agentwatch_api.schemas import (
     RunDetail,
     RunsPage,
     RunStates,
+    SessionDetail,
+    SessionsPage,
     SpanGroups,
     SpansPage,
     TimeSeries,
+    UsersPage,
     VersionComparison,
     VersionsOut,
     WhatIf,
@@ -142,9 +146,21 @@ class CollectorClient:
         return self._get(
             "/api/spans/groups", SpanGroups, start=start, end=end, by=by, sort=sort, limit=limit, **filters
         )
+
     def versions(self, *, start: float, end: float | None = None, agent: str | None = None) -> VersionsOut:
         """Figures per agent version (``service.version``) over the range's finished runs."""
         return self._get("/api/versions", VersionsOut, start=start, end=end, agent=agent)
+
+    def users(self, *, start: float, end: float | None = None, **params: Any) -> UsersPage:
+        """Figures per user (agent, sort, limit, offset as ``GET /api/users`` takes them)."""
+        return self._get("/api/users", UsersPage, start=start, end=end, **params)
+
+    def sessions(self, *, start: float, end: float | None = None, **params: Any) -> SessionsPage:
+        return self._get("/api/sessions", SessionsPage, start=start, end=end, **params)
+
+    def session(self, session_id: str, *, start: float, end: float | None = None) -> SessionDetail:
+        """One session's runs in order with what was asked and answered (404 -> ``NotFound``)."""
+        return self._get(f"/api/sessions/{quote(session_id, safe='')}", SessionDetail, start=start, end=end)
 
     def compare_versions(
         self, a: str, b: str, *, start: float, end: float | None = None, agent: str | None = None

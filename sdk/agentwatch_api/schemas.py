@@ -749,3 +749,77 @@ class VersionComparison(BaseModel):
     b: VersionFigures
     changes: list[FigureChange]
     sampled: bool  # a side had more runs than the test reads (its latest runs were tested)
+
+
+# --- users and sessions (GET /api/users, /api/sessions, /api/sessions/{id}) -------------------
+
+
+class UserFigures(BaseModel):
+    """One user's finished runs that started in the range (refused requests counted apart)."""
+
+    user_id: str  # "" for the runs without a user id
+    runs: int
+    sessions: int
+    cost_usd: Total
+    cost_per_run: float
+    cost_per_success: float | None  # cost / successful runs: what a task done costs for this user
+    successes: int
+    with_outcome: int
+    success_rate: float | None
+    error_rate: float
+    feedback_score: float | None
+    rated_runs: int
+    budget_runs: int  # runs with a cost budget (agentwatch.Budget(max_cost_usd=...))
+    budget_used: float | None  # their mean share of the budget spent
+    budget_stops: int  # runs a budget stopped
+    refused: int  # requests refused before any work (a rate limit, a budget): not runs
+    first_seen: float
+    last_seen: float
+    trend: list[float]  # cost per bucket of the range (``UsersPage.step_s``), oldest first
+
+
+class UsersPage(BaseModel):
+    start: float
+    end: float
+    step_s: float
+    items: list[UserFigures]
+    total: int
+    limit: int
+    offset: int
+
+
+class SessionSummary(BaseModel):
+    session_id: str
+    user_id: str
+    runs: int
+    cost_usd: Total
+    successes: int
+    with_outcome: int
+    agents: list[str]
+    first_seen: float
+    last_seen: float
+    last_end: float
+
+
+class SessionsPage(BaseModel):
+    items: list[SessionSummary]
+    total: int
+    limit: int
+    offset: int
+
+
+class SessionTurn(BaseModel):
+    """One run of a session: what the user asked and got, where captured."""
+
+    run: RunSummary
+    asked: str | None  # the run's input (its root span's, else its first LLM call's); None: not captured
+    answered: str | None  # the run's output (its root span's, else its last LLM call's)
+
+
+class SessionDetail(BaseModel):
+    session_id: str
+    user_id: str
+    cost_usd: Total  # of the runs listed
+    refused: int
+    turns: list[SessionTurn]  # in order of start
+    truncated: bool  # more runs than listed

@@ -29,7 +29,7 @@ from tests.collector.ingest_helpers import Running, agent_trace, free_port, serv
 
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 PROJECT = "scoped"
-PATH_VALUES = {"trace_id": "0" * 32, "key_id": "0" * 12, "name": "no-such-engine"}
+PATH_VALUES = {"trace_id": "0" * 32, "key_id": "0" * 12, "name": "no-such-engine", "session_id": "no-such-session"}
 
 
 @pytest.fixture(scope="module")

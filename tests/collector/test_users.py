@@ -1,0 +1,160 @@
+"""Per-user and per-session figures equal hand counts on a fixture and sum to the runs list; a
+session's runs come in order with what was asked and got where captured; refused requests are
+counted apart; project isolation; a bad parameter is a 422 over HTTP. Both back ends."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agentwatch_api.schemas import FeedbackIn
+from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.query import users
+from agentwatch_platform.collector.query.service import InvalidQuery
+from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.model import SpanRow
+from tests.collector.factories import agent_run
+from tests.collector.ingest_helpers import Running, agent_trace, serve, settings_for
+
+T = (int(time.time()) // 3600 - 3) * 3600
+W = {"start": T, "end": T + 3600}
+P = "usr"
+
+
+def _run(user: str, session: str, start: int, *, project: str = P, budget: float = 0.0, **kw: object) -> list[SpanRow]:
+    rows = agent_run(project=project, start_s=T + start, **kw)  # type: ignore[arg-type]
+    out = []
+    for r in rows:
+        r = replace(r, user_id=user, session_id=session)
+        if r.kind == "run" and budget:
+            r = replace(r, attributes={"agentwatch.budget.max_cost_usd": str(budget)})
+        out.append(r)
+    return out
+
+
+def _fixture() -> dict[str, list[SpanRow]]:
+    a1 = _run("alice", "s-a", 60, steps=2, outcome="success", budget=0.1)  # 0.02 of 0.1
+    a2 = _run("alice", "s-a", 600, steps=3, outcome="failure", budget=0.1)  # 0.03 of 0.1
+    a2 = [
+        replace(r, input_text="what is X?", output_text="") if r.kind == "llm" and r.step_index == 0 else r for r in a2
+    ]
+    a2 = [replace(r, output_text="X is Y.") if r.kind == "llm" and r.step_index == 2 else r for r in a2]
+    b1 = _run("bob", "s-b", 300, steps=1, cost_per_call=0.08, outcome="success")
+    anon = _run("", "", 900, steps=1)
+    refused = [replace(r, outcome="refused") for r in _run("alice", "s-a", 1200, steps=1) if r.kind == "run"]
+    other = _run("alice", "s-a", 100, project="elsewhere", steps=4, cost_per_call=1.0)
+    return {"a1": a1, "a2": a2, "b1": b1, "anon": anon, "refused": refused, "other": other}
+
+
+@pytest.fixture(scope="module")
+def seeded(module_store: Store) -> dict[str, list[SpanRow]]:
+    runs = _fixture()
+    for rows in runs.values():
+        module_store.insert_spans(rows)
+    query.add_feedback(module_store, P, runs["a1"][0].trace_id, FeedbackIn(score=1.0))
+    return runs
+
+
+def _cost(rows: list[SpanRow]) -> float:
+    return sum(r.cost_usd for r in rows if r.kind != "run")
+
+
+def test_user_figures_equal_hand_counts(module_store: Store, seeded: dict[str, list[SpanRow]]) -> None:
+    page = users.users(module_store, P, **W)
+    by = {u.user_id: u for u in page.items}
+    assert [u.user_id for u in page.items] == ["bob", "alice", ""]  # by cost, most first
+    alice = by["alice"]
+    assert (alice.runs, alice.sessions, alice.successes, alice.with_outcome) == (2, 1, 1, 2)
+    assert alice.cost_usd == pytest.approx(_cost(seeded["a1"]) + _cost(seeded["a2"]))
+    assert alice.cost_per_success == pytest.approx(alice.cost_usd / 1)
+    assert alice.success_rate == 0.5 and alice.feedback_score == 1.0 and alice.rated_runs == 1
+    assert (alice.budget_runs, alice.budget_used) == (2, pytest.approx((0.2 + 0.3) / 2))
+    assert alice.refused == 1 and by["bob"].refused == 0
+    assert sum(alice.trend) == pytest.approx(alice.cost_usd) and len(alice.trend) == users.TREND_BUCKETS
+    assert by["bob"].budget_used is None and by[""].cost_per_success is None
+    assert page.total == 3
+
+
+def test_users_costs_sum_to_the_runs_list(module_store: Store, seeded: dict) -> None:
+    page = users.users(module_store, P, **W)
+    listed = query.list_runs(module_store, P, **W, limit=500)
+    assert sum(u.cost_usd for u in page.items) == pytest.approx(sum(r.cost_usd for r in listed.items))
+    assert sum(u.runs for u in page.items) == listed.total
+
+
+def test_sessions_and_a_session_replayed_in_order(module_store: Store, seeded: dict) -> None:
+    page = users.sessions(module_store, P, **W, sort="-cost_usd")
+    assert [s.session_id for s in page.items] == ["s-b", "s-a"] and page.items[1].user_id == "alice"
+    assert users.sessions(module_store, P, **W, user_id="bob").total == 1
+    detail = users.session(module_store, P, "s-a", **W)
+    assert detail is not None and detail.refused == 1 and not detail.truncated
+    assert [t.run.trace_id for t in detail.turns] == [seeded["a1"][0].trace_id, seeded["a2"][0].trace_id]
+    assert (detail.turns[0].asked, detail.turns[0].answered) == (None, None)  # not captured
+    assert (detail.turns[1].asked, detail.turns[1].answered) == ("what is X?", "X is Y.")
+    assert detail.cost_usd == pytest.approx(_cost(seeded["a1"]) + _cost(seeded["a2"]))
+    assert users.session(module_store, "nobody", "s-a", **W) is None
+
+
+def test_a_bad_sort_is_refused(module_store: Store) -> None:
+    with pytest.raises(InvalidQuery, match="sort must be one of"):
+        users.users(module_store, P, **W, sort="-nonsense")
+
+
+@pytest.fixture(scope="module")
+def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, str]]:
+    with serve(settings_for(Path(tmp_path_factory.mktemp("users")))) as running:
+        yield running, running.key("users-http")
+
+
+def _get(running: Running, key: str, path: str, **params: object) -> httpx.Response:
+    return httpx.get(running.url + path, params=params, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+
+
+def test_users_and_sessions_over_http(collector: tuple[Running, str]) -> None:
+    running, key = collector
+    import os
+
+    request = agent_trace(os.urandom(16), 2)
+    for span in request.resource_spans[0].scope_spans[0].spans:
+        span.attributes.add(key="user.id").value.string_value = "carol"
+        span.attributes.add(key="session.id").value.string_value = "c-1"
+    response = httpx.post(
+        running.url + "/v1/traces",
+        content=request.SerializeToString(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/x-protobuf"},
+        timeout=30,
+    )
+    assert response.status_code == 200
+    deadline = time.monotonic() + 20
+    while not (found := _get(running, key, "/api/users").json()["items"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [u["user_id"] for u in found] == ["carol"] and found[0]["runs"] == 1
+    assert _get(running, key, "/api/sessions").json()["items"][0]["session_id"] == "c-1"
+    assert len(_get(running, key, "/api/sessions/c-1").json()["turns"]) == 1
+    other = running.key("someone-else")
+    assert _get(running, other, "/api/users").json()["items"] == []
+    assert _get(running, other, "/api/sessions/c-1").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "names"),
+    [
+        ("/api/users", {"sort": "nonsense"}, "sort"),
+        ("/api/users", {"limit": 0}, "limit"),
+        ("/api/users", {"start": "yesterday"}, "start"),
+        ("/api/sessions", {"offset": -1}, "offset"),
+        ("/api/sessions", {"sort": "-user_id"}, "sort"),
+        ("/api/sessions/x", {"end": "soon"}, "end"),
+    ],
+)
+def test_bad_parameters_are_422_naming_them(
+    collector: tuple[Running, str], path: str, params: dict, names: str
+) -> None:
+    running, key = collector
+    response = _get(running, key, path, **params)
+    assert response.status_code == 422 and names in str(response.json()["detail"])
