@@ -18,6 +18,9 @@ PAGES = [
     st.Page("views/spans.py", title="Spans", icon=":material/manage_search:"),
     st.Page("views/cost.py", title="Cost", icon=":material/payments:"),
     st.Page("views/versions.py", title="Versions", icon=":material/difference:"),
+    st.Page("views/users.py", title="Users", icon=":material/group:"),
+    st.Page("views/sessions.py", title="Sessions", icon=":material/forum:"),
+    st.Page("views/compare.py", title="Compare runs", icon=":material/compare_arrows:", url_path="compare"),
     st.Page("views/engine.py", title="Engine", icon=":material/memory:"),
     st.Page("views/alerts.py", title="Alerts", icon=":material/notifications:"),
 ]

@@ -279,7 +279,9 @@ def _whatif_estimate(win: ui.Window) -> None:
         )
         _cards(
             [
-                Card("Cost as it was (USD)", ui.fmt(w.actual_usd, "USD"), help=f"{ui.plural(w.runs, 'run')} in the range"),
+                Card(
+                    "Cost as it was (USD)", ui.fmt(w.actual_usd, "USD"), help=f"{ui.plural(w.runs, 'run')} in the range"
+                ),
                 Card("Estimated cost (USD)", ui.fmt(w.estimate_usd, "USD")),
                 Card("Change (USD)", ui.fmt(w.change_usd, "USD"), ui.fmt_delta(w.change_ratio), rise_is_good=False),
                 Card(

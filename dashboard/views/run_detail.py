@@ -15,6 +15,7 @@ import json
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import pandas as pd
 import streamlit as st
@@ -97,6 +98,19 @@ def _run(trace_id: str, was_running: bool) -> None:
         _views(detail)
 
 
+def _people(run: RunSummary) -> None:
+    """Links to the run's user, session and version (their pages, and the Runs page filtered)."""
+    links = []
+    if run.user_id:
+        links.append(f"[user {ui.plain(run.user_id)}](./runs?user_id={quote(run.user_id)})")
+    if run.session_id:
+        links.append(f"[session {ui.plain(run.session_id)}](./sessions?session={quote(run.session_id)})")
+    if run.version:
+        links.append(f"[version {ui.plain(run.version)}](./versions)")
+    links.append(f"[compare with another run](./compare?a={run.trace_id})")
+    st.markdown(" · ".join(links))
+
+
 def _degraded(detail: RunDetail) -> bool:
     """A degradation lever acted in the run (its root span says so)."""
     return any(s.kind == "run" and s.attributes.get(sc.AW_RUN_DEGRADED) == "true" for s in detail.spans)
@@ -146,6 +160,7 @@ def _summary(detail: RunDetail) -> None:
     st.caption(
         f"Trace {run.trace_id} · tokens: {run.input_tokens:,} input ({run.cached_tokens:,} cached), {run.output_tokens:,} output · agent median cost {ui.fmt(median, 'USD')} · models {', '.join(run.models) or '–'}"
     )
+    _people(run)
     if detail.feedback:
         st.dataframe(pd.DataFrame([f.model_dump() for f in detail.feedback]), hide_index=True)
 
