@@ -57,4 +57,5 @@ def tools_called(detail: RunDetail) -> str:
 
 def per_step(detail: RunDetail) -> list[tuple[int, int, float]]:
     """(step, input tokens, cost) per step, in step order: the context each step sent and what it cost."""
-    return [(int(r["step"]), int(r["input_tokens"]), float(r["cost_usd"])) for r in analysis.step_rows(detail.spans)]  # type: ignore[call-overload]
+    rows = analysis.step_rows(detail.spans)
+    return [(int(str(r["step"])), int(str(r["input_tokens"])), float(str(r["cost_usd"]))) for r in rows]
