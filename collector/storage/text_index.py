@@ -20,6 +20,9 @@ and a needle of n trigrams passes a block without them at about 0.03^n.
 
 from __future__ import annotations
 
+import struct
+import zlib
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -91,3 +94,40 @@ def _codes(data: np.ndarray) -> np.ndarray:
 def _positions(codes: np.ndarray, log2: int) -> np.ndarray:
     """``HASHES`` bit positions per code (multiplicative hashing, the top ``log2`` bits)."""
     return (codes[:, None].astype(np.uint32) * _MULTIPLIERS[None, :]) >> np.uint32(32 - log2)
+
+
+# --- the index file of a day file -----------------------------------------------------------------
+# ``<day>.awi`` beside ``<day>.awt``: one record per frame, appended by the searches that read the
+# frame (so ingest pays nothing), each ``b"AWI1" | length (u32) | CRC-32 (u32) | body`` with the
+# body ``frame offset (u64) | frame CRC (u32) | filter``. A record counts only while the frame at its
+# offset still has that CRC (a frame rewritten by a deletion, a file truncated and appended to, or
+# replaced, gets scanned again); a damaged record is skipped (its frame scanned): the index can
+# make a search slower, never give another answer.
+INDEX_SUFFIX = ".awi"
+_RECORD_MAGIC = b"AWI1"
+_RECORD = struct.Struct("<4sII")
+_BODY = struct.Struct("<QI")
+
+
+def index_record(frame_offset: int, frame_crc: int, bloom: bytes) -> bytes:
+    body = _BODY.pack(frame_offset, frame_crc) + bloom
+    return _RECORD.pack(_RECORD_MAGIC, len(body), zlib.crc32(body)) + body
+
+
+def read_index(data: bytes) -> dict[int, tuple[int, bytes]]:
+    """frame offset -> (frame CRC, filter) of every intact record of an index file's bytes (the
+    last record of an offset wins); damaged stretches are skipped to the next record magic."""
+    records: dict[int, tuple[int, bytes]] = {}
+    position = 0
+    while position + _RECORD.size <= len(data):
+        magic, size, crc = _RECORD.unpack_from(data, position)
+        end = position + _RECORD.size + size
+        body = data[position + _RECORD.size : end]
+        if magic == _RECORD_MAGIC and end <= len(data) and size >= _BODY.size and zlib.crc32(body) == crc:
+            offset, frame_crc = _BODY.unpack_from(body)
+            records[offset] = (frame_crc, body[_BODY.size :])
+            position = end
+        else:
+            found = data.find(_RECORD_MAGIC, position + 1)
+            position = found if found >= 0 else len(data)
+    return records

@@ -34,6 +34,14 @@ gives the span no text and the state ``damaged``, never another span's text. Eac
 ``text_state`` (``TEXT_STATES``). The frames have held the whole key since the first version, so
 the files of every existing data directory read as they are; no migration.
 
+Search index: beside each day file, ``<day>.awi`` (``collector.storage.text_index``) holds a trigram
+filter per frame, keyed by the frame's offset and CRC, written by the first search that reads the
+frame (ingest pays nothing). A later search passes over a frame the filter rules out by its header
+alone; a frame without a valid record (a damaged or missing index, a frame rewritten by a deletion,
+a file truncated or replaced) is read and matched as before, so the index changes the time of a
+search, never its answer. A deletion that rewrites a day file deletes its index; retention expires
+it with the day.
+
 A day file removed or replaced under a running collector (by hand, a restore, a cleanup script)
 is noticed before the next write (the open handle's device and inode against the path's) and
 opened anew; frames that could not be written are counted (``write_failures``, spans) and their
@@ -58,6 +66,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from agentwatch_platform.collector.storage import text_index
 
 log = logging.getLogger(__name__)
 
@@ -259,13 +269,14 @@ class TextStore:
         spans: set[str] = set()
         unreadable: list[str] = []
         first, last = max(start_ns, 0) // DAY_NS, max(end_ns - 1, 0) // DAY_NS
+        trigrams = text_index.needle_trigrams(needle)
         for day in range(first, min(last, _MAX_DAY) + 1):
             path = self._path(day)
             if not os.path.lexists(path):
                 continue
             damaged = 0
             try:
-                for block in _frames(path):
+                for block in self._candidate_frames(day, trigrams):
                     if block is None:
                         damaged += 1
                         continue
@@ -283,6 +294,34 @@ class TextStore:
             if len(found) >= limit:
                 break
         return TextSearch(sorted(found)[:limit], unreadable, sorted(spans))
+
+    def _candidate_frames(self, day: int, trigrams: np.ndarray | None) -> Iterator[pa.Table | None]:
+        """The frames of ``day``'s file a search must read: every intact one except those whose
+        index record (``text_index``, for the frame's offset and CRC) rules the needle out; None for
+        each damaged stretch. Frames read without a valid record get one (appended after the scan)."""
+        index_path = self._path(day).with_suffix(text_index.INDEX_SUFFIX)
+        records = _index_records(index_path)
+        fresh: list[bytes] = []
+        try:
+            for position, crc, block in _frames(self._path(day), records if trigrams is not None else {}, trigrams):
+                if block is not None and records.get(position, (None,))[0] != crc:
+                    fresh.append(text_index.index_record(position, crc, _bloom(block)))
+                yield block
+        finally:
+            if fresh:
+                self._append_index(index_path, fresh)
+
+    def _append_index(self, path: Path, records: list[bytes]) -> None:
+        """Index records appended (a failure is logged: the next search scans those frames again)."""
+        with self._lock:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                try:
+                    _write_all(fd, [b"".join(records)])
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                log.warning("texts: cannot write the search index %s: %s", path, exc)
 
     # --- retention -----------------------------------------------------------------------------
     def expire(self, now_ns: int | None = None) -> list[Path]:
@@ -304,6 +343,10 @@ class TextStore:
                     gone.append(path)
                 except OSError as exc:
                     log.warning("texts: cannot delete expired %s: %s", path, exc)
+            for index in self.directory.glob(f"*{text_index.INDEX_SUFFIX}"):
+                day = _day_of(index)
+                if day is not None and day < oldest_kept:
+                    index.unlink(missing_ok=True)
         return gone
 
     # --- deletion ------------------------------------------------------------------------------
@@ -345,6 +388,7 @@ class TextStore:
                 removed, changed = removed + count, True
         if changed:
             self._replace(path, bytes(data))
+            path.with_suffix(text_index.INDEX_SUFFIX).unlink(missing_ok=True)  # no filter of deleted texts stays
         return removed
 
     def _replace(self, path: Path, data: bytes) -> None:
@@ -375,7 +419,9 @@ class TextStore:
             self.expire()
 
     def size_bytes(self) -> int:
-        return sum(path.stat().st_size for path in self.directory.glob(f"*{_SUFFIX}"))
+        """Bytes of the day files and of their search indexes."""
+        files = [*self.directory.glob(f"*{_SUFFIX}"), *self.directory.glob(f"*{text_index.INDEX_SUFFIX}")]
+        return sum(path.stat().st_size for path in files)
 
     def close(self) -> None:
         with self._lock:
@@ -443,17 +489,28 @@ def _same_file(fd: int, path: Path) -> bool:
     return (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino)
 
 
-def _frames(path: Path) -> Iterator[pa.Table | None]:
-    """Every intact frame of a day file, in order, read one at a time; None for each torn or
-    damaged stretch, which is skipped (the scan looks for the next magic whose frame checks out)."""
+def _frames(
+    path: Path, records: dict[int, tuple[int, bytes]], trigrams: np.ndarray | None
+) -> Iterator[tuple[int, int, pa.Table | None]]:
+    """(offset, CRC, frame) of every intact frame of a day file that ``records`` (index records by
+    offset: frame CRC and filter) do not rule out for ``trigrams``, in order, read one at a time;
+    (offset, 0, None) for each torn or damaged stretch, which is skipped (the scan looks for the
+    next magic whose frame checks out). A frame ruled out is passed over by its header alone."""
     with open(path, "rb", buffering=0) as file:
         fd, size_of_file = file.fileno(), os.fstat(file.fileno()).st_size
         position = len(_FILE_HEADER) if os.pread(fd, len(_FILE_HEADER), 0) == _FILE_HEADER else 0
         while position + _FRAME.size <= size_of_file:
+            known = records.get(position)
+            if known is not None and trigrams is not None:
+                magic, size, crc = _FRAME.unpack(os.pread(fd, _FRAME.size, position).ljust(_FRAME.size, b"\0"))
+                fits = magic == _MAGIC and position + _FRAME.size + size <= size_of_file
+                if fits and known[0] == crc and not text_index.may_hold(known[1], trigrams):
+                    position += _FRAME.size + size
+                    continue
             payload = _read_frame(fd, position, size_of_file)
             if payload is None:
                 log.warning("texts: damaged frame at %s:%d skipped", path, position)
-                yield None
+                yield position, 0, None
                 position = _next_magic(fd, position + 1, size_of_file)
                 continue
             try:
@@ -461,8 +518,20 @@ def _frames(path: Path) -> Iterator[pa.Table | None]:
             except TextStoreError as exc:
                 log.warning("texts: %s:%d skipped: %s", path, position, exc)
                 block = None
-            yield block
+            yield position, zlib.crc32(payload), block
             position += _FRAME.size + len(payload)
+
+
+def _index_records(path: Path) -> dict[int, tuple[int, bytes]]:
+    """The day's index records (``text_index.read_index``); none when it cannot be read (scanned)."""
+    try:
+        return text_index.read_index(path.read_bytes())
+    except OSError:
+        return {}
+
+
+def _bloom(block: pa.Table) -> bytes:
+    return text_index.bloom_of([block.column(name) for name in TEXT_COLUMNS])
 
 
 def _intact_frames(data: bytes) -> Iterator[tuple[int, bytes]]:
@@ -537,7 +606,9 @@ def _next_magic(fd: int, position: int, size_of_file: int) -> int:
 
 def _day_of(path: Path) -> int | None:
     try:
-        moment = datetime.strptime(path.name.removesuffix(_SUFFIX), "%Y-%m-%d").replace(tzinfo=UTC)
+        moment = datetime.strptime(
+            path.name.removesuffix(_SUFFIX).removesuffix(text_index.INDEX_SUFFIX), "%Y-%m-%d"
+        ).replace(tzinfo=UTC)
     except ValueError:
         return None
     return int(moment.timestamp()) // 86_400
