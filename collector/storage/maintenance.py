@@ -79,8 +79,8 @@ RETENTION_EVERY_S = 3600.0
 
 
 class RetentionPass:
-    """Runs ``enforce_retention`` every ``every_s`` while ``may_run()`` (one collector of a cluster:
-    the ``retention`` role); an async context manager. The first pass is the store's start
+    """Runs ``enforce_retention``, and indexes new text frames for search, every ``every_s`` while
+    ``may_run()`` (one collector of a cluster: the ``retention`` role); an async context manager. The first pass is the store's start
     (``SqlStore.migrate``); a failed pass is logged and the next one redoes it."""
 
     def __init__(
@@ -96,7 +96,10 @@ class RetentionPass:
         self._stop = asyncio.Event()
 
     def run_once(self) -> None:
-        if not self._may_run() or self.retention_days <= 0:
+        if not self._may_run():
+            return
+        self._index_texts()
+        if self.retention_days <= 0:
             return
         try:
             removed = enforce_retention(self._store(), self.retention_days)
@@ -105,6 +108,19 @@ class RetentionPass:
             return
         if removed:
             log.info("retention: removed data older than %d days from %s", self.retention_days, ", ".join(removed))
+
+    def _index_texts(self) -> None:
+        """The search index of the text frames written since the last pass (an embedded store's
+        ``TextStore.index``), so that a search seldom reads a frame it could have passed over."""
+        try:
+            texts = getattr(self._store(), "texts", None)
+        except StoreError as exc:
+            log.warning("texts: no index pass (%s); retried in %.0f s", exc, self.every_s)
+            return
+        if texts is not None:
+            indexed = texts.index()
+            if indexed:
+                log.info("texts: %d frames indexed for search", indexed)
 
     async def __aenter__(self) -> RetentionPass:
         self._task = asyncio.create_task(self._loop(), name="agentwatch-retention")

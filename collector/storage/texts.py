@@ -57,7 +57,7 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -303,13 +303,36 @@ class TextStore:
         records = _index_records(index_path)
         fresh: list[bytes] = []
         try:
-            for position, crc, block in _frames(self._path(day), records if trigrams is not None else {}, trigrams):
+            ruled_out = None if trigrams is None else (lambda bloom: not text_index.may_hold(bloom, trigrams))
+            for position, crc, block in _frames(self._path(day), records, ruled_out):
                 if block is not None and records.get(position, (None,))[0] != crc:
                     fresh.append(text_index.index_record(position, crc, _bloom(block)))
                 yield block
         finally:
             if fresh:
                 self._append_index(index_path, fresh)
+
+    def index(self) -> int:
+        """Index the frames of every day file that have no valid index record yet (run by the
+        hourly retention pass, so a search seldom pays for it); how many frames were indexed.
+        Reads without the store's lock, as a search does."""
+        indexed = 0
+        for path in sorted(self.directory.glob(f"*{_SUFFIX}")):
+            day = _day_of(path)
+            if day is None:
+                continue
+            index_path = path.with_suffix(text_index.INDEX_SUFFIX)
+            fresh = []
+            try:
+                for position, crc, block in _frames(path, _index_records(index_path), lambda _bloom: True):
+                    if block is not None:
+                        fresh.append(text_index.index_record(position, crc, _bloom(block)))
+            except OSError as exc:
+                log.warning("texts: cannot index %s: %s", path, exc)
+            if fresh:
+                self._append_index(index_path, fresh)
+                indexed += len(fresh)
+        return indexed
 
     def _append_index(self, path: Path, records: list[bytes]) -> None:
         """Index records appended (a failure is logged: the next search scans those frames again)."""
@@ -490,10 +513,10 @@ def _same_file(fd: int, path: Path) -> bool:
 
 
 def _frames(
-    path: Path, records: dict[int, tuple[int, bytes]], trigrams: np.ndarray | None
+    path: Path, records: dict[int, tuple[int, bytes]], ruled_out: Callable[[bytes], bool] | None
 ) -> Iterator[tuple[int, int, pa.Table | None]]:
-    """(offset, CRC, frame) of every intact frame of a day file that ``records`` (index records by
-    offset: frame CRC and filter) do not rule out for ``trigrams``, in order, read one at a time;
+    """(offset, CRC, frame) of every intact frame of a day file but those whose record in ``records``
+    (index records by offset: frame CRC and filter) is ``ruled_out``, in order, read one at a time;
     (offset, 0, None) for each torn or damaged stretch, which is skipped (the scan looks for the
     next magic whose frame checks out). A frame ruled out is passed over by its header alone."""
     with open(path, "rb", buffering=0) as file:
@@ -501,10 +524,10 @@ def _frames(
         position = len(_FILE_HEADER) if os.pread(fd, len(_FILE_HEADER), 0) == _FILE_HEADER else 0
         while position + _FRAME.size <= size_of_file:
             known = records.get(position)
-            if known is not None and trigrams is not None:
+            if known is not None and ruled_out is not None:
                 magic, size, crc = _FRAME.unpack(os.pread(fd, _FRAME.size, position).ljust(_FRAME.size, b"\0"))
                 fits = magic == _MAGIC and position + _FRAME.size + size <= size_of_file
-                if fits and known[0] == crc and not text_index.may_hold(known[1], trigrams):
+                if fits and known[0] == crc and ruled_out(known[1]):
                     position += _FRAME.size + size
                     continue
             payload = _read_frame(fd, position, size_of_file)

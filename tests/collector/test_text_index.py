@@ -17,7 +17,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentwatch_platform.collector.storage import texts as text_files
+from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from agentwatch_platform.collector.storage.columns import spans_table
+from agentwatch_platform.collector.storage.maintenance import RetentionPass
 from agentwatch_platform.collector.storage.text_index import bloom_of, may_hold, needle_trigrams
 from agentwatch_platform.collector.storage.texts import DAY_NS, TextStore
 from tests.collector.factories import new_trace_id
@@ -168,3 +170,22 @@ def test_a_deletion_drops_the_index_and_retention_expires_it(tmp_path: Path) -> 
     assert texts.search("p1", *WINDOW, "beta").trace_ids == [rows[1].trace_id]
     assert texts.size_bytes() == sum(p.stat().st_size for p in (tmp_path / "texts").iterdir())
     assert texts.expire(NOW_NS + 30 * DAY_NS) and not list((tmp_path / "texts").iterdir())
+
+
+def test_the_retention_pass_indexes_new_frames_so_a_search_reads_only_its_hits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = ChdbStore(tmp_path / "chdb", result_cache_s=0, retention_days=0)
+    try:
+        texts = store.texts
+        _stash(texts, [[(["alpha"], [])]] * 3 + [[(["ORDER-42"], [])]])
+        RetentionPass(lambda: store, 0, may_run=lambda: True).run_once()
+        assert texts.index() == 0  # nothing new since the pass
+        _stash(texts, [[(["beta"], [])]])
+        decoded = []
+        real_block = text_files._block
+        monkeypatch.setattr(text_files, "_block", lambda payload: decoded.append(1) or real_block(payload))
+        assert len(texts.search("p1", *WINDOW, "order-42").trace_ids) == 1
+        assert len(decoded) == 2  # the hit, and the frame written after the pass
+    finally:
+        store.close()
