@@ -112,6 +112,7 @@ class AgentConfig:
     temperature: float = 0.0
     max_cost_usd: float | None = None
     max_seconds: float | None = None
+    version: str | None = None  # the agent's version on its runs (agentwatch.run(version=...)); None: the process's
     degradation: DegradationPolicy | None = None
     step_pause_s: float = (
         0.0  # each research step waits this long after acting (a slow tool or a human): long runs to watch
@@ -233,7 +234,12 @@ class ResearchAgent:
             max_cost_usd=self.config.max_cost_usd, max_steps=None, max_seconds=self.config.max_seconds
         )
         with agentwatch.run(
-            AGENT_NAME, user_id=user_id or None, session_id=session_id or None, tags=[self.config.mode], budget=budget
+            AGENT_NAME,
+            user_id=user_id or None,
+            session_id=session_id or None,
+            tags=[self.config.mode],
+            budget=budget,
+            version=self.config.version,
         ) as run:
             result.trace_id = run.trace_id
             if not await self._admitted(result, user_id):

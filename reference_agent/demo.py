@@ -74,6 +74,9 @@ from agentwatch_platform.reference_agent.tools import Corpus, ResearchTools, Too
 DEMO_RULES = Path(__file__).with_name("demo_rules.yaml")
 DEMO_PROJECT = "demo"
 BASELINE_SHARE = 0.55
+# The spike is a release: the research agent 1.1 (ReAct on the large model) after 1.0 (routed,
+# bounded context); the Versions page flags its cost per run and demo-release-cost-regression fires once.
+BASELINE_VERSION, SPIKE_VERSION = "1.0", "1.1"
 RECOVERY_S = 30.0  # baseline traffic again after the spike (at most half of --duration): incidents resolve on data
 # The cost-rate rule's bucket (demo_rules.yaml): 10 s holds one incident through the spend of a
 # few long ReAct runs; a short demo's baseline phase is too short to learn from 10 s buckets.
@@ -579,13 +582,19 @@ async def _phases(options: DemoOptions, engine_url: str) -> dict[str, LoadSummar
         project_rate=0.3, project_burst=3, mode="queue", max_wait_s=5.0
     )  # 0.3 runs/s in all, the rest waits
     baseline = _agent(
-        engine_url, AgentConfig(mode="iterative", max_steps=10), cache, corpus, seed=1, rate_limiter=queue
+        engine_url,
+        AgentConfig(mode="iterative", max_steps=10, version=BASELINE_VERSION),
+        cache,
+        corpus,
+        seed=1,
+        rate_limiter=queue,
     )
     frugal = _agent(
         engine_url,
         AgentConfig(
             mode="iterative",
             max_steps=10,
+            version=BASELINE_VERSION,
             max_cost_usd=0.002,
             degradation=DegradationPolicy(action="small_model", budget_share=0.05),
         ),
@@ -594,7 +603,13 @@ async def _phases(options: DemoOptions, engine_url: str) -> dict[str, LoadSummar
         seed=4,
         rate_limiter=RateLimiter(user_rate=1 / 60, mode="reject"),
     )  # one run a minute: refusals even when runs are slow
-    spike = _agent(engine_url, AgentConfig(mode="react", small_model=None, max_steps=14), cache, corpus, seed=2)
+    spike = _agent(
+        engine_url,
+        AgentConfig(mode="react", small_model=None, max_steps=14, version=SPIKE_VERSION),
+        cache,
+        corpus,
+        seed=2,
+    )
     options.log(
         f"phase 1/2: baseline, {options.users} users, evolving-report runs routed to sim-small, and one "
         f"frugal user whose runs degrade and are rate limited ({baseline_s:.0f} s)"
