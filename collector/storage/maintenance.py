@@ -98,9 +98,11 @@ class RetentionPass:
     def run_once(self) -> None:
         if not self._may_run():
             return
-        self._index_texts()
-        if self.retention_days <= 0:
-            return
+        if self.retention_days > 0:
+            self._enforce()
+        self._index_texts()  # after the retention: no day about to go is indexed
+
+    def _enforce(self) -> None:
         try:
             removed = enforce_retention(self._store(), self.retention_days)
         except StoreError as exc:

@@ -327,7 +327,7 @@ class TextStore:
                 for position, crc, block in _frames(path, _index_records(index_path), lambda _bloom: True):
                     if block is not None:
                         fresh.append(text_index.index_record(position, crc, _bloom(block)))
-            except OSError as exc:
+            except (OSError, pa.ArrowException, ValueError) as exc:  # the frames stay scanned; the pass goes on
                 log.warning("texts: cannot index %s: %s", path, exc)
             if fresh:
                 self._append_index(index_path, fresh)
