@@ -40,7 +40,7 @@ from agentwatch_platform.alerts.sources import alert_row, delivery_row
 from agentwatch_platform.collector.api.deps import ProjectDep, SettingsDep, StoreDep
 from agentwatch_platform.collector.api.params import End, Start, time_window
 from agentwatch_platform.collector.query.service import MAX_BUCKETS
-from agentwatch_platform.collector.storage import queries_alerts as qa
+from agentwatch_platform.collector.storage.sql import alerts as alerts_sql
 
 router = APIRouter(prefix="/api/alerts", tags=["alerts"])
 
@@ -65,7 +65,7 @@ def list_alerts(
         "end_ms": int(hi * 1000),
         "limit": limit,
     }
-    return [Alert(**row).to_out() for row in store.query(qa.LIST_ALERTS, params)]
+    return [Alert(**row).to_out() for row in store.query(alerts_sql.LIST_ALERTS, params)]
 
 
 @router.get("/rules", response_model=list[AlertRuleOut])
@@ -137,7 +137,7 @@ def list_deliveries(
     alert_id: Annotated[str, Query(max_length=64)] = "",
     limit: Annotated[int, Query(ge=1, le=MAX_ALERTS)] = 200,
 ) -> list[DeliveryOut]:
-    rows = store.query(qa.LIST_DELIVERIES, {"project": project, "alert_id": alert_id, "limit": limit})
+    rows = store.query(alerts_sql.LIST_DELIVERIES, {"project": project, "alert_id": alert_id, "limit": limit})
     return [DeliveryOut(**row) for row in rows]
 
 
@@ -151,7 +151,7 @@ def save_alerts(
             if figure is not None and not math.isfinite(figure):
                 raise HTTPException(422, f"body[{i}].{name}: must be a finite number or null")
     rows = [alert_row(Alert(project=project, **item.model_dump())) for item in body]
-    store.insert_rows("alerts", qa.ALERT_COLUMNS, rows)
+    store.insert_rows("alerts", alerts_sql.ALERT_COLUMNS, rows)
     return {"stored": len(rows)}
 
 
@@ -160,7 +160,7 @@ def save_deliveries(
     store: StoreDep, project: ProjectDep, body: Annotated[list[DeliveryIn], Field(max_length=MAX_ALERTS)]
 ) -> dict[str, int]:
     rows = [delivery_row(Delivery(project=project, **d.model_dump())) for d in body]
-    store.insert_rows("alert_deliveries", qa.DELIVERY_COLUMNS, rows)
+    store.insert_rows("alert_deliveries", alerts_sql.DELIVERY_COLUMNS, rows)
     return {"stored": len(rows)}
 
 

@@ -17,8 +17,8 @@ import math
 from collections.abc import Collection
 
 from agentwatch_api.schemas import SeriesPoint, TimeSeries
-from agentwatch_platform.collector.storage import queries_alerts as qa
 from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.sql import alerts as alerts_sql
 
 RUN_SCOPE_KEYS = ("user", "session")
 RUN_SCOPE_METRICS = ("cost_usd", "runs", "max_run_cost_usd", "max_steps")
@@ -43,7 +43,7 @@ def run_scope_series(
     }
     points = [
         SeriesPoint(t=start + int(row["bucket"]) * step_s, group=row["grp"], value=float(row[metric]))
-        for row in store.query(qa.RUN_SCOPE_SERIES, params)
+        for row in store.query(alerts_sql.RUN_SCOPE_SERIES, params)
     ]
     return TimeSeries(
         metric=metric,

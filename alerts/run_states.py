@@ -17,8 +17,8 @@ is judged on that day (its age is at least a day, which any sensible threshold i
 
 from __future__ import annotations
 
-from agentwatch_platform.collector.storage import queries_alerts as qa
 from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.sql import alerts as alerts_sql
 
 RUN_STATE_METRICS = ("oldest_running_run_s", "incomplete_run_rate")
 LOOKBACK_S = 86_400
@@ -53,7 +53,7 @@ def run_state_values(
         "idle_cutoff_ns": now_ns - int(idle_timeout_s * 1e9),
         "window_ns": int(window_s * 1e9),
     }
-    return {row["grp"]: _value(metric, row, min_runs) for row in store.query(qa.RUN_STATES, params)}
+    return {row["grp"]: _value(metric, row, min_runs) for row in store.query(alerts_sql.RUN_STATES, params)}
 
 
 def absent_value(metric: str) -> float | None:

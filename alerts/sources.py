@@ -25,8 +25,8 @@ from agentwatch_platform.alerts.run_states import run_state_values
 from agentwatch_platform.alerts.version_rules import version_change
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.query import versions as version_query
-from agentwatch_platform.collector.storage import queries_alerts as qa
 from agentwatch_platform.collector.storage.base import Store, StoreError
+from agentwatch_platform.collector.storage.sql import alerts as alerts_sql
 
 if TYPE_CHECKING:
     import httpx
@@ -104,13 +104,13 @@ class AlertHistory(Protocol):
 
 
 def alert_row(alert: Alert) -> tuple[Any, ...]:
-    """An ``alerts`` row, in ``queries_alerts.ALERT_COLUMNS`` order."""
-    return tuple(getattr(alert, column) for column in qa.ALERT_COLUMNS)
+    """An ``alerts`` row, in ``sql.alerts.ALERT_COLUMNS`` order."""
+    return tuple(getattr(alert, column) for column in alerts_sql.ALERT_COLUMNS)
 
 
 def delivery_row(delivery: Delivery) -> tuple[Any, ...]:
-    """An ``alert_deliveries`` row, in ``queries_alerts.DELIVERY_COLUMNS`` order."""
-    return tuple(getattr(delivery, column) for column in qa.DELIVERY_COLUMNS)
+    """An ``alert_deliveries`` row, in ``sql.alerts.DELIVERY_COLUMNS`` order."""
+    return tuple(getattr(delivery, column) for column in alerts_sql.DELIVERY_COLUMNS)
 
 
 class StoreBackend:
@@ -136,7 +136,7 @@ class StoreBackend:
     def projects(self, now: float) -> list[str]:
         rows = self._guard(
             "active projects",
-            lambda: self.store.query(qa.ACTIVE_PROJECTS, {"since_ns": int((now - PROJECT_LOOKBACK_S) * 1e9)}),
+            lambda: self.store.query(alerts_sql.ACTIVE_PROJECTS, {"since_ns": int((now - PROJECT_LOOKBACK_S) * 1e9)}),
         )
         return sorted(r["project"] for r in rows)
 
@@ -230,22 +230,24 @@ class StoreBackend:
         )
 
     def firing(self, project: str) -> list[Alert]:
-        rows = self._guard("firing alerts", lambda: self.store.query(qa.FIRING_ALERTS, {"project": project}))
+        rows = self._guard("firing alerts", lambda: self.store.query(alerts_sql.FIRING_ALERTS, {"project": project}))
         return [Alert(**row) for row in rows]
 
     def save(self, alert: Alert) -> None:
-        self._guard("save alert", lambda: self.store.insert_rows("alerts", qa.ALERT_COLUMNS, [alert_row(alert)]))
+        self._guard(
+            "save alert", lambda: self.store.insert_rows("alerts", alerts_sql.ALERT_COLUMNS, [alert_row(alert)])
+        )
 
     def record(self, delivery: Delivery) -> None:
         self._guard(
             "record delivery",
-            lambda: self.store.insert_rows("alert_deliveries", qa.DELIVERY_COLUMNS, [delivery_row(delivery)]),
+            lambda: self.store.insert_rows("alert_deliveries", alerts_sql.DELIVERY_COLUMNS, [delivery_row(delivery)]),
         )
 
     def owed(self, project: str, since: float) -> tuple[list[Alert], set[tuple[str, str, str]]]:
         params = {"project": project, "since_ms": int(since * 1000)}
-        alerts = self._guard("recent alerts", lambda: self.store.query(qa.OWED_ALERTS, params))
-        delivered = self._guard("deliveries", lambda: self.store.query(qa.DELIVERED, params))
+        alerts = self._guard("recent alerts", lambda: self.store.query(alerts_sql.OWED_ALERTS, params))
+        delivered = self._guard("deliveries", lambda: self.store.query(alerts_sql.DELIVERED, params))
         return [Alert(**row) for row in alerts], {(r["alert_id"], r["event"], r["channel"]) for r in delivered}
 
 
@@ -369,7 +371,9 @@ class HttpBackend:
         self._guard("save alert", lambda: self._client(alert.project).save_alerts([body]))
 
     def record(self, delivery: Delivery) -> None:
-        body = DeliveryIn.model_construct(**{k: getattr(delivery, k) for k in qa.DELIVERY_COLUMNS if k != "project"})
+        body = DeliveryIn.model_construct(
+            **{k: getattr(delivery, k) for k in alerts_sql.DELIVERY_COLUMNS if k != "project"}
+        )
         self._guard("record delivery", lambda: self._client(delivery.project).save_deliveries([body]))
 
     def owed(self, project: str, since: float) -> tuple[list[Alert], set[tuple[str, str, str]]]:

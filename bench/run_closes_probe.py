@@ -2,7 +2,7 @@
 
     python -m bench.run_closes_probe --store-dir COPY_OF_A_STORE [--now EPOCH_S] [--repeats 8]
 
-The overview's per-run totals (``queries.run_totals``: steps per run, max steps, max run cost,
+The overview's per-run totals (``sql.metrics.run_totals``: steps per run, max steps, max run cost,
 feedback) group every ``runs_agg`` partial of the range by trace. The design measured here, and
 left unbuilt (bench/results/scale_100m.md, "run_closes"), writes one row per finished run instead:
 the writer closes the runs whose root it stored, from ``runs_agg``. This probe times, on a COPY of
@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentwatch_platform.collector.storage import queries as q
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
+from agentwatch_platform.collector.storage.sql import metrics as metrics_sql
 from bench import report
 
 RESULTS = Path(__file__).parent / "results" / "run_closes_probe"
@@ -94,7 +94,7 @@ def timed(store: ChdbStore, sql: str, params: dict[str, Any], repeats: int) -> d
 def same_figures(store: ChdbStore, params: dict[str, Any]) -> bool:
     """Whether the close rows give run_totals' figures (steps per run, max steps, max run cost) per bucket."""
     fields = ("steps_per_run", "max_steps", "max_run_cost_usd")
-    today = {r["bucket"]: r for r in store.query(q.run_totals("none", "1"), params | {"agent": None})}
+    today = {r["bucket"]: r for r in store.query(metrics_sql.run_totals("none", "1"), params | {"agent": None})}
     closes = {r["bucket"]: r for r in store.query(FROM_CLOSES, params)}
     return today.keys() == closes.keys() and all(
         math.isclose(today[b][f], closes[b][f], rel_tol=1e-9) for b in today for f in fields
@@ -105,7 +105,7 @@ def probe(store: ChdbStore, now: float, repeats: int) -> dict[str, Any]:
     end_ns = int(now * 1e9)
     params = {"project": "bench", "start_ns": end_ns - 2 * DAY_S * 10**9, "end_ns": end_ns, "step_ns": DAY_S * 10**9}
     out: dict[str, Any] = {"today": {}, "closes": {}}
-    out["today"]["run_totals"] = timed(store, q.run_totals("none", "1"), params | {"agent": None}, repeats)
+    out["today"]["run_totals"] = timed(store, metrics_sql.run_totals("none", "1"), params | {"agent": None}, repeats)
     out["today"]["group_by_trace_only"] = timed(store, GROUP_ONLY, params, repeats)
     out["today"]["scan_only"] = timed(store, SCAN_ONLY, params, repeats)
     store.command("DROP TABLE IF EXISTS x_run_closes")

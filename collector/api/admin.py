@@ -25,9 +25,9 @@ from agentwatch_platform.collector.auth.keys import KeyAdminError, KeyRing
 from agentwatch_platform.collector.auth.scopes import ADMIN, ADMIN_PREFIX, ScopeError
 from agentwatch_platform.collector.engines.registry import EngineLimit, TargetRefused, add_engine, audit, delete_engine
 from agentwatch_platform.collector.query.reprice import price_table, reprice
-from agentwatch_platform.collector.storage import queries
-from agentwatch_platform.collector.storage import queries_admin as qa
 from agentwatch_platform.collector.storage.deletion import DeletionError, Scope, delete_data, journal_for
+from agentwatch_platform.collector.storage.sql import admin as admin_sql
+from agentwatch_platform.collector.storage.sql import engines as engines_sql
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +224,7 @@ def engine_status(
     """Registered engines with the outcome of their last scrape (why it failed or was refused)."""
     name = scoped_project(caller, project, required=True) or ""
     status = getattr(getattr(request.app.state, "scraper", None), "status", {})
-    rows = store.query(queries.ENGINES_REGISTERED, {"project": name})
+    rows = store.query(engines_sql.ENGINES_REGISTERED, {"project": name})
     return [
         EngineStatus(
             engine=r["engine"],
@@ -345,7 +345,7 @@ def audit_log(
 ) -> list[AuditEntry]:
     """Admin actions, newest first: an admin key's project, or every project for the operator."""
     name = scoped_project(caller, project, required=False) or ""
-    return [AuditEntry(**row) for row in store.query(qa.LIST_AUDIT, {"project": name, "limit": limit})]
+    return [AuditEntry(**row) for row in store.query(admin_sql.LIST_AUDIT, {"project": name, "limit": limit})]
 
 
 __all__ = ["AdminDep", "legacy_router", "router", "scoped_project"]

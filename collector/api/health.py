@@ -22,8 +22,8 @@ from agentwatch_api.schemas import IngestStatus
 from agentwatch_platform.collector.api.deps import get_project
 from agentwatch_platform.collector.auth.caller import principal
 from agentwatch_platform.collector.metrics import CONTENT_TYPE
-from agentwatch_platform.collector.storage import queries
 from agentwatch_platform.collector.storage.base import StoreError
+from agentwatch_platform.collector.storage.sql import admin as admin_sql
 
 READY_TIMEOUT_S = (
     2.0  # a store slower than this to answer ``/ready`` is ready only if the writer's last insert succeeded
@@ -69,7 +69,7 @@ def _not_ready(request: Request) -> str:
 async def _store_not_ready(request: Request) -> str:
     try:
         rows = await asyncio.wait_for(
-            asyncio.to_thread(request.app.state.store.query, queries.STORE_READY), READY_TIMEOUT_S
+            asyncio.to_thread(request.app.state.store.query, admin_sql.STORE_READY), READY_TIMEOUT_S
         )
     except TimeoutError:  # busy (an embedded store runs one statement at a time) or hung: the writer knows which
         writer = request.app.state.ingestor.writer
@@ -137,7 +137,7 @@ def ingest_status(request: Request, project: Annotated[str | None, Depends(_inge
 
 def _stored_spans(request: Request, project: str) -> int:
     try:
-        rows = request.app.state.store.query(queries.PROJECT_SPANS, {"project": project})
+        rows = request.app.state.store.query(admin_sql.PROJECT_SPANS, {"project": project})
     except StoreError as exc:  # the health figures still answer; the count waits for the store
         log.warning("/api/ingest: cannot count the spans of project %r: %s", project, exc)
         return 0

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentwatch_platform.collector.auth.scopes import LEGACY_SCOPES, format_scopes, parse_scopes
-from agentwatch_platform.collector.storage import queries_keys as q
 from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.sql import keys as keys_sql
 
 _KEY_RE = re.compile(r"^aw_([0-9a-f]{12})_([A-Za-z0-9_-]{20,100})$")
 _PROJECT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -129,7 +129,7 @@ class KeyRing:
         if parts is None:
             return None
         key_id, secret = parts
-        rows = self.store.query(q.KEY_BY_ID, {"key_id": key_id})
+        rows = self.store.query(keys_sql.KEY_BY_ID, {"key_id": key_id})
         if not rows or rows[0]["revoked_ms"] is not None:
             return None
         row = rows[0]
@@ -138,13 +138,13 @@ class KeyRing:
         return Grant(key_id, row["project"], frozenset(_stored_scopes(row.get("scopes") or "")[0]))
 
     def get(self, key_id: str) -> KeyInfo:
-        rows = self.store.query(q.KEY_BY_ID, {"key_id": key_id})
+        rows = self.store.query(keys_sql.KEY_BY_ID, {"key_id": key_id})
         if not rows:
             raise KeyAdminError(f"no API key with id {key_id!r} (see 'agentwatch keys list')")
         return _info(rows[0], key_id)
 
     def revoke(self, key_id: str) -> KeyInfo:
-        rows = self.store.query(q.KEY_BY_ID, {"key_id": key_id})
+        rows = self.store.query(keys_sql.KEY_BY_ID, {"key_id": key_id})
         if not rows:
             raise KeyAdminError(f"no API key with id {key_id!r} (see 'agentwatch keys list')")
         row = rows[0]
@@ -164,7 +164,7 @@ class KeyRing:
 
     def list(self, *, project: str | None = None) -> list[KeyInfo]:
         """Every key, or those of ``project``."""
-        return [_info(r) for r in self.store.query(q.LIST_KEYS) if project is None or r["project"] == project]
+        return [_info(r) for r in self.store.query(keys_sql.LIST_KEYS) if project is None or r["project"] == project]
 
     def _write(
         self,
@@ -178,7 +178,7 @@ class KeyRing:
         scopes: str,
     ) -> None:
         self.store.command(
-            q.INSERT_KEY,
+            keys_sql.INSERT_KEY,
             {
                 "project": project,
                 "key_id": key_id,

@@ -14,8 +14,8 @@ import time
 from agentwatch_platform.collector.engines.scrape_guard import HostPolicy, TargetRefused
 from agentwatch_platform.collector.engines.scraper import parse_targets, register_engine, target_hosts
 from agentwatch_platform.collector.settings import Settings
-from agentwatch_platform.collector.storage import queries_admin as qa
 from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.sql import admin as admin_sql
 
 
 class EngineLimit(Exception):
@@ -33,7 +33,7 @@ def add_engine(
 ) -> None:
     """Check ``url`` (``TargetRefused``) and the cap (``EngineLimit``), register, audit."""
     (policy or policy_for(settings)).check(url)
-    others = int(store.query(qa.COUNT_ENGINES, {"project": project, "engine": name})[0]["n"])
+    others = int(store.query(admin_sql.COUNT_ENGINES, {"project": project, "engine": name})[0]["n"])
     if others >= settings.max_engines_per_project:
         raise EngineLimit(
             f"project {project!r} has {others} engines, the most it may register (AGENTWATCH_MAX_ENGINES_PER_PROJECT); delete one first"
@@ -44,9 +44,9 @@ def add_engine(
 
 def delete_engine(store: Store, project: str, name: str, *, actor: str) -> bool:
     """Stop scraping a registered engine; False when the project has none of that name."""
-    if not int(store.query(qa.ENGINE_EXISTS, {"project": project, "engine": name})[0]["n"]):
+    if not int(store.query(admin_sql.ENGINE_EXISTS, {"project": project, "engine": name})[0]["n"]):
         return False
-    store.command(qa.DELETE_ENGINE, {"project": project, "engine": name})
+    store.command(admin_sql.DELETE_ENGINE, {"project": project, "engine": name})
     audit(store, project, actor, "engine.delete", name, {})
     return True
 
@@ -54,7 +54,7 @@ def delete_engine(store: Store, project: str, name: str, *, actor: str) -> bool:
 def audit(store: Store, project: str, actor: str, action: str, target: str, detail: dict[str, object]) -> None:
     """One admin action in ``audit_log`` (who, what, on what; never a secret)."""
     store.command(
-        qa.INSERT_AUDIT,
+        admin_sql.INSERT_AUDIT,
         {
             "project": project,
             "at_ms": int(time.time() * 1000),

@@ -31,8 +31,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from agentwatch_platform.collector.engines.scrape_guard import HostPolicy, TargetRefused, fetch_metrics
-from agentwatch_platform.collector.storage import queries
 from agentwatch_platform.collector.storage.base import Store, StoreError
+from agentwatch_platform.collector.storage.sql import engines as engines_sql
 
 if TYPE_CHECKING:
     from agentwatch_platform.collector.settings import Settings
@@ -207,7 +207,7 @@ class EngineScraper:
         """Configured targets, then those registered through the API (these win on a clash)."""
         found = {(t.project, t.name): t for t in self.targets}
         try:
-            registered = await asyncio.to_thread(self.store.query, queries.ENGINES_ALL)
+            registered = await asyncio.to_thread(self.store.query, engines_sql.ENGINES_ALL)
         except StoreError as exc:
             self.errors["store"] += 1
             log.warning("engine scraper: could not read registered engines: %s", exc)

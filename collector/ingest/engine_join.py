@@ -53,9 +53,9 @@ import pyarrow.compute as pc
 from agentwatch import semconv as sc
 
 from agentwatch_platform.collector.ingest.normalize import ENGINE_PREFIX
-from agentwatch_platform.collector.storage import queries
 from agentwatch_platform.collector.storage.base import Store, StoreError
 from agentwatch_platform.collector.storage.model import SpanRow
+from agentwatch_platform.collector.storage.sql import ingest as ingest_sql
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ class EngineJoin:
         waiting = []
         for project, group in _by_project(rows).items():
             try:
-                clients = store.query(queries.CLIENT_LLM_SPANS_OF_ENGINE_ROWS, _stored_params(project, group))
+                clients = store.query(ingest_sql.CLIENT_LLM_SPANS_OF_ENGINE_ROWS, _stored_params(project, group))
             except StoreError as exc:  # the reconcile pass still counts the call once
                 log.warning("engine join: looking up client spans failed: %s", exc)
                 waiting.extend(group)
@@ -368,7 +368,7 @@ class EngineJoin:
             return 0
         try:
             engine = store.query(
-                queries.ENGINE_SPANS_ENDED,
+                ingest_sql.ENGINE_SPANS_ENDED,
                 {"since_ns": self._watermark_ns, "until_ns": until_ns, "limit": _MAX_PER_PASS},
             )
             bills = [_bill(e) for e in self._unmatched(store, engine)]
@@ -389,11 +389,11 @@ class EngineJoin:
         trace context or request id, in any other (an engine shared by projects)."""
         left = []
         for project, spans in _by_project(engine).items():
-            clients = store.query(queries.CLIENT_LLM_SPANS_FOR_ENGINE, _client_params(project, spans))
+            clients = store.query(ingest_sql.CLIENT_LLM_SPANS_FOR_ENGINE, _client_params(project, spans))
             spans = match_engine_spans(spans, clients)
             if spans:
                 params = _client_params(project, spans) | _elsewhere_window(spans, _RECONCILE_ELSEWHERE_BEFORE_NS)
-                clients = store.query(queries.CLIENT_LLM_SPANS_ELSEWHERE_FOR_ENGINE, params)
+                clients = store.query(ingest_sql.CLIENT_LLM_SPANS_ELSEWHERE_FOR_ENGINE, params)
                 spans = match_engine_spans(spans, clients, rules=_BY_ID)
             left.extend(spans)
         return left
@@ -474,9 +474,9 @@ def _elsewhere_params(project: str, rows: list[dict[str, Any]]) -> dict[str, Any
 
 def _clients_elsewhere(store: Store, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Other projects' client LLM spans by trace context, and by request id, each asked only if needed."""
-    clients = store.query(queries.CLIENT_LLM_SPANS_ELSEWHERE_BY_TRACE, params) if params["parents"] else []
+    clients = store.query(ingest_sql.CLIENT_LLM_SPANS_ELSEWHERE_BY_TRACE, params) if params["parents"] else []
     if params["request_ids"]:
-        clients += store.query(queries.CLIENT_LLM_SPANS_ELSEWHERE_BY_REQUEST, params)
+        clients += store.query(ingest_sql.CLIENT_LLM_SPANS_ELSEWHERE_BY_REQUEST, params)
     return clients
 
 

@@ -3,7 +3,7 @@
 A run's root span ends last, so until then the run has no head (``runs_agg`` rows with
 ``roots > 0``, what lists runs without merging partials). After each insert, the writer hands
 the batch here: every trace that has spans but no root yet gets one opening head
-(``runs_agg.opened``, written by ``queries.OPEN_RUN_HEADS`` from the stored spans, so it holds
+(``runs_agg.opened``, written by ``ingest_sql.OPEN_RUN_HEADS`` from the stored spans, so it holds
 the earliest start, agent, session and user seen). The run is then listed as ``running`` while
 spans keep arriving and ``incomplete`` once none arrived for ``AGENTWATCH_RUN_IDLE_TIMEOUT_S``;
 its root, when it comes, makes it a finished run (the query merges the two heads per trace).
@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from agentwatch import semconv as sc
 
-from agentwatch_platform.collector.storage import queries
 from agentwatch_platform.collector.storage.base import Store, StoreError
+from agentwatch_platform.collector.storage.sql import ingest as ingest_sql
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class LiveRuns:
         try:
             for project, trace_ids in by_project.items():
                 store.command(
-                    queries.OPEN_RUN_HEADS, {"project": project, "trace_ids": sorted(trace_ids), "lo_ns": lo_ns}
+                    ingest_sql.OPEN_RUN_HEADS, {"project": project, "trace_ids": sorted(trace_ids), "lo_ns": lo_ns}
                 )
         except StoreError as exc:  # the run is listed when its root comes; nothing is lost
             log.warning("live runs: opening heads for %d traces failed: %s", len(new), exc)

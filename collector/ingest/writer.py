@@ -289,7 +289,7 @@ class Writer:
         await asyncio.to_thread(heap.trim)  # the batch's buffers are free now (collector.ingest.heap)
 
     async def _hold_merges(self, backlog: bool) -> None:
-        """The store's merges wait while a backlog does (a burst: ``queries_admin.HOLD_MERGES``), for at
+        """The store's merges wait while a backlog does (a burst: ``sql.admin.HOLD_MERGES``), for at
         most ``merge_hold_s``; after that limit, not again until the queue has drained once. Only with
         a bound in bytes: without one, the faster inserts let the batches, and the peak, grow instead."""
         now = time.monotonic()

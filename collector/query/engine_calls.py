@@ -24,7 +24,7 @@ _ADDED = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd")
 
 
 def fold_engine_figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``rows`` (``queries.SPANS_OF_TRACE``) with each engine row's additions moved onto its call."""
+    """``rows`` (``sql.runs.SPANS_OF_TRACE``) with each engine row's additions moved onto its call."""
     # here, not at the top: engine_join loads pyarrow, which `agentwatch collector` must load first
     from agentwatch_platform.collector.ingest.engine_join import CLIENT_SPAN
 
@@ -47,7 +47,7 @@ def _attributes(row: dict[str, Any]) -> dict[str, str]:
 
 
 def engine_call_timings(rows: list[dict[str, Any]]) -> EngineCallTimings:
-    """``queries.ENGINE_CALL_TIMINGS``' row as the API's figures; a percentile of no call is None."""
+    """``sql.engines.ENGINE_CALL_TIMINGS``' row as the API's figures; a percentile of no call is None."""
     row = rows[0] if rows else {}
     figures: dict[str, Any] = {}
     for name, count in (("queue", "queue_calls"), ("ttft", "ttft_calls"), ("client_ttft", "client_calls")):

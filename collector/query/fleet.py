@@ -15,8 +15,8 @@ import logging
 from collections.abc import Callable
 
 from agentwatch_platform.collector.metrics import Metrics
-from agentwatch_platform.collector.storage import queries_fleet
 from agentwatch_platform.collector.storage.base import Store, StoreError
+from agentwatch_platform.collector.storage.sql import fleet as fleet_sql
 
 log = logging.getLogger(__name__)
 
@@ -40,14 +40,14 @@ class FleetCounters:
             "rejected": [j for _, j in rows.values()],
         }
         try:
-            self._store().command(queries_fleet.WRITE_COUNTERS, params)
+            self._store().command(fleet_sql.WRITE_COUNTERS, params)
         except StoreError as exc:
             log.warning("fleet counters: publishing failed (%s); retried in %.0f s", exc, self.interval_s)
 
     def others(self, project: str = "") -> tuple[int, int]:
         """(received, rejected) of the other collectors for ``project`` ('' = every project); (0, 0) if the store is away."""
         try:
-            rows = self._store().query(queries_fleet.OTHERS_COUNTERS, {"project": project, "collector": self.holder})
+            rows = self._store().query(fleet_sql.OTHERS_COUNTERS, {"project": project, "collector": self.holder})
         except StoreError as exc:
             log.warning("fleet counters: reading the other collectors' failed: %s", exc)
             return 0, 0

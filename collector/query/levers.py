@@ -25,9 +25,10 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from agentwatch_api.schemas import LeverQuality, LeverSaving, LeverSavings
-from agentwatch_platform.collector.storage import queries as q
-from agentwatch_platform.collector.storage import queries_levers as ql
 from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.sql import levers as levers_sql
+from agentwatch_platform.collector.storage.sql import metrics as metrics_sql
+from agentwatch_platform.collector.storage.sql import scope as scope_sql
 
 if TYPE_CHECKING:
     from agentwatch import PriceTable
@@ -53,7 +54,7 @@ def price_params(
     store: Store, params: dict[str, Any], prices: PriceTable, *, also: list[str] | None = None
 ) -> dict[str, Any]:
     """``keys``/``input``/``output``/``cached`` for every model the range's LLM calls name (and ``also``)."""
-    models = sorted({*store.query(ql.LEVER_MODELS, params)[0]["models"], *(also or [])})
+    models = sorted({*store.query(levers_sql.LEVER_MODELS, params)[0]["models"], *(also or [])})
     found = [(m, p) for m in models if (p := prices.price(m)) is not None]
     return {
         "keys": [m for m, _ in found],
@@ -64,10 +65,10 @@ def price_params(
 
 
 def lever_savings(store: Store, params: dict[str, Any], *, prices: PriceTable) -> LeverSavings:
-    """Every lever's saving in the range of ``params`` (those of ``queries.span_source``)."""
+    """Every lever's saving in the range of ``params`` (those of ``sql.metrics.span_source``)."""
     bound = {**params, **price_params(store, params, prices)}
-    calls = store.query(ql.span_levers(q.where(q.SPAN_FILTERS, params)), bound)[0]
-    runs = store.query(ql.run_levers(q.where({"agent": "agent = {agent:String}"}, params)), bound)
+    calls = store.query(levers_sql.span_levers(scope_sql.where(metrics_sql.SPAN_FILTERS, params)), bound)[0]
+    runs = store.query(levers_sql.run_levers(scope_sql.where({"agent": "agent = {agent:String}"}, params)), bound)
     levers = [_cache(calls), _routing(calls), _degradation(runs), _rate_limit(runs)]
     return LeverSavings(
         price_version=prices.version,

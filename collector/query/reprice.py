@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 from agentwatch_api.client import ApiError, CollectorClient, CollectorError
 from agentwatch_api.handshake import running_collector
 from agentwatch_platform.collector.settings import Settings
-from agentwatch_platform.collector.storage import queries
 from agentwatch_platform.collector.storage.base import Store, StoreError
 from agentwatch_platform.collector.storage.maintenance import rebuild_totals
+from agentwatch_platform.collector.storage.sql import reprice as reprice_sql
 
 if TYPE_CHECKING:
     from agentwatch import PriceTable
@@ -51,11 +51,11 @@ def reprice(
 ) -> RepriceResult:
     """Re-price the LLM spans since ``since`` (of one project, or all) and rebuild run totals."""
     params: dict[str, Any] = {"since_ns": int(since * 1e9), "project": project}
-    found = store.query(queries.REPRICE_MODELS, params)
+    found = store.query(reprice_sql.REPRICE_MODELS, params)
     priced = [(r, p) for r in found if (p := prices.price(r["model"], r["provider"] or None)) is not None]
     if priced:
         _record_prices(store, prices.version, priced, time.time() if now is None else now)
-        store.command(queries.REPRICE_SPANS, params | _price_arrays(priced, prices.version))
+        store.command(reprice_sql.REPRICE_SPANS, params | _price_arrays(priced, prices.version))
         rebuild_totals(store, since=since, project=project)
     return RepriceResult(
         version=prices.version,

@@ -2,7 +2,7 @@
 
 Routes, the dashboard (through the routes) and the alert evaluator (in-process) all read
 through here, so a figure means the same wherever it is shown. SQL lives in
-``collector.storage.queries``; this module picks the query, binds values and shapes rows.
+``collector.storage.sql``; this module picks the query, binds values and shapes rows.
 Times are epoch seconds; ranges and result sizes are bounded, and a bad parameter raises
 ``InvalidQuery`` with a message naming it.
 """
@@ -47,9 +47,14 @@ from agentwatch_api.schemas import (
 from agentwatch_platform.collector.query.engine_calls import engine_call_timings, fold_engine_figures
 from agentwatch_platform.collector.query.levers import lever_savings
 from agentwatch_platform.collector.query.whatif import whatif as estimate_whatif
-from agentwatch_platform.collector.storage import queries as q
-from agentwatch_platform.collector.storage import queries_closes as qc
 from agentwatch_platform.collector.storage.base import QueryError, Store
+from agentwatch_platform.collector.storage.sql import closes as closes_sql
+from agentwatch_platform.collector.storage.sql import cost as cost_sql
+from agentwatch_platform.collector.storage.sql import engines as engines_sql
+from agentwatch_platform.collector.storage.sql import feedback as feedback_sql
+from agentwatch_platform.collector.storage.sql import metrics as metrics_sql
+from agentwatch_platform.collector.storage.sql import runs as runs_sql
+from agentwatch_platform.collector.storage.sql import scope as scope_sql
 
 if TYPE_CHECKING:
     from agentwatch import PriceTable
@@ -179,8 +184,8 @@ def list_runs(
     idle_timeout_s: float = DEFAULT_RUN_IDLE_TIMEOUT_S,
     **filters: Any,
 ) -> RunsPage:
-    """One page of the runs that started in [start, end), filtered (``queries.RUN_FILTERS``)."""
-    unknown = set(filters) - set(q.RUN_FILTERS)
+    """One page of the runs that started in [start, end), filtered (``sql.runs.RUN_FILTERS``)."""
+    unknown = set(filters) - set(runs_sql.RUN_FILTERS)
     if unknown:
         raise InvalidQuery(f"unknown run filter(s): {', '.join(sorted(unknown))}")
     if not 1 <= limit <= MAX_PAGE:
@@ -188,7 +193,7 @@ def list_runs(
     if offset < 0:
         raise InvalidQuery(f"offset must be >= 0, got {offset}")
     field = sort.removeprefix("-")
-    _choice("sort", field, q.RUN_SORTS)
+    _choice("sort", field, runs_sql.RUN_SORTS)
     filters = {name: (None if value == "" else value) for name, value in filters.items()}  # an empty search matches all
     start_ns, end_ns = _range(start, end)
     params = {
@@ -201,18 +206,18 @@ def list_runs(
         **filters,
     }
     warnings: list[str] = []
-    if filters.get("search") is not None:  # as queries.RUN_SEARCH's captured-text window: a day past the end
+    if filters.get("search") is not None:  # as sql.runs.RUN_SEARCH's captured-text window: a day past the end
         found = store.search_texts(project, start_ns, end_ns + 86_400 * 10**9, filters["search"])
         params["text_traces"] = found.trace_ids
         warnings = [f"captured text not searched: {line}" for line in found.unreadable]
     descending = sort.startswith("-")
     open_state = filters.get("status") in ("running", "incomplete")  # known only from whole-run merges
-    if field in q.HEAD_SORTS and set(_given(filters)) <= set(q.RUN_HEAD_FILTERS) and not open_state:
-        where = q.run_where(q.RUN_HEAD_FILTERS, params)
-        page, count = q.head_page(where, field, descending), q.head_count(where)
+    if field in runs_sql.HEAD_SORTS and set(_given(filters)) <= set(runs_sql.RUN_HEAD_FILTERS) and not open_state:
+        where = runs_sql.run_where(runs_sql.RUN_HEAD_FILTERS, params)
+        page, count = runs_sql.head_page(where, field, descending), runs_sql.head_count(where)
     else:
-        where = q.run_where(q.RUN_FILTERS, params)
-        page, count = q.runs_page(where, field, descending), q.runs_count(where)
+        where = runs_sql.run_where(runs_sql.RUN_FILTERS, params)
+        page, count = runs_sql.runs_page(where, field, descending), runs_sql.runs_count(where)
     rows, total = _page(store, params, page, count)
     items = _with_feedback(store, project, rows)
     return RunsPage(items=items, total=total, limit=limit, offset=offset, warnings=warnings)
@@ -229,7 +234,7 @@ def _page(store: Store, params: dict[str, Any], page: str, count: str) -> tuple[
     if not ids:  # an empty first page has no total column to read; a page past the end must count
         total = int(store.query(count, params)[0]["total"]) if params["offset"] else 0
         return [], total
-    rows = store.query(q.RUNS_OF_PAGE, params | {"trace_ids": [r["trace_id"] for r in ids]})
+    rows = store.query(runs_sql.RUNS_OF_PAGE, params | {"trace_ids": [r["trace_id"] for r in ids]})
     return rows, int(ids[0]["total"])
 
 
@@ -239,7 +244,7 @@ def _with_feedback(store: Store, project: str, rows: list[dict[str, Any]]) -> li
     if ids:
         scores = {
             r["trace_id"]: r["mean_score"]
-            for r in store.query(q.FEEDBACK_SCORES, {"project": project, "trace_ids": ids})
+            for r in store.query(feedback_sql.FEEDBACK_SCORES, {"project": project, "trace_ids": ids})
         }
     return [RunSummary(**r, feedback_score=scores.get(r["trace_id"])) for r in rows]
 
@@ -250,10 +255,10 @@ def get_run(
     """A run with its spans and feedback; None when the trace is not in this project."""
     trace_id = _trace_id(trace_id)
     params = {"project": project, "trace_id": trace_id}
-    runs = store.query(q.RUN_OF_TRACE, params | {"idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s)})
+    runs = store.query(runs_sql.RUN_OF_TRACE, params | {"idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s)})
     if not runs:
         return None
-    spans = store.query(q.SPANS_OF_TRACE, {**params, "limit": MAX_TRACE_SPANS})
+    spans = store.query(runs_sql.SPANS_OF_TRACE, {**params, "limit": MAX_TRACE_SPANS})
     store.read_texts(spans, project=project, trace_id=trace_id)
     run = runs[0]
     return RunDetail(
@@ -316,7 +321,7 @@ def _trace_id(trace_id: str) -> str:
 
 
 def _feedback(store: Store, params: dict[str, Any]) -> list[FeedbackOut]:
-    return [FeedbackOut(**r) for r in store.query(q.FEEDBACK_OF_TRACE, params)]
+    return [FeedbackOut(**r) for r in store.query(feedback_sql.FEEDBACK_OF_TRACE, params)]
 
 
 def _mean_score(feedback: list[FeedbackOut]) -> float | None:
@@ -332,7 +337,7 @@ def _agent_median(store: Store, project: str, run: dict[str, Any], *, days: int 
     start_ns, end_ns = int((end - days * 86_400) * 1e9), int(end * 1e9)
     params = {"project": project, "agent": run["agent"], "start_ns": start_ns, "end_ns": end_ns}
     params |= _closed_minute_params(store, params | {"step_ns": end_ns - start_ns})
-    sql = q.AGENT_MEDIAN_COST_CLOSED if "exact_minutes" in params else q.AGENT_MEDIAN_COST
+    sql = runs_sql.AGENT_MEDIAN_COST_CLOSED if "exact_minutes" in params else runs_sql.AGENT_MEDIAN_COST
     return _num(store.query(sql, params)[0]["median"])
 
 
@@ -347,7 +352,7 @@ def add_feedback(
     stored in this project (a mistyped id, or another project's run: nothing is stored for it).
     Feedback sent right after a run can come before its spans: the SDK's ``feedback`` exports
     them and retries."""
-    if not store.query(q.TRACE_EXISTS, {"project": project, "trace_id": _trace_id(trace_id)})[0]["n"]:
+    if not store.query(feedback_sql.TRACE_EXISTS, {"project": project, "trace_id": _trace_id(trace_id)})[0]["n"]:
         return None
     if feedback.score is not None and not (math.isfinite(feedback.score) and abs(feedback.score) <= MAX_FEEDBACK_SCORE):
         raise InvalidQuery(f"score must be a finite number between -{MAX_FEEDBACK_SCORE:g} and {MAX_FEEDBACK_SCORE:g}")
@@ -422,22 +427,40 @@ def _plans(wanted: set[str], group_by: str, params: dict[str, Any]) -> list[tupl
     """The queries (and row shapers) that produce the wanted metrics."""
     plans: list[tuple[str, Shaper]] = []
     if wanted & SPAN_METRICS:
-        filters = q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params)
+        filters = scope_sql.where(metrics_sql.ROLLUP_FILTERS, params), scope_sql.where(metrics_sql.SPAN_FILTERS, params)
         source = _call_source(params)
         quantiles = bool(wanted & QUANTILE_METRICS)
-        sql = q.span_metrics(group_by, *filters, source=source, quantiles=quantiles, edges=_has_edges(params, source))
+        sql = metrics_sql.span_metrics(
+            group_by, *filters, source=source, quantiles=quantiles, edges=_has_edges(params, source)
+        )
         plans.append((sql, _span_figures))
     if group_by == "model" and wanted & (HEAD_METRICS | TOTAL_METRICS):
-        plans.append((q.run_metrics(group_by, q.where(q.RUN_FILTERS, params)), _all_run_figures))
+        plans.append(
+            (metrics_sql.run_metrics(group_by, scope_sql.where(runs_sql.RUN_FILTERS, params)), _all_run_figures)
+        )
         return plans
     if wanted & HEAD_METRICS and "edge_minutes" in params and params.get("model") is None:
-        plans.append((q.run_head_minutes(group_by, q.where(q.RUN_MINUTE_FILTERS, params)), _head_figures))
+        plans.append(
+            (
+                metrics_sql.run_head_minutes(group_by, scope_sql.where(metrics_sql.RUN_MINUTE_FILTERS, params)),
+                _head_figures,
+            )
+        )
     elif wanted & HEAD_METRICS:
-        plans.append((q.run_heads(group_by, q.where(q.RUN_HEAD_FILTERS, params)), _head_figures))
+        plans.append(
+            (metrics_sql.run_heads(group_by, scope_sql.where(runs_sql.RUN_HEAD_FILTERS, params)), _head_figures)
+        )
     if wanted & TOTAL_METRICS and "exact_minutes" in params:
-        plans.append((q.run_totals_closed(group_by, q.where(q.RUN_CLOSED_FILTERS, params)), _total_figures))
+        plans.append(
+            (
+                metrics_sql.run_totals_closed(group_by, scope_sql.where(metrics_sql.RUN_CLOSED_FILTERS, params)),
+                _total_figures,
+            )
+        )
     elif wanted & TOTAL_METRICS:
-        plans.append((q.run_totals(group_by, q.where(q.RUN_TOTAL_FILTERS, params)), _total_figures))
+        plans.append(
+            (metrics_sql.run_totals(group_by, scope_sql.where(metrics_sql.RUN_TOTAL_FILTERS, params)), _total_figures)
+        )
     return plans
 
 
@@ -471,7 +494,7 @@ MAX_EDGE_MINUTES = 64  # beyond it (many buckets off the minute) the heads are r
 
 
 def _head_minute_params(start_ns: int, end_ns: int, step_ns: int) -> dict[str, Any]:
-    """Which minutes of [start, end) run_minutes answers for (``queries.run_head_minutes``): the
+    """Which minutes of [start, end) run_minutes answers for (``sql.metrics.run_head_minutes``): the
     whole minutes in the range, but those a bucket boundary cuts, which are read from the heads
     with the range's first and last minute when they are partial (``edge_minutes``).
 
@@ -514,7 +537,7 @@ MIN_CLOSED_RUN_ROWS = 100_000
 
 
 def _closed_minute_params(store: Store, params: dict[str, Any]) -> dict[str, Any]:
-    """Which minutes of the range closed_run_minutes answers for (``queries.run_totals_closed``):
+    """Which minutes of the range closed_run_minutes answers for (``sql.metrics.run_totals_closed``):
     the whole minutes but those cut by a bucket boundary and those holding a run that changed
     since the closer's mark (``collector.storage.run_closes``), whose runs are merged instead.
     Nothing where the closer has not run, under a model filter (closed minutes have no models),
@@ -524,23 +547,23 @@ def _closed_minute_params(store: Store, params: dict[str, Any]) -> dict[str, Any
     cut = _cut_minutes(params["start_ns"], params["end_ns"], params["step_ns"])
     if not cut:
         return {}
-    rows = store.query(qc.RUN_ROWS, params)[0]
+    rows = store.query(closes_sql.RUN_ROWS, params)[0]
     closed_to = int(rows["closed_to"] or 0)
     if not closed_to or int(rows["n"]) < MIN_CLOSED_RUN_ROWS:
         return {}
     bound = params | {"closed_to": closed_to, "cap": MAX_STALE_MINUTES + 1}
-    changed = int(store.query(qc.ROWS_SINCE, bound)[0]["n"])
+    changed = int(store.query(closes_sql.ROWS_SINCE, bound)[0]["n"])
     if changed > MAX_STALE_ROWS:
         return {}
     whole = {"whole_lo_s": cut["whole_lo_s"], "whole_hi_s": cut["whole_hi_s"]}  # as the heads' (if set)
-    stale = store.query(q.STALE_RUN_MINUTES, bound | whole)[0]["minutes"] if changed else []
+    stale = store.query(metrics_sql.STALE_RUN_MINUTES, bound | whole)[0]["minutes"] if changed else []
     if len(stale) > MAX_STALE_MINUTES:
         return {}
     return whole | {"exact_minutes": sorted({*cut["edge_minutes"], *(int(m) for m in stale)})}
 
 
 def _call_source(params: dict[str, Any]) -> str:
-    """Where call-level figures come from (``queries.SPAN_SOURCES``): spans for buckets under a
+    """Where call-level figures come from (``sql.metrics.SPAN_SOURCES``): spans for buckets under a
     minute, where too many minutes are cut (``_rollup_params``) and under a model filter (the
     tool calls of the runs that used the model: rollup rows of tool calls have no model), else
     the rollups (with the spans of the cut minutes)."""
@@ -550,13 +573,13 @@ def _call_source(params: dict[str, Any]) -> str:
 
 
 def _rollup_source(params: dict[str, Any]) -> str:
-    """How to read the minutes that cover the range (``queries.SPAN_SOURCES``): through
+    """How to read the minutes that cover the range (``sql.metrics.SPAN_SOURCES``): through
     span_hours where some whole hour of them falls in one bucket. Both give the same figures
     (the query itself picks, hour by hour, the rows to read); this only spares reading
     span_hours when it has nothing to give."""
     start_ns, step_ns, last = params["start_ns"], params["step_ns"], params["last_bucket"]
 
-    def bucket(t_s: int) -> int:  # as queries._bucket_of
+    def bucket(t_s: int) -> int:  # as sql.metrics._bucket_of
         return min((max(t_s * 10**9, start_ns) - start_ns) // step_ns, last)
 
     cut = set(params["cut_hours"])
@@ -711,8 +734,8 @@ def overview(
         "end_ns": end_ns,
         "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s),
     }
-    states = store.query(q.OPEN_RUN_STATES, params)[0]
-    refused = store.query(q.REFUSED_RUNS, params | {"agent": agent or ""})[0]["refused"]
+    states = store.query(runs_sql.OPEN_RUN_STATES, params)[0]
+    refused = store.query(runs_sql.REFUSED_RUNS, params | {"agent": agent or ""})[0]["refused"]
     return Overview(
         start=start,
         end=end,
@@ -776,15 +799,17 @@ def cost_breakdown(
     filters, source = _call_filters(params)
     edges = _has_edges(params, source)
     by = {
-        key: [CostRow(**r) for r in store.query(q.cost_by(key, *filters, source, edges=edges), params)]
-        for key in q.COST_KEYS
+        key: [CostRow(**r) for r in store.query(cost_sql.cost_by(key, *filters, source, edges=edges), params)]
+        for key in cost_sql.COST_KEYS
     }
-    totals = store.query(q.cost_totals(*filters, source, edges=edges), params)[0]
+    totals = store.query(cost_sql.cost_totals(*filters, source, edges=edges), params)[0]
     # under a model filter the levers count every call of the runs that used the model (``CostLevers``)
     lever_totals = (
         totals
         if model is None
-        else store.query(q.cost_totals("1", q.where(q.RUN_CALL_FILTERS, params), "spans"), params)[0]
+        else store.query(
+            cost_sql.cost_totals("1", scope_sql.where(metrics_sql.RUN_CALL_FILTERS, params), "spans"), params
+        )[0]
     )
     mtd, projected = _month(store, project, agent, model, time.time() if now is None else now)
     runs = _figures(store, project, ["cost_per_success_usd"], start, end, end - start, "none", agent, model)
@@ -829,7 +854,7 @@ def whatif(
 
 
 def _call_params(project: str, start: float, end: float, agent: str | None, model: str | None) -> dict[str, Any]:
-    """Parameters of ``queries.span_source`` for one range taken whole."""
+    """Parameters of ``sql.metrics.span_source`` for one range taken whole."""
     start_ns, end_ns = _range(start, end)
     return {
         "project": project,
@@ -842,7 +867,10 @@ def _call_params(project: str, start: float, end: float, agent: str | None, mode
 
 def _call_filters(params: dict[str, Any]) -> tuple[tuple[str, str], str]:
     """The rollup and span filters of ``params`` and where its call-level figures come from."""
-    return (q.where(q.ROLLUP_FILTERS, params), q.where(q.SPAN_FILTERS, params)), _call_source(params)
+    return (
+        scope_sql.where(metrics_sql.ROLLUP_FILTERS, params),
+        scope_sql.where(metrics_sql.SPAN_FILTERS, params),
+    ), _call_source(params)
 
 
 def _has_edges(params: dict[str, Any], source: str) -> bool:
@@ -869,7 +897,9 @@ def _month(store: Store, project: str, agent: str | None, model: str | None, now
     month_s = monthrange(today.year, today.month)[1] * 86_400
     params = _call_params(project, first, max(now, first + 1), agent, model)
     filters, source = _call_filters(params)
-    mtd = float(store.query(q.cost_totals(*filters, source, edges=_has_edges(params, source)), params)[0]["cost_usd"])
+    mtd = float(
+        store.query(cost_sql.cost_totals(*filters, source, edges=_has_edges(params, source)), params)[0]["cost_usd"]
+    )
     elapsed = max(now - first, 3600.0)  # a projection from the first minutes would be noise
     return mtd, mtd * month_s / elapsed
 
@@ -879,14 +909,14 @@ def _self_hosted(
 ) -> SelfHostedCost:
     """Cost per 1k tokens from measured GPU time; per load level from per-minute samples."""
     params = {"project": project, "start_ms": int(start * 1e3), "end_ms": int(end * 1e3)}
-    gpu_seconds = float(store.query(q.GPU_SECONDS, params)[0]["gpu_seconds"] or 0.0)
+    gpu_seconds = float(store.query(cost_sql.GPU_SECONDS, params)[0]["gpu_seconds"] or 0.0)
     per_1k = _ratio(gpu_hour_usd * gpu_seconds / 3600, tokens / 1000)
     by_load = [
         {
             "running_requests": float(r["running"]),
             "cost_per_1k_tokens_usd": gpu_hour_usd * r["gpu_seconds"] / 3600 / (r["tokens"] / 1000),
         }
-        for r in store.query(q.COST_BY_LOAD, {**params, "start_ns": int(start * 1e9), "end_ns": int(end * 1e9)})
+        for r in store.query(cost_sql.COST_BY_LOAD, {**params, "start_ns": int(start * 1e9), "end_ns": int(end * 1e9)})
         if r["tokens"]
     ]
     return SelfHostedCost(
@@ -902,7 +932,8 @@ def _self_hosted(
 def filters(store: Store, project: str, *, start: float, end: float) -> FilterValues:
     start_ns, end_ns = _range(start, end)
     return FilterValues(
-        **store.query(q.FILTER_VALUES, {"project": project, "start_ns": start_ns, "end_ns": end_ns})[0], project=project
+        **store.query(metrics_sql.FILTER_VALUES, {"project": project, "start_ns": start_ns, "end_ns": end_ns})[0],
+        project=project,
     )
 
 
@@ -912,9 +943,12 @@ def engines(
     """Engines configured, registered at runtime, or seen in the metrics of the last day."""
     since = (time.time() if now is None else now) - 86_400
     urls = dict(configured or {}) | {
-        r["engine"]: r["url"] for r in store.query(q.ENGINES_REGISTERED, {"project": project})
+        r["engine"]: r["url"] for r in store.query(engines_sql.ENGINES_REGISTERED, {"project": project})
     }
-    seen = {r["engine"]: r for r in store.query(q.ENGINES_SEEN, {"project": project, "since_ms": int(since * 1e3)})}
+    seen = {
+        r["engine"]: r
+        for r in store.query(engines_sql.ENGINES_SEEN, {"project": project, "since_ms": int(since * 1e3)})
+    }
     return [
         EngineInfo(
             engine=name,
@@ -941,11 +975,11 @@ def engine_series(
         "step_ms": step * 1000,
         "limit": MAX_ENGINE_POINTS,
     }
-    rows = store.query(q.ENGINE_POINTS, params)
+    rows = store.query(engines_sql.ENGINE_POINTS, params)
     points = [
         EnginePoint(t=start + r["bucket"] * step, metric=r["metric"], labels=r["labels"], value=r["value"])
         for r in rows
     ]
     return EngineSeries(
-        engine=engine, points=points, calls=engine_call_timings(store.query(q.ENGINE_CALL_TIMINGS, params))
+        engine=engine, points=points, calls=engine_call_timings(store.query(engines_sql.ENGINE_CALL_TIMINGS, params))
     )

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from agentwatch_api.schemas import WHATIF_POLICIES, WhatIf
 from agentwatch_platform.collector.query.levers import price_params
-from agentwatch_platform.collector.storage import queries as q
-from agentwatch_platform.collector.storage import queries_levers as ql
 from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.sql import levers as levers_sql
+from agentwatch_platform.collector.storage.sql import scope as scope_sql
 
 if TYPE_CHECKING:
     from agentwatch import PriceTable
@@ -45,7 +45,7 @@ def whatif(
 ) -> WhatIf:
     """The policy's estimate over the range of ``params``; a bad policy is a ``ValueError`` saying why."""
     sql, extra, description, basis = _plan(policy, step=step, model=model, cap=cap, bound=bound)
-    filters = q.where({"agent": "agent_name = {agent:String}"}, params)
+    filters = scope_sql.where({"agent": "agent_name = {agent:String}"}, params)
     bound_params = {**params, **extra, **price_params(store, params, prices, also=[model] if model else [])}
     if model and model not in bound_params["keys"]:
         raise ValueError(f"what-if: model {model!r} has no price in the collector's price table")
@@ -60,7 +60,7 @@ def _plan(
         if not step or not model:
             raise ValueError("what-if route: needs step (a step name, e.g. research) and model (e.g. sim-small)")
         return (
-            ql.whatif_route,
+            levers_sql.whatif_route,
             {"step": step, "model": model},
             f"route '{step}' steps to {model}",
             "the same tokens of those steps' LLM calls priced on the new model",
@@ -69,7 +69,7 @@ def _plan(
         if cap is None or cap < 1:
             raise ValueError(f"what-if cap_steps: cap must be a step count >= 1, got {cap!r}")
         return (
-            ql.whatif_cap,
+            levers_sql.whatif_cap,
             {"cap": cap},
             f"cap runs at {cap} steps",
             "runs that needed more steps keep the cost of their first steps; the others are unchanged",
@@ -78,7 +78,7 @@ def _plan(
         if bound < 1:
             raise ValueError(f"what-if evolving_report: bound must be >= 1 token, got {bound}")
         return (
-            ql.whatif_bounded,
+            levers_sql.whatif_bounded,
             {"bound": bound},
             f"evolving report (context bounded to {bound} tokens) instead of the whole history",
             "each LLM call's input cut to the run's smallest prompt plus the bound; output unchanged",

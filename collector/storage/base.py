@@ -1,6 +1,6 @@
 """The store interface every back end implements.
 
-SQL lives in ``collector.storage.schema`` (DDL, migrations) and ``collector.storage.queries``
+SQL lives in ``collector.storage.schema`` (DDL, migrations) and ``collector.storage.sql``
 (parameterised queries, ``{name:Type}`` placeholders bound by ClickHouse); back ends only
 execute it. Driver exceptions are translated to ``StoreError`` subclasses at this boundary.
 """
@@ -47,7 +47,7 @@ class Store(Protocol):
 
     def read_texts(self, spans: list[dict[str, Any]], *, project: str = "", trace_id: str = "") -> None:
         """Fill in place the captured texts of span rows read with their ``text_ref``
-        (``queries.SPANS_OF_TRACE``; rows without ``project`` or ``trace_id`` columns are of the
+        (``sql.runs.SPANS_OF_TRACE``; rows without ``project`` or ``trace_id`` columns are of the
         ``project`` and ``trace_id`` given) and set each row's ``text_state`` (``texts.TEXT_STATES``:
         captured, not_captured, removed, damaged); drops ``text_ref``. Never another span's text."""
 

@@ -16,10 +16,10 @@ import pyarrow as pa
 
 from agentwatch_platform.collector.storage.base import QueryError, StoreError, StoreUnavailable
 from agentwatch_platform.collector.storage.chdb_memory import ChdbMemory
-from agentwatch_platform.collector.storage.queries import SPANS_INSERT_SETTINGS
-from agentwatch_platform.collector.storage.queries_admin import HOLD_MERGES, PURGE_ALLOCATOR, RESUME_MERGES
 from agentwatch_platform.collector.storage.recent import RecentKeys
 from agentwatch_platform.collector.storage.result_cache import ResultCache, is_read
+from agentwatch_platform.collector.storage.sql.admin import HOLD_MERGES, PURGE_ALLOCATOR, RESUME_MERGES
+from agentwatch_platform.collector.storage.sql.ingest import SPANS_INSERT_SETTINGS
 from agentwatch_platform.collector.storage.sql_store import SqlStore, arrow_rows
 from agentwatch_platform.collector.storage.texts import TextSearch, TextStore, TextStoreError
 

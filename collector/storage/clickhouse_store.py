@@ -16,7 +16,7 @@ import pyarrow as pa
 from agentwatch_platform.collector.storage.base import QueryError, StoreUnavailable
 from agentwatch_platform.collector.storage.cluster_ddl import check_cluster_name, for_cluster
 from agentwatch_platform.collector.storage.lease import SpanWriteLock, holder_id
-from agentwatch_platform.collector.storage.queries import SPANS_INSERT_SETTINGS
+from agentwatch_platform.collector.storage.sql.ingest import SPANS_INSERT_SETTINGS
 from agentwatch_platform.collector.storage.sql_store import SqlStore, arrow_rows
 
 

@@ -34,15 +34,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentwatch_platform.collector.storage import queries_closes as qc
-from agentwatch_platform.collector.storage import queries_delete as qd
 from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.sql import closes as closes_sql
+from agentwatch_platform.collector.storage.sql import delete as delete_sql
 from agentwatch_platform.collector.storage.texts import FAULT_ENV as TEXTS_FAULT_ENV
 from agentwatch_platform.collector.storage.tombstones import TOMBSTONE_S, Tombstone
 
 log = logging.getLogger(__name__)
 
-KINDS = (*qd.DELETION_KINDS, "project")
+KINDS = (*delete_sql.DELETION_KINDS, "project")
 AUDIT_ACTION = "data.delete"
 # Trace ids per statement: a ClickHouse server takes bound values in the URL (1 MiB by default).
 CHUNK = 5000
@@ -173,13 +173,13 @@ def plan_deletion(store: Store, scope: Scope, *, actor: str, now: float | None =
     """Which traces and hours ``scope`` takes, with their spans and cost, read before anything goes."""
     plan = Plan(uuid.uuid4().hex, scope, actor, time.time() if now is None else now)
     if scope.kind == "project":
-        _add_figures(plan, store.query(qd.PROJECT_FIGURES, {"project": scope.project}))
+        _add_figures(plan, store.query(delete_sql.PROJECT_FIGURES, {"project": scope.project}))
         return plan
-    plan.traces = sorted(r["trace_id"] for r in store.query(qd.traces_of(scope.kind), scope.params()))
+    plan.traces = sorted(r["trace_id"] for r in store.query(delete_sql.traces_of(scope.kind), scope.params()))
     if scope.kind == "trace" and scope.value not in plan.traces:
         plan.traces.append(scope.value)  # feedback on a trace without spans goes too
     for chunk in _chunks(plan.traces):
-        _add_figures(plan, store.query(qd.TRACE_FIGURES, {"project": scope.project, "traces": chunk}))
+        _add_figures(plan, store.query(delete_sql.TRACE_FIGURES, {"project": scope.project, "traces": chunk}))
     plan.hours = sorted(set(plan.hours))
     return plan
 
@@ -198,8 +198,8 @@ def carry_out(store: Store, plan: Plan, journal: DeletionJournal) -> DeletionRes
         _leave_tombstone(store, plan)
         _fault("planned")
         if scope.kind == "project":
-            for table in qd.PROJECT_TABLES:
-                store.command(qd.delete_project(table), {"project": scope.project})
+            for table in delete_sql.PROJECT_TABLES:
+                store.command(delete_sql.delete_project(table), {"project": scope.project})
         else:
             _delete_traces(store, plan)
         _fault("rows_deleted")
@@ -256,13 +256,13 @@ def _delete_traces(store: Store, plan: Plan) -> None:
     scope = plan.scope
     for chunk in _chunks(plan.traces):
         params = {"project": scope.project, "traces": chunk}
-        for statement in (qd.DELETE_FEEDBACK, qd.DELETE_RUNS, qd.DELETE_SPANS):
+        for statement in (delete_sql.DELETE_FEEDBACK, delete_sql.DELETE_RUNS, delete_sql.DELETE_SPANS):
             store.command(statement, params)
         _refresh_lease(store)
     if scope.kind in ("user", "session"):
         params = {"project": scope.project, "scope_key": scope.kind, "value": scope.value}
-        store.command(qd.DELETE_SCOPED_DELIVERIES, params)
-        store.command(qd.DELETE_SCOPED_ALERTS, params)
+        store.command(delete_sql.DELETE_SCOPED_DELIVERIES, params)
+        store.command(delete_sql.DELETE_SCOPED_ALERTS, params)
 
 
 def _rebuild_hours(store: Store, project: str, hours: list[int]) -> None:
@@ -271,15 +271,20 @@ def _rebuild_hours(store: Store, project: str, hours: list[int]) -> None:
         return
     for chunk in _chunks(hours, size=24 * 31):  # a month of hours a statement
         params = {"project": project, "hours": chunk}
-        for statement in (qd.DROP_HOURS, qd.DROP_MINUTES, qd.REBUILD_MINUTES, qd.DROP_RUN_MINUTES):
+        for statement in (
+            delete_sql.DROP_HOURS,
+            delete_sql.DROP_MINUTES,
+            delete_sql.REBUILD_MINUTES,
+            delete_sql.DROP_RUN_MINUTES,
+        ):
             store.command(statement, params)
-        store.command(qd.REBUILD_RUN_MINUTES, params)
+        store.command(delete_sql.REBUILD_RUN_MINUTES, params)
         _refresh_lease(store)
-    closed_to = int(store.query(qc.CLOSED_TO)[0]["closed_to"] or 0)
+    closed_to = int(store.query(closes_sql.CLOSED_TO)[0]["closed_to"] or 0)
     if closed_to:  # the closer has run: its rows of these minutes would still count the deleted runs
         for day in _by_day(hours):
             minutes = [hour + 60 * m for hour in day for m in range(60)]
-            store.command(qc.CLOSE_MINUTES, {"project": project, "minutes": minutes, "closed_to": closed_to})
+            store.command(closes_sql.CLOSE_MINUTES, {"project": project, "minutes": minutes, "closed_to": closed_to})
 
 
 def _remove_texts(store: Store, plan: Plan) -> int:
@@ -297,7 +302,11 @@ def _remove_texts(store: Store, plan: Plan) -> int:
 def _audit_once(store: Store, plan: Plan, texts: int) -> None:
     """One ``data.delete`` row per deletion, however many times it was replayed."""
     marker = f'"deletion":"{plan.id}"'
-    if int(store.query(qd.AUDITED, {"project": plan.scope.project, "action": AUDIT_ACTION, "marker": marker})[0]["n"]):
+    if int(
+        store.query(delete_sql.AUDITED, {"project": plan.scope.project, "action": AUDIT_ACTION, "marker": marker})[0][
+            "n"
+        ]
+    ):
         return
     detail = {
         "deletion": plan.id,
@@ -307,7 +316,7 @@ def _audit_once(store: Store, plan: Plan, texts: int) -> None:
         "texts": texts,
         "requested_at": plan.requested_at,
     }
-    from agentwatch_platform.collector.storage.queries_admin import INSERT_AUDIT
+    from agentwatch_platform.collector.storage.sql.admin import INSERT_AUDIT
 
     store.command(
         INSERT_AUDIT,

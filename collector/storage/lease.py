@@ -2,7 +2,7 @@
 
 A lease is a name (``span-writer``, ``alerts``, ...) held by one collector until an expiry the
 server's clock sets. Taking or renewing it writes the next *term* of the name; the store keeps
-exactly one row per term (``queries_lease``: insert deduplication decides, atomically on one
+exactly one row per term (``sql.lease``: insert deduplication decides, atomically on one
 server and through Keeper on a cluster) and reading the term back tells each contender whether
 it won. A holder that dies stops renewing, and its lease is taken over once it expires.
 
@@ -39,8 +39,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from agentwatch_platform.collector.storage import queries_lease
 from agentwatch_platform.collector.storage.base import StoreError, StoreUnavailable
+from agentwatch_platform.collector.storage.sql import lease as lease_sql
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class StoreLease:
         """Write ``term`` as ours; held if the store kept our row and no later term exists."""
         started = time.monotonic()
         self._write(term, self.holder, self.ttl_s)
-        rows = self.store.query(queries_lease.TERMS_FROM, {"name": self.name, "term": term})
+        rows = self.store.query(lease_sql.TERMS_FROM, {"name": self.name, "term": term})
         if len(rows) != 1 or int(rows[0]["term"]) != term or rows[0]["holder"] != self.holder:
             self.term = 0
             return False
@@ -135,7 +135,7 @@ class StoreLease:
             log.warning("lease %s: hand-back failed (%s); it expires in %.0f s", self.name, exc, self.ttl_s)
 
     def _latest(self) -> Term | None:
-        rows = self.store.query(queries_lease.LATEST_TERM, {"name": self.name})
+        rows = self.store.query(lease_sql.LATEST_TERM, {"name": self.name})
         return (
             Term(int(rows[0]["term"]), rows[0]["holder"], int(rows[0]["expires_ms"]), int(rows[0]["now_ms"]))
             if rows
@@ -143,7 +143,7 @@ class StoreLease:
         )
 
     def _term(self, term: int) -> Term | None:
-        rows = self.store.query(queries_lease.TERMS_FROM, {"name": self.name, "term": term})
+        rows = self.store.query(lease_sql.TERMS_FROM, {"name": self.name, "term": term})
         return (
             Term(term, rows[0]["holder"], int(rows[0]["expires_ms"]), int(rows[0]["now_ms"]))
             if rows and int(rows[0]["term"]) == term
@@ -158,11 +158,11 @@ class StoreLease:
             "ttl_ms": int(ttl_s * 1000),
             "token": f"lease:{self.name}:{term}",
         }
-        self.store.command(queries_lease.TAKE_TERM, params)
+        self.store.command(lease_sql.TAKE_TERM, params)
 
     def _forget(self, term: int) -> None:
         try:
-            self.store.command(queries_lease.FORGET_TERMS, {"name": self.name, "below": term - 100})
+            self.store.command(lease_sql.FORGET_TERMS, {"name": self.name, "below": term - 100})
         except StoreError as exc:
             log.warning("lease %s: dropping old terms failed: %s", self.name, exc)
 

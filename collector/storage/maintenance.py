@@ -10,9 +10,9 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
-from agentwatch_platform.collector.storage import queries
-from agentwatch_platform.collector.storage import queries_delete as qd
 from agentwatch_platform.collector.storage.base import Store, StoreError
+from agentwatch_platform.collector.storage.sql import delete as delete_sql
+from agentwatch_platform.collector.storage.sql import reprice as reprice_sql
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +29,12 @@ def rebuild_totals(store: Store, *, since: float, project: str = "") -> None:
     lock = getattr(store, "write_lock", None)  # other collectors' inserts wait (collector.storage.lease)
     with lock.hold() if lock is not None else nullcontext():
         for statement in (
-            queries.DROP_RUN_MINUTES,
-            queries.DROP_RUNS,
-            queries.REBUILD_RUNS,
-            queries.DROP_MINUTES,
-            queries.DROP_HOURS,
-            queries.REBUILD_MINUTES,
+            reprice_sql.DROP_RUN_MINUTES,
+            reprice_sql.DROP_RUNS,
+            reprice_sql.REBUILD_RUNS,
+            reprice_sql.DROP_MINUTES,
+            reprice_sql.DROP_HOURS,
+            reprice_sql.REBUILD_MINUTES,
         ):
             store.command(statement, params)
 
@@ -64,9 +64,9 @@ def enforce_retention(store: Store, retention_days: int, *, now: float | None = 
     removed = []
     paused = getattr(store, "writes_paused", None)
     with paused() if paused is not None else nullcontext():
-        for table, column in qd.RETENTION_TABLES:
-            if int(store.query(qd.expired_rows(table, column), {"cutoff_s": cutoff_s})[0]["n"]):
-                store.command(qd.delete_expired(table, column), {"cutoff_s": cutoff_s})
+        for table, column in delete_sql.RETENTION_TABLES:
+            if int(store.query(delete_sql.expired_rows(table, column), {"cutoff_s": cutoff_s})[0]["n"]):
+                store.command(delete_sql.delete_expired(table, column), {"cutoff_s": cutoff_s})
                 removed.append(table)
         texts = getattr(store, "texts", None)
         if texts is not None:

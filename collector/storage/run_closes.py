@@ -7,7 +7,7 @@ root comes without a look-up per batch (over the ingest budget, bench/results/sc
 Instead a pass, run once per cluster (``RunCloser``, in the collector holding the ``run-closer``
 role of ``collector.roles``), recomputes the minutes whose runs changed since its last mark, from
 ``runs_agg``, and then moves the mark; queries trust a minute's row only where no run of it
-changed since the mark (``queries_closes``), so figures stay exact whether or not the closer
+changed since the mark (``sql.closes``), so figures stay exact whether or not the closer
 keeps up.
 
 The first pass after an upgrade closes every stored run (the backfill), a day of runs at a time
@@ -25,8 +25,8 @@ import itertools
 import logging
 from collections.abc import Callable, Iterator
 
-from agentwatch_platform.collector.storage import queries_closes as qc
 from agentwatch_platform.collector.storage.base import Store, StoreError
+from agentwatch_platform.collector.storage.sql import closes as closes_sql
 
 log = logging.getLogger(__name__)
 
@@ -42,21 +42,23 @@ def close_runs(store: Store, *, margin_s: int = CLOSE_MARGIN_S) -> int:
 
     ``margin_s`` -1 marks the next second: what tests use to close rows they just inserted (and
     then wait for that second before inserting more)."""
-    closed_to = int(store.query(qc.SERVER_NOW)[0]["now"]) - margin_s
-    last = int(store.query(qc.CLOSED_TO)[0]["closed_to"] or 0)
+    closed_to = int(store.query(closes_sql.SERVER_NOW)[0]["now"]) - margin_s
+    last = int(store.query(closes_sql.CLOSED_TO)[0]["closed_to"] or 0)
     if closed_to <= last:
         return 0
     written = 0
-    for day in store.query(qc.DAYS_SINCE, {"closed_to": last}):
+    for day in store.query(closes_sql.DAYS_SINCE, {"closed_to": last}):
         # A day's stale runs at a time: a run across midnight is stale in both days, so its
         # minutes are written twice in this pass, with the same totals.
         params = {"closed_to": last, "day": int(day["day"]), "first_hour": int(day["first_hour"])}
-        stale = store.query(qc.STALE_MINUTES_BY_PROJECT, params)
+        stale = store.query(closes_sql.STALE_MINUTES_BY_PROJECT, params)
         for row in stale:
             for minutes in _by_day(row["minutes"]):  # bounds each merge to about a day of runs
-                store.command(qc.CLOSE_MINUTES, {"project": row["project"], "minutes": minutes, "closed_to": closed_to})
+                store.command(
+                    closes_sql.CLOSE_MINUTES, {"project": row["project"], "minutes": minutes, "closed_to": closed_to}
+                )
                 written += len(minutes)
-    store.command(qc.RECORD_MARK, {"closed_to": closed_to})
+    store.command(closes_sql.RECORD_MARK, {"closed_to": closed_to})
     return written
 
 

@@ -281,7 +281,7 @@ SPAN_HOURS_BACKFILL = f"INSERT INTO span_hours {_SPAN_HOURS_SELECT}"
 # day's overview merges thousands of rows, not a head per run (collector.query.service reads the
 # minutes a bucket boundary or the range's ends cut, and runs without a root, from runs_agg).
 # Filled by a view on runs_agg: a head is the partial row holding a run's root (``roots > 0``),
-# as queries.run_heads reads it.
+# as sql.metrics.run_heads reads it.
 RUN_MINUTES = """
 CREATE TABLE IF NOT EXISTS run_minutes (
     project LowCardinality(String),
@@ -529,7 +529,7 @@ ORDER BY (project, at)
 """
 
 # One row per term of a named lease; a term's row is unique by its insert_deduplication_token
-# (queries_lease), which needs the deduplication window.
+# (sql.lease), which needs the deduplication window.
 LEASES = """
 CREATE TABLE IF NOT EXISTS leases (
     name LowCardinality(String),

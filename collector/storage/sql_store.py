@@ -2,7 +2,7 @@
 
 A back end supplies three primitives (run a SELECT, run a statement, insert an Arrow table)
 and translates its driver's errors; everything that decides *what* SQL runs lives here and
-in ``schema``/``queries``, so chDB and a ClickHouse server behave the same.
+in ``schema``/``sql``, so chDB and a ClickHouse server behave the same.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from agentwatch_platform.collector.storage import queries, schema
+from agentwatch_platform.collector.storage import schema
 from agentwatch_platform.collector.storage.base import QueryError
 from agentwatch_platform.collector.storage.cluster_ddl import cluster_form
 from agentwatch_platform.collector.storage.columns import SPANS_SCHEMA, spans_table
@@ -26,6 +26,7 @@ from agentwatch_platform.collector.storage.lease import SCHEMA, LeaseLock, SpanW
 from agentwatch_platform.collector.storage.maintenance import enforce_retention
 from agentwatch_platform.collector.storage.model import SpanRow
 from agentwatch_platform.collector.storage.recent import RecentKeys, key_hashes, trace_hashes
+from agentwatch_platform.collector.storage.sql import ingest as ingest_sql
 from agentwatch_platform.collector.storage.texts import TEXT_REF, TEXT_STATE, TextSearch, row_state
 from agentwatch_platform.collector.storage.tombstones import Tombstones
 
@@ -134,7 +135,7 @@ class SqlStore(ABC):
             none = np.zeros(len(hashes), dtype=bool)
             return np.zeros(len(hashes), dtype=np.uint64), none, none
         if not self._recent.loaded:
-            rows = self.query(queries.STORED_TRACE_HASHES)
+            rows = self.query(ingest_sql.STORED_TRACE_HASHES)
             self._recent.load(np.array(rows[0]["hashes"] if rows else [], dtype=np.uint64))
         traces, usual = trace_hashes(table)
         return traces, usual, self._recent.certainly_new(hashes, traces, usual)
@@ -166,7 +167,7 @@ class SqlStore(ABC):
         found = []
         for project in projects:
             group = spans if len(projects) == 1 else spans.filter(pc.equal(spans.column("project"), project))
-            rows = self.query(queries.STORED_SPAN_KEYS, _key_params(project, group))
+            rows = self.query(ingest_sql.STORED_SPAN_KEYS, _key_params(project, group))
             columns = [[project] * len(rows), [r["trace_id"] for r in rows], [r["span_id"] for r in rows]]
             found.append(pa.table([pa.array(c, type=pa.string()) for c in columns], names=list(_KEY)))
         return pa.concat_tables(found)
@@ -185,14 +186,14 @@ class SqlStore(ABC):
             span[TEXT_STATE] = row_state(span, int(span.pop(TEXT_REF, 0) or 0))
 
     def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str) -> TextSearch:
-        """Nothing beyond the spans table's columns, which ``queries.RUN_SEARCH`` reads itself."""
+        """Nothing beyond the spans table's columns, which ``runs_sql.RUN_SEARCH`` reads itself."""
         return TextSearch()
 
     # --- small tables ----------------------------------------------------------------------
     def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """Insert plain rows into one of the small tables (whitelisted by name)."""
-        if table not in queries.SMALL_TABLES:
-            raise QueryError(f"insert_rows: unknown table {table!r}; expected one of {sorted(queries.SMALL_TABLES)}")
+        if table not in ingest_sql.SMALL_TABLES:
+            raise QueryError(f"insert_rows: unknown table {table!r}; expected one of {sorted(ingest_sql.SMALL_TABLES)}")
         if not rows:
             return
         arrays = [

@@ -7,8 +7,8 @@ from agentwatch_platform.alerts.channels import SIGNATURE_HEADER, Dispatcher, si
 from agentwatch_platform.alerts.evaluator import Evaluator
 from agentwatch_platform.alerts.rules import RulesConfig, parse_rules
 from agentwatch_platform.alerts.sources import StoreBackend
-from agentwatch_platform.collector.storage import queries_alerts as qa
 from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.sql import alerts as alerts_sql
 from tests.alerts import incident_setup
 from tests.alerts.incident_setup import T0
 from tests.support.ports import free_port
@@ -76,12 +76,12 @@ def test_spike_fires_once_and_resolves_once(store: Store, receiver: Receiver) ->
     assert fired["alert"]["value"] > 2 * fired["alert"]["baseline"] and fired["alert"]["threshold"] is not None
     assert resolved["event"] == "resolved" and resolved["alert"]["alert_id"] == fired["alert"]["alert_id"]
     stored = store.query(
-        qa.LIST_ALERTS, {"project": "p1", "state": "", "start_ms": 0, "end_ms": 4_000_000_000_000, "limit": 10}
+        alerts_sql.LIST_ALERTS, {"project": "p1", "state": "", "start_ms": 0, "end_ms": 4_000_000_000_000, "limit": 10}
     )
     assert [(a["state"], a["started_at"], a["resolved_at"]) for a in stored] == [
         ("resolved", T0 + SPIKE_MINUTE * 60 + 30, T0 + (SPIKE_MINUTE + 2) * 60 + 30)
     ]
-    assert store.query(qa.FIRING_ALERTS, {"project": "p1"}) == []
+    assert store.query(alerts_sql.FIRING_ALERTS, {"project": "p1"}) == []
 
 
 def test_still_firing_repeats_only_after_cooldown(store: Store, receiver: Receiver) -> None:
@@ -123,7 +123,7 @@ def test_failing_channel_is_retried_and_recorded_while_webhook_delivers(store: S
     finally:
         dispatcher.close()
     assert len(receiver.wait_for(1)) == 1
-    rows = store.query(qa.LIST_DELIVERIES, {"project": "p1", "alert_id": alert_id, "limit": 10})
+    rows = store.query(alerts_sql.LIST_DELIVERIES, {"project": "p1", "alert_id": alert_id, "limit": 10})
     assert sorted((r["channel"], r["attempt"], r["ok"]) for r in rows) == [
         ("bad", 1, False),
         ("bad", 2, False),
@@ -161,7 +161,7 @@ def test_alert_of_a_removed_rule_resolves_quietly(store: Store, receiver: Receiv
     finally:
         dispatcher.close()
     stored = store.query(
-        qa.LIST_ALERTS, {"project": "p1", "state": "", "start_ms": 0, "end_ms": 4_000_000_000_000, "limit": 10}
+        alerts_sql.LIST_ALERTS, {"project": "p1", "state": "", "start_ms": 0, "end_ms": 4_000_000_000_000, "limit": 10}
     )
     assert [(a["alert_id"], a["state"]) for a in stored] == [(alert_id, "resolved")]
     assert "no longer configured" in stored[0]["message"]

@@ -11,8 +11,8 @@ from agentwatch_platform.alerts.channels import IDEMPOTENCY_HEADER, SIGNATURE_HE
 from agentwatch_platform.alerts.evaluator import Evaluator
 from agentwatch_platform.alerts.rules import RulesConfig
 from agentwatch_platform.alerts.sources import StoreBackend
-from agentwatch_platform.collector.storage import queries_alerts as qa
 from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.sql import alerts as alerts_sql
 from tests.alerts import incident_setup
 from tests.alerts.incident_setup import SPIKE, T0, by_path, drive, rules
 from tests.support.receivers import Mailbox, Receiver
@@ -76,7 +76,7 @@ def test_one_firing_and_one_resolved_per_channel_signed_and_retried(
         and "http://dash.example:8501/alerts?alert=" in body
         and "its most expensive run: http://dash.example:8501/run?costliest=1&" in body
     )
-    rows = store.query(qa.LIST_DELIVERIES, {"project": "p1", "alert_id": alert["alert_id"], "limit": 100})
+    rows = store.query(alerts_sql.LIST_DELIVERIES, {"project": "p1", "alert_id": alert["alert_id"], "limit": 100})
     assert sum(not r["ok"] for r in rows) == 3
     assert sorted((r["channel"], r["event"]) for r in rows if r["ok"]) == sorted(
         (c, e) for c in ("hook", "slack", "mail", "log") for e in ("firing", "resolved")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentwatch_platform.collector.storage import queries, schema
+from agentwatch_platform.collector.storage import schema
 from agentwatch_platform.collector.storage.base import QueryError
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from agentwatch_platform.collector.storage.clickhouse_store import CLUSTER_READS
@@ -21,15 +21,16 @@ from agentwatch_platform.collector.storage.cluster_ddl import (
     cluster_form,
     for_cluster,
 )
+from agentwatch_platform.collector.storage.sql import reprice as reprice_sql
 
 CLUSTER = "agentwatch"
 # Every mutation a store runs through ``command`` (re-pricing, rebuilding totals).
 MUTATIONS = (
-    queries.REPRICE_SPANS,
-    queries.DROP_RUNS,
-    queries.DROP_RUN_MINUTES,
-    queries.DROP_MINUTES,
-    queries.DROP_HOURS,
+    reprice_sql.REPRICE_SPANS,
+    reprice_sql.DROP_RUNS,
+    reprice_sql.DROP_RUN_MINUTES,
+    reprice_sql.DROP_MINUTES,
+    reprice_sql.DROP_HOURS,
 )
 
 
@@ -119,7 +120,7 @@ def test_column_changes_reach_the_distributed_table_and_mutations_only_the_local
         f"ALTER TABLE runs_agg_local ON CLUSTER {CLUSTER} ADD COLUMN IF NOT EXISTS opened UInt64 DEFAULT 0 AFTER roots",
         f"ALTER TABLE runs_agg ON CLUSTER {CLUSTER} ADD COLUMN IF NOT EXISTS opened UInt64 DEFAULT 0",
     ]
-    update = for_cluster(queries.REPRICE_SPANS, CLUSTER)
+    update = for_cluster(reprice_sql.REPRICE_SPANS, CLUSTER)
     assert len(update) == 1 and update[0].startswith(f"ALTER TABLE spans_local ON CLUSTER {CLUSTER} UPDATE")
 
 

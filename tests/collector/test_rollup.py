@@ -20,10 +20,12 @@ import pytest
 
 from agentwatch_api.schemas import TIMESERIES_METRICS, FeedbackIn
 from agentwatch_platform.collector.query import service as query
-from agentwatch_platform.collector.storage import queries as q
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.maintenance import rebuild_totals
 from agentwatch_platform.collector.storage.model import SpanRow
+from agentwatch_platform.collector.storage.sql import metrics as metrics_sql
+from agentwatch_platform.collector.storage.sql import runs as runs_sql
+from agentwatch_platform.collector.storage.sql import scope as scope_sql
 from tests.collector.factories import agent_run
 from tests.collector.store_fixtures import forget_rollup
 
@@ -347,7 +349,7 @@ def test_hours_and_minutes_give_the_same_figures(module_store: Store, seed: Seed
     )
     got = {
         source: sorted(
-            module_store.query(q.span_metrics("model", "1", "1", source=source, quantiles=True), params),
+            module_store.query(metrics_sql.span_metrics("model", "1", "1", source=source, quantiles=True), params),
             key=lambda r: (r["bucket"], r["grp"]),
         )
         for source in ("minutes", "hours")
@@ -380,8 +382,11 @@ def test_run_minutes_give_the_figures_of_the_heads(
     got = {
         name: sorted(map(_no_nan, module_store.query(sql, params)), key=lambda r: (r["bucket"], r["grp"]))
         for name, sql in (
-            ("minutes", q.run_head_minutes(group_by, q.where(q.RUN_MINUTE_FILTERS, params))),
-            ("heads", q.run_heads(group_by, q.where(q.RUN_HEAD_FILTERS, params))),
+            (
+                "minutes",
+                metrics_sql.run_head_minutes(group_by, scope_sql.where(metrics_sql.RUN_MINUTE_FILTERS, params)),
+            ),
+            ("heads", metrics_sql.run_heads(group_by, scope_sql.where(runs_sql.RUN_HEAD_FILTERS, params))),
         )
     }
     assert got["minutes"] == got["heads"]

@@ -2,7 +2,7 @@
 
 The per-run figures of an overview or a time series (steps per run, the largest run's steps and
 cost, feedback) are read from closed minutes once the closer has run; every test compares them
-with the same figures merged from runs_agg (``queries.run_totals``, itself checked against the
+with the same figures merged from runs_agg (``sql.metrics.run_totals``, itself checked against the
 spans in test_rollup), after the changes that make a closed minute wrong: a late span that turns
 a run's LLM-call count into a step count, a late costly call, a child that starts before its run
 (moving it to another minute and bucket), a root that arrives after its run was listed.
@@ -21,12 +21,12 @@ import pytest
 from agentwatch_api.schemas import FeedbackIn
 from agentwatch_platform.collector.ingest.live_runs import LiveRuns
 from agentwatch_platform.collector.query import service as query
-from agentwatch_platform.collector.storage import queries_closes as qc
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.columns import spans_table
 from agentwatch_platform.collector.storage.maintenance import rebuild_totals
 from agentwatch_platform.collector.storage.model import SpanRow
 from agentwatch_platform.collector.storage.run_closes import RunCloser, close_runs
+from agentwatch_platform.collector.storage.sql import closes as closes_sql
 from tests.collector.factories import agent_run, new_span_id
 
 P = "closes"
@@ -203,7 +203,7 @@ def test_a_pass_recomputes_one_day_of_runs_at_a_time(store: Store, monkeypatch: 
     real_query = store.query
 
     def spy(sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        if sql == qc.STALE_MINUTES_BY_PROJECT:
+        if sql == closes_sql.STALE_MINUTES_BY_PROJECT:
             assert params is not None
             stale_days.append(int(params["day"]) // 86_400 - midnight // 86_400)
         return real_query(sql, params)

@@ -11,9 +11,9 @@ import pytest
 
 from agentwatch_api.schemas import FeedbackIn, RunSummary
 from agentwatch_platform.collector.query import service as query
-from agentwatch_platform.collector.storage import queries
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.model import SpanRow
+from agentwatch_platform.collector.storage.sql import runs as runs_sql
 from tests.collector.factories import agent_run
 
 T = (int(time.time()) // 3600 - 3) * 3600
@@ -115,7 +115,7 @@ def _expected_order(items: list[RunSummary], column: str, descending: bool) -> l
     ]  # no value (no feedback): last either way
 
 
-@pytest.mark.parametrize("column", queries.RUN_SORTS)
+@pytest.mark.parametrize("column", runs_sql.RUN_SORTS)
 def test_runs_sort_on_every_column(module_store: Store, runs: dict[str, str], column: str) -> None:
     everything = query.list_runs(module_store, P, **W).items
     for descending in (False, True):

@@ -19,9 +19,9 @@ from agentwatch_platform.collector.storage.base import QueryError, Store, StoreU
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from agentwatch_platform.collector.storage.columns import SPANS_SCHEMA, empty_spans_table, spans_table, table_rows
 from agentwatch_platform.collector.storage.model import SpanRow
-from agentwatch_platform.collector.storage.queries import STORED_TRACE_HASHES
 from agentwatch_platform.collector.storage.recent import RecentKeys, key_hashes, trace_hashes
 from agentwatch_platform.collector.storage.schema import MIGRATIONS
+from agentwatch_platform.collector.storage.sql.ingest import STORED_TRACE_HASHES
 from tests.collector.factories import agent_run, new_trace_id, with_project
 from tests.collector.store_fixtures import forget_rollup, open_backend
 

@@ -16,7 +16,7 @@ import pytest
 
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from agentwatch_platform.collector.storage.columns import spans_table
-from agentwatch_platform.collector.storage.queries import SPANS_OF_TRACE
+from agentwatch_platform.collector.storage.sql.runs import SPANS_OF_TRACE
 from agentwatch_platform.collector.storage.texts import DAY_NS, REMOVED_REF, TEXT_REF, TextStore, TextStoreError
 from tests.collector.factories import new_trace_id
 from tests.collector.ingest_helpers import otlp_request, serve, settings_for
@@ -286,7 +286,7 @@ def test_a_file_truncated_at_a_frame_boundary_and_appended_to_never_gives_anothe
 
 
 def test_rows_without_their_trace_id_are_matched_on_the_one_given(tmp_path: Path) -> None:
-    """``queries.SPANS_OF_TRACE`` selects neither project nor trace id: the caller names them."""
+    """``sql.runs.SPANS_OF_TRACE`` selects neither project nor trace id: the caller names them."""
     texts = TextStore(tmp_path / "texts")
     a, b = new_trace_id(), new_trace_id()
     stashed = texts.stash(spans_table(_reusing(a, "of A") + _reusing(b, "of B")))

@@ -25,7 +25,7 @@ from agentwatch_platform.collector.metrics import Metrics
 from agentwatch_platform.collector.settings import Settings
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from agentwatch_platform.collector.storage.model import SpanRow
-from agentwatch_platform.collector.storage.queries import SPANS_OF_TRACE
+from agentwatch_platform.collector.storage.sql.runs import SPANS_OF_TRACE
 from agentwatch_platform.collector.storage.texts import TextStore
 from tests.collector.ingest_helpers import otlp_request
 

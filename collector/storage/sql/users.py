@@ -8,8 +8,8 @@ is the sum of its runs' costs in the runs list. ``{agent}`` ('' = every agent) n
 
 from __future__ import annotations
 
-from agentwatch_platform.collector.storage.queries import RUNS_IN_RANGE
 from agentwatch_platform.collector.storage.schema import COUNTED_RUN
+from agentwatch_platform.collector.storage.sql.runs import RUNS_IN_RANGE
 
 _AGENT = "({agent:String} = '' OR agent = {agent:String})"
 _FINISHED = f"status NOT IN ('running', 'incomplete') AND {COUNTED_RUN} AND {_AGENT}"

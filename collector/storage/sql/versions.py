@@ -8,8 +8,8 @@ its runs' costs in the runs list. ``{agent}`` ('' = every agent) narrows them.
 
 from __future__ import annotations
 
-from agentwatch_platform.collector.storage.queries import RUNS_IN_RANGE
 from agentwatch_platform.collector.storage.schema import COUNTED_RUN
+from agentwatch_platform.collector.storage.sql.runs import RUNS_IN_RANGE
 
 _FINISHED = f"""status NOT IN ('running', 'incomplete') AND {COUNTED_RUN}
     AND ({{agent:String}} = '' OR agent = {{agent:String}})"""

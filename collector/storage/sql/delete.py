@@ -84,7 +84,7 @@ DROP_RUN_MINUTES = (
     f"ALTER TABLE run_minutes DELETE WHERE project = {{project:String}} AND {_MINUTE_HOUR} IN {_HOURS} {SYNC}"
 )
 # Run heads per minute from runs_agg, as the view (``schema.RUN_MINUTES_REFUSED``, migration 13) counts
-# them: one head per (trace, hour), as after a rebuild (``queries.REBUILD_RUNS``); runs_agg rows not
+# them: one head per (trace, hour), as after a rebuild (``sql.reprice.REBUILD_RUNS``); runs_agg rows not
 # merged yet are merged here first.
 REBUILD_RUN_MINUTES = f"""
 INSERT INTO run_minutes (project, minute, agent, runs, failed_runs, successes, with_outcome, latency, refused)

@@ -1,6 +1,6 @@
 """SQL of the alerts package: alert history (``alerts``), delivery attempts, active projects.
 
-Owned by ``alerts``; same rules as ``queries``: values bound by ClickHouse, never formatted.
+Owned by ``alerts``; same rules as the rest of ``storage.sql``: values bound by ClickHouse, never formatted.
 ``alerts`` is a ReplacingMergeTree on (project, alert_id) versioned by ``updated_at``, so a
 state change is a new row and ``FINAL`` reads the latest one. Times come back as epoch seconds.
 """

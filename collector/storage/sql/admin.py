@@ -1,4 +1,5 @@
-"""SQL of the admin side: removing registered engines, the ``audit_log`` table (DDL in ``schema``), embedded chDB's allocator."""
+"""SQL of the admin side: removing registered engines, the ``audit_log`` table (DDL in ``schema``), embedded chDB's allocator,
+the health checks' probes."""
 
 from __future__ import annotations
 
@@ -36,3 +37,9 @@ PURGE_ALLOCATOR = "SYSTEM JEMALLOC PURGE"
 # bound: 424 vs 512 MB, bench/results/scale.md). Only this table's merges; not kept across a restart.
 HOLD_MERGES = "SYSTEM STOP MERGES spans"
 RESUME_MERGES = "SYSTEM START MERGES spans"
+
+# A project's spans (``/api/ingest``); ``project`` leads the sort key, so this reads the index only.
+PROJECT_SPANS = "SELECT count() AS n FROM spans WHERE project = {project:String}"
+
+# /ready: the store answers and has the spans table (no data read).
+STORE_READY = "SELECT count() AS n FROM system.tables WHERE database = currentDatabase() AND name = 'spans'"

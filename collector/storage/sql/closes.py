@@ -5,7 +5,7 @@ every ``runs_agg`` row inserted earlier is reflected in ``closed_run_minutes``. 
 inserted at or after the mark is *stale*: the closer may have counted it under another minute, or
 with other totals. ``stale_runs`` names the minutes such runs may have been counted in, and
 where they start now; those minutes are recomputed by the next pass and, until then, merged from
-``runs_agg`` by the queries (``queries.run_totals_closed``).
+``runs_agg`` by the queries (``sql.metrics.run_totals_closed``).
 
 Where a stale run was counted: a pass reads every row inserted before its mark and maybe some
 inserted after it, so it counted the run at the earliest start among some of its rows: no earlier
@@ -87,7 +87,7 @@ _RUNS_OF_MINUTES = f"""
 
 # One row per minute of ``{minutes}``, every one of them (a minute whose runs all left it is
 # written empty): the agents' totals in arrays, and the costs of the runs with a root under the
-# agent of each root row (as ``queries.AGENT_MEDIAN_COST`` picks an agent's runs).
+# agent of each root row (as ``sql.runs.AGENT_MEDIAN_COST`` picks an agent's runs).
 CLOSE_MINUTES = f"""
 INSERT INTO closed_run_minutes
     (project, minute, closed_to, agents, runs, steps, max_steps, max_cost_usd, cost_agents, run_costs)

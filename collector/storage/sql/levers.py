@@ -10,8 +10,9 @@ These read spans in the range (lever attributes live in the attribute map, not i
 
 from __future__ import annotations
 
-from agentwatch_platform.collector.storage.queries import _FEEDBACK, _FEEDBACK_FIGURES, _SPAN_RANGE
 from agentwatch_platform.collector.storage.schema import BILLABLE, ROOT
+from agentwatch_platform.collector.storage.sql.feedback import FEEDBACK, FEEDBACK_FIGURES
+from agentwatch_platform.collector.storage.sql.scope import SPAN_RANGE
 
 _LEVER = "attributes['agentwatch.lever.name']"
 _BASELINE = "attributes['agentwatch.lever.baseline_model']"
@@ -39,7 +40,7 @@ def is_priced(model: str) -> str:
 LEVER_MODELS = f"""
 SELECT arraySort(groupUniqArray(m)) AS models FROM (
     SELECT arrayJoin([toString(model), {_BASELINE}]) AS m FROM spans
-    WHERE {_SPAN_RANGE} AND kind = 'llm')
+    WHERE {SPAN_RANGE} AND kind = 'llm')
 WHERE m != ''"""
 
 
@@ -68,7 +69,7 @@ SELECT
     sumIf(cost_usd, {routed} AND {is_priced(_BASELINE)}) AS routed_usd,
     sumIf({priced(_BASELINE)}, {routed} AND {is_priced(_BASELINE)}) AS routed_counterfactual_usd
 FROM spans
-WHERE {_SPAN_RANGE} AND {filters}"""
+WHERE {SPAN_RANGE} AND {filters}"""
 
 
 # One row per trace with a root in the range: its agent, user, outcome, cost, the cost budget its
@@ -86,7 +87,7 @@ _TRACE_LEVERS = f"""
         sumIf(cost_usd, {BILLABLE}) AS cost,
         max({ROOT}) AS has_root
     FROM spans
-    WHERE {_SPAN_RANGE}
+    WHERE {SPAN_RANGE}
     GROUP BY trace_id
     HAVING has_root"""
 
@@ -94,11 +95,11 @@ _TRACE_LEVERS = f"""
 def run_levers(filters: str) -> str:
     """Degradation and rate limiting, run by run, per (agent, user, degraded, refused, budget): runs,
     successes, cost, the projected cost at each degradation, delays, and feedback."""
-    return f"""{_FEEDBACK}
+    return f"""{FEEDBACK}
 SELECT agent, run_user, degraded, refused, budget, count() AS runs, countIf(outcome = 'success') AS successes,
     sum(cost) AS cost_usd, countIf(projected > 0) AS projected_runs, sumIf(projected, projected > 0) AS projected_usd,
     sumIf(cost, projected > 0) AS projected_runs_usd, countIf(delayed) AS delayed, sum(delay_s) AS delay_s,
-    {_FEEDBACK_FIGURES}
+    {FEEDBACK_FIGURES}
 FROM ({_TRACE_LEVERS})
 WHERE {filters}
 GROUP BY agent, run_user, degraded, refused, budget
@@ -129,7 +130,7 @@ def whatif_route(filters: str) -> str:
     """Route the LLM calls of steps named ``{step}`` to ``{model}``: the same tokens priced there."""
     target = (
         "kind = 'llm' AND (trace_id, parent_span_id) IN (SELECT trace_id, span_id FROM spans "
-        f"WHERE {_SPAN_RANGE} AND kind = 'step' AND attributes['agentwatch.step.name'] = {{step:String}})"
+        f"WHERE {SPAN_RANGE} AND kind = 'step' AND attributes['agentwatch.step.name'] = {{step:String}})"
     )
     new_cost = priced_tokens("{model:String}", "input_tokens", "output_tokens", "cached_tokens")
     per_run = f"""
@@ -137,7 +138,7 @@ def whatif_route(filters: str) -> str:
         sumIf(cost_usd, {BILLABLE} AND NOT ({target})) + sumIf({new_cost}, {target}) AS estimate,
         sumIf(toUInt64(input_tokens) + output_tokens, {BILLABLE}) AS tokens, tokens AS estimate_tokens,
         countIf({target}) AS calls_changed, max({ROOT}) AS has_root
-    FROM spans WHERE {_SPAN_RANGE} AND {filters}
+    FROM spans WHERE {SPAN_RANGE} AND {filters}
     GROUP BY trace_id HAVING has_root"""
     return _WHATIF_SUMS.format(per_run=per_run)
 
@@ -152,7 +153,7 @@ def whatif_cap(filters: str) -> str:
         if(steps <= {{cap:Int32}} + 1, tokens, sumIf(toUInt64(input_tokens) + output_tokens, {BILLABLE} AND step_index < {{cap:Int32}})) AS estimate_tokens,
         if(steps <= {{cap:Int32}} + 1, 0, countIf(kind = 'llm' AND step_index >= {{cap:Int32}})) AS calls_changed,
         max({ROOT}) AS has_root
-    FROM spans WHERE {_SPAN_RANGE} AND {filters}
+    FROM spans WHERE {SPAN_RANGE} AND {filters}
     GROUP BY trace_id HAVING has_root"""
     return _WHATIF_SUMS.format(per_run=per_run)
 
@@ -174,6 +175,6 @@ def whatif_bounded(filters: str) -> str:
             {new_cost} AS span_new_cost,
             if({BILLABLE}, toUInt64(input_tokens) + output_tokens, 0) AS span_tokens,
             if(kind = 'llm', toUInt64({new_input}) + output_tokens, span_tokens) AS span_new_tokens
-        FROM spans WHERE {_SPAN_RANGE} AND {filters})
+        FROM spans WHERE {SPAN_RANGE} AND {filters})
     GROUP BY trace_id HAVING has_root"""
     return _WHATIF_SUMS.format(per_run=per_run)
