@@ -17,7 +17,7 @@ from agentwatch_platform.collector.api.admin import AdminDep, EngineAdd, registe
 from agentwatch_platform.collector.api.deps import ProjectDep, SettingsDep, StoreDep, run_query
 from agentwatch_platform.collector.api.params import End, Start, time_window
 from agentwatch_platform.collector.engines.scraper import parse_targets
-from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.query import engines as engine_query
 
 router = APIRouter(prefix="/api", tags=["query"])
 
@@ -41,7 +41,7 @@ class EngineIn(BaseModel):
 @router.get("/engines", response_model=list[EngineInfo])
 def engines(store: StoreDep, project: ProjectDep, settings: SettingsDep) -> list[EngineInfo]:
     configured = {t.name: t.url for t in parse_targets(settings.scrape_targets) if t.project == project}
-    return run_query(lambda: query.engines(store, project, configured=configured))
+    return run_query(lambda: engine_query.engines(store, project, configured=configured))
 
 
 @router.post(
@@ -69,4 +69,4 @@ def engine_metrics(
     step_s: Annotated[int | None, Query(ge=1, le=86_400)] = None,
 ) -> EngineSeries:
     lo, hi = time_window(start, end)
-    return run_query(lambda: query.engine_series(store, project, engine, start=lo, end=hi, step_s=step_s))
+    return run_query(lambda: engine_query.engine_series(store, project, engine, start=lo, end=hi, step_s=step_s))

@@ -26,9 +26,6 @@ from agentwatch_api.schemas import (
     CostBreakdown,
     CostLevers,
     CostRow,
-    EngineInfo,
-    EnginePoint,
-    EngineSeries,
     FeedbackIn,
     FeedbackOut,
     FilterValues,
@@ -44,13 +41,12 @@ from agentwatch_api.schemas import (
     WhatIf,
     finite_total,
 )
-from agentwatch_platform.collector.query.engine_calls import engine_call_timings, fold_engine_figures
+from agentwatch_platform.collector.query.engine_calls import fold_engine_figures
 from agentwatch_platform.collector.query.levers import lever_savings
 from agentwatch_platform.collector.query.whatif import whatif as estimate_whatif
 from agentwatch_platform.collector.storage.base import QueryError, Store
 from agentwatch_platform.collector.storage.sql import closes as closes_sql
 from agentwatch_platform.collector.storage.sql import cost as cost_sql
-from agentwatch_platform.collector.storage.sql import engines as engines_sql
 from agentwatch_platform.collector.storage.sql import feedback as feedback_sql
 from agentwatch_platform.collector.storage.sql import metrics as metrics_sql
 from agentwatch_platform.collector.storage.sql import runs as runs_sql
@@ -63,8 +59,6 @@ MAX_RANGE_S = 400 * 86_400
 MAX_BUCKETS = 5_000
 MAX_PAGE = 500
 MAX_TRACE_SPANS = 100_000
-MAX_ENGINE_POINTS = 200_000
-DEFAULT_ENGINE_BUCKETS = 200
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 _SPANS = TypeAdapter(list[SpanOut])
 
@@ -934,52 +928,4 @@ def filters(store: Store, project: str, *, start: float, end: float) -> FilterVa
     return FilterValues(
         **store.query(metrics_sql.FILTER_VALUES, {"project": project, "start_ns": start_ns, "end_ns": end_ns})[0],
         project=project,
-    )
-
-
-def engines(
-    store: Store, project: str, *, configured: dict[str, str] | None = None, now: float | None = None
-) -> list[EngineInfo]:
-    """Engines configured, registered at runtime, or seen in the metrics of the last day."""
-    since = (time.time() if now is None else now) - 86_400
-    urls = dict(configured or {}) | {
-        r["engine"]: r["url"] for r in store.query(engines_sql.ENGINES_REGISTERED, {"project": project})
-    }
-    seen = {
-        r["engine"]: r
-        for r in store.query(engines_sql.ENGINES_SEEN, {"project": project, "since_ms": int(since * 1e3)})
-    }
-    return [
-        EngineInfo(
-            engine=name,
-            url=urls.get(name, ""),
-            model_names=seen.get(name, {}).get("model_names", []),
-            last_scrape=seen.get(name, {}).get("last_scrape"),
-        )
-        for name in sorted(set(urls) | set(seen))
-    ]
-
-
-def engine_series(
-    store: Store, project: str, engine: str, *, start: float, end: float, step_s: int | None = None
-) -> EngineSeries:
-    """Engine and GPU metrics per bucket: gauges averaged, counters at their last value."""
-    _range(start, end)
-    step = step_s if step_s is not None else max(1, math.ceil((end - start) / DEFAULT_ENGINE_BUCKETS))
-    _buckets(start, end, step)
-    params = {
-        "project": project,
-        "engine": engine,
-        "start_ms": int(start * 1e3),
-        "end_ms": int(end * 1e3),
-        "step_ms": step * 1000,
-        "limit": MAX_ENGINE_POINTS,
-    }
-    rows = store.query(engines_sql.ENGINE_POINTS, params)
-    points = [
-        EnginePoint(t=start + r["bucket"] * step, metric=r["metric"], labels=r["labels"], value=r["value"])
-        for r in rows
-    ]
-    return EngineSeries(
-        engine=engine, points=points, calls=engine_call_timings(store.query(engines_sql.ENGINE_CALL_TIMINGS, params))
     )

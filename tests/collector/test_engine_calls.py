@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.query import engines as engine_query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.model import SpanRow
 from tests.collector.factories import new_span_id, new_trace_id
@@ -39,7 +39,7 @@ def seed(store: Store, t0: float) -> None:
 def test_engine_percentiles_come_from_the_calls_own_spans(store: Store) -> None:
     t0 = float(int(time.time()) - 600)
     seed(store, t0)
-    calls = query.engine_series(store, P, "sim", start=t0 - 60, end=t0 + 60).calls
+    calls = engine_query.engine_series(store, P, "sim", start=t0 - 60, end=t0 + 60).calls
     assert (calls.queue_calls, calls.ttft_calls, calls.client_calls) == (6, 6, 6)
     assert calls.queue_p50 is not None and calls.queue_p95 is not None
     assert min(QUEUE_S) <= calls.queue_p50 <= calls.queue_p95 <= max(QUEUE_S) * 1.0001  # not 150 ms
@@ -50,5 +50,5 @@ def test_engine_percentiles_come_from_the_calls_own_spans(store: Store) -> None:
 def test_an_engine_without_spans_has_no_per_call_percentiles(store: Store) -> None:
     t0 = float(int(time.time()) - 600)
     seed(store, t0)
-    calls = query.engine_series(store, P, "another-engine", start=t0 - 60, end=t0 + 60).calls
+    calls = engine_query.engine_series(store, P, "another-engine", start=t0 - 60, end=t0 + 60).calls
     assert (calls.queue_calls, calls.queue_p50, calls.ttft_p95, calls.client_ttft_p50) == (0, None, None, None)

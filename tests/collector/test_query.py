@@ -7,6 +7,7 @@ import time
 import pytest
 
 from agentwatch_api.schemas import TIMESERIES_METRICS, FeedbackIn
+from agentwatch_platform.collector.query import engines as engine_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.model import SpanRow
@@ -204,7 +205,7 @@ def test_filters_and_engines(module_store: Store, seeded: dict) -> None:
         ["sim-large", "sim-small"],
         ["svc"],
     )
-    engines = query.engines(module_store, P, configured={"cfg": "http://127.0.0.1:9/metrics"}, now=W[0] + 600)
+    engines = engine_query.engines(module_store, P, configured={"cfg": "http://127.0.0.1:9/metrics"}, now=W[0] + 600)
     assert [(e.engine, e.url, e.model_names) for e in engines] == [
         ("cfg", "http://127.0.0.1:9/metrics", []),
         ("e1", "", ["sim-small"]),
@@ -213,12 +214,12 @@ def test_filters_and_engines(module_store: Store, seeded: dict) -> None:
 
 
 def test_engine_series_averages_gauges_and_keeps_counters(module_store: Store, seeded: dict) -> None:
-    series = query.engine_series(module_store, P, "e1", start=W[0], end=W[0] + 600, step_s=60)
+    series = engine_query.engine_series(module_store, P, "e1", start=W[0], end=W[0] + 600, step_s=60)
     points = {(p.t, p.metric): p.value for p in series.points}
     assert points[(T + 60, "vllm:num_requests_running")] == pytest.approx(3.0)
     assert points[(T + 60, "vllm:generation_tokens_total")] == 200.0
     assert points[(T + 120, "gpu:utilization")] == 70.0
-    assert query.engine_series(module_store, "q2", "e1", start=W[0], end=W[0] + 600).points == []
+    assert engine_query.engine_series(module_store, "q2", "e1", start=W[0], end=W[0] + 600).points == []
 
 
 def test_run_begun_before_the_range_never_shows_partial_totals(module_store: Store) -> None:
