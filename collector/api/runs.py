@@ -17,6 +17,7 @@ from agentwatch_api.schemas import (
 )
 from agentwatch_platform.collector.api.deps import ProjectDep, SettingsDep, StoreDep, run_query
 from agentwatch_platform.collector.api.params import End, Start, time_window
+from agentwatch_platform.collector.query import feedback as feedback_query
 from agentwatch_platform.collector.query import service as query
 
 router = APIRouter(prefix="/api", tags=["query"])
@@ -68,7 +69,7 @@ def get_run(store: StoreDep, project: ProjectDep, settings: SettingsDep, trace_i
     responses={404: {"description": "no such run in this project (yet: its spans may still be on their way)"}},
 )
 def add_feedback(store: StoreDep, project: ProjectDep, trace_id: TraceId, body: FeedbackIn) -> FeedbackOut:
-    out = run_query(lambda: query.add_feedback(store, project, trace_id, body))
+    out = run_query(lambda: feedback_query.add_feedback(store, project, trace_id, body))
     if out is None:
         raise HTTPException(
             404,

@@ -13,7 +13,6 @@ import itertools
 import math
 import re
 import time
-import uuid
 from calendar import monthrange
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
@@ -26,7 +25,6 @@ from agentwatch_api.schemas import (
     CostBreakdown,
     CostLevers,
     CostRow,
-    FeedbackIn,
     FeedbackOut,
     FilterValues,
     Headline,
@@ -247,7 +245,7 @@ def get_run(
     store: Store, project: str, trace_id: str, *, idle_timeout_s: float = DEFAULT_RUN_IDLE_TIMEOUT_S
 ) -> RunDetail | None:
     """A run with its spans and feedback; None when the trace is not in this project."""
-    trace_id = _trace_id(trace_id)
+    trace_id = valid_trace_id(trace_id)
     params = {"project": project, "trace_id": trace_id}
     runs = store.query(runs_sql.RUN_OF_TRACE, params | {"idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s)})
     if not runs:
@@ -307,7 +305,7 @@ def flag_broken_parents(spans: list[SpanOut]) -> list[SpanOut]:
     return spans
 
 
-def _trace_id(trace_id: str) -> str:
+def valid_trace_id(trace_id: str) -> str:
     trace_id = trace_id.lower()
     if not TRACE_ID.match(trace_id):
         raise InvalidQuery(f"trace_id must be 32 hex characters, got {trace_id[:64]!r}")
@@ -336,33 +334,6 @@ def _agent_median(store: Store, project: str, run: dict[str, Any], *, days: int 
 
 
 # --- feedback --------------------------------------------------------------------------------
-MAX_FEEDBACK_SCORE = 1e6  # any rating scale fits; two scores of 1e308 averaged to inf on the dashboard
-
-
-def add_feedback(
-    store: Store, project: str, trace_id: str, feedback: FeedbackIn, *, now: float | None = None
-) -> FeedbackOut | None:
-    """Store one piece of feedback for a run of this project; None when no span of that run is
-    stored in this project (a mistyped id, or another project's run: nothing is stored for it).
-    Feedback sent right after a run can come before its spans: the SDK's ``feedback`` exports
-    them and retries."""
-    if not store.query(feedback_sql.TRACE_EXISTS, {"project": project, "trace_id": _trace_id(trace_id)})[0]["n"]:
-        return None
-    if feedback.score is not None and not (math.isfinite(feedback.score) and abs(feedback.score) <= MAX_FEEDBACK_SCORE):
-        raise InvalidQuery(f"score must be a finite number between -{MAX_FEEDBACK_SCORE:g} and {MAX_FEEDBACK_SCORE:g}")
-    out = FeedbackOut(
-        **feedback.model_dump(),
-        feedback_id=uuid.uuid4().hex,
-        trace_id=_trace_id(trace_id),
-        created_at=time.time() if now is None else now,
-    )
-    row = [project, out.trace_id, out.feedback_id, out.score, out.label, out.comment, out.source, out.created_at]
-    store.insert_rows(
-        "feedback", ("project", "trace_id", "feedback_id", "score", "label", "comment", "source", "created_at"), [row]
-    )
-    return out
-
-
 # --- metrics ---------------------------------------------------------------------------------
 Figures = dict[tuple[int, str], dict[str, float | None]]
 

@@ -7,7 +7,7 @@ import random
 from dataclasses import replace
 
 from agentwatch_api.schemas import FeedbackIn
-from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.query import feedback as feedback_query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.model import SpanRow
 
@@ -163,8 +163,10 @@ def seed_known_runs(store: Store, P: str, T: int) -> dict[str, list[SpanRow]]:
         store.insert_spans(rows)
     store.insert_spans(with_project(runs["A"], "q2"))
     for score in (1.0, 0.5):
-        query.add_feedback(store, P, runs["A"][0].trace_id, FeedbackIn(score=score, label="good"))
-    query.add_feedback(store, P, runs["B"][0].trace_id, FeedbackIn(score=0.0, comment="wrong answer", source="eval"))
+        feedback_query.add_feedback(store, P, runs["A"][0].trace_id, FeedbackIn(score=score, label="good"))
+    feedback_query.add_feedback(
+        store, P, runs["B"][0].trace_id, FeedbackIn(score=0.0, comment="wrong answer", source="eval")
+    )
     metrics = [
         (P, "e1", T + 60, "vllm:num_requests_running", {"model_name": "sim-small"}, 2.0),
         (P, "e1", T + 70, "vllm:num_requests_running", {"model_name": "sim-small"}, 4.0),

@@ -20,6 +20,7 @@ from agentwatch.cli import main
 from agentwatch_api.client import CollectorClient
 from agentwatch_api.handshake import read_admin_token
 from agentwatch_api.schemas import FeedbackIn
+from agentwatch_platform.collector.query import feedback as feedback_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
@@ -83,7 +84,9 @@ def _seed(store: Store) -> dict[str, list[list[SpanRow]]]:
     store.insert_spans(refused)  # a request refused before any work: counted apart (run_minutes.refused)
     runs["alice"].append(refused)
     for user in runs:
-        query.add_feedback(store, P, runs[user][0][0].trace_id, FeedbackIn(score=1.0, comment=f"{user} liked it"))
+        feedback_query.add_feedback(
+            store, P, runs[user][0][0].trace_id, FeedbackIn(score=1.0, comment=f"{user} liked it")
+        )
         store.command(
             "INSERT INTO alerts (project, alert_id, scope, rule, state, message, started_at, updated_at) "
             "VALUES ({p:String}, {a:String}, map('user', {u:String}), 'user_cost', 'firing', {m:String}, now64(3), now64(3))",

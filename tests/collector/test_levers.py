@@ -13,7 +13,7 @@ from agentwatch.cli import main
 
 from agentwatch_api.schemas import FeedbackIn
 from agentwatch_platform.alerts.rules import parse_rules
-from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.query import feedback as feedback_query
 from agentwatch_platform.collector.storage.model import SpanRow
 from tests.collector.factories import new_span_id, new_trace_id, with_project
 from tests.collector.ingest_helpers import Running, serve, settings_for
@@ -158,8 +158,8 @@ def _seed(running: Running) -> None:
     store = running.app.state.store
     for rows in RUNS.values():
         store.insert_spans(rows)
-    query.add_feedback(store, P, RUNS["R1"][0].trace_id, FeedbackIn(score=1.0))
-    query.add_feedback(store, P, RUNS["R2"][0].trace_id, FeedbackIn(score=0.5))
+    feedback_query.add_feedback(store, P, RUNS["R1"][0].trace_id, FeedbackIn(score=1.0))
+    feedback_query.add_feedback(store, P, RUNS["R2"][0].trace_id, FeedbackIn(score=0.5))
 
 
 @pytest.fixture(scope="module")

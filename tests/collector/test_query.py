@@ -8,6 +8,7 @@ import pytest
 
 from agentwatch_api.schemas import TIMESERIES_METRICS, FeedbackIn
 from agentwatch_platform.collector.query import engines as engine_query
+from agentwatch_platform.collector.query import feedback as feedback_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.model import SpanRow
@@ -232,15 +233,17 @@ def test_run_begun_before_the_range_never_shows_partial_totals(module_store: Sto
 
 def test_feedback_needs_a_stored_run_of_its_project(module_store: Store) -> None:
     trace_id = new_trace_id()
-    assert query.add_feedback(module_store, "early-feedback", trace_id, FeedbackIn(score=1.0)) is None  # no run yet
+    assert (
+        feedback_query.add_feedback(module_store, "early-feedback", trace_id, FeedbackIn(score=1.0)) is None
+    )  # no run yet
     module_store.insert_spans(agent_run(project="early-feedback", start_s=T + 10, trace_id=trace_id, outcome="success"))
-    assert query.add_feedback(module_store, "another-project", trace_id, FeedbackIn(score=1.0)) is None
-    out = query.add_feedback(module_store, "early-feedback", trace_id, FeedbackIn(score=1.0, label="great"))
+    assert feedback_query.add_feedback(module_store, "another-project", trace_id, FeedbackIn(score=1.0)) is None
+    out = feedback_query.add_feedback(module_store, "early-feedback", trace_id, FeedbackIn(score=1.0, label="great"))
     assert out is not None and out.trace_id == trace_id and len(out.feedback_id) == 32
     detail = query.get_run(module_store, "early-feedback", trace_id)
     assert detail is not None and [f.label for f in detail.feedback] == ["great"]
     with pytest.raises(query.InvalidQuery):
-        query.add_feedback(module_store, "early-feedback", "xyz", FeedbackIn(score=1.0))
+        feedback_query.add_feedback(module_store, "early-feedback", "xyz", FeedbackIn(score=1.0))
 
 
 def test_trace_of_ten_thousand_spans_loads_whole(module_store: Store) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from agentwatch_api.schemas import TIMESERIES_METRICS, FeedbackIn
+from agentwatch_platform.collector.query import feedback as feedback_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.maintenance import rebuild_totals
@@ -82,7 +83,7 @@ def seed(module_store: Store) -> Seed:
     feedback: dict[str, list[float]] = defaultdict(list)
     for run in rng.sample(runs, 12) + [straddling]:
         score = rng.choice((0.0, 0.5, 1.0, None))
-        query.add_feedback(
+        feedback_query.add_feedback(
             module_store, P, run[0].trace_id, FeedbackIn(score=score, label="" if score is not None else "unrated")
         )
         if score is not None:

@@ -20,6 +20,7 @@ import pytest
 
 from agentwatch_api.schemas import FeedbackIn
 from agentwatch_platform.collector.ingest.live_runs import LiveRuns
+from agentwatch_platform.collector.query import feedback as feedback_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.columns import spans_table
@@ -58,7 +59,7 @@ def _seed(store: Store) -> list[list[SpanRow]]:
     for i in range(0, len(runs), 7):
         store.insert_spans([r for run in runs[i : i + 7] for r in run])
     for run in runs[::5]:
-        query.add_feedback(store, P, run[0].trace_id, FeedbackIn(score=rng.choice((0.0, 1.0))))
+        feedback_query.add_feedback(store, P, run[0].trace_id, FeedbackIn(score=rng.choice((0.0, 1.0))))
     return runs
 
 

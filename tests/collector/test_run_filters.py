@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from agentwatch_api.schemas import FeedbackIn, RunSummary
+from agentwatch_platform.collector.query import feedback as feedback_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.model import SpanRow
@@ -62,7 +63,7 @@ def runs(module_store: Store) -> dict[str, str]:
         module_store.insert_spans(rows)
     for name, scores in FEEDBACK.items():
         for score in scores:
-            query.add_feedback(module_store, P, seeded[name][0].trace_id, FeedbackIn(score=score))
+            feedback_query.add_feedback(module_store, P, seeded[name][0].trace_id, FeedbackIn(score=score))
     return {name: rows[0].trace_id for name, rows in seeded.items()}
 
 

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from agentwatch_api.schemas import FeedbackIn
+from agentwatch_platform.collector.query import feedback as feedback_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.query import users
 from agentwatch_platform.collector.query.service import InvalidQuery
@@ -56,7 +57,7 @@ def seeded(module_store: Store) -> dict[str, list[SpanRow]]:
     runs = _fixture()
     for rows in runs.values():
         module_store.insert_spans(rows)
-    query.add_feedback(module_store, P, runs["a1"][0].trace_id, FeedbackIn(score=1.0))
+    feedback_query.add_feedback(module_store, P, runs["a1"][0].trace_id, FeedbackIn(score=1.0))
     return runs
 
 

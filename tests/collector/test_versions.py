@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from agentwatch_api.schemas import FeedbackIn
+from agentwatch_platform.collector.query import feedback as feedback_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.query import versions
 from agentwatch_platform.collector.query.service import InvalidQuery
@@ -50,9 +51,9 @@ def seeded(module_store: Store) -> dict[str, list[list[SpanRow]]]:
     for group in runs.values():
         for rows in group:
             module_store.insert_spans(rows)
-    query.add_feedback(module_store, P, runs["1.0"][0][0].trace_id, FeedbackIn(score=1.0))
-    query.add_feedback(module_store, P, runs["1.0"][1][0].trace_id, FeedbackIn(score=0.5))
-    query.add_feedback(module_store, P, runs["2.0"][0][0].trace_id, FeedbackIn(score=0.0))
+    feedback_query.add_feedback(module_store, P, runs["1.0"][0][0].trace_id, FeedbackIn(score=1.0))
+    feedback_query.add_feedback(module_store, P, runs["1.0"][1][0].trace_id, FeedbackIn(score=0.5))
+    feedback_query.add_feedback(module_store, P, runs["2.0"][0][0].trace_id, FeedbackIn(score=0.0))
     return runs
 
 
