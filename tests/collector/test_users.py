@@ -21,6 +21,7 @@ from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.model import SpanRow
 from tests.collector.factories import agent_run
 from tests.collector.ingest_helpers import Running, agent_trace, serve, settings_for
+from tests.support.poll import wait_until
 
 T = (int(time.time()) // 3600 - 3) * 3600
 W = {"start": T, "end": T + 3600}
@@ -131,9 +132,8 @@ def test_users_and_sessions_over_http(collector: tuple[Running, str]) -> None:
         timeout=30,
     )
     assert response.status_code == 200
-    deadline = time.monotonic() + 20
-    while not (found := _get(running, key, "/api/users").json()["items"]) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: _get(running, key, "/api/users").json()["items"], 20, "the run's user never listed")
+    found = _get(running, key, "/api/users").json()["items"]
     assert [u["user_id"] for u in found] == ["carol"] and found[0]["runs"] == 1
     assert _get(running, key, "/api/sessions").json()["items"][0]["session_id"] == "c-1"
     assert len(_get(running, key, "/api/sessions/c-1").json()["turns"]) == 1

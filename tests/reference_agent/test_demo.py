@@ -18,9 +18,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.support.poll import wait_until
 
 PORTS = (4318, 4317, 8000, 8501)
 pytestmark = pytest.mark.slow  # about two minutes on two busy cores: a 40 s demo plus a restart
@@ -63,6 +66,31 @@ def _demo(data_dir: Path, offset: int, *extra: str) -> list[str]:
     ]
 
 
+def _start(
+    data_dir: Path, offset: int, *extra: str, sigint: signal.Handlers | None = None, stderr: int = subprocess.PIPE
+) -> subprocess.Popen[str]:
+    """The demo in a subprocess, its output read as text. ``sigint``: the SIGINT disposition it
+    starts with (``SIG_IGN`` as a shell's ``cmd &`` gives it; None: inherited)."""
+
+    def preexec() -> None:
+        if sigint is not None:
+            signal.signal(signal.SIGINT, sigint)
+
+    return subprocess.Popen(
+        _demo(data_dir, offset, *extra), stdout=subprocess.PIPE, stderr=stderr, text=True, preexec_fn=preexec
+    )
+
+
+def _read_until(proc: subprocess.Popen[str], done: Callable[[str], bool]) -> str:
+    """The demo's output up to and including the first line ``done`` accepts (all of it if none does)."""
+    lines = []
+    for line in proc.stdout:  # type: ignore[union-attr]
+        lines.append(line)
+        if done(line):
+            break
+    return "".join(lines)
+
+
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("demo")
@@ -97,20 +125,10 @@ def test_demo_runs_again_on_the_same_data_and_stops_on_ctrl_c(data_dir: Path) ->
     offset = _free_offset()
     # As from a terminal: a runner that started pytest in the background (SIGINT ignored, which
     # children inherit) must not make the demo deaf to the Ctrl-C this test sends.
-    proc = subprocess.Popen(
-        _demo(data_dir, offset, "--duration", "120"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    proc = _start(data_dir, offset, "--duration", "120", sigint=signal.SIG_DFL, stderr=subprocess.STDOUT)
     try:
-        lines = []
-        for line in proc.stdout:  # type: ignore[union-attr]
-            lines.append(line)
-            if line.startswith("phase 1/2"):
-                break
-        assert any("phase 1/2" in line for line in lines), "".join(lines)
+        out = _read_until(proc, lambda line: line.startswith("phase 1/2"))
+        assert "phase 1/2" in out, out
         time.sleep(2)
         os.kill(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=45) == 130
@@ -123,19 +141,9 @@ def test_demo_runs_again_on_the_same_data_and_stops_on_ctrl_c(data_dir: Path) ->
 
 def test_demo_keeps_serving_after_its_traffic_and_names_a_dead_child(tmp_path: Path) -> None:
     offset = _free_offset()
-    proc = subprocess.Popen(
-        _demo(tmp_path, offset, "--duration", "10", "--users", "1"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start(tmp_path, offset, "--duration", "10", "--users", "1")
     try:
-        lines = []
-        for line in proc.stdout:  # type: ignore[union-attr]
-            lines.append(line)
-            if "Ctrl-C stops everything" in line:
-                break
-        out = "".join(lines)
+        out = _read_until(proc, lambda line: "Ctrl-C stops everything" in line)
         assert f"export AGENTWATCH_ENDPOINT=http://127.0.0.1:{4318 + offset} AGENTWATCH_API_KEY=aw_" in out, out
         assert "keeps serving" in out and proc.poll() is None, out
         time.sleep(2)
@@ -167,21 +175,11 @@ def test_sigterm_during_the_traffic_stops_the_demo_without_a_traceback(tmp_path:
     """As a service manager stops it: SIGTERM while the simulated users' runs are under way. Started
     with SIGINT ignored, as a shell starts ``agentwatch demo &``: SIGTERM still stops it."""
     offset = _free_offset()
-    proc = subprocess.Popen(
-        _demo(tmp_path, offset, "--duration", "120", "--users", "1"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-    )
+    proc = _start(tmp_path, offset, "--duration", "120", "--users", "1", sigint=signal.SIG_IGN)
     try:
-        lines = []
-        for line in proc.stdout:  # type: ignore[union-attr]
-            lines.append(line)
-            if line.startswith("phase 1/2"):
-                break
-        assert any("phase 1/2" in line for line in lines), "".join(lines)
-        assert "content capture is on" in "".join(lines)  # the demo's own prompts show on the dashboard
+        started = _read_until(proc, lambda line: line.startswith("phase 1/2"))
+        assert "phase 1/2" in started, started
+        assert "content capture is on" in started  # the demo's own prompts show on the dashboard
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=90)
     finally:
@@ -199,24 +197,21 @@ def test_a_killed_demo_leaves_no_child_behind(tmp_path: Path) -> None:
     """SIGKILL gives the demo no chance to stop its children: each dies with it (Linux's parent-death
     signal), so no collector keeps the ports and the data directory."""
     offset = _free_offset()
-    proc = subprocess.Popen(
-        _demo(tmp_path, offset, "--duration", "10", "--users", "1"), stdout=subprocess.PIPE, text=True
-    )
+    proc = _start(tmp_path, offset, "--duration", "10", "--users", "1", stderr=subprocess.DEVNULL)
     try:
-        for line in proc.stdout:  # type: ignore[union-attr]
-            if "Ctrl-C stops everything" in line:
-                break
+        _read_until(proc, lambda line: "Ctrl-C stops everything" in line)
         collector_pid = json.loads((tmp_path / "collector.json").read_text())["pid"]
         proc.kill()
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (
-        all(_port_free(port + offset) for port in PORTS) and not _alive(collector_pid)
-    ):
-        time.sleep(0.5)
+    wait_until(
+        lambda: not _alive(collector_pid) and all(_port_free(port + offset) for port in PORTS),
+        120,
+        "a child of the killed demo is still alive or holds a port",
+        interval=0.5,
+    )
     assert not _alive(collector_pid), "the collector outlived the killed demo"
     assert all(_port_free(port + offset) for port in PORTS)
 
@@ -233,17 +228,9 @@ def test_sigterm_while_serving_stops_the_demo_as_a_normal_end(tmp_path: Path) ->
     """After its traffic the demo serves until stopped: SIGTERM then (started in the background,
     SIGINT ignored) is the normal end, in one line, exit code 0."""
     offset = _free_offset()
-    proc = subprocess.Popen(
-        _demo(tmp_path, offset, "--duration", "10", "--users", "1"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-    )
+    proc = _start(tmp_path, offset, "--duration", "10", "--users", "1", sigint=signal.SIG_IGN)
     try:
-        for line in proc.stdout:  # type: ignore[union-attr]
-            if "Ctrl-C stops everything" in line:
-                break
+        _read_until(proc, lambda line: "Ctrl-C stops everything" in line)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=90)
     finally:
