@@ -36,9 +36,9 @@ clients-venvs: .venv-traceloop/.installed .venv-openlit/.installed
 
 # Debian's Chromium and ChromeDriver for the dashboard's browser tests.
 browser:
-	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
-		echo "installing Debian chromium and chromium-driver"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null || ! command -v fc-list >/dev/null; then \
+		echo "installing Debian chromium, chromium-driver and fontconfig (fc-list: which fonts Chromium can draw)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver fontconfig >/dev/null; \
 	fi
 
 demo: setup
