@@ -445,8 +445,9 @@ def phase_lag(probes: int, background_spans: int) -> dict[str, Any]:
     return {"idle": idle, "under_load": loaded}
 
 
-def fill(store: ChdbStore, spans: int, *, end_ns: int, chunk: int = 1_000_000) -> float:
-    """Top the store up to ``spans`` spans spread over the 24 hours before ``end_ns``."""
+def fill(store: ChdbStore, spans: int, *, end_ns: int, chunk: int = 1_000_000, window_ns: int = DAY_NS) -> float:
+    """Top the store up to ``spans`` spans spread over the ``window_ns`` (24 hours) before ``end_ns``,
+    ``chunk`` spans an insert (each insert a part of its own, as a collector writes them)."""
     have = int(store.query("SELECT count() AS n FROM spans")[0]["n"])
     started = time.perf_counter()
     # trace numbers apart from anything else in the store, and from an earlier fill's: a fill resumed
@@ -456,7 +457,7 @@ def fill(store: ChdbStore, spans: int, *, end_ns: int, chunk: int = 1_000_000) -
         count = min(chunk, spans - have)
         count -= count % SPANS_PER_TRACE or 0
         count = count or SPANS_PER_TRACE
-        store.command(FILL, {"end_ns": end_ns, "window_ns": DAY_NS, "offset": offset, "count": count})
+        store.command(FILL, {"end_ns": end_ns, "window_ns": window_ns, "offset": offset, "count": count})
         offset, have = offset + count, have + count
     return time.perf_counter() - started
 

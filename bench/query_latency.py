@@ -30,7 +30,7 @@ import httpx
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from bench import report
-from bench.ingest import FILL, SPANS_PER_TRACE, Collector, _big_trace, latency, settle
+from bench.ingest import SPANS_PER_TRACE, Collector, _big_trace, fill, latency, settle
 
 RESULTS = Path(__file__).parent / "results" / "query_latency"
 WINDOW_NS = 35 * 60 * 10**9
@@ -45,11 +45,7 @@ def build(data_dir: Path, spans: int) -> dict[str, Any]:
     store.migrate()
     now = time.time()
     per_insert = max(SPANS_PER_TRACE, spans // INSERTS // SPANS_PER_TRACE * SPANS_PER_TRACE)
-    offset, made = 10**12, 0
-    while made < spans:
-        count = min(per_insert, spans - made)
-        store.command(FILL, {"end_ns": int(now * 1e9), "window_ns": WINDOW_NS, "offset": offset, "count": count})
-        offset, made = offset + count, made + count
+    fill(store, spans, end_ns=int(now * 1e9), chunk=per_insert, window_ns=WINDOW_NS)
     big = _big_trace(store, now)
     small = store.query("SELECT trace_id FROM runs_agg WHERE roots > 0 ORDER BY trace_id LIMIT 1")[0]["trace_id"]
     rows = [[PROJECT, small, f"fb{i}", 0.5 + i / 10, "", "", "user", now] for i in range(3)]

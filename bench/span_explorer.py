@@ -25,7 +25,7 @@ from typing import Any
 from agentwatch_platform.collector.query import spans as query
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from bench import report
-from bench.ingest import FILL, SPANS_PER_TRACE, latency, settle
+from bench.ingest import SPANS_PER_TRACE, fill, latency, settle
 
 RESULTS = Path(__file__).parent / "results" / "span_explorer"
 DAY_S = 86_400
@@ -39,12 +39,7 @@ def build(data_dir: Path, spans: int) -> dict[str, Any]:
     store.migrate()
     now = time.time()
     per_insert = max(SPANS_PER_TRACE, spans // INSERTS // SPANS_PER_TRACE * SPANS_PER_TRACE)
-    offset, made = 10**12, 0
-    while made < spans:
-        count = min(per_insert, spans - made)
-        window_ns = (DAY_S - 300) * 10**9
-        store.command(FILL, {"end_ns": int(now * 1e9), "window_ns": window_ns, "offset": offset, "count": count})
-        offset, made = offset + count, made + count
+    fill(store, spans, end_ns=int(now * 1e9), chunk=per_insert, window_ns=(DAY_S - 300) * 10**9)
     stored = int(store.query("SELECT count() AS n FROM spans")[0]["n"])
     store.close()
     return {"spans": stored, "start": now - DAY_S, "end": now + 60}
