@@ -210,6 +210,7 @@ def test_an_engine_row_shows_its_calls_tokens_and_its_timings() -> None:
 def test_every_mark_the_tree_draws_is_in_a_font_debians_chromium_has() -> None:
     """ "⏵" (the open mark once) drew an empty box: no installed font has it."""
     import subprocess  # fc-list: installed with Chromium by `make browser`
+
     marks = {*trace.ICONS.values(), trace.FAILED_MARK, trace.OPEN_MARK[0], trace.FOLDED, trace.UNFOLDED}
     for mark in marks:
         found = subprocess.run(
