@@ -1,7 +1,7 @@
 """The collector's settings: one object, read from arguments, then ``AGENTWATCH_*``, then defaults.
 
-Every variable is documented here; the README's configuration table is generated from
-``Settings.describe()``. Values are read by ``agentwatch.envconfig``, as the SDK's and the
+Every variable is documented here; docs/configuration.md's table lists
+``Settings.describe()`` (tests/test_readme.py holds it to it). Values are read by ``agentwatch.envconfig``, as the SDK's and the
 dashboard's are; a bad environment value raises ``ValueError`` naming the variable.
 """
 

@@ -368,7 +368,7 @@ def _closes_cycle(graph: dict[str, set[str]], source: str, target: str) -> bool:
 
 def test_the_collector_keeps_one_folder_per_concern() -> None:
     """Only the composition root and what every concern shares sit at the collector's top level; a
-    new module goes into its concern's folder (README, "Architecture")."""
+    new module goes into its concern's folder (docs/development.md, "The layout")."""
     top = {path.stem for path in (ROOT / "collector").glob("*.py")}
     assert top == {"__init__", "app", "commands", "metrics", "plugins", "roles", "settings"}
     folders = {path.name for path in (ROOT / "collector").iterdir() if (path / "__init__.py").is_file()}

@@ -78,7 +78,7 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("POST", "/api/admin/reprice"): ADMIN,
     ("POST", "/api/admin/delete"): ADMIN,
     ("GET", "/api/admin/audit"): ADMIN,
-    # admin writes kept at their old paths for existing clients (aliases, see README)
+    # admin writes kept at their old paths for existing clients (aliases, see docs/keys.md)
     ("POST", "/admin/keys"): ADMIN,
     ("GET", "/admin/keys"): ADMIN,
     ("POST", "/admin/keys/{key_id}/revoke"): ADMIN,

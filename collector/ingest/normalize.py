@@ -218,7 +218,7 @@ _map(
 )
 _TOKEN_KEYS = tuple(k for k, spec in _SPEC.items() if spec[0] in _TOKEN_COLUMNS)
 
-# Rules the mapping table cannot express (README "Attribute dialects"). The native decoder
+# Rules the mapping table cannot express (docs/dialects.md). The native decoder
 # declines a span that carries one of these signal values, attributes or events, so the rules
 # live here only: a traceloop tool's name is its entity name, a traceloop task inside another
 # task or tool (``traceloop.entity.path`` set) is part of that step; openlit's latencies count

@@ -437,7 +437,7 @@ def _rollup_params(start: float, end: float, step_s: float) -> dict[str, Any]:
     minutes (buckets off the minute): every span of the range is read (``spans_only``).
 
     So a day's overview reads hundreds of rows, not millions of spans, and a call counts in the
-    window its span starts in wherever the window's edges fall (README: "What a time window contains").
+    window its span starts in wherever the window's edges fall (docs/runs.md: "What a time window contains").
     """
     start_ns, end_ns = _range(start, end)
     step_ns = int(step_s * 1e9)

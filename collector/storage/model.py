@@ -44,7 +44,7 @@ class SpanRow:
     tool_cache_hit: bool = False
     step_index: int = -1
     finish_reason: str = ""
-    outcome: str = ""  # run spans: success | failure | abandoned | refused (no run: README "Outcomes")
+    outcome: str = ""  # run spans: success | failure | abandoned | refused (no run: docs/runs.md "Outcomes")
     budget_exceeded: str = ""  # run spans: cost | steps | seconds
     request_id: str = ""  # engine request id
     input_text: str = ""  # captured content (redacted), empty when not captured

@@ -320,7 +320,7 @@ RUN_MINUTES_BACKFILL = f"INSERT INTO run_minutes {_RUN_MINUTES_SELECT}"
 
 # A run that did work. A request refused before any work (outcome ``refused``: by a rate limit or a
 # budget) is no run: it is counted on its own (``refused``) and kept out of run counts, latency,
-# failure and success rates, per-run figures and the agent's median run cost (README "Outcomes").
+# failure and success rates, per-run figures and the agent's median run cost (docs/runs.md "Outcomes").
 COUNTED_RUN = "outcome != 'refused'"
 
 # run_minutes from migration 13 on: the same figures over counted runs, and the refused beside them.
@@ -648,7 +648,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(12, "span_text_refs", (SPANS_TEXT_REF,)),
     # Requests refused before any work (outcome ``refused``) are not runs: run heads per minute count
     # them apart. Rows folded before hold no refused requests (the outcome did not exist; an older
-    # SDK's refusals stored before it stay ``abandoned``, README "Outcomes").
+    # SDK's refusals stored before it stay ``abandoned``, docs/runs.md "Outcomes").
     Migration(13, "refused_requests", RUN_MINUTES_REFUSED),
     # The agent's version (OpenTelemetry service.version) on every span and on the run (its root's),
     # so runs are filtered and compared per version. Rows stored before have '' (no version known).

@@ -3,7 +3,7 @@
 The table is ``GET /api/versions`` over the range's finished runs, each version a link to its runs;
 the comparison is ``GET /api/versions/compare``: each figure of B against A, its 95 % interval and
 a mark when the difference is beyond noise (Welch's t-test for per-run means, the two-proportion
-z-test for the success rate; the README's *Versions* states both).
+z-test for the success rate; docs/runs.md's *Versions* states both).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The SDK's configuration: argument, then ``AGENTWATCH_*`` environment variable, then default.
 
 Every variable the SDK reads is listed in ``VARIABLES`` below, with its default and meaning;
-the README's table is this list. Values are read by ``agentwatch.envconfig`` (the collector and
+docs/configuration.md's table lists it. Values are read by ``agentwatch.envconfig`` (the collector and
 the dashboard read theirs with it too). A bad argument raises ``ValueError`` naming it; a bad
 environment value is logged and the default is used, so a typo in a deployment never stops
 the agent. SDK-only tuning knobs carry an ``AGENTWATCH_SDK_`` prefix so that they never collide

@@ -1,4 +1,4 @@
-"""Latency, names and step boundaries from every dialect (README "Attribute dialects").
+"""Latency, names and step boundaries from every dialect (docs/dialects.md).
 
 The attribute sets are what the real instrumentations emit for a chat call against an
 OpenAI-compatible server: openlit 1.45 (``instrumentation/openai/utils.py``),

@@ -1,6 +1,6 @@
 """One rule for time, checked as a property: a call counts in the window (and the bucket) its
 span starts in, a run where its root starts; every reader agrees on it exactly, wherever a
-window's edges fall (README: "What a time window contains").
+window's edges fall (docs/runs.md: "What a time window contains").
 
 Generated runs land anywhere in five hours (so whole hours, minutes and cut minutes all occur);
 generated windows start and end on arbitrary seconds. Costs are multiples of 2**-10, so sums are

@@ -2,7 +2,7 @@
 ``span_hours``) and the spans of cut minutes (``span_source``), run-level figures from run heads,
 ``run_minutes`` and ``closed_run_minutes``, the filters' values.
 
-One rule for time (README "What a time window contains"): a call counts in the bucket, and the
+One rule for time (docs/runs.md "What a time window contains"): a call counts in the bucket, and the
 window, that its span's start falls in, to the nanosecond.
 """
 
@@ -51,7 +51,7 @@ ROLLUP_FILTERS = {"agent": "agent = {agent:String}", "model": "model = {model:St
 
 ROLLUP_GROUPS = {"none": "''", "agent": "toString(agent)", "model": "toString(model)"}
 
-# One rule for time (README "What a time window contains"): a call counts in the bucket, and the
+# One rule for time (docs/runs.md "What a time window contains"): a call counts in the bucket, and the
 # window, that its span's start falls in, to the nanosecond. The rollups answer for the whole
 # minutes of [start, end) that no bucket boundary cuts; the minutes a boundary or the window's ends
 # cut (``{cut_minutes}``, epoch seconds) are read from their spans, so no figure gains or loses
