@@ -430,6 +430,7 @@ def phase_lag(probes: int, background_spans: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, Collector(Path(tmp)) as collector:
         key = collector.key("bench")
         idle = visibility.measure(collector.url, key, probes)
+        idle_sdk = visibility.measure(collector.url, key, probes, sdk=True)
         workload = Workload(background_spans, end_time_ns=time.time_ns(), project="bench", content=False)
         before = httpx.get(
             f"{collector.url}/api/ingest", headers={"Authorization": f"Bearer {collector.admin_token}"}, timeout=60
@@ -437,12 +438,14 @@ def phase_lag(probes: int, background_spans: int) -> dict[str, Any]:
         started = time.perf_counter()
         with visibility.Background(collector.url, key, workload.batches()):
             loaded = visibility.measure(collector.url, key, probes)
+            loaded_sdk = visibility.measure(collector.url, key, probes, sdk=True)
             elapsed = time.perf_counter() - started
             after = httpx.get(
                 f"{collector.url}/api/ingest", headers={"Authorization": f"Bearer {collector.admin_token}"}, timeout=60
             ).json()
-        loaded["background_stored_spans_per_s"] = (after["stored_spans"] - before["stored_spans"]) / elapsed
-    return {"idle": idle, "under_load": loaded}
+        rate = (after["stored_spans"] - before["stored_spans"]) / elapsed
+        loaded["background_stored_spans_per_s"] = loaded_sdk["background_stored_spans_per_s"] = rate
+    return {"idle": idle, "idle_sdk": idle_sdk, "under_load": loaded, "under_load_sdk": loaded_sdk}
 
 
 def fill(store: ChdbStore, spans: int, *, end_ns: int, chunk: int = 1_000_000, window_ns: int = DAY_NS) -> float:
@@ -582,7 +585,14 @@ def render(result: dict[str, Any]) -> str:
                 f"{http['runs_listed']:,} runs listed of {http['traces']:,})"
             )
     if lag := result.get("lag"):
-        for cond, what in (("idle", "idle collector"), ("under_load", "collector ingesting")):
+        for cond, what in (
+            ("idle", "idle collector"),
+            ("idle_sdk", "idle collector, the span ended by the SDK (its export interval included)"),
+            ("under_load", "collector ingesting"),
+            ("under_load_sdk", "collector ingesting, the span ended by the SDK"),
+        ):
+            if cond not in lag:
+                continue
             fig = lag[cond]
             load = (
                 f" at {fig['background_stored_spans_per_s']:,.0f} spans/s"
@@ -591,12 +601,16 @@ def render(result: dict[str, Any]) -> str:
             )
             lines.append(
                 f"- Lag from a span's end to its visibility, {what}{load} ({fig['probes']} probes, a span of a running run): "
-                f"run detail **p50 {fig['span_in_run_detail']['p50_ms']:,.0f} ms, p95 {fig['span_in_run_detail']['p95_ms']:,.0f} ms**; "
-                f"running runs list p50 {fig['run_in_running_list']['p50_ms']:,.0f} ms, p95 {fig['run_in_running_list']['p95_ms']:,.0f} ms"
+                f"run detail **p50 {fig['span_in_run_detail']['p50_ms']:,.0f} ms, p95 {fig['span_in_run_detail']['p95_ms']:,.0f} ms**"
+                + (
+                    f"; running runs list p50 {listed['p50_ms']:,.0f} ms, p95 {listed['p95_ms']:,.0f} ms"
+                    if (listed := fig.get("run_in_running_list"))
+                    else ""
+                )
                 + "".join(
                     f"; {fig[k]['not_seen']} not seen in 30 s ({k})"
                     for k in ("span_in_run_detail", "run_in_running_list")
-                    if fig[k].get("not_seen")
+                    if fig.get(k, {}).get("not_seen")
                 )
                 + f" (polled every {fig.get('poll_s', 0.05) * 1000:.0f} ms)"
             )

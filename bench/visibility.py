@@ -5,7 +5,9 @@ now and sent at once as its own OTLP/HTTP request; then ``/api/runs/{trace}`` an
 runs list (``/api/runs?status=running``) are polled every ``POLL_S`` until each shows it. The
 lag is from the span's end time to the first answer that shows it: the collector's decode,
 queue and batched insert, the run head opened for the rootless trace, and the query. Probes go
-one at a time, on an idle collector and while background senders keep it ingesting.
+one at a time, on an idle collector and while background senders keep it ingesting; with
+``sdk=True`` the probe's span is ended by the agentwatch SDK instead (a tool span in an open
+run), so the SDK's export interval is in the lag, as a user's agent sees it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 log = logging.getLogger(__name__)
 POLL_S = 0.05  # the figures' resolution; polling faster would load the store the probe measures
 PROBE_AGENT = "lag-probe"
+RUN_SETTLED_S = 1.5
 
 
 def _kv(key: str, value: str | int) -> KeyValue:
@@ -72,14 +75,42 @@ def probe(client: httpx.Client, rng: random.Random, *, timeout_s: float = 30.0) 
     trace_id, body, ended = probe_body(rng)
     response = client.post("/v1/traces", content=body, headers={"Content-Type": "application/x-protobuf"})
     response.raise_for_status()
+    return poll(client, trace_id, ended, timeout_s=timeout_s)
+
+
+def sdk_probe(client: httpx.Client, *, timeout_s: float = 30.0) -> dict[str, float]:
+    """One probe through the SDK (``agentwatch.init`` done): a tool span ended inside a run
+    still open, so its export interval is in the lag, as a user's agent has it."""
+    import agentwatch
+
+    with agentwatch.run(PROBE_AGENT) as run:
+        time.sleep(RUN_SETTLED_S)  # the run's start is exported and stored: the span is one of a run under way
+        with agentwatch.tool("probe"):
+            pass
+        ended = time.time()
+        # the run is listed since its start: only the span's own lag is this probe's
+        return poll(client, run.trace_id, ended, timeout_s=timeout_s, span_name="probe", want_listed=False)
+
+
+def poll(
+    client: httpx.Client,
+    trace_id: str,
+    ended: float,
+    *,
+    timeout_s: float,
+    span_name: str = "",
+    want_listed: bool = True,
+) -> dict[str, float]:
+    """Seconds from ``ended`` until the run detail shows a span of the trace (one whose name
+    holds ``span_name``) and, with ``want_listed``, until the running runs list shows its run."""
     seen: dict[str, float] = {}
     deadline = time.monotonic() + timeout_s
-    while len(seen) < 2 and time.monotonic() < deadline:
+    while len(seen) < 1 + want_listed and time.monotonic() < deadline:
         if "detail_s" not in seen:
             detail = client.get(f"/api/runs/{trace_id}")
-            if detail.status_code == 200 and detail.json()["spans"]:
+            if detail.status_code == 200 and any(span_name in span["name"] for span in detail.json()["spans"]):
                 seen["detail_s"] = time.time() - ended
-        if "listed_s" not in seen:
+        if want_listed and "listed_s" not in seen:
             listed = client.get(
                 "/api/runs", params={"status": "running", "agent": PROBE_AGENT, "start": ended - 60, "limit": 50}
             )
@@ -98,20 +129,33 @@ def quantiles(values: list[float]) -> dict[str, float]:
     return {"p50_ms": cuts[49] * 1000, "p95_ms": cuts[94] * 1000, "max_ms": max(values) * 1000}
 
 
-def measure(url: str, key: str, probes: int, *, spacing_s: float = 0.25) -> dict[str, Any]:
+def measure(url: str, key: str, probes: int, *, spacing_s: float = 0.25, sdk: bool = False) -> dict[str, Any]:
     """``probes`` probes one after another; p50/p95 of each lag. Fresh ids every call: a span
-    sent again is a duplicate, which the collector drops."""
+    sent again is a duplicate, which the collector drops. ``sdk``: each probe's span is ended
+    by the agentwatch SDK (its defaults, the export interval included) instead of sent at once."""
     rng = random.Random()
     lags: dict[str, list[float]] = {"detail_s": [], "listed_s": []}
-    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30.0) as client:
-        for _ in range(probes):
-            for name, value in probe(client, rng).items():
-                lags[name].append(value)
-            time.sleep(spacing_s)
+    if sdk:
+        import agentwatch
+
+        agentwatch.init(endpoint=url, api_key=key, service_name=PROBE_AGENT, instrument_openai=False)
+    try:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30.0) as client:
+            for _ in range(probes):
+                for name, value in (sdk_probe(client) if sdk else probe(client, rng)).items():
+                    lags[name].append(value)
+                time.sleep(spacing_s)  # pacing the probes: one at a time, not a load
+    finally:
+        if sdk:
+            agentwatch.shutdown()
     return {
         "probes": probes,
         "span_in_run_detail": quantiles(lags["detail_s"]) | {"not_seen": probes - len(lags["detail_s"])},
-        "run_in_running_list": quantiles(lags["listed_s"]) | {"not_seen": probes - len(lags["listed_s"])},
+        **(
+            {}
+            if sdk
+            else {"run_in_running_list": quantiles(lags["listed_s"]) | {"not_seen": probes - len(lags["listed_s"])}}
+        ),
         "poll_s": POLL_S,
         "load_average": os.getloadavg()[0],
     }

@@ -115,7 +115,11 @@ class Settings:
         default=20_000, metadata={"env": "FLUSH_ROWS", "doc": "insert when this many spans are queued"}
     )
     flush_interval_s: float = field(
-        default=0.5, metadata={"env": "FLUSH_INTERVAL_S", "doc": "insert at least this often"}
+        default=0.5,
+        metadata={
+            "env": "FLUSH_INTERVAL_S",
+            "doc": "longest spans wait for others to share their insert, counted from the oldest one's arrival or the last insert, whichever is sooner: an idle collector inserts a span as it comes, a busy one at most an insert an interval beyond those that fill FLUSH_ROWS",
+        },
     )
     max_queue_spans: int = field(
         default=500_000, metadata={"env": "MAX_QUEUE_SPANS", "doc": "in-memory queue bound; beyond it 429/503"}

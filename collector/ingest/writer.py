@@ -2,7 +2,8 @@
 
 Transports hand it each request's spans table with ``enqueue`` after the request is durable
 in the spool; it inserts batches when ``flush_rows`` spans are waiting or ``flush_interval_s``
-has passed, in a worker thread so the event loop keeps answering. Each batch is announced to the
+has passed since the oldest waiting one arrived or since the last batch was taken, whichever
+is sooner (an idle collector inserts a span at once; a busy one batches), in a worker thread so the event loop keeps answering. Each batch is announced to the
 spool (intent, with its deduplication token) before the insert and released after it, which
 makes a replay after a crash exactly-once. While the store is unavailable it retries with
 backoff and the spool absorbs the load; spans beyond ``max_queue_spans`` or ``max_queue_bytes``
@@ -112,6 +113,9 @@ class Writer:
         self._bytes_in_memory = 0
         self._span_bytes = 0.0  # recent bytes per span in memory: what an entry re-read from the spool will take
         self._oldest = 0.0  # monotonic time the oldest waiting entry arrived
+        # monotonic time the last batch was taken (at start: as if one just was): at most one
+        # early insert an interval
+        self._last_take = time.monotonic()
         self._wake = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
@@ -218,7 +222,7 @@ class Writer:
     async def _idle(self) -> None:
         """Sleep until more spans arrive or the oldest waiting ones are due."""
         self._wake.clear()
-        timeout = self._interval - (time.monotonic() - self._oldest) if self._entries else None
+        timeout = self._next_due() - time.monotonic() if self._entries else None
         if self._join is not None:
             timeout = self._join.due() if timeout is None else min(timeout, self._join.due())
         try:
@@ -227,7 +231,13 @@ class Writer:
             pass
 
     def _due(self) -> bool:
-        return self._stopping or self._queued >= self._flush_rows or time.monotonic() - self._oldest >= self._interval
+        return self._stopping or self._queued >= self._flush_rows or time.monotonic() >= self._next_due()
+
+    def _next_due(self) -> float:
+        """When the waiting spans go in: an interval after the oldest arrived or after the last
+        batch was taken, whichever is sooner. Idle, a span is inserted as it comes (its lag is the
+        visibility of a live run); busy, batches stay an interval apart."""
+        return min(self._oldest, self._last_take) + self._interval
 
     def _take(self) -> list[_Entry]:
         batch: list[_Entry] = []
@@ -244,7 +254,7 @@ class Writer:
             batch.append(entry)
             spans += entry.spans
             nbytes += self._bytes_of(entry)
-        self._oldest = time.monotonic()
+        self._oldest = self._last_take = time.monotonic()
         return batch
 
     def _bytes_of(self, entry: _Entry) -> float:

@@ -49,7 +49,12 @@ VARIABLES: tuple[tuple[str, str, str, str], ...] = (
         "spans buffered for export; beyond it spans are dropped and counted",
     ),
     ("AGENTWATCH_SDK_BATCH_SIZE", "max_export_batch_size", "512", "spans per export request"),
-    ("AGENTWATCH_SDK_EXPORT_INTERVAL_S", "export_interval_s", "1.0", "export at least this often"),
+    (
+        "AGENTWATCH_SDK_EXPORT_INTERVAL_S",
+        "export_interval_s",
+        "0.25",
+        "longest a span waits for others to share its export request",
+    ),
     ("AGENTWATCH_SDK_EXPORT_TIMEOUT_S", "export_timeout_s", "3.0", "timeout of one export request"),
     ("AGENTWATCH_SDK_EXPORT_RETRIES", "export_retries", "3", "retries of a failed export (exponential backoff)"),
     ("AGENTWATCH_SDK_SHUTDOWN_TIMEOUT_S", "shutdown_timeout_s", "3.0", "longest flush at exit or shutdown()"),
@@ -71,7 +76,7 @@ class Config:
     enabled: bool = True
     max_queue_size: int = 8192
     max_export_batch_size: int = 512
-    export_interval_s: float = 1.0
+    export_interval_s: float = 0.25
     export_timeout_s: float = 3.0
     export_retries: int = 3
     shutdown_timeout_s: float = 3.0

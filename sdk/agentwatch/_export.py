@@ -243,8 +243,8 @@ class BoundedBatchProcessor(SpanProcessor):
             self._queued_total += 1
             COUNTERS.update(spans_ended=1, spans_pending=1)
             self._ensure_worker()
-            if len(self._queue) >= self._batch:
-                self._cond.notify()
+            if len(self._queue) == 1 or len(self._queue) >= self._batch:
+                self._cond.notify()  # the first span starts the worker's linger; a full batch ends it
 
     def _run(self) -> None:
         otel_context.attach(suppressed_context())  # the exporter's HTTP calls are not spans
@@ -257,10 +257,21 @@ class BoundedBatchProcessor(SpanProcessor):
                 time.sleep(self._interval)
 
     def _drain_once(self) -> bool:
-        """Wait for a batch (or a flush, or the interval), export it; False once shut down."""
+        """Wait for a batch (or a flush, or the interval), export it; False once shut down.
+
+        Idle (nothing queued), the worker sleeps until a span ends: no wake-ups for an agent
+        that is not running. From the first span queued it lingers at most ``export_interval_s``
+        for more to share the request, so a span reaches the collector within about that long
+        of its end however seldom the agent ends one."""
         with self._cond:
-            if len(self._queue) < self._batch and not self._flushes and not self._shutdown:
-                self._cond.wait(self._interval)
+            if not self._queue and not self._flushes and not self._shutdown:
+                self._cond.wait()
+            linger_until = time.monotonic() + self._interval
+            while len(self._queue) < self._batch and not self._flushes and not self._shutdown:
+                left = linger_until - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
             if self._shutdown and not self._queue and not self._flushes:
                 return False
             batch = [self._queue.popleft() for _ in range(min(self._batch, len(self._queue)))]
