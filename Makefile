@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LOCK := .ci/requirements-dev.lock
 
-.PHONY: setup browser clients-venvs demo check sanitize test lint typecheck lock bench clean
+.PHONY: setup hooks browser clients-venvs demo check sanitize test lint typecheck lock bench clean
 
 $(STAMP): pyproject.toml sdk/pyproject.toml $(LOCK) collector/ingest/otlp/_native.c collector/ingest/otlp/_json_wire.c collector/ingest/otlp/_native.h
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,7 +13,14 @@ $(STAMP): pyproject.toml sdk/pyproject.toml $(LOCK) collector/ingest/otlp/_nativ
 	$(BIN)/python -m pip install -q -e ./sdk -e '.[dev]' -c $(LOCK)
 	touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) hooks
+
+# Git runs .githooks/commit-msg (a subject of 72 characters at most; docs/commits.md) in a git
+# checkout whose top is this folder; an unpacked tarball has none, and is left alone.
+hooks:
+	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1 && [ -z "$$(git rev-parse --show-prefix)" ]; then \
+		git config core.hooksPath .githooks; \
+	fi
 
 # .ci/requirements-dev.lock pins the development environment: `make setup` (and so CI) installs within
 # it. After changing a dependency in pyproject.toml: `make lock` (the new package is installed at
