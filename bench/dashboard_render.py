@@ -147,7 +147,7 @@ def run(spans: int, repeats: int, *, with_browser: bool = True) -> dict[str, Any
 def browser_phase(collector: str, key: str, big: str, data_dir: Path, *, warm_repeats: int) -> dict[str, Any]:
     """Each page cold (a new Chromium session) and warm (again in it), to Streamlit idle; first
     the floor, a page that queries nothing, served the same way."""
-    from agentwatch_platform.reference_agent.demo import ProcessGroup
+    from agentwatch_platform.reference_agent.supervisor import ProcessGroup
 
     group = ProcessGroup(data_dir / "logs", log=print)
     try:

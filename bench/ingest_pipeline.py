@@ -38,7 +38,7 @@ from agentwatch_platform.collector.ingest.otlp.decode import PROTOBUF, convert  
 from agentwatch_platform.collector.ingest.redact import Redactor  # noqa: E402
 from agentwatch_platform.collector.ingest.spool import Spool  # noqa: E402
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore  # noqa: E402
-from agentwatch_platform.reference_agent.demo import ProcessGroup, start_collector  # noqa: E402
+from agentwatch_platform.reference_agent.supervisor import ProcessGroup, start_collector  # noqa: E402
 from bench.ports import free_port  # noqa: E402
 from bench.workload import Workload  # noqa: E402
 

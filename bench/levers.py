@@ -30,8 +30,9 @@ import agentwatch
 import httpx
 
 from agentwatch_platform.reference_agent.agent import AgentConfig, ResearchAgent, make_client
-from agentwatch_platform.reference_agent.demo import ProcessGroup, project_key, start_collector, start_engine
+from agentwatch_platform.reference_agent.keys import project_key
 from agentwatch_platform.reference_agent.loadgen import LoadConfig, generate_load, make_questions
+from agentwatch_platform.reference_agent.supervisor import ProcessGroup, start_collector, start_engine
 from agentwatch_platform.reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
 from bench.ports import free_port
 

@@ -39,8 +39,9 @@ sys.path.insert(0, str(ROOT))
 
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore  # noqa: E402
 from agentwatch_platform.reference_agent.agent import AgentConfig, ResearchAgent, make_client  # noqa: E402
-from agentwatch_platform.reference_agent.demo import ProcessGroup, project_key, start_collector, start_engine  # noqa: E402
+from agentwatch_platform.reference_agent.keys import project_key  # noqa: E402
 from agentwatch_platform.reference_agent.loadgen import LoadConfig, generate_load  # noqa: E402
+from agentwatch_platform.reference_agent.supervisor import ProcessGroup, start_collector, start_engine  # noqa: E402
 from agentwatch_platform.reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig  # noqa: E402
 from bench.ports import free_port  # noqa: E402
 

@@ -31,7 +31,9 @@ collector, the engine and the dashboard serving (so that one can look around and
 own agent against them: it prints a ready ``export`` line) until Ctrl-C or SIGTERM stops
 every child; ``--exit-when-done`` stops them at once instead. A child that dies is reported by
 name with the end of its log. The data directory and its project key are reused by the next
-run; children's logs are in ``<data-dir>/logs``.
+run; children's logs are in ``<data-dir>/logs``. Starting and stopping the processes is
+``reference_agent.supervisor``'s job and making the keys ``reference_agent.keys``'s: benchmarks
+and tests use them too, without the OpenAI client that this module needs.
 """
 
 from __future__ import annotations
@@ -39,40 +41,44 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import functools
 import itertools
 import os
-import signal
-import socket
-import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 import warnings
 import webbrowser
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, TypeVar
 
 import agentwatch
-import httpx
 
 from agentwatch_api.client import CollectorClient, CollectorError
-from agentwatch_api.handshake import read_admin_token
 from agentwatch_api.schemas import AlertOut, LeverSaving
 from agentwatch_platform.reference_agent import demo_live
 from agentwatch_platform.reference_agent.agent import AgentConfig, ResearchAgent, make_client
 from agentwatch_platform.reference_agent.engine.policy import docs_wanted
+from agentwatch_platform.reference_agent.keys import DEMO_PROJECT, project_key
 from agentwatch_platform.reference_agent.levers import DegradationPolicy, RateLimiter
 from agentwatch_platform.reference_agent.loadgen import LoadConfig, LoadSummary, generate_load, make_questions
+from agentwatch_platform.reference_agent.supervisor import (
+    ProcessGroup,
+    StackError,
+    agentwatch_command,
+    check_ports,
+    handle_stop_signals,
+    interrupts_ignored,
+    stack_ports,
+    start_collector,
+    start_engine,
+)
 from agentwatch_platform.reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
 
 DEMO_RULES = Path(__file__).with_name("demo_rules.yaml")
-DEMO_PROJECT = "demo"
 BASELINE_SHARE = 0.55
 # The spike is a release: the research agent 1.1 (ReAct on the large model) after 1.0 (routed,
 # bounded context); the Versions page flags its cost per run and demo-release-cost-regression fires once.
@@ -87,8 +93,8 @@ SERVICE_NAME = "research-agent"
 T = TypeVar("T")
 
 
-class DemoError(Exception):
-    """The demo could not start or finish (a port taken, a child that died); says what to do."""
+class DemoError(StackError):
+    """The demo cannot run as asked (its options); a port taken or a child that died is a ``StackError``."""
 
 
 @dataclass(frozen=True)
@@ -104,8 +110,7 @@ class DemoOptions:
 
     @property
     def ports(self) -> dict[str, int]:
-        base = {"collector": 4318, "collector-grpc": 4317, "engine": 8000, "dashboard": 8501}
-        return {name: port + self.port_offset for name, port in base.items()}
+        return stack_ports(self.port_offset)
 
 
 @dataclass
@@ -161,14 +166,10 @@ def run_demo_command(args: argparse.Namespace) -> int:
     # Ctrl-C cancels the users' requests mid-connect: anyio's connect_tcp leaves a coroutine it
     # had not started yet, whose "never awaited" warning would print after the clean last line
     warnings.filterwarnings("ignore", message="coroutine .*try_connect.* was never awaited", category=RuntimeWarning)
-    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
-        # started in the background by a shell (``cmd &`` ignores SIGINT in its children): Ctrl-C's
-        # handler back, or neither SIGINT nor SIGTERM (answered as SIGINT is) would stop the demo
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl-C: children first, then exit
+    handle_stop_signals()  # SIGTERM stops like Ctrl-C: children first, then exit
     try:
         report = run_demo(options)
-    except DemoError as exc:
+    except StackError as exc:
         print(f"agentwatch demo: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -179,24 +180,11 @@ def run_demo_command(args: argparse.Namespace) -> int:
     return 0 if report.runs_recorded else 1
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM is answered as Ctrl-C is: by whatever handles SIGINT now. Inside ``asyncio.run``
-    that is its runner, which cancels the traffic's main task and then raises KeyboardInterrupt;
-    a KeyboardInterrupt raised here instead landed inside whichever task was running, which
-    asyncio then reported as a 31-line "Task exception was never retrieved" traceback. Ignored
-    while the children are being stopped (``_interrupts_ignored``)."""
-    handler = signal.getsignal(signal.SIGINT)
-    if callable(handler):
-        handler(signal.SIGINT, frame)  # type: ignore[arg-type]
-    elif handler == signal.SIG_DFL:
-        raise KeyboardInterrupt
-
-
 def run_demo(options: DemoOptions) -> DemoReport:
     """Start the stack, drive the traffic, report, and always stop every child."""
     if options.duration_s < 10 or options.users < 1:
         raise DemoError("--duration must be at least 10 seconds and --users at least 1")
-    _check_ports(options.ports)
+    check_ports(options.ports)
     options.data_dir.mkdir(parents=True, exist_ok=True)
     group = ProcessGroup(options.data_dir / "logs", options.log)
     try:
@@ -206,196 +194,12 @@ def run_demo(options: DemoOptions) -> DemoReport:
             report.stopped_by_user = _serve(group, urls, options.log)
         return report
     finally:
-        with _interrupts_ignored():  # a second Ctrl-C must not leave children behind
+        with interrupts_ignored():  # a second Ctrl-C must not leave children behind
             agentwatch.shutdown(timeout_s=5.0)  # flush while the collector still runs
             group.stop()
 
 
-@contextlib.contextmanager
-def _interrupts_ignored() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-# --- the processes ----------------------------------------------------------------------------
-
-
-def _check_ports(ports: dict[str, int]) -> None:
-    for name, port in ports.items():
-        with socket.socket() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do: TIME_WAIT is no obstacle
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                raise DemoError(
-                    f"port {port} ({name}) is taken: stop what listens there or pass --port-offset N to move every port"
-                ) from None
-
-
-class ProcessGroup:
-    """Child processes in their own sessions, logs in files, stopped in reverse order (tests use it too)."""
-
-    def __init__(self, log_dir: Path, log: Callable[[str], None]) -> None:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        self._log_dir, self._log = log_dir, log
-        self._children: list[tuple[str, subprocess.Popen[bytes]]] = []
-
-    def start(self, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-        log_path = self._log_dir / f"{name}.log"
-        with log_path.open("ab") as log_file:
-            proc = subprocess.Popen(
-                argv,
-                env={**os.environ, **env},
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
-        self._children.append((name, proc))
-        return proc
-
-    def wait_ready(self, name: str, url: str, *, timeout_s: float = 60.0) -> None:
-        """Poll ``url`` until it answers 200; a child that exits first is an error with its log."""
-        proc = dict(self._children)[name]
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise DemoError(f"{name} exited with code {proc.returncode}:\n{self.log_tail(name)}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url, timeout=2.0).status_code == 200:
-                    return
-            time.sleep(0.2)
-        raise DemoError(f"{name} did not answer {url} within {timeout_s:.0f} s:\n{self.log_tail(name)}")
-
-    def dead(self) -> list[tuple[str, int]]:
-        """(name, exit code) of each child that has exited."""
-        return [(name, code) for name, proc in self._children if (code := proc.poll()) is not None]
-
-    def check_alive(self, names: Iterable[str]) -> None:
-        """Raise a DemoError naming the first of ``names`` that has exited, with the end of its log."""
-        wanted = set(names)
-        for name, code in self.dead():
-            if name in wanted:
-                raise DemoError(
-                    f"the {name} process exited with code {code}; the end of its log "
-                    f"({self._log_dir / (name + '.log')}):\n{self.log_tail(name)}"
-                )
-
-    def log_tail(self, name: str, lines: int = 20) -> str:
-        text = (self._log_dir / f"{name}.log").read_text(errors="replace")
-        return "\n".join(text.splitlines()[-lines:])
-
-    def stop(self) -> None:
-        """Stop the children one by one, newest first (SIGTERM, wait, then SIGKILL), so each
-        stops while what it reports to still runs: the engine's last spans reach the collector."""
-        for name, proc in reversed(self._children):
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self._log(f"  {name} did not stop on SIGTERM; killing it")
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
-        self._children.clear()
-
-
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec (Linux): SIGTERM when the demo dies, even by SIGKILL, so no
-    collector or engine is left holding its ports and its data directory."""
-    if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _agentwatch(*args: str) -> list[str]:
-    return [sys.executable, "-m", "agentwatch", *args]
-
-
-def start_collector(
-    group: ProcessGroup, data_dir: Path, *, port: int, grpc_port: int, env: dict[str, str] | None = None
-) -> str:
-    """``agentwatch collector`` on embedded chDB in ``data_dir``; returns its URL once it answers."""
-    url = f"http://127.0.0.1:{port}"
-    group.start(
-        "collector",
-        _agentwatch("collector"),
-        {
-            "AGENTWATCH_DATA_DIR": str(data_dir),
-            "AGENTWATCH_PORT": str(port),
-            "AGENTWATCH_GRPC_PORT": str(grpc_port),
-            "AGENTWATCH_HOST": "127.0.0.1",
-            **(env or {}),
-        },
-    )
-    group.wait_ready("collector", url + "/metrics")
-    return url
-
-
-def project_key(
-    collector: str, data_dir: Path, project: str = DEMO_PROJECT, *, scopes: tuple[str, ...] = ("ingest", "read")
-) -> str:
-    """A key of the project with ``scopes``, saved in ``data_dir`` and reused while the collector
-    accepts it; else a new one from the running collector's key admin (``agentwatch keys create
-    --scope ...`` does the same). The demo gives its agents an ``ingest`` key and its dashboard a
-    ``read`` one; the default (both) serves a test that sends and reads."""
-    key_path = data_dir / (
-        f"{project}-project-key" if scopes == ("ingest", "read") else f"{project}-{'-'.join(scopes)}-key"
-    )
-    if key_path.exists():
-        key = key_path.read_text().strip()
-        if _key_accepted(collector, key, scopes):
-            return key
-    token = read_admin_token(data_dir)
-    if token is None:
-        raise DemoError(f"no admin token in {data_dir}: is the collector there running on this data directory?")
-    with CollectorClient(collector, token, timeout_s=30.0) as admin:
-        try:
-            key = str(admin.create_key(project, "agentwatch demo", scopes)["key"])
-        except CollectorError as exc:
-            raise DemoError(f"creating a key for project {project!r} failed: {exc}") from None
-    key_path.write_text(key + "\n")
-    key_path.chmod(0o600)
-    return key
-
-
-def _key_accepted(collector: str, key: str, scopes: tuple[str, ...]) -> bool:
-    """Whether the running collector still takes ``key`` for what it was made for."""
-    with CollectorClient(collector, key, timeout_s=10.0) as client:
-        try:
-            if "read" in scopes:
-                client.ingest()
-            else:
-                client.check_ingest()
-        except CollectorError:
-            return False
-    return True
-
-
-def start_engine(
-    group: ProcessGroup, *, port: int, speed: float, collector: str | None = None, key: str | None = None
-) -> str:
-    """``agentwatch engine --sim`` (its spans sent to ``collector``); returns its URL, not waiting.
-    The key goes in the environment, never on the command line (where ``ps`` shows it)."""
-    tracing = ["--otlp-endpoint", collector] if collector else []
-    group.start(
-        "engine",
-        _agentwatch("engine", "--sim", "--port", str(port), "--speed", str(speed), *tracing),
-        {"AGENTWATCH_API_KEY": key or ""} if collector else {},
-    )
-    return f"http://127.0.0.1:{port}"
+# --- the stack --------------------------------------------------------------------------------
 
 
 def _start_stack(group: ProcessGroup, options: DemoOptions) -> tuple[dict[str, str], tuple[str, str]]:
@@ -430,7 +234,7 @@ def _start_stack(group: ProcessGroup, options: DemoOptions) -> tuple[dict[str, s
     if find_spec("agentwatch_platform.dashboard.cli") is not None:
         group.start(
             "dashboard",
-            _agentwatch("dashboard", "--port", str(ports["dashboard"]), "--collector", collector, "--open"),
+            agentwatch_command("dashboard", "--port", str(ports["dashboard"]), "--collector", collector, "--open"),
             {"AGENTWATCH_API_KEY": read_key},
         )  # not in argv: ps shows it
     group.wait_ready("engine", engine + "/v1/models")
@@ -445,7 +249,7 @@ def _dashboard_ready(group: ProcessGroup, url: str, log: Callable[[str], None]) 
         return False
     try:
         group.wait_ready("dashboard", url + "/_stcore/health", timeout_s=90)
-    except DemoError as exc:
+    except StackError as exc:
         log(f"warning: the dashboard did not start; the demo goes on without it: {exc}")
         return False
     return True
@@ -552,7 +356,7 @@ async def _guarded(group: ProcessGroup, urls: dict[str, str], work: Coroutine[An
 
 
 def _serve(group: ProcessGroup, urls: dict[str, str], log: Callable[[str], None]) -> bool:
-    """After the traffic: keep every child serving until Ctrl-C (True) or a child dies (DemoError)."""
+    """After the traffic: keep every child serving until Ctrl-C (True) or a child dies (StackError)."""
     if "dashboard" in urls:
         log(f"the dashboard keeps serving at {urls['dashboard']}: on the Overview, 'Open it' opens the most")
         log("  expensive run (click a span for its error, tokens and timings); Runs searches and filters")

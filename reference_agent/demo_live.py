@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agentwatch_platform.reference_agent.demo import ProcessGroup
+    from agentwatch_platform.reference_agent.supervisor import ProcessGroup
 
 LONG_STEP_PAUSE_S = 10.0
 CRASH_EVERY_S = 60.0

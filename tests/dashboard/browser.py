@@ -15,7 +15,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from agentwatch_platform.dashboard import cards
-from agentwatch_platform.reference_agent.demo import ProcessGroup
+from agentwatch_platform.reference_agent.supervisor import ProcessGroup
 from tests.support.ports import free_port
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from agentwatch_platform.reference_agent.demo import ProcessGroup, project_key, start_collector, start_engine
+from agentwatch_platform.reference_agent.keys import project_key
+from agentwatch_platform.reference_agent.supervisor import ProcessGroup, start_collector, start_engine
 from tests.dashboard.support import PROJECT, SCREENSHOTS, SeededStack
 from tests.support.ports import free_port
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentwatch_platform.reference_agent.demo import ProcessGroup
+from agentwatch_platform.reference_agent.supervisor import ProcessGroup
 
 PROJECT = "dash"
 

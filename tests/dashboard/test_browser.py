@@ -19,7 +19,7 @@ from selenium.webdriver.common.keys import Keys
 
 from agentwatch_api.schemas import SpanOut
 from agentwatch_platform.dashboard import breakdowns, trace, ui
-from agentwatch_platform.reference_agent.demo import ProcessGroup
+from agentwatch_platform.reference_agent.supervisor import ProcessGroup
 from tests.dashboard import browser
 from tests.dashboard.support import PROJECT, SCREENSHOTS, SeededStack
 from tests.support.poll import wait_until

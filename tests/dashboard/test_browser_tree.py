@@ -20,7 +20,8 @@ from selenium.webdriver.common.by import By
 
 from agentwatch_api.schemas import SpanOut
 from agentwatch_platform.dashboard import trace, ui
-from agentwatch_platform.reference_agent.demo import ProcessGroup, project_key
+from agentwatch_platform.reference_agent.keys import project_key
+from agentwatch_platform.reference_agent.supervisor import ProcessGroup
 from tests.dashboard import browser
 from tests.dashboard.support import SeededStack
 from tests.support.poll import wait_until

@@ -23,7 +23,8 @@ from selenium.common.exceptions import WebDriverException
 from streamlit.testing.v1 import AppTest
 
 from agentwatch_platform.dashboard import live, trace, ui
-from agentwatch_platform.reference_agent.demo import ProcessGroup, project_key, start_collector
+from agentwatch_platform.reference_agent.keys import project_key
+from agentwatch_platform.reference_agent.supervisor import ProcessGroup, start_collector
 from tests.dashboard import browser
 from tests.dashboard.support import APP, metrics, tables
 from tests.support.ports import free_port

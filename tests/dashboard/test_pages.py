@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from agentwatch_platform.dashboard import trace, ui
-from agentwatch_platform.reference_agent.demo import project_key
+from agentwatch_platform.reference_agent.keys import project_key
 from tests.dashboard.support import (
     APP,
     SeededStack,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from agentwatch_platform.reference_agent.demo import project_key
+from agentwatch_platform.reference_agent.keys import project_key
 from tests.dashboard.support import APP, PROJECT, SeededStack, dashboard_env, metrics
 
 OTHER = "dash-second"

@@ -14,13 +14,9 @@ from pathlib import Path
 
 import httpx
 
-from agentwatch_platform.reference_agent.demo import (
-    ProcessGroup,
-    export_line,
-    project_key,
-    start_collector,
-    start_engine,
-)
+from agentwatch_platform.reference_agent.demo import export_line
+from agentwatch_platform.reference_agent.keys import project_key
+from agentwatch_platform.reference_agent.supervisor import ProcessGroup, start_collector, start_engine
 from tests.support.ports import free_port
 
 README = Path(__file__).resolve().parents[2] / "README.md"
