@@ -1,7 +1,7 @@
 """agentwatch against Arize Phoenix: ingest, queries, memory, disk and SDK overhead, in one run.
 
 Performance claims hold only as ratios measured side by side, so this script generates one
-seeded agent-like workload (``bench/workload.py``), encodes it once as OTLP protobuf, and
+seeded agent-like workload (``reference_agent/workload.py``), encodes it once as OTLP protobuf, and
 feeds the same bytes to each product in turn on 127.0.0.1, one server at a time:
 
 1. start the server (agentwatch's collector on embedded chDB; Phoenix on its default SQLite)
@@ -53,7 +53,7 @@ from typing import TypeVar
 
 import httpx
 
-from bench.workload import Workload
+from agentwatch_platform.reference_agent.workload import Workload
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"

@@ -6,7 +6,7 @@ Phases (each prints its figures; all are written to ``bench/results/ingest.json`
 
 1. ``http``: spans per second from the first send until every span is stored (so queryable),
    through the real collector (``agentwatch collector`` in a subprocess, OTLP/HTTP protobuf,
-   project API key, 4 concurrent senders), with ``bench.workload``'s agent-like traces: once
+   project API key, 4 concurrent senders), with ``reference_agent.workload``'s agent-like traces: once
    with ~700 B of captured prompt/completion text per span, once without captured text.
    ``http_json``: the same without captured text, sent as OTLP/HTTP JSON (``application/json``,
    as the JavaScript exporter sends it). ``http_small``: 300k spans, one agent run (~40 spans)
@@ -54,6 +54,7 @@ from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from agentwatch_platform.collector.storage.columns import spans_table
 from agentwatch_platform.collector.storage.model import SpanRow
 from agentwatch_platform.collector.storage.run_closes import close_runs
+from agentwatch_platform.reference_agent.supervisor import collector_command
 from bench import report
 
 RESULTS = Path(__file__).parent / "results"
@@ -235,7 +236,7 @@ def phase_http(
     spans: int, senders: int = 4, *, content: bool = True, encoding: str = "protobuf", batch_spans: int = 1000
 ) -> dict[str, Any]:
     """The real collector in a subprocess: first send to every span stored."""
-    from bench.workload import Workload, otlp_json
+    from agentwatch_platform.reference_agent.workload import Workload, otlp_json
 
     workload = Workload(spans, end_time_ns=time.time_ns(), batch_spans=batch_spans, project="bench", content=content)
     with tempfile.TemporaryDirectory() as tmp, Collector(Path(tmp)) as collector:
@@ -324,21 +325,7 @@ class Collector:
             "AGENTWATCH_ALERT_INTERVAL_S": "0",
             "AGENTWATCH_RATE_LIMIT_SPANS_PER_S": "10000000",
         }
-        cmd = [
-            sys.executable,
-            "-m",
-            "agentwatch",
-            "collector",
-            "--port",
-            str(self.port),
-            "--grpc-port",
-            "0",
-            "--data-dir",
-            str(self.data_dir),
-            "--log-level",
-            "warning",
-        ]
-        self.proc = subprocess.Popen(cmd, env=env)
+        self.proc = subprocess.Popen(collector_command(self.data_dir, port=self.port), env=env)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
@@ -424,8 +411,8 @@ def phase_live_overhead(store: ChdbStore, spans: int, *, late_roots: bool) -> di
 def phase_lag(probes: int, background_spans: int) -> dict[str, Any]:
     """Lag from a span's end to its visibility through the query API (``bench.visibility``),
     on an idle collector and while two senders keep it ingesting agent-like traces."""
+    from agentwatch_platform.reference_agent.workload import Workload
     from bench import visibility
-    from bench.workload import Workload
 
     with tempfile.TemporaryDirectory() as tmp, Collector(Path(tmp)) as collector:
         key = collector.key("bench")

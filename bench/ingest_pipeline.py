@@ -1,4 +1,4 @@
-"""Where ingestion time goes, stage by stage, on the agent-like workload of ``bench/workload.py``.
+"""Where ingestion time goes, stage by stage, on the agent-like workload of ``reference_agent/workload.py``.
 
 1. decode + normalise (+ price, redact) in one thread, to one Arrow table per request: the
    collector's per-span Python cost;
@@ -39,8 +39,8 @@ from agentwatch_platform.collector.ingest.redact import Redactor  # noqa: E402
 from agentwatch_platform.collector.ingest.spool import Spool  # noqa: E402
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore  # noqa: E402
 from agentwatch_platform.reference_agent.supervisor import ProcessGroup, start_collector  # noqa: E402
+from agentwatch_platform.reference_agent.workload import Workload  # noqa: E402
 from bench.ports import free_port  # noqa: E402
-from bench.workload import Workload  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

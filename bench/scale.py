@@ -17,7 +17,7 @@ statement at a time, so absolute rates are that stand-in's, not a server's). Wit
    fixed cost each batch pays (two statements to take it after a hand-back, one to hand it back).
 
 ``--phases memory``: one collector on embedded chDB takes a burst of ``--burst-spans`` agent spans
-with captured prompt/completion text (``bench.workload``, ~700 B a span, 4 senders, as fast as it
+with captured prompt/completion text (``reference_agent.workload``, ~700 B a span, 4 senders, as fast as it
 answers), with ``AGENTWATCH_MAX_QUEUE_BYTES=0`` (no bound in bytes), the default 128 MiB, 32 MiB and
 16 MiB, then 128 MiB with ``SMALL_MEMORY`` (decoded spans beyond the bound spill to disk, ``collector.ingest.spill``): peak RSS and peak
 anonymous memory (RSS less mapped files such as chDB's library and the spill) of the collector,
@@ -171,9 +171,9 @@ def phase_memory(
     """The collector's memory during a burst with captured text (see the module docstring), and
     the peak of ``store_pid`` (a ClickHouse the collector writes to) when given; ``settings``:
     more of the collector's environment for this run."""
+    from agentwatch_platform.reference_agent.workload import Workload
     from bench.compare import RssSampler
     from bench.ingest import Collector, _send_all, _wait_stored
-    from bench.workload import Workload
 
     os.environ["AGENTWATCH_MAX_QUEUE_BYTES"] = str(max_queue_bytes)
     store = RssSampler(store_pid) if store_pid else None

@@ -3,7 +3,7 @@ compressing across spans and a trigram filter per block would give, on the same 
 
     python -m bench.text_store [--spans 20000] [--shape workload|issue] [--days 3]
 
-``workload``: ``bench.workload``'s traces (20-60 children, ~700 B of text on every span);
+``workload``: ``reference_agent.workload``'s traces (20-60 children, ~700 B of text on every span);
 ``issue``: the issue's shape, 1 root + 10 LLM + 10 tool spans with ~500 B on the root and LLM spans
 (the same word generator). Both go through the collector's decode (``convert``) into a real
 ``TextStore``. Figures: text-file bytes per span and per-frame compression ratio; the ceiling of
@@ -35,7 +35,7 @@ from agentwatch_platform.collector.ingest.otlp.decode import PROTOBUF, convert
 from agentwatch_platform.collector.storage import texts as text_files
 from agentwatch_platform.collector.storage.text_index import bloom_of, may_hold, needle_trigrams
 from agentwatch_platform.collector.storage.texts import DAY_NS, TEXT_COLUMNS, TextStore
-from bench import workload as wl
+from agentwatch_platform.reference_agent import workload as wl
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -203,7 +203,7 @@ def render(result: dict[str, Any]) -> str:
 
 
 NOTES = [
-    "bench.workload's texts are words drawn uniformly from 87 (log2(87) bits per ~6.1 bytes, ~1.05 bits per byte): "
+    "reference_agent.workload's texts are words drawn uniformly from 87 (log2(87) bits per ~6.1 bytes, ~1.05 bits per byte): "
     "~700 B/span of it cannot go below ~92 B/span with any coder, so <= 60 B/span in all (spans table ~38 B/span "
     "with text, bench/results/scale.md session 16) is out of reach on that workload; zstd reaches ~2.2 bits/byte.",
     "On the issue's shape (~250 B/span of the same words) the text files take ~87 B/span now; one zstd(3) stream "

@@ -163,7 +163,7 @@ def measure(url: str, key: str, probes: int, *, spacing_s: float = 0.25, sdk: bo
 
 class Background:
     """Senders that keep the collector ingesting (the bodies an iterator yields, e.g. a large
-    ``bench.workload.Workload``'s batches, each sent once) until stopped or exhausted."""
+    ``reference_agent.workload.Workload``'s batches, each sent once) until stopped or exhausted."""
 
     def __init__(self, url: str, key: str, bodies: Iterator[bytes], senders: int = 2) -> None:
         self._url, self._bodies, self._senders = url, bodies, senders

@@ -258,6 +258,20 @@ def test_the_product_imports_no_benchmark() -> None:
     )
 
 
+def test_only_the_benchmarks_own_tests_import_a_benchmark() -> None:
+    """``bench`` is not installed: what a test of the product needs (a workload, a way to start the
+    collector) lives in an installed module or in ``tests/``. ``tests/bench`` tests the benchmarks."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if path.is_relative_to(ROOT / "tests" / "bench"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.relative_to(ROOT)} -> {n}" for n in names if n.split(".")[0] == "bench"]
+    assert not found, "a test of the product imports a benchmark:\n  " + "\n  ".join(found)
+
+
 _COLLECTOR = "agentwatch_platform.collector"
 
 

@@ -19,13 +19,14 @@ from typing import Any
 import httpx
 import uvicorn
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from agentwatch_api.handshake import read_admin_token
 from agentwatch_platform.alerts.plugin import PLUGIN as ALERTS
 from agentwatch_platform.collector.api.header_timeout import header_timeout_protocol
 from agentwatch_platform.collector.app import create_app
 from agentwatch_platform.collector.settings import Settings
+from agentwatch_platform.reference_agent.supervisor import collector_command
+from agentwatch_platform.reference_agent.workload import kv
 from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,20 +95,7 @@ class CollectorProcess:
         self.log = data_dir.parent / f"{data_dir.name}-collector.log"
 
     def start(self) -> CollectorProcess:
-        cmd = [
-            sys.executable,
-            "-m",
-            "agentwatch",
-            "collector",
-            "--port",
-            str(self.port),
-            "--grpc-port",
-            "0",
-            "--data-dir",
-            str(self.data_dir),
-            "--log-level",
-            "warning",
-        ]
+        cmd = collector_command(self.data_dir, port=self.port)
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 90
@@ -191,16 +179,6 @@ def run_spans(url: str, key: str, trace_id: str, *, expect: int, timeout: float 
                 return spans
         time.sleep(0.1)
     return spans
-
-
-def kv(key: str, value: Any) -> KeyValue:
-    if isinstance(value, bool):
-        return KeyValue(key=key, value=AnyValue(bool_value=value))
-    if isinstance(value, int):
-        return KeyValue(key=key, value=AnyValue(int_value=value))
-    if isinstance(value, float):
-        return KeyValue(key=key, value=AnyValue(double_value=value))
-    return KeyValue(key=key, value=AnyValue(string_value=value))
 
 
 def otlp_request(

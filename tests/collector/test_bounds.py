@@ -33,7 +33,7 @@ from agentwatch_platform.collector.ingest.otlp import native
 from agentwatch_platform.collector.ingest.otlp.decode import JSON, PROTOBUF, Converted, convert, response_body
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
-from bench.workload import otlp_json
+from agentwatch_platform.reference_agent.workload import otlp_json
 from tests.collector.ingest_helpers import otlp_request
 from tests.collector.store_fixtures import open_backend
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from agentwatch_platform.collector.commands import _PandasKeptOut
-from bench.workload import Workload
+from agentwatch_platform.reference_agent.workload import Workload
 from tests.collector.ingest_helpers import CollectorProcess, run_spans, sdk_agent_run
 
 

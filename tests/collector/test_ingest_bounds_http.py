@@ -15,7 +15,7 @@ from agentwatch import semconv as sc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from agentwatch_platform.collector.ingest.bounds import MAX_TIME_NS, latest_start_ns
-from bench.workload import otlp_json
+from agentwatch_platform.reference_agent.workload import otlp_json
 from tests.collector.ingest_helpers import (
     Running,
     agent_trace,

@@ -22,7 +22,7 @@ from agentwatch_platform.collector.ingest.otlp import native
 from agentwatch_platform.collector.ingest.otlp.decode import JSON, PROTOBUF, convert
 from agentwatch_platform.collector.ingest.otlp.errors import BadRequest, IngestError
 from agentwatch_platform.collector.ingest.redact import Redactor
-from bench.workload import Workload, otlp_json
+from agentwatch_platform.reference_agent.workload import Workload, otlp_json
 from tests.reliability import otlp_gen as gen
 from tests.support.examples import examples
 

@@ -1,4 +1,4 @@
-"""The benchmark workload: deterministic bytes, valid OTLP, and totals that match its spans."""
+"""The OTLP workload of the benchmarks: deterministic bytes, valid OTLP, and totals that match its spans."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from agentwatch import semconv as sc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from bench.workload import CONTENT_BYTES, MAX_CHILDREN, MIN_CHILDREN, Workload
+from agentwatch_platform.reference_agent.workload import CONTENT_BYTES, MAX_CHILDREN, MIN_CHILDREN, Workload
 
 END_NS = 1_767_225_600 * 10**9
 

@@ -1,5 +1,8 @@
 """A deterministic, agent-like OTLP workload, encoded once, that any OTLP back end can ingest.
 
+The benchmarks (``bench/``) send it, and the collector's tests decode it; it is installed with
+the reference stack (which needs only the base install for it) because ``bench`` is not.
+
 Each trace is one agent run: a run span with 20 to 60 children, LLM calls (model, token
 counts, time to first token, 500 bytes of prompt and of completion text) and tool calls, a
 tenth of which fail. Attributes are written in the dialects both agentwatch and Arize
@@ -173,7 +176,8 @@ def _scale(t: _Tally, passes: int) -> Totals:
     )
 
 
-def _kv(key: str, value: str | int | float | bool) -> KeyValue:
+def kv(key: str, value: str | int | float | bool) -> KeyValue:
+    """One OTLP attribute, its value typed as Python's is (the collector's tests build theirs with it too)."""
     if isinstance(value, bool):
         return KeyValue(key=key, value=AnyValue(bool_value=value))
     if isinstance(value, int):
@@ -195,9 +199,9 @@ class _Builder:
         self.first_trace_spans = 0
         self._id_salt = rng.getrandbits(64)
         self._resource = [
-            _kv("service.name", AGENT_NAME),
-            _kv(PHOENIX_PROJECT_ATTR, project),
-            _kv(sc.AW_PROJECT, project),
+            kv("service.name", AGENT_NAME),
+            kv(PHOENIX_PROJECT_ATTR, project),
+            kv(sc.AW_PROJECT, project),
         ]
 
     def build(self, spans: int, batch_spans: int) -> tuple[list[bytes], _Tally]:
@@ -239,12 +243,12 @@ class _Builder:
         run.end_time_unix_nano = clock
         run.attributes.extend(
             [
-                _kv(sc.AGENTWATCH_SPAN_KIND, sc.KIND_RUN),
-                _kv(sc.OPENINFERENCE_SPAN_KIND, "AGENT"),
-                _kv(sc.GEN_AI_OPERATION_NAME, sc.OP_INVOKE_AGENT),
-                _kv(sc.GEN_AI_AGENT_NAME, AGENT_NAME),
-                *([_kv(sc.INPUT_VALUE, question)] if self.content else []),
-                _kv(sc.AW_RUN_OUTCOME, "success"),
+                kv(sc.AGENTWATCH_SPAN_KIND, sc.KIND_RUN),
+                kv(sc.OPENINFERENCE_SPAN_KIND, "AGENT"),
+                kv(sc.GEN_AI_OPERATION_NAME, sc.OP_INVOKE_AGENT),
+                kv(sc.GEN_AI_AGENT_NAME, AGENT_NAME),
+                *([kv(sc.INPUT_VALUE, question)] if self.content else []),
+                kv(sc.AW_RUN_OUTCOME, "success"),
             ]
         )
         run.status.code = Status.STATUS_CODE_OK
@@ -277,22 +281,22 @@ class _Builder:
         prompt, completion = (self._text(CONTENT_BYTES), self._text(CONTENT_BYTES)) if self.content else ("", "")
         span.attributes.extend(
             [
-                _kv(sc.AGENTWATCH_SPAN_KIND, sc.KIND_LLM),
-                _kv(sc.OPENINFERENCE_SPAN_KIND, "LLM"),
-                _kv(sc.GEN_AI_OPERATION_NAME, sc.OP_CHAT),
-                _kv(sc.GEN_AI_PROVIDER_NAME, "sim"),
-                _kv(sc.GEN_AI_AGENT_NAME, AGENT_NAME),
-                _kv(sc.GEN_AI_REQUEST_MODEL, model),
-                _kv(sc.GEN_AI_RESPONSE_MODEL, model),
-                _kv(sc.LLM_MODEL_NAME, model),
-                _kv(sc.GEN_AI_USAGE_INPUT_TOKENS, input_tokens),
-                _kv(sc.GEN_AI_USAGE_OUTPUT_TOKENS, output_tokens),
-                _kv(sc.LLM_TOKEN_COUNT_PROMPT, input_tokens),
-                _kv(sc.LLM_TOKEN_COUNT_COMPLETION, output_tokens),
-                _kv(sc.LLM_TOKEN_COUNT_TOTAL, input_tokens + output_tokens),
-                _kv(sc.AW_TTFT, ttft),
-                _kv(sc.AW_STEP_INDEX, step),
-                *([_kv(sc.INPUT_VALUE, prompt), _kv(sc.OUTPUT_VALUE, completion)] if self.content else []),
+                kv(sc.AGENTWATCH_SPAN_KIND, sc.KIND_LLM),
+                kv(sc.OPENINFERENCE_SPAN_KIND, "LLM"),
+                kv(sc.GEN_AI_OPERATION_NAME, sc.OP_CHAT),
+                kv(sc.GEN_AI_PROVIDER_NAME, "sim"),
+                kv(sc.GEN_AI_AGENT_NAME, AGENT_NAME),
+                kv(sc.GEN_AI_REQUEST_MODEL, model),
+                kv(sc.GEN_AI_RESPONSE_MODEL, model),
+                kv(sc.LLM_MODEL_NAME, model),
+                kv(sc.GEN_AI_USAGE_INPUT_TOKENS, input_tokens),
+                kv(sc.GEN_AI_USAGE_OUTPUT_TOKENS, output_tokens),
+                kv(sc.LLM_TOKEN_COUNT_PROMPT, input_tokens),
+                kv(sc.LLM_TOKEN_COUNT_COMPLETION, output_tokens),
+                kv(sc.LLM_TOKEN_COUNT_TOTAL, input_tokens + output_tokens),
+                kv(sc.AW_TTFT, ttft),
+                kv(sc.AW_STEP_INDEX, step),
+                *([kv(sc.INPUT_VALUE, prompt), kv(sc.OUTPUT_VALUE, completion)] if self.content else []),
             ]
         )
         span.status.code = Status.STATUS_CODE_OK
@@ -310,13 +314,13 @@ class _Builder:
         arguments, result = (self._text(60), self._text(200)) if self.content else ("", "")
         span.attributes.extend(
             [
-                _kv(sc.AGENTWATCH_SPAN_KIND, sc.KIND_TOOL),
-                _kv(sc.OPENINFERENCE_SPAN_KIND, "TOOL"),
-                _kv(sc.GEN_AI_OPERATION_NAME, sc.OP_EXECUTE_TOOL),
-                _kv(sc.GEN_AI_AGENT_NAME, AGENT_NAME),
-                _kv(sc.GEN_AI_TOOL_NAME, tool),
-                _kv(sc.TOOL_NAME, tool),
-                *([_kv(sc.INPUT_VALUE, arguments), _kv(sc.OUTPUT_VALUE, result)] if self.content else []),
+                kv(sc.AGENTWATCH_SPAN_KIND, sc.KIND_TOOL),
+                kv(sc.OPENINFERENCE_SPAN_KIND, "TOOL"),
+                kv(sc.GEN_AI_OPERATION_NAME, sc.OP_EXECUTE_TOOL),
+                kv(sc.GEN_AI_AGENT_NAME, AGENT_NAME),
+                kv(sc.GEN_AI_TOOL_NAME, tool),
+                kv(sc.TOOL_NAME, tool),
+                *([kv(sc.INPUT_VALUE, arguments), kv(sc.OUTPUT_VALUE, result)] if self.content else []),
             ]
         )
         t.tool += 1
@@ -338,9 +342,9 @@ def _fail(span: Span, tool: str) -> None:
     message = f"{tool} failed: upstream returned 502 (simulated)"
     span.status.code = Status.STATUS_CODE_ERROR
     span.status.message = message
-    span.attributes.append(_kv(sc.ERROR_TYPE, "ToolError"))
+    span.attributes.append(kv(sc.ERROR_TYPE, "ToolError"))
     event = span.events.add(time_unix_nano=span.end_time_unix_nano, name="exception")
-    event.attributes.extend([_kv("exception.type", "ToolError"), _kv("exception.message", message)])
+    event.attributes.extend([kv("exception.type", "ToolError"), kv("exception.message", message)])
 
 
 def _mix(index: int, salt: int, nbytes: int) -> bytes:
