@@ -129,22 +129,35 @@ def tree_memory_bytes(root: int) -> tuple[int, int]:
 
 
 class RssSampler(threading.Thread):
-    """Samples a process tree's memory in the background and keeps the peaks."""
+    """Samples a process tree's memory in the background and keeps the peaks.
+
+    ``start`` and ``stop`` each take a sample in the caller's thread, so the peaks hold the
+    memory at both ends however late a busy machine schedules the sampling thread."""
 
     def __init__(self, pid: int, interval_s: float = 0.1) -> None:
         super().__init__(name="rss-sampler", daemon=True)
         self.pid, self.interval_s = pid, interval_s
         self.peak_rss = self.peak_anon = 0
         self._done = threading.Event()
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        self.sample()
+        super().start()
 
     def run(self) -> None:
         while not self._done.wait(self.interval_s):
-            rss, anon = tree_memory_bytes(self.pid)
+            self.sample()
+
+    def sample(self) -> None:
+        rss, anon = tree_memory_bytes(self.pid)
+        with self._lock:
             self.peak_rss, self.peak_anon = max(self.peak_rss, rss), max(self.peak_anon, anon)
 
     def stop(self) -> tuple[int, int]:
         self._done.set()
         self.join(timeout=5)
+        self.sample()
         return self.peak_rss, self.peak_anon
 
 

@@ -227,8 +227,7 @@ def phase_backfill(days: int, spans_per_day: int) -> dict[str, Any]:
             runs = int(store.query("SELECT count() AS n FROM runs_agg FINAL")[0]["n"])
             time.sleep(2.0)  # the fill's last merges
             sampler = RssSampler(os.getpid(), interval_s=0.01)
-            sampler.start()
-            time.sleep(0.1)
+            sampler.start()  # its first sample taken: the memory before the pass
             before_anon = sampler.peak_anon
             cpu_started, wall_started = time.process_time(), time.perf_counter()
             minutes = close_runs(store, margin_s=-1)
