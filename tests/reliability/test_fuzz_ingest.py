@@ -39,12 +39,6 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def expected() -> dict[str, int]:
-    """trace id -> spans that must be stored, gathered across the module's fuzz tests."""
-    return {}
-
-
 def _rejected(response: object, fmt: str) -> int:
     body = response.content  # type: ignore[attr-defined]
     if fmt == "json":
@@ -56,22 +50,38 @@ def _store_rejected(collector: InProcess) -> float:
     return collector.app.state.metrics.rejected.labels("store_rejected")._value.get()
 
 
-@FUZZ
-@given(specs=st.lists(gen.spans(), max_size=8), fmt=st.sampled_from(["protobuf", "json"]), gzipped=st.booleans())
-def test_generated_requests_are_answered_exactly(
-    collector: InProcess, expected: dict[str, int], specs: list[gen.SpanSpec], fmt: str, gzipped: bool
-) -> None:
+def test_generated_requests_are_answered_exactly_and_stored_once(collector: InProcess) -> None:
+    """Each generated request is answered with its invalid spans counted; then every valid span
+    that was acknowledged is in the store, once, and the store dropped none (its own project:
+    what the other tests send cannot change the counts)."""
+    project = "fuzz-stored"
+    expected: dict[str, int] = {}  # trace id -> spans that must be stored
+    collector.key(project)
+
+    @FUZZ
+    @given(specs=st.lists(gen.spans(), max_size=8), fmt=st.sampled_from(["protobuf", "json"]), gzipped=st.booleans())
+    def answered_exactly(specs: list[gen.SpanSpec], fmt: str, gzipped: bool) -> None:
+        _post_generated(collector, project, specs, fmt, gzipped=gzipped)
+        for spec in specs:
+            if spec.valid and spec.recent:
+                expected[spec.trace_id.hex()] = expected.get(spec.trace_id.hex(), 0) + 1
+
+    answered_exactly()
+    assert expected, "the fuzz produced no valid spans"
+    collector.drain()
+    assert _store_rejected(collector) == 0, "the store dropped spans that were acknowledged"
+    assert collector.span_counts(project, expected) == expected
+
+
+def _post_generated(collector: InProcess, project: str, specs: list[gen.SpanSpec], fmt: str, *, gzipped: bool) -> None:
     body = gen.to_protobuf(specs) if fmt == "protobuf" else gen.to_json(specs)
     headers = dict(PROTOBUF if fmt == "protobuf" else JSON)
     if gzipped:
         body, headers["Content-Encoding"] = gzip.compress(body), "gzip"
-    response = collector.post_traces(body, PROJECT, headers)
+    response = collector.post_traces(body, project, headers)
     assert response.status_code == 200, response.content[:300]
     invalid = [s for s in specs if not s.valid]
     assert _rejected(response, fmt) == len(invalid), [(len(s.trace_id), len(s.span_id), s.start, s.end) for s in specs]
-    for spec in specs:
-        if spec.valid and spec.recent:
-            expected[spec.trace_id.hex()] = expected.get(spec.trace_id.hex(), 0) + 1
 
 
 @FUZZ
@@ -158,7 +168,7 @@ def test_hostile_structures_are_4xx_or_accepted(collector: InProcess, body: byte
     assert response.status_code in (200, 400, 413), response.content[:300]
 
 
-def test_huge_attribute_count_is_stored(collector: InProcess, expected: dict[str, int]) -> None:
+def test_huge_attribute_count_is_stored(collector: InProcess) -> None:
     spec = gen.SpanSpec(
         os.urandom(16),
         os.urandom(8),
@@ -170,7 +180,8 @@ def test_huge_attribute_count_is_stored(collector: InProcess, expected: dict[str
     )
     response = collector.post_traces(gen.to_protobuf([spec]), PROJECT, PROTOBUF)
     assert response.status_code == 200 and _rejected(response, "protobuf") == 0
-    expected[spec.trace_id.hex()] = 1
+    collector.drain()
+    assert collector.span_counts(PROJECT, [spec.trace_id.hex()]) == {spec.trace_id.hex(): 1}
 
 
 def test_gzip_bombs_are_refused_and_memory_stays_bounded(collector: InProcess) -> None:
@@ -190,13 +201,3 @@ def test_oversized_bodies_memory_stays_bounded(collector: InProcess) -> None:
         assert collector.post_traces(big, PROJECT, PROTOBUF).status_code == 413
         rss.append(rss_bytes())
     assert rss[-1] - rss[2] < 32 * 1024 * 1024, rss
-
-
-def test_zz_every_acknowledged_valid_span_is_stored_exactly_once(
-    collector: InProcess, expected: dict[str, int]
-) -> None:
-    """Runs last in the module: what the fuzz tests acknowledged is in the store, once."""
-    assert expected, "the fuzz tests produced no valid spans"
-    collector.drain()
-    assert _store_rejected(collector) == 0, "the store dropped spans that were acknowledged"
-    assert collector.span_counts(PROJECT, expected) == expected
