@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LOCK := .ci/requirements-dev.lock
 
-.PHONY: setup hooks browser clients-venvs demo check sanitize test lint typecheck lock bench clean
+.PHONY: setup hooks setup-test system-packages clients-venvs demo check sanitize test quick lint typecheck lock bench clean
 
 $(STAMP): pyproject.toml sdk/pyproject.toml $(LOCK) collector/ingest/otlp/_native.c collector/ingest/otlp/_json_wire.c collector/ingest/otlp/_native.h
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,21 +41,38 @@ lock:
 
 clients-venvs: .venv-traceloop/.installed .venv-openlit/.installed
 
-# Debian's Chromium and ChromeDriver for the dashboard's browser tests.
-browser:
+# The system packages the tests need, from Debian, installed when one of their commands is missing:
+# chromium and chromium-driver (the dashboard's browser tests drive a real browser) and fontconfig
+# (fc-list: which fonts Chromium can draw). apt-get needs root: sudo when not run as root.
+SYSTEM_PACKAGES := chromium chromium-driver fontconfig
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+system-packages:
 	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null || ! command -v fc-list >/dev/null; then \
-		echo "installing Debian chromium, chromium-driver and fontconfig (fc-list: which fonts Chromium can draw)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver fontconfig >/dev/null; \
+		echo "make system-packages: installing Debian's $(SYSTEM_PACKAGES) for the dashboard's browser tests"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(SYSTEM_PACKAGES) >/dev/null; \
 	fi
+
+# Everything the tests need beyond `make setup`, installed before any of them runs: the system
+# packages and the client environments. `make test` starts with it; `make quick` needs none of it.
+setup-test: setup system-packages clients-venvs
 
 demo: setup
 	$(BIN)/agentwatch demo
 
 # Two workers, a test file per worker at a time (module fixtures stay whole; a process holds one
 # embedded chDB): most tests wait on servers and subprocesses, so this halves the wall time.
-# Before them: lint, types, C warnings (check) and the native decoder under the sanitizers.
-test: check sanitize browser clients-venvs
+# First what the tests need (setup-test), then lint, types, C warnings (check) and the native
+# decoder under the sanitizers, then every test.
+test: setup-test check sanitize
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25 tests
+
+# The everyday loop, a few minutes: lint, then the tests but those marked browser (Chromium),
+# clients (the client environments of `make clients-venvs`), slow (the demo's minutes and the
+# like) or clickhouse_server (the server back end; chDB runs the same SQL). pyproject.toml lists
+# the markers. `make test` runs them all, and more checks.
+QUICK_MARKERS := not browser and not clients and not slow and not clickhouse_server
+quick: lint
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=10 -m "$(QUICK_MARKERS)" tests
 
 lint: setup
 	$(BIN)/ruff check sdk collector dashboard alerts reference_agent tests bench

@@ -16,7 +16,10 @@ from agentwatch import PriceTable
 
 from tests.clients.stack import SCENARIO_IDS, SCENARIOS, Scenario, Stack
 
-pytestmark = pytest.mark.parametrize("scenario", SCENARIOS, ids=SCENARIO_IDS, indirect=True)
+pytestmark = [  # clients: traceloop and openlit run in environments of their own (make clients-venvs)
+    pytest.mark.parametrize("scenario", SCENARIOS, ids=SCENARIO_IDS, indirect=True),
+    pytest.mark.clients,
+]
 
 LLM_CALLS, TOOL_CALLS, TOOL_FAILURES, STEPS = 3, 2, 1, 3
 STREAMED_CALL = 1  # the second LLM call of the run

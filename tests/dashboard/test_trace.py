@@ -207,9 +207,10 @@ def test_an_engine_row_shows_its_calls_tokens_and_its_timings() -> None:
     assert rows["l0"]["detail"] == "1,200 in / 80 out"
 
 
+@pytest.mark.browser  # fc-list, the fonts Chromium draws with: `make system-packages` installs both
 def test_every_mark_the_tree_draws_is_in_a_font_debians_chromium_has() -> None:
     """ "⏵" (the open mark once) drew an empty box: no installed font has it."""
-    import subprocess  # fc-list: installed with Chromium by `make browser`
+    import subprocess
 
     marks = {*trace.ICONS.values(), trace.FAILED_MARK, trace.OPEN_MARK[0], trace.FOLDED, trace.UNFOLDED}
     for mark in marks:
