@@ -293,7 +293,7 @@ def markdown(result: dict[str, Any]) -> str:
             "## A burst with captured text: the collector's memory",
             "",
             f"Measured with {result.get('memory_measured', 'the command above')}; chDB and glibc allocator settings are the collector's "
-            "defaults (collector/storage/chdb_memory.py, collector/commands.py::_tune_malloc).",
+            "defaults (collector/storage/chdb_memory.py, collector/tuning.py).",
             "",
             f"| AGENTWATCH_MAX_QUEUE_BYTES | spans | spans/s | collector CPU µs/span | peak RSS MB | peak anonymous MB (until {AFTER_BURST_S:.0f} s after) | until the last span stored | load after |",
             "|---|---:|---:|---:|---:|---:|---:|---:|",

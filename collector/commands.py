@@ -21,7 +21,7 @@ from typing import Any, Protocol, TypeVar
 
 from agentwatch_api.client import ApiError, CollectorClient, CollectorError
 from agentwatch_api.handshake import running_collector
-from agentwatch_platform.collector import plugins
+from agentwatch_platform.collector import plugins, tuning
 from agentwatch_platform.collector.api.deletion_cli import register_delete
 from agentwatch_platform.collector.query.reprice import register_reprice
 from agentwatch_platform.collector.query.whatif_cli import register_whatif
@@ -74,79 +74,6 @@ def _register_keys(sub: argparse._SubParsersAction) -> None:  # type: ignore[typ
 # --- collector ---------------------------------------------------------------------------------
 
 
-def _tune_gc() -> None:
-    """Decoding allocates millions of short-lived, acyclic containers a second (a JSON body is
-    ~30 dicts and lists a span), and with CPython's default thresholds the cycle collector runs
-    every 700 of them, rescanning the young objects each time: measured, OTLP/JSON ingestion
-    went from 29k to 57k spans/s with collections 140x rarer. Refcounting still frees all of
-    it at once; only cyclic garbage waits longer. What was built at start-up is frozen out of
-    the scans altogether."""
-    import gc
-
-    gc.freeze()
-    gc.set_threshold(100_000, 50, 100)
-
-
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number (malloc.h)
-
-
-def _tune_malloc(threshold_bytes: int) -> None:
-    """Python's large buffers (request bodies of ~1 MB, decoded columns) come from glibc's
-    malloc, whose mmap threshold grows to 32 MB after the first large free: from then on they are
-    carved from the heap, and the heap holes they leave are not given back. Measured on a burst
-    with captured text: 275 MB held by glibc for 135 MB in use; with a fixed threshold (which
-    also turns the growth off) 148 for 110. 256 KiB cost ~10 % of the ingest rate with captured text
-    (mmap and page faults per large buffer); with the texts written to the store's text files at
-    decode (collector.storage.texts), 512 KiB took a burst's peak from ~255-270 to 241-258 MB for
-    ~6-12 % of the rate with text; with the decoding thread trimming the heap every 8th body
-    (collector.ingest.pipeline), no lower peak at all. Off unless AGENTWATCH_MALLOC_MMAP_THRESHOLD_BYTES is set. No-op
-    where the C library is not glibc."""
-    if threshold_bytes <= 0:
-        return
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(_M_MMAP_THRESHOLD, threshold_bytes)
-    except (OSError, AttributeError):
-        logging.getLogger(__name__).debug("not glibc: malloc left as it is")
-
-
-class _PandasKeptOut:
-    """An import hook refusing pandas, so that pyarrow takes it for not installed."""
-
-    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
-        if name == "pandas" or name.startswith("pandas."):
-            raise ModuleNotFoundError(
-                "pandas is kept out of the collector process (AGENTWATCH_COLLECTOR_PANDAS=1 lets it in)", name=name
-            )
-
-
-def _keep_pandas_out() -> None:
-    """pyarrow imports pandas (~30 MB of anonymous memory) the first time it builds an array from
-    Python values, only to check whether they are a data frame; the collector never builds one.
-    Measured: an idle collector 166 -> 141 MB anonymous, and every peak of a burst about as much lower."""
-    if "pandas" not in sys.modules and not any(isinstance(f, _PandasKeptOut) for f in sys.meta_path):
-        sys.meta_path.insert(0, _PandasKeptOut())
-
-
-def _use_system_arrow_pool() -> None:
-    """pyarrow's default pool (mimalloc) keeps the pages of freed buffers in per-thread heaps: in
-    a burst with captured text it held 40-90 MB more than ever was live at once (bench/results/scale.md).
-    Freed through glibc, they are reused and given back (``collector.ingest.heap``). pyarrow reads
-    ARROW_DEFAULT_MEMORY_POOL once, when first imported, so it is set before (the CLI imports no
-    pyarrow until a command runs); where pyarrow is already loaded, only its Python-side pool can
-    switch. An operator's ARROW_DEFAULT_MEMORY_POOL is left as it is."""
-    if "ARROW_DEFAULT_MEMORY_POOL" in os.environ:
-        return
-    if "pyarrow" not in sys.modules:
-        os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
-        return
-    import pyarrow as pa
-
-    pa.set_memory_pool(pa.system_memory_pool())
-
-
 def run_collector(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings.from_env(host=args.host, port=args.port, grpc_port=args.grpc_port, data_dir=args.data_dir)
@@ -154,9 +81,7 @@ def run_collector(args: argparse.Namespace) -> int:
         print(f"agentwatch collector: {problem}", file=sys.stderr)
         return 1
     _quiet_libraries()
-    if not settings.collector_pandas:
-        _keep_pandas_out()  # before the collector's modules: they build arrays when imported
-    _use_system_arrow_pool()
+    tuning.before_imports(keep_pandas_out=not settings.collector_pandas)
 
     import uvicorn
 
@@ -164,8 +89,7 @@ def run_collector(args: argparse.Namespace) -> int:
     from agentwatch_platform.collector.app import create_app
 
     app = create_app(settings, plugins=plugins.installed())
-    _tune_gc()
-    _tune_malloc(settings.malloc_mmap_threshold_bytes)
+    tuning.after_start_up(malloc_mmap_threshold_bytes=settings.malloc_mmap_threshold_bytes)
     uvicorn.run(
         app,
         host=settings.host,

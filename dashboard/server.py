@@ -29,10 +29,9 @@ def preload() -> None:
 
 
 # Python's cyclic collector runs after every 700 allocations and walks the young objects; with a
-# 10,000-span run in the page's cache it ran so often that it took about a third of run detail's
-# script (about 950 -> 600 ms per cold script run at load 6, 8 runs each; py-spy put it on the tree's
-# row building). Reference counting frees nearly all of a page's garbage anyway. The collector's
-# thresholds (``collector.commands``); what was imported at start-up is frozen out of the scans.
+# 10,000-span run in the page's cache it took about a third of run detail's script
+# (bench/results/tuning.md). Reference counting frees nearly all of a page's garbage anyway. The
+# collector's thresholds (``collector.tuning``); what was imported at start-up is frozen out of the scans.
 GC_THRESHOLDS = (100_000, 50, 100)
 
 

@@ -592,7 +592,7 @@ def _inside(start: int, end: int, outer_start: int, outer_end: int, slack_ns: in
 def _rows(table: pa.Table) -> list[dict[str, Any]]:
     """The batch's rows with times as epoch nanoseconds: pyarrow turns a nanosecond timestamp into
     a Python value only through pandas, which the collector keeps out of its process
-    (``collector.commands._keep_pandas_out``); ``pa.Table.from_pylist`` takes the ints back."""
+    (``collector.tuning``); ``pa.Table.from_pylist`` takes the ints back."""
     for index, field in enumerate(table.schema):
         if pa.types.is_timestamp(field.type):
             table = table.set_column(index, field.name, table.column(index).cast(pa.int64()))

@@ -170,7 +170,7 @@ def _open_session(path: Path, memory: ChdbMemory) -> Any:
 def _arrow_table(result: Any) -> pa.Table:
     """A result in the Arrow file format as a table, read where chDB holds it. chDB's own
     ``ArrowTable`` reads it the same way but imports pandas first, which the collector keeps out
-    (``collector.commands._keep_pandas_out``)."""
+    (``collector.tuning``)."""
     if not len(result):
         return pa.table({})
     return pa.ipc.open_file(result.get_memview().view()).read_all()

@@ -1,4 +1,4 @@
-"""The collector's memory: it keeps pandas out of its process (``collector.commands._keep_pandas_out``:
+"""The collector's memory: it keeps pandas out of its process (``collector.tuning``:
 pyarrow would load it, ~30 MB of anonymous memory, only to ask whether a value is a data frame), and
 a batch over chDB's memory limit is inserted in halves (``collector.ingest.writer``)."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agentwatch_platform.collector.commands import _PandasKeptOut
+from agentwatch_platform.collector.tuning import PandasKeptOut
 from agentwatch_platform.reference_agent.workload import Workload
 from tests.collector.ingest_helpers import CollectorProcess, run_spans, sdk_agent_run
 
@@ -50,8 +50,8 @@ def test_a_collector_stores_and_answers_without_pandas_loaded(tmp_path: Path) ->
 
 def test_the_hook_says_why_pandas_is_refused() -> None:
     with pytest.raises(ModuleNotFoundError, match="AGENTWATCH_COLLECTOR_PANDAS=1"):
-        _PandasKeptOut().find_spec("pandas.core")
-    assert _PandasKeptOut().find_spec("pandas_extra") is None
+        PandasKeptOut().find_spec("pandas.core")
+    assert PandasKeptOut().find_spec("pandas_extra") is None
 
 
 @pytest.mark.slow
@@ -104,7 +104,7 @@ def test_the_collector_allocates_arrow_buffers_through_glibc_unless_the_operator
         env["ARROW_DEFAULT_MEMORY_POOL"] = operator
     code = (
         ("import pyarrow;" if loaded_first else "")
-        + "from agentwatch_platform.collector.commands import _use_system_arrow_pool; _use_system_arrow_pool();"
+        + "from agentwatch_platform.collector.tuning import use_system_arrow_pool; use_system_arrow_pool();"
         "import pyarrow as pa; t = pa.concat_tables([pa.table({'a': list(range(1000))})] * 4);"
         "print(pa.default_memory_pool().backend_name, pa.default_memory_pool().bytes_allocated() > 0)"
     )
