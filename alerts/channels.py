@@ -28,6 +28,7 @@ import httpx
 
 from agentwatch_platform.alerts.errors import DeliveryError
 from agentwatch_platform.alerts.model import Delivery, Notification
+from agentwatch_platform.alerts.wording import details
 
 log = logging.getLogger("agentwatch.alerts")
 
@@ -94,7 +95,7 @@ class SlackChannel:
         text = notification.title()
         payload = {
             "text": text,
-            "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": f"*{text}*\n{_details(notification)}"}}],
+            "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": f"*{text}*\n{details(notification)}"}}],
         }
         _post_json(self.url, json.dumps(payload).encode(), {}, self.timeout_s)
 
@@ -120,7 +121,7 @@ class EmailChannel:
         message["Subject"] = notification.title()
         message["From"] = self.sender
         message["To"] = ", ".join(self.to)
-        message.set_content(_details(notification))
+        message.set_content(details(notification))
         try:
             with self._connect() as smtp:
                 if self.user:
@@ -165,42 +166,6 @@ class LogChannel:
 
 
 CHANNEL_TYPES: dict[str, type] = {c.type: c for c in (WebhookChannel, SlackChannel, EmailChannel, LogChannel)}
-
-
-def _details(notification: Notification) -> str:
-    """The human text (Slack, e-mail): message, figures, scope, times, and the dashboard link."""
-    alert = notification.alert
-    lines = [alert.message]
-    if notification.description:
-        lines.append(notification.description)
-    figures = [
-        f"{name} {value:.4g}"
-        for name, value in (
-            ("value", alert.value),
-            ("baseline", alert.baseline),
-            ("threshold", alert.threshold),
-            ("peak", alert.peak),
-        )
-        if value is not None
-    ]
-    if figures:
-        lines.append(f"{alert.metric}: {', '.join(figures)}")
-    lines.append("scope: " + (", ".join(f"{k}={v}" for k, v in sorted(alert.scope.items())) or "whole project"))
-    lines.append(f"incident started {_when(alert.started_at)}")
-    if alert.resolved_at is not None:
-        lines.append(f"resolved {_when(alert.resolved_at)}")
-    if alert.no_data_since is not None:
-        lines.append(f"no data since {_when(alert.no_data_since)}")
-    if notification.runs_link:
-        lines.append(f"its most expensive run: {notification.runs_link}")
-    if notification.link:
-        lines.append(f"the incident and its runs: {notification.link}")
-    lines.append(f"fingerprint {alert.fingerprint}, alert {alert.alert_id}")
-    return "\n".join(lines)
-
-
-def _when(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(t))
 
 
 @dataclass(frozen=True)

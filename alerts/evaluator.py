@@ -70,6 +70,7 @@ from agentwatch_platform.alerts.run_scopes import top_k
 from agentwatch_platform.alerts.run_states import RUN_STATE_METRICS, absent_value
 from agentwatch_platform.alerts.sources import AlertHistory, MetricSource, StoreBackend
 from agentwatch_platform.alerts.version_rules import EVERY_S, VERSION_METRICS
+from agentwatch_platform.alerts.wording import message
 
 log = logging.getLogger("agentwatch.alerts")
 
@@ -374,7 +375,7 @@ class Evaluator:
         if rule.repeat_interval_s > 0 and now - last >= rule.repeat_interval_s:
             return self._change(rule, alert, verdict, "repeat", now)
         _update(alert, verdict, rule)
-        alert.message = _message(rule, alert, verdict, "firing")
+        alert.message = message(rule, alert, verdict, "firing")
         self._save(alert, now)
         return []
 
@@ -390,7 +391,7 @@ class Evaluator:
         held = now - (alert.last_breach_at if alert.last_breach_at is not None else alert.started_at)
         if count < rule.resolve_after or held < rule.keep_firing_for_s:
             _update(alert, verdict, rule)
-            alert.message = _message(rule, alert, verdict, "firing")
+            alert.message = message(rule, alert, verdict, "firing")
             self._save(alert, now)
             return []
         del active[fp]
@@ -405,7 +406,7 @@ class Evaluator:
         alert.no_data_since = now
         if rule.no_data == "notify":
             return self._change(rule, alert, verdict, "no_data", now)
-        alert.message = _message(rule, alert, verdict, "no_data")
+        alert.message = message(rule, alert, verdict, "no_data")
         self._save(alert, now)
         return []
 
@@ -422,7 +423,7 @@ class Evaluator:
         """Record the new state, then hand the notification to the dispatcher."""
         if event in ("firing", "repeat"):
             _update(alert, verdict, rule)
-        alert.message = _message(rule, alert, verdict, event)
+        alert.message = message(rule, alert, verdict, event)
         alert.last_notified_at = now
         self._save(alert, now)
         snapshot = alert.model_copy(update={"scope": dict(alert.scope)})
@@ -512,50 +513,6 @@ def _update(alert: Alert, verdict: Verdict, rule: Rule) -> None:
     if alert.threshold is None:
         alert.threshold = verdict.threshold
     alert.peak = _peak(alert.peak, verdict.value, rule.condition.direction)
-
-
-def _fmt(value: float | None) -> str:
-    """Four significant digits, thousands separated, never in scientific notation ("1,755,020", not "1.755e+06")."""
-    if value is None:
-        return "no data"
-    if value == 0 or not math.isfinite(value):
-        return f"{value:g}"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    decimals = max(0, 3 - math.floor(math.log10(abs(value))))
-    return f"{value:.{decimals}f}".rstrip("0").rstrip(".")
-
-
-def _message(rule: Rule, alert: Alert, verdict: Verdict, event: Event) -> str:
-    """One line a person can act on: what, where, how far from usual, since when."""
-    where = f" [{', '.join(f'{k}={v}' for k, v in sorted(alert.scope.items()))}]" if alert.scope else ""
-    since = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(alert.started_at))
-    if event == "resolved":
-        duration = (alert.resolved_at or alert.started_at) - alert.started_at
-        return f"{rule.name}{where}: resolved after {_duration(duration)} (since {since}), peak {_fmt(alert.peak)}, {rule.metric} now {_fmt(verdict.value)}"
-    if event == "no_data":
-        return f"{rule.name}{where}: no data for {rule.metric} (firing since {since}, peak {_fmt(alert.peak)}); the incident stays open"
-    figures = [f"baseline {_fmt(alert.baseline)}"] if alert.baseline is not None else []
-    figures += (
-        [f"{'above' if rule.condition.direction == 'above' else 'below'} {_fmt(alert.threshold)} fires"]
-        if alert.threshold is not None
-        else []
-    )
-    if alert.last_notified_at is not None and verdict.threshold is not None and verdict.threshold != alert.threshold:
-        figures.append(f"resolves past {_fmt(verdict.threshold)}")
-    return f"{rule.name}{where}: {rule.metric} = {_fmt(alert.value)} ({', '.join(figures)}; peak {_fmt(alert.peak)}, since {since})"
-
-
-def _duration(seconds: float) -> str:
-    """Whole units as a person says them: "3 min 31 s" (a 211 s incident read "4 min"), "2 h 5 min"."""
-    whole = round(seconds)
-    if whole < 120:
-        return f"{whole} s"
-    for big, big_unit, small, small_unit in ((86_400, "d", 3600, "h"), (3600, "h", 60, "min"), (60, "min", 1, "s")):
-        if whole >= big:
-            first, rest = divmod(whole, big)
-            return f"{first} {big_unit}" + (f" {rest // small} {small_unit}" if rest // small else "")
-    return f"{whole} s"
 
 
 def _enough_runs(values: list[float | None], runs: list[float | None], min_runs: int) -> list[float | None]:

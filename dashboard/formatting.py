@@ -3,33 +3,14 @@ metric card ("$12.3k", "8.9/min"), precise where small (a cost of $0.00003 is no
 thousands separated, never in scientific notation, durations as a person says them ("3 min 31 s"),
 counts with their noun in the right number ("1 call", "2 calls").
 
-Free of Streamlit (``ui`` re-exports these for the pages), so it is unit-tested directly.
+Free of Streamlit (``ui`` re-exports these for the pages), so it is unit-tested directly. What a
+metric is called and its unit come from ``agentwatch_api.labels``, shared with the alerts' notifications.
 """
 
 from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
-
-_COUNTS = {"runs", "steps_per_run", "tool_calls", "max_steps", "input_tokens", "output_tokens", "feedback_score"}
-_UNITS = {"usd": "USD", "$": "USD", "seconds": "s", "sec": "s", "ratio": "ratio", "fraction": "ratio", "%": "ratio"}
-
-
-def unit_of(metric: str, api_unit: str = "") -> str:
-    """The unit of a figure: known from its name, else what the API said."""
-    if metric.endswith("_usd") or metric.startswith("cost"):
-        return "USD"
-    if metric.endswith("_rate") and "token" not in metric:
-        return "ratio"
-    if metric.startswith(("run_latency", "ttft", "tpot", "duration")):
-        return "s"
-    if metric == "tokens_per_s":
-        return "tokens/s"
-    if metric == "runs_per_min":
-        return "/min"
-    if metric in _COUNTS:
-        return ""
-    return _UNITS.get(api_unit.lower(), api_unit)
 
 
 def fmt(value: float | None, unit: str) -> str:
@@ -139,42 +120,3 @@ def plural(count: float, noun: str, nouns: str | None = None) -> str:
 def count(value: float | None) -> str:
     """A whole count with thousands separators, exactly ("1,755,020", never "1.75502e+06")."""
     return BLANK if value is None or not math.isfinite(value) else f"{value:,.0f}"
-
-
-# The query API's metric names as a legend or a column says them (``metric_label``).
-METRIC_LABELS = {
-    "cost_usd": "cost",
-    "runs": "runs",
-    "cost_per_success_usd": "cost per successful task",
-    "tokens_per_s": "output tokens per second",
-    "run_latency_p50": "median run latency",
-    "run_latency_p95": "p95 run latency",
-    "ttft_p50": "median time to first token",
-    "ttft_p95": "p95 time to first token",
-    "tpot_p50": "median time per output token",
-    "tpot_p95": "p95 time per output token",
-    "steps_per_run": "steps per run",
-    "max_steps": "most steps in a run",
-    "tool_failure_rate": "tool failure rate",
-    "error_rate": "error rate",
-    "timeout_rate": "timeout rate",
-    "success_rate": "task success rate",
-    "feedback_score": "mean feedback score",
-    "max_run_cost_usd": "costliest run",
-    "input_tokens": "input tokens",
-    "output_tokens": "output tokens",
-    "cached_tokens": "cached tokens",
-}
-_SUFFIXES = (("_usd", ""), ("_s", ""), ("_p50", " (median)"), ("_p95", " (p95)"), ("_p99", " (p99)"))
-
-
-def metric_label(metric: str) -> str:
-    """A metric or column name in words: ``run_latency_p50`` -> "median run latency"; an unknown
-    one loses its unit suffix and underscores ("mean_cost_usd" -> "mean cost")."""
-    if metric in METRIC_LABELS:
-        return METRIC_LABELS[metric]
-    words = metric
-    for suffix, said in _SUFFIXES:
-        if words.endswith(suffix):
-            words = words.removesuffix(suffix) + said
-    return words.replace("_", " ").strip()

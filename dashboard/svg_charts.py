@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from agentwatch_api.labels import metric_label
 from agentwatch_api.schemas import TimeSeries
-from agentwatch_platform.dashboard.formatting import metric_label
 
 CHART_CLASS, BAND_CLASS = "aw-chart", "aw-hover"
 PALETTE = ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d")

@@ -24,6 +24,8 @@ from agentwatch_api.client import (
     CollectorUnavailable,
     NotFound,
 )
+from agentwatch_api.labels import metric_label as metric_label
+from agentwatch_api.labels import unit_of as unit_of
 from agentwatch_api.schemas import FilterValues, TimeSeries
 from agentwatch_platform.dashboard.config import DashboardConfig
 from agentwatch_platform.dashboard.formatting import BLANK as BLANK
@@ -32,9 +34,7 @@ from agentwatch_platform.dashboard.formatting import fmt as fmt
 from agentwatch_platform.dashboard.formatting import fmt_change as fmt_change
 from agentwatch_platform.dashboard.formatting import fmt_delta as fmt_delta
 from agentwatch_platform.dashboard.formatting import fmt_time as fmt_time
-from agentwatch_platform.dashboard.formatting import metric_label as metric_label
 from agentwatch_platform.dashboard.formatting import plural as plural
-from agentwatch_platform.dashboard.formatting import unit_of as unit_of
 
 _TTL_S = DashboardConfig.from_env().cache_ttl_s
 OPEN_MODE_BANNER = (

@@ -1,5 +1,6 @@
 """Every page walked under AppTest, as a reader sees it: no raw metric or column name, no number in
-scientific notation, no "1 calls". The labels' words come from ``dashboard.formatting``."""
+scientific notation, no "1 calls". The labels' words come from ``agentwatch_api.labels``, shared with
+the alerts' notifications."""
 
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from agentwatch_platform.dashboard import formatting
+from agentwatch_api import labels
 from agentwatch_platform.dashboard.overview_spec import CHARTS
 from tests.dashboard.support import SeededStack, metrics, svg_charts, tables
 from tests.dashboard.test_pages import app, page, text  # noqa: F401 (app: the pages' fixture)
 
 VIEWS = ("Trace", "Steps", "Context growth", "Engine", "Graph", "Content", "Spans")  # run detail's (a page script)
-RAW_NAMES = {name for name, words in formatting.METRIC_LABELS.items() if name != words} | {
+RAW_NAMES = {name for name, label in labels.METRICS.items() if name != label.words} | {
     "llm_calls",
     "tool_calls",
     "offset_s",
@@ -112,4 +113,4 @@ def test_every_page_speaks_in_words(app: AppTest, seeded: SeededStack) -> None: 
     ],
 )
 def test_metric_names_read_as_words(metric: str, said: str) -> None:
-    assert formatting.metric_label(metric) == said
+    assert labels.metric_label(metric) == said
