@@ -9,44 +9,15 @@ keeps the identifiers (``alert.metric``) for machines, beside the same message.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import TYPE_CHECKING
 
-from agentwatch_api.labels import RATIO, SECONDS, USD, metric_label, unit_of
+from agentwatch_api.labels import figure, metric_label
 from agentwatch_platform.alerts.model import Alert, Event, Notification
 
 if TYPE_CHECKING:  # rules imports the channels, which import this module
     from agentwatch_platform.alerts.detectors import Verdict
     from agentwatch_platform.alerts.rules import Rule
-
-
-def number(value: float | None) -> str:
-    """Four significant digits, thousands separated, never in scientific notation ("1,755,020", not "1.755e+06")."""
-    if value is None:
-        return "no data"
-    if value == 0 or not math.isfinite(value):
-        return f"{value:g}"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    decimals = max(0, 3 - math.floor(math.log10(abs(value))))
-    return f"{value:.{decimals}f}".rstrip("0").rstrip(".")
-
-
-def figure(metric: str, value: float | None) -> str:
-    """A value of ``metric`` in its unit: "$41.2", "32.5 %", "1.24 s", "812 tokens/s", "7"."""
-    if value is None or not math.isfinite(value):
-        return number(value)
-    unit = unit_of(metric)
-    if unit == USD:
-        return ("-" if value < 0 else "") + "$" + number(abs(value))
-    if unit == RATIO:
-        return f"{number(value * 100)} %"
-    if unit == SECONDS:
-        return f"{number(value)} s"
-    if unit.startswith("/"):
-        return f"{number(value)}{unit}"
-    return f"{number(value)} {unit}".rstrip()
 
 
 def duration(seconds: float) -> str:

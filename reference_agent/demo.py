@@ -58,6 +58,7 @@ from typing import Any, TypeVar
 import agentwatch
 
 from agentwatch_api.client import CollectorClient, CollectorError
+from agentwatch_api.labels import figure, metric_label
 from agentwatch_api.schemas import AlertOut, LeverSaving
 from agentwatch_platform.reference_agent import demo_live
 from agentwatch_platform.reference_agent.agent import AgentConfig, ResearchAgent, make_client
@@ -571,10 +572,8 @@ def _print_report(report: DemoReport, log: Callable[[str], None]) -> None:
         else:
             end = "still firing" + (" (no data: no run finished since)" if alert.no_data_since else "")
         log(
-            f"alert fired: {alert.rule} [{alert.severity}] {alert.scope}: {alert.metric} peak "
-            f"{_number(alert.peak)} against a baseline of {_number(alert.baseline)}, {end}"
+            f"alert fired: {alert.rule} [{alert.severity}] {alert.scope}: {metric_label(alert.metric)} peak "
+            f"{figure(alert.metric, alert.peak)}"
+            + (f" against a baseline of {figure(alert.metric, alert.baseline)}" if alert.baseline is not None else "")
+            + f", {end}"
         )
-
-
-def _number(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4g}"

@@ -7,11 +7,14 @@ log, the webhook's message) both say a metric from here, so it is called the sam
 shown, and a new metric gets its words once. Standard library only.
 
 Units: ``USD``, ``s`` (seconds), ``ratio`` (a share, 0..1, shown as percent), ``tokens/s``,
-``/min`` and ``""`` (a plain count or score).
+``/min`` and ``""`` (a plain count or score). ``figure`` says a value in its unit as plain text, for
+lines a person reads outside the dashboard (notifications, the demo's report); the dashboard's
+cards and tables have their compact formatting of their own (``dashboard.formatting``).
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 USD, SECONDS, RATIO, COUNT = "USD", "s", "ratio", ""
@@ -91,3 +94,31 @@ def unit_of(metric: str, api_unit: str = "") -> str:
     if metric == "runs_per_min":
         return "/min"
     return _UNITS.get(api_unit.lower(), api_unit)
+
+
+def number(value: float | None) -> str:
+    """Four significant digits, thousands separated, never in scientific notation ("1,755,020", not "1.755e+06")."""
+    if value is None:
+        return "no data"
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    decimals = max(0, 3 - math.floor(math.log10(abs(value))))
+    return f"{value:.{decimals}f}".rstrip("0").rstrip(".")
+
+
+def figure(metric: str, value: float | None) -> str:
+    """A value of ``metric`` in its unit: "$41.2", "32.5 %", "1.24 s", "812 tokens/s", "7"."""
+    if value is None or not math.isfinite(value):
+        return number(value)
+    unit = unit_of(metric)
+    if unit == USD:
+        return ("-" if value < 0 else "") + "$" + number(abs(value))
+    if unit == RATIO:
+        return f"{number(value * 100)} %"
+    if unit == SECONDS:
+        return f"{number(value)} s"
+    if unit.startswith("/"):
+        return f"{number(value)}{unit}"
+    return f"{number(value)} {unit}".rstrip()

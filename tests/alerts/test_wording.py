@@ -11,12 +11,12 @@ import re
 import pytest
 
 from agentwatch_api.labels import METRICS as LABELS
-from agentwatch_api.labels import metric_label
+from agentwatch_api.labels import figure, metric_label
 from agentwatch_platform.alerts.channels import SlackChannel
 from agentwatch_platform.alerts.detectors import Verdict
 from agentwatch_platform.alerts.model import Alert, Notification
 from agentwatch_platform.alerts.rules import METRICS, Rule, parse_rules
-from agentwatch_platform.alerts.wording import details, figure, message
+from agentwatch_platform.alerts.wording import details, message
 from tests.support.receivers import Receiver
 
 T0 = 1_800_000_000.0
