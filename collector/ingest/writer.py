@@ -3,29 +3,16 @@
 Transports hand it each request's spans table with ``enqueue`` after the request is durable
 in the spool; it inserts batches when ``flush_rows`` spans are waiting or ``flush_interval_s``
 has passed since the oldest waiting one arrived or since the last batch was taken, whichever
-is sooner (an idle collector inserts a span at once; a busy one batches), in a worker thread so the event loop keeps answering. Each batch is announced to the
+is sooner (an idle collector inserts a span at once; a busy one batches), in a worker thread so
+the event loop keeps answering. Each batch is announced to the
 spool (intent, with its deduplication token) before the insert and released after it, which
 makes a replay after a crash exactly-once. While the store is unavailable it retries with
-backoff and the spool absorbs the load; spans beyond ``max_queue_spans`` or ``max_queue_bytes``
-are not kept in memory but written to ``spill`` (decoded; memory-mapped back,
-``collector.ingest.spill``) or, without it or when the file is gone, decoded again from the
-spool when their turn comes. One bad span never sinks a batch: a batch the store rejects is
-split until the offending spans are isolated, logged and counted. A batch over the store's memory
-limit (chDB's ``max_server_memory_usage``) is inserted in halves, as small as it takes. After each insert the C
-heap's free pages go back to the OS (``collector.ingest.heap``).
-A batch is the requests' tables concatenated (no copy); nothing here loops over spans.
-
-Under load the batches grow: what queued up during one insert goes into the next, up to
-``_BACKLOG_BATCHES`` times ``flush_rows``. An insert costs a fixed ~35 ms (chDB 26.9: the
-spans part and the three materialized views' parts) on top of ~5 µs per span, so one large
-batch instead of several small ones is what lets the store keep up with the decoders. Memory
-is bounded in bytes too (``max_queue_bytes``: captured prompt text makes a span ten times
-larger): a batch takes at most half of it, which bounds what chDB's insert holds (~3.8x the
-batch), and spans beyond it wait on disk only. Smaller batches cost CPU per span (more parts
-to merge): the bound trades memory for ingest rate (bench/results/scale.md). While a backlog
-waits behind the batch being inserted, and batches are bounded in bytes, the store's background
-merges wait too (``merge_hold_s``, ``Store.hold_merges``): merging text-heavy parts during a burst's
-inserts added 60-140 MB to its peak.
+backoff and the spool absorbs the load. What waits, in memory or on disk, and how batches grow
+under load: ``collector.ingest.write_queue``; how one bad span is kept from sinking a batch:
+``collector.ingest.insert``. After each insert the C heap's free pages go back to the OS
+(``collector.ingest.heap``). While a backlog waits behind the batch being inserted, and batches
+are bounded in bytes, the store's background merges wait too (``merge_hold_s``,
+``Store.hold_merges``): merging text-heavy parts during a burst's inserts added 60-140 MB to its peak.
 """
 
 from __future__ import annotations
@@ -34,9 +21,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -45,27 +30,19 @@ import pyarrow.compute as pc
 from agentwatch_platform.collector.ingest import heap
 from agentwatch_platform.collector.ingest.engine_join import EngineJoin
 from agentwatch_platform.collector.ingest.freshness import Freshness
+from agentwatch_platform.collector.ingest.insert import insert
 from agentwatch_platform.collector.ingest.live_runs import LiveRuns
 from agentwatch_platform.collector.ingest.spill import Spill
 from agentwatch_platform.collector.ingest.spool import Recovery, Spool, SpoolError
+from agentwatch_platform.collector.ingest.write_queue import Entry, WriteQueue
 from agentwatch_platform.collector.metrics import Metrics
 from agentwatch_platform.collector.storage.base import Store, StoreError, StoreUnavailable
 from agentwatch_platform.collector.storage.maintenance import rebuild_totals
-from agentwatch_platform.collector.storage.texts import TEXT_REF
 
 log = logging.getLogger(__name__)
 
 _LAG_SAMPLES = 32
 _MAX_BACKOFF_S = 5.0
-_BACKLOG_BATCHES = 8
-
-
-@dataclass(slots=True)
-class _Entry:
-    seq: int
-    spans: int
-    table: pa.Table | None  # None: not kept in memory, read back from the spill or the spool
-    nbytes: int = 0  # the table's bytes while kept in memory
 
 
 class Writer:
@@ -93,29 +70,17 @@ class Writer:
     ) -> None:
         self._store = store
         self._spool = spool
-        self._reload = reload
-        self._spill = spill
+        self._queue = WriteQueue(
+            flush_rows=flush_rows, max_spans=max_queue_spans, max_bytes=max_queue_bytes, reload=reload, spill=spill
+        )
         self._metrics = metrics
-        self._flush_rows = flush_rows
         self._interval = flush_interval_s
-        self._max_memory = max_queue_spans
         self._clock = clock
         self._drain_timeout = drain_timeout_s
         self._join = engine_join
         self._live = live_runs
         self._freshness = freshness  # how far the stored figures are complete (collector.ingest.freshness)
         self._may_bill = may_bill  # whether this collector holds the engine-join role (collector.roles)
-        self._entries: deque[_Entry] = deque()
-        self._replays: deque[tuple[str, list[_Entry]]] = deque()
-        self._queued = 0  # spans waiting (in memory or only in the spool)
-        self._in_memory = 0
-        self._max_bytes = max_queue_bytes  # 0: no bound in bytes
-        self._bytes_in_memory = 0
-        self._span_bytes = 0.0  # recent bytes per span in memory: what an entry re-read from the spool will take
-        self._oldest = 0.0  # monotonic time the oldest waiting entry arrived
-        # monotonic time the last batch was taken (at start: as if one just was): at most one
-        # early insert an interval
-        self._last_take = time.monotonic()
         self._wake = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
@@ -132,44 +97,21 @@ class Writer:
 
     @property
     def queued_spans(self) -> int:
-        return self._queued
+        return self._queue.queued
 
     def replay(self, recovery: Recovery, estimate: Callable[[int], int]) -> None:
         """Queue what a previous run left in the spool: unfinished batches first, as they were.
 
         ``estimate(seq)`` guesses a spooled request's span count (for batch sizes and gauges).
         """
-        for token, seqs in recovery.intents:
-            entries = [_Entry(seq, estimate(seq), None) for seq in seqs]
-            self._replays.append((token, entries))
-            self._queued += sum(e.spans for e in entries)
-        for seq in recovery.pending:
-            self._add(_Entry(seq, estimate(seq), None))
+        self._queue.replay(recovery, estimate)
+        self._wake.set()
 
     def enqueue(self, seq: int, table: pa.Table) -> None:
         """Take the spans of a durable request (called on the event loop, never blocks)."""
-        nbytes = table.nbytes
-        if table.num_rows:
-            self._span_bytes = (
-                0.9 * self._span_bytes + 0.1 * nbytes / table.num_rows if self._span_bytes else nbytes / table.num_rows
-            )
-        keep = self._in_memory + table.num_rows <= self._max_memory and (
-            not self._max_bytes or self._bytes_in_memory + nbytes <= self._max_bytes
-        )
-        if not keep and self._spill is not None:
-            self._spill.write(seq, table)
+        self._queue.enqueue(seq, table)
         if self._freshness is not None:
             self._freshness.accepted(seq, table)
-        self._add(_Entry(seq, table.num_rows, table if keep else None, nbytes if keep else 0))
-
-    def _add(self, entry: _Entry) -> None:
-        if not self._entries:
-            self._oldest = time.monotonic()
-        self._entries.append(entry)
-        self._queued += entry.spans
-        if entry.table is not None:
-            self._in_memory += entry.spans
-            self._bytes_in_memory += entry.nbytes
         self._wake.set()
 
     def forget(self, project: str, trace_ids: list[str] | None) -> None:
@@ -199,7 +141,8 @@ class Writer:
             await asyncio.wait_for(asyncio.shield(self._task), self._drain_timeout)
         except TimeoutError:
             log.warning(
-                "writer: %d spans not flushed at shutdown; they stay in the spool for the next start", self._queued
+                "writer: %d spans not flushed at shutdown; they stay in the spool for the next start",
+                self._queue.queued,
             )
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -207,22 +150,22 @@ class Writer:
 
     async def _run(self) -> None:
         while True:
-            if self._replays:
-                token, entries = self._replays.popleft()
+            if self._queue.replays:
+                token, entries = self._queue.replays.popleft()
                 await self._flush(entries, token, repair=True)
-            elif self._entries and self._due():
-                await self._flush(self._take(), None)
+            elif self._queue.entries and self._due():
+                await self._flush(self._queue.take(), None)
             elif self._join is not None and self._join.due() == 0 and self.store_available and not self._stopping:
                 await self._reconcile()
             elif not self._stopping:
                 await self._idle()
-            if self._stopping and (not self.store_available or not (self._entries or self._replays)):
+            if self._stopping and (not self.store_available or not (self._queue.entries or self._queue.replays)):
                 return  # what is left stays in the spool for the next start
 
     async def _idle(self) -> None:
         """Sleep until more spans arrive or the oldest waiting ones are due."""
         self._wake.clear()
-        timeout = self._next_due() - time.monotonic() if self._entries else None
+        timeout = self._queue.next_due(self._interval) - time.monotonic() if self._queue.entries else None
         if self._join is not None:
             timeout = self._join.due() if timeout is None else min(timeout, self._join.due())
         try:
@@ -231,43 +174,15 @@ class Writer:
             pass
 
     def _due(self) -> bool:
-        return self._stopping or self._queued >= self._flush_rows or time.monotonic() >= self._next_due()
-
-    def _next_due(self) -> float:
-        """When the waiting spans go in: an interval after the oldest arrived or after the last
-        batch was taken, whichever is sooner. Idle, a span is inserted as it comes (its lag is the
-        visibility of a live run); busy, batches stay an interval apart."""
-        return min(self._oldest, self._last_take) + self._interval
-
-    def _take(self) -> list[_Entry]:
-        batch: list[_Entry] = []
-        spans, nbytes = 0, 0.0
-        limit = self._flush_rows * _BACKLOG_BATCHES
-        while self._entries and (
-            not batch
-            or (
-                spans + self._entries[0].spans <= limit
-                and not self._over_bytes(nbytes + self._bytes_of(self._entries[0]))
-            )
-        ):
-            entry = self._entries.popleft()
-            batch.append(entry)
-            spans += entry.spans
-            nbytes += self._bytes_of(entry)
-        self._oldest = self._last_take = time.monotonic()
-        return batch
-
-    def _bytes_of(self, entry: _Entry) -> float:
-        """An entry's bytes in memory, or what it will take once re-read from the spool."""
-        return entry.nbytes if entry.table is not None else entry.spans * self._span_bytes
-
-    def _over_bytes(self, nbytes: float) -> bool:
-        """A batch beyond the byte bound (half of it: the batch and what queues meanwhile share it)."""
-        return bool(self._max_bytes) and nbytes > self._max_bytes / 2
+        return (
+            self._stopping
+            or self._queue.queued >= self._queue.flush_rows
+            or time.monotonic() >= self._queue.next_due(self._interval)
+        )
 
     # --- one batch ---------------------------------------------------------------------------
 
-    async def _flush(self, batch: list[_Entry], token: str | None, *, repair: bool = False) -> None:
+    async def _flush(self, batch: list[Entry], token: str | None, *, repair: bool = False) -> None:
         """Insert one batch; ``repair`` (a batch a crash interrupted) also rebuilds its run totals.
 
         A kill during an insert can commit the spans but not the derived run and per-minute
@@ -278,10 +193,10 @@ class Writer:
             await self._spool.begin(token, [e.seq for e in batch])
         except SpoolError as exc:
             log.error("writer: cannot log batch %s in the spool (%s); inserting anyway", token, exc)
-        table = await self._table(batch)
+        table = await self._queue.table(batch)
         if self._join is not None:
             table = await asyncio.to_thread(self._prepare, table)
-        await self._hold_merges(self._queued - sum(e.spans for e in batch) >= self._flush_rows)
+        await self._hold_merges(self._queue.queued - sum(e.spans for e in batch) >= self._queue.flush_rows)
         written = await self._insert_until_stored(table, token)
         if written is None:
             return  # shutting down with the store away: the spool keeps the batch
@@ -292,8 +207,8 @@ class Writer:
         if self._live is not None:
             await asyncio.to_thread(self._open_runs, table)
         self._spool.commit(token)
-        self._release(batch)
-        if not self._entries:
+        self._queue.release(batch)
+        if not self._queue.entries:
             await self._hold_merges(False)
         del table
         await asyncio.to_thread(heap.trim)  # the batch's buffers are free now (collector.ingest.heap)
@@ -307,7 +222,7 @@ class Writer:
             self._may_hold_merges = True
         elif self._merges_held_since is not None and now - self._merges_held_since >= self._merge_hold_s:
             self._may_hold_merges = False
-        hold = backlog and self._may_hold_merges and self._merge_hold_s > 0 and self._max_bytes > 0
+        hold = backlog and self._may_hold_merges and self._merge_hold_s > 0 and self._queue.max_bytes > 0
         if hold == (self._merges_held_since is not None):
             return
         self._merges_held_since = now if hold else None
@@ -316,16 +231,6 @@ class Writer:
         except StoreError:
             return  # a reopened store merges as usual
         await asyncio.to_thread(store.hold_merges, hold)
-
-    def _release(self, batch: list[_Entry]) -> None:
-        """A stored batch leaves the queue: its counts, its spill files, its tables."""
-        if self._spill is not None:
-            self._spill.delete([e.seq for e in batch if e.table is None])
-        self._queued = max(0, self._queued - sum(e.spans for e in batch))
-        self._in_memory -= sum(e.spans for e in batch if e.table is not None)
-        self._bytes_in_memory -= sum(e.nbytes for e in batch)
-        for entry in batch:
-            entry.table = None
 
     def _prepare(self, table: pa.Table) -> pa.Table:
         """Engine spans joined to client LLM spans (``collector.ingest.engine_join``); the store may be away."""
@@ -363,19 +268,6 @@ class Writer:
             except StoreError as exc:
                 log.error("writer: rebuilding run totals of project %s after a crash failed: %s", group["project"], exc)
 
-    async def _table(self, batch: list[_Entry]) -> pa.Table:
-        """The batch's spans as one table; entries not kept in memory are read back from disk."""
-        if all(e.table is not None for e in batch):
-            return _concat([e.table for e in batch if e.table is not None])
-        return await asyncio.to_thread(lambda: _concat([self._read_back(e) for e in batch]))
-
-    def _read_back(self, entry: _Entry) -> pa.Table:
-        """An entry's spans: in memory, memory-mapped from the spill, or decoded from the spool."""
-        if entry.table is not None:
-            return entry.table
-        spilled = self._spill.read(entry.seq) if self._spill is not None else None
-        return spilled if spilled is not None else self._reload(entry.seq)
-
     async def _insert_until_stored(self, table: pa.Table, token: str) -> int | None:
         backoff = 0.2
         while True:
@@ -390,7 +282,7 @@ class Writer:
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
                 continue
             if not self.store_available:
-                log.info("writer: store is reachable again; draining %d queued spans", self._queued)
+                log.info("writer: store is reachable again; draining %d queued spans", self._queue.queued)
             self.store_available = True
             self._metrics.on_flush(written, time.perf_counter() - started, self._lags(table))
             return written
@@ -403,36 +295,7 @@ class Writer:
         self._metrics.flush_errors.inc()
 
     def _insert(self, table: pa.Table, token: str) -> int:
-        """Insert; when the store rejects the batch itself, split it to isolate the bad spans."""
-        store = self._store()
-        try:
-            return store.insert_spans(table, dedup_token=token)
-        except StoreUnavailable:
-            raise
-        except Exception as exc:
-            if _over_memory(exc) and table.num_rows > 1:
-                log.warning(
-                    "writer: the store's memory limit refused a batch of %d spans (%s); inserting it in halves",
-                    table.num_rows,
-                    exc,
-                )
-                return self._insert_halves(table, token)
-            if _looks_unavailable(exc):
-                raise StoreUnavailable(str(exc)) from exc
-            if table.num_rows == 1:
-                trace_id, span_id = table.column("trace_id")[0].as_py(), table.column("span_id")[0].as_py()
-                log.error("writer: the store rejected span %s/%s; dropped: %s", trace_id, span_id, exc)
-                self._metrics.on_rejected("store_rejected", 1)
-                return 0
-            log.warning(
-                "writer: the store rejected a batch of %d spans (%s); isolating the bad ones", table.num_rows, exc
-            )
-            return self._insert_halves(table, token)
-
-    def _insert_halves(self, table: pa.Table, token: str) -> int:
-        """Each half under its own token, derived from the batch's: a replay splits the same way."""
-        mid = table.num_rows // 2
-        return self._insert(table.slice(0, mid), f"{token}/0") + self._insert(table.slice(mid), f"{token}/1")
+        return insert(self._store(), table, token, self._metrics)
 
     def _lags(self, table: pa.Table) -> list[float]:
         """Span end -> queryable for a sample of the batch."""
@@ -441,40 +304,3 @@ class Writer:
         sample = np.arange(0, table.num_rows, max(1, table.num_rows // _LAG_SAMPLES))
         ends_s = pc.take(table.column("end_time"), sample).cast(pa.int64()).to_numpy() / 1e9
         return np.maximum(0.0, self._clock() - ends_s).tolist()
-
-
-def _concat(tables: list[pa.Table]) -> pa.Table:
-    """Requests decoded while the store's text files were not at hand have no ``text_ref``
-    (``collector.storage.texts``): theirs is 0 in the batch, their texts still in their rows."""
-    table = pa.concat_tables(tables, promote_options="default")
-    if TEXT_REF in table.column_names and table.column(TEXT_REF).null_count:
-        table = table.set_column(table.schema.get_field_index(TEXT_REF), TEXT_REF, table.column(TEXT_REF).fill_null(0))
-    return table
-
-
-_TRANSIENT = (
-    "no space left",
-    "read-only",
-    "cannot write",
-    "cannot open",
-    "cannot lock",
-    "memory limit",
-    "too many parts",
-    "timeout",
-    "timed out",
-    "connection",
-    "errno",
-)
-
-
-def _over_memory(exc: Exception) -> bool:
-    """ClickHouse's MEMORY_LIMIT_EXCEEDED: this batch is too large for the store's memory now (a
-    smaller one fits, or the limit frees up); retrying it whole would never end where it never fits."""
-    text = str(exc).lower()
-    return "memory_limit_exceeded" in text or "memory limit exceeded" in text
-
-
-def _looks_unavailable(exc: Exception) -> bool:
-    """Errors of the store's environment (disk, memory, network), not of the rows: retry, never drop."""
-    text = str(exc).lower()
-    return any(marker in text for marker in _TRANSIENT)
