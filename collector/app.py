@@ -34,9 +34,8 @@ from agentwatch_platform.collector.auth.scopes import undeclared_routes
 from agentwatch_platform.collector.engines.gpu import GpuSampler
 from agentwatch_platform.collector.engines.registry import policy_for
 from agentwatch_platform.collector.engines.scraper import DEFAULT_PROJECT, ENGINE_COLUMNS, EngineScraper, parse_targets
-from agentwatch_platform.collector.ingest.engine_join import EngineJoin
 from agentwatch_platform.collector.ingest.freshness import Freshness
-from agentwatch_platform.collector.ingest.live_runs import LiveRuns
+from agentwatch_platform.collector.ingest.insert_hooks import insert_hooks
 from agentwatch_platform.collector.ingest.normalize import Normalizer, sdk_pricer
 from agentwatch_platform.collector.ingest.otlp import native
 from agentwatch_platform.collector.ingest.otlp.errors import IngestError
@@ -264,14 +263,15 @@ def _lifespan(
                 max_queue_spans=settings.max_queue_spans,
                 max_queue_bytes=settings.max_queue_bytes,
                 clock=clock,
-                engine_join=EngineJoin(
-                    wait_s=settings.engine_join_wait_s, pricer=ingestor.normalizer.price, clock=clock
-                ),
-                live_runs=LiveRuns(),
-                may_bill=lambda: roles.holds(ENGINE_JOIN),
                 spill=_spill(settings),
-                merge_hold_s=settings.chdb_merge_hold_s,
-                freshness=app.state.freshness,
+                hooks=insert_hooks(
+                    settings,
+                    handle.get,
+                    pricer=ingestor.normalizer.price,
+                    may_bill=lambda: roles.holds(ENGINE_JOIN),
+                    freshness=app.state.freshness,
+                    clock=clock,
+                ),
             )
             writer.store_available = available  # known from the start, not only after a failed insert
             writer.replay(recovery, ingestor.spool.estimate_spans)

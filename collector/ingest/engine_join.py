@@ -52,6 +52,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from agentwatch import semconv as sc
 
+from agentwatch_platform.collector.ingest.hooks import Batch, InsertHook
 from agentwatch_platform.collector.ingest.normalize import ENGINE_PREFIX
 from agentwatch_platform.collector.storage.base import Store, StoreError
 from agentwatch_platform.collector.storage.model import SpanRow
@@ -419,6 +420,40 @@ _RULES: tuple[_Rule, ...] = (
         and _inside(_ns(e["start_time"]), _ns(e["end_time"]), _ns(c["start_time"]), _ns(c["end_time"]), _USAGE_SLACK_NS)
     ),
 )
+
+
+class EngineJoinHook(InsertHook):
+    """The writer's hook: each batch joined before its insert, engine-only calls billed between
+    batches (``may_bill``: whether this collector holds the engine-join role, ``collector.roles``)."""
+
+    def __init__(self, join: EngineJoin, store: Callable[[], Store], *, may_bill: Callable[[], bool] | None = None):
+        self.join = join
+        self._store = store
+        self._may_bill = may_bill
+
+    def before_insert(self, batch: Batch) -> pa.Table:
+        """The store may be away: the batch is joined to what this collector remembers."""
+        try:
+            store = self._store()
+        except StoreError:
+            store = None
+        return self.join.prepare(batch.table, store)
+
+    def due(self) -> float:
+        return self.join.due()
+
+    def when_idle(self) -> None:
+        """Bill engine-only calls; a failure waits for the next pass."""
+        if self._may_bill is not None and not self._may_bill():
+            self.join.postpone()  # another collector bills engine-only calls
+            return
+        try:
+            self.join.reconcile(self._store())
+        except StoreError as exc:
+            log.warning("writer: engine join pass skipped: %s", exc)
+
+    def forget(self, project: str, trace_ids: list[str] | None) -> None:
+        self.join.forget(project, trace_ids)
 
 
 def match_engine_spans(

@@ -28,6 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from agentwatch_platform.collector.ingest.hooks import Batch, InsertHook
+
 __all__ = ["LIVE_S", "Freshness", "FreshnessState"]
 
 LIVE_S = 60.0  # a call stored later than this after its end is a backfill: it measures no delay
@@ -42,8 +44,9 @@ class FreshnessState:
     late_spans: int
 
 
-class Freshness:
-    """Thread-safe: the writer reports on the event loop and in threads, the API reads."""
+class Freshness(InsertHook):
+    """Thread-safe: the writer reports on the event loop and in threads (one of its hooks,
+    ``collector.ingest.hooks``), the API reads."""
 
     def __init__(
         self,
@@ -89,6 +92,12 @@ class Freshness:
             if len(live):
                 self._delays.append((now, max(0.0, now - float(live.min())), len(live)))
             self._prune(now)
+
+    def enqueued(self, seq: int, table: pa.Table) -> None:
+        self.accepted(seq, table)
+
+    def after_insert(self, batch: Batch) -> None:
+        self.stored(batch.seqs, batch.table)
 
     def state(self) -> FreshnessState:
         """The watermark now (published: later spans before it count as late)."""

@@ -15,6 +15,8 @@ import logging
 from collections.abc import Callable
 from functools import cache
 
+from agentwatch_platform.collector.ingest.hooks import InsertHook
+
 log = logging.getLogger(__name__)
 
 
@@ -31,3 +33,10 @@ def trim() -> bool:
     """Return the C heap's free pages to the OS; whether anything was given back."""
     malloc_trim = _malloc_trim()
     return bool(malloc_trim(0)) if malloc_trim is not None else False
+
+
+class HeapTrim(InsertHook):
+    """The writer's hook: once a batch is stored and released, its buffers' pages go back."""
+
+    def after_release(self, *, drained: bool) -> None:
+        trim()

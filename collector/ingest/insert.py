@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from agentwatch_platform.collector.metrics import Metrics
 from agentwatch_platform.collector.storage.base import Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
+
+_LAG_SAMPLES = 32
 
 _TRANSIENT = (
     "no space left",
@@ -77,3 +81,12 @@ def _looks_unavailable(exc: Exception) -> bool:
     """Errors of the store's environment (disk, memory, network), not of the rows: retry, never drop."""
     text = str(exc).lower()
     return any(marker in text for marker in _TRANSIENT)
+
+
+def lags(table: pa.Table, now: float) -> list[float]:
+    """Span end -> queryable for a sample of a stored batch (``now``: the wall clock after its insert)."""
+    if not table.num_rows:
+        return []
+    sample = np.arange(0, table.num_rows, max(1, table.num_rows // _LAG_SAMPLES))
+    ends_s = pc.take(table.column("end_time"), sample).cast(pa.int64()).to_numpy() / 1e9
+    return np.maximum(0.0, now - ends_s).tolist()

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from agentwatch import semconv as sc
 
+from agentwatch_platform.collector.ingest.hooks import Batch, InsertHook
 from agentwatch_platform.collector.storage.base import Store, StoreError
 from agentwatch_platform.collector.storage.sql import ingest as ingest_sql
 
@@ -86,3 +88,20 @@ class LiveRuns:
             known.move_to_end(key)
         while len(known) > self._capacity:
             known.popitem(last=False)
+
+
+class LiveRunsHook(InsertHook):
+    """The writer's hook: after each insert, heads for the batch's rootless traces."""
+
+    def __init__(self, live: LiveRuns, store: Callable[[], Store]) -> None:
+        self.live = live
+        self._store = store
+
+    def after_insert(self, batch: Batch) -> None:
+        try:
+            self.live.after_insert(self._store(), batch.table)
+        except StoreError as exc:
+            log.warning("writer: opening runs skipped: %s", exc)
+
+    def forget(self, project: str, trace_ids: list[str] | None) -> None:
+        self.live.forget(project, trace_ids)

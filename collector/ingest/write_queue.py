@@ -1,5 +1,9 @@
 """The writer's queue: spooled requests waiting for their insert, bounded in spans and in bytes.
 
+A batch is due when ``flush_rows`` spans wait, or ``flush_interval_s`` has passed since the oldest
+waiting one arrived or since the last batch was taken, whichever is sooner: an idle collector
+inserts a span at once (its lag is the visibility of a live run), a busy one batches.
+
 Spans beyond ``max_spans`` or ``max_bytes`` are not kept in memory but written to ``spill``
 (decoded; memory-mapped back, ``collector.ingest.spill``) or, without it or when the file is
 gone, decoded again from the spool when their turn comes (``reload``). A batch is the requests'
@@ -108,6 +112,10 @@ class WriteQueue:
         batch was taken, whichever is sooner. Idle, a span is inserted as it comes (its lag is the
         visibility of a live run); busy, batches stay an interval apart."""
         return min(self.oldest, self._last_take) + interval_s
+
+    def due(self, interval_s: float) -> bool:
+        """Whether a batch is due: ``flush_rows`` spans wait, or ``next_due`` has come."""
+        return self.queued >= self.flush_rows or time.monotonic() >= self.next_due(interval_s)
 
     def take(self) -> list[Entry]:
         """The next batch: the oldest entries, up to ``_BACKLOG_BATCHES`` times ``flush_rows`` spans."""

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from agentwatch_platform.collector.ingest.merge_hold import MergeHold
 from agentwatch_platform.collector.ingest.normalize import Normalizer
 from agentwatch_platform.collector.ingest.otlp.decode import PROTOBUF
 from agentwatch_platform.collector.ingest.pipeline import Ingestor
@@ -212,7 +213,7 @@ async def test_merges_wait_while_a_backlog_is_inserted_for_a_limited_time(
         flush_rows=4,
         max_queue_spans=1000,
         max_queue_bytes=max_queue_bytes,
-        merge_hold_s=settings.chdb_merge_hold_s,
+        hooks=[MergeHold(lambda: store, limit_s=settings.chdb_merge_hold_s, bounded=max_queue_bytes > 0)],
     ) as (ingestor, writer, _):
         ingestor.writer = writer
         for r in range(12):
