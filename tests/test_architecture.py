@@ -292,6 +292,20 @@ def test_ingest_reads_only_the_ingest_sql() -> None:
     )
 
 
+# The writer batches and writes; what else happens around an insert is a hook it is given.
+MAX_WRITER_LINES = 200
+
+
+def test_the_writer_batches_and_writes_only() -> None:
+    """``ingest/writer.py`` stays small: a new "after an insert, also do X" is an ``InsertHook`` in a
+    module of its own (``collector.ingest.hooks``), not another job of the writer."""
+    lines = len((ROOT / "collector" / "ingest" / "writer.py").read_text().splitlines())
+    assert lines < MAX_WRITER_LINES, f"collector/ingest/writer.py has {lines} lines; make the new job a hook"
+    writer = f"{_COLLECTOR}.ingest.writer"
+    jobs = {f"{_COLLECTOR}.ingest.{name}" for name in ("engine_join", "live_runs", "heap", "freshness")}
+    assert not {i.target for i in imports() if i.source == writer} & jobs
+
+
 # The query layer is split by resource; a module past this many lines holds more than one.
 MAX_QUERY_MODULE_LINES = 400
 # Still to split (shrink only).
