@@ -6,11 +6,14 @@ compressing across spans and a trigram filter per block would give, on the same 
 ``workload``: ``reference_agent.workload``'s traces (20-60 children, ~700 B of text on every span);
 ``issue``: the issue's shape, 1 root + 10 LLM + 10 tool spans with ~500 B on the root and LLM spans
 (the same word generator). Both go through the collector's decode (``convert``) into a real
-``TextStore``. Figures: text-file bytes per span and per-frame compression ratio; the ceiling of
-one zstd stream per block of 1 and 4 MiB (``backports.zstd``, levels 3 and 19) and the size of
-``collector.storage.text_index``'s filter per block; the stash rate; ``TextStore.search`` over ``--days`` copies of the day file:
-the first search of each needle (scans, writes the day files' indexes) and the indexed ones after. Writes ``bench/results/text_store.{json,md}``
-with the load average. Modest by default: the machine is shared.
+``TextStore``. Figures: bytes per span of the write-ahead frames and of the sealed blocks
+(``collector.storage.text_blocks``, zstd ``--level``), the stash rate (the background sealer
+running) and the rate until every frame is sealed; reading one trace's texts from a block (cold:
+decompressed; warm: cached); the ceiling of one zstd stream per block of 1 and 4 MiB
+(``backports.zstd``, levels 3 and 19) and the size of ``collector.storage.text_index``'s filter
+per block; ``TextStore.search`` over ``--days`` copies of the day's files: the first search of each
+needle (scans, writes the day's index) and the indexed ones after. Writes
+``bench/results/text_store.{json,md}`` with the load average. Modest by default: the machine is shared.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from backports import zstd
 
 from agentwatch_platform.collector.ingest.normalize import Normalizer
 from agentwatch_platform.collector.ingest.otlp.decode import PROTOBUF, convert
+from agentwatch_platform.collector.storage import text_blocks
 from agentwatch_platform.collector.storage import texts as text_files
 from agentwatch_platform.collector.storage.text_index import bloom_of, may_hold, needle_trigrams
 from agentwatch_platform.collector.storage.texts import DAY_NS, TEXT_COLUMNS, TextStore
@@ -79,23 +83,63 @@ def _without_tool_texts(table: pa.Table) -> pa.Table:
     return table
 
 
-def measure_store(decoded: list[pa.Table], directory: Path) -> dict[str, Any]:
-    store = TextStore(directory, retention_days=0)
+def measure_store(decoded: list[pa.Table], directory: Path, level: int) -> dict[str, Any]:
+    store = TextStore(directory, retention_days=0, zstd_level=level)
     started = time.perf_counter()
-    for table in decoded:
-        store.stash(table)
+    stashed = [store.stash(table) for table in decoded]
     elapsed = time.perf_counter() - started
+    unsealed = sum(p.stat().st_size for p in directory.glob("*.awt"))
+    store.seal(1)  # what the background sealer left, as a stop or the hourly pass seals it
+    sealed_after = time.perf_counter() - started
     spans = sum(t.num_rows for t in decoded)
     raw = _raw_bytes(decoded)
     size = store.size_bytes()
+    reads = _reads(store, stashed)
     store.close()
     return {
         "spans": spans,
         "frames": len(decoded),
+        "zstd_level": level,
         "raw_text_bytes_per_span": raw / spans,
         "file_bytes_per_span": size / spans,
-        "frame_ratio": raw / size,
+        "write_ahead_bytes_per_span_unsealed": unsealed / spans,
+        "blocks": _blocks(directory),
+        "ratio": raw / size,
         "stash_spans_per_s": spans / elapsed,
+        "stash_and_seal_spans_per_s": spans / sealed_after,
+        **reads,
+    }
+
+
+def _blocks(directory: Path) -> int:
+    count = 0
+    for path in directory.glob("*.awb"):
+        with open(path, "rb", buffering=0) as file:
+            count += len(text_blocks.read_fd(file.fileno(), os.fstat(file.fileno()).st_size).blocks)
+    return count
+
+
+def _reads(store: TextStore, stashed: list[pa.Table]) -> dict[str, float]:
+    """One trace's texts read back, as the run detail reads them: cold (its block decompressed)
+    and warm (the block cached), p50 over 20 traces spread over the day."""
+    tables = stashed[:: max(1, len(stashed) // 20)][:20]
+    cold, warm = [], []
+    for table in tables:
+        trace = table.column("trace_id")[0].as_py()
+        rows = table.filter(pc.equal(table.column("trace_id"), trace)).select(
+            ["project", "trace_id", "span_id", "text_ref"]
+        )
+        for times in (cold, warm):
+            if times is cold:
+                store._cache.clear()  # noqa: SLF001 - a cold read decompresses its block
+            copy = rows.to_pylist()
+            started = time.perf_counter()
+            store.fill(copy)
+            times.append(time.perf_counter() - started)
+            assert any(r["text_state"] == "captured" for r in copy)
+    return {
+        "read_trace_cold_ms_p50": statistics.median(cold) * 1e3,
+        "read_trace_warm_ms_p50": statistics.median(warm) * 1e3,
     }
 
 
@@ -136,12 +180,14 @@ def block_ceiling(decoded: list[pa.Table]) -> dict[str, Any]:
 
 
 def measure_search(directory: Path, days: int, needles: list[str], repeats: int) -> dict[str, Any]:
-    """``TextStore.search`` (a scan) over ``days`` copies of the one day file written."""
+    """``TextStore.search`` (a scan) over ``days`` copies of the one day's files written."""
     (day_file,) = directory.glob("*.awt")
     first = text_files._day_of(day_file)
     assert first is not None
     for back in range(1, days):
-        shutil.copyfile(day_file, TextStore(directory, retention_days=0)._path(first - back))
+        copy = TextStore(directory, retention_days=0)._path(first - back)
+        shutil.copyfile(day_file, copy)
+        shutil.copyfile(day_file.with_suffix(".awb"), copy.with_suffix(".awb"))
     store = TextStore(directory, retention_days=0)
     window = ((first - days + 1) * DAY_NS, (first + 1) * DAY_NS)
     out: dict[str, Any] = {"days": days, "bytes": store.size_bytes()}
@@ -175,9 +221,13 @@ def render(result: dict[str, Any]) -> str:
         lines += [
             f"## Shape `{shape}`: {store['spans']:,} spans, {store['raw_text_bytes_per_span']:.0f} B of text per span",
             "",
-            f"- Text files now (one Arrow frame per request, ZSTD(3) per buffer): "
-            f"**{store['file_bytes_per_span']:.1f} B/span**, ratio {store['frame_ratio']:.2f}; "
-            f"stash {store['stash_spans_per_s']:,.0f} spans/s",
+            f"- Text files, sealed ({store['blocks']} blocks of ~8 MiB of frames, zstd({store['zstd_level']}) per "
+            f"column): **{store['file_bytes_per_span']:.1f} B/span**, ratio {store['ratio']:.2f} (the write-ahead "
+            f"frames before the seal: {store['write_ahead_bytes_per_span_unsealed']:.0f} B/span, uncompressed); "
+            f"stash {store['stash_spans_per_s']:,.0f} spans/s, {store['stash_and_seal_spans_per_s']:,.0f} spans/s "
+            f"until all is sealed",
+            f"- One trace's texts read back: cold (its block decompressed) {store['read_trace_cold_ms_p50']:.1f} ms, "
+            f"warm {store['read_trace_warm_ms_p50']:.2f} ms (p50 of 20)",
         ]
         for name, value in ceiling.items():
             if isinstance(value, dict):
@@ -227,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", choices=["workload", "issue", "both"], default="both")
     parser.add_argument("--days", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--level", type=int, default=3, help="the blocks' zstd level")
     args = parser.parse_args(argv)
     result: dict[str, Any] = {
         "command": "python -m bench.text_store " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -238,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         TICKETS.clear()
         decoded = tables(args.spans, shape)
         with tempfile.TemporaryDirectory() as tmp:
-            store = measure_store(decoded, Path(tmp) / "texts")
+            store = measure_store(decoded, Path(tmp) / "texts", args.level)
             ceiling = block_ceiling(decoded)
             search = measure_search(
                 Path(tmp) / "texts", args.days, [TICKETS[6], "zebra", "budget token", "agent"], args.repeats

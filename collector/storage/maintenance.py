@@ -112,14 +112,16 @@ class RetentionPass:
             log.info("retention: removed data older than %d days from %s", self.retention_days, ", ".join(removed))
 
     def _index_texts(self) -> None:
-        """The search index of the text frames written since the last pass (an embedded store's
-        ``TextStore.index``), so that a search seldom reads a frame it could have passed over."""
+        """The captured texts of a quiet collector compressed (an embedded store's
+        ``TextStore.seal_settled``), then the search index of the blocks and frames written since
+        the last pass (``TextStore.index``), so that a search seldom reads one it could have passed over."""
         try:
             texts = getattr(self._store(), "texts", None)
         except StoreError as exc:
             log.warning("texts: no index pass (%s); retried in %.0f s", exc, self.every_s)
             return
         if texts is not None:
+            texts.seal_settled()
             indexed = texts.index()
             if indexed:
                 log.info("texts: %d frames indexed for search", indexed)

@@ -1,6 +1,6 @@
 """Which blocks of captured text may hold a search's needle: a bloom filter of each block's byte
-trigrams (``collector.storage.texts``), so a search decompresses the blocks that may match, not
-every block of its days.
+trigrams (``collector.storage.texts``: a sealed block, or a frame of the write-ahead file), so a
+search decompresses the blocks that may match, not every block of its days.
 
 Why trigrams and not words: the search is a case-insensitive *substring* match
 (``pc.match_substring(ignore_case=True)``, RE2's simple case folding), and a needle's first and last
@@ -97,12 +97,14 @@ def _positions(codes: np.ndarray, log2: int) -> np.ndarray:
 
 
 # --- the index file of a day file -----------------------------------------------------------------
-# ``<day>.awi`` beside ``<day>.awt``: one record per frame, appended by the searches that read the
-# frame (so ingest pays nothing), each ``b"AWI1" | length (u32) | CRC-32 (u32) | body`` with the
-# body ``frame offset (u64) | frame CRC (u32) | filter``. A record counts only while the frame at its
-# offset still has that CRC (a frame rewritten by a deletion, a file truncated and appended to, or
-# replaced, gets scanned again); a damaged record is skipped (its frame scanned): the index can
-# make a search slower, never give another answer.
+# ``<day>.awi`` beside ``<day>.awt``: one record per sealed block and per write-ahead frame, appended
+# by the searches that read it or the hourly pass (so ingest pays nothing), each ``b"AWI1" | length
+# (u32) | CRC-32 (u32) | body`` with the body ``key (u64) | CRC (u32) | filter``: the key is a frame's
+# offset, or a block's position with the top bit set (``texts._BLOCK_KEY``), the CRC the frame's or
+# the block data's. A record counts only while what its key names still has that CRC (a frame or
+# block rewritten by a deletion, a file truncated and appended to, or replaced, gets scanned again);
+# a damaged record is skipped (its frame scanned): the index can make a search slower, never give
+# another answer.
 INDEX_SUFFIX = ".awi"
 _RECORD_MAGIC = b"AWI1"
 _RECORD = struct.Struct("<4sII")

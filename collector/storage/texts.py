@@ -2,45 +2,55 @@
 
 Why: chDB's insert holds ~4x its batch, and captured text makes a span ~4x larger (~950 B
 against ~240); merging text-heavy parts costs as much again. With the text in chDB a 500k-span
-burst peaked at ~490 MB of anonymous memory in the collector; with it here, ~255-270 MB, for
-~11 % of the HTTP ingest rate with text (the compression, framing and writes on the decode
-threads; bench/results/scale.md). The texts are written when a request is decoded
+burst peaked at ~490 MB of anonymous memory in the collector; with it here, ~255-270 MB
+(bench/results/scale.md). The texts are written when a request is decoded
 (``collector.ingest.pipeline``), so they never wait in the writer's queue either, and by the
 store's insert for any span that still carries its text (``ChdbStore._insert_fresh``).
 
-Layout: ``<directory>/<YYYY-MM-DD>.awt``, one append-only file per UTC day of the spans' start
-time (the spans table's partition), deleted whole when the retention has passed over that day.
-A file is a header (``_FILE_HEADER``) and frames; each frame holds the texts of one write::
+Layout: per UTC day of the spans' start time (the spans table's partition), deleted whole when
+the retention has passed over that day, a write-ahead file ``<directory>/<YYYY-MM-DD>.awt`` and
+its sealed blocks ``<YYYY-MM-DD>.awb`` (``collector.storage.text_blocks``). The write-ahead file is
+a header and frames; each frame holds the texts of one write, uncompressed::
 
     b"AWT1" | payload bytes (u32 LE) | CRC-32 of the payload (u32 LE) | payload
 
-where the payload is an Arrow IPC stream of ``BLOCK_SCHEMA`` (ZSTD-compressed buffers). A span
-row points at its frame with ``text_ref`` (UInt64): the day (days since 1970) in the high 24
-bits, the frame's offset in the low 40. 0 (no frame is at offset 0) means the text, if any, is in
-the row's own columns: the ClickHouse back end, a store from before migration 12, or a write
-that failed. ``REMOVED_REF`` (day 0, never a frame's) means the text was removed by retention or
-a deletion while the span stays. The CRC lets a scan (``search``) skip a frame torn by a crash
-and find the next one; a span row never points at a torn frame, because the frame is written
-before the row is inserted. A frame whose spans were never inserted (a crash, a retried request,
-a duplicate) is dead weight until its day expires. Written without fsync, as chDB writes its
-parts.
+where the payload is an Arrow IPC stream of ``BLOCK_SCHEMA``. A span row points at its frame with
+``text_ref`` (UInt64): the day (days since 1970) in the high 24 bits, the frame's *offset* in the
+low 40: its position in the day's write-ahead stream, which stays the frame's name when it is
+sealed. Once the write-ahead file holds ``SEAL_BYTES`` a background thread (``seal``) compresses
+its frames together into a block (one zstd stream per column across ~8 MiB of spans: ~18 % smaller
+than a frame compressed alone on random words, far more on the re-sent context of real agents),
+appends and syncs the block, then cuts the sealed frames off the write-ahead file: the file is
+rewritten (synced, renamed over) with a header saying at which offset its first frame starts
+(``_HEADER_V2``; a file of the first version, ``_HEADER_V1``, starts at its own position 0). A
+crash between the two steps leaves frames in both places, the same bytes; the blocks' ``sealed_to``
+says which frames of the write-ahead file are sealed already. Reading a span's text decompresses
+its one block (the last few are cached: ``BlockCache``) or reads its one frame.
+
+0 (no frame is at offset 0) means the text, if any, is in the row's own columns: the ClickHouse
+back end, a store from before migration 12, or a write that failed. ``REMOVED_REF`` (day 0, never
+a frame's) means the text was removed by retention or a deletion while the span stays. The CRC
+lets a scan (``search``) skip a frame torn by a crash and find the next one; a span row never
+points at a torn frame, because the frame is written before the row is inserted. A frame whose
+spans were never inserted (a crash, a retried request, a duplicate) is dead weight until its day
+expires. Frames are written without fsync, as chDB writes its parts (a killed process loses
+nothing: the kernel holds the bytes); blocks and the cut write-ahead file are synced.
 
 Whose text: a frame holds the texts of many traces (one request, or one insert batch), and span
 ids are unique only within a trace (counter-based tracers reuse ``0000000000000001``...). So a
-span's text is found in its frame by the whole key (project, trace id, span id), checked on every
-read together with the frame's CRC: a frame that is not there, is damaged, or does not hold that
+span's text is found in its frame or block by the whole key (project, trace id, span id), checked
+on every read together with the CRC: a frame that is not there, is damaged, or does not hold that
 key (a file truncated at a frame boundary and appended to, replaced, or copied from elsewhere)
 gives the span no text and the state ``damaged``, never another span's text. Each row read gets a
-``text_state`` (``TEXT_STATES``). The frames have held the whole key since the first version, so
-the files of every existing data directory read as they are; no migration.
+``text_state`` (``TEXT_STATES``). Files of the first version read as they are; no migration.
 
-Search index: beside each day file, ``<day>.awi`` (``collector.storage.text_index``) holds a trigram
-filter per frame, keyed by the frame's offset and CRC, written by the first search that reads the
-frame (ingest pays nothing). A later search passes over a frame the filter rules out by its header
-alone; a frame without a valid record (a damaged or missing index, a frame rewritten by a deletion,
-a file truncated or replaced) is read and matched as before, so the index changes the time of a
-search, never its answer. A deletion that rewrites a day file deletes its index; retention expires
-it with the day.
+Search index: beside the day's files, ``<day>.awi`` (``collector.storage.text_index``) holds a
+trigram filter per block (keyed by the block's position, with ``_BLOCK_KEY`` set, and its CRC) and
+per write-ahead frame (keyed by its offset and CRC), written by the first search that reads it or
+by the hourly pass (ingest pays nothing). A later search passes over what a filter rules out; a
+block or frame without a valid record is read and matched as before, so the index changes the time
+of a search, never its answer. A deletion that rewrites a day's files deletes its index; retention
+expires it with the day.
 
 A day file removed or replaced under a running collector (by hand, a restore, a cleanup script)
 is noticed before the next write (the open handle's device and inode against the path's) and
@@ -58,6 +68,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -67,7 +78,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from agentwatch_platform.collector.storage import text_index
+from agentwatch_platform.collector.storage import text_blocks, text_index
+from agentwatch_platform.collector.storage.text_blocks import BLOCK_SUFFIX, SEAL_BYTES, Block, DayBlocks
 
 log = logging.getLogger(__name__)
 
@@ -77,15 +89,16 @@ TEXT_STATE = "text_state"
 CAPTURED, NOT_CAPTURED, REMOVED, DAMAGED = "captured", "not_captured", "removed", "damaged"
 TEXT_STATES = (CAPTURED, NOT_CAPTURED, REMOVED, DAMAGED)
 REMOVED_REF = 1  # day 0 holds no frame (``_append``): a text removed by retention or deletion, its span kept
-BLOCK_SCHEMA = pa.schema(
-    [("project", pa.string()), ("trace_id", pa.string()), ("span_id", pa.string())]
-    + [(name, pa.string()) for name in TEXT_COLUMNS]
-)
+BLOCK_SCHEMA = pa.schema([(name, pa.string()) for name in text_blocks.COLUMNS])  # keys, then TEXT_COLUMNS
 DAY_NS = 86_400 * 1_000_000_000
 _OFFSET_BITS = 40
 _MAX_OFFSET = (1 << _OFFSET_BITS) - 1
 _MAX_DAY = (1 << (64 - _OFFSET_BITS)) - 1
-_FILE_HEADER = b"AWTEXTS1\n"  # no frame starts at offset 0: a ref of 0 is "no frame"
+_HEADER_V1 = b"AWTEXTS1\n"  # a file's position is its frames' offset; no frame starts at offset 0
+_HEADER_V2 = struct.Struct("<8sQI")  # b"AWTEXTS2", the offset of the frame right after it, CRC-32 of that
+_V2_MAGIC = b"AWTEXTS2"
+_BLOCK_KEY = 1 << 63  # index records of blocks: the block's position with this bit (frames' offsets lack it)
+SEAL_MIN_BYTES = 1 << 20  # what a stop or the hourly pass seals of today's write-ahead file (older days: all)
 _MAGIC = b"AWT1"
 _FRAME = struct.Struct("<4sII")
 _MAX_PAYLOAD = 0xFFFFFFFF
@@ -123,17 +136,36 @@ class TextStore:
 
     ``retention_days`` (0: keep everything) matches the spans table's TTL: a day's file goes
     once no span of that day can be stored any more (``expire``, run at most hourly by ``stash``).
+    ``seal_bytes``: the write-ahead bytes of a day that the background sealer compresses into a
+    block (``text_blocks``), unless ``background_seal`` is off (then only ``seal`` calls seal);
+    ``zstd_level``: the blocks' compression.
     """
 
-    def __init__(self, directory: str | Path, *, retention_days: int = 30, zstd_level: int = 3) -> None:
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        retention_days: int = 30,
+        zstd_level: int = 3,
+        seal_bytes: int = SEAL_BYTES,
+        background_seal: bool = True,
+    ) -> None:
         self.directory = Path(directory)
         self.retention_days = retention_days
-        self._options = pa.ipc.IpcWriteOptions(compression=pa.Codec("zstd", compression_level=zstd_level))
-        self._lock = threading.Lock()
-        self._files: dict[int, int] = {}  # day -> append descriptor
+        self.seal_bytes = seal_bytes
+        self.background_seal = background_seal
+        self._options = pa.ipc.IpcWriteOptions(compression=None)  # frames: compressed once, in their block
+        self._codec = pa.Codec("zstd", compression_level=zstd_level)
+        self._lock = threading.Lock()  # appends, and the cut of a sealed write-ahead file
+        self._seal_lock = threading.Lock()  # one sealer, deletion or expiry at a time
+        self._files: dict[int, tuple[int, int]] = {}  # day -> (append descriptor, offset minus position)
+        self._day_blocks: dict[int, tuple[tuple[int, int, int], DayBlocks]] = {}
+        self._cache = text_blocks.BlockCache()
+        self._sealer = _Sealer(self)
         self._expired_at = 0.0
         self.write_failures = 0  # spans whose texts could not be written here (kept in the spans table)
         self.reopened = 0  # day files found replaced or removed under an open descriptor
+        self.seal_failures = 0  # seals that failed (logged; the frames stay in the write-ahead file)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # the store still opens: texts go into the spans table until this is mended
@@ -181,7 +213,8 @@ class TextStore:
         return _with_refs(table, refs)
 
     def _append(self, day: int, payload: pa.Buffer) -> int:
-        """Write one frame to ``day``'s file; its offset."""
+        """Write one frame to ``day``'s write-ahead file; its offset. Wakes the sealer when the
+        file holds a block's worth."""
         if not 0 < day <= _MAX_DAY:
             raise TextStoreError(f"day {day} is outside what a text reference holds (1..{_MAX_DAY})")
         if payload.size > _MAX_PAYLOAD:
@@ -189,40 +222,45 @@ class TextStore:
         header = _FRAME.pack(_MAGIC, payload.size, zlib.crc32(payload))
         with self._lock:
             try:
-                fd = self._descriptor(day)
-                offset = os.fstat(fd).st_size
-                if offset + _FRAME.size + payload.size > _MAX_OFFSET:
+                fd, delta = self._descriptor(day)
+                position = os.fstat(fd).st_size
+                if position + delta + _FRAME.size + payload.size > _MAX_OFFSET:
                     raise TextStoreError(f"{self._path(day)} has reached {_MAX_OFFSET} bytes")
                 _write_all(fd, [header, memoryview(payload)])
             except OSError as exc:
                 raise TextStoreError(f"cannot write {self._path(day)}: {exc}") from exc
-        return offset
+        if self.background_seal and position + _FRAME.size + payload.size >= self.seal_bytes:
+            self._sealer.wake()
+        return position + delta
 
-    def _descriptor(self, day: int) -> int:
-        """``day``'s append descriptor, opened anew when the file at its path is no longer the
-        one it writes to (removed, or replaced by another file): one ``stat`` per write."""
+    def _descriptor(self, day: int) -> tuple[int, int]:
+        """``day``'s append descriptor and its offset minus position, opened anew when the file at
+        its path is no longer the one it writes to (removed, or replaced by another file): one
+        ``stat`` per write. A new file starts where the day's blocks end."""
         path = self._path(day)
-        fd = self._files.get(day)
-        if fd is not None and not _same_file(fd, path):
+        held = self._files.get(day)
+        if held is not None and not _same_file(held[0], path):
             log.warning("texts: %s was removed or replaced while open; writing to it anew", path)
             self.reopened += 1
             del self._files[day]
-            os.close(fd)
-            fd = None
-        if fd is None:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            self._files[day] = fd
-        if os.fstat(fd).st_size == 0:  # new, or truncated to nothing: no frame may start at offset 0
-            _write_all(fd, [_FILE_HEADER])
-        return fd
+            os.close(held[0])
+            held = None
+        if held is None:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+            held = self._files[day] = (fd, _wal_header(fd)[1])
+        if os.fstat(held[0]).st_size == 0:  # new, or truncated to nothing: no frame may start at offset 0
+            start = max(_HEADER_V2.size, self._blocks(day).sealed_to)
+            _write_all(held[0], [_v2_header(start)])
+            held = self._files[day] = (held[0], start - _HEADER_V2.size)
+        return held
 
     # --- reading -------------------------------------------------------------------------------
     def fill(self, rows: list[dict[str, Any]], *, project: str = "", trace_id: str = "") -> None:
         """Put the texts of ``rows`` (query results with ``span_id`` and ``text_ref``; ``project``
         and ``trace_id`` from the row, else the arguments) into their text columns and their
-        ``text_state``, in place, and drop ``text_ref``. A text whose frame cannot be read or does
-        not hold the row's (project, trace id, span id) is left empty and ``damaged`` (logged): the
-        rest of the trace still shows."""
+        ``text_state``, in place, and drop ``text_ref``. A text whose frame or block cannot be read
+        or does not hold the row's (project, trace id, span id) is left empty and ``damaged``
+        (logged): the rest of the trace still shows."""
         wanted: dict[int, list[dict[str, Any]]] = {}
         for row in rows:
             ref = int(row.pop(TEXT_REF, 0) or 0)
@@ -233,20 +271,21 @@ class TextStore:
         by_day: dict[int, dict[int, list[dict[str, Any]]]] = {}
         for ref, group in wanted.items():
             by_day.setdefault(ref >> _OFFSET_BITS, {})[ref & _MAX_OFFSET] = group
-        for day, frames in by_day.items():  # each day's file opened once
+        for day, frames in by_day.items():  # each day's files opened once
             self._fill_day(day, frames, (project, trace_id))
 
     def _fill_day(self, day: int, frames: dict[int, list[dict[str, Any]]], default: tuple[str, str]) -> None:
+        """The write-ahead file is opened before the blocks are read: a seal that cuts it in
+        between has written its block first, so every frame is in one or the other."""
         path = self._path(day)
         try:
-            with open(path, "rb", buffering=0) as file:
-                fd, size_of_file = file.fileno(), os.fstat(file.fileno()).st_size
+            with _opened(path) as wal, _opened(self._blocks_path(day)) as sealed:
+                if wal is None and sealed is None:
+                    raise FileNotFoundError(2, "no such file", str(path))
+                blocks = self._blocks(day, sealed) if sealed is not None else DayBlocks()
                 for offset, group in frames.items():
                     try:
-                        payload = _read_frame(fd, offset, size_of_file)
-                        if payload is None:
-                            raise TextStoreError(f"no intact frame at {path}:{offset}")
-                        _put_texts(_block(payload), group, default)
+                        _put_texts(self._frame_texts(day, offset, wal, sealed, blocks), group, default)
                     except TextStoreError as exc:
                         log.warning("texts: %s; %d spans show no captured text", exc, len(group))
                         _mark(group, DAMAGED)
@@ -256,6 +295,46 @@ class TextStore:
                 log.warning("texts: cannot read %s: %s; its spans show no captured text", path, exc)
             for group in frames.values():
                 _mark(group, REMOVED if gone else DAMAGED)
+
+    def _frame_texts(self, day: int, offset: int, wal: int | None, sealed: int | None, blocks: DayBlocks) -> pa.Table:
+        """The texts of the frame at ``offset``: from its block, else from the write-ahead file."""
+        found = blocks.frames.get(offset)
+        if found is not None and sealed is not None:
+            block, start, count = found
+            return self._block_table(day, sealed, block).slice(start, count)
+        if wal is not None:
+            header, delta = _wal_header(wal)
+            position = offset - delta
+            payload = _read_frame(wal, position, os.fstat(wal).st_size) if position >= header else None
+            if payload is not None:
+                return _block(payload)
+        raise TextStoreError(f"no intact frame at {self._path(day)}:{offset}")
+
+    def _block_table(self, day: int, fd: int, block: Block) -> pa.Table:
+        key = (day, os.fstat(fd).st_ino, block.position, block.data_crc)
+        table = self._cache.get(key)
+        if table is None:
+            try:
+                table = text_blocks.read_block(fd, block)
+            except text_blocks.BlockError as exc:
+                raise TextStoreError(f"{self._blocks_path(day)}: {exc}") from exc
+            self._cache.put(key, table)
+        return table
+
+    def _blocks(self, day: int, fd: int | None = None) -> DayBlocks:
+        """The day's blocks (from its blocks file open as ``fd``, else by path), read again only
+        when the file changed (its inode, size or time)."""
+        if fd is None:
+            with _opened(self._blocks_path(day)) as opened:
+                return DayBlocks() if opened is None else self._blocks(day, opened)
+        stat = os.fstat(fd)
+        key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        cached = self._day_blocks.get(day)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        blocks = text_blocks.read_fd(fd, stat.st_size)
+        self._day_blocks[day] = (key, blocks)
+        return blocks
 
     def _expired(self, day: int) -> bool:
         """Whether ``day`` is past the retention (its file deleted by ``expire``, not lost)."""
@@ -270,13 +349,14 @@ class TextStore:
         unreadable: list[str] = []
         first, last = max(start_ns, 0) // DAY_NS, max(end_ns - 1, 0) // DAY_NS
         trigrams = text_index.needle_trigrams(needle)
+        ruled_out = None if trigrams is None else (lambda bloom: not text_index.may_hold(bloom, trigrams))
         for day in range(first, min(last, _MAX_DAY) + 1):
             path = self._path(day)
-            if not os.path.lexists(path):
+            if not os.path.lexists(path) and not os.path.lexists(self._blocks_path(day)):
                 continue
             damaged = 0
             try:
-                for block in self._candidate_frames(day, trigrams):
+                for block in self._indexed_scan(day, ruled_out):
                     if block is None:
                         damaged += 1
                         continue
@@ -295,40 +375,65 @@ class TextStore:
                 break
         return TextSearch(sorted(found)[:limit], unreadable, sorted(spans))
 
-    def _candidate_frames(self, day: int, trigrams: np.ndarray | None) -> Iterator[pa.Table | None]:
-        """The frames of ``day``'s file a search must read: every intact one except those whose
-        index record (``text_index``, for the frame's offset and CRC) rules the needle out; None for
-        each damaged stretch. Frames read without a valid record get one (appended after the scan)."""
+    def _indexed_scan(self, day: int, ruled_out: Callable[[bytes], bool] | None) -> Iterator[pa.Table | None]:
+        """``_scan`` of ``day`` with its index; the records it lacked are appended after the scan."""
         index_path = self._path(day).with_suffix(text_index.INDEX_SUFFIX)
-        records = _index_records(index_path)
         fresh: list[bytes] = []
         try:
-            ruled_out = None if trigrams is None else (lambda bloom: not text_index.may_hold(bloom, trigrams))
-            for position, crc, block in _frames(self._path(day), records, ruled_out):
-                if block is not None and records.get(position, (None,))[0] != crc:
-                    fresh.append(text_index.index_record(position, crc, _bloom(block)))
-                yield block
+            yield from self._scan(day, _index_records(index_path), ruled_out, fresh)
         finally:
             if fresh:
                 self._append_index(index_path, fresh)
 
+    def _scan(
+        self, day: int, records: dict[int, tuple[int, bytes]], ruled_out: Callable[[bytes], bool] | None, fresh: list
+    ) -> Iterator[pa.Table | None]:
+        """The blocks, then the write-ahead frames not sealed yet, of ``day`` that a search must
+        read: all but those whose index record (for the block's position or frame's offset, and its
+        CRC) is ``ruled_out``; None for each damaged stretch. Those read without a valid record get
+        one in ``fresh``."""
+        sealed_to = 0
+        with _opened(self._blocks_path(day)) as sealed:
+            if sealed is not None:
+                blocks = self._blocks(day, sealed)
+                sealed_to = blocks.sealed_to
+                yield from [None] * blocks.damaged
+                for block in blocks.blocks:
+                    known = records.get(_BLOCK_KEY | block.position)
+                    indexed = known is not None and known[0] == block.data_crc
+                    if indexed and ruled_out is not None and ruled_out(known[1]):  # type: ignore[index]
+                        continue
+                    try:
+                        table = text_blocks.read_block(sealed, block)
+                    except text_blocks.BlockError as exc:
+                        log.warning("texts: %s: %s; skipped", self._blocks_path(day), exc)
+                        yield None
+                        continue
+                    if not indexed:
+                        fresh.append(
+                            text_index.index_record(_BLOCK_KEY | block.position, block.data_crc, _bloom(table))
+                        )
+                    yield table
+        if not os.path.lexists(self._path(day)):
+            return
+        for offset, crc, table in _frames(self._path(day), records, ruled_out, sealed_to):
+            if table is not None and records.get(offset, (None,))[0] != crc:
+                fresh.append(text_index.index_record(offset, crc, _bloom(table)))
+            yield table
+
     def index(self) -> int:
-        """Index the frames of every day file that have no valid index record yet (run by the
-        hourly retention pass, so a search seldom pays for it); how many frames were indexed.
-        Reads without the store's lock, as a search does."""
+        """Index the blocks and frames of every day that have no valid index record yet (run by the
+        hourly pass, so a search seldom pays for it); how many were indexed. Reads without the
+        store's lock, as a search does."""
         indexed = 0
-        for path in sorted(self.directory.glob(f"*{_SUFFIX}")):
-            day = _day_of(path)
-            if day is None:
-                continue
-            index_path = path.with_suffix(text_index.INDEX_SUFFIX)
-            fresh = []
+        for day in self._days():
+            index_path = self._path(day).with_suffix(text_index.INDEX_SUFFIX)
+            fresh: list[bytes] = []
             try:
-                for position, crc, block in _frames(path, _index_records(index_path), lambda _bloom: True):
-                    if block is not None:
-                        fresh.append(text_index.index_record(position, crc, _bloom(block)))
-            except (OSError, pa.ArrowException, ValueError) as exc:  # the frames stay scanned; the pass goes on
-                log.warning("texts: cannot index %s: %s", path, exc)
+                for _ in self._scan(day, _index_records(index_path), lambda _bloom: True, fresh):
+                    pass
+            except (OSError, pa.ArrowException, ValueError) as exc:  # the rest stays scanned; the pass goes on
+                log.warning("texts: cannot index %s: %s", self._path(day), exc)
             if fresh:
                 self._append_index(index_path, fresh)
                 indexed += len(fresh)
@@ -346,6 +451,105 @@ class TextStore:
             except OSError as exc:
                 log.warning("texts: cannot write the search index %s: %s", path, exc)
 
+    # --- sealing -------------------------------------------------------------------------------
+    def seal(self, minimum_bytes: int | None = None, *, settled_before: int | None = None) -> int:
+        """Compress the frames of every write-ahead file holding at least ``minimum_bytes`` of them
+        (default ``seal_bytes``; every frame of the days before ``settled_before``) into blocks,
+        and cut them off the file; how many blocks were written. Run by the background sealer, at
+        ``close`` and by the hourly pass (``seal_settled``). A failure is logged and counted: the
+        frames stay where they are, readable, and the next seal tries again."""
+        minimum = self.seal_bytes if minimum_bytes is None else minimum_bytes
+        written = 0
+        with self._seal_lock:
+            for path in sorted(self.directory.glob(f"*{_SUFFIX}")):
+                day = _day_of(path)
+                if day is None:
+                    continue
+                try:
+                    written += self._seal_day(
+                        day, 1 if settled_before is not None and day < settled_before else minimum
+                    )
+                except (OSError, TextStoreError, pa.ArrowException) as exc:
+                    self.seal_failures += 1
+                    log.warning("texts: cannot seal %s: %s; its frames stay in it", path, exc)
+        return written
+
+    def seal_settled(self, now_ns: int | None = None) -> int:
+        """What the hourly pass seals: the days before yesterday whole, newer ones from
+        ``SEAL_MIN_BYTES`` (a quiet collector's texts do not stay uncompressed)."""
+        today = (time.time_ns() if now_ns is None else now_ns) // DAY_NS
+        return self.seal(SEAL_MIN_BYTES, settled_before=today - 1)
+
+    def _seal_day(self, day: int, minimum: int) -> int:
+        path = self._path(day)
+        blocks = self._blocks(day)
+        with self._lock:  # the end is taken between two appends
+            try:
+                wal = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                return 0
+            end = os.fstat(wal).st_size
+        try:
+            header, delta = _wal_header(wal)
+            if end - header < max(1, minimum):
+                return 0
+            written = 0
+            if end + delta > blocks.sealed_to:  # else sealed already, by a seal killed before its cut
+                frames = _sealable(wal, header, end, delta, blocks.sealed_to)
+                written = self._write_blocks(day, blocks, frames, end + delta)
+            if os.environ.get(FAULT_ENV) == "texts_sealed":  # the crash tests stop here (never set in production)
+                os.kill(os.getpid(), signal.SIGKILL)
+            self._cut(day, wal, end, end + delta)
+        finally:
+            os.close(wal)
+        return written
+
+    def _write_blocks(self, day: int, blocks: DayBlocks, frames: Iterator[tuple[int, pa.Table]], sealed_to: int) -> int:
+        """Append ``frames`` to the day's blocks file, ~``seal_bytes`` per block, and sync it; a
+        torn record a crash left at its end is cut first. The last block says ``sealed_to``."""
+        fd = os.open(self._blocks_path(day), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            if os.fstat(fd).st_size > blocks.valid_end:
+                os.ftruncate(fd, blocks.valid_end)
+            written, size = 0, 0
+            pending: list[tuple[int, pa.Table]] = []
+            for offset, table in frames:
+                pending.append((offset, table))
+                size += table.nbytes
+                if size >= self.seal_bytes:
+                    _write_all(fd, [self._record(pending, offset + 1)])
+                    written, pending, size = written + 1, [], 0
+            if pending or not written or sealed_to > offset + 1:  # the last says where the sealed frames end
+                _write_all(fd, [self._record(pending, sealed_to)])
+                written += 1
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return written
+
+    def _record(self, frames: list[tuple[int, pa.Table]], sealed_to: int) -> bytes:
+        """One block record of ``frames`` ((offset, texts) each)."""
+        entries = np.zeros(len(frames), dtype=text_blocks.ENTRY)
+        start = 0
+        for i, (offset, table) in enumerate(frames):
+            entries[i] = (offset, start, table.num_rows)
+            start += table.num_rows
+        tables = [table for _, table in frames]
+        table = pa.concat_tables(tables) if tables else BLOCK_SCHEMA.empty_table()
+        return text_blocks.encode(table, entries, sealed_to, self._codec)
+
+    def _cut(self, day: int, wal: int, end: int, start: int) -> None:
+        """The write-ahead file without its first ``end`` bytes (sealed): the frames appended
+        since, after a header that says they start at offset ``start``. A file replaced or removed
+        meanwhile is left as it is (its frames below the blocks' ``sealed_to`` are passed over)."""
+        path = self._path(day)
+        with self._lock:
+            if not _same_file(wal, path):
+                return
+            size = os.fstat(wal).st_size
+            tail = os.pread(wal, size - end, end) if size > end else b""
+            self._replace(path, _v2_header(start) + tail, fault=False)
+
     # --- retention -----------------------------------------------------------------------------
     def expire(self, now_ns: int | None = None) -> list[Path]:
         """Delete the day files whose every span is past the retention; the files deleted."""
@@ -354,13 +558,13 @@ class TextStore:
         now_ns = time.time_ns() if now_ns is None else now_ns
         oldest_kept = (now_ns - self.retention_days * DAY_NS) // DAY_NS
         gone = []
-        with self._lock:
-            for path in sorted(self.directory.glob(f"*{_SUFFIX}")):
+        with self._seal_lock, self._lock:
+            for path in sorted([*self.directory.glob(f"*{_SUFFIX}"), *self.directory.glob(f"*{BLOCK_SUFFIX}")]):
                 day = _day_of(path)
                 if day is None or day >= oldest_kept:
                     continue
-                if (fd := self._files.pop(day, None)) is not None:
-                    os.close(fd)
+                if path.suffix == _SUFFIX and (held := self._files.pop(day, None)) is not None:
+                    os.close(held[0])
                 try:
                     path.unlink()
                     gone.append(path)
@@ -370,27 +574,31 @@ class TextStore:
                 day = _day_of(index)
                 if day is not None and day < oldest_kept:
                     index.unlink(missing_ok=True)
+        if gone:
+            self._cache.clear()
         return gone
 
     # --- deletion ------------------------------------------------------------------------------
     def remove(self, project: str, trace_ids: set[str] | None, days: list[int] | None) -> int:
-        """Rewrite the day files (``days``; None: every file) without the texts of ``project``'s traces
+        """Rewrite the day files (``days``; None: every day) without the texts of ``project``'s traces
         ``trace_ids`` (None: all of the project's); how many span texts went. Idempotent.
 
         Every frame keeps its offset and length (span rows point at frames by offset,
         ``text_ref``): a frame holding deleted texts is written again without them, its payload
-        padded with zeros to its old length. A file is rewritten whole, atomically: the new file is
-        written and fsynced, then renamed over the old one; the append descriptor of that day is
-        closed first, so the next write opens the new file. Appends wait meanwhile.
+        padded with zeros to its old length. A block holding deleted texts is compressed again
+        without them (the blocks' index names frames by offset, so the blocks may move). A file is
+        rewritten whole, atomically: the new file is written and fsynced, then renamed over the old
+        one; the append descriptor of that day is closed first, so the next write opens the new
+        file. Appends and seals wait meanwhile.
         """
         removed = 0
-        with self._lock:
-            paths = (
-                [self._path(day) for day in days] if days is not None else sorted(self.directory.glob(f"*{_SUFFIX}"))
-            )
-            for path in paths:
-                if path.exists():
-                    removed += self._rewrite_without(path, project, trace_ids)
+        with self._seal_lock, self._lock:
+            for day in self._days() if days is None else days:
+                if self._path(day).exists():
+                    removed += self._rewrite_without(self._path(day), project, trace_ids)
+                if self._blocks_path(day).exists():
+                    removed += self._rewrite_blocks_without(day, project, trace_ids)
+            self._cache.clear()
         return removed
 
     def _rewrite_without(self, path: Path, project: str, trace_ids: set[str] | None) -> int:
@@ -398,27 +606,49 @@ class TextStore:
         removed, changed = 0, False
         for position, payload in _intact_frames(bytes(data)):
             block = _block(payload)
-            gone = pc.equal(block.column("project"), project)
-            if trace_ids is not None:
-                gone = pc.and_(
-                    gone, pc.is_in(block.column("trace_id"), value_set=pa.array(sorted(trace_ids), pa.string()))
-                )
+            gone = _deleted(block, project, trace_ids)
             if pc.any(gone).as_py():
-                texts = pc.or_(*(pc.greater(pc.binary_length(block.column(n)), 0) for n in TEXT_COLUMNS))
-                count = pc.sum(pc.and_(gone, texts)).as_py() or 0
                 kept = _payload(block.filter(pc.invert(gone)), self._options)
                 data[position : position + _FRAME.size + len(payload)] = _padded_frame(kept, len(payload))
-                removed, changed = removed + count, True
+                removed, changed = removed + _with_text(block, gone), True
         if changed:
             self._replace(path, bytes(data))
             path.with_suffix(text_index.INDEX_SUFFIX).unlink(missing_ok=True)  # no filter of deleted texts stays
         return removed
 
-    def _replace(self, path: Path, data: bytes) -> None:
+    def _rewrite_blocks_without(self, day: int, project: str, trace_ids: set[str] | None) -> int:
+        """The day's blocks file without the deleted texts (damaged blocks, which no read can show,
+        are dropped too: they might hold them)."""
+        path = self._blocks_path(day)
+        removed, changed, records = 0, False, []
+        with open(path, "rb", buffering=0) as file:
+            fd = file.fileno()
+            blocks = text_blocks.read_fd(fd, os.fstat(fd).st_size)
+            changed = os.fstat(fd).st_size != blocks.valid_end or bool(blocks.damaged)
+            for block in blocks.blocks:
+                try:
+                    table = text_blocks.read_block(fd, block)
+                except text_blocks.BlockError as exc:
+                    log.warning("texts: %s: %s; dropped by the deletion", path, exc)
+                    records.append(self._record([], block.sealed_to))
+                    changed = True
+                    continue
+                gone = _deleted(table, project, trace_ids)
+                if not pc.any(gone).as_py():
+                    records.append(text_blocks.raw_record(fd, block))
+                    continue
+                removed, changed = removed + _with_text(table, gone), True
+                records.append(self._record(_refiltered(table, block.entries, gone), block.sealed_to))
+        if changed:
+            self._replace(path, b"".join(records))
+            self._path(day).with_suffix(text_index.INDEX_SUFFIX).unlink(missing_ok=True)
+        return removed
+
+    def _replace(self, path: Path, data: bytes, *, fault: bool = True) -> None:
         """``data`` as ``path``: written to a new file, fsynced, renamed over it, the directory fsynced."""
         day = _day_of(path)
-        if day is not None and (fd := self._files.pop(day, None)) is not None:
-            os.close(fd)
+        if path.suffix == _SUFFIX and day is not None and (held := self._files.pop(day, None)) is not None:
+            os.close(held[0])
         temporary = path.with_name(path.name + ".tmp")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -426,7 +656,7 @@ class TextStore:
             os.fsync(fd)
         finally:
             os.close(fd)
-        if os.environ.get(FAULT_ENV) == "texts_written":  # the crash tests stop here (never set in production)
+        if fault and os.environ.get(FAULT_ENV) == "texts_written":  # the crash tests stop here (never in production)
             os.kill(os.getpid(), signal.SIGKILL)
         os.replace(temporary, path)
         directory = os.open(self.directory, os.O_RDONLY)
@@ -442,18 +672,73 @@ class TextStore:
             self.expire()
 
     def size_bytes(self) -> int:
-        """Bytes of the day files and of their search indexes."""
-        files = [*self.directory.glob(f"*{_SUFFIX}"), *self.directory.glob(f"*{text_index.INDEX_SUFFIX}")]
-        return sum(path.stat().st_size for path in files)
+        """Bytes of the day files, their blocks and their search indexes."""
+        suffixes = (_SUFFIX, BLOCK_SUFFIX, text_index.INDEX_SUFFIX)
+        return sum(path.stat().st_size for suffix in suffixes for path in self.directory.glob(f"*{suffix}"))
 
     def close(self) -> None:
+        """Stops the sealer and seals what a stop would otherwise leave uncompressed (from
+        ``SEAL_MIN_BYTES`` a day); then closes the files."""
+        self._sealer.stop()
+        self.seal(SEAL_MIN_BYTES)
         with self._lock:
-            for fd in self._files.values():
+            for fd, _ in self._files.values():
                 os.close(fd)
             self._files.clear()
 
+    def _days(self) -> list[int]:
+        """The days with a write-ahead or a blocks file, in order."""
+        paths = [*self.directory.glob(f"*{_SUFFIX}"), *self.directory.glob(f"*{BLOCK_SUFFIX}")]
+        return sorted({day for path in paths if (day := _day_of(path)) is not None})
+
     def _path(self, day: int) -> Path:
         return self.directory / f"{datetime.fromtimestamp(day * 86_400, UTC):%Y-%m-%d}{_SUFFIX}"
+
+    def _blocks_path(self, day: int) -> Path:
+        return self._path(day).with_suffix(BLOCK_SUFFIX)
+
+
+class _Sealer:
+    """The background thread that seals full write-ahead files (``TextStore.seal``), so that no
+    request waits on the compression: woken by an append that fills one, started by the first
+    wake, stopped by ``TextStore.close`` (and started again by a later wake)."""
+
+    def __init__(self, store: TextStore) -> None:
+        self._store = store
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def wake(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._stop = threading.Event()  # each thread its own: a stopped one never runs on
+                self._thread = threading.Thread(
+                    target=self._run, args=(self._stop,), name="agentwatch-text-sealer", daemon=True
+                )
+                self._thread.start()
+            self._wake.set()
+
+    def _run(self, stop: threading.Event) -> None:
+        while True:
+            self._wake.wait()
+            if stop.is_set():
+                return
+            self._wake.clear()
+            try:
+                self._store.seal()
+            except Exception:  # our bug: logged and counted, and the thread lives on for the next wake
+                self._store.seal_failures += 1
+                log.exception("texts: the sealer failed")
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        with self._lock:
+            thread, self._thread = self._thread, None
+            self._stop.set()
+            self._wake.set()
+        if thread is not None:
+            thread.join(timeout_s)
 
 
 def _empty_strings(n: int) -> pa.Array:
@@ -513,27 +798,29 @@ def _same_file(fd: int, path: Path) -> bool:
 
 
 def _frames(
-    path: Path, records: dict[int, tuple[int, bytes]], ruled_out: Callable[[bytes], bool] | None
+    path: Path, records: dict[int, tuple[int, bytes]], ruled_out: Callable[[bytes], bool] | None, sealed_to: int = 0
 ) -> Iterator[tuple[int, int, pa.Table | None]]:
-    """(offset, CRC, frame) of every intact frame of a day file but those whose record in ``records``
-    (index records by offset: frame CRC and filter) is ``ruled_out``, in order, read one at a time;
-    (offset, 0, None) for each torn or damaged stretch, which is skipped (the scan looks for the
-    next magic whose frame checks out). A frame ruled out is passed over by its header alone."""
+    """(offset, CRC, frame) of every intact frame of a write-ahead file from offset ``sealed_to``
+    on but those whose record in ``records`` (index records by offset: frame CRC and filter) is
+    ``ruled_out``, in order, read one at a time; (offset, 0, None) for each torn or damaged stretch,
+    which is skipped (the scan looks for the next magic whose frame checks out). A frame ruled out,
+    or sealed already (a crash before the file was cut), is passed over by its header alone."""
     with open(path, "rb", buffering=0) as file:
         fd, size_of_file = file.fileno(), os.fstat(file.fileno()).st_size
-        position = len(_FILE_HEADER) if os.pread(fd, len(_FILE_HEADER), 0) == _FILE_HEADER else 0
+        position, delta = _wal_header(fd)
         while position + _FRAME.size <= size_of_file:
-            known = records.get(position)
-            if known is not None and ruled_out is not None:
+            known = records.get(position + delta)
+            if position + delta < sealed_to or (known is not None and ruled_out is not None):
                 magic, size, crc = _FRAME.unpack(os.pread(fd, _FRAME.size, position).ljust(_FRAME.size, b"\0"))
                 fits = magic == _MAGIC and position + _FRAME.size + size <= size_of_file
-                if fits and known[0] == crc and ruled_out(known[1]):
+                sealed = position + delta < sealed_to
+                if fits and (sealed or (known is not None and known[0] == crc and ruled_out(known[1]))):  # type: ignore[misc]
                     position += _FRAME.size + size
                     continue
             payload = _read_frame(fd, position, size_of_file)
             if payload is None:
                 log.warning("texts: damaged frame at %s:%d skipped", path, position)
-                yield position, 0, None
+                yield position + delta, 0, None
                 position = _next_magic(fd, position + 1, size_of_file)
                 continue
             try:
@@ -541,7 +828,7 @@ def _frames(
             except TextStoreError as exc:
                 log.warning("texts: %s:%d skipped: %s", path, position, exc)
                 block = None
-            yield position, zlib.crc32(payload), block
+            yield position + delta, zlib.crc32(payload), block
             position += _FRAME.size + len(payload)
 
 
@@ -553,13 +840,93 @@ def _index_records(path: Path) -> dict[int, tuple[int, bytes]]:
         return {}
 
 
+@contextmanager
+def _opened(path: Path) -> Iterator[int | None]:
+    """A read descriptor of ``path``, or None when there is no such file."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _wal_header(fd: int) -> tuple[int, int]:
+    """(header bytes, frame offset minus file position) of a write-ahead file."""
+    return _header_of(os.pread(fd, _HEADER_V2.size, 0))
+
+
+def _header_of(head: bytes) -> tuple[int, int]:
+    if head.startswith(_HEADER_V1):
+        return len(_HEADER_V1), 0
+    if len(head) == _HEADER_V2.size:
+        magic, start, crc = _HEADER_V2.unpack(head)
+        if magic == _V2_MAGIC and crc == zlib.crc32(start.to_bytes(8, "little")):
+            return _HEADER_V2.size, start - _HEADER_V2.size
+    return 0, 0  # no header (a file truncated or replaced): positions are offsets
+
+
+def _v2_header(start: int) -> bytes:
+    return _HEADER_V2.pack(_V2_MAGIC, start, zlib.crc32(start.to_bytes(8, "little")))
+
+
+def _sealable(wal: int, header: int, end: int, delta: int, sealed_to: int) -> Iterator[tuple[int, pa.Table]]:
+    """(offset, texts) of the intact frames of a write-ahead file before position ``end`` and from
+    offset ``sealed_to`` on, each without its spans that captured no text."""
+    position = header
+    while position + _FRAME.size <= end:
+        payload = _read_frame(wal, position, end)
+        if payload is None:
+            position = _next_magic(wal, position + 1, end)
+            continue
+        if position + delta >= sealed_to:
+            try:
+                table = _block(payload).cast(BLOCK_SCHEMA)
+            except (TextStoreError, pa.ArrowException) as exc:
+                log.warning("texts: the frame at offset %d cannot be sealed (left out): %s", position + delta, exc)
+            else:
+                yield position + delta, table.filter(_has_text(table))
+        position += _FRAME.size + len(payload)
+
+
+def _has_text(table: pa.Table) -> pa.ChunkedArray:
+    return pc.or_(*(pc.greater(pc.binary_length(table.column(n)), 0) for n in TEXT_COLUMNS))
+
+
+def _deleted(table: pa.Table, project: str, trace_ids: set[str] | None) -> pa.ChunkedArray:
+    """Which rows of ``table`` a deletion takes."""
+    gone = pc.equal(table.column("project"), project)
+    if trace_ids is not None:
+        ids = pa.array(sorted(trace_ids), pa.string())
+        gone = pc.and_(gone, pc.is_in(table.column("trace_id"), value_set=ids))
+    return pc.fill_null(gone, False)
+
+
+def _with_text(table: pa.Table, gone: pa.ChunkedArray) -> int:
+    """How many of the rows ``gone`` captured text."""
+    return int(pc.sum(pc.and_(gone, _has_text(table))).as_py() or 0)
+
+
+def _refiltered(table: pa.Table, entries: np.ndarray, gone: pa.ChunkedArray) -> list[tuple[int, pa.Table]]:
+    """The frames of a block ((offset, texts) each) without the rows ``gone``."""
+    kept = table.filter(pc.invert(gone))
+    counts = np.concatenate([[0], np.cumsum(~np.asarray(gone.to_numpy(zero_copy_only=False), dtype=bool))])
+    return [
+        (int(offset), kept.slice(int(counts[start]), int(counts[start + count] - counts[start])))
+        for offset, start, count in entries.tolist()
+    ]
+
+
 def _bloom(block: pa.Table) -> bytes:
     return text_index.bloom_of([block.column(name) for name in TEXT_COLUMNS])
 
 
 def _intact_frames(data: bytes) -> Iterator[tuple[int, bytes]]:
     """(offset, payload) of every intact frame of a day file's bytes, in order."""
-    position = len(_FILE_HEADER) if data.startswith(_FILE_HEADER) else 0
+    position = _header_of(data[: _HEADER_V2.size])[0]
     while position + _FRAME.size <= len(data):
         magic, size, crc = _FRAME.unpack_from(data, position)
         end = position + _FRAME.size + size
@@ -628,10 +995,9 @@ def _next_magic(fd: int, position: int, size_of_file: int) -> int:
 
 
 def _day_of(path: Path) -> int | None:
+    name = path.name.removesuffix(_SUFFIX).removesuffix(text_index.INDEX_SUFFIX).removesuffix(BLOCK_SUFFIX)
     try:
-        moment = datetime.strptime(
-            path.name.removesuffix(_SUFFIX).removesuffix(text_index.INDEX_SUFFIX), "%Y-%m-%d"
-        ).replace(tzinfo=UTC)
+        moment = datetime.strptime(name, "%Y-%m-%d").replace(tzinfo=UTC)
     except ValueError:
         return None
     return int(moment.timestamp()) // 86_400

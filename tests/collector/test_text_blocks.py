@@ -1,0 +1,222 @@
+"""Captured texts sealed into compressed blocks (``collector.storage.text_blocks``): every text reads
+back under its span after a seal, search and its index see the blocks, a crash between writing a
+block and cutting the write-ahead file loses and duplicates nothing, and a deletion takes the
+texts out of the blocks' bytes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from agentwatch_platform.collector.storage import text_blocks
+from agentwatch_platform.collector.storage.columns import spans_table
+from agentwatch_platform.collector.storage.texts import DAY_NS, FAULT_ENV, TEXT_REF, TextStore
+from tests.collector.factories import new_trace_id
+from tests.collector.ingest_helpers import REPO
+from tests.collector.test_store import full_row
+from tests.support.poll import wait_until
+
+NOW_NS = 1_780_000_000 * 10**9  # a fixed day: the texts of every test here are that day's
+WINDOW = (NOW_NS - DAY_NS, NOW_NS + DAY_NS)
+SEAL_BYTES = 64 << 10  # small blocks: a few requests each
+
+
+def _request(label: str, spans: int = 20) -> pa.Table:
+    """One request's spans of a trace: an agent's prompts, which repeat across spans (a shared
+    instruction and the growing context), and no text on every third span (a tool's)."""
+    base = replace(full_row(), trace_id=new_trace_id(), start_time_ns=NOW_NS, end_time_ns=NOW_NS + 10**9)
+    instruction = "You are a careful research agent. Cite every source you use. " * 4
+    rows = [
+        replace(
+            base,
+            span_id=f"{i:016x}",
+            input_text="" if i % 3 == 2 else f"{instruction} {label} step {i}: find the filings of {label}",
+            output_text="" if i % 3 == 2 else f"{label} answer {i}",
+        )
+        for i in range(spans)
+    ]
+    return spans_table(rows)
+
+
+def _stash(texts: TextStore, labels: list[str]) -> list[pa.Table]:
+    return [texts.stash(_request(label)) for label in labels]
+
+
+def _read(texts: TextStore, stashed: list[pa.Table]) -> list[tuple[str, str, str]]:
+    rows = pa.concat_tables(stashed).select(["project", "trace_id", "span_id", TEXT_REF]).to_pylist()
+    texts.fill(rows)
+    return [(r.get("input_text", ""), r.get("output_text", ""), r["text_state"]) for r in rows]
+
+
+def _expected(stashed: list[pa.Table], labels: list[str]) -> list[tuple[str, str, str]]:
+    expected = []
+    for table, label in zip(stashed, labels, strict=True):
+        for i in range(table.num_rows):
+            captured = i % 3 != 2
+            prompt = f"{'You are a careful research agent. Cite every source you use. ' * 4} {label} step {i}: "
+            expected.append(
+                (prompt + f"find the filings of {label}", f"{label} answer {i}", "captured")
+                if captured
+                else ("", "", "not_captured")
+            )
+    return expected
+
+
+def _files(texts: TextStore, suffix: str) -> list[Path]:
+    return sorted(texts.directory.glob(f"*{suffix}"))
+
+
+def _sealed_texts(texts: TextStore) -> list[str]:
+    """Every text the blocks files hold, decompressed."""
+    found = []
+    for path in _files(texts, text_blocks.BLOCK_SUFFIX):
+        with open(path, "rb", buffering=0) as file:
+            for block in text_blocks.read_fd(file.fileno(), os.fstat(file.fileno()).st_size).blocks:
+                table = text_blocks.read_block(file.fileno(), block)
+                found += table.column("input_text").to_pylist() + table.column("output_text").to_pylist()
+    return found
+
+
+def test_a_seal_compresses_the_frames_into_blocks_and_every_text_reads_back_under_its_span(tmp_path: Path) -> None:
+    texts = TextStore(tmp_path / "texts", retention_days=0, seal_bytes=SEAL_BYTES, background_seal=False)
+    labels = [f"company-{n}" for n in range(60)]
+    stashed = _stash(texts, labels)
+    before = texts.size_bytes()
+    assert texts.seal() >= 2  # several blocks of about SEAL_BYTES
+    (wal,) = _files(texts, ".awt")
+    assert wal.stat().st_size == 20  # only its header is left: every frame is sealed
+    assert texts.size_bytes() < before / 5  # the repeated instruction compressed across spans
+    assert _read(texts, stashed) == _expected(stashed, labels)
+    assert len(_sealed_texts(texts)) == 2 * 60 * 14  # the spans without text were left out
+    more = _stash(texts, ["late-1", "late-2"])  # frames after the seal: the write-ahead file again
+    assert _read(texts, stashed + more) == _expected(stashed + more, labels + ["late-1", "late-2"])
+    texts.seal(1)
+    assert _read(texts, stashed + more) == _expected(stashed + more, labels + ["late-1", "late-2"])
+    reopened = TextStore(tmp_path / "texts", retention_days=0, seal_bytes=SEAL_BYTES, background_seal=False)
+    assert _read(reopened, stashed + more) == _expected(stashed + more, labels + ["late-1", "late-2"])
+
+
+def test_search_finds_texts_in_blocks_and_in_the_write_ahead_file_and_the_index_spares_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    texts = TextStore(tmp_path / "texts", retention_days=0, seal_bytes=SEAL_BYTES, background_seal=False)
+    labels = [f"company-{n}" for n in range(60)] + ["ZEBRA-corp"]
+    stashed = _stash(texts, labels[:-1])
+    texts.seal()
+    stashed += _stash(texts, labels[-1:])
+    trace_of = {label: t.column("trace_id")[0].as_py() for label, t in zip(labels, stashed, strict=True)}
+    assert texts.search("p1", *WINDOW, "FILINGS OF company-17").trace_ids == [trace_of["company-17"]]
+    assert texts.search("p1", *WINDOW, "zebra-corp answer").trace_ids == [trace_of["ZEBRA-corp"]]
+    assert len(texts.search("p1", *WINDOW, "careful research").trace_ids) == 61
+    assert texts.index() == 0  # the searches indexed every block and frame already
+    read = []
+    real = text_blocks.read_block
+    monkeypatch.setattr(text_blocks, "read_block", lambda fd, block: read.append(block) or real(fd, block))
+    assert texts.search("p1", *WINDOW, "filings of company-42").trace_ids == [trace_of["company-42"]]
+    assert len(read) == 1  # the one block that holds it
+    assert texts.search("p2", *WINDOW, "company-42").trace_ids == []  # another project's texts
+
+
+_SEAL_AND_DIE = """
+import sys
+from agentwatch_platform.collector.storage.texts import TextStore
+TextStore(sys.argv[1], retention_days=0, seal_bytes=1 << 30).seal(1)
+"""
+
+
+@pytest.mark.parametrize("torn", [False, True])
+def test_a_crash_between_writing_a_block_and_cutting_the_file_loses_and_duplicates_nothing(
+    tmp_path: Path, torn: bool
+) -> None:
+    """Killed after the block is synced, before the write-ahead file is cut: the frames are in both
+    places. ``torn``: the block itself only half written, as a kill during its write leaves it."""
+    directory = tmp_path / "texts"
+    texts = TextStore(directory, retention_days=0, seal_bytes=1 << 30)
+    labels = [f"company-{n}" for n in range(10)]
+    stashed = _stash(texts, labels)
+    texts.close()
+    wal_before = _files(texts, ".awt")[0].read_bytes()
+    killed = subprocess.run(
+        [sys.executable, "-c", _SEAL_AND_DIE, str(directory)],
+        env={**os.environ, FAULT_ENV: "texts_sealed"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert _files(texts, ".awt")[0].read_bytes() == wal_before  # not cut
+    (blocks,) = _files(texts, text_blocks.BLOCK_SUFFIX)
+    if torn:
+        os.truncate(blocks, blocks.stat().st_size // 2)
+    again = TextStore(directory, retention_days=0, seal_bytes=SEAL_BYTES, background_seal=False)
+    assert _read(again, stashed) == _expected(stashed, labels)
+    assert len(again.search("p1", *WINDOW, "careful research").trace_ids) == 10
+    assert again.seal(1) == (1 if torn else 0)  # frames sealed already are not sealed twice, only cut
+    assert _files(again, ".awt")[0].stat().st_size == 20
+    more = _stash(again, ["after"])
+    again.seal(1)
+    expected = _expected(stashed + more, labels + ["after"])
+    assert _read(again, stashed + more) == expected
+    captured = [text for given, taken, state in expected if state == "captured" for text in (given, taken)]
+    assert sorted(_sealed_texts(again)) == sorted(captured)  # each text in the blocks once
+    assert list(directory.glob("*.tmp")) == []
+
+
+def test_a_deletion_takes_the_texts_out_of_the_blocks_and_the_rest_still_reads(tmp_path: Path) -> None:
+    texts = TextStore(tmp_path / "texts", retention_days=0, seal_bytes=SEAL_BYTES, background_seal=False)
+    labels = [f"company-{n}" for n in range(40)]
+    stashed = _stash(texts, labels)
+    texts.seal()
+    tail = _stash(texts, ["tail-0"])
+    assert texts.search("p1", *WINDOW, "company-7 answer").trace_ids  # an index to drop
+    gone = {stashed[7].column("trace_id")[0].as_py(), tail[0].column("trace_id")[0].as_py()}
+    assert texts.remove("p1", gone, None) == 2 * 14
+    assert not any("company-7" in t for t in _sealed_texts(texts))
+    assert not any(b"tail-0" in path.read_bytes() for path in _files(texts, ".awt"))
+    got = _read(texts, stashed + tail)
+    want = _expected(stashed + tail, labels + ["tail-0"])
+    for n in (7, 40):  # their spans show no text now; every other span its own
+        for i in range(n * 20, n * 20 + 20):
+            want[i] = ("", "", "not_captured") if i % 20 % 3 == 2 else ("", "", "damaged")
+    assert got == want
+    assert texts.search("p1", *WINDOW, "company-7 answer").trace_ids == []
+    assert texts.search("p1", *WINDOW, "company-8 answer").trace_ids == [stashed[8].column("trace_id")[0].as_py()]
+    assert texts.remove("p1", gone, None) == 0  # idempotent
+    assert texts.remove("p1", None, None) == 39 * 14  # a whole project
+    assert _sealed_texts(texts) == []
+
+
+def test_the_background_sealer_seals_a_full_write_ahead_file_and_the_hourly_pass_a_quiet_one(tmp_path: Path) -> None:
+    texts = TextStore(tmp_path / "texts", retention_days=0, seal_bytes=SEAL_BYTES)
+    try:
+        stashed = _stash(texts, [f"company-{n}" for n in range(30)])
+        wait_until(lambda: _files(texts, text_blocks.BLOCK_SUFFIX), 30, "no block sealed in the background")
+        assert texts.seal_failures == 0
+        assert texts.seal_settled(NOW_NS) == 0  # today's few frames wait for more
+        texts.seal_settled(NOW_NS + 3 * DAY_NS)  # a day before yesterday: sealed whole
+        assert _files(texts, ".awt")[0].stat().st_size == 20
+        assert {state for _, _, state in _read(texts, stashed)} == {"captured", "not_captured"}
+    finally:
+        texts.close()
+
+
+def test_retention_expires_the_blocks_with_their_day(tmp_path: Path) -> None:
+    now = time.time_ns()  # a stash expires the days past the retention of the real clock
+    texts = TextStore(tmp_path / "texts", retention_days=7, seal_bytes=SEAL_BYTES, background_seal=False)
+    old = replace(full_row(), trace_id=new_trace_id(), start_time_ns=now - 6 * DAY_NS, input_text="old")
+    stashed = texts.stash(spans_table([old]))
+    texts.seal(1)
+    assert _files(texts, text_blocks.BLOCK_SUFFIX)
+    assert len(texts.expire(now + 3 * DAY_NS)) == 2  # the write-ahead file and the blocks
+    assert list(texts.directory.iterdir()) == []
+    rows = stashed.select(["project", "trace_id", "span_id", TEXT_REF]).to_pylist()
+    TextStore(tmp_path / "texts", retention_days=5).fill(rows)  # a day past its retention by the clock
+    assert [r["text_state"] for r in rows] == ["removed"]
