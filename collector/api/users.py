@@ -27,6 +27,7 @@ def list_users(
     start: Start = None,
     end: End = None,
     agent: Agent = None,
+    user_id: Annotated[str | None, Query(max_length=256, description="one user's figures (a user's page)")] = None,
     sort: Sort = "-cost_usd",
     limit: Limit = 50,
     offset: Offset = 0,
@@ -35,12 +36,22 @@ def list_users(
     in the range: runs, sessions, cost (total, per run, per successful run), success and error
     rates, feedback, cost budgets (runs with one, mean share spent, budget stops), refused requests
     (not runs) and the cost trend over 12 buckets of the range. Users' costs add up to the runs list's.
-    ``sort``: cost_usd, runs, cost_per_run, cost_per_success, success_rate, feedback_score, last_seen, user_id."""
+    ``user_id``: that user only. ``sort``: cost_usd, runs, cost_per_run, cost_per_success, success_rate,
+    feedback_score, last_seen, user_id."""
     lo, hi = time_window(start, end)
     idle = settings.run_idle_timeout_s
     return run_query(
         lambda: query.users(
-            store, project, start=lo, end=hi, agent=agent, sort=sort, limit=limit, offset=offset, idle_timeout_s=idle
+            store,
+            project,
+            start=lo,
+            end=hi,
+            agent=agent,
+            user_id=user_id,
+            sort=sort,
+            limit=limit,
+            offset=offset,
+            idle_timeout_s=idle,
         )
     )
 

@@ -57,14 +57,18 @@ def users(
     start: float,
     end: float,
     agent: str | None = None,
+    user_id: str | None = None,
     sort: str = "-cost_usd",
     limit: int = 50,
     offset: int = 0,
     idle_timeout_s: float = DEFAULT_RUN_IDLE_TIMEOUT_S,
 ) -> UsersPage:
-    """A page of users by ``sort``, each with its cost trend over ``TREND_BUCKETS`` buckets of the range."""
+    """A page of users by ``sort`` (or the one ``user_id``), each with its cost trend over
+    ``TREND_BUCKETS`` buckets of the range."""
     field, descending = _sort(sort, sql.USER_SORTS)
-    params = _params(project, start, end, idle_timeout_s, agent=agent or "", limit=limit, offset=offset)
+    params = _params(
+        project, start, end, idle_timeout_s, agent=agent or "", user_id=user_id or "", limit=limit, offset=offset
+    )
     rows = store.query(sql.user_figures(field, descending), params)
     step_ns = max(1, -(-(params["end_ns"] - params["start_ns"]) // TREND_BUCKETS))
     ids = [r["user_id"] for r in rows]

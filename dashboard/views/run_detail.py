@@ -99,10 +99,10 @@ def _run(trace_id: str, was_running: bool) -> None:
 
 
 def _people(run: RunSummary) -> None:
-    """Links to the run's user, session and version (their pages, and the Runs page filtered)."""
+    """Links to the run's user, session and version (their pages) and to the comparison."""
     links = []
     if run.user_id:
-        links.append(f"[user {ui.plain(run.user_id)}](./runs?user_id={quote(run.user_id)})")
+        links.append(f"[user {ui.plain(run.user_id)}](./users?user={quote(run.user_id)})")
     if run.session_id:
         links.append(f"[session {ui.plain(run.session_id)}](./sessions?session={quote(run.session_id)})")
     if run.version:

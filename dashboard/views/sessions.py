@@ -81,7 +81,7 @@ def _session(win: ui.Window, session_id: str) -> None:
     )
     st.markdown(
         f"[All runs of this session](./runs?session_id={quote(session_id)}) · "
-        f"[Runs of user {ui.plain(detail.user_id)}](./runs?user_id={quote(detail.user_id)})"
+        f"[User {ui.plain(detail.user_id)}](./users?user={quote(detail.user_id)})"
     )
     run_table.runs_table([t.run for t in detail.turns], key="session_runs", columns=RUN_COLUMNS)
     st.subheader("Replay")

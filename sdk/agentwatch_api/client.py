@@ -152,7 +152,7 @@ class CollectorClient:
         return self._get("/api/versions", VersionsOut, start=start, end=end, agent=agent)
 
     def users(self, *, start: float, end: float | None = None, **params: Any) -> UsersPage:
-        """Figures per user (agent, sort, limit, offset as ``GET /api/users`` takes them)."""
+        """Figures per user (agent, user_id, sort, limit, offset as ``GET /api/users`` takes them)."""
         return self._get("/api/users", UsersPage, start=start, end=end, **params)
 
     def sessions(self, *, start: float, end: float | None = None, **params: Any) -> SessionsPage:

@@ -82,6 +82,13 @@ def test_user_figures_equal_hand_counts(module_store: Store, seeded: dict[str, l
     assert page.total == 3
 
 
+def test_one_users_figures_are_its_row_of_the_list(module_store: Store, seeded: dict) -> None:
+    listed = {u.user_id: u for u in users.users(module_store, P, **W).items}
+    alice = users.users(module_store, P, **W, user_id="alice")
+    assert alice.items == [listed["alice"]] and alice.total == 1
+    assert users.users(module_store, P, **W, user_id="nobody").items == []
+
+
 def test_users_costs_sum_to_the_runs_list(module_store: Store, seeded: dict) -> None:
     page = users.users(module_store, P, **W)
     listed = query.list_runs(module_store, P, **W, limit=500)
@@ -135,6 +142,8 @@ def test_users_and_sessions_over_http(collector: tuple[Running, str]) -> None:
     wait_until(lambda: _get(running, key, "/api/users").json()["items"], 20, "the run's user never listed")
     found = _get(running, key, "/api/users").json()["items"]
     assert [u["user_id"] for u in found] == ["carol"] and found[0]["runs"] == 1
+    assert _get(running, key, "/api/users", user_id="carol").json()["items"] == found
+    assert _get(running, key, "/api/users", user_id="dave").json()["items"] == []
     assert _get(running, key, "/api/sessions").json()["items"][0]["session_id"] == "c-1"
     assert len(_get(running, key, "/api/sessions/c-1").json()["turns"]) == 1
     other = running.key("someone-else")

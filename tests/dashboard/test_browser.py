@@ -285,3 +285,50 @@ def test_which_tool_fails_most_in_two_clicks_from_the_overview(
         breakdowns.short_error(g["key"]) for g in errors
     }
     assert {r["Tool / model"] for r in page.table_rows("spans_table")} == {top["key"]}
+
+
+def _follow(page: browser.Page, text: str) -> browser.Page:
+    """Click the page's link whose text is ``text``; a link that opens a tab of its own is followed
+    there (the run's tab is closed, so the next page is the only one)."""
+    before = set(page.driver.window_handles)
+    link = page.driver.find_element(By.XPATH, f"//a[normalize-space(.) = '{text}']")
+    page.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
+    link.click()
+    left = lambda: set(page.driver.window_handles) != before or "/run?" not in page.driver.current_url  # noqa: E731
+    wait_until(left, 30, f"the link {text!r} opened nothing")
+    if opened := set(page.driver.window_handles) - before:
+        page.driver.close()
+        page.driver.switch_to.window(opened.pop())
+    wait_until(lambda: "/run?" not in page.driver.current_url, 30, f"the link {text!r} did not leave the run")
+    return page.settle()
+
+
+def _row_ids(page: browser.Page, key: str) -> list[str]:
+    table = page.driver.find_element(By.CSS_SELECTOR, f'table.aw-table[data-key="{key}"]')
+    return [tr.get_attribute("data-id") for tr in table.find_elements(By.CSS_SELECTOR, "tbody tr")]
+
+
+def test_a_runs_user_and_session_open_from_the_run(
+    servers: dict[str, str], page: browser.Page, shots: Path, seeded: SeededStack
+) -> None:
+    """From a run's page, its user link opens the user's page (that user's figures, the run among
+    its runs) and its session link the session's page (its runs in order, the run among them)."""
+    run = next(r for r in seeded.get("/api/runs", limit=50)["items"] if r["user_id"] and r["session_id"])
+    user = seeded.get("/api/users", user_id=run["user_id"])["items"]
+    session = seeded.get(f"/api/sessions/{run['session_id']}")
+    assert [u["user_id"] for u in user] == [run["user_id"]]
+    run_page = f"{servers['open']}/run?run={run['trace_id']}"
+
+    _check(page.open(run_page), shots, "run_for_people")
+    shown = _check(_follow(page, f"user {run['user_id']}"), shots, "user_page")
+    assert "/users?" in page.driver.current_url and f"User {run['user_id']}" in page.text()
+    assert shown["Cost"] == ui.fmt(user[0]["cost_usd"], "USD") and shown["Runs"] == f"{user[0]['runs']:,}"
+    assert shown["Sessions"] == f"{user[0]['sessions']:,}"
+    assert run["trace_id"] in _row_ids(page, "user_runs")
+
+    _check(page.open(run_page), shots, "run_for_people")
+    _check(_follow(page, f"session {run['session_id']}"), shots, "session_page")
+    assert "/sessions?" in page.driver.current_url and f"Session {run['session_id']}" in page.text()
+    assert ui.fmt(session["cost_usd"], "USD") in page.text() and f"User {run['user_id']}" in page.text()
+    assert _row_ids(page, "session_runs") == [t["run"]["trace_id"] for t in session["turns"]]
+    assert run["trace_id"] in _row_ids(page, "session_runs")

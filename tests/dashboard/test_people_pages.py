@@ -7,7 +7,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from agentwatch_platform.dashboard import ui
-from tests.dashboard.support import APP, SeededStack, dashboard_env, tables
+from tests.dashboard.support import APP, SeededStack, dashboard_env, metrics, tables
 from tests.dashboard.test_pages import page
 
 
@@ -19,14 +19,24 @@ def app(seeded: SeededStack, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     return AppTest.from_file(str(APP), default_timeout=60).run()
 
 
-def test_users_page_matches_the_api_and_links_to_runs(app: AppTest, seeded: SeededStack) -> None:
+def test_users_page_matches_the_api_and_links_to_each_user(app: AppTest, seeded: SeededStack) -> None:
     at = page(app, "views/users.py")
     shown = tables(at)["users_table"]
     api = seeded.get("/api/users", limit=200)["items"]
     assert shown.column("cost") == [ui.fmt(u["cost_usd"], "USD") for u in api]
     assert shown.column("runs") == [f"{u['runs']:,}" for u in api]
-    assert all(href.startswith("./runs?user_id=") for href in shown.hrefs)
+    assert shown.hrefs == [f"./users?user={u['user_id']}" if u["user_id"] else "./runs" for u in api]
     assert sum(u["runs"] for u in api) == seeded.runs
+
+
+def test_a_users_page_shows_its_figures_and_runs(app: AppTest, seeded: SeededStack) -> None:
+    user = seeded.get("/api/users", limit=1)["items"][0]
+    runs = seeded.get("/api/runs", user_id=user["user_id"], limit=50)["items"]
+    at = page(app, "views/users.py", user=user["user_id"])
+    shown = metrics(at)
+    assert shown["Cost"] == ui.fmt(user["cost_usd"], "USD") and shown["Runs"] == f"{user['runs']:,}"
+    assert shown["Sessions"] == f"{user['sessions']:,}"
+    assert tables(at)["user_runs"].ids == [r["trace_id"] for r in runs]
 
 
 def test_a_session_replays_its_runs_in_order(app: AppTest, seeded: SeededStack) -> None:
@@ -42,6 +52,7 @@ def test_run_detail_links_its_user_session_and_the_comparison(app: AppTest, seed
     at = page(app, "views/run_detail.py", run=run["trace_id"])
     links = "\n".join(str(m.value) for m in at.markdown)
     assert f"./sessions?session={run['session_id']}" in links and f"./compare?a={run['trace_id']}" in links
+    assert f"./users?user={run['user_id']}" in links
 
 
 def test_two_runs_compared_side_by_side(app: AppTest, seeded: SeededStack) -> None:

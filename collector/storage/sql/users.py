@@ -45,7 +45,8 @@ USER_SORTS = {
 
 
 def user_figures(sort: str, descending: bool) -> str:
-    """A page of users ('' = the runs without a user id); ``sort`` from ``USER_SORTS``."""
+    """A page of users ('' = the runs without a user id); ``sort`` from ``USER_SORTS``; ``{user_id}``
+    ('' = every user) narrows them to one (a user's page)."""
     direction = "DESC" if descending else "ASC"
     return f"""
 SELECT user_id,
@@ -67,6 +68,7 @@ SELECT user_id,
     max(start_time) AS last_seen,
     count() OVER () AS total
 FROM ({RUNS})
+WHERE {{user_id:String}} = '' OR user_id = {{user_id:String}}
 GROUP BY user_id
 ORDER BY {USER_SORTS[sort]} {direction} NULLS LAST, user_id
 LIMIT {{limit:UInt32}} OFFSET {{offset:UInt32}}"""
