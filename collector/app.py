@@ -17,13 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from fastapi import Depends, FastAPI, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse
 
 from agentwatch_api import handshake
-from agentwatch_platform.collector.api import openapi
+from agentwatch_platform.collector.api import errors, openapi
 from agentwatch_platform.collector.api.body_timeout import BodyReadTimeout
 from agentwatch_platform.collector.api.routers import ROUTERS
 from agentwatch_platform.collector.api.security_headers import SecurityHeaders
@@ -38,7 +36,6 @@ from agentwatch_platform.collector.ingest.freshness import Freshness
 from agentwatch_platform.collector.ingest.insert_hooks import insert_hooks
 from agentwatch_platform.collector.ingest.normalize import Normalizer, sdk_pricer
 from agentwatch_platform.collector.ingest.otlp import native
-from agentwatch_platform.collector.ingest.otlp.errors import IngestError
 from agentwatch_platform.collector.ingest.pipeline import Ingestor
 from agentwatch_platform.collector.ingest.rate_limit import RateLimiter
 from agentwatch_platform.collector.ingest.redact import Redactor
@@ -198,9 +195,7 @@ def create_app(
     state.clock = clock
     state.deletion_listeners = []  # callables(project) told after a deletion of data (plugins holding state of it)
     state.freshness = Freshness(clock=clock)  # how far the figures are complete (collector.ingest.freshness)
-    app.add_exception_handler(IngestError, _ingest_error)
-    app.add_exception_handler(StoreUnavailable, _store_unavailable)
-    app.add_exception_handler(RequestValidationError, _validation_error)
+    errors.install(app)  # every error's HTTP answer (collector.api.errors)
     if settings.cors_origins:
         origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
         app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"], allow_headers=["*"])
@@ -218,16 +213,6 @@ def create_app(
             missing,
         )
     return app
-
-
-async def _ingest_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, IngestError)
-    headers = {"Retry-After": str(max(1, round(exc.retry_after)))} if exc.retry_after else None
-    return JSONResponse({"detail": exc.message}, status_code=exc.status, headers=headers)
-
-
-async def _store_unavailable(request: Request, exc: Exception) -> JSONResponse:
-    return JSONResponse({"detail": f"store unavailable: {exc}"}, status_code=503, headers={"Retry-After": "5"})
 
 
 def _lifespan(
@@ -405,16 +390,6 @@ async def _start_components(app: FastAPI, settings: Settings, handle: StoreHandl
         RetentionPass(handle.get, settings.retention_days, may_run=lambda: roles.holds(RETENTION))
     )
     _start_gpu_sampler(app, settings, handle, stack)
-
-
-async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
-    """422 naming each bad field; the offending input is not echoed (it may not be JSON-encodable)."""
-    assert isinstance(exc, RequestValidationError)
-    detail = [
-        {"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")}
-        for err in exc.errors()
-    ]
-    return JSONResponse({"detail": detail}, status_code=422)
 
 
 def gpu_sampler_target(settings: Settings) -> tuple[str, str] | None:

@@ -12,6 +12,7 @@ it out when you fix it).
 from __future__ import annotations
 
 import ast
+import builtins
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -398,9 +399,48 @@ def test_the_collector_keeps_one_folder_per_concern() -> None:
     """Only the composition root and what every concern shares sit at the collector's top level; a
     new module goes into its concern's folder (docs/development.md, "The layout")."""
     top = {path.stem for path in (ROOT / "collector").glob("*.py")}
-    assert top == {"__init__", "app", "commands", "metrics", "plugins", "roles", "settings", "tuning"}
+    assert top == {"__init__", "app", "commands", "errors", "metrics", "plugins", "roles", "settings", "tuning"}
     folders = {path.name for path in (ROOT / "collector").iterdir() if (path / "__init__.py").is_file()}
     assert folders == {"api", "auth", "engines", "ingest", "query", "storage"}
+
+
+def _exception_classes(folder: Path) -> dict[str, list[str]]:
+    """{class name: its bases' names} of every class in ``folder`` that is an exception: one whose
+    base is a built-in exception, a name ending in Error or Exception, or another such class."""
+    bases: dict[str, list[str]] = {}
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ClassDef):
+                bases[node.name] = [
+                    b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in node.bases
+                ]
+    builtin = {
+        name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
+    }
+    found: set[str] = set()
+    while True:
+        more = {
+            name
+            for name, names in bases.items()
+            if any(b in builtin or b in found or b.endswith(("Error", "Exception")) for b in names)
+        }
+        if more <= found:
+            return {name: bases[name] for name in found}
+        found |= more
+
+
+def test_every_collector_exception_derives_from_its_root() -> None:
+    """One exception tree per part: every exception class in ``collector/`` derives from
+    ``collector.errors.CollectorError``, whose docstring draws the tree."""
+    classes = _exception_classes(ROOT / "collector")
+    rooted = {"CollectorError"}
+    while more := {name for name, names in classes.items() if name not in rooted and rooted & set(names)}:
+        rooted |= more
+    loose = sorted(set(classes) - rooted)
+    assert not loose, f"derive these from collector.errors.CollectorError: {loose}"
+    drawn = (ROOT / "collector" / "errors.py").read_text()
+    undrawn = sorted(name for name in rooted if name not in drawn)
+    assert not undrawn, f"draw these in collector/errors.py's tree: {undrawn}"
 
 
 def test_the_rules_see_known_imports() -> None:

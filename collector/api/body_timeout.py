@@ -20,18 +20,21 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agentwatch_platform.collector.errors import CollectorError
+
 log = logging.getLogger(__name__)
 
 
-class BodyStalled(HTTPException):
+class BodyStalled(HTTPException, CollectorError):
     """No part of the request body arrived within the timeout: an ``HTTPException`` (408), so a
     route that reads its body through FastAPI answers it as such; the middleware answers it
     when it escapes a route."""
 
+    status = 408
+
     def __init__(self, reason: str) -> None:
-        super().__init__(
-            408, f"request body timed out: {reason} (AGENTWATCH_BODY_READ_TIMEOUT_S)", headers={"Connection": "close"}
-        )
+        self.message = f"request body timed out: {reason} (AGENTWATCH_BODY_READ_TIMEOUT_S)"
+        super().__init__(408, self.message, headers={"Connection": "close"})
 
 
 class BodyReadTimeout:

@@ -15,8 +15,7 @@ import time
 from collections.abc import Callable
 
 from agentwatch_platform.collector.auth.keys import Grant, KeyRing
-from agentwatch_platform.collector.ingest.otlp.errors import Unavailable
-from agentwatch_platform.collector.storage.base import StoreError
+from agentwatch_platform.collector.storage.base import StoreError, StoreUnavailable
 
 _POSITIVE_TTL_S = 30.0
 _NEGATIVE_TTL_S = 2.0
@@ -56,9 +55,7 @@ class Authenticator:
         except StoreError as exc:
             if cached is not None and cached[0] is not None:
                 return cached[0]  # the store is away: a key known good stays good
-            raise Unavailable(
-                f"cannot verify the API key now (store unavailable: {exc}); retry later", retry_after=5.0
-            ) from None
+            raise StoreUnavailable(f"cannot verify the API key now ({exc}); retry later") from None
         with self._lock:
             if len(self._cache) > 10_000:
                 self._cache.clear()

@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import HTTPException, Request
 
 from agentwatch_platform.collector.auth.scopes import LEGACY_SCOPES, PUBLIC, SCOPES, route_scope
+from agentwatch_platform.collector.errors import CollectorError
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,10 @@ OPERATOR = Principal(None, frozenset(SCOPES), "operator")
 ANONYMOUS = Principal("default", frozenset(LEGACY_SCOPES), "anonymous")  # no key while keys are optional: never admin
 
 
-class NotAuthenticated(Exception):
+class NotAuthenticated(CollectorError):
     """No key where one is needed, or a key that does not verify; the message says which."""
+
+    status = 401
 
 
 def token_of(headers: Mapping[str, str]) -> str | None:

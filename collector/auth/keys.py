@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentwatch_platform.collector.auth.scopes import LEGACY_SCOPES, format_scopes, parse_scopes
+from agentwatch_platform.collector.errors import CollectorError
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.sql import keys as keys_sql
 
@@ -28,7 +29,7 @@ _KEY_RE = re.compile(r"^aw_([0-9a-f]{12})_([A-Za-z0-9_-]{20,100})$")
 _PROJECT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
-class KeyAdminError(ValueError):
+class KeyAdminError(CollectorError, ValueError):
     """A key operation got bad input (unknown key id, invalid project name)."""
 
 

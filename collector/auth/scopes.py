@@ -25,6 +25,8 @@ from typing import Any, Final
 
 from fastapi.routing import APIRoute
 
+from agentwatch_platform.collector.errors import CollectorError
+
 INGEST: Final = "ingest"
 READ: Final = "read"
 ADMIN: Final = "admin"
@@ -88,7 +90,7 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
 }
 
 
-class ScopeError(ValueError):
+class ScopeError(CollectorError, ValueError):
     """A scope list names something that is not a scope."""
 
 

@@ -13,12 +13,13 @@ import time
 
 from agentwatch_platform.collector.engines.scrape_guard import HostPolicy, TargetRefused
 from agentwatch_platform.collector.engines.scraper import parse_targets, register_engine, target_hosts
+from agentwatch_platform.collector.errors import CollectorError
 from agentwatch_platform.collector.settings import Settings
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.sql import admin as admin_sql
 
 
-class EngineLimit(Exception):
+class EngineLimit(CollectorError):
     """The project already has as many engines as it may register."""
 
 

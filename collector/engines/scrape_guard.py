@@ -29,6 +29,8 @@ from urllib.parse import SplitResult, urlsplit
 
 import httpx
 
+from agentwatch_platform.collector.errors import CollectorError
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str, int], Awaitable[list[str]]]
@@ -47,7 +49,7 @@ METADATA_ADDRESSES = frozenset(
 )
 
 
-class TargetRefused(ValueError):
+class TargetRefused(CollectorError, ValueError):
     """An engine URL, or the address it resolves to, that the collector will not request."""
 
 

@@ -36,6 +36,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from agentwatch_platform.collector.errors import CollectorError
+
 MAX_TOKENS = 100_000_000
 MAX_COST_USD = 10_000.0
 MAX_SECONDS = 86_400.0
@@ -43,7 +45,7 @@ MAX_TIME_NS = (2**32 - 1) * 1_000_000_000  # 2106-02-07T06:28:15Z: the end of Cl
 DAY_NS = 86_400 * 1_000_000_000
 
 
-class BadValue(ValueError):
+class BadValue(CollectorError, ValueError):
     """A value outside its column's bound; ``str(exc)`` says what was wrong. The field is dropped."""
 
 

@@ -15,15 +15,23 @@ if TYPE_CHECKING:
 
     from agentwatch_platform.collector.storage.texts import TextSearch
 
+from agentwatch_platform.collector.errors import CollectorError
 from agentwatch_platform.collector.storage.model import SpanRow
 
 
-class StoreError(Exception):
+class StoreError(CollectorError):
     """Base of every storage error."""
 
 
 class StoreUnavailable(StoreError):
     """The back end cannot be reached or opened now; the caller should spool and retry."""
+
+    status = 503
+    retry_after = 5.0
+
+    @property
+    def answer(self) -> str:
+        return f"store unavailable: {self.message}"
 
 
 class QueryError(StoreError):

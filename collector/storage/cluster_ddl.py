@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from agentwatch_platform.collector.errors import CollectorError
 from agentwatch_platform.collector.storage import schema
 
 # Sharded table -> sharding key of its Distributed table.
@@ -58,7 +59,7 @@ _INSERT = re.compile(r"^\s*INSERT INTO ", re.IGNORECASE)
 _COLUMN_CHANGE = re.compile(r"^(ADD|DROP|MODIFY|RENAME) COLUMN\b")
 
 
-class ClusterDDLError(ValueError):
+class ClusterDDLError(CollectorError, ValueError):
     """A statement this module does not know how to run on a cluster."""
 
 

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentwatch_platform.collector.errors import CollectorError
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.sql import closes as closes_sql
 from agentwatch_platform.collector.storage.sql import delete as delete_sql
@@ -51,7 +52,7 @@ _DAY_S = 86_400
 FAULT_ENV = TEXTS_FAULT_ENV
 
 
-class DeletionError(ValueError):
+class DeletionError(CollectorError, ValueError):
     """A deletion request that names nothing, or too much, to delete."""
 
 

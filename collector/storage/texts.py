@@ -78,6 +78,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from agentwatch_platform.collector.errors import CollectorError
 from agentwatch_platform.collector.storage import text_blocks, text_index
 from agentwatch_platform.collector.storage.text_blocks import BLOCK_SUFFIX, SEAL_BYTES, Block, DayBlocks
 
@@ -108,7 +109,7 @@ _SCAN_CHUNK = 1 << 20
 FAULT_ENV = "AGENTWATCH_FAULT_KILL_AT"  # crash tests: where the process kills itself
 
 
-class TextStoreError(Exception):
+class TextStoreError(CollectorError):
     """A text could not be written or read; the caller keeps the text in the row or shows none."""
 
 

@@ -1,27 +1,25 @@
-"""The ingestion exception tree: each error carries the HTTP status a client should see."""
+"""The ingestion branch of the collector's exception tree (``collector.errors``): each class
+carries the HTTP status an export refused with it answers (gRPC maps it to its own codes)."""
 
 from __future__ import annotations
 
+from agentwatch_platform.collector.errors import CollectorError
 
-class IngestError(Exception):
+
+class IngestError(CollectorError):
     """Base of every ingestion error; ``status`` is the HTTP status code to answer."""
 
     status = 400
-    retry_after: float | None = None
-
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        if retry_after is not None:
-            self.retry_after = retry_after
 
 
 class BadRequest(IngestError):
     """A body that is not a valid export request (garbage, truncated, wrong structure)."""
 
 
-class Unauthenticated(IngestError):
-    status = 401
+class Forbidden(IngestError):
+    """A caller that may not export: the admin token (no project), or a key without ``ingest``."""
+
+    status = 403
 
 
 class PayloadTooLarge(IngestError):

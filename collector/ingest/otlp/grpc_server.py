@@ -15,10 +15,11 @@ from typing import Any
 import grpc
 from fastapi import FastAPI
 
-from agentwatch_platform.collector.auth.caller import NotAuthenticated, Principal, authenticate, token_of
+from agentwatch_platform.collector.auth.caller import Principal, authenticate, token_of
 from agentwatch_platform.collector.auth.scopes import ROUTE_SCOPES
+from agentwatch_platform.collector.errors import CollectorError
 from agentwatch_platform.collector.ingest.otlp.decode import PROTOBUF, response_message
-from agentwatch_platform.collector.ingest.otlp.errors import IngestError, Unauthenticated
+from agentwatch_platform.collector.ingest.otlp.errors import Forbidden
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +36,6 @@ _CODES = {
 
 
 EXPORT_SCOPE = ROUTE_SCOPES[("POST", "/v1/traces")]  # the same right as OTLP/HTTP: ingest
-
-
-class Forbidden(IngestError):
-    status = 403
 
 
 class GrpcServer:
@@ -77,9 +74,9 @@ class GrpcServer:
             state.rate_limiter.check(rate_key)
             state.ingestor.check_capacity()
             converted = await state.ingestor.export(project, body, PROTOBUF)
-        except IngestError as exc:
+        except CollectorError as exc:  # the store away while a key is verified is a StoreUnavailable
             metrics.on_request("grpc", exc.status, 0, 0)
-            await context.abort(_CODES.get(exc.status, grpc.StatusCode.INTERNAL), exc.message)
+            await context.abort(_CODES.get(exc.status, grpc.StatusCode.INTERNAL), exc.answer)
             raise AssertionError("unreachable") from None  # context.abort raises
         spans = converted.spans + converted.rejected
         state.rate_limiter.spend(rate_key, spans)
@@ -89,10 +86,7 @@ class GrpcServer:
     async def _caller(self, context: Any) -> Principal:
         """The caller named by the ``authorization`` metadata, as ``POST /v1/traces`` sees it."""
         metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ())}
-        try:
-            caller = await authenticate(self.app.state, token_of(metadata))
-        except NotAuthenticated as exc:
-            raise Unauthenticated(str(exc)) from None
+        caller = await authenticate(self.app.state, token_of(metadata))  # NotAuthenticated: 401
         if caller.operator:
             raise Forbidden("the admin token names no project: export with a project key")
         if EXPORT_SCOPE not in caller.scopes:

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from agentwatch import semconv as sc
 
+from agentwatch_platform.collector.errors import CollectorError
 from agentwatch_platform.collector.ingest import bounds, normalize
 from agentwatch_platform.collector.ingest.normalize import Normalizer, Resource
 from agentwatch_platform.collector.storage.columns import _MAP, _STR, SPAN_FIELDS, SPANS_SCHEMA
@@ -107,7 +108,7 @@ def _defaults() -> tuple[Any, ...]:
     return tuple(out)
 
 
-class _PythonRule(Exception):
+class _PythonRule(CollectorError):
     """Raised by a hook to decline a span whose dialect rule lives only in ``collector.ingest.normalize``."""
 
 
