@@ -195,7 +195,7 @@ def create_app(
     state.clock = clock
     state.deletion_listeners = []  # callables(project) told after a deletion of data (plugins holding state of it)
     state.freshness = Freshness(clock=clock)  # how far the figures are complete (collector.ingest.freshness)
-    errors.install(app)  # every error's HTTP answer (collector.api.errors)
+    errors.install(app)  # every error's HTTP answer; OTLP's google.rpc.Status on /v1/traces
     if settings.cors_origins:
         origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
         app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"], allow_headers=["*"])

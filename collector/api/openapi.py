@@ -9,7 +9,8 @@ are added here, once, from the same tables that produce them:
 - 422's ``detail`` is FastAPI's list of validation errors, or a sentence when a route checks a
   value itself (``trace_id must be 32 hex characters``);
 - ``POST /v1/traces`` answers OTLP's ``google.rpc.Status`` (JSON or protobuf, as the request
-  was) for 400, 401, 403, 413, 415, 429 and 503, with ``Retry-After`` on 429 and 503.
+  was) for every error: 400, 401, 403, 408, 413, 415, 429 and 503 here, with ``Retry-After`` on
+  429 and 503 (``collector.api.errors``, ``collector.ingest.otlp.status``).
 
 Schemathesis checks the live API against this schema (tests/reliability/test_api_schema.py).
 """
@@ -24,9 +25,14 @@ from fastapi.openapi.utils import get_openapi
 from agentwatch_platform.collector.auth.scopes import PUBLIC, ROUTE_SCOPES
 
 _ERROR = {"type": "object", "required": ["detail"], "properties": {"detail": {"type": "string"}}, "title": "Error"}
-_STATUS = {
+_STATUS = {  # google.rpc.Status in the proto3 JSON mapping; every field is always present
     "type": "object",
-    "properties": {"code": {"type": "integer"}, "message": {"type": "string"}},
+    "required": ["code", "message", "details"],
+    "properties": {
+        "code": {"type": "integer", "description": "the google.rpc.Code of the HTTP status"},
+        "message": {"type": "string", "description": "what was wrong, for the developer"},
+        "details": {"type": "array", "items": {"type": "object"}, "description": "google.protobuf.Any messages"},
+    },
     "title": "Status",
 }
 _RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "string"}}}
@@ -101,8 +107,6 @@ def _document_otlp(responses: dict[str, Any]) -> None:
     ok["content"] = {"application/json": {"schema": {"type": "object"}}, "application/x-protobuf": {"schema": {}}}
     for status, why in _OTLP_WHY.items():
         answer: dict[str, Any] = {"description": why, "content": content}
-        if status == 408:
-            answer["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
         if status in (429, 503):
             answer["headers"] = _RETRY_AFTER
         responses.setdefault(str(status), answer)

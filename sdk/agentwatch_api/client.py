@@ -351,8 +351,9 @@ class CollectorClient:
         return self._get("/api/ingest", IngestStatus)
 
     def check_ingest(self) -> None:
-        """Raises ``AuthError`` unless this client's key may send spans: an empty OTLP request, which stores nothing."""
-        self._request("POST", "/v1/traces", content=b"", headers={"Content-Type": "application/x-protobuf"})
+        """Raises ``AuthError`` unless this client's key may send spans: an empty OTLP request, which
+        stores nothing (in JSON, so that a refusal's ``google.rpc.Status`` reads as JSON too)."""
+        self._request("POST", "/v1/traces", content=b"{}", headers={"Content-Type": "application/json"})
 
     # --- administration (the admin token, or a key with the admin scope) ------------
 
@@ -436,7 +437,8 @@ def _api_error(response: httpx.Response, path: str) -> ApiError:
         body = response.json()
     except ValueError:
         body = None
-    detail = body.get("detail") if isinstance(body, dict) else None
+    # FastAPI's {"detail": ...}, or the google.rpc.Status {"code", "message"} of /v1/traces
+    detail = (body.get("detail") or body.get("message")) if isinstance(body, dict) else None
     if detail is None:
         detail = response.text[:300]
     elif not isinstance(detail, str):
