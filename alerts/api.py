@@ -39,10 +39,22 @@ from agentwatch_platform.alerts.run_states import run_state_values
 from agentwatch_platform.alerts.sources import alert_row, delivery_row
 from agentwatch_platform.collector.api.deps import ProjectDep, SettingsDep, StoreDep
 from agentwatch_platform.collector.api.params import End, Start, time_window
+from agentwatch_platform.collector.auth.scopes import ADMIN, READ
 from agentwatch_platform.collector.query.service import MAX_BUCKETS
 from agentwatch_platform.collector.storage.sql import alerts as alerts_sql
 
 router = APIRouter(prefix="/api/alerts", tags=["alerts"])
+# Who may call each route (collector.auth.scopes): the plugin hands the table to the collector.
+ROUTE_SCOPES = {
+    ("GET", "/api/alerts"): READ,
+    ("GET", "/api/alerts/rules"): READ,
+    ("GET", "/api/alerts/context"): READ,
+    ("GET", "/api/alerts/deliveries"): READ,
+    ("GET", "/api/alerts/run-states"): READ,
+    ("GET", "/api/alerts/scope-series"): READ,
+    ("POST", "/api/alerts"): ADMIN,  # `agentwatch alerts run` writes the history it keeps
+    ("POST", "/api/alerts/deliveries"): ADMIN,
+}
 
 MAX_ALERTS = 1000
 

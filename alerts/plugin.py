@@ -17,6 +17,7 @@ from agentwatch_platform.alerts.evaluator import start_in_process
 class AlertsPlugin:
     name = "alerts"
     routers = (api.router,)
+    scopes = api.ROUTE_SCOPES
 
     def lifespan(self, app: FastAPI) -> AbstractAsyncContextManager[object] | None:
         return start_in_process(app) if app.state.settings.alert_interval_s > 0 else None

@@ -28,7 +28,7 @@ from agentwatch_platform.collector.api.security_headers import SecurityHeaders
 from agentwatch_platform.collector.auth.authenticator import Authenticator
 from agentwatch_platform.collector.auth.caller import authorize
 from agentwatch_platform.collector.auth.keys import KeyRing
-from agentwatch_platform.collector.auth.scopes import undeclared_routes
+from agentwatch_platform.collector.auth.scopes import RouteScopes
 from agentwatch_platform.collector.engines.gpu import GpuSampler
 from agentwatch_platform.collector.engines.registry import policy_for
 from agentwatch_platform.collector.engines.scraper import DEFAULT_PROJECT, ENGINE_COLUMNS, EngineScraper, parse_targets
@@ -179,8 +179,9 @@ def create_app(
         version="0.1.0",
         lifespan=_lifespan(settings, handle, ingestor, clock, plugins),
         dependencies=[Depends(authorize)],
-    )  # every route's scope, from collector.auth.scopes.ROUTE_SCOPES
+    )  # every route's scope, from state.route_scopes (collector.auth.scopes)
     state = app.state
+    state.route_scopes = RouteScopes.joined((plugin.name, plugin.scopes) for plugin in plugins)
     state.settings, state.store, state.metrics, state.ingestor, state.keyring = (
         settings,
         handle,
@@ -207,9 +208,9 @@ def create_app(
         for router in plugin.routers:
             app.include_router(router)
     openapi.install(app)  # every answer documented, errors included
-    if missing := undeclared_routes(app.routes):
+    if missing := state.route_scopes.undeclared(app.routes):
         log.error(
-            "routes with no scope in agentwatch_platform.collector.auth.scopes.ROUTE_SCOPES are refused to every caller: %s",
+            "routes with no scope (agentwatch_platform.collector.auth.scopes.ROUTE_SCOPES, or their plugin's) are refused to every caller: %s",
             missing,
         )
     return app

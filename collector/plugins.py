@@ -3,14 +3,15 @@
 The collector names no such part: ``create_app(settings, plugins=...)`` takes them, and
 ``agentwatch collector`` passes those ``installed()`` under the ``agentwatch.collector_plugins``
 entry-point group (the platform's pyproject.toml: the alerts' ``alerts.plugin:PLUGIN``), so
-the collector and the alerts do not import each other. A plugin brings API routers (each
-route scoped in ``collector.auth.scopes.ROUTE_SCOPES`` like any other) and may run a component for
-the app's lifetime, started after the collector's own (store, writer, scrapers) and stopped before.
+the collector and the alerts do not import each other. A plugin brings API routers and the
+scope of each of their routes (``collector.auth.scopes``: the collector's own table names none
+of them), and may run a component for the app's lifetime, started after the collector's own
+(store, writer, scrapers) and stopped before.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from importlib.metadata import entry_points
 from typing import Protocol
@@ -26,7 +27,13 @@ class Plugin(Protocol):
 
     @property
     def routers(self) -> Sequence[APIRouter]:
-        """Included in the app like the collector's own (each route scoped in ``ROUTE_SCOPES``)."""
+        """Included in the app like the collector's own."""
+        ...
+
+    @property
+    def scopes(self) -> Mapping[tuple[str, str], str]:
+        """(method, path) -> scope (``collector.auth.scopes``) of every route of ``routers``; a
+        route without one is refused to every caller, one the collector has already is an error."""
         ...
 
     def lifespan(self, app: FastAPI) -> AbstractAsyncContextManager[object] | None:

@@ -229,6 +229,9 @@ def test_collector_never_names_the_alerts() -> None:
         "collector_names_no_alerts",
         (i for i in imports() if part(i.source) == "collector" and part(i.target) == "alerts"),
     )
+    # nor writes down what the alerts bring themselves (collector.plugins.Plugin: routers, scopes)
+    naming = [str(p.relative_to(ROOT)) for p in (ROOT / "collector").rglob("*.py") if "/api/alerts" in p.read_text()]
+    assert not naming, f"the alerts plugin declares its routes' scopes (alerts/api.py), not: {naming}"
 
 
 def test_the_command_line_imports_no_platform_module() -> None:

@@ -4,7 +4,7 @@ FastAPI documents what a route declares; the answers that come from the app arou
 are added here, once, from the same tables that produce them:
 
 - 401 (no or unknown key) and 403 (the key lacks the scope) on every operation that is not
-  public in ``collector.auth.scopes.ROUTE_SCOPES``, 400 (not JSON) and 408 (``collector.api.body_timeout``)
+  public in ``app.state.route_scopes`` (``collector.auth.scopes``), 400 (not JSON) and 408 (``collector.api.body_timeout``)
   on every operation with a body, 503 when the store is down: ``{"detail": str}``;
 - 422's ``detail`` is FastAPI's list of validation errors, or a sentence when a route checks a
   value itself (``trace_id must be 32 hex characters``);
@@ -22,7 +22,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from agentwatch_platform.collector.auth.scopes import PUBLIC, ROUTE_SCOPES
+from agentwatch_platform.collector.auth.scopes import PUBLIC, RouteScopes
 
 _ERROR = {"type": "object", "required": ["detail"], "properties": {"detail": {"type": "string"}}, "title": "Error"}
 _STATUS = {  # google.rpc.Status in the proto3 JSON mapping; every field is always present
@@ -62,14 +62,14 @@ def install(app: FastAPI) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version, routes=app.routes, description=app.description)
-            document_errors(schema)
+            document_errors(schema, app.state.route_scopes)
             app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def document_errors(schema: dict[str, Any]) -> None:
+def document_errors(schema: dict[str, Any], scopes: RouteScopes) -> None:
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     components["Error"] = _ERROR
     components["Status"] = _STATUS
@@ -84,7 +84,7 @@ def document_errors(schema: dict[str, Any]) -> None:
                 _document_otlp(responses)
                 continue
             statuses = [503]
-            if ROUTE_SCOPES.get((method.upper(), path)) != PUBLIC:
+            if scopes.table.get((method.upper(), path)) != PUBLIC:
                 statuses += [401, 403]
             if "requestBody" in operation:
                 statuses += [400, 408]

@@ -5,7 +5,7 @@ same metadata) and is looked up once: the operator's admin token, else a project
 the app's ``Authenticator`` (``collector.auth.authenticator``: a short cache in front of the key
 ring). HTTP routes get the caller from ``principal`` (cached on the request); ``authorize``, a
 dependency of the whole app, refuses a caller whose scopes lack the route's
-(``collector.auth.scopes.ROUTE_SCOPES``) before any route code runs.
+(``app.state.route_scopes``: ``collector.auth.scopes``) before any route code runs.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from agentwatch_platform.collector.auth.scopes import LEGACY_SCOPES, PUBLIC, SCOPES, route_scope
+from agentwatch_platform.collector.auth.scopes import LEGACY_SCOPES, PUBLIC, SCOPES, RouteScopes
 from agentwatch_platform.collector.errors import CollectorError
 
 
@@ -89,12 +89,13 @@ async def principal(request: Request) -> Principal:
 
 
 async def authorize(request: Request) -> None:
-    """The app-wide dependency: the matched route's scope from ``ROUTE_SCOPES``, held by the caller."""
-    found = route_scope(request.method, request.url.path)
+    """The app-wide dependency: the matched route's scope (``app.state.route_scopes``), held by the caller."""
+    scopes: RouteScopes = request.app.state.route_scopes
+    found = scopes.scope(request.method, request.url.path)
     if found is None:
         raise HTTPException(
             403,
-            f"{request.method} {request.url.path} declares no scope (agentwatch_platform.collector.auth.scopes.ROUTE_SCOPES): refused",
+            f"{request.method} {request.url.path} declares no scope (agentwatch_platform.collector.auth.scopes.ROUTE_SCOPES, or its plugin's scopes): refused",
         )
     path, needed = found
     if needed == PUBLIC:

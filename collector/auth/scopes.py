@@ -3,16 +3,19 @@
 A project key carries one or more scopes, each a right in its own project:
 
 - ``ingest``: write spans (OTLP over HTTP and gRPC) and feedback. What an agent ships with.
-- ``read``: the query API (runs, overview, cost, engines, alerts history); what the dashboard uses.
-- ``admin``: keys of its project, engine scrape targets, re-pricing, deleting data, alert history writes
-  (``agentwatch alerts run``), the audit log.
+- ``read``: the query API (runs, overview, cost, engines; a plugin's reads: alerts history); what the
+  dashboard uses.
+- ``admin``: keys of its project, engine scrape targets, re-pricing, deleting data, the audit log; a
+  plugin's writes (alert history from ``agentwatch alerts run``).
 
 Scopes do not include each other: a key with ``admin`` alone cannot read runs; give a key
 every scope its holder needs (``--scope read,admin``). The operator's admin token
 (``<data dir>/admin.token``) holds every scope, over every project.
 
-``ROUTE_SCOPES`` is the only place an endpoint's scope is written: ``authorize``
-(``collector.auth.caller``), a dependency of the whole app, looks the matched route up there before any route code runs. A
+``ROUTE_SCOPES`` is the only place a collector endpoint's scope is written; a plugin brings the
+scopes of its own routes (``collector.plugins.Plugin.scopes``), and ``create_app`` joins both in
+one ``RouteScopes``, ``app.state.route_scopes``. ``authorize`` (``collector.auth.caller``), a
+dependency of the whole app, looks the matched route up there before any route code runs. A
 route missing from it is refused to everyone (403 naming this module), so a new endpoint is
 closed until someone decides who may call it; ``tests/collector/test_scopes.py`` fails on it.
 """
@@ -20,7 +23,7 @@ closed until someone decides who may call it; ``tests/collector/test_scopes.py``
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from fastapi.routing import APIRoute
@@ -64,12 +67,6 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("GET", "/api/users"): READ,
     ("GET", "/api/sessions"): READ,
     ("GET", "/api/sessions/{session_id}"): READ,
-    ("GET", "/api/alerts"): READ,
-    ("GET", "/api/alerts/rules"): READ,
-    ("GET", "/api/alerts/context"): READ,
-    ("GET", "/api/alerts/deliveries"): READ,
-    ("GET", "/api/alerts/run-states"): READ,
-    ("GET", "/api/alerts/scope-series"): READ,
     # admin, under ADMIN_PREFIX
     ("POST", "/api/admin/keys"): ADMIN,
     ("GET", "/api/admin/keys"): ADMIN,
@@ -85,8 +82,6 @@ ROUTE_SCOPES: dict[tuple[str, str], str] = {
     ("GET", "/admin/keys"): ADMIN,
     ("POST", "/admin/keys/{key_id}/revoke"): ADMIN,
     ("POST", "/api/engines"): ADMIN,
-    ("POST", "/api/alerts"): ADMIN,
-    ("POST", "/api/alerts/deliveries"): ADMIN,
 }
 
 
@@ -112,18 +107,40 @@ def _template(path: str) -> re.Pattern[str]:
     return re.compile("^" + re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(path)) + "$")
 
 
-_PATTERNS = [(method, _template(path), path) for method, path in ROUTE_SCOPES]
+class RouteScopes:
+    """The scope of every route of one app: the collector's ``ROUTE_SCOPES`` and its plugins' own."""
 
+    def __init__(self, table: Mapping[tuple[str, str], str]) -> None:
+        self.table = dict(table)
+        self._patterns = [(method, _template(path), path) for method, path in self.table]
 
-def route_scope(method: str, path: str) -> tuple[str, str] | None:
-    """(declared path, scope) of a request's method and concrete path; None when undeclared."""
-    method = "GET" if method.upper() == "HEAD" else method.upper()
-    if (scope := ROUTE_SCOPES.get((method, path))) is not None:  # a path without parameters: one look-up
-        return path, scope
-    for declared_method, pattern, declared in _PATTERNS:
-        if declared_method == method and pattern.match(path):
-            return declared, ROUTE_SCOPES[(declared_method, declared)]
-    return None
+    @classmethod
+    def joined(cls, plugins: Iterable[tuple[str, Mapping[tuple[str, str], str]]]) -> RouteScopes:
+        """``ROUTE_SCOPES`` and each (plugin name, its scopes); a route declared twice, or a scope
+        that is none, is refused: a plugin cannot widen who may call the collector's routes."""
+        table = dict(ROUTE_SCOPES)
+        for name, scopes in plugins:
+            for route, scope in scopes.items():
+                if route in table:
+                    raise ScopeError(f"plugin {name!r} declares a scope for {route}, which already has one")
+                if scope not in (*SCOPES, PUBLIC):
+                    raise ScopeError(f"plugin {name!r} gives {route} the scope {scope!r}: use one of {SCOPES}")
+                table[route] = scope
+        return cls(table)
+
+    def scope(self, method: str, path: str) -> tuple[str, str] | None:
+        """(declared path, scope) of a request's method and concrete path; None when undeclared."""
+        method = "GET" if method.upper() == "HEAD" else method.upper()
+        if (scope := self.table.get((method, path))) is not None:  # a path without parameters: one look-up
+            return path, scope
+        for declared_method, pattern, declared in self._patterns:
+            if declared_method == method and pattern.match(path):
+                return declared, self.table[(declared_method, declared)]
+        return None
+
+    def undeclared(self, routes: Sequence[Any]) -> list[tuple[str, str]]:
+        """(method, path) of every API route of ``routes`` with no scope here."""
+        return [route for route in app_routes(routes) if route not in self.table]
 
 
 def app_routes(routes: Sequence[Any]) -> list[tuple[str, str]]:
@@ -145,8 +162,3 @@ def app_routes(routes: Sequence[Any]) -> list[tuple[str, str]]:
             if m != "HEAD"
         }
     )
-
-
-def undeclared_routes(routes: Sequence[Any]) -> list[tuple[str, str]]:
-    """(method, path) of every API route with no entry in ``ROUTE_SCOPES``."""
-    return [route for route in app_routes(routes) if route not in ROUTE_SCOPES]

@@ -17,14 +17,16 @@ import pytest
 from google.rpc import status_pb2
 
 from agentwatch_api.handshake import read_admin_token
+from agentwatch_platform.alerts.plugin import PLUGIN as ALERTS
 from agentwatch_platform.collector.auth.keys import KeyRing
 from agentwatch_platform.collector.auth.scopes import (
     PUBLIC,
     ROUTE_SCOPES,
     SCOPES,
+    RouteScopes,
+    ScopeError,
     app_routes,
     parse_scopes,
-    undeclared_routes,
 )
 from tests.collector.ingest_helpers import Running, agent_trace, free_port, serve, settings_for
 
@@ -70,19 +72,32 @@ def test_every_route_declares_its_scope_and_the_openapi_lists_no_other(
     collector: tuple[Running, dict[str, str]],
 ) -> None:
     running, _ = collector
-    assert undeclared_routes(running.app.routes) == []
+    table = running.app.state.route_scopes.table
+    assert running.app.state.route_scopes.undeclared(running.app.routes) == []
     schema = httpx.get(running.url + "/openapi.json").json()
     documented = {(m.upper(), p) for p, ops in schema["paths"].items() for m in ops}
     assert documented <= set(_routes(running)), documented - set(_routes(running))
-    assert documented <= set(ROUTE_SCOPES)
-    assert set(ROUTE_SCOPES) == set(_routes(running)), "ROUTE_SCOPES names routes the app does not have"
+    assert documented <= set(table)
+    assert set(table) == set(_routes(running)), "the scopes name routes the app does not have"
+
+
+def test_a_plugin_brings_the_scopes_of_its_routes_and_cannot_redeclare_the_collectors() -> None:
+    """The collector's own table names no alerts route: the alerts plugin declares them."""
+    assert not any(path.startswith("/api/alerts") for _, path in ROUTE_SCOPES)
+    joined = RouteScopes.joined([(ALERTS.name, ALERTS.scopes)])
+    assert joined.scope("GET", "/api/alerts/rules") == ("/api/alerts/rules", "read")
+    assert joined.scope("POST", "/api/alerts") == ("/api/alerts", "admin")
+    with pytest.raises(ScopeError, match="already has one"):
+        RouteScopes.joined([("greedy", {("GET", "/api/runs"): PUBLIC})])
+    with pytest.raises(ScopeError, match="'everything'"):
+        RouteScopes.joined([("odd", {("GET", "/api/odd"): "everything"})])
 
 
 def test_each_endpoint_refuses_the_other_scopes_and_admits_its_own(collector: tuple[Running, dict[str, str]]) -> None:
     running, keys = collector
     wrong: list[str] = []
     for method, path in _routes(running):
-        needed = ROUTE_SCOPES[(method, path)]
+        needed = running.app.state.route_scopes.table[(method, path)]
         if needed == PUBLIC:
             continue
         for scope, key in keys.items():
