@@ -620,16 +620,14 @@ class InProcessAlerts:
             await asyncio.to_thread(self._dispatcher.close)
 
 
-def start_in_process(app: Any) -> InProcessAlerts:
+def start_in_process(app: Any, *, clock: Callable[[], float] | None = None) -> InProcessAlerts:
     """The collector lifespan's hook: the component over ``app.state.store``/``settings``.
 
-    The clock is looked up at every reading: ``app.state.alerts_clock`` (tests drive time with
-    it), else ``app.state.clock``, else wall time.
+    ``clock``: the plugin's own (``alerts.plugin.AlertsPlugin``; tests drive time with it), else
+    the collector's ``app.state.clock``, else wall time.
     """
     state = app.state
-
-    def clock() -> float:
-        return (getattr(state, "alerts_clock", None) or getattr(state, "clock", None) or time.time)()
+    clock = clock or getattr(state, "clock", None) or time.time
 
     def lag() -> float:  # how far the collector's watermark trails now, once it has measured arrivals
         freshness = getattr(state, "freshness", None)

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from agentwatch_platform.alerts.channels import SIGNATURE_HEADER, sign
+from agentwatch_platform.alerts.plugin import AlertsPlugin
 from tests.alerts.incident_setup import webhook_rules
 from tests.alerts.traffic import export_traffic, wait_for_runs
 from tests.collector.ingest_helpers import serve, settings_for
@@ -21,11 +22,20 @@ SPIKE = 20  # the minute of the cost spike
 MINUTES = 30
 
 
-def advance(app: object, now: float) -> None:
+class Clock:
+    """The evaluator's clock (handed to the alerts plugin): now is what the test says."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def advance(app: object, clock: Clock, now: float) -> None:
     """Set the evaluator's clock and wait for two complete rounds at that time."""
-    state = app.state  # type: ignore[attr-defined]
-    state.alerts_clock = lambda: now
-    evaluator = state.alerts.evaluator
+    clock.now = now
+    evaluator = app.state.alerts.evaluator  # type: ignore[attr-defined]
     target = evaluator.rounds + 2
     deadline = time.monotonic() + 20
     while evaluator.rounds < target:
@@ -38,8 +48,8 @@ def test_cost_spike_notifies_once_then_resolves_once(tmp_path: Path, receiver: R
     rules.write_text(webhook_rules(receiver.url, "e2e-secret", severity="critical"))
     t0 = int(time.time()) // 60 * 60 - (MINUTES + 5) * 60
     settings = settings_for(tmp_path / "data", alert_rules=str(rules), alert_interval_s=0.02)
-    with serve(settings) as collector:
-        collector.app.state.alerts_clock = lambda: float(t0)  # before any traffic: nothing to judge
+    clock = Clock(float(t0))  # before any traffic: nothing to judge
+    with serve(settings, plugins=(AlertsPlugin(clock=clock),)) as collector:
         key = collector.key("e2e")
         wait_for_runs(
             collector.url,
@@ -49,13 +59,13 @@ def test_cost_spike_notifies_once_then_resolves_once(tmp_path: Path, receiver: R
             export_traffic(collector.url, key, t0, minutes=MINUTES, spike_minutes={SPIKE}),
         )
         for minute in range(SPIKE - 3, SPIKE):
-            advance(collector.app, t0 + minute * 60 + 30)
+            advance(collector.app, clock, t0 + minute * 60 + 30)
         assert receiver.requests == []
-        advance(collector.app, t0 + SPIKE * 60 + 30)
-        advance(collector.app, t0 + (SPIKE + 1) * 60 + 30)  # still firing, inside the cool-down
+        advance(collector.app, clock, t0 + SPIKE * 60 + 30)
+        advance(collector.app, clock, t0 + (SPIKE + 1) * 60 + 30)  # still firing, inside the cool-down
         assert len(receiver.wait_for(1)) == 1
         for minute in range(SPIKE + 2, SPIKE + 6):
-            advance(collector.app, t0 + minute * 60 + 30)
+            advance(collector.app, clock, t0 + minute * 60 + 30)
         requests = receiver.wait_for(2)
         alerts = httpx.get(
             f"{collector.url}/api/alerts",

@@ -24,6 +24,7 @@ from agentwatch_api.handshake import read_admin_token
 from agentwatch_platform.alerts.plugin import PLUGIN as ALERTS
 from agentwatch_platform.collector.api.header_timeout import header_timeout_protocol
 from agentwatch_platform.collector.app import create_app
+from agentwatch_platform.collector.plugins import Plugin
 from agentwatch_platform.collector.settings import Settings
 from agentwatch_platform.reference_agent.supervisor import collector_command
 from agentwatch_platform.reference_agent.workload import kv
@@ -56,9 +57,10 @@ def settings_for(data_dir: Path, **overrides: Any) -> Settings:
 
 
 @contextlib.contextmanager
-def serve(settings: Settings) -> Iterator[Running]:
-    """``create_app(settings)`` served by uvicorn on 127.0.0.1 in a thread, until the block ends."""
-    app = create_app(settings, plugins=(ALERTS,))  # as `agentwatch collector` assembles it
+def serve(settings: Settings, *, plugins: tuple[Plugin, ...] = (ALERTS,)) -> Iterator[Running]:
+    """``create_app(settings)`` served by uvicorn on 127.0.0.1 in a thread, until the block ends;
+    with the alerts plugin inside, as `agentwatch collector` assembles it."""
+    app = create_app(settings, plugins=plugins)
     config = uvicorn.Config(
         app,
         host="127.0.0.1",
