@@ -22,6 +22,7 @@ it; this is where they are, and what the client sees when one escapes::
     │   └── QueryError                  500     a query was rejected
     │       └── InvalidQuery            422     query.service: a caller's parameter is wrong
     ├── TextStoreError                  500   storage.texts: a text file write or read failed
+    ├── BlockError                      500   storage.text_blocks: a damaged or replaced block
     ├── ClusterDDLError                 500   storage.cluster_ddl (also a ValueError)
     ├── DeletionError                   500   storage.deletion (also a ValueError)
     ├── NotAuthenticated                401   auth.caller: no key, or one that does not verify

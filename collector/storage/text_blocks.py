@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from agentwatch_platform.collector.errors import CollectorError
+
 BLOCK_SUFFIX = ".awb"
 SEAL_BYTES = 8 << 20  # write-ahead bytes (uncompressed frames) per block
 ENTRY = np.dtype([("offset", "<u8"), ("start", "<u4"), ("count", "<u4")])
@@ -49,7 +51,7 @@ _SCAN_CHUNK = 1 << 20
 _CACHED_BLOCKS = 3
 
 
-class BlockError(Exception):
+class BlockError(CollectorError):
     """A block could not be read or decoded (damaged, or replaced under its reader)."""
 
 
