@@ -16,6 +16,7 @@ from agentwatch_platform.alerts.plugin import AlertsPlugin
 from tests.alerts.incident_setup import webhook_rules
 from tests.alerts.traffic import export_traffic, wait_for_runs
 from tests.collector.ingest_helpers import serve, settings_for
+from tests.support.poll import wait_until
 from tests.support.receivers import Receiver
 
 SPIKE = 20  # the minute of the cost spike
@@ -37,10 +38,7 @@ def advance(app: object, clock: Clock, now: float) -> None:
     clock.now = now
     evaluator = app.state.alerts.evaluator  # type: ignore[attr-defined]
     target = evaluator.rounds + 2
-    deadline = time.monotonic() + 20
-    while evaluator.rounds < target:
-        assert time.monotonic() < deadline, "the in-process evaluator stopped running"
-        time.sleep(0.01)
+    wait_until(lambda: evaluator.rounds >= target, 60, "the in-process evaluator stopped running", interval=0.01)
 
 
 def test_cost_spike_notifies_once_then_resolves_once(tmp_path: Path, receiver: Receiver) -> None:

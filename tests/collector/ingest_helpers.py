@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from agentwatch_platform.reference_agent.workload import kv
 from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
+BARRIER_PROJECT = "barrier"  # Running.stored_so_far's runs: a project no test reads
 
 
 @dataclass
@@ -39,9 +40,24 @@ class Running:
     settings: Settings
     app: Any = None
     grpc: str = ""
+    _barrier_key: str = field(default="", repr=False)
 
     def key(self, project: str, scopes: list[str] | None = None) -> str:
         return create_key(self.url, self.settings.data_dir, project, scopes)
+
+    def stored_so_far(self, timeout: float = 60.0) -> None:
+        """Return once everything this collector acknowledged until now is stored: a run sent now,
+        to a project of its own, is stored after it (the writer stores in the order it accepted).
+        A test that checks that nothing more arrives (a duplicate, a refused request) asks this
+        instead of sleeping for a while."""
+        if not self._barrier_key:
+            self._barrier_key = self.key(BARRIER_PROJECT)
+        trace_id = os.urandom(16)
+        body = agent_trace(trace_id, llm_calls=1).SerializeToString()
+        headers = {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {self._barrier_key}"}
+        assert httpx.post(self.url + "/v1/traces", content=body, headers=headers, timeout=30).status_code == 200
+        spans = run_spans(self.url, self._barrier_key, trace_id.hex(), expect=2, timeout=timeout)
+        assert len(spans) == 2, f"the barrier run was not stored within {timeout} s"
 
 
 def settings_for(data_dir: Path, **overrides: Any) -> Settings:

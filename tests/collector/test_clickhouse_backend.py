@@ -8,7 +8,6 @@ ClickHouse HTTP interface over chDB (``tests.collector.clickhouse_http``).
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import httpx
@@ -56,9 +55,8 @@ def test_duplicate_delivery_changes_no_total_on_clickhouse(clickhouse_url: str, 
             assert (
                 httpx.post(collector.url + "/v1/traces", content=body, headers=headers, timeout=30).status_code == 200
             )
-            time.sleep(0.3)  # separate inserts, not one batch
-        run_spans(collector.url, key, trace_id.hex(), expect=4)
-        time.sleep(0.5)
+            run_spans(collector.url, key, trace_id.hex(), expect=4)  # stored: the next one is another insert
+        collector.stored_so_far()
         detail = httpx.get(
             f"{collector.url}/api/runs/{trace_id.hex()}", headers={"Authorization": f"Bearer {key}"}, timeout=30
         ).json()

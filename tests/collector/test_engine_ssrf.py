@@ -131,6 +131,22 @@ def _delete_all(running: InProcess, keys: dict[str, str]) -> None:
         running.client.delete(f"/api/admin/engines/{engine['engine']}", headers=_auth(keys, "admin"))
 
 
+def _own_scraper_passes(running: InProcess, engine: str, passes: int) -> None:
+    """Until the collector's own scraper (every 0.3 s) has failed ``passes`` times on ``engine``
+    since this call: its passes are sequential, so any request it began before has ended."""
+    status = running.app.state.scraper.status
+    since = time.time()
+    failed: list[float] = []
+
+    def passed() -> bool:
+        now = status.get(("eng", engine), {})
+        if not now.get("ok", True) and now["at"] > max([since, *failed]):
+            failed.append(now["at"])
+        return len(failed) >= passes
+
+    wait_until(passed, 60, f"the collector's own scraper did not pass over {engine} {passes} times")
+
+
 def _scraper(running: InProcess, **kwargs: Any) -> EngineScraper:
     return EngineScraper(running.app.state.store, [], policy=running.app.state.scrape_policy, **kwargs)
 
@@ -208,12 +224,12 @@ def test_dns_rebinding_is_caught_at_scrape_time(
     assert asyncio.run(scraper.scrape_once()) == 1
     assert upstream.hits[-1] == ("/metrics", f"engine.test:{upstream.port}")  # the checked address, the name in Host
     dns.answers["engine.test"] = ["169.254.169.254"]
-    time.sleep(0.6)  # the collector's own scraper (every 0.3 s) finishes any request it began before
+    _own_scraper_passes(running, "rebind", 1)  # what it began before the change is finished
     before = len(upstream.hits)
     assert asyncio.run(scraper.scrape_once()) == 0
     status = scraper.status[("eng", "rebind")]
     assert status["ok"] is False and "169.254.169.254" in status["error"] and "metadata" in status["error"]
-    time.sleep(0.6)
+    _own_scraper_passes(running, "rebind", 2)
     assert len(upstream.hits) == before  # nothing requested since: neither scraper connects to the new address
     _delete_all(running, keys)
 

@@ -23,6 +23,7 @@ import uvicorn
 from agentwatch_platform.collector.app import create_app
 from agentwatch_platform.collector.ingest.freshness import Freshness
 from tests.collector.ingest_helpers import Running, otlp_request, settings_for
+from tests.support.poll import wait_until
 
 STEP_S = 5
 
@@ -74,9 +75,8 @@ def _collector(tmp_path: Path, clock: Clock) -> Iterator[Running]:
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="warning"))
     thread = threading.Thread(target=server.run, name="freshness-collector", daemon=True)
     thread.start()
-    while not server.started:
-        assert thread.is_alive(), "collector did not start"
-        time.sleep(0.02)
+    wait_until(lambda: server.started or not thread.is_alive(), 120, "collector did not start", interval=0.02)
+    assert thread.is_alive(), "collector did not start"
     try:
         yield Running(f"http://127.0.0.1:{settings.port}", settings, app)
     finally:
@@ -108,11 +108,12 @@ def _send(client: httpx.Client, key: str, calls: list[tuple[float, float, int]])
 
 def _stored(client: httpx.Client, key: str, expected: int) -> None:
     """Until the collector has stored what was sent (a condition, not a time)."""
-    while True:
+
+    def stored() -> bool:
         status = client.get("/api/ingest", headers={"Authorization": f"Bearer {key}"}).json()
-        if status["stored_spans"] >= expected and status["queued_spans"] == 0:
-            return
-        time.sleep(0.02)
+        return status["stored_spans"] >= expected and status["queued_spans"] == 0
+
+    wait_until(stored, 120, f"the collector did not store the {expected} spans sent", interval=0.02)
 
 
 def test_complete_buckets_are_never_revised_while_spans_stream_in(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -25,6 +26,7 @@ from agentwatch_platform.collector.ingest.otlp.decode import PROTOBUF, convert
 from agentwatch_platform.collector.ingest.otlp.errors import BadRequest, PayloadTooLarge
 from agentwatch_platform.collector.ingest.pipeline import gunzip
 from tests.collector.ingest_helpers import Running, kv, otlp_request, serve, settings_for
+from tests.support.poll import wait_until
 from tests.support.ports import free_port
 
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -171,12 +173,12 @@ def key(collector: Running) -> str:
 
 
 def _stored(collector: Running, trace_id: bytes, *, expect: int, timeout: float = 20.0) -> int:
-    """Spans of the trace in the store once ``expect`` are there (or the timeout passed), then a beat more."""
+    """Spans of the trace in the store once ``expect`` are there (or the timeout passed) and all
+    that was acknowledged before is stored too: a span past the expected ones would be counted."""
     sql = "SELECT count() AS n FROM spans WHERE project = 'robust' AND trace_id = {t:String}"
-    deadline = time.monotonic() + timeout
-    while collector.app.state.store.query(sql, {"t": trace_id.hex()})[0]["n"] < expect and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(0.3)  # any span past the expected ones would have landed with them
+    with contextlib.suppress(AssertionError):  # the caller's assertion says how many there were
+        wait_until(lambda: collector.app.state.store.query(sql, {"t": trace_id.hex()})[0]["n"] >= expect, timeout, "")
+    collector.stored_so_far()
     return int(collector.app.state.store.query(sql, {"t": trace_id.hex()})[0]["n"])
 
 
@@ -260,7 +262,12 @@ def test_ready_trusts_the_writer_when_the_store_is_slow_to_answer(
 ) -> None:
     """A busy embedded store (one statement at a time) is not an unreachable one; a failing one is."""
     monkeypatch.setattr(health, "READY_TIMEOUT_S", 0.1)
-    monkeypatch.setattr(collector.app.state.store, "query", lambda *args, **kwargs: time.sleep(1.0) or [{"n": 1}])
+
+    def slow(*args: object, **kwargs: object) -> list[dict[str, int]]:
+        time.sleep(1.0)  # a store slow to answer: the sleep is what is tested
+        return [{"n": 1}]
+
+    monkeypatch.setattr(collector.app.state.store, "query", slow)
     assert httpx.get(collector.url + "/ready", timeout=30).status_code == 200
     monkeypatch.setattr(collector.app.state.ingestor.writer, "store_available", False)
     response = httpx.get(collector.url + "/ready", timeout=30)

@@ -16,6 +16,9 @@ from agentwatch_platform.collector.storage.lease import SPAN_WRITER, SpanWriteLo
 from tests.collector.factories import agent_run
 from tests.collector.store_fixtures import _drop, scratch_database
 from tests.collector.test_store import totals
+from tests.support.poll import wait_until
+
+TTL_S = 3.0  # the span-writer lease's TTL in the test of slow look-ups
 
 
 def test_one_holder_at_a_time_and_a_hand_back_frees_it(module_store: Store) -> None:
@@ -33,12 +36,11 @@ def test_one_holder_at_a_time_and_a_hand_back_frees_it(module_store: Store) -> N
 
 def test_an_expired_lease_is_taken_over(module_store: Store) -> None:
     store = module_store
-    dead = StoreLease(store, "evaluator", "dead", ttl_s=1.0)  # long enough for the heir's first try on a loaded machine
+    dead = StoreLease(store, "evaluator", "dead", ttl_s=3.0)  # long enough for the heir's first try on a loaded machine
     assert dead.acquire()
     heir = StoreLease(store, "evaluator", "heir")
     assert not heir.acquire()
-    time.sleep(1.1)  # the holder stopped renewing
-    assert heir.acquire()
+    wait_until(heir.acquire, 60, "the heir never took the lease its holder stopped renewing", interval=0.2)
     assert not dead.acquire()
 
 
@@ -50,20 +52,22 @@ def test_a_slow_look_up_renews_the_lease_before_the_insert_and_an_overrun_is_cou
     from agentwatch_platform.collector.storage.base import StoreUnavailable
 
     store = module_store
-    lock = SpanWriteLock(store, "writer-a", ttl_s=1.5)  # a third (0.5 s) outlasts a loaded machine's hold-to-refresh
+    # The sleeps are the slow look-ups and inserts under test. A third of the TTL (1 s) outlasts
+    # what a loaded machine takes between two statements here.
+    lock = SpanWriteLock(store, "writer-a", ttl_s=TTL_S)
     with lock.hold():
         term = lock._lease.term
         lock.refresh()
         assert lock._lease.term == term  # fresh: nothing to renew
-        time.sleep(0.6)  # a slow look-up: more than a third of the TTL
+        time.sleep(TTL_S / 3 + 0.1)  # a slow look-up: more than a third of the TTL
         lock.refresh()
         assert lock._lease.term == term + 1 and lock._lease.surely_ours
         assert not lock.overran() and lock.overruns == 0
-        time.sleep(1.6)  # an insert longer than the TTL
+        time.sleep(TTL_S + 0.1)  # an insert longer than the TTL
         assert lock.overran() and lock.overruns == 1
-    other = SpanWriteLock(store, "writer-b", ttl_s=1.5)
+    other = SpanWriteLock(store, "writer-b", ttl_s=TTL_S)
     with lock.hold():
-        time.sleep(1.6)  # the look-up outlasted the lease; another collector took it
+        time.sleep(TTL_S + 0.1)  # the look-up outlasted the lease; another collector took it
         assert other._lease.acquire()
         with pytest.raises(StoreUnavailable, match="another collector took it"):
             lock.refresh()

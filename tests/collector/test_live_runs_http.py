@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,40 +13,50 @@ import httpx
 import pytest
 
 from tests.collector.ingest_helpers import REPO, Running, serve, settings_for
+from tests.support.poll import wait_until
 
 pytestmark = pytest.mark.slow
 
 STEPS = 8
-# A research run of STEPS one-second steps (an LLM call and a tool call each); "die" kills itself
-# after three steps, as a crashed agent would, without flushing what is still buffered.
+IDLE_TIMEOUT_S = 10.0  # the collector's run idle timeout: far above the pause between two live steps
+# A research run of STEPS steps (an LLM call and a tool call each). "live": after each step it
+# prints how many are done and waits for a line on stdin, so the test sees every step listed
+# while the run runs, however slowly a busy machine goes; "die" kills itself after three steps,
+# as a crashed agent would, its root never ended (what ended so far exported first).
 AGENT = """
 import os, signal, sys, time, agentwatch
 agentwatch.init(endpoint=sys.argv[1], api_key=sys.argv[2], service_name=sys.argv[3], export_interval_s=0.5)
 with agentwatch.run("long-research", session_id=sys.argv[3]):
-    print(time.time(), flush=True)  # the run has started
     for i in range(int(sys.argv[4])):
         with agentwatch.step(f"step {i}"):
             with agentwatch.llm("sim-small") as call:
                 call.record_usage(input_tokens=1000, output_tokens=100)
             with agentwatch.tool("search"):
-                time.sleep(1.0)
+                time.sleep(0.2)  # the tool call takes a while, as a real one does
         if sys.argv[5] == "die" and i == 2:
-            time.sleep(1.0)  # what ended so far is exported
+            agentwatch.force_flush()
             os.kill(os.getpid(), signal.SIGKILL)
+        if sys.argv[5] == "live":
+            print(i + 1, flush=True)
+            sys.stdin.readline()
 agentwatch.shutdown()
 """
 
 
 @pytest.fixture(scope="module")
 def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, str]]:
-    settings = settings_for(Path(tmp_path_factory.mktemp("live")), run_idle_timeout_s=4.0)
+    settings = settings_for(Path(tmp_path_factory.mktemp("live")), run_idle_timeout_s=IDLE_TIMEOUT_S)
     with serve(settings) as running:
         yield running, running.key("live")
 
 
-def agent(running: Running, key: str, service: str, mode: str) -> subprocess.Popen[bytes]:
+def agent(running: Running, key: str, service: str, mode: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-c", AGENT, running.url, key, service, str(STEPS), mode], cwd=REPO, stdout=subprocess.PIPE
+        [sys.executable, "-c", AGENT, running.url, key, service, str(STEPS), mode],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -59,25 +68,31 @@ def my_run(running: Running, key: str, service: str) -> dict | None:
 
 
 def test_long_run_is_listed_while_running_and_finishes_ok(collector: tuple[Running, str]) -> None:
+    """Each step, once done, is listed on the running run before the agent goes on: the run is
+    listed while it runs, and its step count rises with it."""
     running, key = collector
     proc = agent(running, key, "svc-long", "live")
-    assert proc.stdout is not None
-    started = float(proc.stdout.readline())  # when the run started (the interpreter takes seconds to start)
-    seen: list[tuple[float, str, int]] = []
-    while proc.poll() is None:
-        run = my_run(running, key, "svc-long")
-        if run is not None:
-            seen.append((time.time() - started, run["status"], run["steps"]))
-        time.sleep(0.5)
-    assert proc.returncode == 0
-    first = next(s for s in seen if s[1] == "running")
-    assert first[0] < 5.0, seen  # listed within 5 s of its start
-    steps_while_running = [s[2] for s in seen if s[1] == "running"]
-    assert max(steps_while_running) > min(steps_while_running), seen  # the step count rises
-    deadline = time.monotonic() + 20
-    while (run := my_run(running, key, "svc-long")) is None or run["status"] == "running":
-        assert time.monotonic() < deadline
-        time.sleep(0.3)
+    assert proc.stdin is not None and proc.stdout is not None
+    for done in range(1, STEPS + 1):
+        assert int(proc.stdout.readline()) == done
+        wait_until(
+            lambda done=done: (
+                (run := my_run(running, key, "svc-long")) is not None
+                and (run["status"], run["steps"]) == ("running", done)
+            ),
+            60,
+            f"step {done} is not listed on the running run",
+        )
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+    assert proc.wait(60) == 0
+    wait_until(
+        lambda: (run := my_run(running, key, "svc-long")) is not None and run["status"] != "running",
+        60,
+        "the run is still listed as running after its agent ended",
+    )
+    run = my_run(running, key, "svc-long")
+    assert run is not None
     assert (run["status"], run["steps"], run["llm_calls"], run["tool_calls"], run["input_tokens"]) == (
         "ok",
         STEPS,
@@ -92,10 +107,13 @@ def test_killed_run_becomes_incomplete_with_its_cost(collector: tuple[Running, s
     running, key = collector
     proc = agent(running, key, "svc-killed", "die")
     assert proc.wait(60) == -signal.SIGKILL
-    deadline = time.monotonic() + 30
-    while (run := my_run(running, key, "svc-killed")) is None or run["status"] != "incomplete":
-        assert time.monotonic() < deadline, run
-        time.sleep(0.5)
+    wait_until(
+        lambda: (run := my_run(running, key, "svc-killed")) is not None and run["status"] == "incomplete",
+        IDLE_TIMEOUT_S + 60,
+        "the killed run did not turn incomplete",
+    )
+    run = my_run(running, key, "svc-killed")
+    assert run is not None
     assert run["steps"] == 3 and run["llm_calls"] == 3 and run["cost_usd"] > 0
     headers = {"Authorization": f"Bearer {key}"}
     overview = httpx.get(running.url + "/api/overview", headers=headers, timeout=30).json()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -142,7 +141,7 @@ def test_acknowledged_spans_survive_sigkill_before_flush(tmp_path: Path) -> None
     with serve(settings_for(data)) as second:  # the restart (in this process)
         for trace_id in traces:
             assert len(run_spans(second.url, key, trace_id.hex(), expect=4)) == 4
-        time.sleep(0.5)
+        second.stored_so_far()  # the replay is over: a duplicate would be there now
         again = httpx.get(f"{second.url}/api/runs/{traces[0].hex()}", headers={"Authorization": f"Bearer {key}"}).json()
         assert len(again["spans"]) == 4 and again["run"]["llm_calls"] == 3
 
@@ -178,7 +177,7 @@ def test_store_unavailable_spools_then_drains_exactly_once(tmp_path: Path) -> No
             holder.communicate(b"", timeout=60)  # release the directory
             spans = run_spans(collector.url, "", trace_id.hex(), expect=4, timeout=30)
             assert len(spans) == 4
-            time.sleep(0.5)
+            collector.stored_so_far()  # the spool drained: a second copy would be there now
             assert len(httpx.get(f"{collector.url}/api/runs/{trace_id.hex()}").json()["spans"]) == 4
             assert httpx.get(collector.url + "/api/ingest").json()["store_available"] is True
     finally:

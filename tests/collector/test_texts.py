@@ -19,8 +19,9 @@ from agentwatch_platform.collector.storage.columns import spans_table
 from agentwatch_platform.collector.storage.sql.runs import SPANS_OF_TRACE
 from agentwatch_platform.collector.storage.texts import DAY_NS, REMOVED_REF, TEXT_REF, TextStore, TextStoreError
 from tests.collector.factories import new_trace_id
-from tests.collector.ingest_helpers import otlp_request, serve, settings_for
+from tests.collector.ingest_helpers import otlp_request, run_spans, serve, settings_for
 from tests.collector.test_store import full_row
+from tests.support.poll import wait_until
 
 NOW_NS = time.time_ns()
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -206,12 +207,12 @@ def test_a_collector_writes_texts_at_decode_shows_them_in_the_run_and_finds_the_
             response = httpx.post(collector.url + "/v1/traces", content=body, headers=headers, timeout=30)
             assert response.status_code == 200, response.text
         auth = {"Authorization": f"Bearer {key}"}
-        deadline = time.monotonic() + 30
-        while True:
-            run = httpx.get(f"{collector.url}/api/runs/{trace_id.hex()}", headers=auth, timeout=30)
-            if run.status_code == 200 and len(run.json()["spans"]) == 2 or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+        wait_until(
+            lambda: len(run_spans(collector.url, key, trace_id.hex(), expect=2, timeout=0.1)) == 2,
+            60,
+            "the run's two spans were not stored",
+        )
+        run = httpx.get(f"{collector.url}/api/runs/{trace_id.hex()}", headers=auth, timeout=30)
         llm = next(s for s in run.json()["spans"] if s["kind"] == "llm")
         assert (llm["input_text"], llm["output_text"]) == (prompt, "The Limmat.")
         store = collector.app.state.store

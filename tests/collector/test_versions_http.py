@@ -17,6 +17,7 @@ import pytest
 
 from agentwatch_platform.alerts.sources import HttpBackend
 from tests.collector.ingest_helpers import REPO, Running, kv, otlp_request, serve, settings_for
+from tests.support.poll import wait_until
 
 # Four runs of the process's version 1.0, then four of 2.0 named by the run, three times the tokens.
 AGENT = """
@@ -47,9 +48,9 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Runnin
             [sys.executable, "-c", AGENT, running.url, key], cwd=REPO, capture_output=True, text=True, timeout=120
         )
         assert done.returncode == 0, done.stderr
-        deadline = time.monotonic() + 20
-        while _get(running, key, "/api/runs", limit=50).json()["total"] < 8 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(
+            lambda: _get(running, key, "/api/runs", limit=50).json()["total"] >= 8, 60, "the 8 runs were not stored"
+        )
         yield running, key
 
 
@@ -96,11 +97,8 @@ def test_a_third_party_resource_version_is_read(collector: tuple[Running, str]) 
         timeout=30,
     )
     assert response.status_code == 200
-    deadline = time.monotonic() + 20
-    while (found := _get(running, key, "/api/runs", version="7.3.1").json())[
-        "total"
-    ] < 1 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: _get(running, key, "/api/runs", version="7.3.1").json()["total"] >= 1, 60, "no run of 7.3.1")
+    found = _get(running, key, "/api/runs", version="7.3.1").json()
     assert [r["trace_id"] for r in found["items"]] == [trace.hex()]
 
 

@@ -29,6 +29,7 @@ from agentwatch_platform.collector.storage.model import SpanRow
 from agentwatch_platform.collector.storage.sql.runs import SPANS_OF_TRACE
 from agentwatch_platform.collector.storage.texts import TextStore
 from tests.collector.ingest_helpers import otlp_request
+from tests.support.poll import wait_until
 
 DAY_NS = 86_400 * 10**9
 
@@ -262,7 +263,9 @@ async def test_large_bodies_are_decoded_on_as_many_threads_as_configured(tmp_pat
 
         def noting(*args: Any) -> Any:
             seen.add(threading.current_thread().name)
-            time.sleep(0.05)  # still busy when the next request comes: another thread would be started
+            # busy until the pool has started as many threads as it may: however late a loaded
+            # machine runs the next request, it finds this thread busy and starts another
+            wait_until(lambda: len(seen) >= threads, 60, f"{threads} decode threads were never busy at once")
             return convert(*args)
 
         ingestor._convert = noting  # type: ignore[method-assign]

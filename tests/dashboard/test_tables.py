@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from agentwatch_platform.dashboard import tables
 from tests.dashboard import browser
+from tests.support.poll import wait_until
 from tests.support.ports import free_port
 
 HOSTILE = [
@@ -95,10 +95,9 @@ def _data(rows: list[tables.Row], **extra: object) -> dict:
 
 def _mount(driver: WebDriver, url: str, data: dict) -> None:
     driver.get(url)
-    for _ in range(100):
-        if driver.execute_script("return window.__aw_ready === true"):
-            break
-        time.sleep(0.05)
+    wait_until(
+        lambda: driver.execute_script("return window.__aw_ready === true"), 60, "the table's page never got ready"
+    )
     driver.execute_script("window.__aw_mount(arguments[0])", json.loads(json.dumps(data)))
 
 
@@ -153,10 +152,7 @@ def test_a_long_table_draws_a_chunk_then_the_selected_row_then_more_as_it_scroll
     assert driver.find_element(By.CSS_SELECTOR, "tr.aw-selected").get_attribute("data-id") == "s700"
     assert f"{drawn:,} of 2,000 rows drawn" in driver.find_element(By.CSS_SELECTOR, ".aw-table-more").text
     driver.execute_script("document.querySelector('.aw-table-wrap').scrollTop = 1e9")
-    for _ in range(50):
-        if len(driver.find_elements(By.CSS_SELECTOR, "tbody tr")) > drawn:
-            break
-        time.sleep(0.05)
+    wait_until(lambda: len(driver.find_elements(By.CSS_SELECTOR, "tbody tr")) > drawn, 60, "no next chunk drawn")
     assert len(driver.find_elements(By.CSS_SELECTOR, "tbody tr")) == drawn + 300  # the next chunk
     indent = driver.find_element(By.CSS_SELECTOR, 'tr[data-id="s2"] td').value_of_css_property("padding-left")
     assert float(indent.rstrip("px")) > float(

@@ -19,6 +19,7 @@ from agentwatch import semconv as sc
 from agentwatch_platform.reference_agent.agent import RunResult
 from agentwatch_platform.reference_agent.tools import ToolCache, ToolConfig
 from tests.reference_agent.agent_stack import LiveStack, live_stack
+from tests.support.poll import wait_until
 
 # the simulated engine's policy wants 5 documents for this question: a long run
 LONG_QUESTION = "How does OpenTelemetry affect the semantic conventions?"
@@ -161,7 +162,5 @@ def test_loadgen_command_traces_every_run_into_the_collector(stack: LiveStack) -
     )
     assert done.returncode == 0, done.stderr
     assert "runs            6 (6 success" in done.stdout
-    deadline = time.monotonic() + 20
-    while (total := stack.get("/api/runs", start=started).json()["total"]) < 6 and time.monotonic() < deadline:
-        time.sleep(0.3)
-    assert total == 6
+    wait_until(lambda: stack.get("/api/runs", start=started).json()["total"] >= 6, 60, "the 6 runs were not stored")
+    assert stack.get("/api/runs", start=started).json()["total"] == 6

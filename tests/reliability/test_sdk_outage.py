@@ -93,7 +93,9 @@ def outage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Outage, C
     with _sdk(tmp_path_factory.mktemp("outage")) as collector:
         before = agentwatch.stats()
         down = [_agent_run() for _ in range(120)]  # 480 spans into a buffer of 200, nobody listening
-        time.sleep(1.0)  # the exporter keeps retrying meanwhile
+        wait_until(  # the exporter keeps retrying meanwhile
+            lambda: agentwatch.stats()["export_retries"] > before["export_retries"], 60, "the exporter never retried"
+        )
         during = agentwatch.stats()
         collector.start()  # recovery
         up = [_agent_run_then_flush(i) for i in range(120)]

@@ -116,7 +116,8 @@ async def test_async_tool_timeout_is_a_timeout_not_an_error(spans: Spans) -> Non
         attrs = _attrs(spans.one(name))
         assert attrs[sc.AW_TIMEOUT] is True
         assert attrs[sc.ERROR_TYPE] == "TimeoutError"
-    assert spans.one("execute_tool slow").end_time - spans.one("execute_tool slow").start_time < 2e9
+    slow = spans.one("execute_tool slow")
+    assert slow.end_time - slow.start_time < 4e9  # cut at its timeout, not after the 5 s it sleeps
 
 
 async def test_async_with_tool_timeout(spans: Spans) -> None:
