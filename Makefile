@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml sdk/pyproject.toml $(LOCK) collector/ingest/otlp/_nativ
 setup: $(STAMP) hooks
 
 # Git runs .githooks/commit-msg (a subject of 72 characters at most; docs/commits.md) in a git
-# checkout whose top is this folder; an unpacked tarball has none, and is left alone.
+# checkout whose top is this folder; an unpacked tarball has none, and is left alone. Only setup
+# (and so demo, quick, test) sets it; lint and typecheck need the environment alone.
 hooks:
 	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1 && [ -z "$$(git rev-parse --show-prefix)" ]; then \
 		git config core.hooksPath .githooks; \
@@ -71,10 +72,10 @@ test: setup-test check sanitize
 # like) or clickhouse_server (the server back end; chDB runs the same SQL). pyproject.toml lists
 # the markers. `make test` runs them all, and more checks.
 QUICK_MARKERS := not browser and not clients and not slow and not clickhouse_server
-quick: lint
+quick: setup lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=10 -m "$(QUICK_MARKERS)" tests
 
-lint: setup
+lint: $(STAMP)
 	$(BIN)/ruff check sdk collector dashboard alerts reference_agent tests bench
 	$(BIN)/ruff format --check sdk collector dashboard alerts reference_agent tests bench
 
@@ -85,7 +86,7 @@ lint: setup
 # copy of the tree cannot see through the editable install: a tree of links gives them that name.
 PARTS := alerts collector dashboard reference_agent
 NS_TREE := build/typecheck
-typecheck: setup
+typecheck: $(STAMP)
 	$(BIN)/python -m mypy --strict sdk/agentwatch sdk/agentwatch_api
 	mkdir -p $(NS_TREE)/agentwatch_platform && for part in $(PARTS); do \
 		ln -sfn ../../../$$part $(NS_TREE)/agentwatch_platform/$$part; done
