@@ -40,7 +40,7 @@ from agentwatch_platform.alerts.sources import alert_row, delivery_row
 from agentwatch_platform.collector.api.deps import ProjectDep, SettingsDep, StoreDep
 from agentwatch_platform.collector.api.params import End, Start, time_window
 from agentwatch_platform.collector.auth.scopes import ADMIN, READ
-from agentwatch_platform.collector.query.service import MAX_BUCKETS
+from agentwatch_platform.collector.query.ranges import MAX_BUCKETS
 from agentwatch_platform.collector.storage.sql import alerts as alerts_sql
 
 router = APIRouter(prefix="/api/alerts", tags=["alerts"])

@@ -53,7 +53,7 @@ from agentwatch_platform.alerts.errors import RulesError
 from agentwatch_platform.alerts.run_scopes import RUN_SCOPE_KEYS, RUN_SCOPE_METRICS
 from agentwatch_platform.alerts.run_states import RUN_STATE_METRICS
 from agentwatch_platform.alerts.version_rules import VERSION_METRICS
-from agentwatch_platform.collector.query.service import MAX_BUCKETS
+from agentwatch_platform.collector.query.ranges import MAX_BUCKETS
 
 DEFAULT_RULES = Path(__file__).with_name("default_rules.yaml")
 DERIVED_METRICS = BUDGET_METRICS  # the month's cost, not a bucket's (alerts/budget.py)

@@ -14,7 +14,7 @@ from fastapi import Depends, HTTPException, Request
 
 from agentwatch_platform.collector.auth.caller import principal
 from agentwatch_platform.collector.ingest.freshness import Freshness
-from agentwatch_platform.collector.query.service import InvalidQuery
+from agentwatch_platform.collector.query.ranges import InvalidQuery
 from agentwatch_platform.collector.settings import Settings
 from agentwatch_platform.collector.storage.base import Store, StoreUnavailable
 

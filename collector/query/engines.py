@@ -8,7 +8,7 @@ import time
 
 from agentwatch_api.schemas import EngineInfo, EnginePoint, EngineSeries
 from agentwatch_platform.collector.query.engine_calls import engine_call_timings
-from agentwatch_platform.collector.query.service import _buckets, _range
+from agentwatch_platform.collector.query.ranges import bucket_count, range_ns
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.sql import engines as engines_sql
 
@@ -43,9 +43,9 @@ def engine_series(
     store: Store, project: str, engine: str, *, start: float, end: float, step_s: int | None = None
 ) -> EngineSeries:
     """Engine and GPU metrics per bucket: gauges averaged, counters at their last value."""
-    _range(start, end)
+    range_ns(start, end)
     step = step_s if step_s is not None else max(1, math.ceil((end - start) / DEFAULT_ENGINE_BUCKETS))
-    _buckets(start, end, step)
+    bucket_count(start, end, step)
     params = {
         "project": project,
         "engine": engine,

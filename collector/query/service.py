@@ -9,7 +9,6 @@ Times are epoch seconds; ranges and result sizes are bounded, and a bad paramete
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 import time
@@ -41,9 +40,25 @@ from agentwatch_api.schemas import (
 )
 from agentwatch_platform.collector.query.engine_calls import fold_engine_figures
 from agentwatch_platform.collector.query.levers import lever_savings
+from agentwatch_platform.collector.query.ranges import (
+    DEFAULT_RUN_IDLE_TIMEOUT_S,
+    InvalidQuery,
+    bucket_count,
+    call_filters,
+    call_params,
+    call_source,
+    choice,
+    closed_minute_params,
+    float_or_none,
+    has_edges,
+    head_minute_params,
+    idle_cutoff_ns,
+    range_ns,
+    ratio,
+    rollup_params,
+)
 from agentwatch_platform.collector.query.whatif import whatif as estimate_whatif
-from agentwatch_platform.collector.storage.base import QueryError, Store
-from agentwatch_platform.collector.storage.sql import closes as closes_sql
+from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.sql import cost as cost_sql
 from agentwatch_platform.collector.storage.sql import feedback as feedback_sql
 from agentwatch_platform.collector.storage.sql import metrics as metrics_sql
@@ -53,8 +68,6 @@ from agentwatch_platform.collector.storage.sql import scope as scope_sql
 if TYPE_CHECKING:
     from agentwatch import PriceTable
 
-MAX_RANGE_S = 400 * 86_400
-MAX_BUCKETS = 5_000
 MAX_PAGE = 500
 MAX_TRACE_SPANS = 100_000
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -111,59 +124,6 @@ ADDITIVE = frozenset({"runs", "cost_usd", "input_tokens", "output_tokens", "toke
 GROUPS = ("none", "agent", "model")
 
 
-class InvalidQuery(QueryError):
-    """A caller's parameter is out of range or unknown; the message names it."""
-
-
-# --- parameters ------------------------------------------------------------------------------
-def _range(start: float, end: float) -> tuple[int, int]:
-    """Validated [start, end) in nanoseconds."""
-    if not (math.isfinite(start) and math.isfinite(end)):
-        raise InvalidQuery("start and end must be finite epoch seconds")
-    if end <= start:
-        raise InvalidQuery(f"end ({end}) must be after start ({start})")
-    if end - start > MAX_RANGE_S:
-        raise InvalidQuery(f"time range too long: at most {MAX_RANGE_S // 86_400} days")
-    return int(start * 1e9), int(end * 1e9)
-
-
-def _buckets(start: float, end: float, step_s: int) -> int:
-    if step_s < 1:
-        raise InvalidQuery(f"step_s must be >= 1, got {step_s}")
-    count = math.ceil((end - start) / step_s)
-    if count > MAX_BUCKETS:
-        raise InvalidQuery(f"{count} buckets requested; at most {MAX_BUCKETS} (raise step_s)")
-    return count
-
-
-def _choice(name: str, value: str, allowed: Iterable[str]) -> str:
-    allowed = tuple(allowed)
-    if value not in allowed:
-        raise InvalidQuery(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
-    return value
-
-
-def _num(value: Any) -> float | None:
-    """A float, or None for NULL/NaN (empty quantiles and averages)."""
-    if value is None:
-        return None
-    value = float(value)
-    return None if math.isnan(value) or math.isinf(value) else value
-
-
-def _ratio(num: float, den: float) -> float | None:
-    return num / den if den else None
-
-
-# --- runs ------------------------------------------------------------------------------------
-DEFAULT_RUN_IDLE_TIMEOUT_S = 300.0
-"""A run without its root span is "running" while a span arrived this recently, else "incomplete"."""
-
-
-def _idle_cutoff_ns(idle_timeout_s: float) -> int:
-    return int((time.time() - idle_timeout_s) * 1e9)
-
-
 def list_runs(
     store: Store,
     project: str,
@@ -185,16 +145,16 @@ def list_runs(
     if offset < 0:
         raise InvalidQuery(f"offset must be >= 0, got {offset}")
     field = sort.removeprefix("-")
-    _choice("sort", field, runs_sql.RUN_SORTS)
+    choice("sort", field, runs_sql.RUN_SORTS)
     filters = {name: (None if value == "" else value) for name, value in filters.items()}  # an empty search matches all
-    start_ns, end_ns = _range(start, end)
+    start_ns, end_ns = range_ns(start, end)
     params = {
         "project": project,
         "start_ns": start_ns,
         "end_ns": end_ns,
         "limit": limit,
         "offset": offset,
-        "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s),
+        "idle_cutoff_ns": idle_cutoff_ns(idle_timeout_s),
         **filters,
     }
     warnings: list[str] = []
@@ -247,7 +207,7 @@ def get_run(
     """A run with its spans and feedback; None when the trace is not in this project."""
     trace_id = valid_trace_id(trace_id)
     params = {"project": project, "trace_id": trace_id}
-    runs = store.query(runs_sql.RUN_OF_TRACE, params | {"idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s)})
+    runs = store.query(runs_sql.RUN_OF_TRACE, params | {"idle_cutoff_ns": idle_cutoff_ns(idle_timeout_s)})
     if not runs:
         return None
     spans = store.query(runs_sql.SPANS_OF_TRACE, {**params, "limit": MAX_TRACE_SPANS})
@@ -328,9 +288,9 @@ def _agent_median(store: Store, project: str, run: dict[str, Any], *, days: int 
     end = run["start_time"] + 1
     start_ns, end_ns = int((end - days * 86_400) * 1e9), int(end * 1e9)
     params = {"project": project, "agent": run["agent"], "start_ns": start_ns, "end_ns": end_ns}
-    params |= _closed_minute_params(store, params | {"step_ns": end_ns - start_ns})
+    params |= closed_minute_params(store, params | {"step_ns": end_ns - start_ns})
     sql = runs_sql.AGENT_MEDIAN_COST_CLOSED if "exact_minutes" in params else runs_sql.AGENT_MEDIAN_COST
-    return _num(store.query(sql, params)[0]["median"])
+    return float_or_none(store.query(sql, params)[0]["median"])
 
 
 # --- feedback --------------------------------------------------------------------------------
@@ -345,10 +305,10 @@ def _span_figures(row: dict[str, Any], step_s: float) -> dict[str, float | None]
         "output_tokens": float(row["output_tokens"]),
         "tokens_per_s": row["output_tokens"] / step_s,
         "tool_calls": float(row["tool_calls"]),
-        "tool_failure_rate": _ratio(row["tool_failures"], row["tool_calls"]),
-        "timeout_rate": _ratio(row["timeouts"], row["calls"]),
-        "tool_cache_hit_rate": _ratio(row["tool_cache_hits"], row["tool_calls"]),
-        "small_model_share": _ratio(row["small_model_calls"], row["llm_calls"]),
+        "tool_failure_rate": ratio(row["tool_failures"], row["tool_calls"]),
+        "timeout_rate": ratio(row["timeouts"], row["calls"]),
+        "tool_cache_hit_rate": ratio(row["tool_cache_hits"], row["tool_calls"]),
+        "small_model_share": ratio(row["small_model_calls"], row["llm_calls"]),
     } | _quantile_figures(row)
 
 
@@ -357,27 +317,32 @@ def _quantile_figures(row: dict[str, Any]) -> dict[str, float | None]:
     if "ttft_q" not in row:
         return {}
     ttft, tpot = row["ttft_q"], row["tpot_q"]
-    return {"ttft_p50": _num(ttft[0]), "ttft_p95": _num(ttft[1]), "tpot_p50": _num(tpot[0]), "tpot_p95": _num(tpot[1])}
+    return {
+        "ttft_p50": float_or_none(ttft[0]),
+        "ttft_p95": float_or_none(ttft[1]),
+        "tpot_p50": float_or_none(tpot[0]),
+        "tpot_p95": float_or_none(tpot[1]),
+    }
 
 
 def _head_figures(row: dict[str, Any], step_s: float) -> dict[str, float | None]:
     latency = row["latency_q"]
     return {
         "runs": float(row["runs"]),
-        "run_latency_p50": _num(latency[0]),
-        "run_latency_p95": _num(latency[1]),
-        "error_rate": _ratio(row["failed_runs"], row["runs"]),
-        "success_rate": _ratio(row["successes"], row["with_outcome"]),
+        "run_latency_p50": float_or_none(latency[0]),
+        "run_latency_p95": float_or_none(latency[1]),
+        "error_rate": ratio(row["failed_runs"], row["runs"]),
+        "success_rate": ratio(row["successes"], row["with_outcome"]),
         "successes": float(row["successes"]),
     }
 
 
 def _total_figures(row: dict[str, Any], step_s: float) -> dict[str, float | None]:
     return {
-        "steps_per_run": _num(row["steps_per_run"]),
-        "max_steps": _num(row["max_steps"]),
-        "max_run_cost_usd": _num(row["max_run_cost_usd"]),
-        "feedback_score": _ratio(row["fb_sum"], row["fb_n"]),
+        "steps_per_run": float_or_none(row["steps_per_run"]),
+        "max_steps": float_or_none(row["max_steps"]),
+        "max_run_cost_usd": float_or_none(row["max_run_cost_usd"]),
+        "feedback_score": ratio(row["fb_sum"], row["fb_n"]),
     }
 
 
@@ -393,10 +358,10 @@ def _plans(wanted: set[str], group_by: str, params: dict[str, Any]) -> list[tupl
     plans: list[tuple[str, Shaper]] = []
     if wanted & SPAN_METRICS:
         filters = scope_sql.where(metrics_sql.ROLLUP_FILTERS, params), scope_sql.where(metrics_sql.SPAN_FILTERS, params)
-        source = _call_source(params)
+        source = call_source(params)
         quantiles = bool(wanted & QUANTILE_METRICS)
         sql = metrics_sql.span_metrics(
-            group_by, *filters, source=source, quantiles=quantiles, edges=_has_edges(params, source)
+            group_by, *filters, source=source, quantiles=quantiles, edges=has_edges(params, source)
         )
         plans.append((sql, _span_figures))
     if group_by == "model" and wanted & (HEAD_METRICS | TOTAL_METRICS):
@@ -429,129 +394,6 @@ def _plans(wanted: set[str], group_by: str, params: dict[str, Any]) -> list[tupl
     return plans
 
 
-def _rollup_params(start: float, end: float, step_s: float) -> dict[str, Any]:
-    """Where the call-level figures of [start, end) in buckets of ``step_s`` come from: the whole
-    minutes of the range (``lo_s``..``hi_s``) from the rollups (whole hours of one bucket from
-    span_hours), and the minutes cut by the range's ends or a bucket boundary (``cut_minutes``,
-    their UTC hours ``cut_hours``) from their spans, exactly. More than ``MAX_EDGE_MINUTES`` cut
-    minutes (buckets off the minute): every span of the range is read (``spans_only``).
-
-    So a day's overview reads hundreds of rows, not millions of spans, and a call counts in the
-    window its span starts in wherever the window's edges fall (docs/runs.md: "What a time window contains").
-    """
-    start_ns, end_ns = _range(start, end)
-    step_ns = int(step_s * 1e9)
-    cut = _cut_minutes(start_ns, end_ns, step_ns)
-    edges = cut.get("edge_minutes", [])
-    return {
-        "lo_s": -(-start_ns // _MINUTE_NS) * 60,
-        "hi_s": end_ns // _MINUTE_NS * 60,
-        "last_bucket": max(1, math.ceil((end - start) / step_s)) - 1,
-        "step_ns": step_ns,
-        "cut_minutes": edges,
-        "cut_hours": sorted({m // 3600 * 3600 for m in edges}),
-        "spans_only": not cut,
-    }
-
-
-_MINUTE_NS = 60 * 10**9
-MAX_EDGE_MINUTES = 64  # beyond it (many buckets off the minute) the heads are read as they are
-
-
-def _head_minute_params(start_ns: int, end_ns: int, step_ns: int) -> dict[str, Any]:
-    """Which minutes of [start, end) run_minutes answers for (``sql.metrics.run_head_minutes``): the
-    whole minutes in the range, but those a bucket boundary cuts, which are read from the heads
-    with the range's first and last minute when they are partial (``edge_minutes``).
-
-    Nothing where reading the heads as they are costs no more: each cut minute reads its hour of
-    heads, so run_minutes pays only where those hours are at most half the range's (an hour's
-    overview, three cut minutes over two hours, reads its heads directly), and never beyond
-    ``MAX_EDGE_MINUTES`` of them (buckets under a minute, say)."""
-    cut = _cut_minutes(start_ns, end_ns, step_ns)
-    if not cut or len(cut["edge_minutes"]) * 2 * 3600 * 10**9 > end_ns - start_ns:
-        return {}
-    return cut
-
-
-def _cut_minutes(start_ns: int, end_ns: int, step_ns: int) -> dict[str, Any]:
-    """The whole minutes of [start, end) and, of them and the range's partial first and last
-    minute, those a bucket boundary cuts (``edge_minutes``); nothing beyond ``MAX_EDGE_MINUTES``."""
-    minute = 60 * 10**9
-    edges: set[int] = set()
-    for t in itertools.chain((start_ns, end_ns), range(start_ns + step_ns, end_ns, step_ns)):
-        if t % minute:
-            edges.add(t // minute)
-            if len(edges) > MAX_EDGE_MINUTES:
-                return {}
-    return {
-        "whole_lo_s": -(-start_ns // minute) * 60,
-        "whole_hi_s": end_ns // minute * 60,
-        "edge_minutes": sorted(m * 60 for m in edges),
-    }
-
-
-# Beyond these (the closer stopped, say) the runs are merged as they are: finding the minutes of
-# the runs changed since the closer's mark, and merging them, would cost more.
-MAX_STALE_ROWS = 100_000
-MAX_STALE_MINUTES = 240
-# Under this many run rows in the range, merging them by trace costs less than the closed path's
-# extra statements: at 2M spans (67k runs a day) it took the overview over 24 h from 80 to 107 ms
-# p50 and run detail from 188 to 210 ms (bench.ingest --phases query, quiet); at 100M (140k rows an
-# hour, 3.36M a day) it takes run totals from 81 to 44 ms of CPU for an hour, 416 to 48 for a day.
-MIN_CLOSED_RUN_ROWS = 100_000
-
-
-def _closed_minute_params(store: Store, params: dict[str, Any]) -> dict[str, Any]:
-    """Which minutes of the range closed_run_minutes answers for (``sql.metrics.run_totals_closed``):
-    the whole minutes but those cut by a bucket boundary and those holding a run that changed
-    since the closer's mark (``collector.storage.run_closes``), whose runs are merged instead.
-    Nothing where the closer has not run, under a model filter (closed minutes have no models),
-    where too many minutes changed, or where the range holds few runs (``MIN_CLOSED_RUN_ROWS``)."""
-    if params.get("model") is not None:
-        return {}
-    cut = _cut_minutes(params["start_ns"], params["end_ns"], params["step_ns"])
-    if not cut:
-        return {}
-    rows = store.query(closes_sql.RUN_ROWS, params)[0]
-    closed_to = int(rows["closed_to"] or 0)
-    if not closed_to or int(rows["n"]) < MIN_CLOSED_RUN_ROWS:
-        return {}
-    bound = params | {"closed_to": closed_to, "cap": MAX_STALE_MINUTES + 1}
-    changed = int(store.query(closes_sql.ROWS_SINCE, bound)[0]["n"])
-    if changed > MAX_STALE_ROWS:
-        return {}
-    whole = {"whole_lo_s": cut["whole_lo_s"], "whole_hi_s": cut["whole_hi_s"]}  # as the heads' (if set)
-    stale = store.query(metrics_sql.STALE_RUN_MINUTES, bound | whole)[0]["minutes"] if changed else []
-    if len(stale) > MAX_STALE_MINUTES:
-        return {}
-    return whole | {"exact_minutes": sorted({*cut["edge_minutes"], *(int(m) for m in stale)})}
-
-
-def _call_source(params: dict[str, Any]) -> str:
-    """Where call-level figures come from (``sql.metrics.SPAN_SOURCES``): spans for buckets under a
-    minute, where too many minutes are cut (``_rollup_params``) and under a model filter (the
-    tool calls of the runs that used the model: rollup rows of tool calls have no model), else
-    the rollups (with the spans of the cut minutes)."""
-    if params["step_ns"] < _MINUTE_NS or params["spans_only"] or params.get("model") is not None:
-        return "spans"
-    return _rollup_source(params)
-
-
-def _rollup_source(params: dict[str, Any]) -> str:
-    """How to read the minutes that cover the range (``sql.metrics.SPAN_SOURCES``): through
-    span_hours where some whole hour of them falls in one bucket. Both give the same figures
-    (the query itself picks, hour by hour, the rows to read); this only spares reading
-    span_hours when it has nothing to give."""
-    start_ns, step_ns, last = params["start_ns"], params["step_ns"], params["last_bucket"]
-
-    def bucket(t_s: int) -> int:  # as sql.metrics._bucket_of
-        return min((max(t_s * 10**9, start_ns) - start_ns) // step_ns, last)
-
-    cut = set(params["cut_hours"])
-    hours = range(-(-params["lo_s"] // 3600) * 3600, params["hi_s"] - 3600 + 1, 3600)
-    return "hours" if any(h not in cut and bucket(h) == bucket(h + 3540) for h in hours) else "minutes"
-
-
 def _figures(
     store: Store,
     project: str,
@@ -565,27 +407,27 @@ def _figures(
     idle_timeout_s: float = DEFAULT_RUN_IDLE_TIMEOUT_S,
 ) -> Figures:
     """Every figure ``metrics`` needs, per (bucket, group), from as few queries as it takes."""
-    start_ns, end_ns = _range(start, end)
+    start_ns, end_ns = range_ns(start, end)
     params: dict[str, Any] = {
         "project": project,
         "start_ns": start_ns,
         "end_ns": end_ns,
         "agent": agent,
         "model": model,
-        "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s),
+        "idle_cutoff_ns": idle_cutoff_ns(idle_timeout_s),
     }
-    params |= _rollup_params(start, end, step_s)
-    params |= _head_minute_params(start_ns, end_ns, params["step_ns"])
+    params |= rollup_params(start, end, step_s)
+    params |= head_minute_params(start_ns, end_ns, params["step_ns"])
     wanted = set(metrics) | ({"cost_usd", "runs"} if "cost_per_success_usd" in metrics else set())
     if wanted & TOTAL_METRICS and group_by != "model":
-        params |= _closed_minute_params(store, params)
+        params |= closed_minute_params(store, params)
     out: Figures = {}
     for sql, shape in _plans(wanted, group_by, params):
         for row in store.query(sql, params):
             out.setdefault((int(row["bucket"]), row["grp"]), {}).update(shape(row, step_s))
     for figures in out.values():
         if "cost_usd" in figures or "successes" in figures:  # not in rows of the other queries
-            figures["cost_per_success_usd"] = _ratio(figures.get("cost_usd") or 0.0, figures.get("successes") or 0.0)
+            figures["cost_per_success_usd"] = ratio(figures.get("cost_usd") or 0.0, figures.get("successes") or 0.0)
     return out
 
 
@@ -630,9 +472,9 @@ def timeseries_set(
     from one set of queries: metrics read from the same rows (the TTFT and TPOT quantiles, the
     runs' figures) cost one query together where asked one by one they cost one each."""
     for metric in metrics:
-        _choice("metric", metric, TIMESERIES_METRICS)
-    _choice("group_by", group_by, GROUPS)
-    count = _buckets(start, end, step_s)
+        choice("metric", metric, TIMESERIES_METRICS)
+    choice("group_by", group_by, GROUPS)
+    count = bucket_count(start, end, step_s)
     figures = _figures(store, project, metrics, start, end, step_s, group_by, agent, model)
     series = [_series(metric, figures, start, step_s, count, group_by) for metric in metrics]
     return _flag_partial(series, complete_until)
@@ -684,7 +526,7 @@ def overview(
     minute is over the whole range: a run counts where its root starts, and its root arrives
     when the run ends, whatever the watermark."""
     length = end - start
-    start_ns, end_ns = _range(start, end)
+    start_ns, end_ns = range_ns(start, end)
     until = time.time() if complete_until is None else complete_until
     figures = _figures(
         store, project, TIMESERIES_METRICS, start - length, end, length, "none", agent, model, idle_timeout_s
@@ -697,7 +539,7 @@ def overview(
         "project": project,
         "start_ns": start_ns,
         "end_ns": end_ns,
-        "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s),
+        "idle_cutoff_ns": idle_cutoff_ns(idle_timeout_s),
     }
     states = store.query(runs_sql.OPEN_RUN_STATES, params)[0]
     refused = store.query(runs_sql.REFUSED_RUNS, params | {"agent": agent or ""})[0]["refused"]
@@ -760,9 +602,9 @@ def cost_breakdown(
 ) -> CostBreakdown:
     """Where the money went in [start, end), what the levers saved (priced with ``prices``, when
     given), and the month's forecast."""
-    params = _call_params(project, start, end, agent, model)
-    filters, source = _call_filters(params)
-    edges = _has_edges(params, source)
+    params = call_params(project, start, end, agent, model)
+    filters, source = call_filters(params)
+    edges = has_edges(params, source)
     by = {
         key: [CostRow(**r) for r in store.query(cost_sql.cost_by(key, *filters, source, edges=edges), params)]
         for key in cost_sql.COST_KEYS
@@ -812,46 +654,21 @@ def whatif(
     """A cost policy's estimated effect on [start, end) (``collector.query.whatif``); a bad policy is ``InvalidQuery``."""
     try:
         return estimate_whatif(
-            store, _call_params(project, start, end, agent, None), policy=policy, prices=prices, **options
+            store, call_params(project, start, end, agent, None), policy=policy, prices=prices, **options
         )
     except ValueError as exc:
         raise InvalidQuery(str(exc)) from None
-
-
-def _call_params(project: str, start: float, end: float, agent: str | None, model: str | None) -> dict[str, Any]:
-    """Parameters of ``sql.metrics.span_source`` for one range taken whole."""
-    start_ns, end_ns = _range(start, end)
-    return {
-        "project": project,
-        "start_ns": start_ns,
-        "end_ns": end_ns,
-        "agent": agent,
-        "model": model,
-    } | _rollup_params(start, end, end - start)
-
-
-def _call_filters(params: dict[str, Any]) -> tuple[tuple[str, str], str]:
-    """The rollup and span filters of ``params`` and where its call-level figures come from."""
-    return (
-        scope_sql.where(metrics_sql.ROLLUP_FILTERS, params),
-        scope_sql.where(metrics_sql.SPAN_FILTERS, params),
-    ), _call_source(params)
-
-
-def _has_edges(params: dict[str, Any], source: str) -> bool:
-    """Whether the rollups of ``source`` need the spans of cut minutes beside them."""
-    return source != "spans" and bool(params["cut_minutes"])
 
 
 def _levers(row: dict[str, Any]) -> CostLevers:
     return CostLevers(
         tool_calls=row["tool_calls"],
         tool_cache_hits=row["tool_cache_hits"],
-        tool_cache_hit_rate=_ratio(row["tool_cache_hits"], row["tool_calls"]),
+        tool_cache_hit_rate=ratio(row["tool_cache_hits"], row["tool_calls"]),
         tokens_saved=row["tokens_saved"],
         llm_calls=row["llm_calls"],
         small_model_calls=row["small_model_calls"],
-        small_model_share=_ratio(row["small_model_calls"], row["llm_calls"]),
+        small_model_share=ratio(row["small_model_calls"], row["llm_calls"]),
     )
 
 
@@ -860,10 +677,10 @@ def _month(store: Store, project: str, agent: str | None, model: str | None, now
     today = datetime.fromtimestamp(now, UTC)
     first = datetime(today.year, today.month, 1, tzinfo=UTC).timestamp()
     month_s = monthrange(today.year, today.month)[1] * 86_400
-    params = _call_params(project, first, max(now, first + 1), agent, model)
-    filters, source = _call_filters(params)
+    params = call_params(project, first, max(now, first + 1), agent, model)
+    filters, source = call_filters(params)
     mtd = float(
-        store.query(cost_sql.cost_totals(*filters, source, edges=_has_edges(params, source)), params)[0]["cost_usd"]
+        store.query(cost_sql.cost_totals(*filters, source, edges=has_edges(params, source)), params)[0]["cost_usd"]
     )
     elapsed = max(now - first, 3600.0)  # a projection from the first minutes would be noise
     return mtd, mtd * month_s / elapsed
@@ -875,7 +692,7 @@ def _self_hosted(
     """Cost per 1k tokens from measured GPU time; per load level from per-minute samples."""
     params = {"project": project, "start_ms": int(start * 1e3), "end_ms": int(end * 1e3)}
     gpu_seconds = float(store.query(cost_sql.GPU_SECONDS, params)[0]["gpu_seconds"] or 0.0)
-    per_1k = _ratio(gpu_hour_usd * gpu_seconds / 3600, tokens / 1000)
+    per_1k = ratio(gpu_hour_usd * gpu_seconds / 3600, tokens / 1000)
     by_load = [
         {
             "running_requests": float(r["running"]),
@@ -895,7 +712,7 @@ def _self_hosted(
 
 # --- filters and engines ---------------------------------------------------------------------
 def filters(store: Store, project: str, *, start: float, end: float) -> FilterValues:
-    start_ns, end_ns = _range(start, end)
+    start_ns, end_ns = range_ns(start, end)
     return FilterValues(
         **store.query(metrics_sql.FILTER_VALUES, {"project": project, "start_ns": start_ns, "end_ns": end_ns})[0],
         project=project,

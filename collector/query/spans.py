@@ -21,7 +21,7 @@ from agentwatch_api.schemas import (
     SpanHit,
     SpansPage,
 )
-from agentwatch_platform.collector.query.service import MAX_RANGE_S, InvalidQuery
+from agentwatch_platform.collector.query.ranges import MAX_RANGE_S, InvalidQuery
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.sql import spans as sql
 

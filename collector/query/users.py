@@ -18,11 +18,11 @@ from agentwatch_api.schemas import (
     UserFigures,
     UsersPage,
 )
-from agentwatch_platform.collector.query.service import (
+from agentwatch_platform.collector.query.ranges import (
     DEFAULT_RUN_IDLE_TIMEOUT_S,
     InvalidQuery,
-    _idle_cutoff_ns,
-    _range,
+    idle_cutoff_ns,
+    range_ns,
 )
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.sql import users as sql
@@ -33,12 +33,12 @@ CAPTURED = "captured"
 
 
 def _params(project: str, start: float, end: float, idle_timeout_s: float, **extra: Any) -> dict[str, Any]:
-    start_ns, end_ns = _range(start, end)
+    start_ns, end_ns = range_ns(start, end)
     return {
         "project": project,
         "start_ns": start_ns,
         "end_ns": end_ns,
-        "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s),
+        "idle_cutoff_ns": idle_cutoff_ns(idle_timeout_s),
         **extra,
     }
 

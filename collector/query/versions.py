@@ -13,11 +13,11 @@ from typing import Any
 
 from agentwatch_api.schemas import FigureChange, VersionComparison, VersionFigures, VersionsOut
 from agentwatch_platform.collector.query import stats
-from agentwatch_platform.collector.query.service import (
+from agentwatch_platform.collector.query.ranges import (
     DEFAULT_RUN_IDLE_TIMEOUT_S,
     InvalidQuery,
-    _idle_cutoff_ns,
-    _range,
+    idle_cutoff_ns,
+    range_ns,
 )
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.sql import versions as sql
@@ -80,13 +80,13 @@ def compare(
 
 
 def _params(project: str, start: float, end: float, agent: str | None, idle_timeout_s: float) -> dict[str, Any]:
-    start_ns, end_ns = _range(start, end)
+    start_ns, end_ns = range_ns(start, end)
     return {
         "project": project,
         "start_ns": start_ns,
         "end_ns": end_ns,
         "agent": agent or "",
-        "idle_cutoff_ns": _idle_cutoff_ns(idle_timeout_s),
+        "idle_cutoff_ns": idle_cutoff_ns(idle_timeout_s),
     }
 
 

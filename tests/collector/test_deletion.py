@@ -21,6 +21,7 @@ from agentwatch_api.client import CollectorClient
 from agentwatch_api.handshake import read_admin_token
 from agentwatch_api.schemas import FeedbackIn
 from agentwatch_platform.collector.query import feedback as feedback_query
+from agentwatch_platform.collector.query import ranges
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
@@ -46,7 +47,7 @@ DAY = 86_400
 @pytest.fixture(autouse=True)
 def _closed_path_for_few_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """The overview reads closed minutes even for these few runs, so their rewrite is checked too."""
-    monkeypatch.setattr(query, "MIN_CLOSED_RUN_ROWS", 0)
+    monkeypatch.setattr(ranges, "MIN_CLOSED_RUN_ROWS", 0)
 
 
 def _run(user: str, start_s: float, cost: float, marker: str, *, session: str = "") -> list[SpanRow]:

@@ -20,6 +20,7 @@ import pytest
 
 from agentwatch_api.schemas import TIMESERIES_METRICS, FeedbackIn
 from agentwatch_platform.collector.query import feedback as feedback_query
+from agentwatch_platform.collector.query import ranges
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.maintenance import rebuild_totals
@@ -345,7 +346,7 @@ def test_timeseries_matches_the_spans(
 def test_hours_and_minutes_give_the_same_figures(module_store: Store, seed: Seed, start: float, step: int) -> None:
     """Reading whole hours from span_hours is only a shortcut: forced on or off, the figures agree."""
     end = start + 6 * 3600
-    params = {"project": P, "start_ns": int(start * 1e9), "end_ns": int(end * 1e9)} | query._rollup_params(
+    params = {"project": P, "start_ns": int(start * 1e9), "end_ns": int(end * 1e9)} | ranges.rollup_params(
         start, end, step
     )
     got = {
@@ -378,7 +379,7 @@ def test_run_minutes_give_the_figures_of_the_heads(
     the figures of the heads alone, runs crossing hours and roots arriving after their children included."""
     start_ns, end_ns, step_ns = int(start * 1e9), int((start + length) * 1e9), int(step * 1e9)
     params = {"project": P, "agent": agent, "model": None, "start_ns": start_ns, "end_ns": end_ns, "step_ns": step_ns}
-    params |= query._head_minute_params(start_ns, end_ns, step_ns)
+    params |= ranges.head_minute_params(start_ns, end_ns, step_ns)
     assert "run_minutes" in query._plans({"runs"}, group_by, params)[0][0]
     got = {
         name: sorted(map(_no_nan, module_store.query(sql, params)), key=lambda r: (r["bucket"], r["grp"]))
@@ -395,9 +396,9 @@ def test_run_minutes_give_the_figures_of_the_heads(
 
 
 def test_heads_are_read_as_they_are_where_cut_minutes_would_read_as_much() -> None:
-    assert query._head_minute_params(0, 7200 * 10**9, 7 * 10**9) == {}  # buckets under a minute: most minutes cut
-    assert query._head_minute_params(10**9, 7201 * 10**9, 3600 * 10**9) == {}  # an hour's overview: 3 cut of 120
-    assert query._head_minute_params(10**9, 86401 * 10**9, 43200 * 10**9) == {
+    assert ranges.head_minute_params(0, 7200 * 10**9, 7 * 10**9) == {}  # buckets under a minute: most minutes cut
+    assert ranges.head_minute_params(10**9, 7201 * 10**9, 3600 * 10**9) == {}  # an hour's overview: 3 cut of 120
+    assert ranges.head_minute_params(10**9, 86401 * 10**9, 43200 * 10**9) == {
         "whole_lo_s": 60,
         "whole_hi_s": 86400,
         "edge_minutes": [0, 43200, 86400],

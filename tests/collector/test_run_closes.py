@@ -21,7 +21,9 @@ import pytest
 from agentwatch_api.schemas import FeedbackIn
 from agentwatch_platform.collector.ingest.live_runs import LiveRuns
 from agentwatch_platform.collector.query import feedback as feedback_query
+from agentwatch_platform.collector.query import ranges
 from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.query.ranges import closed_minute_params
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.columns import spans_table
 from agentwatch_platform.collector.storage.maintenance import rebuild_totals
@@ -66,7 +68,7 @@ def _seed(store: Store) -> list[list[SpanRow]]:
 @pytest.fixture(autouse=True)
 def _closed_path_for_few_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """These stores hold a few runs: the closed path is taken all the same, to be compared."""
-    monkeypatch.setattr(query, "MIN_CLOSED_RUN_ROWS", 0)
+    monkeypatch.setattr(ranges, "MIN_CLOSED_RUN_ROWS", 0)
 
 
 def _close(store: Store) -> None:
@@ -85,7 +87,7 @@ def _figures(
 ) -> list[Any]:
     with monkeypatch.context() as m:
         if not closed:
-            m.setattr(query, "_closed_minute_params", lambda store, params: {})
+            m.setattr(query, "closed_minute_params", lambda store, params: {})
         return [
             [(p.group, p.value) for s in query.timeseries_set(store, P, TOTALS, a, b, step, group_by) for p in s.points]
             for a, b, step in ranges
@@ -95,7 +97,7 @@ def _figures(
 def _closed_path_used(store: Store) -> bool:
     a, b, step = RANGES[0]
     params = {"project": P, "start_ns": int(a * 1e9), "end_ns": int(b * 1e9), "step_ns": int(step * 1e9)}
-    return "exact_minutes" in query._closed_minute_params(store, params)
+    return "exact_minutes" in closed_minute_params(store, params)
 
 
 def _same(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,7 +114,7 @@ def _medians(store: Store, *, closed: bool, monkeypatch: pytest.MonkeyPatch) -> 
     """The agent's median run cost in the week before runs across the seed (a run's detail)."""
     with monkeypatch.context() as m:
         if not closed:
-            m.setattr(query, "_closed_minute_params", lambda store, params: {})
+            m.setattr(query, "closed_minute_params", lambda store, params: {})
         runs = [query.list_runs(store, P, start=T0 - 600, end=T0 + 7 * 3600, limit=500).items[i] for i in (0, 5, -1)]
         return [query._agent_median(store, P, r.model_dump()) for r in runs]
 
@@ -218,7 +220,7 @@ def test_a_pass_recomputes_one_day_of_runs_at_a_time(store: Store, monkeypatch: 
     assert max(v for _, v in closed[1] if v is not None) == 4  # the run across midnight: 4 steps, $2
     a, b, step = ranges[0]
     params = {"project": P, "start_ns": int(a * 1e9), "end_ns": int(b * 1e9), "step_ns": int(step * 1e9)}
-    assert "exact_minutes" in query._closed_minute_params(store, params)
+    assert "exact_minutes" in closed_minute_params(store, params)
 
     stale_days.clear()
     old = runs[0]
@@ -242,7 +244,7 @@ def test_a_range_of_few_runs_merges_them_without_the_closed_minutes(
     _seed(store)
     _close(store)
     assert _closed_path_used(store)
-    monkeypatch.setattr(query, "MIN_CLOSED_RUN_ROWS", 10**6)  # the default's side: fewer rows than that
+    monkeypatch.setattr(ranges, "MIN_CLOSED_RUN_ROWS", 10**6)  # the default's side: fewer rows than that
     assert not _closed_path_used(store)
 
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from agentwatch_platform.collector.query import spans as query
-from agentwatch_platform.collector.query.service import InvalidQuery
+from agentwatch_platform.collector.query.ranges import InvalidQuery
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.model import SpanRow
 from tests.collector.span_fixture import TOOL_FAILURE, Generated, generate

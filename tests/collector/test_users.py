@@ -16,7 +16,7 @@ from agentwatch_api.schemas import FeedbackIn
 from agentwatch_platform.collector.query import feedback as feedback_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.query import users
-from agentwatch_platform.collector.query.service import InvalidQuery
+from agentwatch_platform.collector.query.ranges import InvalidQuery
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.model import SpanRow
 from tests.collector.factories import agent_run
