@@ -23,6 +23,7 @@ from agentwatch_platform.alerts.model import Alert, Delivery
 from agentwatch_platform.alerts.run_scopes import RUN_SCOPE_KEYS, run_scope_series
 from agentwatch_platform.alerts.run_states import run_state_values
 from agentwatch_platform.alerts.version_rules import version_change
+from agentwatch_platform.collector.query import ranges
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.query import versions as version_query
 from agentwatch_platform.collector.storage.base import Store, StoreError
@@ -120,7 +121,7 @@ class StoreBackend:
         self,
         store: Store,
         *,
-        idle_timeout_s: float = query.DEFAULT_RUN_IDLE_TIMEOUT_S,
+        idle_timeout_s: float = ranges.DEFAULT_RUN_IDLE_TIMEOUT_S,
         lag: Callable[[], float] | None = None,
     ) -> None:
         """``lag``: how far the collector's watermark trails now (``collector.ingest.freshness``):

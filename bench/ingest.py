@@ -49,6 +49,7 @@ from typing import Any
 import httpx
 
 from agentwatch_api import handshake
+from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from agentwatch_platform.collector.storage.columns import spans_table
@@ -489,15 +490,15 @@ def phase_query(store: ChdbStore, spans: int, repeats: int, *, now: float | None
     cases = {
         "overview_1h": lambda: query.overview(store, "bench", start=hour[0], end=hour[1]),
         "overview_24h": lambda: query.overview(store, "bench", start=day[0], end=day[1]),
-        "runs_list_1h": lambda: query.list_runs(store, "bench", start=hour[0], end=hour[1], limit=50),
-        "runs_list_24h_by_cost": lambda: query.list_runs(
+        "runs_list_1h": lambda: runs_query.list_runs(store, "bench", start=hour[0], end=hour[1], limit=50),
+        "runs_list_24h_by_cost": lambda: runs_query.list_runs(
             store, "bench", start=day[0], end=day[1], sort="-cost_usd", limit=50
         ),
-        "runs_list_24h_filtered": lambda: query.list_runs(
+        "runs_list_24h_filtered": lambda: runs_query.list_runs(
             store, "bench", start=day[0], end=day[1], agent="agent-3", min_steps=5, limit=50
         ),
         "timeseries_24h_by_model": lambda: query.timeseries(store, "bench", "cost_usd", day[0], day[1], 300, "model"),
-        "run_detail_10k_spans": lambda: query.get_run(store, "bench", big),
+        "run_detail_10k_spans": lambda: runs_query.get_run(store, "bench", big),
         # what the dashboard asks: ranges aligned to their buckets (no cut minute), ending with the
         # bucket now filling, the collector's watermark 15 s back (README "What a time window contains")
         "overview_1h_dashboard": lambda: query.overview(

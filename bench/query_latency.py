@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from bench import report
@@ -64,24 +65,28 @@ def cases(info: dict[str, Any]) -> dict[str, tuple[Callable[[Any], Any], str, di
     w = {"start": lo, "end": hi}
     return {
         "overview_1h": (lambda s: query.overview(s, PROJECT, start=lo, end=hi), "/api/overview", w),
-        "runs_list_1h": (lambda s: query.list_runs(s, PROJECT, start=lo, end=hi), "/api/runs", w),
+        "runs_list_1h": (lambda s: runs_query.list_runs(s, PROJECT, start=lo, end=hi), "/api/runs", w),
         "runs_list_1h_by_cost": (
-            lambda s: query.list_runs(s, PROJECT, start=lo, end=hi, sort="-cost_usd"),
+            lambda s: runs_query.list_runs(s, PROJECT, start=lo, end=hi, sort="-cost_usd"),
             "/api/runs",
             w | {"sort": "-cost_usd"},
         ),
         "runs_list_1h_search": (
-            lambda s: query.list_runs(s, PROJECT, start=lo, end=hi, search="no-such-text"),
+            lambda s: runs_query.list_runs(s, PROJECT, start=lo, end=hi, search="no-such-text"),
             "/api/runs",
             w | {"search": "no-such-text"},
         ),
         "runs_list_1h_tool_failed_by_agent": (
-            lambda s: query.list_runs(s, PROJECT, start=lo, end=hi, tool_failed=True, sort="agent"),
+            lambda s: runs_query.list_runs(s, PROJECT, start=lo, end=hi, tool_failed=True, sort="agent"),
             "/api/runs",
             w | {"tool_failed": "true", "sort": "agent"},
         ),
-        "run_detail_30_spans": (lambda s: query.get_run(s, PROJECT, info["small"]), f"/api/runs/{info['small']}", {}),
-        "run_detail_10k_spans": (lambda s: query.get_run(s, PROJECT, info["big"]), f"/api/runs/{info['big']}", {}),
+        "run_detail_30_spans": (
+            lambda s: runs_query.get_run(s, PROJECT, info["small"]),
+            f"/api/runs/{info['small']}",
+            {},
+        ),
+        "run_detail_10k_spans": (lambda s: runs_query.get_run(s, PROJECT, info["big"]), f"/api/runs/{info['big']}", {}),
         "timeseries_1h_by_model": (
             lambda s: query.timeseries(s, PROJECT, "cost_usd", lo, hi, 60, "model"),
             "/api/timeseries",
@@ -93,7 +98,7 @@ def cases(info: dict[str, Any]) -> dict[str, tuple[Callable[[Any], Any], str, di
             w | {"model": info["model"]},
         ),
         "cost_1h": (lambda s: query.cost_breakdown(s, PROJECT, start=lo, end=hi), "/api/cost", w),
-        "filters_1h": (lambda s: query.filters(s, PROJECT, start=lo, end=hi), "/api/filters", w),
+        "filters_1h": (lambda s: runs_query.filters(s, PROJECT, start=lo, end=hi), "/api/filters", w),
     }
 
 

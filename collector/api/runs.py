@@ -18,7 +18,7 @@ from agentwatch_api.schemas import (
 from agentwatch_platform.collector.api.deps import ProjectDep, SettingsDep, StoreDep, run_query
 from agentwatch_platform.collector.api.params import End, Start, time_window
 from agentwatch_platform.collector.query import feedback as feedback_query
-from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.query import runs as runs_query
 
 router = APIRouter(prefix="/api", tags=["query"])
 
@@ -38,7 +38,7 @@ def list_runs(
     params = filters.model_dump(exclude={"sort", "limit", "offset"})
     idle = settings.run_idle_timeout_s
     return run_query(
-        lambda: query.list_runs(
+        lambda: runs_query.list_runs(
             store,
             project,
             start=lo,
@@ -56,7 +56,7 @@ def list_runs(
     "/runs/{trace_id}", response_model=RunDetail, responses={404: {"description": "no such run in this project"}}
 )
 def get_run(store: StoreDep, project: ProjectDep, settings: SettingsDep, trace_id: TraceId) -> RunDetail:
-    detail = run_query(lambda: query.get_run(store, project, trace_id, idle_timeout_s=settings.run_idle_timeout_s))
+    detail = run_query(lambda: runs_query.get_run(store, project, trace_id, idle_timeout_s=settings.run_idle_timeout_s))
     if detail is None:
         raise HTTPException(404, f"run {trace_id} not found in this project")
     return detail
@@ -81,4 +81,4 @@ def add_feedback(store: StoreDep, project: ProjectDep, trace_id: TraceId, body: 
 @router.get("/filters", response_model=FilterValues)
 def filters(store: StoreDep, project: ProjectDep, start: Start = None, end: End = None) -> FilterValues:
     lo, hi = time_window(start, end)
-    return run_query(lambda: query.filters(store, project, start=lo, end=hi))
+    return run_query(lambda: runs_query.filters(store, project, start=lo, end=hi))

@@ -9,7 +9,7 @@ import uuid
 
 from agentwatch_api.schemas import FeedbackIn, FeedbackOut
 from agentwatch_platform.collector.query.ranges import InvalidQuery
-from agentwatch_platform.collector.query.service import valid_trace_id
+from agentwatch_platform.collector.query.runs import valid_trace_id
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.sql import feedback as feedback_sql
 

@@ -22,6 +22,7 @@ from agentwatch_api.handshake import read_admin_token
 from agentwatch_api.schemas import FeedbackIn
 from agentwatch_platform.collector.query import feedback as feedback_query
 from agentwatch_platform.collector.query import ranges
+from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
@@ -113,7 +114,7 @@ def _totals(store: Store) -> dict[str, float]:
         "overview_cost": over.figures["cost_usd"].value or 0.0,
         "overview_runs": over.figures["runs"].value or 0.0,
         "cost_total": query.cost_breakdown(store, P, **window).total_usd or 0.0,
-        "listed": query.list_runs(store, P, **window).total,
+        "listed": runs_query.list_runs(store, P, **window).total,
         "minutes": _one(store, "SELECT sum(cost_usd) AS v FROM span_minutes WHERE project = {p:String}"),
         "hours": _one(store, "SELECT sum(cost_usd) AS v FROM span_hours WHERE project = {p:String}"),
         "run_minutes": _one(store, "SELECT sum(runs) AS v FROM run_minutes WHERE project = {p:String}"),
@@ -129,7 +130,7 @@ def _one(store: Store, sql: str, **params: object) -> float:
 
 
 def _found(store: Store, text: str) -> int:
-    return query.list_runs(store, P, start=NOW - 2 * DAY, end=NOW + 60, search=text).total
+    return runs_query.list_runs(store, P, start=NOW - 2 * DAY, end=NOW + 60, search=text).total
 
 
 def _in_data_dir(directory: Path, text: str) -> bool:
@@ -168,9 +169,9 @@ def _assert_alice_gone(store: Store, runs: dict[str, list[list[SpanRow]]], befor
     )
     assert all(_found(store, marker) == 0 for marker in _markers(alice))
     assert all(_found(store, marker) == 1 for marker in _markers(bob))
-    detail = query.get_run(store, P, bob[0][0].trace_id)
+    detail = runs_query.get_run(store, P, bob[0][0].trace_id)
     assert detail is not None and any(_markers(bob)[0] in s.input_text for s in detail.spans)
-    assert query.get_run(store, P, alice[0][0].trace_id) is None
+    assert runs_query.get_run(store, P, alice[0][0].trace_id) is None
 
 
 def test_deleting_a_user_leaves_nothing_of_theirs_and_drops_the_totals_by_their_cost(
@@ -225,7 +226,7 @@ def test_deleting_a_project_leaves_the_others(store: Store, tmp_path: Path) -> N
     assert result.spans == 7 * 7
     for table in ("spans", "runs_agg", "span_minutes", "span_hours", "run_minutes", "closed_run_minutes", "alerts"):
         assert _one(store, f"SELECT count() AS v FROM {table} WHERE project = {{p:String}}") == 0
-    assert query.list_runs(store, "p2", start=NOW - DAY, end=NOW + 60).total == 1
+    assert runs_query.list_runs(store, "p2", start=NOW - DAY, end=NOW + 60).total == 1
 
 
 def test_a_deletion_names_exactly_one_thing() -> None:
@@ -249,13 +250,13 @@ def _old_and_new(store: Store) -> tuple[list[SpanRow], list[SpanRow]]:
 
 def _assert_only_new(store: Store, old: list[SpanRow], new: list[SpanRow]) -> None:
     window = {"start": NOW - 30 * DAY, "end": NOW + 60}
-    page = query.list_runs(store, P, **window)
+    page = runs_query.list_runs(store, P, **window)
     assert [r.trace_id for r in page.items] == [new[0].trace_id]
     assert query.overview(store, P, **window).figures["cost_usd"].value == pytest.approx(_cost([new]))
     assert query.cost_breakdown(store, P, **window).total_usd == pytest.approx(_cost([new]))
     old_marker = _markers([old])[0]
-    assert query.list_runs(store, P, **window, search=old_marker).total == 0
-    assert query.get_run(store, P, old[0].trace_id) is None
+    assert runs_query.list_runs(store, P, **window, search=old_marker).total == 0
+    assert runs_query.get_run(store, P, old[0].trace_id) is None
     for table, column in (
         ("runs_agg", "hour"),
         ("span_minutes", "minute"),
@@ -268,7 +269,7 @@ def _assert_only_new(store: Store, old: list[SpanRow], new: list[SpanRow]) -> No
 def test_lowering_the_retention_removes_old_runs_everywhere_in_one_pass(store: Store) -> None:
     old, new = _old_and_new(store)
     window = {"start": NOW - 30 * DAY, "end": NOW + 60}
-    assert query.list_runs(store, P, **window).total == 2
+    assert runs_query.list_runs(store, P, **window).total == 2
     assert "spans" in enforce_retention(store, 7)
     _assert_only_new(store, old, new)
     assert enforce_retention(store, 7) == []  # nothing left to remove
@@ -307,7 +308,7 @@ def test_the_admin_api_and_the_cli_delete_through_a_running_collector(
         with pytest.raises(SystemExit, match="--yes"):
             main(["delete", "--project", P, "--user", "bob", "--data-dir", str(settings.data_dir)])
         assert main(["delete", "--project", P, "--user", "bob", "--yes", "--data-dir", str(settings.data_dir)]) == 0
-        assert query.list_runs(handle.get(), P, start=NOW - DAY, end=NOW + 60).total == 0
+        assert runs_query.list_runs(handle.get(), P, start=NOW - DAY, end=NOW + 60).total == 0
         audit = handle.get().query("SELECT target FROM audit_log WHERE action = 'data.delete' ORDER BY at")
     assert [a["target"] for a in audit] == ["user:alice", "user:bob"]
     assert told == [P, P]  # the API's and the CLI's deletion, both through this collector

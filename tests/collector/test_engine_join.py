@@ -20,6 +20,7 @@ from agentwatch_platform.collector.ingest.engine_join import (
     match_engine_spans,
 )
 from agentwatch_platform.collector.ingest.normalize import Normalizer, sdk_pricer, set_engine_figures_aside
+from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.columns import spans_table
@@ -110,7 +111,7 @@ def ingest(store: Store, join: EngineJoin, rows: list[SpanRow]) -> None:
 
 def totals(store: Store, t0: float) -> dict[str, float | None]:
     figures = query.overview(store, P, start=t0 - 60, end=t0 + 600).figures
-    runs = query.list_runs(store, P, start=t0 - 60, end=t0 + 600).items
+    runs = runs_query.list_runs(store, P, start=t0 - 60, end=t0 + 600).items
     return {
         "runs": len(runs),
         "input_tokens": figures["input_tokens"].value,
@@ -155,7 +156,7 @@ def test_engine_facts_fill_the_client_span_that_lacks_them(store: Store, t0: flo
     run, call = run_with_call(t0, response_id="chatcmpl-7")
     ingest(store, join, [engine_span(call, parent=False, request_id="chatcmpl-7")])
     ingest(store, join, run)
-    (span,) = [s for s in query.get_run(store, P, call.trace_id).spans if s.kind == "llm"]
+    (span,) = [s for s in runs_query.get_run(store, P, call.trace_id).spans if s.kind == "llm"]
     assert (span.ttft_s, span.queue_s, span.prefill_s, span.decode_s) == pytest.approx((0.042, 0.01, 0.03, 0.5))
     assert span.attributes[TTFT_SOURCE] == "engine"
     assert span.cached_tokens == 64  # and priced with the cache discount
@@ -168,7 +169,7 @@ def test_client_ttft_wins_over_the_engines(store: Store, t0: float) -> None:
     run, call = run_with_call(t0, response_id="chatcmpl-8", ttft=0.2)
     ingest(store, join, [engine_span(call, parent=True, request_id="chatcmpl-8")])
     ingest(store, join, run)
-    (span,) = [s for s in query.get_run(store, P, call.trace_id).spans if s.kind == "llm"]
+    (span,) = [s for s in runs_query.get_run(store, P, call.trace_id).spans if s.kind == "llm"]
     assert span.ttft_s == pytest.approx(0.2) and TTFT_SOURCE not in span.attributes
     assert span.queue_s == pytest.approx(0.01)
 
@@ -272,7 +273,7 @@ def test_run_detail_shows_the_engine_timings_of_a_client_span_stored_first(store
     ingest(store, join, run)  # the client first (openai-v2 exports at once, the engine batches)
     engine = engine_span(call, parent=False, request_id="chatcmpl-11")
     ingest(store, join, [engine])
-    detail = query.get_run(store, P, call.trace_id)
+    detail = runs_query.get_run(store, P, call.trace_id)
     assert detail is not None
     (span,) = [s for s in detail.spans if s.kind == "llm"]
     (moved,) = [s for s in detail.spans if s.kind == "engine"]  # moved under the client's span
@@ -288,7 +289,7 @@ def test_stored_client_without_response_id_joins_by_usage_and_time(store: Store,
     run, call = run_with_call(t0, response_id="")
     ingest(store, join, run)
     ingest(store, join, [engine_span(call, parent=False, request_id="chatcmpl-12")])
-    detail = query.get_run(store, P, call.trace_id)
+    detail = runs_query.get_run(store, P, call.trace_id)
     assert detail is not None
     assert [s.kind for s in detail.spans if s.parent_span_id == call.span_id] == ["engine"]
     clock.now = t0 + 600
@@ -308,7 +309,7 @@ def test_run_detail_calls_add_up_to_the_run(
     for rows in ([engine], run) if engine_first else (run, [engine]):
         ingest(store, join, rows)
     with caplog.at_level("ERROR"):
-        detail = query.get_run(store, P, call.trace_id)
+        detail = runs_query.get_run(store, P, call.trace_id)
     assert detail is not None and not [r for r in caplog.records if r.levelname == "ERROR"]
     (llm,) = [s for s in detail.spans if s.kind == "llm"]
     assert llm.cached_tokens == 64 and llm.cost_usd == engine_cost()  # the discount on the call's row
@@ -347,7 +348,7 @@ def test_engine_shared_by_projects_bills_each_call_once(store: Store, t0: float,
     assert got[AGENTS] == pytest.approx(engine_cost(), rel=1e-12)  # B's call, at the engine's cached price
     assert got[ENGINE_HOME] == pytest.approx(engine_cost(), rel=1e-12)  # A: the unclaimed call alone
     assert sum(got.values()) == pytest.approx(2 * engine_cost(), rel=1e-12)  # every call once, installation-wide
-    detail = query.get_run(store, AGENTS, call.trace_id)
+    detail = runs_query.get_run(store, AGENTS, call.trace_id)
     assert detail is not None and detail.run.cost_usd == pytest.approx(engine_cost(), rel=1e-12)
     (llm,) = [s for s in detail.spans if s.kind == "llm"]
     assert (llm.cached_tokens, llm.queue_s) == (64, pytest.approx(0.01))

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from agentwatch_platform.collector.ingest.live_runs import LiveRuns
+from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.columns import spans_table
@@ -23,7 +24,7 @@ def ingest(store: Store, live: LiveRuns, rows: list[SpanRow]) -> None:
 
 
 def runs(store: Store, t0: float, *, idle: float = 300.0, **filters: object) -> list:
-    return query.list_runs(store, P, start=t0 - 60, end=t0 + 3600, idle_timeout_s=idle, **filters).items
+    return runs_query.list_runs(store, P, start=t0 - 60, end=t0 + 3600, idle_timeout_s=idle, **filters).items
 
 
 @pytest.fixture
@@ -67,7 +68,7 @@ def test_run_whose_root_never_comes_becomes_incomplete_and_keeps_its_cost(store:
     assert (overview.running_runs, overview.incomplete_runs, overview.figures["runs"].value) == (0, 1, 2)
     # the totals equal the sum over runs in every state
     assert overview.figures["cost_usd"].value == pytest.approx(sum(r.cost_usd for r in listed))
-    detail = query.get_run(store, P, incomplete.trace_id, idle_timeout_s=0.001)
+    detail = runs_query.get_run(store, P, incomplete.trace_id, idle_timeout_s=0.001)
     assert detail is not None and detail.run.status == "incomplete"
 
 
@@ -94,7 +95,7 @@ def test_spans_with_a_missing_parent_or_a_parent_cycle_are_counted_and_flagged(s
     ingest(store, live, [s for s in spans if s.span_id not in ids] + [orphan, *cycle])
     (run,) = runs(store, t0)
     assert run.status == "ok" and run.tool_calls == 2 and run.llm_calls == 2  # all counted
-    detail = query.get_run(store, P, run.trace_id)
+    detail = runs_query.get_run(store, P, run.trace_id)
     assert detail is not None
     flags = {s.span_id: (s.parent_missing, s.in_cycle) for s in detail.spans}
     assert flags[orphan.span_id] == (True, False)

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import pytest
 
+from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.model import SpanRow
@@ -62,7 +63,7 @@ def seeded(module_store: Store) -> str:
 
 
 def _last_run(store: Store) -> list[str]:
-    page = query.list_runs(store, P, start=T + LAST[0], end=T + LAST[0] + 1)
+    page = runs_query.list_runs(store, P, start=T + LAST[0], end=T + LAST[0] + 1)
     return [r.trace_id for r in page.items]
 
 
@@ -101,21 +102,21 @@ def test_timeseries_runs_leave_refused_requests_out(module_store: Store, seeded:
 
 def test_agent_median_run_cost_is_over_runs_that_did_work(module_store: Store, seeded: str) -> None:
     expected = statistics.median(COSTS)  # 0.03; with the five $0 refusals it would be 0.01
-    assert query.get_run(module_store, P, seeded).agent_median_cost_usd == pytest.approx(expected)
+    assert runs_query.get_run(module_store, P, seeded).agent_median_cost_usd == pytest.approx(expected)
     close_runs(module_store, margin_s=-1)  # whole minutes now come from the closer's rows
-    assert query.get_run(module_store, P, seeded).agent_median_cost_usd == pytest.approx(expected)
+    assert runs_query.get_run(module_store, P, seeded).agent_median_cost_usd == pytest.approx(expected)
     overview = query.overview(module_store, P, start=T, end=T + 3600)
     assert overview.figures["max_steps"].value == 5 and overview.figures["runs"].value == 5
 
 
 def test_runs_list_shows_refused_requests_only_when_asked(module_store: Store, seeded: str) -> None:
-    default = query.list_runs(module_store, P, start=T, end=T + 3600)
+    default = runs_query.list_runs(module_store, P, start=T, end=T + 3600)
     assert default.total == 5 and all(r.outcome != "refused" for r in default.items)
-    by_cost = query.list_runs(module_store, P, start=T, end=T + 3600, sort="cost_usd")  # the merged path
+    by_cost = runs_query.list_runs(module_store, P, start=T, end=T + 3600, sort="cost_usd")  # the merged path
     assert by_cost.total == 5 and min(r.cost_usd for r in by_cost.items) == pytest.approx(0.01)
-    refused = query.list_runs(module_store, P, start=T, end=T + 3600, outcome="refused")
+    refused = runs_query.list_runs(module_store, P, start=T, end=T + 3600, outcome="refused")
     assert refused.total == 5 and {r.cost_usd for r in refused.items} == {0.0}
-    merged = query.list_runs(module_store, P, start=T, end=T + 3600, outcome="refused", sort="cost_usd")
+    merged = runs_query.list_runs(module_store, P, start=T, end=T + 3600, outcome="refused", sort="cost_usd")
     assert merged.total == 5
 
 

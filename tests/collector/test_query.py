@@ -9,6 +9,8 @@ import pytest
 from agentwatch_api.schemas import TIMESERIES_METRICS, FeedbackIn
 from agentwatch_platform.collector.query import engines as engine_query
 from agentwatch_platform.collector.query import feedback as feedback_query
+from agentwatch_platform.collector.query import ranges
+from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.model import SpanRow
@@ -29,7 +31,7 @@ def trace(seeded: dict[str, list[SpanRow]], name: str) -> str:
 
 
 def test_runs_list_summarises_each_run(module_store: Store, seeded: dict) -> None:
-    page = query.list_runs(module_store, P, start=W[0], end=W[1], sort="start_time")
+    page = runs_query.list_runs(module_store, P, start=W[0], end=W[1], sort="start_time")
     assert page.total == 5
     by_id = {r.trace_id: r for r in page.items}
     a, b, c, d, f = (by_id[trace(seeded, k)] for k in "ABCDF")
@@ -67,19 +69,19 @@ def test_runs_list_summarises_each_run(module_store: Store, seeded: dict) -> Non
     ],
 )
 def test_runs_list_filters(module_store: Store, seeded: dict, filters: dict, expected: str) -> None:
-    page = query.list_runs(module_store, P, start=W[0], end=W[1], sort="start_time", **filters)
+    page = runs_query.list_runs(module_store, P, start=W[0], end=W[1], sort="start_time", **filters)
     assert [r.trace_id for r in page.items] == [trace(seeded, k) for k in expected]
     assert page.total == len(expected)
 
 
 def test_runs_list_sorts_and_paginates(module_store: Store, seeded: dict) -> None:
-    first = query.list_runs(module_store, P, start=W[0], end=W[1], sort="-cost_usd", limit=2)
-    second = query.list_runs(module_store, P, start=W[0], end=W[1], sort="-cost_usd", limit=2, offset=2)
-    beyond = query.list_runs(module_store, P, start=W[0], end=W[1], limit=2, offset=10)
+    first = runs_query.list_runs(module_store, P, start=W[0], end=W[1], sort="-cost_usd", limit=2)
+    second = runs_query.list_runs(module_store, P, start=W[0], end=W[1], sort="-cost_usd", limit=2, offset=2)
+    beyond = runs_query.list_runs(module_store, P, start=W[0], end=W[1], limit=2, offset=10)
     assert [r.trace_id for r in first.items] == [trace(seeded, "B"), trace(seeded, "C")]
     assert [r.cost_usd for r in second.items] == pytest.approx([0.03, 0.02])
     assert (first.total, second.total, beyond.total, beyond.items) == (5, 5, 5, [])
-    steps = [r.steps for r in query.list_runs(module_store, P, start=W[0], end=W[1], sort="steps").items]
+    steps = [r.steps for r in runs_query.list_runs(module_store, P, start=W[0], end=W[1], sort="steps").items]
     assert steps == sorted(steps)
 
 
@@ -89,18 +91,18 @@ def test_runs_list_sorts_and_paginates(module_store: Store, seeded: dict) -> Non
 )
 def test_runs_list_rejects_bad_parameters(module_store: Store, seeded: dict, bad: dict) -> None:
     params = {"start": W[0], "end": W[1]} | bad
-    with pytest.raises(query.InvalidQuery):
-        query.list_runs(module_store, P, **params)
+    with pytest.raises(ranges.InvalidQuery):
+        runs_query.list_runs(module_store, P, **params)
 
 
 def test_projects_see_only_their_own_runs(module_store: Store, seeded: dict) -> None:
-    assert query.list_runs(module_store, "q2", start=W[0], end=W[1]).total == 1
-    assert query.list_runs(module_store, "nobody", start=W[0], end=W[1]).total == 0
-    assert query.get_run(module_store, "nobody", trace(seeded, "A")) is None
+    assert runs_query.list_runs(module_store, "q2", start=W[0], end=W[1]).total == 1
+    assert runs_query.list_runs(module_store, "nobody", start=W[0], end=W[1]).total == 0
+    assert runs_query.get_run(module_store, "nobody", trace(seeded, "A")) is None
 
 
 def test_run_detail_has_spans_feedback_and_context(module_store: Store, seeded: dict) -> None:
-    detail = query.get_run(module_store, P, trace(seeded, "A").upper())
+    detail = runs_query.get_run(module_store, P, trace(seeded, "A").upper())
     assert detail is not None
     assert len(detail.spans) == len(seeded["A"]) == 10
     assert detail.spans[0].kind == "run" and detail.spans[0].parent_span_id == ""
@@ -109,8 +111,8 @@ def test_run_detail_has_spans_feedback_and_context(module_store: Store, seeded: 
     assert sorted(f.score for f in detail.feedback) == [0.5, 1.0]
     assert detail.run.cost_usd == pytest.approx(0.03) and detail.run.feedback_score == pytest.approx(0.75)
     assert detail.agent_median_cost_usd == pytest.approx(0.02)  # alpha in the week up to A: E (0.01) and A (0.03)
-    with pytest.raises(query.InvalidQuery, match="32 hex"):
-        query.get_run(module_store, P, "not-a-trace")
+    with pytest.raises(ranges.InvalidQuery, match="32 hex"):
+        runs_query.get_run(module_store, P, "not-a-trace")
 
 
 def test_overview_figures_and_previous_period(module_store: Store, seeded: dict) -> None:
@@ -160,7 +162,7 @@ def test_timeseries_set_gives_each_series_as_asked_alone(module_store: Store, se
     assert [s.metric for s in together] == metrics
     for series in together:
         assert series == query.timeseries(module_store, P, series.metric, W[0], W[1], 600, group_by), series.metric
-    with pytest.raises(query.InvalidQuery, match="metric"):
+    with pytest.raises(ranges.InvalidQuery, match="metric"):
         query.timeseries_set(module_store, P, ["runs", "bogus"], W[0], W[1], 600)
 
 
@@ -173,9 +175,9 @@ def test_timeseries_set_gives_each_series_as_asked_alone(module_store: Store, se
     ],
 )
 def test_timeseries_rejects_bad_parameters(module_store: Store, args: tuple, message: str) -> None:
-    with pytest.raises(query.InvalidQuery, match=message):
+    with pytest.raises(ranges.InvalidQuery, match=message):
         query.timeseries(module_store, P, *args)
-    with pytest.raises(query.InvalidQuery, match="group_by"):
+    with pytest.raises(ranges.InvalidQuery, match="group_by"):
         query.timeseries(module_store, P, "runs", W[0], W[1], 60, "colour")
 
 
@@ -200,7 +202,7 @@ def test_cost_breakdown(module_store: Store, seeded: dict) -> None:
 
 
 def test_filters_and_engines(module_store: Store, seeded: dict) -> None:
-    values = query.filters(module_store, P, start=W[0], end=W[1])
+    values = runs_query.filters(module_store, P, start=W[0], end=W[1])
     assert (values.agents, values.models, values.services) == (
         ["alpha", "beta", "gamma"],
         ["sim-large", "sim-small"],
@@ -226,8 +228,8 @@ def test_engine_series_averages_gauges_and_keeps_counters(module_store: Store, s
 def test_run_begun_before_the_range_never_shows_partial_totals(module_store: Store) -> None:
     rows = agent_run(project="partial", start_s=T + 100, steps=5)
     module_store.insert_spans(rows)
-    assert query.list_runs(module_store, "partial", start=T + 102, end=T + 3600).total == 0
-    page = query.list_runs(module_store, "partial", start=T + 50, end=T + 101)
+    assert runs_query.list_runs(module_store, "partial", start=T + 102, end=T + 3600).total == 0
+    page = runs_query.list_runs(module_store, "partial", start=T + 50, end=T + 101)
     assert page.total == 1 and page.items[0].steps == 5
 
 
@@ -240,9 +242,9 @@ def test_feedback_needs_a_stored_run_of_its_project(module_store: Store) -> None
     assert feedback_query.add_feedback(module_store, "another-project", trace_id, FeedbackIn(score=1.0)) is None
     out = feedback_query.add_feedback(module_store, "early-feedback", trace_id, FeedbackIn(score=1.0, label="great"))
     assert out is not None and out.trace_id == trace_id and len(out.feedback_id) == 32
-    detail = query.get_run(module_store, "early-feedback", trace_id)
+    detail = runs_query.get_run(module_store, "early-feedback", trace_id)
     assert detail is not None and [f.label for f in detail.feedback] == ["great"]
-    with pytest.raises(query.InvalidQuery):
+    with pytest.raises(ranges.InvalidQuery):
         feedback_query.add_feedback(module_store, "early-feedback", "xyz", FeedbackIn(score=1.0))
 
 
@@ -277,16 +279,16 @@ def test_trace_of_ten_thousand_spans_loads_whole(module_store: Store) -> None:
         for i in range(9_999)
     ]
     module_store.insert_spans(rows)
-    detail = query.get_run(module_store, "big", trace_id)
+    detail = runs_query.get_run(module_store, "big", trace_id)
     assert detail is not None and len(detail.spans) == 10_000
     assert detail.run.llm_calls == 9_999 and detail.run.cost_usd == pytest.approx(9.999)
 
 
 def test_runs_list_sorts_by_duration_and_filters_heads(module_store: Store, seeded: dict) -> None:
-    page = query.list_runs(module_store, P, start=W[0], end=W[1], sort="-duration_s")
+    page = runs_query.list_runs(module_store, P, start=W[0], end=W[1], sort="-duration_s")
     durations = [r.duration_s for r in page.items]
     assert durations == sorted(durations, reverse=True) and page.total == 5
-    both = query.list_runs(
+    both = runs_query.list_runs(
         module_store, P, start=W[0], end=W[1], model="sim-large", outcome="failure", sort="duration_s"
     )
     assert [r.trace_id for r in both.items] == [trace(seeded, "B")]

@@ -10,7 +10,7 @@ import pytest
 from agentwatch import PriceTable
 from agentwatch.cli import main
 
-from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query.reprice import parse_since, reprice
 from agentwatch_platform.collector.storage.base import Store
 from tests.collector.factories import agent_run
@@ -31,7 +31,7 @@ def _seed(store: Store, project: str = "p1") -> dict[str, list]:
 
 
 def _run_cost(store: Store, project: str, trace_id: str) -> float:
-    page = query.list_runs(store, project, start=NOW - 86_400, end=NOW + 60, limit=100)
+    page = runs_query.list_runs(store, project, start=NOW - 86_400, end=NOW + 60, limit=100)
     return next(r.cost_usd for r in page.items if r.trace_id == trace_id)
 
 
@@ -57,7 +57,7 @@ def test_reprice_updates_spans_runs_and_records_prices(store: Store) -> None:
     assert by_trace[runs["old"][0].trace_id]["cost_usd"] == 0.5  # before --since
     assert _run_cost(store, "p1", runs["recent"][0].trace_id) == pytest.approx(2 * per_call)
     assert _run_cost(store, "p1", runs["unknown"][0].trace_id) == pytest.approx(0.25)
-    assert query.list_runs(store, "p1", start=NOW - 86_400, end=NOW + 60).total == 3
+    assert runs_query.list_runs(store, "p1", start=NOW - 86_400, end=NOW + 60).total == 3
     recorded = store.query(
         "SELECT version, model, input_per_mtok, output_per_mtok, cached_input_per_mtok FROM price_versions"
     )

@@ -10,6 +10,7 @@ import pytest
 
 from agentwatch_api.schemas import FeedbackIn
 from agentwatch_platform.collector.query import feedback as feedback_query
+from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from agentwatch_platform.collector.storage.result_cache import ResultCache, is_read
@@ -34,9 +35,9 @@ def test_fresh_spans_and_feedback_appear_after_cached_reads(chdb: ChdbStore) -> 
     run = agent_run(start_s=T + 120)
     chdb.insert_spans(run)
     assert query.overview(chdb, "p1", start=T, end=T + 3600).figures["runs"].value == 2
-    assert query.get_run(chdb, "p1", run[0].trace_id).feedback == []
+    assert runs_query.get_run(chdb, "p1", run[0].trace_id).feedback == []
     feedback_query.add_feedback(chdb, "p1", run[0].trace_id, FeedbackIn(score=1.0))
-    assert query.get_run(chdb, "p1", run[0].trace_id).run.feedback_score == 1.0
+    assert runs_query.get_run(chdb, "p1", run[0].trace_id).run.feedback_score == 1.0
 
 
 def test_cached_rows_cannot_be_changed_by_a_caller(chdb: ChdbStore) -> None:

@@ -21,6 +21,7 @@ import pytest
 from agentwatch_api.schemas import TIMESERIES_METRICS, FeedbackIn
 from agentwatch_platform.collector.query import feedback as feedback_query
 from agentwatch_platform.collector.query import ranges
+from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.maintenance import rebuild_totals
@@ -444,7 +445,7 @@ def test_cost_breakdown_matches_the_spans(module_store: Store, seed: Seed) -> No
 )
 def test_runs_list_matches_the_spans(module_store: Store, seed: Seed, sort: str, filters: dict[str, Any]) -> None:
     start, end = T0 + 1800.0, T0 + 5 * 3600 + 0.5
-    page = query.list_runs(module_store, P, start=start, end=end, sort=sort, limit=7, offset=2, **filters)
+    page = runs_query.list_runs(module_store, P, start=start, end=end, sort=sort, limit=7, offset=2, **filters)
     runs = [r for r in runs_of(seed) if start * 1e9 <= r["start_ns"] < end * 1e9]
     runs = [
         r for r in runs if r["agent"] == filters.get("agent", r["agent"]) and r["steps"] >= filters.get("min_steps", 0)
@@ -469,10 +470,10 @@ def test_runs_list_matches_the_spans(module_store: Store, seed: Seed, sort: str,
 
 
 def test_a_run_split_across_inserts_and_hours_is_whole(module_store: Store, seed: Seed) -> None:
-    run = query.get_run(module_store, P, seed["straddling"])
+    run = runs_query.get_run(module_store, P, seed["straddling"])
     assert run is not None
     assert (run.run.steps, run.run.llm_calls, run.run.cost_usd) == (4, 4, pytest.approx(0.28))
-    page = query.list_runs(module_store, P, start=T0 + 4 * 3600 - 60, end=T0 + 4 * 3600, sort="-cost_usd")
+    page = runs_query.list_runs(module_store, P, start=T0 + 4 * 3600 - 60, end=T0 + 4 * 3600, sort="-cost_usd")
     assert [(r.trace_id, r.steps, r.duration_s) for r in page.items][:1] == [
         (seed["straddling"], 4, pytest.approx(5.0))
     ]

@@ -22,6 +22,7 @@ from agentwatch_api.schemas import FeedbackIn
 from agentwatch_platform.collector.ingest.live_runs import LiveRuns
 from agentwatch_platform.collector.query import feedback as feedback_query
 from agentwatch_platform.collector.query import ranges
+from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.query.ranges import closed_minute_params
 from agentwatch_platform.collector.storage.base import Store
@@ -114,9 +115,11 @@ def _medians(store: Store, *, closed: bool, monkeypatch: pytest.MonkeyPatch) -> 
     """The agent's median run cost in the week before runs across the seed (a run's detail)."""
     with monkeypatch.context() as m:
         if not closed:
-            m.setattr(query, "closed_minute_params", lambda store, params: {})
-        runs = [query.list_runs(store, P, start=T0 - 600, end=T0 + 7 * 3600, limit=500).items[i] for i in (0, 5, -1)]
-        return [query._agent_median(store, P, r.model_dump()) for r in runs]
+            m.setattr(runs_query, "closed_minute_params", lambda store, params: {})
+        runs = [
+            runs_query.list_runs(store, P, start=T0 - 600, end=T0 + 7 * 3600, limit=500).items[i] for i in (0, 5, -1)
+        ]
+        return [runs_query._agent_median(store, P, r.model_dump()) for r in runs]
 
 
 def _approx(a: list[Any], b: list[Any]) -> bool:

@@ -11,6 +11,7 @@ import pytest
 
 from agentwatch_api.schemas import FeedbackIn, RunSummary
 from agentwatch_platform.collector.query import feedback as feedback_query
+from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.model import SpanRow
@@ -68,7 +69,7 @@ def runs(module_store: Store) -> dict[str, str]:
 
 
 def _found(store: Store, runs: dict[str, str], **filters: object) -> str:
-    page = query.list_runs(store, P, **W, sort="start_time", **filters)  # type: ignore[arg-type]
+    page = runs_query.list_runs(store, P, **W, sort="start_time", **filters)  # type: ignore[arg-type]
     names = {trace: name for name, trace in runs.items()}
     assert page.total == len(page.items)
     return " ".join(names[r.trace_id] for r in page.items)
@@ -102,7 +103,7 @@ def test_runs_filters_apply_in_the_store(
 
 
 def test_search_by_part_of_a_trace_id(module_store: Store, runs: dict[str, str]) -> None:
-    found = query.list_runs(module_store, P, **W, search=runs["R4"][:12].upper())
+    found = runs_query.list_runs(module_store, P, **W, search=runs["R4"][:12].upper())
     assert [r.trace_id for r in found.items] == [runs["R4"]]
 
 
@@ -118,9 +119,9 @@ def _expected_order(items: list[RunSummary], column: str, descending: bool) -> l
 
 @pytest.mark.parametrize("column", runs_sql.RUN_SORTS)
 def test_runs_sort_on_every_column(module_store: Store, runs: dict[str, str], column: str) -> None:
-    everything = query.list_runs(module_store, P, **W).items
+    everything = runs_query.list_runs(module_store, P, **W).items
     for descending in (False, True):
-        page = query.list_runs(module_store, P, **W, sort=("-" if descending else "") + column, limit=3, offset=1)
+        page = runs_query.list_runs(module_store, P, **W, sort=("-" if descending else "") + column, limit=3, offset=1)
         assert [r.trace_id for r in page.items] == _expected_order(everything, column, descending)[1:], (
             column,
             descending,
@@ -130,9 +131,9 @@ def test_runs_sort_on_every_column(module_store: Store, runs: dict[str, str], co
 def test_runs_sort_by_feedback_score_puts_runs_without_one_last(module_store: Store, runs: dict[str, str]) -> None:
     names = {trace: name for name, trace in runs.items()}
     for sort, expected in (("feedback_score", "R2 R3 R1 R4"), ("-feedback_score", "R1 R3 R2 R4")):
-        page = query.list_runs(module_store, P, **W, sort=sort)
+        page = runs_query.list_runs(module_store, P, **W, sort=sort)
         assert " ".join(names[r.trace_id] for r in page.items) == expected, sort
-    assert [r.feedback_score for r in query.list_runs(module_store, P, **W, sort="feedback_score").items] == [
+    assert [r.feedback_score for r in runs_query.list_runs(module_store, P, **W, sort="feedback_score").items] == [
         0.2,
         0.5,
         0.9,

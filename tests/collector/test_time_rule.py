@@ -15,6 +15,7 @@ import uuid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.model import SpanRow
@@ -98,12 +99,12 @@ def test_every_reader_agrees_on_a_window(module_store: Store, specs, window) -> 
     series = query.timeseries_set(store, project, ["cost_usd", "input_tokens", "runs"], start, end, step or length)
     assert [sum(p.value or 0.0 for p in s.points) for s in series] == [cost, tokens_in, len(runs)]
 
-    listed = query.list_runs(store, project, start=start, end=end, limit=500)
+    listed = runs_query.list_runs(store, project, start=start, end=end, limit=500)
     assert listed.total == len(runs)
     whole_runs = {t: sum(r.cost_usd for r in spans) for t, spans in runs.items()}
     assert {r.trace_id: r.cost_usd for r in listed.items} == whole_runs
     for user in ("u1", "u2"):
-        mine = query.list_runs(store, project, start=start, end=end, limit=500, user_id=user)
+        mine = runs_query.list_runs(store, project, start=start, end=end, limit=500, user_id=user)
         assert sum(r.cost_usd for r in mine.items) == sum(
             c for t, c in whole_runs.items() if runs[t][0].user_id == user
         )

@@ -14,7 +14,7 @@ import pytest
 
 from agentwatch_api.schemas import FeedbackIn
 from agentwatch_platform.collector.query import feedback as feedback_query
-from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import users
 from agentwatch_platform.collector.query.ranges import InvalidQuery
 from agentwatch_platform.collector.storage.base import Store
@@ -91,7 +91,7 @@ def test_one_users_figures_are_its_row_of_the_list(module_store: Store, seeded: 
 
 def test_users_costs_sum_to_the_runs_list(module_store: Store, seeded: dict) -> None:
     page = users.users(module_store, P, **W)
-    listed = query.list_runs(module_store, P, **W, limit=500)
+    listed = runs_query.list_runs(module_store, P, **W, limit=500)
     assert sum(u.cost_usd for u in page.items) == pytest.approx(sum(r.cost_usd for r in listed.items))
     assert sum(u.runs for u in page.items) == listed.total
 

@@ -10,7 +10,7 @@ import pytest
 
 from agentwatch_api.schemas import FeedbackIn
 from agentwatch_platform.collector.query import feedback as feedback_query
-from agentwatch_platform.collector.query import service as query
+from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import versions
 from agentwatch_platform.collector.query.ranges import InvalidQuery
 from agentwatch_platform.collector.storage.base import Store
@@ -83,17 +83,17 @@ def test_version_figures_equal_hand_counts(module_store: Store, seeded: dict[str
 def test_version_costs_sum_to_the_runs_of_the_range(module_store: Store, seeded: dict) -> None:
     """The runs list (finished, counted runs) and the versions split the same cost."""
     out = versions.versions(module_store, P, **W)
-    page = query.list_runs(module_store, P, **W, limit=500)
+    page = runs_query.list_runs(module_store, P, **W, limit=500)
     finished = [r for r in page.items if r.status not in ("running", "incomplete")]
     assert sum(v.cost_usd for v in out.items) == pytest.approx(sum(r.cost_usd for r in finished))
     assert sum(v.runs for v in out.items) == len(finished)
 
 
 def test_runs_list_filters_and_shows_the_version(module_store: Store, seeded: dict) -> None:
-    page = query.list_runs(module_store, P, **W, version="1.0", limit=500)
+    page = runs_query.list_runs(module_store, P, **W, version="1.0", limit=500)
     assert page.total == 6 and {r.version for r in page.items} == {"1.0"}
     assert {r.trace_id for r in page.items} == {rows[0].trace_id for rows in seeded["1.0"]}
-    detail = query.get_run(module_store, P, seeded["2.0"][0][0].trace_id)
+    detail = runs_query.get_run(module_store, P, seeded["2.0"][0][0].trace_id)
     assert detail is not None and detail.run.version == "2.0"
 
 
