@@ -23,6 +23,7 @@ from agentwatch_platform.alerts.model import Alert, Delivery
 from agentwatch_platform.alerts.run_scopes import RUN_SCOPE_KEYS, run_scope_series
 from agentwatch_platform.alerts.run_states import run_state_values
 from agentwatch_platform.alerts.version_rules import version_change
+from agentwatch_platform.collector.query import metrics as metrics_query
 from agentwatch_platform.collector.query import ranges
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.query import versions as version_query
@@ -158,7 +159,7 @@ class StoreBackend:
             )
         return self._guard(
             metric,
-            lambda: query.timeseries(
+            lambda: metrics_query.timeseries(
                 self.store,
                 project,
                 metric,

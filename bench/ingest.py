@@ -49,8 +49,9 @@ from typing import Any
 import httpx
 
 from agentwatch_api import handshake
+from agentwatch_platform.collector.query import metrics as metrics_query
+from agentwatch_platform.collector.query import overview as overview_query
 from agentwatch_platform.collector.query import runs as runs_query
-from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from agentwatch_platform.collector.storage.columns import spans_table
 from agentwatch_platform.collector.storage.model import SpanRow
@@ -488,8 +489,8 @@ def phase_query(store: ChdbStore, spans: int, repeats: int, *, now: float | None
     load_at_start = os.getloadavg()[0]
     hour, day = (now - 3600, now), (now - 86_400, now)
     cases = {
-        "overview_1h": lambda: query.overview(store, "bench", start=hour[0], end=hour[1]),
-        "overview_24h": lambda: query.overview(store, "bench", start=day[0], end=day[1]),
+        "overview_1h": lambda: overview_query.overview(store, "bench", start=hour[0], end=hour[1]),
+        "overview_24h": lambda: overview_query.overview(store, "bench", start=day[0], end=day[1]),
         "runs_list_1h": lambda: runs_query.list_runs(store, "bench", start=hour[0], end=hour[1], limit=50),
         "runs_list_24h_by_cost": lambda: runs_query.list_runs(
             store, "bench", start=day[0], end=day[1], sort="-cost_usd", limit=50
@@ -497,17 +498,19 @@ def phase_query(store: ChdbStore, spans: int, repeats: int, *, now: float | None
         "runs_list_24h_filtered": lambda: runs_query.list_runs(
             store, "bench", start=day[0], end=day[1], agent="agent-3", min_steps=5, limit=50
         ),
-        "timeseries_24h_by_model": lambda: query.timeseries(store, "bench", "cost_usd", day[0], day[1], 300, "model"),
+        "timeseries_24h_by_model": lambda: metrics_query.timeseries(
+            store, "bench", "cost_usd", day[0], day[1], 300, "model"
+        ),
         "run_detail_10k_spans": lambda: runs_query.get_run(store, "bench", big),
         # what the dashboard asks: ranges aligned to their buckets (no cut minute), ending with the
         # bucket now filling, the collector's watermark 15 s back (README "What a time window contains")
-        "overview_1h_dashboard": lambda: query.overview(
+        "overview_1h_dashboard": lambda: overview_query.overview(
             store, "bench", start=_aligned(now, 60) - 3600, end=_aligned(now, 60), complete_until=now - 15
         ),
-        "overview_24h_dashboard": lambda: query.overview(
+        "overview_24h_dashboard": lambda: overview_query.overview(
             store, "bench", start=_aligned(now, 900) - 86_400, end=_aligned(now, 900), complete_until=now - 15
         ),
-        "timeseries_24h_by_model_dashboard": lambda: query.timeseries(
+        "timeseries_24h_by_model_dashboard": lambda: metrics_query.timeseries(
             store, "bench", "cost_usd", _aligned(now, 300) - 86_400, _aligned(now, 300), 300, "model"
         ),
     }

@@ -27,6 +27,8 @@ from typing import Any
 
 import httpx
 
+from agentwatch_platform.collector.query import metrics as metrics_query
+from agentwatch_platform.collector.query import overview as overview_query
 from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
@@ -64,7 +66,7 @@ def cases(info: dict[str, Any]) -> dict[str, tuple[Callable[[Any], Any], str, di
     lo, hi = info["now"] - 3600, info["now"]
     w = {"start": lo, "end": hi}
     return {
-        "overview_1h": (lambda s: query.overview(s, PROJECT, start=lo, end=hi), "/api/overview", w),
+        "overview_1h": (lambda s: overview_query.overview(s, PROJECT, start=lo, end=hi), "/api/overview", w),
         "runs_list_1h": (lambda s: runs_query.list_runs(s, PROJECT, start=lo, end=hi), "/api/runs", w),
         "runs_list_1h_by_cost": (
             lambda s: runs_query.list_runs(s, PROJECT, start=lo, end=hi, sort="-cost_usd"),
@@ -88,12 +90,12 @@ def cases(info: dict[str, Any]) -> dict[str, tuple[Callable[[Any], Any], str, di
         ),
         "run_detail_10k_spans": (lambda s: runs_query.get_run(s, PROJECT, info["big"]), f"/api/runs/{info['big']}", {}),
         "timeseries_1h_by_model": (
-            lambda s: query.timeseries(s, PROJECT, "cost_usd", lo, hi, 60, "model"),
+            lambda s: metrics_query.timeseries(s, PROJECT, "cost_usd", lo, hi, 60, "model"),
             "/api/timeseries",
             w | {"metric": "cost_usd", "step_s": 60, "group_by": "model"},
         ),
         "overview_1h_by_model": (
-            lambda s: query.overview(s, PROJECT, start=lo, end=hi, model=info["model"]),
+            lambda s: overview_query.overview(s, PROJECT, start=lo, end=hi, model=info["model"]),
             "/api/overview",
             w | {"model": info["model"]},
         ),

@@ -19,6 +19,8 @@ from agentwatch_api.schemas import (
 )
 from agentwatch_platform.collector.api.deps import FreshnessDep, ProjectDep, SettingsDep, StoreDep, run_query
 from agentwatch_platform.collector.api.params import Agent, End, Model, Start, time_window
+from agentwatch_platform.collector.query import metrics as metrics_query
+from agentwatch_platform.collector.query import overview as overview_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.query.levers import price_table
 from agentwatch_platform.collector.query.whatif import DEFAULT_BOUND
@@ -48,7 +50,7 @@ def overview(
 ) -> Overview:
     lo, hi = time_window(start, end)
     return run_query(
-        lambda: query.overview(
+        lambda: overview_query.overview(
             store,
             project,
             start=lo,
@@ -78,7 +80,9 @@ def timeseries(
     step = step_s or max(1, math.ceil((hi - lo) / DEFAULT_POINTS))
     until = freshness.state().complete_until
     return run_query(
-        lambda: query.timeseries(store, project, metric, lo, hi, step, group_by, agent, model, complete_until=until)
+        lambda: metrics_query.timeseries(
+            store, project, metric, lo, hi, step, group_by, agent, model, complete_until=until
+        )
     )
 
 
@@ -103,7 +107,7 @@ def timeseries_set(
     metrics = list(dict.fromkeys(metric))
     until = freshness.state().complete_until
     return run_query(
-        lambda: query.timeseries_set(
+        lambda: metrics_query.timeseries_set(
             store, project, metrics, lo, hi, step, group_by, agent, model, complete_until=until
         )
     )

@@ -31,6 +31,7 @@ from agentwatch_platform.collector.ingest.bounds import (
 from agentwatch_platform.collector.ingest.normalize import Normalizer, normalize_span, sdk_pricer
 from agentwatch_platform.collector.ingest.otlp import native
 from agentwatch_platform.collector.ingest.otlp.decode import JSON, PROTOBUF, Converted, convert, response_body
+from agentwatch_platform.collector.query import overview as overview_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.reference_agent.workload import otlp_json
@@ -411,7 +412,7 @@ def test_no_stored_total_is_ever_null_negative_or_infinite(chdb_store: Store, sp
     _assert_contained(out, len(spans))
     chdb_store.insert_spans(out.table)
     now = time.time()
-    figures = query.overview(chdb_store, project, start=now - 2 * 3600, end=now + 60).figures
+    figures = overview_query.overview(chdb_store, project, start=now - 2 * 3600, end=now + 60).figures
     cost = query.cost_breakdown(chdb_store, project, start=now - 2 * 3600, end=now + 60)
     billable = [r for r in out.table.to_pylist() if r["kind"] not in ("run", "engine")]
     expected = sum(r["cost_usd"] for r in billable)

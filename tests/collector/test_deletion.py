@@ -21,6 +21,7 @@ from agentwatch_api.client import CollectorClient
 from agentwatch_api.handshake import read_admin_token
 from agentwatch_api.schemas import FeedbackIn
 from agentwatch_platform.collector.query import feedback as feedback_query
+from agentwatch_platform.collector.query import overview as overview_query
 from agentwatch_platform.collector.query import ranges
 from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import service as query
@@ -109,7 +110,7 @@ def _cost(runs: list[list[SpanRow]]) -> float:
 
 def _totals(store: Store) -> dict[str, float]:
     window = {"start": NOW - 2 * DAY, "end": NOW + 60}
-    over = query.overview(store, P, **window)
+    over = overview_query.overview(store, P, **window)
     return {
         "overview_cost": over.figures["cost_usd"].value or 0.0,
         "overview_runs": over.figures["runs"].value or 0.0,
@@ -252,7 +253,7 @@ def _assert_only_new(store: Store, old: list[SpanRow], new: list[SpanRow]) -> No
     window = {"start": NOW - 30 * DAY, "end": NOW + 60}
     page = runs_query.list_runs(store, P, **window)
     assert [r.trace_id for r in page.items] == [new[0].trace_id]
-    assert query.overview(store, P, **window).figures["cost_usd"].value == pytest.approx(_cost([new]))
+    assert overview_query.overview(store, P, **window).figures["cost_usd"].value == pytest.approx(_cost([new]))
     assert query.cost_breakdown(store, P, **window).total_usd == pytest.approx(_cost([new]))
     old_marker = _markers([old])[0]
     assert runs_query.list_runs(store, P, **window, search=old_marker).total == 0

@@ -20,8 +20,8 @@ from agentwatch_platform.collector.ingest.engine_join import (
     match_engine_spans,
 )
 from agentwatch_platform.collector.ingest.normalize import Normalizer, sdk_pricer, set_engine_figures_aside
+from agentwatch_platform.collector.query import overview as overview_query
 from agentwatch_platform.collector.query import runs as runs_query
-from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.columns import spans_table
 from agentwatch_platform.collector.storage.model import SpanRow
@@ -110,7 +110,7 @@ def ingest(store: Store, join: EngineJoin, rows: list[SpanRow]) -> None:
 
 
 def totals(store: Store, t0: float) -> dict[str, float | None]:
-    figures = query.overview(store, P, start=t0 - 60, end=t0 + 600).figures
+    figures = overview_query.overview(store, P, start=t0 - 60, end=t0 + 600).figures
     runs = runs_query.list_runs(store, P, start=t0 - 60, end=t0 + 600).items
     return {
         "runs": len(runs),
@@ -353,5 +353,5 @@ def test_engine_shared_by_projects_bills_each_call_once(store: Store, t0: float,
     (llm,) = [s for s in detail.spans if s.kind == "llm"]
     assert (llm.cached_tokens, llm.queue_s) == (64, pytest.approx(0.01))
     assert llm.cost_usd == detail.run.cost_usd  # the call's row holds the call's whole cost
-    home = query.overview(store, ENGINE_HOME, start=t0 - 60, end=t0 + 600).figures
+    home = overview_query.overview(store, ENGINE_HOME, start=t0 - 60, end=t0 + 600).figures
     assert home["input_tokens"].value == 120  # the unclaimed call's tokens, not B's call again

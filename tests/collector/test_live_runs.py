@@ -7,8 +7,8 @@ import time
 import pytest
 
 from agentwatch_platform.collector.ingest.live_runs import LiveRuns
+from agentwatch_platform.collector.query import overview as overview_query
 from agentwatch_platform.collector.query import runs as runs_query
-from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.columns import spans_table
 from agentwatch_platform.collector.storage.model import SpanRow
@@ -50,7 +50,7 @@ def test_run_is_running_from_its_first_spans_and_finishes_with_its_root(store: S
     assert (run.status, run.steps, run.tool_calls, run.name) == ("ok", 3, 3, "researcher")
     assert run.cost_usd == pytest.approx(0.03)
     assert runs(store, t0, status="running") == []
-    overview = query.overview(store, P, start=t0 - 60, end=t0 + 3600)
+    overview = overview_query.overview(store, P, start=t0 - 60, end=t0 + 3600)
     assert (overview.running_runs, overview.incomplete_runs, overview.figures["runs"].value) == (0, 0, 1)
 
 
@@ -64,7 +64,7 @@ def test_run_whose_root_never_comes_becomes_incomplete_and_keeps_its_cost(store:
     assert sorted(r.status for r in listed) == ["incomplete", "ok"]
     (incomplete,) = runs(store, t0, idle=0.001, status="incomplete")
     assert incomplete.cost_usd == pytest.approx(0.02) and incomplete.steps == 2
-    overview = query.overview(store, P, start=t0 - 60, end=t0 + 3600, idle_timeout_s=0.001)
+    overview = overview_query.overview(store, P, start=t0 - 60, end=t0 + 3600, idle_timeout_s=0.001)
     assert (overview.running_runs, overview.incomplete_runs, overview.figures["runs"].value) == (0, 1, 2)
     # the totals equal the sum over runs in every state
     assert overview.figures["cost_usd"].value == pytest.approx(sum(r.cost_usd for r in listed))

@@ -12,8 +12,9 @@ from dataclasses import replace
 
 import pytest
 
+from agentwatch_platform.collector.query import metrics as metrics_query
+from agentwatch_platform.collector.query import overview as overview_query
 from agentwatch_platform.collector.query import runs as runs_query
-from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.model import SpanRow
 from agentwatch_platform.collector.storage.run_closes import close_runs
@@ -83,7 +84,7 @@ def _p95(values: list[float]) -> float:  # ClickHouse's quantile: linear between
 def test_headline_run_figures_count_the_runs_that_did_work(
     module_store: Store, seeded: str, start: int, end: int
 ) -> None:
-    overview = query.overview(module_store, P, start=start, end=end)
+    overview = overview_query.overview(module_store, P, start=start, end=end)
     value = {name: h.value for name, h in overview.figures.items()}
     assert value["runs"] == len(RUNS) == 5
     assert value["run_latency_p50"] == pytest.approx(statistics.median(DURATIONS))  # not 0.2 ms
@@ -96,7 +97,7 @@ def test_headline_run_figures_count_the_runs_that_did_work(
 
 
 def test_timeseries_runs_leave_refused_requests_out(module_store: Store, seeded: str) -> None:
-    series = query.timeseries(module_store, P, "runs", start=T, end=T + 3600, step_s=600)
+    series = metrics_query.timeseries(module_store, P, "runs", start=T, end=T + 3600, step_s=600)
     assert sum(p.value or 0 for p in series.points) == 5
 
 
@@ -105,7 +106,7 @@ def test_agent_median_run_cost_is_over_runs_that_did_work(module_store: Store, s
     assert runs_query.get_run(module_store, P, seeded).agent_median_cost_usd == pytest.approx(expected)
     close_runs(module_store, margin_s=-1)  # whole minutes now come from the closer's rows
     assert runs_query.get_run(module_store, P, seeded).agent_median_cost_usd == pytest.approx(expected)
-    overview = query.overview(module_store, P, start=T, end=T + 3600)
+    overview = overview_query.overview(module_store, P, start=T, end=T + 3600)
     assert overview.figures["max_steps"].value == 5 and overview.figures["runs"].value == 5
 
 

@@ -9,6 +9,8 @@ import pytest
 from agentwatch_api.schemas import TIMESERIES_METRICS, FeedbackIn
 from agentwatch_platform.collector.query import engines as engine_query
 from agentwatch_platform.collector.query import feedback as feedback_query
+from agentwatch_platform.collector.query import metrics as metrics_query
+from agentwatch_platform.collector.query import overview as overview_query
 from agentwatch_platform.collector.query import ranges
 from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import service as query
@@ -116,7 +118,7 @@ def test_run_detail_has_spans_feedback_and_context(module_store: Store, seeded: 
 
 
 def test_overview_figures_and_previous_period(module_store: Store, seeded: dict) -> None:
-    figures = query.overview(module_store, P, start=W[0], end=W[1]).figures
+    figures = overview_query.overview(module_store, P, start=W[0], end=W[1]).figures
     assert set(figures) == set(TIMESERIES_METRICS) | {"runs_per_min", "cost_per_hour_usd"}
     value = {k: v.value for k, v in figures.items()}
     assert value["runs"] == 5 and figures["runs"].previous == 2 and figures["runs"].change == pytest.approx(1.5)
@@ -136,21 +138,21 @@ def test_overview_figures_and_previous_period(module_store: Store, seeded: dict)
 
 
 def test_overview_filters_by_agent(module_store: Store, seeded: dict) -> None:
-    figures = query.overview(module_store, P, start=W[0], end=W[1], agent="alpha").figures
+    figures = overview_query.overview(module_store, P, start=W[0], end=W[1], agent="alpha").figures
     assert figures["runs"].value == 2 and figures["cost_usd"].value == pytest.approx(0.13)
     assert figures["success_rate"].value == pytest.approx(0.5)
 
 
 def test_timeseries_buckets_sum_to_the_total(module_store: Store, seeded: dict) -> None:
-    series = query.timeseries(module_store, P, "runs", W[0], W[1], 600)
+    series = metrics_query.timeseries(module_store, P, "runs", W[0], W[1], 600)
     assert [p.value for p in series.points] == [1, 1, 1, 1, 1, 0]
     assert [p.t for p in series.points] == [W[0] + i * 600 for i in range(6)]
-    cost = query.timeseries(module_store, P, "cost_usd", W[0], W[1], 600, "model")
+    cost = metrics_query.timeseries(module_store, P, "cost_usd", W[0], W[1], 600, "model")
     by_model: dict[str, float] = {}
     for p in cost.points:
         by_model[p.group] = by_model.get(p.group, 0) + (p.value or 0)
     assert by_model["sim-small"] == pytest.approx(0.10) and by_model["sim-large"] == pytest.approx(0.10)
-    success = query.timeseries(module_store, P, "success_rate", W[0], W[1], 3600, "agent")
+    success = metrics_query.timeseries(module_store, P, "success_rate", W[0], W[1], 3600, "agent")
     assert {p.group: p.value for p in success.points} == {"alpha": 0.5, "beta": 1.0, "gamma": 1.0}
     assert success.unit == "ratio"
 
@@ -158,12 +160,14 @@ def test_timeseries_buckets_sum_to_the_total(module_store: Store, seeded: dict) 
 @pytest.mark.parametrize("group_by", ["none", "model"])
 def test_timeseries_set_gives_each_series_as_asked_alone(module_store: Store, seeded: dict, group_by: str) -> None:
     metrics = list(reversed(TIMESERIES_METRICS))  # the order asked, not the catalogue's
-    together = query.timeseries_set(module_store, P, metrics, W[0], W[1], 600, group_by)
+    together = metrics_query.timeseries_set(module_store, P, metrics, W[0], W[1], 600, group_by)
     assert [s.metric for s in together] == metrics
     for series in together:
-        assert series == query.timeseries(module_store, P, series.metric, W[0], W[1], 600, group_by), series.metric
+        assert series == metrics_query.timeseries(module_store, P, series.metric, W[0], W[1], 600, group_by), (
+            series.metric
+        )
     with pytest.raises(ranges.InvalidQuery, match="metric"):
-        query.timeseries_set(module_store, P, ["runs", "bogus"], W[0], W[1], 600)
+        metrics_query.timeseries_set(module_store, P, ["runs", "bogus"], W[0], W[1], 600)
 
 
 @pytest.mark.parametrize(
@@ -176,9 +180,9 @@ def test_timeseries_set_gives_each_series_as_asked_alone(module_store: Store, se
 )
 def test_timeseries_rejects_bad_parameters(module_store: Store, args: tuple, message: str) -> None:
     with pytest.raises(ranges.InvalidQuery, match=message):
-        query.timeseries(module_store, P, *args)
+        metrics_query.timeseries(module_store, P, *args)
     with pytest.raises(ranges.InvalidQuery, match="group_by"):
-        query.timeseries(module_store, P, "runs", W[0], W[1], 60, "colour")
+        metrics_query.timeseries(module_store, P, "runs", W[0], W[1], 60, "colour")
 
 
 def test_cost_breakdown(module_store: Store, seeded: dict) -> None:
@@ -296,6 +300,8 @@ def test_runs_list_sorts_by_duration_and_filters_heads(module_store: Store, seed
 
 def test_timeseries_with_unaligned_buckets_keeps_the_range_total(module_store: Store, seeded: dict) -> None:
     start, end = W[0] + 7.5, W[1] - 12.25  # boundaries inside minutes: whole minutes come from the rollup
-    series = query.timeseries(module_store, P, "cost_usd", start, end, 300)
+    series = metrics_query.timeseries(module_store, P, "cost_usd", start, end, 300)
     assert sum(p.value or 0 for p in series.points) == pytest.approx(0.20)
-    assert query.overview(module_store, P, start=start, end=end).figures["cost_usd"].value == pytest.approx(0.20)
+    assert overview_query.overview(module_store, P, start=start, end=end).figures["cost_usd"].value == pytest.approx(
+        0.20
+    )

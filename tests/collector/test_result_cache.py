@@ -10,8 +10,8 @@ import pytest
 
 from agentwatch_api.schemas import FeedbackIn
 from agentwatch_platform.collector.query import feedback as feedback_query
+from agentwatch_platform.collector.query import overview as overview_query
 from agentwatch_platform.collector.query import runs as runs_query
-from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from agentwatch_platform.collector.storage.result_cache import ResultCache, is_read
 from tests.collector.factories import agent_run
@@ -29,12 +29,12 @@ def chdb(tmp_path: Path) -> Iterator[ChdbStore]:
 
 def test_fresh_spans_and_feedback_appear_after_cached_reads(chdb: ChdbStore) -> None:
     chdb.insert_spans(agent_run(start_s=T + 60, cost_per_call=0.5))
-    first = query.overview(chdb, "p1", start=T, end=T + 3600)
-    assert query.overview(chdb, "p1", start=T, end=T + 3600) == first  # served again, same figures
+    first = overview_query.overview(chdb, "p1", start=T, end=T + 3600)
+    assert overview_query.overview(chdb, "p1", start=T, end=T + 3600) == first  # served again, same figures
     assert first.figures["runs"].value == 1
     run = agent_run(start_s=T + 120)
     chdb.insert_spans(run)
-    assert query.overview(chdb, "p1", start=T, end=T + 3600).figures["runs"].value == 2
+    assert overview_query.overview(chdb, "p1", start=T, end=T + 3600).figures["runs"].value == 2
     assert runs_query.get_run(chdb, "p1", run[0].trace_id).feedback == []
     feedback_query.add_feedback(chdb, "p1", run[0].trace_id, FeedbackIn(score=1.0))
     assert runs_query.get_run(chdb, "p1", run[0].trace_id).run.feedback_score == 1.0

@@ -20,6 +20,8 @@ import pytest
 
 from agentwatch_api.schemas import TIMESERIES_METRICS, FeedbackIn
 from agentwatch_platform.collector.query import feedback as feedback_query
+from agentwatch_platform.collector.query import metrics as metrics_query
+from agentwatch_platform.collector.query import overview as overview_query
 from agentwatch_platform.collector.query import ranges
 from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import service as query
@@ -260,7 +262,7 @@ def expected(
         value = None if value is None or math.isnan(value) else value
     else:
         value = reference(seed, start, end, step, group_by).get(key, {}).get(metric)
-    if value is None and metric in query.ADDITIVE:
+    if value is None and metric in metrics_query.ADDITIVE:
         return 0.0
     return value if value is None else pytest.approx(value, rel=1e-9, abs=1e-12)
 
@@ -294,7 +296,7 @@ OVERVIEW = (T0 + 3 * 3600 + 1234.5, T0 + 6 * 3600 + 1234.5)  # and the 3 hours b
 def test_overview_matches_the_spans(module_store: Store, seed: Seed) -> None:
     start, end = OVERVIEW
     length = end - start
-    got = query.overview(module_store, P, start=start, end=end)
+    got = overview_query.overview(module_store, P, start=start, end=end)
     for metric in TIMESERIES_METRICS:
         for bucket, side in ((0, "previous"), (1, "value")):
             value = getattr(got.figures[metric], side)
@@ -329,7 +331,7 @@ def test_timeseries_matches_the_spans(
 ) -> None:
     end = start + 6 * 3600
     for metric in metrics:
-        series = query.timeseries(module_store, P, metric, start, end, step, group_by)
+        series = metrics_query.timeseries(module_store, P, metric, start, end, step, group_by)
         assert {p.group for p in series.points} >= {
             "none": {""},
             "agent": {"alpha", "beta", "gamma"},
@@ -381,7 +383,7 @@ def test_run_minutes_give_the_figures_of_the_heads(
     start_ns, end_ns, step_ns = int(start * 1e9), int((start + length) * 1e9), int(step * 1e9)
     params = {"project": P, "agent": agent, "model": None, "start_ns": start_ns, "end_ns": end_ns, "step_ns": step_ns}
     params |= ranges.head_minute_params(start_ns, end_ns, step_ns)
-    assert "run_minutes" in query._plans({"runs"}, group_by, params)[0][0]
+    assert "run_minutes" in metrics_query._plans({"runs"}, group_by, params)[0][0]
     got = {
         name: sorted(map(_no_nan, module_store.query(sql, params)), key=lambda r: (r["bucket"], r["grp"]))
         for name, sql in (
@@ -481,12 +483,12 @@ def test_a_run_split_across_inserts_and_hours_is_whole(module_store: Store, seed
 
 def test_rebuilding_the_rollups_leaves_every_figure_unchanged(module_store: Store, seed: Seed) -> None:
     start, end = OVERVIEW
-    before = query.overview(module_store, P, start=start, end=end)
+    before = overview_query.overview(module_store, P, start=start, end=end)
     hours = module_store.query(
         "SELECT count() AS n, sum(llm_calls) AS calls FROM span_hours WHERE project = {p:String}", {"p": P}
     )[0]
     rebuild_totals(module_store, since=T0 + 2 * 3600 + 1700.5, project=P)  # from inside an hour
-    assert _flat(query.overview(module_store, P, start=start, end=end)) == pytest.approx(
+    assert _flat(overview_query.overview(module_store, P, start=start, end=end)) == pytest.approx(
         _flat(before), rel=1e-12
     )  # sums in another order
     after = module_store.query("SELECT sum(llm_calls) AS calls FROM span_hours WHERE project = {p:String}", {"p": P})[0]

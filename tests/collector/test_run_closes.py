@@ -21,9 +21,9 @@ import pytest
 from agentwatch_api.schemas import FeedbackIn
 from agentwatch_platform.collector.ingest.live_runs import LiveRuns
 from agentwatch_platform.collector.query import feedback as feedback_query
+from agentwatch_platform.collector.query import metrics as metrics_query
 from agentwatch_platform.collector.query import ranges
 from agentwatch_platform.collector.query import runs as runs_query
-from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.query.ranges import closed_minute_params
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.columns import spans_table
@@ -88,9 +88,13 @@ def _figures(
 ) -> list[Any]:
     with monkeypatch.context() as m:
         if not closed:
-            m.setattr(query, "closed_minute_params", lambda store, params: {})
+            m.setattr(metrics_query, "closed_minute_params", lambda store, params: {})
         return [
-            [(p.group, p.value) for s in query.timeseries_set(store, P, TOTALS, a, b, step, group_by) for p in s.points]
+            [
+                (p.group, p.value)
+                for s in metrics_query.timeseries_set(store, P, TOTALS, a, b, step, group_by)
+                for p in s.points
+            ]
             for a, b, step in ranges
         ]
 

@@ -11,6 +11,8 @@ import pytest
 
 from agentwatch_api.schemas import FeedbackIn, RunSummary
 from agentwatch_platform.collector.query import feedback as feedback_query
+from agentwatch_platform.collector.query import metrics as metrics_query
+from agentwatch_platform.collector.query import overview as overview_query
 from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
@@ -145,10 +147,12 @@ def test_model_filter_keeps_the_tool_calls_of_runs_that_used_the_model(
     module_store: Store, runs: dict[str, str]
 ) -> None:
     # sim-small: runs R1 (2 tools, 1 failed) and R4 (4 tools); before, tool spans (no model) were dropped: rate "-"
-    small = query.overview(module_store, P, **W, model="sim-small").figures
+    small = overview_query.overview(module_store, P, **W, model="sim-small").figures
     assert small["tool_calls"].value == 6 and small["tool_failure_rate"].value == pytest.approx(1 / 6)
     assert small["cost_usd"].value == pytest.approx(0.01 + 4 * 0.005)  # the model's own calls only
-    series = query.timeseries(module_store, P, "tool_failure_rate", W["start"], W["end"], 3600, model="sim-large")
+    series = metrics_query.timeseries(
+        module_store, P, "tool_failure_rate", W["start"], W["end"], 3600, model="sim-large"
+    )
     assert series.points[0].value == pytest.approx(2 / 6)  # R1, R2, R3: 6 tool calls, 2 failed or timed out
 
 

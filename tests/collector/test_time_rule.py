@@ -15,6 +15,8 @@ import uuid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentwatch_platform.collector.query import metrics as metrics_query
+from agentwatch_platform.collector.query import overview as overview_query
 from agentwatch_platform.collector.query import runs as runs_query
 from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
@@ -83,7 +85,7 @@ def test_every_reader_agrees_on_a_window(module_store: Store, specs, window) -> 
     cost = sum(r.cost_usd for r in calls)
     tokens_in = sum(r.input_tokens for r in calls)
 
-    figures = query.overview(store, project, start=start, end=end).figures
+    figures = overview_query.overview(store, project, start=start, end=end).figures
     assert figures["cost_usd"].value == cost
     assert figures["input_tokens"].value == tokens_in
     assert figures["runs"].value == len(runs)
@@ -96,7 +98,9 @@ def test_every_reader_agrees_on_a_window(module_store: Store, specs, window) -> 
     for model in ("sim-small", "sim-large"):
         assert by_model.get(model, 0.0) == sum(r.cost_usd for r in calls if r.model == model)
 
-    series = query.timeseries_set(store, project, ["cost_usd", "input_tokens", "runs"], start, end, step or length)
+    series = metrics_query.timeseries_set(
+        store, project, ["cost_usd", "input_tokens", "runs"], start, end, step or length
+    )
     assert [sum(p.value or 0.0 for p in s.points) for s in series] == [cost, tokens_in, len(runs)]
 
     listed = runs_query.list_runs(store, project, start=start, end=end, limit=500)
