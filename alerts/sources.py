@@ -1,6 +1,6 @@
 """Where the evaluator reads metrics and keeps alert history: in the collector, or over HTTP.
 
-``MetricSource`` reads through the same query layer as the dashboard (``collector.query.service``),
+``MetricSource`` reads through the same query layer as the dashboard (``collector.query``),
 so an alert and a chart never disagree about a figure. ``AlertHistory`` persists alert state
 and delivery attempts in ClickHouse (``alerts``, ``alert_deliveries``).
 
@@ -23,9 +23,9 @@ from agentwatch_platform.alerts.model import Alert, Delivery
 from agentwatch_platform.alerts.run_scopes import RUN_SCOPE_KEYS, run_scope_series
 from agentwatch_platform.alerts.run_states import run_state_values
 from agentwatch_platform.alerts.version_rules import version_change
+from agentwatch_platform.collector.query import cost as cost_query
 from agentwatch_platform.collector.query import metrics as metrics_query
 from agentwatch_platform.collector.query import ranges
-from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.query import versions as version_query
 from agentwatch_platform.collector.storage.base import Store, StoreError
 from agentwatch_platform.collector.storage.sql import alerts as alerts_sql
@@ -116,7 +116,7 @@ def delivery_row(delivery: Delivery) -> tuple[Any, ...]:
 
 
 class StoreBackend:
-    """In-process: ``collector.query.service`` over the collector's store, history in its tables."""
+    """In-process: ``collector.query`` over the collector's store, history in its tables."""
 
     def __init__(
         self,
@@ -178,7 +178,7 @@ class StoreBackend:
     ) -> MonthCost:
         cost = self._guard(
             "cost",
-            lambda: query.cost_breakdown(
+            lambda: cost_query.cost_breakdown(
                 self.store, project, start=now - window_s, end=now, agent=agent, model=model, now=now
             ),
         )

@@ -638,7 +638,7 @@ def render(result: dict[str, Any]) -> str:
             )
         lines += [
             "",
-            f"{title} at {q['spans']:,} spans ({q['runs']:,} runs, over 24 h), through `agentwatch_platform.collector.query.service`:",
+            f"{title} at {q['spans']:,} spans ({q['runs']:,} runs, over 24 h), through `agentwatch_platform.collector.query`:",
             "",
             "| query | p50 ms | p95 ms | CPU p50 ms |",
             "|---|---:|---:|---:|",

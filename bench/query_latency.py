@@ -6,7 +6,7 @@ For each size in ``--spans`` (comma-separated, e.g. ``50000,1000000``) a fresh c
 filled with ``bench.ingest``'s agent-like runs (30 spans each, generated inside ClickHouse) in
 50 inserts over the 35 minutes before now, as a collector that just took ``bench.compare``'s
 workload would hold them; one run of 10,000 spans and some feedback are added. Then p50/p95
-of each question, first through ``collector.query.service`` (the store in this process), then through
+of each question, first through ``collector.query`` (the store in this process), then through
 the real collector's HTTP API (``agentwatch collector`` in a subprocess, a project key).
 
 Results go to ``bench/results/query_latency.json`` (and ``.md``) under ``--label``, so a
@@ -27,10 +27,10 @@ from typing import Any
 
 import httpx
 
+from agentwatch_platform.collector.query import cost as cost_query
 from agentwatch_platform.collector.query import metrics as metrics_query
 from agentwatch_platform.collector.query import overview as overview_query
 from agentwatch_platform.collector.query import runs as runs_query
-from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from bench import report
 from bench.ingest import SPANS_PER_TRACE, Collector, _big_trace, fill, latency, settle
@@ -99,13 +99,13 @@ def cases(info: dict[str, Any]) -> dict[str, tuple[Callable[[Any], Any], str, di
             "/api/overview",
             w | {"model": info["model"]},
         ),
-        "cost_1h": (lambda s: query.cost_breakdown(s, PROJECT, start=lo, end=hi), "/api/cost", w),
+        "cost_1h": (lambda s: cost_query.cost_breakdown(s, PROJECT, start=lo, end=hi), "/api/cost", w),
         "filters_1h": (lambda s: runs_query.filters(s, PROJECT, start=lo, end=hi), "/api/filters", w),
     }
 
 
 def measure_store(data_dir: Path, info: dict[str, Any], repeats: int, *, result_cache_s: float) -> dict[str, Any]:
-    """Each question repeated through ``collector.query.service``; ``result_cache_s`` = 0: every call runs its SQL."""
+    """Each question repeated through ``collector.query``; ``result_cache_s`` = 0: every call runs its SQL."""
     store = ChdbStore(data_dir / "chdb", result_cache_s=result_cache_s)
     try:
         settle(store)
@@ -170,7 +170,7 @@ def render(results: dict[str, Any]) -> str:
                 lines.append(f"| {name} | " + " | ".join(_cell(res[p].get(name)) for p in paths) + " |")
             lines.append("")
     lines += [
-        "`store`: `agentwatch_platform.collector.query.service` in-process, result cache off (every call plans and runs its SQL); `store_cached`: the same",
+        "`store`: `agentwatch_platform.collector.query` in-process, result cache off (every call plans and runs its SQL); `store_cached`: the same",
         "with the chDB store's result cache (repeats between two writes are served from memory); `http`: the real collector,",
         "the same request repeated (as `bench.compare` asks); `http_moving`: the window's end moves by 1 ms each call (a dashboard",
         "asking about now), so only statements that do not read the end (per-minute rollups) can come from the cache.",

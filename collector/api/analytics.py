@@ -19,9 +19,9 @@ from agentwatch_api.schemas import (
 )
 from agentwatch_platform.collector.api.deps import FreshnessDep, ProjectDep, SettingsDep, StoreDep, run_query
 from agentwatch_platform.collector.api.params import Agent, End, Model, Start, time_window
+from agentwatch_platform.collector.query import cost as cost_query
 from agentwatch_platform.collector.query import metrics as metrics_query
 from agentwatch_platform.collector.query import overview as overview_query
-from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.query.levers import price_table
 from agentwatch_platform.collector.query.whatif import DEFAULT_BOUND
 
@@ -128,7 +128,7 @@ def cost(
     price = settings.gpu_hour_usd if gpu_hour_usd is None else gpu_hour_usd
     prices = price_table(settings.prices_file)
     return run_query(
-        lambda: query.cost_breakdown(
+        lambda: cost_query.cost_breakdown(
             store, project, start=lo, end=hi, agent=agent, model=model, gpu_hour_usd=price, prices=prices
         )
     )
@@ -154,7 +154,7 @@ def whatif(
     lo, hi = time_window(start, end)
     prices = price_table(settings.prices_file)
     return run_query(
-        lambda: query.whatif(
+        lambda: cost_query.whatif(
             store,
             project,
             start=lo,

@@ -278,7 +278,7 @@ SPAN_HOURS_BACKFILL = f"INSERT INTO span_hours {_SPAN_HOURS_SELECT}"
 
 # Run heads per (project, minute of the run's start, agent): what the overview and time series
 # count runs, failures, outcomes and run latency from for every whole minute of a range, so a
-# day's overview merges thousands of rows, not a head per run (collector.query.service reads the
+# day's overview merges thousands of rows, not a head per run (collector.query.metrics reads the
 # minutes a bucket boundary or the range's ends cut, and runs without a root, from runs_agg).
 # Filled by a view on runs_agg: a head is the partial row holding a run's root (``roots > 0``),
 # as sql.metrics.run_heads reads it.

@@ -1,4 +1,4 @@
-"""The evaluator on a real chDB store through ``collector.query.service``: fire once, repeat after the
+"""The evaluator on a real chDB store through ``collector.query``: fire once, repeat after the
 cool-down, resolve once, survive a restart, record deliveries (a failing channel included)."""
 
 from __future__ import annotations

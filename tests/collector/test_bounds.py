@@ -31,8 +31,8 @@ from agentwatch_platform.collector.ingest.bounds import (
 from agentwatch_platform.collector.ingest.normalize import Normalizer, normalize_span, sdk_pricer
 from agentwatch_platform.collector.ingest.otlp import native
 from agentwatch_platform.collector.ingest.otlp.decode import JSON, PROTOBUF, Converted, convert, response_body
+from agentwatch_platform.collector.query import cost as cost_query
 from agentwatch_platform.collector.query import overview as overview_query
-from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.reference_agent.workload import otlp_json
 from tests.collector.ingest_helpers import otlp_request
@@ -413,7 +413,7 @@ def test_no_stored_total_is_ever_null_negative_or_infinite(chdb_store: Store, sp
     chdb_store.insert_spans(out.table)
     now = time.time()
     figures = overview_query.overview(chdb_store, project, start=now - 2 * 3600, end=now + 60).figures
-    cost = query.cost_breakdown(chdb_store, project, start=now - 2 * 3600, end=now + 60)
+    cost = cost_query.cost_breakdown(chdb_store, project, start=now - 2 * 3600, end=now + 60)
     billable = [r for r in out.table.to_pylist() if r["kind"] not in ("run", "engine")]
     expected = sum(r["cost_usd"] for r in billable)
     for total in (figures["cost_usd"].value, cost.total_usd, figures["input_tokens"].value):

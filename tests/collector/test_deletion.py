@@ -20,11 +20,11 @@ from agentwatch.cli import main
 from agentwatch_api.client import CollectorClient
 from agentwatch_api.handshake import read_admin_token
 from agentwatch_api.schemas import FeedbackIn
+from agentwatch_platform.collector.query import cost as cost_query
 from agentwatch_platform.collector.query import feedback as feedback_query
 from agentwatch_platform.collector.query import overview as overview_query
 from agentwatch_platform.collector.query import ranges
 from agentwatch_platform.collector.query import runs as runs_query
-from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from agentwatch_platform.collector.storage.deletion import (
@@ -114,7 +114,7 @@ def _totals(store: Store) -> dict[str, float]:
     return {
         "overview_cost": over.figures["cost_usd"].value or 0.0,
         "overview_runs": over.figures["runs"].value or 0.0,
-        "cost_total": query.cost_breakdown(store, P, **window).total_usd or 0.0,
+        "cost_total": cost_query.cost_breakdown(store, P, **window).total_usd or 0.0,
         "listed": runs_query.list_runs(store, P, **window).total,
         "minutes": _one(store, "SELECT sum(cost_usd) AS v FROM span_minutes WHERE project = {p:String}"),
         "hours": _one(store, "SELECT sum(cost_usd) AS v FROM span_hours WHERE project = {p:String}"),
@@ -254,7 +254,7 @@ def _assert_only_new(store: Store, old: list[SpanRow], new: list[SpanRow]) -> No
     page = runs_query.list_runs(store, P, **window)
     assert [r.trace_id for r in page.items] == [new[0].trace_id]
     assert overview_query.overview(store, P, **window).figures["cost_usd"].value == pytest.approx(_cost([new]))
-    assert query.cost_breakdown(store, P, **window).total_usd == pytest.approx(_cost([new]))
+    assert cost_query.cost_breakdown(store, P, **window).total_usd == pytest.approx(_cost([new]))
     old_marker = _markers([old])[0]
     assert runs_query.list_runs(store, P, **window, search=old_marker).total == 0
     assert runs_query.get_run(store, P, old[0].trace_id) is None

@@ -7,13 +7,13 @@ import time
 import pytest
 
 from agentwatch_api.schemas import TIMESERIES_METRICS, FeedbackIn
+from agentwatch_platform.collector.query import cost as cost_query
 from agentwatch_platform.collector.query import engines as engine_query
 from agentwatch_platform.collector.query import feedback as feedback_query
 from agentwatch_platform.collector.query import metrics as metrics_query
 from agentwatch_platform.collector.query import overview as overview_query
 from agentwatch_platform.collector.query import ranges
 from agentwatch_platform.collector.query import runs as runs_query
-from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.model import SpanRow
 from tests.collector.factories import agent_run, new_span_id, new_trace_id, seed_known_runs
@@ -186,7 +186,7 @@ def test_timeseries_rejects_bad_parameters(module_store: Store, args: tuple, mes
 
 
 def test_cost_breakdown(module_store: Store, seeded: dict) -> None:
-    cost = query.cost_breakdown(module_store, P, start=W[0], end=W[1], gpu_hour_usd=3.6, now=W[1])
+    cost = cost_query.cost_breakdown(module_store, P, start=W[0], end=W[1], gpu_hour_usd=3.6, now=W[1])
     assert cost.total_usd == pytest.approx(0.20)
     assert {r.key: r.cost_usd for r in cost.by_model} == pytest.approx({"sim-small": 0.10, "sim-large": 0.10})
     assert {r.key: r.cost_usd for r in cost.by_agent} == pytest.approx({"alpha": 0.13, "beta": 0.05, "gamma": 0.02})
@@ -202,7 +202,7 @@ def test_cost_breakdown(module_store: Store, seeded: dict) -> None:
     assert hosted.by_load == [
         {"running_requests": 3.0, "cost_per_1k_tokens_usd": pytest.approx(3.6 * 60 / 3600 / 0.36)}
     ]
-    assert query.cost_breakdown(module_store, P, start=W[0], end=W[1]).self_hosted is None
+    assert cost_query.cost_breakdown(module_store, P, start=W[0], end=W[1]).self_hosted is None
 
 
 def test_filters_and_engines(module_store: Store, seeded: dict) -> None:

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 
 from agentwatch_api.schemas import TIMESERIES_METRICS, FeedbackIn
+from agentwatch_platform.collector.query import cost as cost_query
 from agentwatch_platform.collector.query import feedback as feedback_query
 from agentwatch_platform.collector.query import metrics as metrics_query
 from agentwatch_platform.collector.query import overview as overview_query
 from agentwatch_platform.collector.query import ranges
 from agentwatch_platform.collector.query import runs as runs_query
-from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.maintenance import rebuild_totals
 from agentwatch_platform.collector.storage.model import SpanRow
@@ -415,7 +415,7 @@ def _no_nan(row: dict[str, Any]) -> dict[str, Any]:
 
 def test_cost_breakdown_matches_the_spans(module_store: Store, seed: Seed) -> None:
     start, end = OVERVIEW
-    got = query.cost_breakdown(module_store, P, start=start, end=end, now=end)
+    got = cost_query.cost_breakdown(module_store, P, start=start, end=end, now=end)
     ref = reference(seed, start, end, end - start)[(0, "")]
     by_model = reference(seed, start, end, end - start, "model")
     assert got.total_usd == pytest.approx(ref["cost_usd"], rel=1e-9)

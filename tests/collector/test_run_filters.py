@@ -10,11 +10,11 @@ from dataclasses import replace
 import pytest
 
 from agentwatch_api.schemas import FeedbackIn, RunSummary
+from agentwatch_platform.collector.query import cost as cost_query
 from agentwatch_platform.collector.query import feedback as feedback_query
 from agentwatch_platform.collector.query import metrics as metrics_query
 from agentwatch_platform.collector.query import overview as overview_query
 from agentwatch_platform.collector.query import runs as runs_query
-from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.model import SpanRow
 from agentwatch_platform.collector.storage.sql import runs as runs_sql
@@ -162,6 +162,6 @@ def test_cost_levers_under_a_model_filter_cover_the_runs_that_used_it(
 ) -> None:
     """The small model's share among one model's own calls is 0 or 1 by definition (it read
     "0.0 %" filtered to the large model while half the calls were small)."""
-    levers = query.cost_breakdown(module_store, P, **W, model=model).levers
+    levers = cost_query.cost_breakdown(module_store, P, **W, model=model).levers
     assert (levers.llm_calls, levers.small_model_calls) == (calls, small)
     assert levers.small_model_share == pytest.approx(small / calls)

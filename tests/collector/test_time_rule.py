@@ -15,10 +15,10 @@ import uuid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentwatch_platform.collector.query import cost as cost_query
 from agentwatch_platform.collector.query import metrics as metrics_query
 from agentwatch_platform.collector.query import overview as overview_query
 from agentwatch_platform.collector.query import runs as runs_query
-from agentwatch_platform.collector.query import service as query
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.model import SpanRow
 from tests.collector.factories import agent_run
@@ -90,7 +90,7 @@ def test_every_reader_agrees_on_a_window(module_store: Store, specs, window) -> 
     assert figures["input_tokens"].value == tokens_in
     assert figures["runs"].value == len(runs)
 
-    breakdown = query.cost_breakdown(store, project, start=start, end=end)
+    breakdown = cost_query.cost_breakdown(store, project, start=start, end=end)
     assert breakdown.total_usd == cost
     for rows_by in (breakdown.by_model, breakdown.by_agent, breakdown.by_day):
         assert sum(r.cost_usd for r in rows_by) == cost

@@ -1,10 +1,9 @@
-"""The query layer: typed functions over the store that return the API's pydantic models.
+"""Cost: where the money of a range went (by model, agent and day, the top runs), what the
+levers saved, the month's forecast, the self-hosted cost per token, and what-if estimates of a
+cost policy (``query.whatif``).
 
-Routes, the dashboard (through the routes) and the alert evaluator (in-process) all read
-through here, so a figure means the same wherever it is shown. SQL lives in
-``collector.storage.sql``; this module picks the query, binds values and shapes rows.
-Times are epoch seconds; ranges and result sizes are bounded, and a bad parameter raises
-``InvalidQuery`` with a message naming it.
+Totals read the same call-level sources as the metrics (``query.ranges.call_params``), so the
+cost card and the cost time series agree.
 """
 
 from __future__ import annotations
