@@ -143,6 +143,46 @@ def test_overview_filters_by_agent(module_store: Store, seeded: dict) -> None:
     assert figures["success_rate"].value == pytest.approx(0.5)
 
 
+def _cost(seeded: dict[str, list[SpanRow]], lo: float, hi: float, model: str | None) -> float:
+    """The cost of the calls of project P that start in [lo, hi), of ``model`` where given."""
+    return sum(
+        r.cost_usd
+        for rows in seeded.values()
+        for r in rows
+        if r.kind != "run" and lo * 1e9 <= r.start_time_ns < hi * 1e9 and model in (None, r.model)
+    )
+
+
+def _hourly(seeded: dict[str, list[SpanRow]], lo: float, hi: float, until: float, model: str | None) -> float:
+    """Cost per hour over the complete part of [lo, hi): its whole minutes before ``until``."""
+    until = until // 60 * 60
+    if until <= lo or until >= hi:
+        return _cost(seeded, lo, hi, model) / ((hi - lo) / 3600)
+    return _cost(seeded, lo, until, model) / ((until - lo) / 3600)
+
+
+@pytest.mark.parametrize(
+    ("start", "watermark", "model"),
+    [
+        (W[0], W[0] + 2505, None),  # F's calls at +2501 s and +2502 s: before it, but in its minute
+        (W[0], W[0] - 1195, None),  # in the previous range: G's calls after its minute
+        (W[0] + 7, W[0] + 2505, None),  # the ranges' ends cut minutes (read from spans)
+        (W[0], W[0] + 1000, "sim-large"),  # a model filter reads every span
+        (W[0], None, None),  # no watermark: the clock, after the range
+    ],
+)
+def test_overview_rates_are_over_the_complete_minutes_of_each_range(
+    module_store: Store, seeded: dict, start: float, watermark: float | None, model: str | None
+) -> None:
+    end = start + 3600
+    overview = overview_query.overview(module_store, P, start=start, end=end, model=model, complete_until=watermark)
+    until = time.time() if watermark is None else watermark
+    rate = overview.figures["cost_per_hour_usd"]
+    assert rate.value == pytest.approx(_hourly(seeded, start, end, until, model), rel=1e-9)
+    assert rate.previous == pytest.approx(_hourly(seeded, start - 3600, start, until, model), rel=1e-9)
+    assert overview.figures["cost_usd"].value == pytest.approx(_cost(seeded, start, end, model), rel=1e-9)
+
+
 def test_timeseries_buckets_sum_to_the_total(module_store: Store, seeded: dict) -> None:
     series = metrics_query.timeseries(module_store, P, "runs", W[0], W[1], 600)
     assert [p.value for p in series.points] == [1, 1, 1, 1, 1, 0]
