@@ -20,7 +20,7 @@ it; this is where they are, and what the client sees when one escapes::
     ├── StoreError                      500   storage.base: a back end failed
     │   ├── StoreUnavailable            503   + Retry-After: cannot be reached or opened now
     │   └── QueryError                  500     a query was rejected
-    │       └── InvalidQuery            422     query.service: a caller's parameter is wrong
+    │       └── InvalidQuery            422     query.ranges: a caller's parameter is wrong
     ├── TextStoreError                  500   storage.texts: a text file write or read failed
     ├── BlockError                      500   storage.text_blocks: a damaged or replaced block
     ├── ClusterDDLError                 500   storage.cluster_ddl (also a ValueError)
