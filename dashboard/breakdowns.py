@@ -11,10 +11,12 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlencode
 
 import streamlit as st
 
+from agentwatch_api.client import CollectorClient as Api
 from agentwatch_api.schemas import SpanGroup, SpanGroups
 from agentwatch_platform.dashboard import ui
 from agentwatch_platform.dashboard.formatting import plural
@@ -151,10 +153,10 @@ QUALITY_TAB = "Quality and failures"
 TOP = 10
 
 
-def _scope(win: ui.Window, *, model: bool) -> dict[str, object]:
+def _scope(win: ui.Window, *, model: bool) -> dict[str, Any]:
     """The range, the sidebar's agent and, with ``model``, its model (a tool call has none, so the
     failure breakdowns leave it out, and say so under their bars when one is chosen)."""
-    scope: dict[str, object] = {"start": win.start, "end": win.end, "agent": ui.chosen("aw_agent")}
+    scope: dict[str, Any] = {"start": win.start, "end": win.end, "agent": ui.chosen("aw_agent")}
     return scope | {"model": ui.chosen("aw_model")} if model else scope
 
 
@@ -170,8 +172,8 @@ def quality(win: ui.Window) -> None:
     scope = _scope(win, model=False)
     with ui.guarded("the failure breakdowns"):
         got = ui.fetch_together(
-            tools=("span_groups", {**scope, "by": "tool", "kind": "tool", "sort": "-failures", "limit": TOP}),
-            errors=("span_groups", {**scope, "by": "error_type", "sort": "-spans", "limit": TOP}),
+            tools=ui.call(Api.span_groups, **scope, by="tool", kind="tool", sort="-failures", limit=TOP),
+            errors=ui.call(Api.span_groups, **scope, by="error_type", sort="-spans", limit=TOP),
         )
         tools: SpanGroups = got["tools"]
         errors: SpanGroups = got["errors"]
@@ -218,7 +220,7 @@ def cost(win: ui.Window) -> None:
     }
     with ui.guarded("the cost breakdowns"):
         got = ui.fetch_together(
-            **{by: ("span_groups", {**scope, "by": by, "sort": "-cost_usd", "limit": TOP}) for by in keys}
+            **{by: ui.call(Api.span_groups, **scope, by=by, sort="-cost_usd", limit=TOP) for by in keys}
         )
         link: dict[str, object] = {}
         then = {"user": "model", "model": "step", "step": "model"}  # what the spans page groups a bar's spans by

@@ -8,11 +8,11 @@ import math
 import re
 import secrets
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import streamlit as st
 import streamlit.components.v1 as components
@@ -199,6 +199,10 @@ def _sync_cookie() -> None:
     )
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
 # --- queries ---------------------------------------------------------------------------
 
 
@@ -233,9 +237,10 @@ def clear_query_cache() -> None:
     _together.clear()
 
 
-def fetch(method: str, **kwargs: Any) -> Any:
-    """A query API call, reused for ``cache_ttl_s`` across reruns (filters, clicks, pages)."""
-    return _cached(_target(), method, tuple(sorted(kwargs.items())))
+def fetch(method: Callable[Concatenate[CollectorClient, P], R], *_: P.args, **kwargs: P.kwargs) -> R:
+    """A query API call (a ``CollectorClient`` method and its keyword arguments, checked by the
+    type checker), reused for ``cache_ttl_s`` across reruns (filters, clicks, pages)."""
+    return _cached(_target(), method.__name__, tuple(sorted(kwargs.items())))  # type: ignore[no-any-return]
 
 
 @st.cache_resource(show_spinner=False)
@@ -243,10 +248,10 @@ def _background() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentwatch-later")
 
 
-def fetch_later(method: str, **kwargs: Any) -> Future[Any]:
+def fetch_later(method: Callable[Concatenate[CollectorClient, P], R], *_: P.args, **kwargs: P.kwargs) -> Future[R]:
     """``fetch`` started now, its result awaited later (``.result()``): the page draws what it
     already has (the overview's cards and charts) while a slower query runs."""
-    return _background().submit(_cached, _target(), method, tuple(sorted(kwargs.items())))
+    return _background().submit(_cached, _target(), method.__name__, tuple(sorted(kwargs.items())))
 
 
 @st.cache_resource(ttl=_TTL_S, show_spinner=False, max_entries=100)
@@ -259,22 +264,32 @@ def _together(
         return {name: future.result() for name, future in futures.items()}
 
 
-def fetch_together(**calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Call:
+    """One query API call for ``fetch_together``: a ``CollectorClient`` method's name and its
+    keyword arguments, made by ``call`` (which the type checker checks)."""
+
+    method: str
+    kwargs: tuple[tuple[str, Any], ...]
+
+
+def call(method: Callable[Concatenate[CollectorClient, P], Any], *_: P.args, **kwargs: P.kwargs) -> Call:
+    return Call(method.__name__, tuple(sorted(kwargs.items())))
+
+
+def fetch_together(**calls: Call) -> dict[str, Any]:
     """Several query API calls at once, in parallel: name -> result, as ``fetch`` gives each (a
     page waits for its slowest query, not for their sum); the first error is raised."""
-    return _together(
-        _target(),
-        tuple((name, method, tuple(sorted(kwargs.items()))) for name, (method, kwargs) in sorted(calls.items())),
-    )
+    return _together(_target(), tuple((name, c.method, c.kwargs) for name, c in sorted(calls.items())))
 
 
-def series_calls(specs: Sequence[tuple[str, str]], **common: Any) -> dict[str, tuple[str, dict[str, Any]]]:
+def series_calls(specs: Sequence[tuple[str, str]], **common: Any) -> dict[str, Call]:
     """``fetch_together``'s calls for (metric, group_by) series: one request per group_by."""
     by_group: dict[str, list[str]] = {}
     for metric, group_by in specs:
         by_group.setdefault(group_by, []).append(metric)
     return {
-        f"series by {g}": ("timeseries_set", {"metrics": tuple(metrics), "group_by": g, **common})
+        f"series by {g}": call(CollectorClient.timeseries_set, metrics=tuple(metrics), group_by=g, **common)
         for g, metrics in by_group.items()
     }
 
@@ -387,7 +402,7 @@ def _filter_values(target: tuple[str, str, float], start: float, end: float) -> 
 def _ingest_line() -> str:
     """The collector's ingestion health in a few words (lag, queue, store), or nothing."""
     try:
-        status = fetch("ingest")
+        status = fetch(CollectorClient.ingest)
     except CollectorError:
         return ""
     lag = "" if status.lag_p95_s is None else f" · ingest lag p95 {fmt(status.lag_p95_s, 's')}"
@@ -415,7 +430,7 @@ def chosen(key: str) -> str | None:
     return None if value in (ALL, None, "") else value
 
 
-def agent_model() -> dict[str, str | None]:
+def agent_model() -> dict[str, Any]:
     return {"agent": chosen("aw_agent"), "model": chosen("aw_model")}
 
 

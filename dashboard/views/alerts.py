@@ -6,9 +6,12 @@ of the incident's window; firing, resolved and no-data counts; the rules in forc
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
+from agentwatch_api.client import CollectorClient as Api
 from agentwatch_api.schemas import TIMESERIES_METRICS, AlertOut, AlertRuleOut, RunsPage, TimeSeries
 from agentwatch_platform.dashboard import run_table, svg_charts, ui
 
@@ -21,10 +24,10 @@ def render() -> None:
     win = ui.window()
     rules: dict[str, AlertRuleOut] = {}
     with ui.guarded("the alert rules"):
-        rules = {r.name: r for r in ui.fetch("alert_rules")}
+        rules = {r.name: r for r in ui.fetch(Api.alert_rules)}
     with ui.guarded("the alerts"):
-        firing: list[AlertOut] = ui.fetch("alerts", state="firing")
-        history: list[AlertOut] = ui.fetch("alerts", start=win.start, end=win.end)
+        firing: list[AlertOut] = ui.fetch(Api.alerts, state="firing")
+        history: list[AlertOut] = ui.fetch(Api.alerts, start=win.start, end=win.end)
         resolved = [a for a in history if a.state == "resolved"]
         c = st.columns(3)
         c[0].metric("Firing now", len(firing))
@@ -131,7 +134,7 @@ def _incident(alert: AlertOut, rule: AlertRuleOut | None, *, expanded: bool) -> 
                 st.html(svg_charts.html_block([incident_chart(series, alert, unit)]))
         with ui.guarded("the incident's runs"):
             page: RunsPage = ui.fetch(
-                "runs",
+                Api.runs,
                 start=start + (CONTEXT_WINDOWS - 1) * step,
                 end=end,
                 sort="-cost_usd",
@@ -152,7 +155,7 @@ def _incident(alert: AlertOut, rule: AlertRuleOut | None, *, expanded: bool) -> 
                 st.caption("No run started in the incident's window.")
 
 
-def run_filters(alert: AlertOut) -> dict[str, str]:
+def run_filters(alert: AlertOut) -> dict[str, Any]:
     """``/api/runs`` filters of an incident's scope (agent, model, user id, session id)."""
     names = {"agent": "agent", "model": "model", "user": "user_id", "session": "session_id"}
     return {names[k]: v for k, v in alert.scope.items() if k in names}
@@ -164,7 +167,7 @@ def _series(alert: AlertOut, start: float, end: float, step: int) -> TimeSeries 
     key = next((k for k in ("user", "session") if k in alert.scope), None)
     if key is not None:
         series: TimeSeries = ui.fetch(
-            "alert_scope_series",
+            Api.alert_scope_series,
             metric=alert.metric,
             start=start,
             end=end,
@@ -176,7 +179,7 @@ def _series(alert: AlertOut, start: float, end: float, step: int) -> TimeSeries 
     if alert.metric not in TIMESERIES_METRICS:
         return None
     filters = {k: v for k, v in alert.scope.items() if k in ("agent", "model")}
-    return ui.fetch("timeseries", metric=alert.metric, start=start, end=end, step_s=step, **filters)
+    return ui.fetch(Api.timeseries, metric=alert.metric, start=start, end=end, step_s=step, **filters)
 
 
 def _span(alert: AlertOut, step: int) -> tuple[float, float]:

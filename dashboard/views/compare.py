@@ -8,6 +8,7 @@ import re
 
 import streamlit as st
 
+from agentwatch_api.client import CollectorClient as Api
 from agentwatch_api.schemas import RunDetail
 from agentwatch_platform.dashboard import run_compare, run_table, tables, ui
 
@@ -35,8 +36,8 @@ def render() -> None:
         st.info("Give two trace ids (a run's detail page links here with its own as A; copy B from the Runs page).")
         return
     with ui.guarded("the runs"):
-        left: RunDetail = ui.fetch("run", trace_id=a)
-        right: RunDetail = ui.fetch("run", trace_id=b)
+        left: RunDetail = ui.fetch(Api.run, trace_id=a)
+        right: RunDetail = ui.fetch(Api.run, trace_id=b)
         _side_by_side(left, right)
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 
+from agentwatch_api.client import CollectorClient as Api
 from agentwatch_api.schemas import CostBreakdown, CostRow, LeverSavings, WhatIf
 from agentwatch_platform.dashboard import breakdowns, cards, run_table, svg_charts, tables, ui
 from agentwatch_platform.dashboard.cards import Card
@@ -14,7 +17,9 @@ def render() -> None:
     win = ui.window()
     gpu_hour = _gpu_hour_price()
     with ui.guarded("the cost breakdown"):
-        cost: CostBreakdown = ui.fetch("cost", start=win.start, end=win.end, gpu_hour_usd=gpu_hour, **ui.agent_model())
+        cost: CostBreakdown = ui.fetch(
+            Api.cost, start=win.start, end=win.end, gpu_hour_usd=gpu_hour, **ui.agent_model()
+        )
         if not cost.total_usd and not cost.top_runs and not cost.levers.llm_calls:
             ui.empty(f"No spend recorded in the {win.label.lower()}.")
             return
@@ -265,7 +270,7 @@ def _whatif_estimate(win: ui.Window) -> None:
     policy = cols[0].selectbox(
         "Policy", list(WHATIF_POLICIES), format_func=WHATIF_POLICIES.__getitem__, key="whatif_policy"
     )
-    options: dict[str, object] = {}
+    options: dict[str, Any] = {}
     if policy == "route":
         options["step"] = cols[1].text_input("Step kind (step name)", key="whatif_step")
         options["model"] = cols[2].text_input("To model", key="whatif_model")
@@ -275,7 +280,7 @@ def _whatif_estimate(win: ui.Window) -> None:
         options["bound"] = int(cols[1].number_input("Report tokens per call", min_value=1, key="whatif_bound"))
     with ui.guarded("the what-if estimate"):
         w: WhatIf = ui.fetch(
-            "whatif", policy=policy, start=win.start, end=win.end, agent=ui.agent_model()["agent"], **options
+            Api.whatif, policy=policy, start=win.start, end=win.end, agent=ui.agent_model()["agent"], **options
         )
         _cards(
             [

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from agentwatch_api.client import CollectorClient as Api
 from agentwatch_api.schemas import EngineInfo, EngineSeries
 from agentwatch_platform.dashboard import analysis, engine_figures, svg_charts, ui
 
@@ -29,7 +30,7 @@ def render() -> None:
     st.title("Engine")
     win = ui.window()
     with ui.guarded("the engines"):
-        engines: list[EngineInfo] = ui.fetch("engines")
+        engines: list[EngineInfo] = ui.fetch(Api.engines)
         if not engines:
             ui.empty(
                 "No engine is scraped.",
@@ -41,7 +42,7 @@ def render() -> None:
             engines[names.index(st.selectbox("Engine", names, key="engine_name"))] if len(names) > 1 else engines[0]
         )
         _describe(engine)
-        series: EngineSeries = ui.fetch("engine_metrics", engine=engine.engine, start=win.start, end=win.end)
+        series: EngineSeries = ui.fetch(Api.engine_metrics, engine=engine.engine, start=win.start, end=win.end)
         if not series.points:
             ui.empty(
                 f"No metrics from {engine.engine} in the {win.label.lower()}.",

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import streamlit as st
 
+from agentwatch_api.client import CollectorClient as Api
 from agentwatch_api.schemas import Overview, RunsPage, TimeSeries
 from agentwatch_platform.dashboard import breakdowns, cards, svg_charts, ui
 from agentwatch_platform.dashboard.overview_spec import CHARTS, HEADLINE_COUNTS, HEADLINES
@@ -30,14 +31,13 @@ def _body() -> None:
     win, filters = ui.window(), ui.agent_model()
     with ui.guarded("the overview"):
         scope = {"start": win.start, "end": win.end, **filters}
-        costliest = ui.fetch_later("runs", **scope, sort="-cost_usd", limit=1)  # drawn last: the cards and charts first
+        costliest = ui.fetch_later(
+            Api.runs, **scope, sort="-cost_usd", limit=1
+        )  # drawn last: the cards and charts first
         month_start, month_end = _months()
         got = ui.fetch_together(
-            overview=("overview", scope),
-            days=(
-                "timeseries",
-                {"metric": "cost_usd", "start": month_start, "end": month_end, "step_s": DAY_S, **filters},
-            ),
+            overview=ui.call(Api.overview, **scope),
+            days=ui.call(Api.timeseries, metric="cost_usd", start=month_start, end=month_end, step_s=DAY_S, **filters),
             **ui.series_calls(SERIES, step_s=win.step_s, **scope),
         )
         overview: Overview = got["overview"]

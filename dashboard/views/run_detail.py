@@ -21,6 +21,7 @@ import pandas as pd
 import streamlit as st
 from agentwatch import semconv as sc
 
+from agentwatch_api.client import CollectorClient as Api
 from agentwatch_api.schemas import RunDetail, RunSummary, SpanOut
 from agentwatch_platform.dashboard import analysis, cards, live, run_charts, tables, trace, ui
 from agentwatch_platform.dashboard.svg_charts import ERROR_COLOUR
@@ -52,7 +53,7 @@ def render() -> None:
     params.pop("trace_id", None)
     params["run"] = trace_id
     with ui.guarded(f"run {trace_id}"):
-        detail: RunDetail = ui.fetch("run", trace_id=trace_id)
+        detail: RunDetail = ui.fetch(Api.run, trace_id=trace_id)
         running = detail.run.status == "running"
         every = ui.refresh_every("run_live", "run_live_s", on=True, label="Live: this running run") if running else None
         st.fragment(_run, run_every=every)(trace_id, running)
@@ -71,9 +72,9 @@ def _costliest_run() -> str:
     except ValueError:
         st.warning("This link names no time window (start and end): pick a run on the Runs page.")
         return ""
-    filters = {api: params[key] for key, api in SCOPE_FILTERS.items() if params.get(key)}
+    filters: dict[str, Any] = {api: params[key] for key, api in SCOPE_FILTERS.items() if params.get(key)}
     with ui.guarded("the incident's runs"):
-        page = ui.fetch("runs", start=start, end=end, limit=1, sort="-cost_usd", **filters)
+        page = ui.fetch(Api.runs, start=start, end=end, limit=1, sort="-cost_usd", **filters)
         if page.items:
             for key in ("costliest", "start", "end", *SCOPE_FILTERS):
                 params.pop(key, None)
@@ -91,7 +92,7 @@ def _run(trace_id: str, was_running: bool) -> None:
     """The run, redrawn on its own every few seconds while it runs (the waterfall grows); the
     whole page once more when it has finished (the live switch goes)."""
     with ui.guarded(f"run {trace_id}"):
-        detail: RunDetail = ui.fetch("run", trace_id=trace_id)
+        detail: RunDetail = ui.fetch(Api.run, trace_id=trace_id)
         if was_running and detail.run.status != "running":
             st.rerun(scope="app")
         _summary(detail)

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import re
 import time
-from typing import get_args
+from typing import Any, get_args
 
 import streamlit as st
 from agentwatch import semconv as sc
 from streamlit.delta_generator import DeltaGenerator
 
+from agentwatch_api.client import CollectorClient as Api
 from agentwatch_api.schemas import RunsPage, RunStatus, RunSummary
 from agentwatch_platform.dashboard import run_table, tables, ui
 
@@ -104,7 +105,7 @@ def render() -> None:
         st.switch_page("views/run_detail.py", query_params={"run": search.lower()})
     query = _filters() | {"search": search or None}
     win = ui.window()
-    listed = ui.fetch_later("runs", start=win.start, end=win.end, **ui.agent_model(), **query)
+    listed = ui.fetch_later(Api.runs, start=win.start, end=win.end, **ui.agent_model(), **query)
     with running:
         st.fragment(
             _running_now, run_every=ui.refresh_every("runs_live", "runs_live_s", on=True, label="Live: running runs")
@@ -154,7 +155,7 @@ def _running_now() -> None:
     win = ui.window()
     with ui.guarded("the running runs"):
         page: RunsPage = ui.fetch(
-            "runs",
+            Api.runs,
             start=win.start,
             end=win.end,
             status="running",
@@ -174,7 +175,7 @@ def _running_now() -> None:
         )
 
 
-def _filters() -> dict[str, object]:
+def _filters() -> dict[str, Any]:
     """The query API's filters, sort and page (``RunFilters``) as the widgets set them."""
     c = st.columns([1, 1, 1, 1.3, 0.8, 1])
     status = c[0].selectbox(
@@ -294,7 +295,7 @@ def _no_match(win: ui.Window) -> None:
     number of runs the search and filters left out."""
     range_ = win.label.lower()
     with ui.guarded("the runs of the range"):
-        every = ui.fetch("runs", start=win.start, end=win.end, limit=1).total
+        every = ui.fetch(Api.runs, start=win.start, end=win.end, limit=1).total
         if every:
             st.info(
                 f"No runs match the search and filters in the {range_}; without them there are "

@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 import streamlit as st
 
+from agentwatch_api.client import CollectorClient as Api
 from agentwatch_api.schemas import SessionDetail, SessionsPage
 from agentwatch_platform.dashboard import run_table, tables, ui
 
@@ -41,7 +42,7 @@ def render() -> None:
 
 def _list(win: ui.Window, user_id: str | None) -> None:
     page: SessionsPage = ui.fetch(
-        "sessions", start=win.start, end=win.end, agent=ui.chosen("aw_agent"), user_id=user_id, limit=200
+        Api.sessions, start=win.start, end=win.end, agent=ui.chosen("aw_agent"), user_id=user_id, limit=200
     )
     if user_id is not None:
         st.caption(f"Sessions of user {ui.plain(user_id) or '(none)'}.")
@@ -72,7 +73,7 @@ def _list(win: ui.Window, user_id: str | None) -> None:
 
 
 def _session(win: ui.Window, session_id: str) -> None:
-    detail: SessionDetail = ui.fetch("session", session_id=session_id, start=win.start, end=win.end)
+    detail: SessionDetail = ui.fetch(Api.session, session_id=session_id, start=win.start, end=win.end)
     st.subheader(f"Session {session_id}")
     st.caption(
         f"User {detail.user_id or '(none)'} · {len(detail.turns)} runs · {ui.fmt(detail.cost_usd, 'USD')}"

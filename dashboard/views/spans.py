@@ -11,9 +11,12 @@ Overview's and Cost page's breakdowns link here with their filters in the addres
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 from agentwatch import semconv as sc
 
+from agentwatch_api.client import CollectorClient as Api
 from agentwatch_api.schemas import SpanGroups, SpanHit, SpansPage
 from agentwatch_platform.dashboard import breakdowns, tables, ui
 from agentwatch_platform.dashboard.formatting import plural
@@ -69,9 +72,11 @@ def render() -> None:
     filters = _filters()
     by = _grouping()
     win = ui.window()
-    scope = {"start": win.start, "end": win.end, **filters}
+    scope: dict[str, Any] = {"start": win.start, "end": win.end, **filters}
     with ui.guarded("the span groups"):
-        _groups(ui.fetch("span_groups", **scope, by=by, sort="-" + GROUP_SORTS[_group_sort()], limit=100), by, filters)
+        _groups(
+            ui.fetch(Api.span_groups, **scope, by=by, sort="-" + GROUP_SORTS[_group_sort()], limit=100), by, filters
+        )
     with ui.guarded("the spans"):
         _spans(win, scope)
 
@@ -111,7 +116,7 @@ def _set_grouping(by: str | None) -> None:
         st.session_state["spans_by"] = breakdowns.GROUP_BY[by][0]
 
 
-def _filters() -> dict[str, object]:
+def _filters() -> dict[str, Any]:
     """The query API's filters (``SpanQuery``) as the widgets set them."""
     ui.keep_state(dict.fromkeys((*TEXT, *BOUNDS), ""))
     c = st.columns([1, 1, 0.8, 2])
@@ -284,14 +289,14 @@ def _page_from_pager() -> None:
         st.session_state["spans_page"] = max(1, int(wanted))
 
 
-def _spans(win: ui.Window, scope: dict[str, object]) -> None:
+def _spans(win: ui.Window, scope: dict[str, Any]) -> None:
     c = st.columns([1, 1, 4])
     sort = c[0].selectbox("Sort spans by", list(SORTS), key="spans_sort")
     descending = c[1].toggle("Descending", value=True, key="spans_desc")
     page_no = int(st.session_state.get("spans_page", 1))
     offset = min((page_no - 1) * PAGE_SIZE, MAX_OFFSET)
     page: SpansPage = ui.fetch(
-        "spans", **scope, sort=("-" if descending else "") + SORTS[sort], limit=PAGE_SIZE, offset=offset
+        Api.spans, **scope, sort=("-" if descending else "") + SORTS[sort], limit=PAGE_SIZE, offset=offset
     )
     for warning in page.warnings:
         st.warning(warning)

@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 import streamlit as st
 
+from agentwatch_api.client import CollectorClient as Api
 from agentwatch_api.schemas import RunsPage, UserFigures, UsersPage
 from agentwatch_platform.dashboard import cards, run_table, tables, ui
 
@@ -57,7 +58,7 @@ def render() -> None:
         "Click a user to open its page (figures, sessions, runs); refused requests are not runs and are counted apart."
     )
     with ui.guarded("the users"):
-        page: UsersPage = ui.fetch("users", start=win.start, end=win.end, agent=ui.chosen("aw_agent"), limit=200)
+        page: UsersPage = ui.fetch(Api.users, start=win.start, end=win.end, agent=ui.chosen("aw_agent"), limit=200)
         if not page.items:
             ui.empty(f"No finished runs in the {win.label.lower()}.")
             return
@@ -100,8 +101,8 @@ def _row(u: UserFigures) -> tables.Row:
 def _user(win: ui.Window, user_id: str) -> None:
     """One user: the figures of its row in the list, its cost trend, and its latest runs."""
     st.subheader(f"User {user_id}")
-    found: UsersPage = ui.fetch("users", start=win.start, end=win.end, user_id=user_id, limit=1)
-    runs: RunsPage = ui.fetch("runs", start=win.start, end=win.end, user_id=user_id, limit=LATEST_RUNS)
+    found: UsersPage = ui.fetch(Api.users, start=win.start, end=win.end, user_id=user_id, limit=1)
+    runs: RunsPage = ui.fetch(Api.runs, start=win.start, end=win.end, user_id=user_id, limit=LATEST_RUNS)
     st.markdown(
         f"[Sessions of this user](./sessions?user_id={quote(user_id)}) · "
         f"[All runs of this user](./runs?user_id={quote(user_id)}) · [All users](./users)"

@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 import streamlit as st
 
+from agentwatch_api.client import CollectorClient as Api
 from agentwatch_api.schemas import FigureChange, VersionComparison, VersionFigures, VersionsOut
 from agentwatch_platform.dashboard import tables, ui
 
@@ -70,7 +71,7 @@ def render() -> None:
     )
     win = ui.window()
     with ui.guarded("the versions"):
-        out: VersionsOut = ui.fetch("versions", start=win.start, end=win.end, agent=ui.chosen("aw_agent"))
+        out: VersionsOut = ui.fetch(Api.versions, start=win.start, end=win.end, agent=ui.chosen("aw_agent"))
         if not out.items:
             ui.empty(f"No finished runs in the {win.label.lower()}.")
             return
@@ -118,7 +119,7 @@ def _comparison(win: ui.Window, items: list[VersionFigures]) -> None:
         st.info("Choose two different versions.")
         return
     compared: VersionComparison = ui.fetch(
-        "compare_versions", a=a, b=b, start=win.start, end=win.end, agent=ui.chosen("aw_agent")
+        Api.compare_versions, a=a, b=b, start=win.start, end=win.end, agent=ui.chosen("aw_agent")
     )
     tables.table(
         COMPARE_COLUMNS, [_change_row(ch) for ch in compared.changes if ch.metric in FIGURES], key="versions_compare"
