@@ -36,6 +36,7 @@ from agentwatch_platform.alerts.model import Alert, Delivery
 from agentwatch_platform.alerts.rules import RulesConfig, load_rules
 from agentwatch_platform.alerts.run_scopes import run_scope_series
 from agentwatch_platform.alerts.run_states import run_state_values
+from agentwatch_platform.alerts.settings import AlertsSettings
 from agentwatch_platform.alerts.sources import alert_row, delivery_row
 from agentwatch_platform.collector.api.deps import ProjectDep, SettingsDep, StoreDep
 from agentwatch_platform.collector.api.params import End, Start, time_window
@@ -81,13 +82,13 @@ def list_alerts(
 
 
 @router.get("/rules", response_model=list[AlertRuleOut])
-def list_rules(request: Request, settings: SettingsDep, project: ProjectDep) -> list[AlertRuleOut]:
+def list_rules(request: Request, project: ProjectDep) -> list[AlertRuleOut]:
     """The rules in force: the running evaluator's, else the configured file's."""
     component = getattr(request.app.state, "alerts", None)
     config = getattr(component, "config", None)
     if config is None:
         try:
-            config = _rules_file(settings.alert_rules)
+            config = _rules_file(_settings(request).alert_rules)
         except RulesError as exc:
             raise HTTPException(500, f"alert rules file is invalid: {exc}") from exc
     return [rule.to_out() for rule in config.rules if rule.scope.get("project", project) == project]
@@ -174,6 +175,11 @@ def save_deliveries(
     rows = [delivery_row(Delivery(project=project, **d.model_dump())) for d in body]
     store.insert_rows("alert_deliveries", alerts_sql.DELIVERY_COLUMNS, rows)
     return {"stored": len(rows)}
+
+
+def _settings(request: Request) -> AlertsSettings:
+    """The alerts' settings, as the plugin brought them into the app (``collector.plugins``)."""
+    return request.app.state.plugin_settings["alerts"]
 
 
 def _rules_file(path: str) -> RulesConfig:

@@ -68,6 +68,7 @@ from agentwatch_platform.alerts.model import Alert, Event, Notification
 from agentwatch_platform.alerts.rules import DERIVED_METRICS, Rule, RulesConfig, load_rules
 from agentwatch_platform.alerts.run_scopes import top_k
 from agentwatch_platform.alerts.run_states import RUN_STATE_METRICS, absent_value
+from agentwatch_platform.alerts.settings import AlertsSettings
 from agentwatch_platform.alerts.sources import AlertHistory, MetricSource, StoreBackend
 from agentwatch_platform.alerts.version_rules import EVERY_S, VERSION_METRICS
 from agentwatch_platform.alerts.wording import message
@@ -555,21 +556,24 @@ def _from_first_data(values: list[float | None]) -> list[float | None]:
 class InProcessAlerts:
     """The evaluator as a component with a lifetime, started by the collector's lifespan.
 
-    Rules come from ``settings.alert_rules`` (built-in defaults when empty); a bad rules file
-    is logged with its line and key and alerts stay off, so ingestion never stops for it.
-    Each round runs in a worker thread every ``settings.alert_interval_s`` seconds.
+    Rules come from ``settings.alert_rules`` (``alerts.settings``; built-in defaults when empty);
+    a bad rules file is logged with its line and key and alerts stay off, so ingestion never
+    stops for it. Each round runs in a worker thread every ``settings.alert_interval_s`` seconds;
+    a run is stuck once it has been idle ``idle_timeout_s`` (the collector's setting).
     """
 
     def __init__(
         self,
         store: Any,
-        settings: Any,
+        settings: AlertsSettings,
         *,
+        idle_timeout_s: float,
         clock: Callable[[], float] = time.time,
         config: RulesConfig | None = None,
         lag: Callable[[], float] | None = None,
     ) -> None:
         self.store, self.settings, self.clock, self.lag = store, settings, clock, lag
+        self.idle_timeout_s = idle_timeout_s
         self.config = config
         self.evaluator: Evaluator | None = None
         self._dispatcher: Dispatcher | None = None
@@ -584,7 +588,7 @@ class InProcessAlerts:
             except AlertsError as exc:
                 log.error("alert rules not loaded, in-process alerts are off: %s", exc)
                 return self
-        backend = StoreBackend(self.store, idle_timeout_s=float(self.settings.run_idle_timeout_s), lag=self.lag)
+        backend = StoreBackend(self.store, idle_timeout_s=float(self.idle_timeout_s), lag=self.lag)
         self._dispatcher = Dispatcher(
             self.config.channels, record=backend.record, policy=self.config.delivery, clock=self.clock
         )
@@ -620,8 +624,10 @@ class InProcessAlerts:
             await asyncio.to_thread(self._dispatcher.close)
 
 
-def start_in_process(app: Any, *, clock: Callable[[], float] | None = None) -> InProcessAlerts:
-    """The collector lifespan's hook: the component over ``app.state.store``/``settings``.
+def start_in_process(
+    app: Any, settings: AlertsSettings, *, clock: Callable[[], float] | None = None
+) -> InProcessAlerts:
+    """The collector lifespan's hook: the component over ``app.state.store`` with the alerts' ``settings``.
 
     ``clock``: the plugin's own (``alerts.plugin.AlertsPlugin``; tests drive time with it), else
     the collector's ``app.state.clock``, else wall time.
@@ -633,7 +639,8 @@ def start_in_process(app: Any, *, clock: Callable[[], float] | None = None) -> I
         freshness = getattr(state, "freshness", None)
         return freshness.measured_lag() if freshness is not None else 0.0
 
-    component = InProcessAlerts(state.store, state.settings, clock=clock, lag=lag)
+    idle_timeout_s = state.settings.run_idle_timeout_s
+    component = InProcessAlerts(state.store, settings, idle_timeout_s=idle_timeout_s, clock=clock, lag=lag)
     roles = getattr(state, "roles", None)
     if roles is not None:
         component.may_run = lambda: roles.holds("alerts")

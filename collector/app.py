@@ -182,6 +182,7 @@ def create_app(
     )  # every route's scope, from state.route_scopes (collector.auth.scopes)
     state = app.state
     state.route_scopes = RouteScopes.joined((plugin.name, plugin.scopes) for plugin in plugins)
+    state.plugin_settings = {plugin.name: plugin.settings for plugin in plugins}  # read now: a bad one stops the start
     state.settings, state.store, state.metrics, state.ingestor, state.keyring = (
         settings,
         handle,

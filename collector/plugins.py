@@ -3,10 +3,11 @@
 The collector names no such part: ``create_app(settings, plugins=...)`` takes them, and
 ``agentwatch collector`` passes those ``installed()`` under the ``agentwatch.collector_plugins``
 entry-point group (the platform's pyproject.toml: the alerts' ``alerts.plugin:PLUGIN``), so
-the collector and the alerts do not import each other. A plugin brings API routers and the
+the collector and the alerts do not import each other. A plugin brings API routers, the
 scope of each of their routes (``collector.auth.scopes``: the collector's own table names none
-of them), and may run a component for the app's lifetime, started after the collector's own
-(store, writer, scrapers) and stopped before.
+of them) and its own settings (``collector.settings.EnvSettings``, read when the app is made and
+kept in ``app.state.plugin_settings[name]``), and may run a component for the app's lifetime,
+started after the collector's own (store, writer, scrapers) and stopped before.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from importlib.metadata import entry_points
 from typing import Protocol
 
 from fastapi import APIRouter, FastAPI
+
+from agentwatch_platform.collector.settings import EnvSettings
 
 PLUGINS_GROUP = "agentwatch.collector_plugins"
 
@@ -34,6 +37,12 @@ class Plugin(Protocol):
     def scopes(self) -> Mapping[tuple[str, str], str]:
         """(method, path) -> scope (``collector.auth.scopes``) of every route of ``routers``; a
         route without one is refused to every caller, one the collector has already is an error."""
+        ...
+
+    @property
+    def settings(self) -> EnvSettings | None:
+        """Its own settings (``AGENTWATCH_*``, as the collector's are read), None without; read
+        once by ``create_app``, so a bad value stops the start."""
         ...
 
     def lifespan(self, app: FastAPI) -> AbstractAsyncContextManager[object] | None:

@@ -1,8 +1,11 @@
 """The collector's settings: one object, read from arguments, then ``AGENTWATCH_*``, then defaults.
 
-Every variable is documented here; docs/configuration.md's table lists
-``Settings.describe()`` (tests/test_readme.py holds it to it). Values are read by ``agentwatch.envconfig``, as the SDK's and the
-dashboard's are; a bad environment value raises ``ValueError`` naming the variable.
+Every variable is documented here; docs/configuration.md's table lists ``Settings.describe()``
+and each plugin's (``collector.plugins.Plugin.settings``: a part that runs inside the collector
+brings its own, an ``EnvSettings`` too, such as the alerts' ``alerts.settings``;
+tests/test_readme.py holds the page to them). Values are read by ``agentwatch.envconfig``, as
+the SDK's and the dashboard's are; a bad environment value raises ``ValueError`` naming the
+variable.
 """
 
 from __future__ import annotations
@@ -11,12 +14,35 @@ import functools
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Self
 
 from agentwatch.envconfig import ENV_PREFIX, env_value
 
 
+class EnvSettings:
+    """A dataclass of settings whose every field names its variable and says what it does
+    (``metadata={"env": ..., "doc": ...}``): read by ``from_env``, listed by ``describe``."""
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> Self:
+        """Arguments win over the environment, which wins over the defaults. A bad variable raises
+        ``agentwatch.envconfig.EnvError`` (a ``ValueError``) naming it: the collector does not start."""
+        values: dict[str, object] = {}
+        for f in fields(cls):  # type: ignore[arg-type]
+            if overrides.get(f.name) is not None:
+                values[f.name] = overrides[f.name]
+            else:
+                check = functools.partial(_check_number, f.name)
+                values[f.name] = env_value(ENV_PREFIX + f.metadata["env"], f.default, check=check, empty_is_unset=False)
+        return cls(**values)
+
+    @classmethod
+    def describe(cls) -> list[tuple[str, str, str]]:
+        return [(ENV_PREFIX + f.metadata["env"], str(f.default), f.metadata["doc"]) for f in fields(cls)]  # type: ignore[arg-type]
+
+
 @dataclass
-class Settings:
+class Settings(EnvSettings):
     host: str = field(default="127.0.0.1", metadata={"env": "HOST", "doc": "address the collector binds"})
     port: int = field(default=4318, metadata={"env": "PORT", "doc": "OTLP/HTTP and query API port"})
     grpc_port: int = field(default=4317, metadata={"env": "GRPC_PORT", "doc": "OTLP/gRPC port (0 disables)"})
@@ -238,9 +264,6 @@ class Settings:
             "doc": "a request line and headers not complete this long after the connection opened (or the previous response) get 408 and the connection is closed (0 disables)",
         },
     )
-    alert_rules: str = field(
-        default="", metadata={"env": "ALERT_RULES", "doc": "alert rules YAML file (empty = built-in defaults)"}
-    )
     run_idle_timeout_s: float = field(
         default=300.0,
         metadata={
@@ -254,10 +277,6 @@ class Settings:
             "env": "ENGINE_JOIN_WAIT_S",
             "doc": "how long an engine span waits for the client LLM span that records the same call before it is counted as an engine-only call",
         },
-    )
-    alert_interval_s: float = field(
-        default=30.0,
-        metadata={"env": "ALERT_INTERVAL_S", "doc": "alert evaluation period; 0 disables the in-process evaluator"},
     )
     prices_file: str = field(
         default="",
@@ -283,23 +302,6 @@ class Settings:
     cors_origins: str = field(
         default="", metadata={"env": "CORS_ORIGINS", "doc": "comma-separated allowed origins; empty = no CORS"}
     )
-
-    @classmethod
-    def from_env(cls, **overrides: object) -> Settings:
-        """Arguments win over the environment, which wins over the defaults. A bad variable raises
-        ``agentwatch.envconfig.EnvError`` (a ``ValueError``) naming it: the collector does not start."""
-        values: dict[str, object] = {}
-        for f in fields(cls):
-            if overrides.get(f.name) is not None:
-                values[f.name] = overrides[f.name]
-            else:
-                check = functools.partial(_check_number, f.name)
-                values[f.name] = env_value(ENV_PREFIX + f.metadata["env"], f.default, check=check, empty_is_unset=False)
-        return cls(**values)  # type: ignore[arg-type]
-
-    @classmethod
-    def describe(cls) -> list[tuple[str, str, str]]:
-        return [(ENV_PREFIX + f.metadata["env"], str(f.default), f.metadata["doc"]) for f in fields(cls)]
 
 
 def _check_number(name: str, value: object) -> None:

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from agentwatch.cli import build_parser
 
+from agentwatch_platform.alerts.settings import AlertsSettings
 from agentwatch_platform.collector.settings import Settings
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from agentwatch_platform.dashboard.config import DashboardConfig
@@ -23,7 +24,11 @@ DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 COMPOSE = DEPLOY / "compose" / "docker-compose.yml"
 K8S = DEPLOY / "k8s"
 CLICKHOUSE_NODES = {"ch-s1-r1", "ch-s1-r2", "ch-s2-r1", "ch-s2-r2"}
-KNOWN = {name for name, _, _ in Settings.describe()} | {name for name, _, _ in DashboardConfig.describe()}
+KNOWN = (
+    {name for name, _, _ in Settings.describe()}
+    | {name for name, _, _ in AlertsSettings.describe()}  # the alerts plugin's, read by the collector
+    | {name for name, _, _ in DashboardConfig.describe()}
+)
 
 
 def compose() -> dict[str, Any]:

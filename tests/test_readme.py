@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from agentwatch._config import VARIABLES
 
+from agentwatch_platform.alerts.settings import AlertsSettings
 from agentwatch_platform.collector.settings import Settings
 from agentwatch_platform.dashboard.config import DashboardConfig
 
@@ -43,6 +44,7 @@ def _code_variables() -> set[str]:
     return (
         {v[0] for v in VARIABLES}
         | {n for n, _, _ in Settings.describe()}
+        | {n for n, _, _ in AlertsSettings.describe()}  # the alerts plugin's, read by the collector
         | {n for n, _, _ in DashboardConfig.describe()}
         | set(re.findall(r"\$\{(AGENTWATCH_[A-Z0-9_]+)", rules))
     )

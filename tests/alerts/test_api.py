@@ -126,11 +126,12 @@ def test_deliveries_round_trip(collector: Running) -> None:
 def test_rules_endpoint_names_a_broken_rules_file(collector: Running, tmp_path: Path) -> None:
     bad = tmp_path / "rules.yaml"
     bad.write_text("rules:\n  - name: x\n    metric: nope\n")
-    collector.settings.alert_rules = str(bad)  # the app's own settings object
+    settings = collector.app.state.plugin_settings["alerts"]  # the settings the plugin brought
+    settings.alert_rules = str(bad)
     try:
         response = client(collector, "a").get("/api/alerts/rules")
     finally:
-        collector.settings.alert_rules = ""
+        settings.alert_rules = ""
     assert response.status_code == 500 and f"{bad}:3: rules[0].metric" in response.json()["detail"]
 
 

@@ -12,10 +12,9 @@ import httpx
 import pytest
 
 from agentwatch_platform.alerts.channels import SIGNATURE_HEADER, sign
-from agentwatch_platform.alerts.plugin import AlertsPlugin
 from tests.alerts.incident_setup import webhook_rules
 from tests.alerts.traffic import export_traffic, wait_for_runs
-from tests.collector.ingest_helpers import serve, settings_for
+from tests.collector.ingest_helpers import alerts_plugin, serve, settings_for
 from tests.support.poll import wait_until
 from tests.support.receivers import Receiver
 
@@ -45,9 +44,9 @@ def test_cost_spike_notifies_once_then_resolves_once(tmp_path: Path, receiver: R
     rules = tmp_path / "rules.yaml"
     rules.write_text(webhook_rules(receiver.url, "e2e-secret", severity="critical"))
     t0 = int(time.time()) // 60 * 60 - (MINUTES + 5) * 60
-    settings = settings_for(tmp_path / "data", alert_rules=str(rules), alert_interval_s=0.02)
     clock = Clock(float(t0))  # before any traffic: nothing to judge
-    with serve(settings, plugins=(AlertsPlugin(clock=clock),)) as collector:
+    plugin = alerts_plugin(clock=clock, alert_rules=str(rules), alert_interval_s=0.02)
+    with serve(settings_for(tmp_path / "data"), plugins=(plugin,)) as collector:
         key = collector.key("e2e")
         wait_for_runs(
             collector.url,
@@ -91,7 +90,9 @@ def test_bad_rules_file_keeps_the_collector_ingesting(tmp_path: Path, caplog: py
     t0 = int(time.time()) // 60 * 60 - 120
     with (
         caplog.at_level("ERROR", logger="agentwatch.alerts"),
-        serve(settings_for(tmp_path / "data", alert_rules=str(rules), alert_interval_s=1)) as collector,
+        serve(
+            settings_for(tmp_path / "data"), plugins=(alerts_plugin(alert_rules=str(rules), alert_interval_s=1),)
+        ) as collector,
     ):
         key = collector.key("p")
         wait_for_runs(

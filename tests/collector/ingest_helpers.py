@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,8 @@ import uvicorn
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from agentwatch_api.handshake import read_admin_token
-from agentwatch_platform.alerts.plugin import PLUGIN as ALERTS
+from agentwatch_platform.alerts.plugin import AlertsPlugin
+from agentwatch_platform.alerts.settings import AlertsSettings
 from agentwatch_platform.collector.api.header_timeout import header_timeout_protocol
 from agentwatch_platform.collector.app import create_app
 from agentwatch_platform.collector.plugins import Plugin
@@ -66,17 +67,21 @@ def settings_for(data_dir: Path, **overrides: Any) -> Settings:
         "grpc_port": 0,
         "data_dir": data_dir,
         "flush_interval_s": 0.1,
-        "alert_interval_s": 0.0,
     }
     values.update(overrides)
     return Settings.from_env(**values)
 
 
+def alerts_plugin(*, clock: Callable[[], float] | None = None, **settings: Any) -> AlertsPlugin:
+    """The alerts plugin as `agentwatch collector` loads it; its evaluator off unless asked for."""
+    return AlertsPlugin(settings=AlertsSettings.from_env(**{"alert_interval_s": 0.0, **settings}), clock=clock)
+
+
 @contextlib.contextmanager
-def serve(settings: Settings, *, plugins: tuple[Plugin, ...] = (ALERTS,)) -> Iterator[Running]:
+def serve(settings: Settings, *, plugins: tuple[Plugin, ...] | None = None) -> Iterator[Running]:
     """``create_app(settings)`` served by uvicorn on 127.0.0.1 in a thread, until the block ends;
-    with the alerts plugin inside, as `agentwatch collector` assembles it."""
-    app = create_app(settings, plugins=plugins)
+    with the alerts plugin inside (``alerts_plugin()`` unless ``plugins`` says), as `agentwatch collector` assembles it."""
+    app = create_app(settings, plugins=(alerts_plugin(),) if plugins is None else plugins)
     config = uvicorn.Config(
         app,
         host="127.0.0.1",

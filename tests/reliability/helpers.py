@@ -14,9 +14,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from agentwatch_platform.alerts.plugin import PLUGIN as ALERTS
 from agentwatch_platform.collector.app import create_app
-from tests.collector.ingest_helpers import settings_for
+from tests.collector.ingest_helpers import alerts_plugin, settings_for
 from tests.support.poll import wait_until
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -62,7 +61,7 @@ class InProcess:
 def in_process(data_dir: Path, **overrides: Any) -> Iterator[InProcess]:
     """``create_app`` on a chDB under ``data_dir``; the store is closed when the block ends."""
     settings = settings_for(data_dir, **{"flush_interval_s": 0.05, **overrides})
-    app = create_app(settings, plugins=(ALERTS,))  # as `agentwatch collector` assembles it
+    app = create_app(settings, plugins=(alerts_plugin(),))  # as `agentwatch collector` assembles it
     with TestClient(app, raise_server_exceptions=False) as client:
         yield InProcess(app, client)
 
