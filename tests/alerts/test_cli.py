@@ -81,7 +81,7 @@ def test_run_once_over_http_fires_and_stores_history_in_the_collector(tmp_path: 
             f"{collector.url}/api/alerts", params={"start": t0}, headers={"Authorization": f"Bearer {other}"}
         ).json()
     assert code == 0 and again == 0
-    time.sleep(0.2)
+    time.sleep(0.2)  # a late second notification would have landed (the CLI returned after sending)
     [request] = receiver.requests  # the second process did not notify again
     body = json.loads(request.body)
     assert (

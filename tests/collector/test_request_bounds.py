@@ -69,7 +69,7 @@ def _export_beside(running: Running, key: str, stalled: list[socket.socket]) -> 
     """A normal export is stored while ``stalled`` connections hang, each of them answered 408
     and closed afterwards: the export did not wait for their deadline (TIMEOUT_S)."""
     try:
-        time.sleep(0.2)
+        time.sleep(0.2)  # the stalled connections are open first: the export comes among them
         body = agent_trace(os.urandom(16)).SerializeToString()
         started = time.monotonic()
         response = httpx.post(

@@ -169,7 +169,7 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Killed]:
         with Exporters(first.url, key, threads=4) as exporters:
             wait_until(lambda: len(exporters.acked) >= 100, 90, "exporters got too few answers")
             first.kill(signal.SIGKILL)  # mid-stream: requests in flight, a batch being inserted
-            time.sleep(0.3)
+            time.sleep(0.3)  # the exporters go on against the dead collector a while (their failures are not counted)
         acked = list(exporters.acked)
     finally:
         first.kill()
