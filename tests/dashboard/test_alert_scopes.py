@@ -95,5 +95,5 @@ def test_a_user_incident_shows_that_users_series_and_runs(collector: Running, mo
 def test_a_stuck_run_incident_needs_no_series(collector: Running, monkeypatch: pytest.MonkeyPatch) -> None:
     at = alerts_page(collector, monkeypatch, "s1")
     captions = [c.value for c in at.caption]
-    assert any("Oldest running run is a figure of the moment" in c for c in captions)  # in words
+    assert any("Age of the oldest running run is a figure of the moment" in c for c in captions)  # in words
     assert not at.error, [e.value for e in at.error]
