@@ -221,7 +221,7 @@ def render(result: dict[str, Any]) -> str:
         lines += [
             f"## Shape `{shape}`: {store['spans']:,} spans, {store['raw_text_bytes_per_span']:.0f} B of text per span",
             "",
-            f"- Text files, sealed ({store['blocks']} blocks of ~8 MiB of frames, zstd({store['zstd_level']}) per "
+            f"- Text files, sealed ({store['blocks']} blocks of ~1 MiB of frames, zstd({store['zstd_level']}) per "
             f"column): **{store['file_bytes_per_span']:.1f} B/span**, ratio {store['ratio']:.2f} (the write-ahead "
             f"frames before the seal: {store['write_ahead_bytes_per_span_unsealed']:.0f} B/span, uncompressed); "
             f"stash {store['stash_spans_per_s']:,.0f} spans/s, {store['stash_and_seal_spans_per_s']:,.0f} spans/s "
@@ -253,21 +253,23 @@ def render(result: dict[str, Any]) -> str:
 
 
 NOTES = [
-    "reference_agent.workload's texts are words drawn uniformly from 87 (log2(87) bits per ~6.1 bytes, ~1.05 bits per byte): "
-    "~700 B/span of it cannot go below ~92 B/span with any coder, so <= 60 B/span in all (spans table ~38 B/span "
-    "with text, bench/results/scale.md session 16) is out of reach on that workload; zstd reaches ~2.2 bits/byte.",
-    "On the issue's shape (~250 B/span of the same words) the text files take ~87 B/span now; one zstd(3) stream "
-    "per 4 MiB block ~71, zstd(19) ~55: compressing across spans buys ~18 % at level 3, and <= 60 B/span in all "
-    "needs texts that repeat across spans (templates, re-sent context), as agents' do. Not built yet.",
-    "Search: each day file gets an index (<day>.awi, collector.storage.text_index: a trigram bloom filter per "
-    "frame, keyed by the frame's offset and CRC), written by the first search that reads the frame (~7 ms per "
-    "1000-span frame; ingest pays nothing). Indexed, a frame the filter rules out is passed over by its 12-byte "
-    "header: a rare ticket id over 30 day files answers in ~66 ms p50 / ~90 ms p95 against ~1-5 s scanned, an "
-    "absent word in 13-23 ms; words in every frame ('agent') still read every frame (the cost follows the frames "
-    "that may hold the needle). Non-ASCII needles and needles under 3 characters scan, as before.",
-    "Not measured: 30 days x 1M spans a day (30k frames, ~60-120 MB of index at 2-4 B/span): the indexed path "
-    "reads each day's index whole and one header per frame, so expect a few hundred ms; the day files here are "
-    "copies of one 20k-span day (the same traces in each: 1 trace found, in 30 frames).",
+    "Before and after (issue 38), bench.text_store at 20k spans, the code before the blocks (09a260e) run right "
+    "after this one under the same load (~9-13 on 2 shared cores): the issue's shape 86.6 -> 69.3 B/span (-20 %), "
+    "reference_agent.workload's 201.5 -> 187.3 (-7 %). Where the bytes went (issue shape, zstd 3): text 64 "
+    "B/span, span ids 4.7, Arrow's offsets ~7 before the lengths went byte-planed, ~0.5 now.",
+    "reference_agent.workload's texts are words drawn uniformly from 87 (log2(87) bits per ~6.1 bytes, ~1.05 bits "
+    "per byte): zstd(3) reaches ~2.0 bits/byte on them, levels 5-12 ~1.9-2.0 at 1/4-1/20 of the speed, level 15 "
+    "64 B/span at ~3k spans/s, bzip2 40 B/span at ~6 MB/s (and 13 MB/s to read back). <= 60 B/span (texts and "
+    "spans table together) is out of reach on these words at a speed ingest can pay; agents' real texts repeat "
+    "across spans (templates, re-sent context), which a block compresses and a frame alone did not.",
+    "Blocks of 0.5 / 1 / 2 / 4 / 8 MiB of frames: 70.8 / 69.3 / 68.9 / 68.7 / 69.0 B/span (issue shape); one "
+    "trace read cold 0.9 / 1.3 / 3.4 / 8.6 / 9.1 ms; 1 MiB is SEAL_BYTES.",
+    "Search: the index (<day>.awi) holds a trigram filter per sealed block and per unsealed frame. Over 10 day "
+    "files of the issue's shape, quiet moment: a rare ticket 46 ms (frames: 31 ms: a 1 MiB block is decompressed "
+    "where a ~300 KB frame was), 'agent' (in every block) 200 ms (frames: 646 ms). The 30-day figures above were "
+    "taken at load ~12: the same runs of the code before gave 102-173 ms (rare) and 1010-2134 ms (common) there.",
+    "Not measured: 30 days x 1M spans a day (~250 blocks a day): a rare needle reads each day's index whole and "
+    "decompresses the blocks its filters let through (~2-3 ms each).",
 ]
 
 

@@ -40,7 +40,7 @@ import pyarrow as pa
 from agentwatch_platform.collector.errors import CollectorError
 
 BLOCK_SUFFIX = ".awb"
-SEAL_BYTES = 8 << 20  # write-ahead bytes (uncompressed frames) per block
+SEAL_BYTES = 1 << 20  # write-ahead bytes (uncompressed frames) per block: 1-8 MiB compress alike (bench.text_store)
 ENTRY = np.dtype([("offset", "<u8"), ("start", "<u4"), ("count", "<u4")])
 _MAGIC = b"AWB1"
 _HEAD = struct.Struct("<4sIIII")

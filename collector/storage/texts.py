@@ -18,8 +18,9 @@ where the payload is an Arrow IPC stream of ``BLOCK_SCHEMA``. A span row points 
 ``text_ref`` (UInt64): the day (days since 1970) in the high 24 bits, the frame's *offset* in the
 low 40: its position in the day's write-ahead stream, which stays the frame's name when it is
 sealed. Once the write-ahead file holds ``SEAL_BYTES`` a background thread (``seal``) compresses
-its frames together into a block (one zstd stream per column across ~8 MiB of spans: ~18 % smaller
-than a frame compressed alone on random words, far more on the re-sent context of real agents),
+its frames together into a block (one zstd stream per column across ~1 MiB of spans: on
+bench.text_store's random words ~20 % smaller than frames compressed alone, more on the re-sent
+context of real agents; blocks of 1 to 8 MiB compress alike, and a small one is quicker to read),
 appends and syncs the block, then cuts the sealed frames off the write-ahead file: the file is
 rewritten (synced, renamed over) with a header saying at which offset its first frame starts
 (``_HEADER_V2``; a file of the first version, ``_HEADER_V1``, starts at its own position 0). A
@@ -99,7 +100,7 @@ _HEADER_V1 = b"AWTEXTS1\n"  # a file's position is its frames' offset; no frame 
 _HEADER_V2 = struct.Struct("<8sQI")  # b"AWTEXTS2", the offset of the frame right after it, CRC-32 of that
 _V2_MAGIC = b"AWTEXTS2"
 _BLOCK_KEY = 1 << 63  # index records of blocks: the block's position with this bit (frames' offsets lack it)
-SEAL_MIN_BYTES = 1 << 20  # what a stop or the hourly pass seals of today's write-ahead file (older days: all)
+SEAL_MIN_BYTES = 64 << 10  # what a stop or the hourly pass seals of today's write-ahead file (older days: all)
 _MAGIC = b"AWT1"
 _FRAME = struct.Struct("<4sII")
 _MAX_PAYLOAD = 0xFFFFFFFF
