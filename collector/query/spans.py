@@ -57,7 +57,8 @@ def list_spans(
     params |= {"limit": limit, "offset": offset}
     if cursor:
         params |= _cursor_params(cursor, field)
-    rows = store.query(sql.page(where, field, descending, after=bool(cursor)), params)
+    bounded = params.get("search") is None  # a search's filter reads the captured text: once only
+    rows = store.query(sql.page(where, field, descending, after=bool(cursor), bounded=bounded), params)
     total = int(store.query(sql.count(where), params)[0]["total"])
     next_cursor = _cursor_of(rows[-1], field) if len(rows) == limit else None
     items = _hits(store, params, rows)

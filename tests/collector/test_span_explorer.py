@@ -83,6 +83,32 @@ def test_groups_equal_hand_sums(module_store: Store, spans: Generated, by: str) 
     assert all(g.failure_rate == pytest.approx(g.failures / g.spans) for g in got.groups)
 
 
+def hand_runs(spans: Generated, key) -> dict[str, int]:
+    runs: dict[str, set[str]] = defaultdict(set)
+    for s in spans.spans:
+        if (k := key(s)) is not None:
+            runs[k].add(s.trace_id)
+    return {k: len(traces) for k, traces in runs.items()}
+
+
+@pytest.mark.parametrize("by", ["user", "session", "step", "tool"])
+def test_groups_count_their_runs_and_span_durations(module_store: Store, spans: Generated, by: str) -> None:
+    """User, session and step groups are summed per run or per step before their join: the runs and
+    the duration quantiles are still over the group's own spans (as the groups read from rows)."""
+    key = {
+        "user": lambda s: spans.run_user[s.trace_id],
+        "session": lambda s: spans.run_session[s.trace_id],
+        "step": lambda s: spans.step(s) or None,
+        "tool": lambda s: s.tool_name or None,
+    }[by]
+    got = query.span_groups(module_store, P, **W, by=by, limit=1000).groups
+    assert {g.key: g.runs for g in got} == hand_runs(spans, key)
+    for g in got:
+        durations = sorted((s.end_time_ns - s.start_time_ns) / 1e9 for s in spans.spans if key(s) == g.key)
+        low, high = durations[0] * (1 - 1e-6), durations[-1] * (1 + 1e-6)  # a TDigest keeps Float32
+        assert low <= g.duration_p50_s <= g.duration_p95_s <= high
+
+
 def test_user_and_session_groups_are_their_runs(module_store: Store, spans: Generated) -> None:
     users = query.span_groups(module_store, P, **W, by="user", sort="-cost_usd")
     expected = hand_groups(spans, lambda s: spans.run_user[s.trace_id])
@@ -175,11 +201,17 @@ def test_cursor_pages_cover_every_span_once(module_store: Store, spans: Generate
     assert values == sorted(values, reverse=sort.startswith("-"))
 
 
-def test_offset_pages_cover_every_span_once(module_store: Store, spans: Generated) -> None:
+@pytest.mark.parametrize("sort", ["-cost_usd", "total_tokens", "-start_time"])
+def test_offset_pages_cover_every_span_once(module_store: Store, spans: Generated, sort: str) -> None:
+    """A first or offset page is cut to the spans whose key reaches its last one first (ties at
+    zero cost or tokens span many pages): still every span once, in order."""
     total = len(spans.spans)
-    pages = [query.list_spans(module_store, P, **W, sort="-cost_usd", limit=50, offset=o) for o in range(0, total, 50)]
+    pages = [query.list_spans(module_store, P, **W, sort=sort, limit=50, offset=o) for o in range(0, total, 50)]
     assert sorted(h.span_id for p in pages for h in p.items) == sorted(s.span_id for s in spans.spans)
     assert {p.total for p in pages} == {total}
+    field = {"-cost_usd": "cost_usd", "total_tokens": "total_tokens", "-start_time": "start_time"}[sort]
+    values = [getattr(h, field) for p in pages for h in p.items]
+    assert values == sorted(values, reverse=sort.startswith("-"))
 
 
 def test_rows_link_to_their_runs(module_store: Store, spans: Generated) -> None:
