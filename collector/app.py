@@ -47,6 +47,7 @@ from agentwatch_platform.collector.plugins import Plugin
 from agentwatch_platform.collector.query.fleet import FleetCounters
 from agentwatch_platform.collector.roles import ENGINE_JOIN, ENGINE_SCRAPER, RETENTION, RUN_CLOSER, Roles
 from agentwatch_platform.collector.settings import Settings
+from agentwatch_platform.collector.state import CollectorState, collector_state
 from agentwatch_platform.collector.storage.base import Store, StoreError, StoreUnavailable
 from agentwatch_platform.collector.storage.deletion import journal_for, replay
 from agentwatch_platform.collector.storage.lease import holder_id
@@ -180,23 +181,21 @@ def create_app(
         lifespan=_lifespan(settings, handle, ingestor, clock, plugins),
         dependencies=[Depends(authorize)],
     )  # every route's scope, from state.route_scopes (collector.auth.scopes)
-    state = app.state
-    state.route_scopes = RouteScopes.joined((plugin.name, plugin.scopes) for plugin in plugins)
-    state.plugin_settings = {plugin.name: plugin.settings for plugin in plugins}  # read now: a bad one stops the start
-    state.settings, state.store, state.metrics, state.ingestor, state.keyring = (
-        settings,
-        handle,
-        metrics,
-        ingestor,
-        keyring,
+    app.state = CollectorState(  # typed: collector.state lists what it holds
+        settings=settings,
+        store=handle,
+        metrics=metrics,
+        ingestor=ingestor,
+        keyring=keyring,
+        authenticator=Authenticator(lambda: keyring),
+        rate_limiter=RateLimiter(settings.rate_limit_spans_per_s),
+        route_scopes=RouteScopes.joined((plugin.name, plugin.scopes) for plugin in plugins),
+        plugin_settings={plugin.name: plugin.settings for plugin in plugins},  # read now: a bad one stops the start
+        scrape_policy=policy_for(settings),
+        clock=clock,
+        freshness=Freshness(clock=clock),
+        deletion_listeners=[],
     )
-    state.authenticator = Authenticator(lambda: keyring)
-    state.rate_limiter = RateLimiter(settings.rate_limit_spans_per_s)
-    state.admin_token = None
-    state.scrape_policy = policy_for(settings)  # which hosts engines may be scraped at (collector.engines.scrape_guard)
-    state.clock = clock
-    state.deletion_listeners = []  # callables(project) told after a deletion of data (plugins holding state of it)
-    state.freshness = Freshness(clock=clock)  # how far the figures are complete (collector.ingest.freshness)
     errors.install(app)  # every error's HTTP answer; OTLP's google.rpc.Status on /v1/traces
     if settings.cors_origins:
         origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
@@ -209,7 +208,7 @@ def create_app(
         for router in plugin.routers:
             app.include_router(router)
     openapi.install(app)  # every answer documented, errors included
-    if missing := state.route_scopes.undeclared(app.routes):
+    if missing := collector_state(app).route_scopes.undeclared(app.routes):
         log.error(
             "routes with no scope (agentwatch_platform.collector.auth.scopes.ROUTE_SCOPES, or their plugin's) are refused to every caller: %s",
             missing,
@@ -234,7 +233,7 @@ def _lifespan(
                 ttl_s=settings.lease_ttl_s,
                 shared=bool(settings.clickhouse_url),
             )
-            app.state.roles = roles
+            collector_state(app).roles = roles
             available = await _open_store(handle)
             if available:  # before any span is inserted: what a crash left half deleted goes first
                 await asyncio.to_thread(_replay_deletions, handle, settings)
@@ -256,7 +255,7 @@ def _lifespan(
                     handle.get,
                     pricer=ingestor.normalizer.price,
                     may_bill=lambda: roles.holds(ENGINE_JOIN),
-                    freshness=app.state.freshness,
+                    freshness=collector_state(app).freshness,
                     clock=clock,
                 ),
             )
@@ -275,7 +274,7 @@ def _lifespan(
             await _start_grpc(app, settings, stack)
             await stack.enter_async_context(roles)
             if roles.shared:  # /api/ingest sums every collector's counters (collector.query.fleet)
-                app.state.fleet = await stack.enter_async_context(
+                collector_state(app).fleet = await stack.enter_async_context(
                     FleetCounters(handle.get, ingestor.metrics, roles.holder)
                 )
             await _start_components(app, settings, handle, stack)
@@ -348,7 +347,7 @@ def _runtime_files(app: FastAPI, settings: Settings, stack: AsyncExitStack) -> N
     """Admin token and ``collector.json`` in the data dir, for ``agentwatch keys`` (removed at exit)."""
     data_dir = Path(settings.data_dir)
     try:
-        app.state.admin_token = handshake.write_admin_token(data_dir)
+        collector_state(app).admin_token = handshake.write_admin_token(data_dir)
         runtime = handshake.write_runtime(data_dir, f"http://{_connect_host(settings.host)}:{settings.port}")
     except OSError as exc:
         log.warning(
@@ -376,15 +375,17 @@ async def _start_grpc(app: FastAPI, settings: Settings, stack: AsyncExitStack) -
 
     server = GrpcServer(app, host=settings.host, port=settings.grpc_port)
     await stack.enter_async_context(server)
-    app.state.grpc_server = server
+    collector_state(app).grpc_server = server
 
 
 async def _start_components(app: FastAPI, settings: Settings, handle: StoreHandle, stack: AsyncExitStack) -> None:
     """Engine scraper, run closer, retention pass and GPU sampler."""
-    roles: Roles = app.state.roles
-    app.state.scraper = await stack.enter_async_context(
+    state = collector_state(app)
+    roles = state.roles
+    assert roles is not None  # the lifespan made them before the components
+    state.scraper = await stack.enter_async_context(
         EngineScraper.from_settings(
-            handle, settings, policy=app.state.scrape_policy, may_scrape=lambda: roles.holds(ENGINE_SCRAPER)
+            handle, settings, policy=state.scrape_policy, may_scrape=lambda: roles.holds(ENGINE_SCRAPER)
         )
     )
     await stack.enter_async_context(RunCloser(handle.get, may_close=lambda: roles.holds(RUN_CLOSER)))
@@ -424,4 +425,4 @@ def _start_gpu_sampler(app: FastAPI, settings: Settings, handle: StoreHandle, st
     sampler = GpuSampler(sink, engine=engine, interval_s=max(1.0, settings.scrape_interval_s))
     if sampler.start():
         stack.callback(sampler.stop)
-    app.state.gpu_sampler = sampler
+    collector_state(app).gpu_sampler = sampler

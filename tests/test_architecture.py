@@ -397,7 +397,7 @@ def test_the_collector_keeps_one_folder_per_concern() -> None:
     """Only the composition root and what every concern shares sit at the collector's top level; a
     new module goes into its concern's folder (docs/development.md, "The layout")."""
     top = {path.stem for path in (ROOT / "collector").glob("*.py")}
-    assert top == {"__init__", "app", "commands", "errors", "metrics", "plugins", "roles", "settings", "tuning"}
+    assert top == {"__init__", "app", "commands", "errors", "metrics", "plugins", "roles", "settings", "state", "tuning"}
     folders = {path.name for path in (ROOT / "collector").iterdir() if (path / "__init__.py").is_file()}
     assert folders == {"api", "auth", "engines", "ingest", "query", "storage"}
 

@@ -16,21 +16,22 @@ from agentwatch_platform.collector.auth.caller import principal
 from agentwatch_platform.collector.ingest.freshness import Freshness
 from agentwatch_platform.collector.query.ranges import InvalidQuery
 from agentwatch_platform.collector.settings import Settings
+from agentwatch_platform.collector.state import collector_state
 from agentwatch_platform.collector.storage.base import Store, StoreUnavailable
 
 T = TypeVar("T")
 
 
 async def get_settings(request: Request) -> Settings:
-    return request.app.state.settings
+    return collector_state(request.app).settings
 
 
 async def get_store(request: Request) -> Store:
-    return request.app.state.store
+    return collector_state(request.app).store
 
 
 async def get_freshness(request: Request) -> Freshness:
-    return request.app.state.freshness
+    return collector_state(request.app).freshness
 
 
 async def get_project(request: Request) -> str:

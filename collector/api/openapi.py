@@ -23,6 +23,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from agentwatch_platform.collector.auth.scopes import PUBLIC, RouteScopes
+from agentwatch_platform.collector.state import collector_state
 
 _ERROR = {"type": "object", "required": ["detail"], "properties": {"detail": {"type": "string"}}, "title": "Error"}
 _STATUS = {  # google.rpc.Status in the proto3 JSON mapping; every field is always present
@@ -62,7 +63,7 @@ def install(app: FastAPI) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version, routes=app.routes, description=app.description)
-            document_errors(schema, app.state.route_scopes)
+            document_errors(schema, collector_state(app).route_scopes)
             app.openapi_schema = schema
         return app.openapi_schema
 

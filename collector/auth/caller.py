@@ -13,12 +13,12 @@ from __future__ import annotations
 import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from fastapi import HTTPException, Request
 
-from agentwatch_platform.collector.auth.scopes import LEGACY_SCOPES, PUBLIC, SCOPES, RouteScopes
+from agentwatch_platform.collector.auth.scopes import LEGACY_SCOPES, PUBLIC, SCOPES
 from agentwatch_platform.collector.errors import CollectorError
+from agentwatch_platform.collector.state import CollectorState, collector_state
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def token_of(headers: Mapping[str, str]) -> str | None:
     return headers.get("x-agentwatch-key") or None
 
 
-async def authenticate(state: Any, token: str | None) -> Principal:
+async def authenticate(state: CollectorState, token: str | None) -> Principal:
     """Who calls, for HTTP and gRPC alike: anonymous (no key, when ``require_auth`` is off), the
     operator (the admin token) or a project key's grant; ``state`` is the app's ``app.state``."""
     if token is None:
@@ -81,7 +81,7 @@ async def principal(request: Request) -> Principal:
     if found is not None:
         return found
     try:
-        found = await authenticate(request.app.state, token_of(request.headers))
+        found = await authenticate(collector_state(request.app), token_of(request.headers))
     except NotAuthenticated as exc:
         raise HTTPException(401, str(exc), headers={"WWW-Authenticate": "Bearer"}) from None
     request.state.principal = found
@@ -90,8 +90,7 @@ async def principal(request: Request) -> Principal:
 
 async def authorize(request: Request) -> None:
     """The app-wide dependency: the matched route's scope (``app.state.route_scopes``), held by the caller."""
-    scopes: RouteScopes = request.app.state.route_scopes
-    found = scopes.scope(request.method, request.url.path)
+    found = collector_state(request.app).route_scopes.scope(request.method, request.url.path)
     if found is None:
         raise HTTPException(
             403,

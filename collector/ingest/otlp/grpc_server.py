@@ -20,6 +20,7 @@ from agentwatch_platform.collector.auth.scopes import ROUTE_SCOPES
 from agentwatch_platform.collector.errors import CollectorError
 from agentwatch_platform.collector.ingest.otlp.decode import PROTOBUF, response_message
 from agentwatch_platform.collector.ingest.otlp.errors import Forbidden
+from agentwatch_platform.collector.state import collector_state
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ class GrpcServer:
     def __init__(self, app: FastAPI, *, host: str, port: int) -> None:
         self.app = app
         self.address = f"{host}:{port}"
-        max_bytes = app.state.settings.max_body_bytes
+        max_bytes = collector_state(app).settings.max_body_bytes
         self._server = grpc.aio.server(
             options=[("grpc.max_receive_message_length", max_bytes), ("grpc.so_reuseport", 0)]
         )
@@ -66,7 +67,7 @@ class GrpcServer:
         await self._server.stop(grace=2.0)
 
     async def _export(self, body: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        state = self.app.state
+        state = collector_state(self.app)
         metrics = state.metrics
         try:
             caller = await self._caller(context)
@@ -86,7 +87,7 @@ class GrpcServer:
     async def _caller(self, context: Any) -> Principal:
         """The caller named by the ``authorization`` metadata, as ``POST /v1/traces`` sees it."""
         metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ())}
-        caller = await authenticate(self.app.state, token_of(metadata))  # NotAuthenticated: 401
+        caller = await authenticate(collector_state(self.app), token_of(metadata))  # NotAuthenticated: 401
         if caller.operator:
             raise Forbidden("the admin token names no project: export with a project key")
         if EXPORT_SCOPE not in caller.scopes:

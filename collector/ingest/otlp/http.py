@@ -22,6 +22,7 @@ from agentwatch_platform.collector.ingest.otlp.decode import response_body
 from agentwatch_platform.collector.ingest.otlp.errors import PayloadTooLarge, UnsupportedMediaType
 from agentwatch_platform.collector.ingest.otlp.status import CONTENT_TYPES, TRACES_PATH, error_response, media_format
 from agentwatch_platform.collector.ingest.pipeline import Ingestor
+from agentwatch_platform.collector.state import collector_state
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ def _format(request: Request) -> str:
 
 
 def _ingestor(request: Request) -> Ingestor:
-    return request.app.state.ingestor
+    return collector_state(request.app).ingestor
 
 
 async def capacity(request: Request) -> None:
@@ -72,7 +73,7 @@ async def export_traces(request: Request, project: ProjectDep) -> Response:
     try:
         fmt = _format(request)
         rate_key = (await principal(request)).rate_key
-        request.app.state.rate_limiter.check(rate_key)
+        collector_state(request.app).rate_limiter.check(rate_key)
         body = await _read_body(request, ingestor.settings.max_body_bytes)
         converted = await ingestor.export(project, body, fmt, encoding=request.headers.get("content-encoding", ""))
     except CollectorError as exc:
@@ -85,6 +86,6 @@ async def export_traces(request: Request, project: ProjectDep) -> Response:
             exc.status, exc.answer, request.headers.get("content-type", ""), retry_after=exc.retry_after
         )
     spans = converted.spans + converted.rejected
-    request.app.state.rate_limiter.spend(rate_key, spans)
+    collector_state(request.app).rate_limiter.spend(rate_key, spans)
     metrics.on_request("http", 200, spans, converted.rejected, project=project)
     return Response(response_body(converted, fmt), media_type=CONTENT_TYPES[fmt])
