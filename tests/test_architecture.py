@@ -397,7 +397,18 @@ def test_the_collector_keeps_one_folder_per_concern() -> None:
     """Only the composition root and what every concern shares sit at the collector's top level; a
     new module goes into its concern's folder (docs/development.md, "The layout")."""
     top = {path.stem for path in (ROOT / "collector").glob("*.py")}
-    assert top == {"__init__", "app", "commands", "errors", "metrics", "plugins", "roles", "settings", "state", "tuning"}
+    assert top == {
+        "__init__",
+        "app",
+        "commands",
+        "errors",
+        "metrics",
+        "plugins",
+        "roles",
+        "settings",
+        "state",
+        "tuning",
+    }
     folders = {path.name for path in (ROOT / "collector").iterdir() if (path / "__init__.py").is_file()}
     assert folders == {"api", "auth", "engines", "ingest", "query", "storage"}
 
@@ -427,18 +438,20 @@ def _exception_classes(folder: Path) -> dict[str, list[str]]:
         found |= more
 
 
-def test_every_collector_exception_derives_from_its_root() -> None:
+@pytest.mark.parametrize(("folder", "root"), [("collector", "CollectorError"), ("alerts", "AlertsError")])
+def test_every_exception_of_a_part_derives_from_its_root(folder: str, root: str) -> None:
     """One exception tree per part: every exception class in ``collector/`` derives from
-    ``collector.errors.CollectorError``, whose docstring draws the tree."""
-    classes = _exception_classes(ROOT / "collector")
-    rooted = {"CollectorError"}
+    ``collector.errors.CollectorError``, whose docstring draws the tree; the alerts' from
+    ``alerts.errors.AlertsError``, beside which they are defined."""
+    classes = _exception_classes(ROOT / folder)
+    rooted = {root}
     while more := {name for name, names in classes.items() if name not in rooted and rooted & set(names)}:
         rooted |= more
     loose = sorted(set(classes) - rooted)
-    assert not loose, f"derive these from collector.errors.CollectorError: {loose}"
-    drawn = (ROOT / "collector" / "errors.py").read_text()
+    assert not loose, f"derive these from {folder}.errors.{root}: {loose}"
+    drawn = (ROOT / folder / "errors.py").read_text()
     undrawn = sorted(name for name in rooted if name not in drawn)
-    assert not undrawn, f"draw these in collector/errors.py's tree: {undrawn}"
+    assert not undrawn, f"draw these in {folder}/errors.py's tree: {undrawn}"
 
 
 def test_the_rules_see_known_imports() -> None:
