@@ -28,7 +28,10 @@ from typing import NamedTuple, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -135,7 +138,8 @@ class OtlpHttpExporter:
         except urllib.error.HTTPError as exc:
             if exc.code in _RETRYABLE_STATUS:
                 return None, _retry_after(exc.headers.get("Retry-After"))
-            logger.warning("agentwatch: collector rejected spans: HTTP %s %s", exc.code, exc.reason)
+            why = _refusal(exc)
+            logger.warning("agentwatch: collector rejected spans: HTTP %s %s%s", exc.code, exc.reason, why)
             return _FAILED, None
         except (OSError, ValueError) as exc:  # refused, reset, timed out, bad URL
             logger.debug("agentwatch: export attempt failed: %r", exc)
@@ -157,6 +161,20 @@ def _retry_after(value: str | None) -> float | None:
         return min(max(float(value), 0.0), _MAX_RETRY_AFTER_S) if value else None
     except ValueError:
         return None
+
+
+def _refusal(exc: urllib.error.HTTPError) -> str:
+    """The collector's reason as ``": <why>"``, from the ``google.rpc.Status`` an OTLP collector
+    answers a refusal with (the OTLP specification, "Failures"); ``""`` without one. On the wire a Status (1: code, 2: message) reads
+    as an ``ExportTracePartialSuccess`` (1: rejected_spans, 2: error_message), so the SDK needs
+    no googleapis package to read it."""
+    if exc.headers.get("Content-Type", "").split(";")[0].strip() != "application/x-protobuf":
+        return ""
+    try:
+        message = ExportTracePartialSuccess.FromString(exc.read()).error_message
+    except Exception:  # a body that is no Status: the HTTP status says enough
+        return ""
+    return f": {message[:300]}" if message else ""
 
 
 def _rejected(body: bytes) -> int:

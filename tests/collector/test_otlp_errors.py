@@ -8,6 +8,8 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 
 import httpx
@@ -190,3 +192,22 @@ def test_the_otlp_exporter_gets_our_status_on_a_refused_key(
     assert received[0].headers["content-type"] == PROTOBUF
     assert status_pb2.Status.FromString(received[0].content).message == "invalid or revoked API key"
     assert any("401" in record.getMessage() for record in caplog.records), caplog.text
+
+
+_REFUSED_AGENT = """
+import logging, sys, agentwatch
+logging.basicConfig(level=logging.WARNING, format="%(message)s")
+agentwatch.init(endpoint=sys.argv[1], api_key="aw_000000000000_" + "x" * 43, service_name="refused")
+with agentwatch.run("refused"):
+    pass
+agentwatch.shutdown()
+"""
+
+
+def test_the_agentwatch_sdk_logs_our_reason_on_a_refused_key(collector: Running) -> None:
+    """The SDK's own exporter reads the Status: an agent with a wrong key says why, in its log."""
+    done = subprocess.run(
+        [sys.executable, "-c", _REFUSED_AGENT, collector.url], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "collector rejected spans: HTTP 401 Unauthorized: invalid or revoked API key" in done.stderr, done.stderr
