@@ -10,12 +10,15 @@ verified before keep working and unknown ones get a 503 (retry) rather than a 40
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Callable
 
 from agentwatch_platform.collector.auth.keys import Grant, KeyRing
 from agentwatch_platform.collector.storage.base import StoreError, StoreUnavailable
+
+log = logging.getLogger(__name__)
 
 _POSITIVE_TTL_S = 30.0
 _NEGATIVE_TTL_S = 2.0
@@ -55,7 +58,10 @@ class Authenticator:
         except StoreError as exc:
             if cached is not None and cached[0] is not None:
                 return cached[0]  # the store is away: a key known good stays good
-            raise StoreUnavailable(f"cannot verify the API key now ({exc}); retry later") from None
+            # the client learns that it should retry, not where the store is (the error names its
+            # address); the collector's components log the store's state as they meet it
+            log.debug("cannot verify an API key: %s", exc)
+            raise StoreUnavailable("cannot verify the API key now; retry later") from None
         with self._lock:
             if len(self._cache) > 10_000:
                 self._cache.clear()

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -21,6 +22,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from tests.collector.ingest_helpers import Running, agent_trace, otlp_request, serve, settings_for
+from tests.support.ports import free_port
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -151,6 +153,19 @@ def test_every_refusal_is_a_status_in_the_request_encoding(
     if http_status == 400:  # the specification's SHOULD: a BadRequest describing the bad data
         bad = error_details_pb2.BadRequest()
         assert status.details[0].Unpack(bad) and bad.field_violations[0].description == status.message
+
+
+@pytest.mark.parametrize("content_type", [PROTOBUF, JSON])
+def test_a_key_that_cannot_be_verified_with_the_store_down_is_a_503_status(tmp_path: Path, content_type: str) -> None:
+    """The key check around the route: with the store away an unknown key is neither let in nor
+    dropped (401) but told to retry, and the answer names no address of the store."""
+    secret_url = f"http://user:hunter2@127.0.0.1:{free_port()}/db"  # nothing listens there
+    with serve(settings_for(tmp_path / "data", clickhouse_url=secret_url)) as running:
+        response = _post(running, EMPTY[content_type], content_type, "aw_000000000000_" + "x" * 43)
+    assert response.status_code == 503 and int(response.headers["Retry-After"]) >= 1
+    status = _status(response, content_type)
+    assert status.code == 14 and "cannot verify the API key now" in status.message, status.message
+    assert "hunter2" not in status.message and "127.0.0.1" not in status.message
 
 
 def test_an_unsupported_content_type_is_answered_in_json(collector: Running) -> None:
