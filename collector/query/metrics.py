@@ -86,17 +86,21 @@ Figures = dict[tuple[int, str], dict[str, float | None]]
 
 
 def _span_figures(row: dict[str, Any], step_s: float) -> dict[str, float | None]:
-    return {
-        "cost_usd": finite_total(float(row["cost_usd"])),
-        "input_tokens": float(row["input_tokens"]),
-        "output_tokens": float(row["output_tokens"]),
-        "tokens_per_s": row["output_tokens"] / step_s,
-        "tool_calls": float(row["tool_calls"]),
-        "tool_failure_rate": ratio(row["tool_failures"], row["tool_calls"]),
-        "timeout_rate": ratio(row["timeouts"], row["calls"]),
-        "tool_cache_hit_rate": ratio(row["tool_cache_hits"], row["tool_calls"]),
-        "small_model_share": ratio(row["small_model_calls"], row["llm_calls"]),
-    } | _quantile_figures(row)
+    return (
+        {
+            "cost_usd": finite_total(float(row["cost_usd"])),
+            "input_tokens": float(row["input_tokens"]),
+            "output_tokens": float(row["output_tokens"]),
+            "tokens_per_s": row["output_tokens"] / step_s,
+            "tool_calls": float(row["tool_calls"]),
+            "tool_failure_rate": ratio(row["tool_failures"], row["tool_calls"]),
+            "timeout_rate": ratio(row["timeouts"], row["calls"]),
+            "tool_cache_hit_rate": ratio(row["tool_cache_hits"], row["tool_calls"]),
+            "small_model_share": ratio(row["small_model_calls"], row["llm_calls"]),
+        }
+        | _quantile_figures(row)
+        | ({TAIL_COST: finite_total(float(row[TAIL_COST]))} if TAIL_COST in row else {})
+    )
 
 
 def _quantile_figures(row: dict[str, Any]) -> dict[str, float | None]:
@@ -148,7 +152,12 @@ def _plans(wanted: set[str], group_by: str, params: dict[str, Any]) -> list[tupl
         source = call_source(params)
         quantiles = bool(wanted & QUANTILE_METRICS)
         sql = metrics_sql.span_metrics(
-            group_by, *filters, source=source, quantiles=quantiles, edges=has_edges(params, source)
+            group_by,
+            *filters,
+            source=source,
+            quantiles=quantiles,
+            edges=has_edges(params, source),
+            tail="tail_s" in params,
         )
         plans.append((sql, _span_figures))
     if group_by == "model" and wanted & (HEAD_METRICS | TOTAL_METRICS):
@@ -192,8 +201,11 @@ def bucket_figures(
     agent: str | None,
     model: str | None,
     idle_timeout_s: float = DEFAULT_RUN_IDLE_TIMEOUT_S,
+    *,
+    tail_s: int | None = None,
 ) -> Figures:
-    """Every figure ``metrics`` needs, per (bucket, group), from as few queries as it takes."""
+    """Every figure ``metrics`` needs, per (bucket, group), from as few queries as it takes; with
+    ``tail_s`` (a whole minute) also each bucket's cost from that minute on (``TAIL_COST``)."""
     start_ns, end_ns = range_ns(start, end)
     params: dict[str, Any] = {
         "project": project,
@@ -205,6 +217,8 @@ def bucket_figures(
     }
     params |= rollup_params(start, end, step_s)
     params |= head_minute_params(start_ns, end_ns, params["step_ns"])
+    if tail_s is not None:
+        params |= _tail_params(params, tail_s)
     wanted = set(metrics) | ({"cost_usd", "runs"} if "cost_per_success_usd" in metrics else set())
     if wanted & TOTAL_METRICS and group_by != "model":
         params |= closed_minute_params(store, params)
@@ -216,6 +230,20 @@ def bucket_figures(
         if "cost_usd" in figures or "successes" in figures:  # not in rows of the other queries
             figures["cost_per_success_usd"] = ratio(figures.get("cost_usd") or 0.0, figures.get("successes") or 0.0)
     return out
+
+
+TAIL_COST = "tail_cost_usd"
+"""The figure of a bucket's cost from ``bucket_figures``' ``tail_s`` on: not a metric of its own."""
+
+
+def _tail_params(params: dict[str, Any], tail_s: int) -> dict[str, Any]:
+    """The minute ``tail_s`` for ``sql.metrics.span_metrics``' tail, its hour read from minutes
+    (a span_hours row holding it could not be split there)."""
+    return {
+        "tail_s": tail_s,
+        "tail_ns": tail_s * 10**9,
+        "cut_hours": sorted({*params["cut_hours"], tail_s // 3600 * 3600}),
+    }
 
 
 def timeseries(

@@ -11,7 +11,7 @@ import math
 import time
 
 from agentwatch_api.schemas import TIMESERIES_METRICS, Headline, Overview
-from agentwatch_platform.collector.query.metrics import ADDITIVE, UNITS, bucket_figures
+from agentwatch_platform.collector.query.metrics import ADDITIVE, TAIL_COST, UNITS, bucket_figures
 from agentwatch_platform.collector.query.ranges import DEFAULT_RUN_IDLE_TIMEOUT_S, idle_cutoff_ns, range_ns
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.sql import runs as runs_sql
@@ -39,29 +39,39 @@ def overview(
     when the run ends, whatever the watermark."""
     length = end - start
     start_ns, end_ns = range_ns(start, end)
-    until = time.time() if complete_until is None else complete_until
+    until = math.floor((time.time() if complete_until is None else complete_until) / 60) * 60
+    partial = start - length < until < start or start < until < end  # a range is complete only in part
     figures = bucket_figures(
-        store, project, TIMESERIES_METRICS, start - length, end, length, "none", agent, model, idle_timeout_s
+        store,
+        project,
+        TIMESERIES_METRICS,
+        start - length,
+        end,
+        length,
+        "none",
+        agent,
+        model,
+        idle_timeout_s,
+        tail_s=until if partial else None,
     )
-    previous = _with_rates(
-        figures.get((0, ""), {}), length, _tail(store, project, start - length, start, until, agent, model)
-    )
-    current = _with_rates(figures.get((1, ""), {}), length, _tail(store, project, start, end, until, agent, model))
+    before, now = figures.get((0, ""), {}), figures.get((1, ""), {})
+    previous = _with_rates(before, length, _tail(before, start - length, start, until))
+    current = _with_rates(now, length, _tail(now, start, end, until))
     params = {
         "project": project,
         "start_ns": start_ns,
         "end_ns": end_ns,
         "idle_cutoff_ns": idle_cutoff_ns(idle_timeout_s),
+        "agent": agent or "",
     }
-    states = store.query(runs_sql.OPEN_RUN_STATES, params)[0]
-    refused = store.query(runs_sql.REFUSED_RUNS, params | {"agent": agent or ""})[0]["refused"]
+    states = store.query(runs_sql.OPEN_AND_REFUSED_RUNS, params)[0]
     return Overview(
         start=start,
         end=end,
         figures={name: _headline(name, current, previous) for name in UNITS},
         running_runs=int(states["running"]),
         incomplete_runs=int(states["incomplete"]),
-        refused_runs=int(refused),
+        refused_runs=int(states["refused"]),
         complete_until=complete_until,
     )
 
@@ -70,19 +80,15 @@ def overview(
 Tail = tuple[float, float]
 
 
-def _tail(
-    store: Store, project: str, start: float, end: float, until: float, agent: str | None, model: str | None
-) -> Tail:
-    """What [start, end) holds from the minute of ``until`` on, to take out of its rates (whole
-    minutes: the rollups answer, no spans are read; nothing to read where the range is complete;
-    the whole range where none of it is)."""
-    until = math.floor(until / 60) * 60
+def _tail(figures: dict[str, float | None], start: float, end: float, until: int) -> Tail:
+    """What [start, end) holds from the minute ``until`` on, to take out of its rates (its cost
+    from the figures' ``TAIL_COST``, read with the range's figures); nothing where the range is
+    complete; the whole range where none of it is."""
     if until >= end:
         return 0.0, end - start
     if until <= start:
         return 0.0, end - start  # nothing complete yet: the rate over the whole range, as it stands
-    tail = bucket_figures(store, project, ["cost_usd"], until, end, end - until, "none", agent, model)
-    return tail.get((0, ""), {}).get("cost_usd") or 0.0, until - start
+    return figures.get(TAIL_COST) or 0.0, until - start
 
 
 def _with_rates(figures: dict[str, float | None], length_s: float, tail: Tail) -> dict[str, float | None]:

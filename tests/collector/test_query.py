@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -181,6 +182,25 @@ def test_overview_rates_are_over_the_complete_minutes_of_each_range(
     assert rate.value == pytest.approx(_hourly(seeded, start, end, until, model), rel=1e-9)
     assert rate.previous == pytest.approx(_hourly(seeded, start - 3600, start, until, model), rel=1e-9)
     assert overview.figures["cost_usd"].value == pytest.approx(_cost(seeded, start, end, model), rel=1e-9)
+
+
+def test_a_watermark_inside_the_range_costs_the_overview_no_query(
+    module_store: Store, seeded: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cost after the watermark comes with the range's figures, not from a query of its own."""
+    real_query = module_store.query
+    asked: list[str] = []
+
+    def spy(sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        asked.append(sql)
+        return real_query(sql, params)
+
+    monkeypatch.setattr(module_store, "query", spy)
+    overview_query.overview(module_store, P, start=W[0], end=W[1], complete_until=W[1] + 60)
+    complete = len(asked)
+    asked.clear()
+    overview_query.overview(module_store, P, start=W[0], end=W[1], complete_until=W[0] + 2505)
+    assert len(asked) == complete
 
 
 def test_timeseries_buckets_sum_to_the_total(module_store: Store, seeded: dict) -> None:

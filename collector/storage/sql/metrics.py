@@ -9,6 +9,7 @@ window, that its span's start falls in, to the nanosecond.
 from __future__ import annotations
 
 from agentwatch_platform.collector.storage.schema import (
+    BILLABLE,
     COUNTED_RUN,
     EPOCH_HOUR,
     HEAD_DURATION_S,
@@ -97,24 +98,44 @@ SPAN_SOURCES = ("spans", "minutes", "hours")
 
 
 def span_source(
-    key_rollup: str, key_spans: str, filters_rollup: str, filters_spans: str, *, source: str, edges: bool = False
+    key_rollup: str,
+    key_spans: str,
+    filters_rollup: str,
+    filters_spans: str,
+    *,
+    source: str,
+    edges: bool = False,
+    tail: bool = False,
 ) -> str:
     """Call-level partials per key ``k``, from ``source`` (one of ``SPAN_SOURCES``): the
     rollups over the whole, uncut minutes of [start, end) (``minutes``, or ``hours`` with whole
     hours from span_hours) and, where ``edges``, the spans of the cut minutes; or every span of
-    the range (``spans``: buckets under a minute, model filters, many cut minutes)."""
+    the range (``spans``: buckets under a minute, model filters, many cut minutes).
+
+    Where ``tail``, each row also carries ``tail_cost_usd``: its cost from the whole minute
+    ``{tail_s}`` (``{tail_ns}``) on, exact where no hour read from span_hours holds that minute
+    (``{cut_hours}`` must hold its hour)."""
     if source not in SPAN_SOURCES:
         raise ValueError(f"source must be one of {SPAN_SOURCES}, got {source!r}")
     spans = f"""
-    SELECT {key_spans} AS k, {SPAN_PARTIALS} FROM spans
+    SELECT {key_spans} AS k, {SPAN_PARTIALS}{_SPAN_TAIL if tail else ""} FROM spans
     WHERE {SPAN_RANGE} AND {filters_spans}{_CUT_SPANS if source != "spans" else ""}
     GROUP BY k"""
     if source == "spans":
         return spans
     rollups = f"""
-    SELECT {key_rollup} AS k, {ROLLUP_COLUMNS} FROM ({_HOUR_ROWS if source == "hours" else _MINUTE_ROWS})
+    SELECT {key_rollup} AS k, {ROLLUP_COLUMNS}{_ROLLUP_TAIL if tail else ""}
+    FROM ({_HOUR_ROWS if source == "hours" else _MINUTE_ROWS})
     WHERE {filters_rollup}"""
     return f"{rollups}\n    UNION ALL{spans}" if edges else rollups
+
+
+# A row's cost from the minute {tail_s} on (the part of a range after the collector's watermark):
+# a rollup row's minute (or hour) starts there or after, a span starts there or after. (``spans.``:
+# the column, not the ``cost_usd`` partial of the same SELECT.)
+_ROLLUP_TAIL = ", if(minute >= toDateTime({tail_s:Int64}), cost_usd, 0) AS tail_cost_usd"
+_SPAN_TAIL = f""",
+    sumIf(spans.cost_usd, {BILLABLE} AND toUnixTimestamp64Nano(start_time) >= {{tail_ns:Int64}}) AS tail_cost_usd"""
 
 
 # Sums are cheap; merging TDigest states is not, so quantiles are merged only when asked for.
@@ -129,19 +150,33 @@ _SPAN_QUANTILES = """,
 
 
 def span_metrics(
-    group: str, filters_rollup: str, filters_spans: str, *, source: str, quantiles: bool, edges: bool = False
+    group: str,
+    filters_rollup: str,
+    filters_spans: str,
+    *,
+    source: str,
+    quantiles: bool,
+    edges: bool = False,
+    tail: bool = False,
 ) -> str:
-    """Per (bucket, group): call-level figures, with TTFT/TPOT quantiles if ``quantiles``.
-    ``group`` is from ``ROLLUP_GROUPS``; a minute counts in the bucket it starts in (the edge
-    minutes in the first and last)."""
+    """Per (bucket, group): call-level figures, with TTFT/TPOT quantiles if ``quantiles`` and the
+    cost from the minute ``{tail_s}`` on if ``tail`` (``span_source``). ``group`` is from
+    ``ROLLUP_GROUPS``; a minute counts in the bucket it starts in (the edge minutes in the first
+    and last)."""
     key_rollup = f"({_bucket_of('minute')}, {ROLLUP_GROUPS[group]})"
     key_spans = (
         f"(intDiv(toUnixTimestamp64Nano(start_time) - {{start_ns:Int64}}, {{step_ns:Int64}}), {SPAN_GROUPS[group]})"
     )
+    source_sql = span_source(
+        key_rollup, key_spans, filters_rollup, filters_spans, source=source, edges=edges, tail=tail
+    )
     return f"""
-SELECT k.1 AS bucket, k.2 AS grp, {SPAN_SUMS}{_SPAN_QUANTILES if quantiles else ""}
-FROM ({span_source(key_rollup, key_spans, filters_rollup, filters_spans, source=source, edges=edges)})
+SELECT k.1 AS bucket, k.2 AS grp, {SPAN_SUMS}{_SPAN_QUANTILES if quantiles else ""}{_TAIL_SUM if tail else ""}
+FROM ({source_sql})
 GROUP BY k"""
+
+
+_TAIL_SUM = ", sum(tail_cost_usd) AS tail_cost_usd"
 
 
 def run_heads(group: str, filters: str) -> str:

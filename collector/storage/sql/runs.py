@@ -347,3 +347,8 @@ FROM (
     GROUP BY trace_id
     HAVING n_roots = 0 AND start_ns >= {{start_ns:Int64}} AND start_ns < {{end_ns:Int64}}
 )"""
+
+# The overview's run states and refused requests in one statement (one round trip): two one-row
+# aggregates side by side.
+OPEN_AND_REFUSED_RUNS = f"""
+SELECT running, incomplete, refused FROM ({OPEN_RUN_STATES}) AS states CROSS JOIN ({REFUSED_RUNS}) AS refused_runs"""
