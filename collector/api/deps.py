@@ -17,7 +17,7 @@ from agentwatch_platform.collector.ingest.freshness import Freshness
 from agentwatch_platform.collector.query.ranges import InvalidQuery
 from agentwatch_platform.collector.settings import Settings
 from agentwatch_platform.collector.state import collector_state
-from agentwatch_platform.collector.storage.base import Store, StoreUnavailable
+from agentwatch_platform.collector.storage.base import Store
 
 T = TypeVar("T")
 
@@ -57,10 +57,12 @@ FreshnessDep = Annotated[Freshness, Depends(get_freshness)]
 
 
 def run_query(call: Callable[[], T]) -> T:
-    """Translate the query layer's errors into HTTP answers: 422 naming the parameter, 503 to retry."""
+    """Translate the query layer's errors into HTTP answers: 422 naming the parameter.
+
+    ``StoreUnavailable`` goes on to ``collector.api.errors``: 503 with ``Retry-After`` and its
+    ``answer``, which names no part of the store's address (the driver's error does).
+    """
     try:
         return call()
     except InvalidQuery as exc:
         raise HTTPException(422, str(exc)) from exc
-    except StoreUnavailable as exc:
-        raise HTTPException(503, f"store unavailable: {exc}", headers={"Retry-After": "5"}) from exc

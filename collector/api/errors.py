@@ -2,7 +2,9 @@
 
 - a ``CollectorError`` (``collector.errors``) answers its ``status`` with its ``answer`` and
   ``Retry-After`` from its ``retry_after``; one whose status is 500 has none of its own (a
-  bug, not a refusal) and goes on as any other exception: logged, answered 500;
+  bug, not a refusal) and goes on as any other exception: logged, answered 500. An answer
+  that says less than the message (``StoreUnavailable``'s names no address of the store)
+  leaves the message to the log, at debug: the components log the store's state as they meet it;
 - on ``POST /v1/traces`` every error, the framework's included (401 and 403 from ``authorize``,
   503 from the capacity check, 404, 405, 408, 422, 500), is an OTLP ``google.rpc.Status`` in
   the request's encoding (``collector.ingest.otlp.status``): OTLP exporters read that body;
@@ -12,6 +14,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from fastapi import FastAPI, Request, Response
@@ -22,6 +25,8 @@ from starlette.exceptions import HTTPException
 
 from agentwatch_platform.collector.errors import CollectorError
 from agentwatch_platform.collector.ingest.otlp.status import error_response, is_otlp
+
+log = logging.getLogger(__name__)
 
 
 def install(app: FastAPI) -> None:
@@ -47,6 +52,8 @@ async def _collector_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, CollectorError)
     if exc.status == 500:
         raise exc
+    if exc.answer != exc.message:  # the client is told less (a store's address); the log keeps it
+        log.debug("%s %s answered %d: %s", request.method, request.url.path, exc.status, exc.message)
     if is_otlp(request.url.path):
         return _otlp(request, exc.status, exc.answer, retry_after=exc.retry_after)
     headers = {"Retry-After": str(max(1, round(exc.retry_after)))} if exc.retry_after else None

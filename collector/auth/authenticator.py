@@ -61,7 +61,9 @@ class Authenticator:
             # the client learns that it should retry, not where the store is (the error names its
             # address); the collector's components log the store's state as they meet it
             log.debug("cannot verify an API key: %s", exc)
-            raise StoreUnavailable("cannot verify the API key now; retry later") from None
+            raise StoreUnavailable(
+                "cannot verify an API key", answer="store unavailable: cannot verify the API key now; retry later"
+            ) from None
         with self._lock:
             if len(self._cache) > 10_000:
                 self._cache.clear()

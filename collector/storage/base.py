@@ -24,14 +24,23 @@ class StoreError(CollectorError):
 
 
 class StoreUnavailable(StoreError):
-    """The back end cannot be reached or opened now; the caller should spool and retry."""
+    """The back end cannot be reached or opened now; the caller should spool and retry.
+
+    ``message`` is for the log: a driver's error names the store's host, port and user. What a
+    client is told (``answer``) names none of it: ``ANSWER``, unless the raiser says more.
+    """
 
     status = 503
     retry_after = 5.0
+    ANSWER = "store unavailable; retry later"
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None, answer: str = ANSWER) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self._answer = answer
 
     @property
     def answer(self) -> str:
-        return f"store unavailable: {self.message}"
+        return self._answer
 
 
 class QueryError(StoreError):
