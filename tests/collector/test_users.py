@@ -1,15 +1,12 @@
 """Per-user and per-session figures equal hand counts on a fixture and sum to the runs list; a
 session's runs come in order with what was asked and got where captured; refused requests are
-counted apart; project isolation; a bad parameter is a 422 over HTTP. Both back ends."""
+counted apart; project isolation. Both back ends. Over HTTP: ``test_users_http.py``."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
-import httpx
 import pytest
 
 from agentwatch_api.schemas import FeedbackIn
@@ -20,8 +17,6 @@ from agentwatch_platform.collector.query.ranges import InvalidQuery
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.model import SpanRow
 from tests.collector.factories import agent_run
-from tests.collector.ingest_helpers import Running, agent_trace, serve, settings_for
-from tests.support.poll import wait_until
 
 T = (int(time.time()) // 3600 - 3) * 3600
 W = {"start": T, "end": T + 3600}
@@ -112,59 +107,3 @@ def test_sessions_and_a_session_replayed_in_order(module_store: Store, seeded: d
 def test_a_bad_sort_is_refused(module_store: Store) -> None:
     with pytest.raises(InvalidQuery, match="sort must be one of"):
         users.users(module_store, P, **W, sort="-nonsense")
-
-
-@pytest.fixture(scope="module")
-def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, str]]:
-    with serve(settings_for(Path(tmp_path_factory.mktemp("users")))) as running:
-        yield running, running.key("users-http")
-
-
-def _get(running: Running, key: str, path: str, **params: object) -> httpx.Response:
-    return httpx.get(running.url + path, params=params, headers={"Authorization": f"Bearer {key}"}, timeout=30)
-
-
-def test_users_and_sessions_over_http(collector: tuple[Running, str]) -> None:
-    running, key = collector
-    import os
-
-    request = agent_trace(os.urandom(16), 2)
-    for span in request.resource_spans[0].scope_spans[0].spans:
-        span.attributes.add(key="user.id").value.string_value = "carol"
-        span.attributes.add(key="session.id").value.string_value = "c-1"
-    response = httpx.post(
-        running.url + "/v1/traces",
-        content=request.SerializeToString(),
-        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/x-protobuf"},
-        timeout=30,
-    )
-    assert response.status_code == 200
-    wait_until(lambda: _get(running, key, "/api/users").json()["items"], 20, "the run's user never listed")
-    found = _get(running, key, "/api/users").json()["items"]
-    assert [u["user_id"] for u in found] == ["carol"] and found[0]["runs"] == 1
-    assert _get(running, key, "/api/users", user_id="carol").json()["items"] == found
-    assert _get(running, key, "/api/users", user_id="dave").json()["items"] == []
-    assert _get(running, key, "/api/sessions").json()["items"][0]["session_id"] == "c-1"
-    assert len(_get(running, key, "/api/sessions/c-1").json()["turns"]) == 1
-    other = running.key("someone-else")
-    assert _get(running, other, "/api/users").json()["items"] == []
-    assert _get(running, other, "/api/sessions/c-1").status_code == 404
-
-
-@pytest.mark.parametrize(
-    ("path", "params", "names"),
-    [
-        ("/api/users", {"sort": "nonsense"}, "sort"),
-        ("/api/users", {"limit": 0}, "limit"),
-        ("/api/users", {"start": "yesterday"}, "start"),
-        ("/api/sessions", {"offset": -1}, "offset"),
-        ("/api/sessions", {"sort": "-user_id"}, "sort"),
-        ("/api/sessions/x", {"end": "soon"}, "end"),
-    ],
-)
-def test_bad_parameters_are_422_naming_them(
-    collector: tuple[Running, str], path: str, params: dict, names: str
-) -> None:
-    running, key = collector
-    response = _get(running, key, path, **params)
-    assert response.status_code == 422 and names in str(response.json()["detail"])
