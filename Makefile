@@ -70,10 +70,12 @@ test: setup-test check sanitize
 # The everyday loop, a few minutes: lint, then the tests but those marked browser (Chromium),
 # clients (the client environments of `make clients-venvs`), slow (the demo's minutes and the
 # like) or clickhouse_server (the server back end; chDB runs the same SQL). pyproject.toml lists
-# the markers. `make test` runs them all, and more checks.
+# the markers. Property tests draw a fifth of their examples (tests/support/examples.py). `make
+# test` runs them all, at full count, and more checks.
 QUICK_MARKERS := not browser and not clients and not slow and not clickhouse_server
 quick: setup lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=10 -m "$(QUICK_MARKERS)" tests
+	AGENTWATCH_TEST_EXAMPLES_SCALE=0.2 $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=10 \
+		-m "$(QUICK_MARKERS)" tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check sdk collector dashboard alerts reference_agent tests bench

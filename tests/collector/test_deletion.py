@@ -399,6 +399,7 @@ print("finished")
 """
 
 
+@pytest.mark.slow  # five collector restarts, ~40 s each under load 13; make quick leaves it out, make test runs it
 @pytest.mark.parametrize("point", ["planned", "rows_deleted", "rollups_rebuilt", "texts_written", "texts_removed"])
 def test_a_deletion_killed_half_way_is_finished_at_the_next_start(tmp_path: Path, point: str) -> None:
     store = ChdbStore(tmp_path / "chdb")

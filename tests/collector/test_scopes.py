@@ -93,6 +93,7 @@ def test_a_plugin_brings_the_scopes_of_its_routes_and_cannot_redeclare_the_colle
         RouteScopes.joined([("odd", {("GET", "/api/odd"): "everything"})])
 
 
+@pytest.mark.slow  # 43 s under load 13; make quick leaves it out, make test runs it
 def test_each_endpoint_refuses_the_other_scopes_and_admits_its_own(collector: tuple[Running, dict[str, str]]) -> None:
     running, keys = collector
     wrong: list[str] = []

@@ -122,6 +122,7 @@ def _operations(running: InProcess) -> list[Any]:
     return [result.ok() for result in schema.get_all_operations()]
 
 
+@pytest.mark.slow  # every API endpoint fuzzed: 108 s under load 13; make quick leaves it out, make test runs it
 def test_no_5xx_on_any_api_endpoint(api: tuple[InProcess, dict[str, Any]]) -> None:
     """Schemathesis cases (valid and invalid by the schema) for every /api operation."""
     running, _ = api

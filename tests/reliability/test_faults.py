@@ -183,6 +183,7 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Killed]:
         second.kill(signal.SIGTERM)
 
 
+@pytest.mark.slow  # 50 s and 40 s of set-up under load 13; make quick leaves it out, make test runs it
 def test_sigkill_during_sustained_ingestion_loses_and_duplicates_no_span(killed: Killed) -> None:
     """Every span of every acknowledged request is stored after the restart, exactly once, with
     its captured texts (the embedded store's text files, written before the spans: ``collector.storage.texts``)."""
