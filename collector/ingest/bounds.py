@@ -3,7 +3,7 @@
 Tokens, cost and latencies arrive from clients and engines nobody here controls; one
 hostile or broken value (1e18 tokens, -40M tokens, a cost of 1e308, a negative TTFT) must
 not turn a project's totals into nonsense, null or infinity. Each bounded column has one
-converter here, used by ``collector.ingest.normalize._SPEC`` for every attribute that feeds it:
+converter here, used by ``collector.ingest.spec.ATTRIBUTES`` for every attribute that feeds it:
 
 - tokens (``input_tokens``, ``output_tokens``, ``cached_tokens``): an integer in
   0 … 100,000,000, else the field is dropped (0) and never priced;

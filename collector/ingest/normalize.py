@@ -7,6 +7,9 @@ extensions. Mapped attributes become columns; every other attribute is kept, as 
 in ``SpanRow.attributes``. Long values are truncated with a marker, captured content
 is redacted, LLM spans are priced.
 
+The dialect table, the key lists and the kind rules are data in ``collector.ingest.spec``,
+shared with the native decoder; the rules that table cannot express live here only.
+
 This runs once per span at ingestion, so it is written for speed: one pass over the
 attributes, dictionary lookups only, no per-span objects beyond the row itself.
 """
@@ -24,6 +27,14 @@ from agentwatch import semconv as sc
 from agentwatch_platform.collector.ingest import bounds
 from agentwatch_platform.collector.ingest.bounds import BadValue
 from agentwatch_platform.collector.ingest.redact import Redactor
+from agentwatch_platform.collector.ingest.spec import (
+    ATTRIBUTES,
+    CONTENT_PREFIXES,
+    KIND_RULES,
+    STATUS_CODES,
+    STREAM_EVENTS,
+    to_text,
+)
 from agentwatch_platform.collector.storage.model import SpanRow
 
 log = logging.getLogger(__name__)
@@ -36,204 +47,8 @@ MAX_EVENTS = 1024  # events kept per span
 MAX_EVENT_ATTRIBUTES = 128  # attributes kept per event (OpenTelemetry's SDK default)
 MAX_RESOURCE_BYTES = 256 * 1024 * 1024  # resource attributes a request stores, once per span (beyond: 413)
 
-STATUS_CODES = ("unset", "ok", "error")
-
-# Unmapped attributes whose values are captured content: redacted like input/output text.
-_CONTENT_PREFIXES = (
-    "gen_ai.prompt",
-    "gen_ai.completion",
-    "llm.input_messages",
-    "llm.output_messages",
-    "llm.prompts",
-    "llm.completions",
-    "gen_ai.system_instructions",
-    "input.",
-    "output.",
-    "retrieval.documents",
-    "exception.message",
-    "traceloop.entity.input",
-    "traceloop.entity.output",
-)
-
-_OPERATION_KINDS = {
-    sc.OP_INVOKE_AGENT: sc.KIND_RUN,
-    "create_agent": sc.KIND_RUN,
-    sc.OP_CHAT: sc.KIND_LLM,
-    sc.OP_TEXT_COMPLETION: sc.KIND_LLM,
-    "generate_content": sc.KIND_LLM,
-    sc.OP_EMBEDDINGS: sc.KIND_LLM,
-    sc.OP_EXECUTE_TOOL: sc.KIND_TOOL,
-}
-_OPENINFERENCE_KINDS = {
-    "LLM": sc.KIND_LLM,
-    "EMBEDDING": sc.KIND_LLM,
-    "TOOL": sc.KIND_TOOL,
-    "RETRIEVER": sc.KIND_RETRIEVAL,
-    "RERANKER": sc.KIND_RETRIEVAL,
-    "AGENT": sc.KIND_RUN,
-    "CHAIN": sc.KIND_STEP,
-}
-# A traceloop @agent is the agent, under a @workflow or not (its steps are its tasks); like any
-# run-kind span it is never billed, so an agent span that sums its calls' tokens counts nothing twice.
-_TRACELOOP_KINDS = {"workflow": sc.KIND_RUN, "agent": sc.KIND_RUN, "task": sc.KIND_STEP, "tool": sc.KIND_TOOL}
-_KINDS = frozenset(sc.SPAN_KINDS)
-_TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens")
+_NAMED_BY_RULE = frozenset({"AGENT", "task", "tool"})  # dialects whose names ``_names`` sets
 _INF = float("inf")
-
-
-def _nstr(value: Any) -> str | None:
-    if value is None or value == "":
-        return None
-    return value if type(value) is str else _to_text(value)
-
-
-def _nint(value: Any) -> int | None:
-    if value is None or value == "" or type(value) is bool:
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-def _int32(value: Any) -> int | None:
-    """An Int32 column (step index): a value outside it is client nonsense, dropped, never a failed insert."""
-    number = _nint(value)
-    return number if number is not None and -(2**31) <= number < 2**31 else None
-
-
-def _float(value: Any) -> float | None:
-    if value is None or value == "" or type(value) is bool:
-        return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return f if f == f and f not in (float("inf"), float("-inf")) else None
-
-
-def _true(value: Any) -> bool | None:
-    return True if value is True or value == "true" else None
-
-
-def _finish_reason(value: Any) -> str | None:
-    if isinstance(value, list | tuple):
-        return ",".join(str(v) for v in value) or None
-    return _nstr(value)
-
-
-def _to_text(value: Any) -> str:
-    if type(value) is bool:
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, bytes):
-        return value.hex()
-    if value is None:
-        return ""
-    try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-_CAPTURED = None  # converter marker: captured content (truncated, then redacted)
-_SIGNAL = "@"  # column prefix of kind signals, consumed by _kind()
-
-# attribute -> (column, rank, converter); for a column fed by several attributes the lowest
-# rank present wins, so e.g. the response model beats the request model (rank -1: the
-# column's only source, no ranking needed).
-_SPEC: dict[str, tuple[str, int, Callable[[Any], Any] | None]] = {}
-
-
-def _map(column: str, convert: Callable[[Any], Any] | None, *keys: str) -> None:
-    for rank, key in enumerate(keys):
-        _SPEC[key] = (column, rank if len(keys) > 1 else -1, convert)
-
-
-_map("@kind", _nstr, sc.AGENTWATCH_SPAN_KIND)
-_map("@op", _nstr, sc.GEN_AI_OPERATION_NAME)
-_map("@oi", _nstr, sc.OPENINFERENCE_SPAN_KIND)
-_map("@tl", _nstr, sc.TRACELOOP_SPAN_KIND)
-_map("@llm", _nstr, sc.LLM_REQUEST_TYPE)
-_map("@project", _nstr, sc.AW_PROJECT)  # the API key decides the project, never the span
-_map("model", _nstr, sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_REQUEST_MODEL, sc.LLM_MODEL_NAME)
-_map("provider", _nstr, sc.GEN_AI_PROVIDER_NAME, sc.GEN_AI_SYSTEM, sc.LLM_PROVIDER, sc.LLM_SYSTEM)
-_map(
-    "input_tokens",
-    bounds.tokens,
-    sc.GEN_AI_USAGE_INPUT_TOKENS,
-    sc.GEN_AI_USAGE_PROMPT_TOKENS,
-    sc.LLM_TOKEN_COUNT_PROMPT,
-    sc.LLM_USAGE_PROMPT_TOKENS,
-)
-_map(
-    "output_tokens",
-    bounds.tokens,
-    sc.GEN_AI_USAGE_OUTPUT_TOKENS,
-    sc.GEN_AI_USAGE_COMPLETION_TOKENS,
-    sc.LLM_TOKEN_COUNT_COMPLETION,
-    sc.LLM_USAGE_COMPLETION_TOKENS,
-)
-_map(
-    "cached_tokens",
-    bounds.tokens,
-    sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
-    sc.LLM_TOKEN_COUNT_CACHE_READ,
-    "gen_ai.usage.cache_read_input_tokens",
-)
-_map("agent_name", _nstr, sc.GEN_AI_AGENT_NAME, sc.OI_AGENT_NAME, sc.TRACELOOP_WORKFLOW_NAME)
-_map("session_id", _nstr, sc.GEN_AI_CONVERSATION_ID, sc.SESSION_ID)
-_map("user_id", _nstr, sc.USER_ID)
-_map("service_version", _nstr, sc.SERVICE_VERSION)  # else the resource's (Normalizer.normalize)
-_map("error_type", _nstr, sc.ERROR_TYPE)
-_map("is_timeout", _true, sc.AW_TIMEOUT)
-_map("tool_name", _nstr, sc.GEN_AI_TOOL_NAME, sc.TOOL_NAME)
-_map("tool_cache_hit", _true, sc.AW_TOOL_CACHE_HIT)
-_map("step_index", _int32, sc.AW_STEP_INDEX)
-_map("finish_reason", _finish_reason, sc.GEN_AI_RESPONSE_FINISH_REASONS)
-_map("outcome", _nstr, sc.AW_RUN_OUTCOME)
-_map("budget_exceeded", _nstr, sc.AW_BUDGET_EXCEEDED)
-# The engine records the request id, a client the response id: vLLM answers with its request id,
-# so both name the same call and an engine span joins its client LLM span by it.
-_map("request_id", _nstr, sc.GEN_AI_REQUEST_ID, sc.GEN_AI_RESPONSE_ID)
-# TTFT: then, where none of these is present, openlit's and the stream events' (_stream_latency).
-_map(
-    "ttft_s", bounds.seconds, sc.AW_TTFT, sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, sc.GEN_AI_LATENCY_TIME_TO_FIRST_TOKEN
-)
-_map("tpot_s", bounds.seconds, sc.AW_TPOT)
-_map("queue_s", bounds.seconds, sc.GEN_AI_LATENCY_TIME_IN_QUEUE)
-_map("prefill_s", bounds.seconds, sc.GEN_AI_LATENCY_TIME_IN_MODEL_PREFILL)
-_map("decode_s", bounds.seconds, sc.GEN_AI_LATENCY_TIME_IN_MODEL_DECODE)
-_map("cost_usd", bounds.cost_usd, sc.AW_COST_USD)
-_map("price_version", _nstr, sc.AW_PRICE_VERSION)
-_map("input_text", _CAPTURED, sc.GEN_AI_INPUT_MESSAGES, sc.INPUT_VALUE, sc.GEN_AI_TOOL_CALL_ARGUMENTS, "gen_ai.prompt")
-_map(
-    "output_text",
-    _CAPTURED,
-    sc.GEN_AI_OUTPUT_MESSAGES,
-    sc.OUTPUT_VALUE,
-    sc.GEN_AI_TOOL_CALL_RESULT,
-    "gen_ai.completion",
-)
-_TOKEN_KEYS = tuple(k for k, spec in _SPEC.items() if spec[0] in _TOKEN_COLUMNS)
-
-# Rules the mapping table cannot express (docs/dialects.md). The native decoder
-# declines a span that carries one of these signal values, attributes or events, so the rules
-# live here only: a traceloop tool's name is its entity name, a traceloop task inside another
-# task or tool (``traceloop.entity.path`` set) is part of that step; openlit's latencies count
-# for streamed calls only; TTFT and TPOT come from OpenInference's first-token and traceloop's
-# chunk events. (One more, an OpenInference AGENT run without an agent name is named by its
-# span name, is mirrored in the native decoder's finish_span: SDK-style run spans carry it.)
-# An ``abandoned`` outcome goes through here too (one span per run at most): an older SDK's request
-# refused before any work (``agentwatch.lever.refused``) is stored as ``refused`` (_refused).
-PYTHON_RULE_SIGNALS: dict[str, frozenset[str]] = {
-    sc.TRACELOOP_SPAN_KIND: frozenset({"task", "tool"}),
-    sc.AW_RUN_OUTCOME: frozenset({"abandoned"}),
-}
-PYTHON_RULE_KEYS = (sc.GEN_AI_SERVER_TIME_TO_FIRST_TOKEN, sc.GEN_AI_SERVER_TIME_PER_OUTPUT_TOKEN)
-STREAM_EVENTS = frozenset({sc.OI_FIRST_TOKEN_EVENT, sc.TRACELOOP_CHUNK_EVENT})
-_NAMED_BY_RULE = frozenset({"AGENT", "task", "tool"})
 
 
 class Resource:
@@ -312,7 +127,7 @@ class Normalizer:
     def text(self, value: Any) -> str:
         """An attribute value as stored text: JSON for arrays and maps, truncated with a marker."""
         if type(value) is not str:
-            value = _to_text(value)
+            value = to_text(value)
         if len(value) > self.max_len:
             return value[: self.max_len] + TRUNCATION_MARKER.format(n=len(value) - self.max_len)
         return value
@@ -347,7 +162,7 @@ class Normalizer:
         ranks: dict[str, int] = {}
         extra: dict[str, str] = {}
         max_len, max_key_len = self.max_len, self.max_key_len
-        spec_get = _SPEC.get
+        spec_get = ATTRIBUTES.get
         if len(attributes) > self.max_attributes:
             attributes = self._fewer_attributes(attributes, span_id, warn)
         for key, value in attributes:
@@ -379,7 +194,7 @@ class Normalizer:
         if extra and self.redact is not None:
             self._redact_extra(extra)
         dialect = cols.get("@tl") or cols.get("@oi") if cols else None
-        kind = _kind(cols, name, parent_span_id) if cols else sc.KIND_OTHER
+        kind = KIND_RULES.classify(cols, name, parent_span_id) if cols else sc.KIND_OTHER
         if end_time_ns < start_time_ns:
             _warn(
                 warn,
@@ -432,7 +247,7 @@ class Normalizer:
         kept: list[tuple[str, Any]] = []
         others, limit = 0, self.max_attributes
         for pair in attributes:
-            if pair[0] in _SPEC:
+            if pair[0] in ATTRIBUTES:
                 kept.append(pair)
             elif others < limit:
                 kept.append(pair)
@@ -482,7 +297,7 @@ class Normalizer:
         redact = self.redact
         assert redact is not None
         for key, value in extra.items():
-            if key.startswith(_CONTENT_PREFIXES):
+            if key.startswith(CONTENT_PREFIXES):
                 extra[key] = redact(value)
 
     def _events(self, row: SpanRow, events: list[dict[str, Any]], warn: Callable[[str], None]) -> None:
@@ -513,7 +328,7 @@ class Normalizer:
             if event.get("name") == "exception" and not error_type:
                 error_type = self.text(attrs.get("exception.type") or "")
             event["attributes"] = {
-                k: self.captured(v) if k.startswith(_CONTENT_PREFIXES) else self.text(v) for k, v in attrs.items()
+                k: self.captured(v) if k.startswith(CONTENT_PREFIXES) else self.text(v) for k, v in attrs.items()
             }
         return json.dumps(events, separators=(",", ":"), ensure_ascii=False), error_type
 
@@ -601,36 +416,6 @@ def set_engine_figures_aside(row: SpanRow) -> None:
             row.attributes[ENGINE_PREFIX + name] = value if isinstance(value, str) else repr(value)
     row.input_tokens = row.output_tokens = row.cached_tokens = 0
     row.cost_usd, row.price_version = 0.0, ""
-
-
-def _kind(cols: dict[str, Any], name: str, parent: str) -> str:
-    """run | step | llm | tool | retrieval | other, from the most specific signal present.
-
-    Consumes the ``@`` signal entries of ``cols`` so the rest can build the row.
-    """
-    aw = cols.pop("@kind", None)
-    op = cols.pop("@op", None)
-    oi = cols.pop("@oi", None)
-    tl = cols.pop("@tl", None)
-    llm = cols.pop("@llm", None)
-    cols.pop("@project", None)
-    if aw in _KINDS:
-        return aw
-    if name == sc.VLLM_SPAN_NAME and "request_id" in cols:
-        # The engine's view of a call, with or without the client's trace context: never a run,
-        # never billed itself (collector.ingest.engine_join joins it to the client's LLM span).
-        return sc.KIND_ENGINE
-    kind = _OPERATION_KINDS.get(op) or _OPENINFERENCE_KINDS.get(oi) or _TRACELOOP_KINDS.get(tl)
-    if kind is None:
-        if llm is not None or "model" in cols:
-            kind = sc.KIND_LLM
-        elif "tool_name" in cols:
-            kind = sc.KIND_TOOL
-        else:
-            return sc.KIND_OTHER
-    if kind == sc.KIND_STEP and not parent:
-        return sc.KIND_RUN  # a root chain/task is the run itself
-    return kind
 
 
 _DEFAULT = Normalizer()

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from agentwatch_platform.collector.ingest import bounds, normalize
+from agentwatch_platform.collector.ingest import bounds, spec
 from agentwatch_platform.collector.ingest.bounds import (
     MAX_COST_USD,
     MAX_SECONDS,
@@ -47,7 +47,7 @@ INPUT, OUTPUT, CACHED = (
 )
 BOUNDED_KEYS = sorted(
     k
-    for k, (column, _, _) in normalize._SPEC.items()
+    for k, (column, _, _) in spec.ATTRIBUTES.items()
     if column
     in (
         "input_tokens",
@@ -140,7 +140,7 @@ def test_every_attribute_of_a_bounded_column_goes_through_its_bound() -> None:
         "cost_usd": bounds.cost_usd,
         **dict.fromkeys(("ttft_s", "tpot_s", "queue_s", "prefill_s", "decode_s"), bounds.seconds),
     }
-    for key, (column, _, convert_fn) in normalize._SPEC.items():
+    for key, (column, _, convert_fn) in spec.ATTRIBUTES.items():
         if column in expected:
             assert convert_fn is expected[column], key
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from agentwatch_platform.collector.ingest import normalize
+from agentwatch_platform.collector.ingest import spec as decoder_spec
 from agentwatch_platform.collector.ingest.normalize import Normalizer, sdk_pricer
 from agentwatch_platform.collector.ingest.otlp import native
 from agentwatch_platform.collector.ingest.otlp.decode import JSON, PROTOBUF, convert
@@ -32,13 +32,13 @@ NORMALIZERS = {
         max_attribute_length=24, redactor=Redactor.from_setting("default"), pricer=sdk_pricer()
     ),
 }
-KEYS = sorted(set(normalize._SPEC) | set(gen.SEMCONV_KEYS) | set(normalize.PYTHON_RULE_KEYS)) + [
+KEYS = sorted(set(decoder_spec.ATTRIBUTES) | set(gen.SEMCONV_KEYS) | set(decoder_spec.PYTHON_RULE_KEYS)) + [
     "input.mime_type",
     "gen_ai.prompt.0.content",
     "exception.type",
     "custom.key",
 ]
-_EVENT_NAMES = ["exception", "log", "", *sorted(normalize.STREAM_EVENTS)]
+_EVENT_NAMES = ["exception", "log", "", *sorted(decoder_spec.STREAM_EVENTS)]
 _TEXT = st.one_of(
     st.text(max_size=30),
     st.sampled_from(

@@ -258,14 +258,14 @@ static PyObject *any_object(AnyValue *v, int depth) {
 /* ---- the decoder object -------------------------------------------------------------------- */
 
 /* Field slots (indices into SpanRow's fields) the decoder fills itself; order fixed by
- * collector.ingest.otlp.native.SLOT_NAMES. */
+ * collector.ingest.otlp.native.NAMED_FIELDS. */
 enum {
     F_PROJECT, F_TRACE_ID, F_SPAN_ID, F_PARENT, F_NAME, F_KIND, F_START, F_END, F_SERVICE,
     F_STATUS_CODE, F_STATUS_MESSAGE, F_ERROR_TYPE, F_IS_TIMEOUT, F_MODEL, F_PROVIDER,
     F_INPUT_TOKENS, F_OUTPUT_TOKENS, F_CACHED_TOKENS, F_COST, F_PRICE_VERSION, F_TOOL_NAME,
     F_REQUEST_ID, F_DECODE_S, F_QUEUE_S, F_ATTRIBUTES, F_RESOURCE, F_EVENTS, F_AGENT_NAME, N_NAMED
 };
-/* Kind signals, after the row's fields. */
+/* Kind signals, after the row's fields, in the order of collector.ingest.spec.SIGNALS. */
 enum { S_KIND, S_OP, S_OI, S_TL, S_LLM, S_IGNORED, N_SIGNALS };
 enum { CONV_NSTR = 0, CONV_CALL = 1, CONV_CAPTURED = 2 };
 /* Column types, as collector.ingest.otlp.native.COLUMN_TYPES maps SPANS_SCHEMA's. */
@@ -273,6 +273,16 @@ enum { T_STR, T_TIME, T_TOKENS, T_F64, T_F32N, T_BOOL, T_I32, T_MAP, N_TYPES };
 
 #define KEY_CACHE 4096 /* power of two */
 #define MAX_SLOTS 64
+#define MAX_RULE_SLOTS 8 /* columns per kind rule (collector.ingest.spec.KindRules) */
+/* The version of the DecoderSpec contract (collector.ingest.spec): native.py imports it, so a module
+ * built from an older source is not used (the Python path decodes until it is rebuilt). */
+#define SPEC_ABI 2
+
+/* Slots whose presence a kind rule asks about (KindRules.engine_when, llm_when, tool_when). */
+typedef struct {
+    int n;
+    int slots[MAX_RULE_SLOTS];
+} SlotSet;
 
 typedef struct {
     PyObject *key;     /* str, or NULL for an empty bucket */
@@ -293,7 +303,11 @@ typedef struct {
     PyObject *prefixes;   /* tuple of str: captured-content prefixes */
     PyObject *text_fn, *captured_fn, *redact_fn, *price_fn, *resource_fn, *events_fn;
     PyObject *s_name, *s_time_ns, *s_attributes; /* keys of an event dict */
-    PyObject *kinds, *op_kinds, *oi_kinds, *tl_kinds; /* set, dicts */
+    /* collector.ingest.spec.KindRules, in slot form: */
+    PyObject *kinds;        /* frozenset: declared kinds taken as they are */
+    PyObject *kind_signals; /* tuple of (signal slot, dict value -> kind), in precedence order */
+    int kind_signal_slots[N_SIGNALS]; /* their slots, read once */
+    SlotSet engine_when, llm_when, tool_when;
     PyObject *vllm_name, *k_run, *k_step, *k_llm, *k_tool, *k_other;
     PyObject *status_names; /* tuple of 3 str */
     PyObject *timeout;      /* "timeout" */
@@ -426,9 +440,7 @@ static void Decoder_dealloc(Decoder *d) {
     Py_XDECREF(d->s_time_ns);
     Py_XDECREF(d->s_attributes);
     Py_XDECREF(d->kinds);
-    Py_XDECREF(d->op_kinds);
-    Py_XDECREF(d->oi_kinds);
-    Py_XDECREF(d->tl_kinds);
+    Py_XDECREF(d->kind_signals);
     Py_XDECREF(d->vllm_name);
     Py_XDECREF(d->k_run);
     Py_XDECREF(d->k_step);
@@ -440,74 +452,146 @@ static void Decoder_dealloc(Decoder *d) {
     Py_TYPE(d)->tp_free((PyObject *)d);
 }
 
-/* Decoder(spec, defaults, types, named, prefixes, text_fn, captured_fn, redact_fn, price_fn,
- *         resource_fn, events_fn, kinds, op_kinds, oi_kinds, tl_kinds, vllm_name, kind_names, status_names, max_len,
- *         max_key_len, max_attributes, max_events) */
-static int Decoder_init(Decoder *d, PyObject *args, PyObject *kw) {
-    PyObject *named, *kind_names, *types;
-    Py_ssize_t max_len, max_key_len, max_attributes, max_events;
-    (void)kw;  /* positional arguments only */
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!OOOOOOO!O!O!O!UO!O!nnnn", &PyDict_Type, &d->spec, &PyTuple_Type, &d->defaults, &PyTuple_Type, &types,
-                          &PyTuple_Type, &named, &PyTuple_Type, &d->prefixes, &d->text_fn, &d->captured_fn,
-                          &d->redact_fn, &d->price_fn, &d->resource_fn, &d->events_fn, &PySet_Type, &d->kinds, &PyDict_Type,
-                          &d->op_kinds, &PyDict_Type, &d->oi_kinds, &PyDict_Type, &d->tl_kinds, &d->vllm_name,
-                          &PyTuple_Type, &kind_names, &PyTuple_Type, &d->status_names, &max_len, &max_key_len,
-                          &max_attributes, &max_events))
-        return -1;
-    d->nfields = (int)PyTuple_GET_SIZE(d->defaults);
-    if (d->nfields + N_SIGNALS > MAX_SLOTS || PyTuple_GET_SIZE(named) != N_NAMED || PyTuple_GET_SIZE(kind_names) != 5 ||
-        PyTuple_GET_SIZE(d->status_names) != 3) {
-        PyErr_SetString(PyExc_ValueError, "Decoder: wrong number of fields, named slots, kinds or status names");
+/* An attribute of the spec, as a new reference of the given type (NULL: any), or NULL with an error set. */
+static PyObject *spec_attr(PyObject *spec, const char *name, PyTypeObject *type) {
+    PyObject *v = PyObject_GetAttrString(spec, name);
+    if (v != NULL && type != NULL && !PyObject_TypeCheck(v, type)) {
+        PyErr_Format(PyExc_TypeError, "DecoderSpec.%s must be %s", name, type->tp_name);
+        Py_CLEAR(v);
+    }
+    return v;
+}
+
+static int spec_size(PyObject *spec, const char *name, Py_ssize_t *out) {
+    PyObject *v = spec_attr(spec, name, &PyLong_Type);
+    if (v == NULL) return -1;
+    *out = PyLong_AsSsize_t(v);
+    Py_DECREF(v);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* A tuple of slots of the row (fields or signals) into a SlotSet. */
+static int spec_slots(Decoder *d, PyObject *spec, const char *name, SlotSet *out) {
+    PyObject *t = spec_attr(spec, name, &PyTuple_Type);
+    if (t == NULL) return -1;
+    out->n = (int)PyTuple_GET_SIZE(t);
+    int rc = out->n > MAX_RULE_SLOTS ? -1 : 0;
+    for (int i = 0; rc == 0 && i < out->n; i++) {
+        out->slots[i] = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, i));
+        if (out->slots[i] < 0 || out->slots[i] >= d->nfields + N_SIGNALS) rc = -1;
+    }
+    Py_DECREF(t);
+    if (rc && !PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "DecoderSpec.%s: too many slots or one out of range", name);
+    return rc;
+}
+
+/* kind_signals: ((signal slot, dict), ...), each slot one of the kind signals. */
+static int check_kind_signals(Decoder *d) {
+    Py_ssize_t n = PyTuple_GET_SIZE(d->kind_signals);
+    if (n > N_SIGNALS) {
+        PyErr_SetString(PyExc_ValueError, "DecoderSpec.kind_signals: more rules than kind signals");
         return -1;
     }
-    if (PyTuple_GET_SIZE(types) != d->nfields) {
-        PyErr_SetString(PyExc_ValueError, "Decoder: one column type per field");
-        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *rule = PyTuple_GET_ITEM(d->kind_signals, i);
+        if (!PyTuple_Check(rule) || PyTuple_GET_SIZE(rule) != 2 || !PyDict_Check(PyTuple_GET_ITEM(rule, 1))) {
+            PyErr_SetString(PyExc_TypeError, "DecoderSpec.kind_signals must hold (slot, dict) pairs");
+            return -1;
+        }
+        long slot = PyLong_AsLong(PyTuple_GET_ITEM(rule, 0));
+        if (slot == -1 && PyErr_Occurred()) return -1;
+        if (slot < d->nfields || slot >= d->nfields + N_SIGNALS) {
+            PyErr_SetString(PyExc_ValueError, "DecoderSpec.kind_signals: a slot that is not a kind signal");
+            return -1;
+        }
+        d->kind_signal_slots[i] = (int)slot;
     }
-    for (int i = 0; i < d->nfields; i++) {
+    return 0;
+}
+
+/* The references the decoder keeps, each read from the spec by attribute. */
+static int spec_objects(Decoder *d, PyObject *spec) {
+    if ((d->spec = spec_attr(spec, "attributes", &PyDict_Type)) == NULL) return -1;
+    if ((d->defaults = spec_attr(spec, "defaults", &PyTuple_Type)) == NULL) return -1;
+    if ((d->prefixes = spec_attr(spec, "content_prefixes", &PyTuple_Type)) == NULL) return -1;
+    if ((d->text_fn = spec_attr(spec, "text", NULL)) == NULL) return -1;
+    if ((d->captured_fn = spec_attr(spec, "captured", NULL)) == NULL) return -1;
+    if ((d->redact_fn = spec_attr(spec, "redact", NULL)) == NULL) return -1;
+    if ((d->price_fn = spec_attr(spec, "price", NULL)) == NULL) return -1;
+    if ((d->resource_fn = spec_attr(spec, "resource", NULL)) == NULL) return -1;
+    if ((d->events_fn = spec_attr(spec, "events", NULL)) == NULL) return -1;
+    if ((d->kinds = spec_attr(spec, "kinds", &PyFrozenSet_Type)) == NULL) return -1;
+    if ((d->kind_signals = spec_attr(spec, "kind_signals", &PyTuple_Type)) == NULL) return -1;
+    if ((d->vllm_name = spec_attr(spec, "kind_engine_name", &PyUnicode_Type)) == NULL) return -1;
+    if ((d->status_names = spec_attr(spec, "status_names", &PyTuple_Type)) == NULL) return -1;
+    return 0;
+}
+
+/* The column type of each field and the slots of the fields the decoder fills itself. */
+static int spec_layout(Decoder *d, PyObject *spec) {
+    PyObject *types = spec_attr(spec, "column_types", &PyTuple_Type);
+    PyObject *named = types == NULL ? NULL : spec_attr(spec, "named", &PyTuple_Type);
+    int rc = named == NULL ? -1 : 0;
+    if (rc == 0 && (PyTuple_GET_SIZE(named) != N_NAMED || PyTuple_GET_SIZE(types) != d->nfields)) {
+        PyErr_SetString(PyExc_ValueError, "Decoder: one column type per field, and every named slot");
+        rc = -1;
+    }
+    for (int i = 0; rc == 0 && i < d->nfields; i++) {
         d->types[i] = (int)PyLong_AsLong(PyTuple_GET_ITEM(types, i));
         if (d->types[i] < 0 || d->types[i] >= N_TYPES) {
-            PyErr_SetString(PyExc_ValueError, "Decoder: unknown column type");
-            return -1;
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "Decoder: unknown column type");
+            rc = -1;
         }
     }
-    for (int i = 0; i < N_NAMED; i++) {
+    for (int i = 0; rc == 0 && i < N_NAMED; i++) {
         d->named[i] = (int)PyLong_AsLong(PyTuple_GET_ITEM(named, i));
         if (d->named[i] < 0 || d->named[i] >= d->nfields) {
-            PyErr_SetString(PyExc_ValueError, "Decoder: named slot out of range");
-            return -1;
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "Decoder: named slot out of range");
+            rc = -1;
         }
     }
-    d->max_len = max_len;
-    d->max_key_len = max_key_len;
-    d->max_attributes = max_attributes;
-    d->max_events = max_events;
-    Py_INCREF(d->spec);
-    Py_INCREF(d->defaults);
-    Py_INCREF(d->prefixes);
-    Py_INCREF(d->text_fn);
-    Py_INCREF(d->captured_fn);
-    Py_INCREF(d->redact_fn);
-    Py_INCREF(d->price_fn);
-    Py_INCREF(d->resource_fn);
-    Py_INCREF(d->events_fn);
-    d->s_name = PyUnicode_InternFromString("name");
-    d->s_time_ns = PyUnicode_InternFromString("time_ns");
-    d->s_attributes = PyUnicode_InternFromString("attributes");
-    if (!d->s_name || !d->s_time_ns || !d->s_attributes) return -1;
-    Py_INCREF(d->kinds);
-    Py_INCREF(d->op_kinds);
-    Py_INCREF(d->oi_kinds);
-    Py_INCREF(d->tl_kinds);
-    Py_INCREF(d->vllm_name);
-    Py_INCREF(d->status_names);
+    Py_XDECREF(types);
+    Py_XDECREF(named);
+    return rc;
+}
+
+/* Decoder(spec): spec is a collector.ingest.spec.DecoderSpec, read by attribute, once. */
+static int Decoder_init(Decoder *d, PyObject *args, PyObject *kw) {
+    PyObject *spec, *kind_names = NULL;
+    (void)kw; /* one positional argument */
+    if (d->spec != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Decoder: already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "O", &spec) || spec_objects(d, spec)) return -1;
+    d->nfields = (int)PyTuple_GET_SIZE(d->defaults);
+    if (d->nfields + N_SIGNALS > MAX_SLOTS || PyTuple_GET_SIZE(d->status_names) != 3) {
+        PyErr_SetString(PyExc_ValueError, "Decoder: wrong number of fields or status names");
+        return -1;
+    }
+    if (spec_layout(d, spec) || check_kind_signals(d) || spec_slots(d, spec, "kind_engine_slots", &d->engine_when) ||
+        spec_slots(d, spec, "kind_llm_slots", &d->llm_when) || spec_slots(d, spec, "kind_tool_slots", &d->tool_when))
+        return -1;
+    if (spec_size(spec, "max_len", &d->max_len) || spec_size(spec, "max_key_len", &d->max_key_len) ||
+        spec_size(spec, "max_attributes", &d->max_attributes) || spec_size(spec, "max_events", &d->max_events))
+        return -1;
+    if ((kind_names = spec_attr(spec, "kind_names", &PyTuple_Type)) == NULL) return -1;
+    if (PyTuple_GET_SIZE(kind_names) != 5) {
+        Py_DECREF(kind_names);
+        PyErr_SetString(PyExc_ValueError, "Decoder: kind_names are run, step, llm, tool, other");
+        return -1;
+    }
     d->k_run = Py_NewRef(PyTuple_GET_ITEM(kind_names, 0));
     d->k_step = Py_NewRef(PyTuple_GET_ITEM(kind_names, 1));
     d->k_llm = Py_NewRef(PyTuple_GET_ITEM(kind_names, 2));
     d->k_tool = Py_NewRef(PyTuple_GET_ITEM(kind_names, 3));
     d->k_other = Py_NewRef(PyTuple_GET_ITEM(kind_names, 4));
+    Py_DECREF(kind_names);
+    d->s_name = PyUnicode_InternFromString("name");
+    d->s_time_ns = PyUnicode_InternFromString("time_ns");
+    d->s_attributes = PyUnicode_InternFromString("attributes");
     d->timeout = PyUnicode_FromString("timeout");
-    return d->timeout == NULL ? -1 : 0;
+    return d->s_name && d->s_time_ns && d->s_attributes && d->timeout ? 0 : -1;
 }
 
 /* ---- Arrow column builders ------------------------------------------------------------------ */
@@ -873,6 +957,15 @@ out:
     return event;
 }
 
+static int any_set(const SlotSet *slots, const int *set) {
+    for (int i = 0; i < slots->n; i++)
+        if (set[slots->slots[i]]) return 1;
+    return 0;
+}
+
+/* The span's kind by collector.ingest.spec.KindRules (its classify is the reference), read from
+ * the rule data the spec handed over: declared kinds, the engine's span, the signal tables in
+ * precedence order, the LLM and tool columns, a root step as the run. */
 static PyObject *kind_of(Decoder *d, PyObject **values, int *set, SpanFields *f, int *engine) {
     int nf = d->nfields;
     PyObject *aw = set[nf + S_KIND] ? values[nf + S_KIND] : NULL;
@@ -882,7 +975,7 @@ static PyObject *kind_of(Decoder *d, PyObject **values, int *set, SpanFields *f,
         if (in) return Py_NewRef(aw);
     }
     int parent = f->parent.end > f->parent.p;
-    if (set[d->named[F_REQUEST_ID]]) {
+    if (any_set(&d->engine_when, set)) {
         Py_ssize_t n = f->name.end - f->name.p;
         const char *vllm = PyUnicode_AsUTF8(d->vllm_name);
         if (vllm != NULL && (Py_ssize_t)strlen(vllm) == n && memcmp(vllm, f->name.p, n) == 0) {
@@ -891,11 +984,11 @@ static PyObject *kind_of(Decoder *d, PyObject **values, int *set, SpanFields *f,
         }
     }
     PyObject *kind = NULL;
-    PyObject *tables[3] = {d->op_kinds, d->oi_kinds, d->tl_kinds};
-    int signals[3] = {S_OP, S_OI, S_TL};
-    for (int i = 0; i < 3 && kind == NULL; i++) {
-        if (!set[nf + signals[i]]) continue;
-        kind = PyDict_GetItemWithError(tables[i], values[nf + signals[i]]);
+    Py_ssize_t nsignals = PyTuple_GET_SIZE(d->kind_signals);
+    for (Py_ssize_t i = 0; i < nsignals && kind == NULL; i++) {
+        int slot = d->kind_signal_slots[i];
+        if (!set[slot]) continue;
+        kind = PyDict_GetItemWithError(PyTuple_GET_ITEM(PyTuple_GET_ITEM(d->kind_signals, i), 1), values[slot]);
         if (kind == NULL && PyErr_Occurred()) {
             if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
             PyErr_Clear(); /* an unhashable signal value is simply no signal */
@@ -903,9 +996,9 @@ static PyObject *kind_of(Decoder *d, PyObject **values, int *set, SpanFields *f,
         if (kind != NULL && !PyObject_IsTrue(kind)) kind = NULL;
     }
     if (kind == NULL) {
-        if (set[nf + S_LLM] || set[d->named[F_MODEL]])
+        if (any_set(&d->llm_when, set))
             kind = d->k_llm;
-        else if (set[d->named[F_TOOL_NAME]])
+        else if (any_set(&d->tool_when, set))
             kind = d->k_tool;
         else
             return Py_NewRef(d->k_other);
@@ -1425,7 +1518,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (m == NULL) return NULL;
     NativeFallback = PyErr_NewException("agentwatch_platform.collector.ingest.otlp._native.NativeFallback", NULL, NULL);
     if (NativeFallback == NULL || PyModule_AddObjectRef(m, "NativeFallback", NativeFallback) < 0 ||
-        PyModule_AddObjectRef(m, "Decoder", (PyObject *)&DecoderType) < 0) {
+        PyModule_AddObjectRef(m, "Decoder", (PyObject *)&DecoderType) < 0 ||
+        PyModule_AddIntConstant(m, "SPEC_ABI", SPEC_ABI) < 0) {
         Py_DECREF(m);
         return NULL;
     }

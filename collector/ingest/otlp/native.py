@@ -1,9 +1,11 @@
 """The native OTLP protobuf decoder (``_native.c``) wired to a ``Normalizer``.
 
-The C decoder reads the wire format and applies ``collector.ingest.normalize``'s mapping table,
-handed to it here as data (with the normaliser's own converters, redaction, pricing and event
-handling as callables), into Arrow buffers, one per ``SpanRow`` field; this module wraps them
-as the spans table (``SPANS_SCHEMA``) without copying. Spans it declines (links, engine timings, invalid ids or
+The C decoder reads the wire format and applies the decoder spec (``collector.ingest.spec``: the
+attribute table, the kind rules) into Arrow buffers, one per ``SpanRow`` field. It gets one
+argument, a ``DecoderSpec`` built here once per normaliser (``decoder_spec``): the spec's tables
+in slot form, with the normaliser's own converters, redaction, pricing and event handling as
+callables; it reads it by attribute. This module wraps the buffers as the spans table
+(``SPANS_SCHEMA``) without copying. Spans it declines (links, engine timings, invalid ids or
 times, a converter that raises) come back by index for the Python path; a request whose
 structure it does not vouch for raises ``NativeFallback`` and goes the Python way whole.
 The Python path is the reference: tests/collector/test_native_decode.py checks both agree.
@@ -24,20 +26,24 @@ import pyarrow.compute as pc
 from agentwatch import semconv as sc
 
 from agentwatch_platform.collector.errors import CollectorError
-from agentwatch_platform.collector.ingest import bounds, normalize
+from agentwatch_platform.collector.ingest import bounds, normalize, spec
 from agentwatch_platform.collector.ingest.normalize import Normalizer, Resource
+from agentwatch_platform.collector.ingest.spec import DecoderSpec
 from agentwatch_platform.collector.storage.columns import _MAP, _STR, SPAN_FIELDS, SPANS_SCHEMA
 from agentwatch_platform.collector.storage.model import SpanRow
 
-try:
-    from agentwatch_platform.collector.ingest.otlp._native import Decoder, NativeFallback, json_wire
+try:  # SPEC_ABI: a module built from an older _native.c (another DecoderSpec contract) is not used
+    from agentwatch_platform.collector.ingest.otlp._native import SPEC_ABI, Decoder, NativeFallback, json_wire
 except ImportError as exc:  # not built (e.g. a source checkout without a compiler): the Python path does it all
     Decoder = None  # type: ignore[assignment,misc]
     NativeFallback = RuntimeError  # type: ignore[assignment,misc]
     json_wire = None  # type: ignore[assignment]
-    NOT_BUILT = str(exc)
+    NOT_BUILT = f"{exc} (built from an older _native.c: rebuild it)" if "SPEC_ABI" in str(exc) else str(exc)
 else:
-    NOT_BUILT = ""
+    NOT_BUILT = "" if SPEC_ABI == 2 else f"built for DecoderSpec contract {SPEC_ABI}, not 2: rebuild it"
+    if NOT_BUILT:
+        Decoder = None  # type: ignore[assignment,misc]
+        json_wire = None  # type: ignore[assignment]
 
 AVAILABLE = Decoder is not None
 
@@ -72,8 +78,7 @@ NAMED_FIELDS = (
     "events",
     "agent_name",
 )
-# Kind signals, in the order of its S_* enum; they live after the row's fields.
-SIGNALS = ("@kind", "@op", "@oi", "@tl", "@llm", "@project")
+# Kind signals (spec.SIGNALS, in the order of its S_* enum) live after the row's fields.
 _CONV_NSTR, _CONV_CALL, _CONV_CAPTURED = 0, 1, 2
 
 
@@ -117,7 +122,7 @@ def _python_rule(value: Any) -> None:
 
 
 def _unless(values: frozenset[str], convert: Any) -> Any:
-    """``convert``, but a value in ``values`` declines the span (normalize.PYTHON_RULE_SIGNALS)."""
+    """``convert``, but a value in ``values`` declines the span (spec.PYTHON_RULE_SIGNALS)."""
 
     def checked(value: Any) -> Any:
         if type(value) is str and value in values:
@@ -127,30 +132,36 @@ def _unless(values: frozenset[str], convert: Any) -> Any:
     return checked
 
 
-def _spec() -> dict[str, tuple[int, int, int, Any]]:
+def _slots() -> dict[str, int]:
+    """Slot of each SpanRow field, then of each kind signal."""
     slot_of = {name: i for i, name in enumerate(SPAN_FIELDS)}
-    slot_of.update({name: len(SPAN_FIELDS) + i for i, name in enumerate(SIGNALS)})
-    spec = {}
-    for key, (column, rank, convert) in normalize._SPEC.items():
-        if key in normalize.PYTHON_RULE_SIGNALS:
-            convert = _unless(normalize.PYTHON_RULE_SIGNALS[key], convert)
+    slot_of.update({name: len(SPAN_FIELDS) + i for i, name in enumerate(spec.SIGNALS)})
+    return slot_of
+
+
+def _attributes(slot_of: dict[str, int]) -> dict[str, tuple[int, int, int, Any]]:
+    """``spec.ATTRIBUTES`` in slot form: key -> (slot, rank, converter code, converter)."""
+    table = {}
+    for key, (column, rank, convert) in spec.ATTRIBUTES.items():
+        if key in spec.PYTHON_RULE_SIGNALS:
+            convert = _unless(spec.PYTHON_RULE_SIGNALS[key], convert)
         if convert is None:
             conv = _CONV_CAPTURED
-        elif convert is normalize._nstr:
+        elif convert is spec.nstr:
             conv = _CONV_NSTR
         else:
             conv = _CONV_CALL
-        spec[key] = (slot_of[column], rank, conv, convert)
-    for key in normalize.PYTHON_RULE_KEYS:  # never stored by C: its converter always declines
-        spec[key] = (slot_of["name"], -1, _CONV_CALL, _python_rule)
-    return spec
+        table[key] = (slot_of[column], rank, conv, convert)
+    for key in spec.PYTHON_RULE_KEYS:  # never stored by C: its converter always declines
+        table[key] = (slot_of["name"], -1, _CONV_CALL, _python_rule)
+    return table
 
 
 def _events_hook(nz: Normalizer) -> Any:
     """The normaliser's event handling, but stream events (TTFT, TPOT) and an event beyond the
     bounds (too many attributes, too long a name: the Python path cuts and warns) decline the
     span. The decoder declines a span with too many events itself."""
-    stream_events, events_fn = normalize.STREAM_EVENTS, nz.events
+    stream_events, events_fn = spec.STREAM_EVENTS, nz.events
     max_attributes, max_key_len = nz.max_event_attributes, nz.max_key_len
 
     def events(events: list[dict[str, Any]], error_type: str) -> tuple[str, str]:
@@ -179,30 +190,7 @@ class NativeDecoder:
             return nz.resource(attrs)
 
         self.resource = resource
-        self._decoder = Decoder(
-            _spec(),
-            _defaults(),
-            tuple(_column_type(f) for f in SPANS_SCHEMA),
-            tuple(SPAN_FIELDS.index(name) for name in NAMED_FIELDS),
-            normalize._CONTENT_PREFIXES,
-            nz.text,
-            nz.captured,
-            nz.redact,
-            nz.price if nz.pricer is not None else None,
-            resource,
-            _events_hook(nz),
-            set(normalize._KINDS),
-            dict(normalize._OPERATION_KINDS),
-            dict(normalize._OPENINFERENCE_KINDS),
-            dict(normalize._TRACELOOP_KINDS),
-            sc.VLLM_SPAN_NAME,
-            (sc.KIND_RUN, sc.KIND_STEP, sc.KIND_LLM, sc.KIND_TOOL, sc.KIND_OTHER),
-            normalize.STATUS_CODES,
-            nz.max_len,
-            nz.max_key_len,
-            nz.max_attributes,
-            nz.max_events,
-        )
+        self._decoder = Decoder(decoder_spec(nz, resource))
 
     def decode(
         self,
@@ -223,6 +211,37 @@ class NativeDecoder:
         )
         table = _table(columns, attr_keys, attr_values, res_keys, res_values)
         return Decoded(table, declined, spans, len(res_keys[4]) + len(res_values[4]))
+
+
+def decoder_spec(nz: Normalizer, resource: Any) -> DecoderSpec:
+    """The one argument of ``_native.Decoder``: ``collector.ingest.spec`` in the C decoder's slot
+    form, with ``nz``'s callables and bounds (``resource``: its resource hook, bounds checked)."""
+    slot_of, rules = _slots(), spec.KIND_RULES
+    return DecoderSpec(
+        attributes=_attributes(slot_of),
+        defaults=_defaults(),
+        column_types=tuple(_column_type(f) for f in SPANS_SCHEMA),
+        named=tuple(SPAN_FIELDS.index(name) for name in NAMED_FIELDS),
+        content_prefixes=spec.CONTENT_PREFIXES,
+        text=nz.text,
+        captured=nz.captured,
+        redact=nz.redact,
+        price=nz.price if nz.pricer is not None else None,
+        resource=resource,
+        events=_events_hook(nz),
+        kinds=rules.declared,
+        kind_signals=tuple((slot_of[signal], dict(table)) for signal, table in rules.signals),
+        kind_engine_name=rules.engine_name,
+        kind_engine_slots=tuple(slot_of[column] for column in rules.engine_when),
+        kind_llm_slots=tuple(slot_of[column] for column in (rules.llm_signal, *rules.llm_when)),
+        kind_tool_slots=tuple(slot_of[column] for column in rules.tool_when),
+        kind_names=rules.names,
+        status_names=spec.STATUS_CODES,
+        max_len=nz.max_len,
+        max_key_len=nz.max_key_len,
+        max_attributes=nz.max_attributes,
+        max_events=nz.max_events,
+    )
 
 
 def _array(kind: pa.DataType, column: tuple) -> pa.Array:
