@@ -310,6 +310,27 @@ def test_the_writer_batches_and_writes_only() -> None:
     assert not {i.target for i in imports() if i.source == writer} & jobs
 
 
+def test_the_decoder_spec_is_the_only_thing_passed_to_c() -> None:
+    """The native decoder is built from one ``DecoderSpec`` (``collector.ingest.spec``), handed whole:
+    ``native.py`` calls ``Decoder`` with that one argument, and ``_native.c`` parses one object."""
+    native = ROOT / "collector" / "ingest" / "otlp" / "native.py"
+    calls = [
+        node
+        for node in ast.walk(ast.parse(native.read_text()))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Decoder"
+    ]
+    assert len(calls) == 1, "one place builds the native decoder"
+    (call,) = calls
+    assert len(call.args) == 1 and not call.keywords, "Decoder takes the decoder spec, and nothing else"
+    arg = call.args[0]
+    assert isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) and arg.func.id == "decoder_spec"
+    source = (native.parent / "_native.c").read_text()
+    init = source[source.index("static int Decoder_init(") :]
+    assert 'PyArg_ParseTuple(args, "O", &spec)' in init[: init.index("\n}\n")]
+    importers = {i.file for i in imports() if i.target == f"{_COLLECTOR}.ingest.otlp._native"}
+    assert importers <= {"collector/ingest/otlp/native.py"}, "only native.py talks to the C decoder"
+
+
 # The query layer is split by resource; a module past this many lines holds more than one.
 MAX_QUERY_MODULE_LINES = 400
 
