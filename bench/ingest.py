@@ -171,11 +171,13 @@ def _child(
     )
 
 
-# The same shape generated inside ClickHouse, for the 10M-span fill (Python would take minutes).
+# The same shape generated inside ClickHouse, for the 10M-span fill (Python would take minutes). A run's
+# root carries its user (one of 1,000) and session (four runs each), as the SDK sets them on the root only.
 _HEX = "lower(leftPad(hex(cityHash64({})), 16, '0'))"
 FILL = f"""
 INSERT INTO spans (project, trace_id, span_id, parent_span_id, name, kind, start_time, end_time, service_name, status_code,
-    agent_name, model, input_tokens, output_tokens, cost_usd, ttft_s, tpot_s, tool_name, step_index, outcome, attributes, resource)
+    agent_name, model, input_tokens, output_tokens, cost_usd, ttft_s, tpot_s, tool_name, step_index, outcome, attributes, resource,
+    user_id, session_id)
 SELECT 'bench', {_HEX.format("t, 1")} || {_HEX.format("t, 2")}, {_HEX.format("t, i, 3")},
     multiIf(i = 0, '', i % 3 = 1, {_HEX.format("t, 0, 3")}, {_HEX.format("t, i - (i + 2) % 3, 3")}),
     multiIf(i = 0, agent, i % 3 = 1, 'step', i % 3 = 2, concat('chat ', model_), 'search'),
@@ -188,7 +190,8 @@ SELECT 'bench', {_HEX.format("t, 1")} || {_HEX.format("t, 2")}, {_HEX.format("t,
     if(kind_ = 'llm', if(model_ = 'sim-small', (500 + 100 * i) * 0.10 + out_ * 0.40, (500 + 100 * i) * 2.5 + out_ * 10.0) / 1e6, 0),
     if(kind_ = 'llm', 0.05 + (cityHash64(t, i, 10) % 1000) / 2000, NULL), if(kind_ = 'llm', 0.01 + (cityHash64(t, i, 11) % 1000) / 50000, NULL),
     if(kind_ = 'tool', 'search', ''), toInt32(intDiv(i, 3)), if(i = 0, if(cityHash64(t, 12) % 10 < 8, 'success', 'failure'), ''),
-    if(kind_ = 'llm', map('gen_ai.operation.name', 'chat'), map()), map('service.name', 'bench', 'telemetry.sdk.name', 'opentelemetry')
+    if(kind_ = 'llm', map('gen_ai.operation.name', 'chat'), map()), map('service.name', 'bench', 'telemetry.sdk.name', 'opentelemetry'),
+    if(i = 0, concat('user-', toString(cityHash64(t, 14) % 1000)), ''), if(i = 0, concat('session-', toString(intDiv(t, 4))), '')
 FROM (
     SELECT intDiv(number, {SPANS_PER_TRACE}) AS t, number % {SPANS_PER_TRACE} AS i,
         {{end_ns:Int64}} - 120000000000 - toInt64(cityHash64(t, 4) % {{window_ns:UInt64}}) AS t0,
