@@ -542,15 +542,31 @@ class TextStore:
 
     def _cut(self, day: int, wal: int, end: int, start: int) -> None:
         """The write-ahead file without its first ``end`` bytes (sealed): the frames appended
-        since, after a header that says they start at offset ``start``. A file replaced or removed
-        meanwhile is left as it is (its frames below the blocks' ``sealed_to`` are passed over)."""
+        since, after a header that says they start at offset ``start``. The new file is written and
+        synced without the append lock; under it only the frames appended meanwhile are copied
+        (unsynced, as every frame is) and the file renamed over, so appends wait for no fsync. A
+        file replaced or removed meanwhile is left as it is (its frames below the blocks'
+        ``sealed_to`` are passed over)."""
         path = self._path(day)
-        with self._lock:
-            if not _same_file(wal, path):
-                return
-            size = os.fstat(wal).st_size
-            tail = os.pread(wal, size - end, end) if size > end else b""
-            self._replace(path, _v2_header(start) + tail, fault=False)
+        temporary = path.with_name(path.name + ".tmp")
+        size = os.fstat(wal).st_size
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            _write_all(fd, [_v2_header(start), os.pread(wal, size - end, end) if size > end else b""])
+            os.fsync(fd)
+            with self._lock:
+                if not _same_file(wal, path):
+                    os.unlink(temporary)
+                    return
+                grown = os.fstat(wal).st_size
+                if grown > size:
+                    _write_all(fd, [os.pread(wal, grown - size, size)])
+                if (held := self._files.pop(day, None)) is not None:
+                    os.close(held[0])
+                os.replace(temporary, path)
+        finally:
+            os.close(fd)
+        _sync_directory(self.directory)
 
     # --- retention -----------------------------------------------------------------------------
     def expire(self, now_ns: int | None = None) -> list[Path]:
@@ -661,11 +677,7 @@ class TextStore:
         if fault and os.environ.get(FAULT_ENV) == "texts_written":  # the crash tests stop here (never in production)
             os.kill(os.getpid(), signal.SIGKILL)
         os.replace(temporary, path)
-        directory = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        _sync_directory(self.directory)
 
     def _expire_hourly(self) -> None:
         now = time.monotonic()
@@ -1003,6 +1015,14 @@ def _day_of(path: Path) -> int | None:
     except ValueError:
         return None
     return int(moment.timestamp()) // 86_400
+
+
+def _sync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _write_all(fd: int, parts: list[bytes | memoryview]) -> None:
