@@ -21,10 +21,11 @@ from pydantic import BaseModel, Field
 
 from agentwatch_platform.collector.api.deps import SettingsDep, StoreDep
 from agentwatch_platform.collector.auth.caller import Principal, principal
-from agentwatch_platform.collector.auth.keys import KeyAdminError, KeyRing
+from agentwatch_platform.collector.auth.keys import KeyAdminError
 from agentwatch_platform.collector.auth.scopes import ADMIN, ADMIN_PREFIX, ScopeError
 from agentwatch_platform.collector.engines.registry import EngineLimit, TargetRefused, add_engine, audit, delete_engine
 from agentwatch_platform.collector.query.reprice import price_table, reprice
+from agentwatch_platform.collector.state import collector_state
 from agentwatch_platform.collector.storage.deletion import DeletionError, Scope, delete_data, journal_for
 from agentwatch_platform.collector.storage.sql import admin as admin_sql
 from agentwatch_platform.collector.storage.sql import engines as engines_sql
@@ -121,7 +122,7 @@ class AuditEntry(BaseModel):
 def create_key(body: KeyCreate, caller: AdminDep, request: Request) -> dict[str, object]:
     """A new key of a project with ``scopes``; the key is in this answer only."""
     project = scoped_project(caller, body.project or None, required=True) or ""
-    keys: KeyRing = request.app.state.keyring
+    keys = collector_state(request.app).keyring
     try:
         new = keys.create(
             project, name=body.name, **({"scopes": tuple(body.scopes)} if body.scopes is not None else {})
@@ -129,7 +130,7 @@ def create_key(body: KeyCreate, caller: AdminDep, request: Request) -> dict[str,
     except (KeyAdminError, ScopeError) as exc:
         raise HTTPException(400, str(exc)) from None
     audit(
-        request.app.state.store,
+        collector_state(request.app).store,
         project,
         caller.actor,
         "key.create",
@@ -141,19 +142,20 @@ def create_key(body: KeyCreate, caller: AdminDep, request: Request) -> dict[str,
 
 def list_keys(caller: AdminDep, request: Request) -> list[dict[str, object]]:
     """Keys (ids, projects, scopes, state; never the keys): every project's for the operator."""
-    return [k.as_dict() for k in request.app.state.keyring.list(project=caller.project)]
+    return [k.as_dict() for k in collector_state(request.app).keyring.list(project=caller.project)]
 
 
 def revoke_key(key_id: Annotated[str, Path(max_length=64)], caller: AdminDep, request: Request) -> dict[str, object]:
-    keys: KeyRing = request.app.state.keyring
+    state = collector_state(request.app)
+    keys = state.keyring
     try:
         if caller.project is not None and keys.get(key_id).project != caller.project:
             raise KeyAdminError(f"no API key with id {key_id!r} in project {caller.project!r}")
         info = keys.revoke(key_id)
     except KeyAdminError as exc:
         raise HTTPException(404, str(exc)) from None
-    request.app.state.authenticator.forget(key_id)
-    audit(request.app.state.store, info.project, caller.actor, "key.revoke", key_id, {})
+    state.authenticator.forget(key_id)
+    audit(state.store, info.project, caller.actor, "key.revoke", key_id, {})
     return info.as_dict()
 
 
@@ -196,7 +198,13 @@ def register_engine_as(
     project = scoped_project(caller, body.project or None, required=True) or ""
     try:
         add_engine(
-            store, settings, project, body.name, body.url, actor=caller.actor, policy=request.app.state.scrape_policy
+            store,
+            settings,
+            project,
+            body.name,
+            body.url,
+            actor=caller.actor,
+            policy=collector_state(request.app).scrape_policy,
         )
     except TargetRefused as exc:
         raise HTTPException(400, f"engine URL refused: {exc}") from None
@@ -223,7 +231,8 @@ def engine_status(
 ) -> list[EngineStatus]:
     """Registered engines with the outcome of their last scrape (why it failed or was refused)."""
     name = scoped_project(caller, project, required=True) or ""
-    status = getattr(getattr(request.app.state, "scraper", None), "status", {})
+    scraper = collector_state(request.app).scraper
+    status = scraper.status if scraper is not None else {}
     rows = store.query(engines_sql.ENGINES_REGISTERED, {"project": name})
     return [
         EngineStatus(
@@ -322,14 +331,15 @@ async def delete_endpoint(body: DeleteIn, caller: AdminDep, settings: SettingsDe
     """Delete runs and everything derived from them, crash-safe and audited (``collector.storage.deletion``)."""
     project = scoped_project(caller, body.project or None, required=True) or ""
     scope = deletion_scope(body, project)
-    store = request.app.state.store.get()  # the store itself: its inserts wait while it deletes
+    state = collector_state(request.app)
+    store = state.store.get()  # the store itself: its inserts wait while it deletes
     journal = journal_for(settings.data_dir)
     result = await asyncio.to_thread(delete_data, store, scope, actor=caller.actor, journal=journal)
-    ingestor = request.app.state.ingestor
+    ingestor = state.ingestor
     if ingestor.writer is not None:  # live-run heads and engine facts the collector remembers of those traces
         ingestor.writer.forget(project, None if scope.kind == "project" else result.trace_ids)
     ingestor.spool.retire_when_idle()  # request bodies holding the deleted data leave the disk once stored
-    for listener in getattr(request.app.state, "deletion_listeners", ()):  # plugins' memory of it (the alerts')
+    for listener in state.deletion_listeners:  # plugins' memory of it (the alerts')
         listener(project)
     log.info("deleted %s of project %s: %d spans, %.6f USD", scope.target, project, result.spans, result.cost_usd)
     return DeletionOut(**{k: v for k, v in asdict(result).items() if k != "trace_ids"})

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
@@ -22,6 +22,7 @@ from agentwatch_api.schemas import IngestStatus
 from agentwatch_platform.collector.api.deps import get_project
 from agentwatch_platform.collector.auth.caller import principal
 from agentwatch_platform.collector.metrics import CONTENT_TYPE
+from agentwatch_platform.collector.state import collector_state
 from agentwatch_platform.collector.storage.base import StoreError
 from agentwatch_platform.collector.storage.sql import admin as admin_sql
 
@@ -57,7 +58,7 @@ async def ready(request: Request) -> JSONResponse:
 
 
 def _not_ready(request: Request) -> str:
-    ingestor = request.app.state.ingestor
+    ingestor = collector_state(request.app).ingestor
     writer = ingestor.writer
     if writer is None or not writer.running:
         return "writer not running (collector starting or stopping)"
@@ -67,12 +68,11 @@ def _not_ready(request: Request) -> str:
 
 
 async def _store_not_ready(request: Request) -> str:
+    state = collector_state(request.app)
     try:
-        rows = await asyncio.wait_for(
-            asyncio.to_thread(request.app.state.store.query, admin_sql.STORE_READY), READY_TIMEOUT_S
-        )
+        rows = await asyncio.wait_for(asyncio.to_thread(state.store.query, admin_sql.STORE_READY), READY_TIMEOUT_S)
     except TimeoutError:  # busy (an embedded store runs one statement at a time) or hung: the writer knows which
-        writer = request.app.state.ingestor.writer
+        writer = state.ingestor.writer
         log.warning(
             "/ready: the store did not answer within %.1f s (writer's last insert %s)",
             READY_TIMEOUT_S,
@@ -89,7 +89,7 @@ async def _store_not_ready(request: Request) -> str:
 
 @router.get("/metrics", include_in_schema=False)
 def metrics(request: Request) -> Response:
-    return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE)
+    return Response(collector_state(request.app).metrics.render(), media_type=CONTENT_TYPE)
 
 
 @router.get("/api/ingest", response_model=IngestStatus, tags=["ingest"])
@@ -104,17 +104,17 @@ def ingest_status(request: Request, project: Annotated[str | None, Depends(_inge
     only how busy the collector is. The admin token (``<data dir>/admin.token``) gets the
     collector-wide span counters.
     """
-    state = request.app.state
+    state = collector_state(request.app)
     p50, p95 = state.metrics.lag_quantiles()
     writer = state.ingestor.writer
-    health = {
+    health: dict[str, Any] = {  # IngestStatus's fields about the collector, checked by pydantic
         "queued_spans": writer.queued_spans if writer else 0,
         "spool_bytes": state.ingestor.spool.size_bytes,
         "lag_p50_s": p50,
         "lag_p95_s": p95,
         "store_available": bool(writer and writer.store_available),
     }
-    fleet = getattr(state, "fleet", None)  # other collectors on the same store (collector.query.fleet)
+    fleet = state.fleet  # other collectors on the same store (collector.query.fleet)
     received, rejected = fleet.others(project or "") if fleet is not None else (0, 0)
     if project is None:
         totals = state.metrics.totals
@@ -137,7 +137,7 @@ def ingest_status(request: Request, project: Annotated[str | None, Depends(_inge
 
 def _stored_spans(request: Request, project: str) -> int:
     try:
-        rows = request.app.state.store.query(admin_sql.PROJECT_SPANS, {"project": project})
+        rows = collector_state(request.app).store.query(admin_sql.PROJECT_SPANS, {"project": project})
     except StoreError as exc:  # the health figures still answer; the count waits for the store
         log.warning("/api/ingest: cannot count the spans of project %r: %s", project, exc)
         return 0
