@@ -42,6 +42,7 @@ from agentwatch_platform.collector.api.deps import ProjectDep, SettingsDep, Stor
 from agentwatch_platform.collector.api.params import End, Start, time_window
 from agentwatch_platform.collector.auth.scopes import ADMIN, READ
 from agentwatch_platform.collector.query.ranges import MAX_BUCKETS
+from agentwatch_platform.collector.state import collector_state
 from agentwatch_platform.collector.storage.sql import alerts as alerts_sql
 
 router = APIRouter(prefix="/api/alerts", tags=["alerts"])
@@ -84,7 +85,7 @@ def list_alerts(
 @router.get("/rules", response_model=list[AlertRuleOut])
 def list_rules(request: Request, project: ProjectDep) -> list[AlertRuleOut]:
     """The rules in force: the running evaluator's, else the configured file's."""
-    component = getattr(request.app.state, "alerts", None)
+    component = collector_state(request.app).plugin_components.get("alerts")  # alerts.evaluator.InProcessAlerts
     config = getattr(component, "config", None)
     if config is None:
         try:
@@ -179,7 +180,9 @@ def save_deliveries(
 
 def _settings(request: Request) -> AlertsSettings:
     """The alerts' settings, as the plugin brought them into the app (``collector.plugins``)."""
-    return request.app.state.plugin_settings["alerts"]
+    found = collector_state(request.app).plugin_settings["alerts"]
+    assert isinstance(found, AlertsSettings)
+    return found
 
 
 def _rules_file(path: str) -> RulesConfig:

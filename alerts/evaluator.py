@@ -72,6 +72,7 @@ from agentwatch_platform.alerts.settings import AlertsSettings
 from agentwatch_platform.alerts.sources import AlertHistory, MetricSource, StoreBackend
 from agentwatch_platform.alerts.version_rules import EVERY_S, VERSION_METRICS
 from agentwatch_platform.alerts.wording import message
+from agentwatch_platform.collector.state import collector_state
 
 log = logging.getLogger("agentwatch.alerts")
 
@@ -627,25 +628,20 @@ class InProcessAlerts:
 def start_in_process(
     app: Any, settings: AlertsSettings, *, clock: Callable[[], float] | None = None
 ) -> InProcessAlerts:
-    """The collector lifespan's hook: the component over ``app.state.store`` with the alerts' ``settings``.
+    """The collector lifespan's hook: the component over the collector's store with the alerts'
+    ``settings`` (the collector keeps it in ``collector_state(app).plugin_components["alerts"]``).
 
     ``clock``: the plugin's own (``alerts.plugin.AlertsPlugin``; tests drive time with it), else
-    the collector's ``app.state.clock``, else wall time.
+    the collector's.
     """
-    state = app.state
-    clock = clock or getattr(state, "clock", None) or time.time
-
-    def lag() -> float:  # how far the collector's watermark trails now, once it has measured arrivals
-        freshness = getattr(state, "freshness", None)
-        return freshness.measured_lag() if freshness is not None else 0.0
-
+    state = collector_state(app)
+    freshness = state.freshness  # how far the collector's watermark trails now, once it has measured arrivals
     idle_timeout_s = state.settings.run_idle_timeout_s
-    component = InProcessAlerts(state.store, settings, idle_timeout_s=idle_timeout_s, clock=clock, lag=lag)
-    roles = getattr(state, "roles", None)
+    component = InProcessAlerts(
+        state.store, settings, idle_timeout_s=idle_timeout_s, clock=clock or state.clock, lag=freshness.measured_lag
+    )
+    roles = state.roles
     if roles is not None:
         component.may_run = lambda: roles.holds("alerts")
-    state.alerts = component
-    listeners = getattr(state, "deletion_listeners", None)
-    if listeners is not None:  # collector.api.admin calls them after a deletion of data
-        listeners.append(component.forget_project)
+    state.deletion_listeners.append(component.forget_project)  # collector.api.admin calls them after a deletion
     return component

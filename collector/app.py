@@ -195,6 +195,7 @@ def create_app(
         clock=clock,
         freshness=Freshness(clock=clock),
         deletion_listeners=[],
+        plugin_components={},
     )
     errors.install(app)  # every error's HTTP answer; OTLP's google.rpc.Status on /v1/traces
     if settings.cors_origins:
@@ -280,6 +281,7 @@ def _lifespan(
             await _start_components(app, settings, handle, stack)
             for plugin in plugins:
                 if (component := plugin.lifespan(app)) is not None:
+                    collector_state(app).plugin_components[plugin.name] = component
                     await stack.enter_async_context(component)
             yield
 

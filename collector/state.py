@@ -3,8 +3,9 @@
 ``create_app`` makes a ``CollectorState`` the app's state (it is Starlette's ``State``, so
 ``request.app.state.store`` still reads as before) with the collaborators it builds; the
 lifespan fills in what exists only while the app runs (``roles`` ... ``gpu_sampler``, None
-until then). Typed code reads it through ``collector_state(app)``. A plugin keeps what it
-owns under its own name (the alerts: ``app.state.alerts``); that is not listed here.
+until then). Every module reads it through ``collector_state(app)``, never ``app.state.x``
+(``tests/test_architecture.py`` holds it so). A plugin finds its own there too: its settings
+(``plugin_settings[name]``) and the component its lifespan runs (``plugin_components[name]``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class CollectorState(State):
     clock: Callable[[], float]
     freshness: Freshness  # how far the figures are complete
     deletion_listeners: list[Callable[[str], None]]  # told the project after a deletion of its data
+    plugin_components: dict[str, object]  # what each plugin's lifespan runs, by its name, while it runs
     # while the app runs (the lifespan); None before
     admin_token: str | None
     roles: Roles | None

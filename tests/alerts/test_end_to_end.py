@@ -12,6 +12,8 @@ import httpx
 import pytest
 
 from agentwatch_platform.alerts.channels import SIGNATURE_HEADER, sign
+from agentwatch_platform.alerts.evaluator import InProcessAlerts
+from agentwatch_platform.collector.state import collector_state
 from tests.alerts.incident_setup import webhook_rules
 from tests.alerts.traffic import export_traffic, wait_for_runs
 from tests.collector.ingest_helpers import alerts_plugin, serve, settings_for
@@ -32,10 +34,17 @@ class Clock:
         return self.now
 
 
+def _alerts(app: object) -> InProcessAlerts:
+    """The in-process alerts, as the collector keeps its plugins' components."""
+    component = collector_state(app).plugin_components["alerts"]
+    assert isinstance(component, InProcessAlerts)
+    return component
+
+
 def advance(app: object, clock: Clock, now: float) -> None:
     """Set the evaluator's clock and wait for two complete rounds at that time."""
     clock.now = now
-    evaluator = app.state.alerts.evaluator  # type: ignore[attr-defined]
+    evaluator = _alerts(app).evaluator
     target = evaluator.rounds + 2
     wait_until(lambda: evaluator.rounds >= target, 60, "the in-process evaluator stopped running", interval=0.01)
 
@@ -102,5 +111,5 @@ def test_bad_rules_file_keeps_the_collector_ingesting(tmp_path: Path, caplog: py
             t0 + 120,
             export_traffic(collector.url, key, t0, minutes=1, spike_minutes=set()),
         )
-        assert collector.app.state.alerts.evaluator is None
+        assert _alerts(collector.app).evaluator is None
     assert f"{rules}:4: rules[0].condition.z: expected a number" in caplog.text
