@@ -434,6 +434,39 @@ def test_the_collector_keeps_one_folder_per_concern() -> None:
     assert folders == {"api", "auth", "engines", "ingest", "query", "storage"}
 
 
+def _app_state_reads(tree: ast.AST) -> list[int]:
+    """Lines that read ``app.state`` or ``<x>.app.state`` (an attribute of it, ``getattr`` on it,
+    or the bag itself); assigning the whole of it (``app.state = CollectorState(...)``) is not a read."""
+    return sorted(
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr == "state"
+        and isinstance(node.ctx, ast.Load)
+        and (
+            (isinstance(node.value, ast.Name) and node.value.id == "app")
+            or (isinstance(node.value, ast.Attribute) and node.value.attr == "app")
+        )
+    )
+
+
+def test_the_collector_state_is_read_through_collector_state_only() -> None:
+    """The collector's ``app.state`` is typed (``collector.state.CollectorState``, one declared list
+    of what it holds): the collector and its plugin, the alerts, read it through
+    ``collector_state(app)``, so mypy checks every use and nothing new lands there unlisted."""
+    folders = (ROOT / "collector", ROOT / "alerts")
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for folder in folders
+        for path in sorted(folder.rglob("*.py"))
+        if path != ROOT / "collector" / "state.py"
+        for line in _app_state_reads(ast.parse(path.read_text(), filename=str(path)))
+    ]
+    assert not found, f"read these through collector.state.collector_state(app): {found}"
+    sample = "x = request.app.state.store\ny = getattr(app.state, 'roles', None)\napp.state = State()\n"
+    assert _app_state_reads(ast.parse(sample)) == [1, 2]  # the reader itself
+
+
 def _exception_classes(folder: Path) -> dict[str, list[str]]:
     """{class name: its bases' names} of every class in ``folder`` that is an exception: one whose
     base is a built-in exception, a name ending in Error or Exception, or another such class."""
