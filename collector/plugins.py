@@ -6,8 +6,9 @@ entry-point group (the platform's pyproject.toml: the alerts' ``alerts.plugin:PL
 the collector and the alerts do not import each other. A plugin brings API routers, the
 scope of each of their routes (``collector.auth.scopes``: the collector's own table names none
 of them) and its own settings (``collector.settings.EnvSettings``, read when the app is made and
-kept in ``app.state.plugin_settings[name]``), and may run a component for the app's lifetime,
-started after the collector's own (store, writer, scrapers) and stopped before.
+kept in ``collector_state(app).plugin_settings[name]``), and may run a component for the app's
+lifetime, started after the collector's own (store, writer, scrapers) and stopped before, and
+kept in ``collector_state(app).plugin_components[name]`` (``collector.state``).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class Plugin(Protocol):
         ...
 
     def lifespan(self, app: FastAPI) -> AbstractAsyncContextManager[object] | None:
-        """What runs while ``app`` runs (None: nothing); ``app.state`` holds the settings and store."""
+        """What runs while ``app`` runs (None: nothing); ``collector_state(app)`` holds the settings and store."""
         ...
 
 
