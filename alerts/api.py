@@ -5,8 +5,8 @@ Reads (dashboard): ``GET /api/alerts`` (state, start, end) -> ``list[AlertOut]``
 Writes (an out-of-process evaluator, ``agentwatch alerts run``, which cannot open the store):
 ``POST /api/alerts`` and ``POST /api/alerts/deliveries``; ``GET /api/alerts/context`` tells
 it which project its key belongs to, ``GET /api/alerts/run-states`` reads the stuck-run and
-crash-rate figures (``alerts.run_states``), ``GET /api/alerts/scope-series`` the per-user and
-per-session series (``alerts.run_scopes``). Every route is scoped to the caller's project.
+crash-rate figures (``alerts.run_states``), ``GET /api/alerts/scope-series`` the per-user,
+per-session and per-version series (``alerts.run_scopes``). Every route is scoped to the caller's project.
 """
 
 from __future__ import annotations
@@ -131,14 +131,14 @@ def run_states(
 def scope_series(
     store: StoreDep,
     project: ProjectDep,
-    metric: Literal["cost_usd", "runs", "max_run_cost_usd", "max_steps"],
+    metric: Literal["cost_usd", "runs", "cost_per_run", "steps_per_run", "max_run_cost_usd", "max_steps"],
     start: Annotated[float, Query(ge=0, le=MAX_EPOCH_S)],
     end: Annotated[float, Query(ge=0, le=MAX_EPOCH_S)],
     step_s: Annotated[int, Query(ge=1, le=31 * 86_400)],
-    group_by: Literal["user", "session"],
+    group_by: Literal["user", "session", "version"],
     agent: Annotated[str | None, Query(max_length=256)] = None,
 ) -> TimeSeries:
-    """Per-user or per-session series, for ``agentwatch alerts run`` (``alerts.run_scopes``)."""
+    """Per-user, per-session or per-version series, for ``agentwatch alerts run`` (``alerts.run_scopes``)."""
     if (end - start) / step_s > MAX_BUCKETS:
         raise HTTPException(422, f"at most {MAX_BUCKETS} buckets of step_s from start to end")
     return run_scope_series(store, project, metric, start, max(start, end), step_s, group_by, agent)

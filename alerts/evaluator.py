@@ -34,8 +34,9 @@ waits on a channel. A restart forgets only what lives in memory: a pending condi
 its ``for`` again, and the count of clear windows starts again (resolution may come up to
 ``resolve_after`` windows later).
 
-Scopes: ``"*"`` for agent, model, user or session makes one incident per value (per user or
-session the series come from ``alerts.run_scopes``); a rule's ``top_k`` judges only the k
+Scopes: ``"*"`` for agent, model, user, session or version makes one incident per value (per
+user, session or version the series come from ``alerts.run_scopes``; a named version on a
+per-run metric is read per version and that version's group judged); a rule's ``top_k`` judges only the k
 scopes with the highest value now plus every scope with an open incident. Figures of the
 moment (``alerts.budget``, ``alerts.run_states``) are judged by their threshold alone, with the
 same lifecycle.
@@ -271,15 +272,17 @@ class Evaluator:
         count = rule.condition.history_buckets(step) + 1 + _extra_history(rule, active)
         start = current - count * step
         end = max(now, current + 1e-3)
-        series = self.source.timeseries(project, rule.metric, start, end, step, rule.group_by, agent, model)
+        by = rule.series_group_by
+        series = self.source.timeseries(project, rule.metric, start, end, step, by, agent, model)
         settled = _settled(series, start, step, count)
         groups = {
             g: values[: settled + 1]
             for g, values in _by_group(series, start, step, count + 1, rule.metric in ADDITIVE).items()
+            if by == rule.group_by or g == rule.scope[by]  # a named version: its group only
         }
         if rule.min_runs:
             runs = _by_group(
-                self.source.timeseries(project, "runs", start, end, step, rule.group_by, agent, model),
+                self.source.timeseries(project, "runs", start, end, step, by, agent, model),
                 start,
                 step,
                 settled + 1,

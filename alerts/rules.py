@@ -10,7 +10,7 @@ Format (``alerts/default_rules.yaml`` is the annotated reference)::
     rules:
       - name: cost-per-hour-spike
         metric: cost_usd              # a TIMESERIES_METRICS name, a BUDGET_METRICS or RUN_STATE_METRICS one
-        scope: {agent: "*"}           # "*" = one incident per agent (model, user, session); a value filters
+        scope: {agent: "*"}           # "*" = one incident per agent (model, user, session, version); a value filters
         top_k: 0                      # judge the k scopes highest now (+ open incidents); 0 = all
         window: 1h                    # bucket length; also how often the value changes
         condition: {kind: anomaly, transform: log, min_ratio: 2}
@@ -50,14 +50,14 @@ from agentwatch_platform.alerts.budget import BUDGET_METRICS
 from agentwatch_platform.alerts.channels import CHANNEL_TYPES, Channel, DeliveryPolicy, LogChannel
 from agentwatch_platform.alerts.detectors import AnomalyDetector, Detector, ThresholdDetector
 from agentwatch_platform.alerts.errors import RulesError
-from agentwatch_platform.alerts.run_scopes import RUN_SCOPE_KEYS, RUN_SCOPE_METRICS
+from agentwatch_platform.alerts.run_scopes import RUN_SCOPE_KEYS, RUN_SCOPE_METRICS, RUN_SCOPE_ONLY
 from agentwatch_platform.alerts.run_states import RUN_STATE_METRICS
 from agentwatch_platform.alerts.version_rules import VERSION_METRICS
 from agentwatch_platform.collector.query.ranges import MAX_BUCKETS
 
 DEFAULT_RULES = Path(__file__).with_name("default_rules.yaml")
 DERIVED_METRICS = BUDGET_METRICS  # the month's cost, not a bucket's (alerts/budget.py)
-METRICS = (*TIMESERIES_METRICS, *DERIVED_METRICS, *RUN_STATE_METRICS, *VERSION_METRICS)
+METRICS = (*TIMESERIES_METRICS, *RUN_SCOPE_ONLY, *DERIVED_METRICS, *RUN_STATE_METRICS, *VERSION_METRICS)
 # figures now, not per bucket: no baseline to learn
 THRESHOLD_ONLY = (*DERIVED_METRICS, *RUN_STATE_METRICS, *VERSION_METRICS)
 SEVERITIES = ("info", "warning", "critical")
@@ -115,6 +115,14 @@ class Rule:
     def group_by(self) -> str:
         """``agent``, ``model``, ``user``, ``session`` or ``version`` when the scope says ``"*"`` for it, else ``none``."""
         return next((k for k, v in self.scope.items() if v == "*"), "none")
+
+    @property
+    def series_group_by(self) -> str:
+        """The key the rule's series is read per: ``group_by``, or ``version`` for a rule on a
+        per-run metric that names one version (read per version, that version's group judged)."""
+        if self.group_by == "none" and "version" in self.scope and self.metric not in VERSION_METRICS:
+            return "version"
+        return self.group_by
 
     def filters(self) -> dict[str, str]:
         return {k: v for k, v in self.scope.items() if v != "*"}
@@ -436,14 +444,7 @@ class _Doc:
         self._version_scope(scope, path, metric)
         if metric in RUN_STATE_METRICS and "model" in scope:
             raise self.error((*path, "model"), f"{metric} is per project or per agent, not per model")
-        for key in RUN_SCOPE_KEYS:
-            if key in scope and scope[key] != "*":
-                raise self.error((*path, key), f'{key} takes "*" only (one incident per {key})')
-            if key in scope and ("model" in scope or metric not in RUN_SCOPE_METRICS):
-                raise self.error(
-                    (*path, key),
-                    f"per {key}: metric one of {', '.join(RUN_SCOPE_METRICS)}, with an agent filter at most",
-                )
+        self._run_scope(scope, path, metric)
         wildcards = [k for k, v in scope.items() if v == "*"]
         if "project" in wildcards:
             raise self.error(
@@ -456,10 +457,25 @@ class _Doc:
             )
         return scope
 
+    def _run_scope(self, scope: dict[str, str], path: KeyPath, metric: str) -> None:
+        """Per user, session or version the figures are whole runs' (alerts.run_scopes): one of
+        those keys at most, an agent filter beside it at most, and only the metrics runs give."""
+        keys = [k for k in RUN_SCOPE_KEYS if k in scope and not (k == "version" and metric in VERSION_METRICS)]
+        if metric in RUN_SCOPE_ONLY and not keys:
+            raise self.error((*path,), f"{metric} is per user, session or version (scope user, session or version)")
+        for key in keys:
+            if key != "version" and scope[key] != "*":
+                raise self.error((*path, key), f'{key} takes "*" only (one incident per {key})')
+            if "model" in scope or len(keys) > 1 or metric not in RUN_SCOPE_METRICS:
+                raise self.error(
+                    (*path, key),
+                    f"per {key}: metric one of {', '.join(RUN_SCOPE_METRICS)}, with an agent filter at most"
+                    + (f"; or one of {', '.join(VERSION_METRICS)}" if key == "version" else ""),
+                )
+
     def _version_scope(self, scope: dict[str, str], path: KeyPath, metric: str) -> None:
-        """A version scope goes with the version_* metrics (alerts.version_rules), which take an agent filter at most."""
-        if "version" in scope and metric not in VERSION_METRICS:
-            raise self.error((*path, "version"), f"per version: metric one of {', '.join(VERSION_METRICS)}")
+        """The version_* metrics (alerts.version_rules) compare versions: a version scope and an agent filter at most.
+        A version scope on another metric is a per-run one (``_run_scope``)."""
         if metric in VERSION_METRICS:
             for key in set(scope) - {"version", "agent", "project"}:
                 raise self.error((*path, key), f"{metric} is per version, with an agent filter at most")

@@ -1,9 +1,14 @@
-"""Metrics per user id and per session id, for rules with ``scope: {user: "*"}`` or
-``{session: "*"}`` (runs carry ``user.id`` / ``session.id``), and the top-k cut of scopes.
+"""Metrics per user id, per session id and per agent version, for rules with ``scope: {user: "*"}``,
+``{session: "*"}`` or a version (``{version: "*"}`` or ``{version: "1.1"}``; runs carry ``user.id``,
+``session.id`` and ``service.version``), and the top-k cut of scopes.
 
-Per user or session the figures are of whole runs in the bucket each run *started* in (a run's
-user is on its root span, not on every LLM call): ``cost_usd`` (their cost), ``runs``,
-``max_run_cost_usd``, ``max_steps``. Runs without a user (session) id are left out.
+Per user, session or version the figures are of whole runs in the bucket each run *started* in (a
+run's user and version are on its root span, not on every LLM call): ``cost_usd`` (their cost),
+``runs``, ``cost_per_run`` and ``steps_per_run`` (means over the bucket's runs),
+``max_run_cost_usd``, ``max_steps``. Runs without a user (session, version) are left out.
+
+The rollups the other metrics read have no user, session or version column; ``runs_agg`` has all
+three, which is why these scopes read whole runs and take only these metrics.
 
 Top-k: a project can have thousands of users. A rule's ``top_k`` judges, each round, the k
 scopes with the highest value now (the bucket being judged, its partial one included), plus
@@ -20,15 +25,24 @@ from agentwatch_api.schemas import SeriesPoint, TimeSeries
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.sql import alerts as alerts_sql
 
-RUN_SCOPE_KEYS = ("user", "session")
-RUN_SCOPE_METRICS = ("cost_usd", "runs", "max_run_cost_usd", "max_steps")
-UNITS = {"cost_usd": "USD", "runs": "runs", "max_run_cost_usd": "USD", "max_steps": "steps"}
+RUN_SCOPE_KEYS = ("user", "session", "version")
+RUN_SCOPE_METRICS = ("cost_usd", "runs", "cost_per_run", "steps_per_run", "max_run_cost_usd", "max_steps")
+# metrics read only per user, session or version (no rollup has them)
+RUN_SCOPE_ONLY = ("cost_per_run",)
+UNITS = {
+    "cost_usd": "USD",
+    "runs": "runs",
+    "cost_per_run": "USD",
+    "steps_per_run": "steps",
+    "max_run_cost_usd": "USD",
+    "max_steps": "steps",
+}
 
 
 def run_scope_series(
     store: Store, project: str, metric: str, start: float, end: float, step_s: int, key: str, agent: str | None = None
 ) -> TimeSeries:
-    """``metric`` per bucket and per user (``key='user'``) or session; buckets without a run are absent."""
+    """``metric`` per bucket and per user (``key='user'``), session or version; buckets without a run are absent."""
     if key not in RUN_SCOPE_KEYS:
         raise ValueError(f"key must be one of {', '.join(RUN_SCOPE_KEYS)}, not {key!r}")
     if metric not in RUN_SCOPE_METRICS:

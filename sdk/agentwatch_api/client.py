@@ -294,7 +294,7 @@ class CollectorClient:
     def alert_scope_series(
         self, metric: str, *, start: float, end: float, step_s: int, group_by: str, agent: str | None = None
     ) -> TimeSeries:
-        """A per-user or per-session series (``group_by`` user|session) of an alert rule's metric."""
+        """A per-user, per-session or per-version series (``group_by`` user|session|version) of an alert rule's metric."""
         return self._get(
             "/api/alerts/scope-series",
             TimeSeries,

@@ -44,6 +44,7 @@ METRICS: dict[str, Label] = {
     "tpot_p50": Label("median time per output token", SECONDS),
     "tpot_p95": Label("p95 time per output token", SECONDS),
     "steps_per_run": Label("steps per run", COUNT),
+    "cost_per_run": Label("cost per run", USD),
     "max_steps": Label("most steps in a run", COUNT),
     "tool_calls": Label("tool calls", COUNT),
     "tool_failure_rate": Label("tool failure rate", RATIO),

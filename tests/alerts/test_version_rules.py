@@ -99,7 +99,7 @@ def test_newest_pair_orders_versions_by_their_first_run() -> None:
 @pytest.mark.parametrize(
     ("scope", "metric", "message"),
     [
-        ('{version: "*"}', "cost_usd", "per version: metric one of"),
+        ('{version: "*"}', "ttft_p95", "per version: metric one of"),
         ('{version: "*", model: m}', "version_cost_per_run_change", "per version"),
         ('{agent: "*"}', "version_latency_change", 'not "*"'),
     ],

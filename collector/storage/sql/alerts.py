@@ -116,17 +116,18 @@ WHERE {agent:String} = '' OR agent = {agent:String}
 GROUP BY grp
 """
 
-# Per (bucket, user or session) figures of runs, for rules scoped per user id or session id
-# (``alerts.run_scopes``): whole runs merged per trace (a run's user and session come with its
-# root or opening head), in the bucket the run started in; runs without one are left out.
-# ``key`` is 'user' or 'session'; ``agent`` '' = every agent.
+# Per (bucket, user, session or version) figures of runs, for rules scoped per user id, session id
+# or agent version (``alerts.run_scopes``): whole runs merged per trace (a run's user, session and
+# version come with its root or opening head), in the bucket the run started in; runs without one
+# are left out. ``key`` is 'user', 'session' or 'version'; ``agent`` '' = every agent.
 RUN_SCOPE_SERIES = """
 SELECT intDiv(start_ns - {start_ns:Int64}, {step_ns:Int64}) AS bucket, grp,
-    count() AS runs, sum(run_cost) AS cost_usd, max(run_cost) AS max_run_cost_usd, max(run_steps) AS max_steps
+    count() AS runs, sum(run_cost) AS cost_usd, avg(run_cost) AS cost_per_run, avg(run_steps) AS steps_per_run,
+    max(run_cost) AS max_run_cost_usd, max(run_steps) AS max_steps
 FROM (
     SELECT trace_id, toUnixTimestamp64Nano(min(start_time)) AS start_ns, sum(roots) AS n_roots, sum(opened) AS n_opened,
         if(sum(steps) > 0, sum(steps), sum(llm_calls)) AS run_steps, sum(cost_usd) AS run_cost, max(agent) AS agent,
-        if({key:String} = 'user', max(user_id), max(session_id)) AS grp
+        multiIf({key:String} = 'user', max(user_id), {key:String} = 'session', max(session_id), max(version)) AS grp
     FROM runs_agg
     WHERE project = {project:String}
       AND hour >= toStartOfHour(fromUnixTimestamp64Nano({start_ns:Int64}))
