@@ -444,7 +444,6 @@ class _Doc:
         self._version_scope(scope, path, metric)
         if metric in RUN_STATE_METRICS and "model" in scope:
             raise self.error((*path, "model"), f"{metric} is per project or per agent, not per model")
-        self._run_scope(scope, path, metric)
         wildcards = [k for k, v in scope.items() if v == "*"]
         if "project" in wildcards:
             raise self.error(
@@ -455,6 +454,7 @@ class _Doc:
                 path,
                 "at most one of agent, model, user, session, version may be '*' (one incident per agent, model, user, session or version)",
             )
+        self._run_scope(scope, path, metric)
         return scope
 
     def _run_scope(self, scope: dict[str, str], path: KeyPath, metric: str) -> None:
@@ -466,7 +466,7 @@ class _Doc:
         for key in keys:
             if key != "version" and scope[key] != "*":
                 raise self.error((*path, key), f'{key} takes "*" only (one incident per {key})')
-            if "model" in scope or len(keys) > 1 or metric not in RUN_SCOPE_METRICS:
+            if "model" in scope or scope.get("agent") == "*" or len(keys) > 1 or metric not in RUN_SCOPE_METRICS:
                 raise self.error(
                     (*path, key),
                     f"per {key}: metric one of {', '.join(RUN_SCOPE_METRICS)}, with an agent filter at most"

@@ -138,6 +138,7 @@ def test_the_same_over_the_http_api(collector: Running) -> None:
         ("ttft_p95", '{version: "1.1"}', "per version: metric one of cost_usd, runs, cost_per_run"),
         ("cost_per_run", '{version: "1.1", model: m}', "per version: metric one of"),
         ("cost_per_run", '{version: "1.1", user: "*"}', "per user: metric one of"),
+        ("cost_usd", '{version: "1.1", agent: "*"}', "with an agent filter at most"),
         ("cost_per_run", "{agent: researcher}", "cost_per_run is per user, session or version"),
     ],
 )

@@ -16,6 +16,7 @@ from agentwatch_platform.alerts.channels import SlackChannel
 from agentwatch_platform.alerts.detectors import Verdict
 from agentwatch_platform.alerts.model import Alert, Notification
 from agentwatch_platform.alerts.rules import METRICS, Rule, parse_rules
+from agentwatch_platform.alerts.run_scopes import RUN_SCOPE_ONLY
 from agentwatch_platform.alerts.wording import details, message
 from tests.support.receivers import Receiver
 
@@ -23,7 +24,8 @@ T0 = 1_800_000_000.0
 
 
 def _rule(metric: str) -> Rule:
-    text = f"rules:\n  - name: watch\n    metric: {metric}\n    window: 1h\n    condition: {{kind: threshold, threshold: 0.3}}\n"
+    scope = '    scope: {version: "*"}\n' if metric in RUN_SCOPE_ONLY else ""  # no rollup has it: per version
+    text = f"rules:\n  - name: watch\n    metric: {metric}\n{scope}    window: 1h\n    condition: {{kind: threshold, threshold: 0.3}}\n"
     [rule] = parse_rules(text).rules
     return rule
 
