@@ -156,15 +156,17 @@ def _incident(alert: AlertOut, rule: AlertRuleOut | None, *, expanded: bool) -> 
 
 
 def run_filters(alert: AlertOut) -> dict[str, Any]:
-    """``/api/runs`` filters of an incident's scope (agent, model, user id, session id)."""
-    names = {"agent": "agent", "model": "model", "user": "user_id", "session": "session_id"}
+    """``/api/runs`` filters of an incident's scope (agent, model, user id, session id, version)."""
+    names = {"agent": "agent", "model": "model", "user": "user_id", "session": "session_id", "version": "version"}
     return {names[k]: v for k, v in alert.scope.items() if k in names}
 
 
 def _series(alert: AlertOut, start: float, end: float, step: int) -> TimeSeries | None:
     """The incident's metric over its window, in its scope; None for a figure of the moment
-    (the budget and run-state metrics have no series)."""
-    key = next((k for k in ("user", "session") if k in alert.scope), None)
+    (the budget, run-state and version-change metrics have no series). Per user, session or
+    version (a per-run metric) the series is whole runs' (``/api/alerts/scope-series``)."""
+    per_run = ("user", "session") if alert.metric.startswith("version_") else ("user", "session", "version")
+    key = next((k for k in per_run if k in alert.scope), None)
     if key is not None:
         series: TimeSeries = ui.fetch(
             Api.alert_scope_series,

@@ -1,6 +1,7 @@
 """Alerts page evidence for the newer rule kinds (Streamlit AppTest against a real collector on
 127.0.0.1): a per-user incident shows that user's series and that user's runs, most expensive
-first; a stuck-run incident (a figure of the moment) shows its figures without a chart."""
+first; a per-version incident on cost per run shows that version's series and runs; a stuck-run
+incident (a figure of the moment) shows its figures without a chart."""
 
 from __future__ import annotations
 
@@ -49,11 +50,15 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
         for k, (user, cost) in enumerate([("alice", 0.9), ("alice", 0.4), ("bob", 2.0), ("alice", 0.7)]):
             run = agent_run(project="dash", start_s=HOUR + 120 + k * 60, steps=1, cost_per_call=cost)
             rows += [dataclasses.replace(r, user_id=user) if r.kind == "run" else r for r in run]
+        for k, version in enumerate(["1.0", "1.1", "1.1", "1.0", "1.1"]):
+            run = agent_run(project="dash", start_s=HOUR + 150 + k * 60, steps=1, cost_per_call=0.1 + 0.1 * k)
+            rows += [dataclasses.replace(r, service_version=version, user_id="carol") for r in run]
         running.app.state.store.get().insert_spans(rows)
         admin = {"Authorization": f"Bearer {running.key('dash', ['read', 'admin'])}"}
         body = [
             incident("u1", "user-cost-spike", "cost_usd", {"user": "alice"}, resolved=True),
             incident("s1", "stuck-run", "oldest_running_run_s", {"agent": "researcher"}, resolved=False),
+            incident("v1", "release-cost-per-run", "cost_per_run", {"version": "1.1"}, resolved=True),
         ]
         assert httpx.post(f"{running.url}/api/alerts", json=body, headers=admin).status_code == 201
         yield running
@@ -90,6 +95,17 @@ def test_a_user_incident_shows_that_users_series_and_runs(collector: Running, mo
     assert len(list(focused.svg.iter(svg + "path"))) == 1 and len(list(focused.svg.iter(svg + "line"))) >= 2
     named = " ".join(focused.texts())
     assert "incident" in named and "baseline" in named and "threshold" in named, named
+
+
+def test_a_version_incident_shows_that_versions_series_and_runs(
+    collector: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = alerts_page(collector, monkeypatch, "v1")
+    *_, runs = (t for key, t in tables(at).items() if key.startswith("alert-runs-"))
+    assert [money(c) for c in runs.column("cost")] == pytest.approx([0.5, 0.3, 0.2])  # 1.1's runs only
+    charts = svg_charts(at)
+    assert charts and "Cost per run" in charts[-1].title, [c.title for c in charts]
+    assert not at.error, [e.value for e in at.error]
 
 
 def test_a_stuck_run_incident_needs_no_series(collector: Running, monkeypatch: pytest.MonkeyPatch) -> None:
