@@ -123,7 +123,7 @@ def _records(fd: int, size_of_file: int, day: DayBlocks) -> Iterator[Block]:
     while position + _HEAD.size <= size_of_file:
         block = _record_at(fd, position, size_of_file)
         if block is None:
-            position = _next_magic(fd, position + 1, size_of_file)
+            position = next_magic(fd, position + 1, size_of_file)
             day.damaged += position < size_of_file
             continue
         yield block
@@ -208,10 +208,12 @@ class BlockCache:
             self._tables.clear()
 
 
-def _next_magic(fd: int, position: int, size_of_file: int) -> int:
+def next_magic(fd: int, position: int, size_of_file: int, magic: bytes = _MAGIC) -> int:
+    """Where the next ``magic`` (a block's, or the write-ahead file's frames') starts at or after
+    ``position`` (the file's size: none): how a reader resynchronises past a torn record."""
     while position < size_of_file:
-        chunk = os.pread(fd, _SCAN_CHUNK + len(_MAGIC) - 1, position)
-        found = chunk.find(_MAGIC)
+        chunk = os.pread(fd, _SCAN_CHUNK + len(magic) - 1, position)
+        found = chunk.find(magic)
         if found >= 0:
             return position + found
         position += _SCAN_CHUNK

@@ -106,7 +106,6 @@ _FRAME = struct.Struct("<4sII")
 _MAX_PAYLOAD = 0xFFFFFFFF
 _SUFFIX = ".awt"
 _EXPIRE_EVERY_S = 3600.0
-_SCAN_CHUNK = 1 << 20
 FAULT_ENV = "AGENTWATCH_FAULT_KILL_AT"  # crash tests: where the process kills itself
 
 
@@ -835,7 +834,7 @@ def _frames(
             if payload is None:
                 log.warning("texts: damaged frame at %s:%d skipped", path, position)
                 yield position + delta, 0, None
-                position = _next_magic(fd, position + 1, size_of_file)
+                position = text_blocks.next_magic(fd, position + 1, size_of_file, _MAGIC)
                 continue
             try:
                 block = _block(payload)
@@ -894,7 +893,7 @@ def _sealable(wal: int, header: int, end: int, delta: int, sealed_to: int) -> It
     while position + _FRAME.size <= end:
         payload = _read_frame(wal, position, end)
         if payload is None:
-            position = _next_magic(wal, position + 1, end)
+            position = text_blocks.next_magic(wal, position + 1, end, _MAGIC)
             continue
         if position + delta >= sealed_to:
             try:
@@ -995,17 +994,6 @@ def _put_texts(block: pa.Table, rows: list[dict[str, Any]], default: tuple[str, 
             log.warning("texts: the frame of span %s/%s does not hold it", key[1], key[2])
         row["input_text"], row["output_text"] = pair or ("", "")
         row[TEXT_STATE] = DAMAGED if pair is None else CAPTURED
-
-
-def _next_magic(fd: int, position: int, size_of_file: int) -> int:
-    """Where the next frame magic starts at or after ``position`` (the file's size: none)."""
-    while position < size_of_file:
-        chunk = os.pread(fd, _SCAN_CHUNK + len(_MAGIC) - 1, position)
-        found = chunk.find(_MAGIC)
-        if found >= 0:
-            return position + found
-        position += _SCAN_CHUNK
-    return size_of_file
 
 
 def _day_of(path: Path) -> int | None:
