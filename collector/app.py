@@ -302,10 +302,13 @@ def _lease_overruns(handle: StoreHandle) -> float:
     return float(lock.overruns) if lock is not None else 0.0
 
 
-def _text_files(handle: StoreHandle) -> tuple[float, float]:
-    """Spans whose texts the open store's text files refused, and day files reopened (0 without them)."""
+def _text_files(handle: StoreHandle) -> tuple[float, float, float]:
+    """Spans whose texts the open store's text files refused, day files reopened, and seals that
+    failed (0 without them)."""
     texts = getattr(handle.peek(), "texts", None)
-    return (float(texts.write_failures), float(texts.reopened)) if texts is not None else (0.0, 0.0)
+    if texts is None:
+        return (0.0, 0.0, 0.0)
+    return (float(texts.write_failures), float(texts.reopened), float(texts.seal_failures))
 
 
 def _announce_decoder(settings: Settings, metrics: Metrics) -> None:

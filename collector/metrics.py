@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily
 
 __all__ = ["CONTENT_TYPE", "Metrics"]
 
@@ -86,6 +87,11 @@ class Metrics:
             "Day files of captured text found removed or replaced under the collector and opened anew (what was in them is unreadable)",
             registry=r,
         )
+        self.text_seal_failures = ReadCounter(
+            "agentwatch_collector_text_seal_failures",
+            "Seals of captured text into compressed blocks that failed (logged; the texts stay readable, uncompressed, in the write-ahead file, and the next seal tries again)",
+            registry=r,
+        )
         self._recent_lags: deque[float] = deque(maxlen=4096)
         self.totals = {"received": 0, "rejected": 0, "stored": 0}
         # per project (projects come from API keys, so this stays small): what /api/ingest shows a key
@@ -97,14 +103,15 @@ class Metrics:
         queued: Callable[[], float],
         spool_bytes: Callable[[], float],
         lease_overruns: Callable[[], float],
-        text_files: Callable[[], tuple[float, float]] = lambda: (0.0, 0.0),
+        text_files: Callable[[], tuple[float, float, float]] = lambda: (0.0, 0.0, 0.0),
     ) -> None:
-        """Gauges read live values at scrape time; ``text_files``: (write failures, reopened)."""
+        """Gauges read live values at scrape time; ``text_files``: (write failures, reopened, seal failures)."""
         self.queued.set_function(queued)
         self.spool_bytes.set_function(spool_bytes)
         self.lease_overruns.set_function(lease_overruns)
         self.text_write_failures.set_function(lambda: text_files()[0])
         self.text_files_reopened.set_function(lambda: text_files()[1])
+        self.text_seal_failures.read = lambda: text_files()[2]
 
     def on_request(
         self, transport: str, code: int, received: int, rejected: int, reason: str = "invalid", *, project: str = ""
@@ -142,3 +149,19 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class ReadCounter:
+    """A counter whose value a component keeps (``read`` at scrape time), exposed as a Prometheus
+    counter (``<name>_total``): a count that only grows, such as failures, and resets only when its
+    component is opened anew (a reopened store), which Prometheus' ``rate`` handles as a restart."""
+
+    def __init__(self, name: str, documentation: str, *, registry: CollectorRegistry) -> None:
+        self._name, self._documentation = name, documentation
+        self.read: Callable[[], float] = lambda: 0.0
+        registry.register(self)
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(self._name, self._documentation)
+        family.add_metric([], self.read())
+        yield family

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from prometheus_client import generate_latest
 
+from agentwatch_platform.collector.metrics import Metrics
 from agentwatch_platform.collector.storage import text_blocks
 from agentwatch_platform.collector.storage.columns import spans_table
 from agentwatch_platform.collector.storage.texts import DAY_NS, FAULT_ENV, TEXT_REF, TextStore
@@ -220,3 +222,31 @@ def test_retention_expires_the_blocks_with_their_day(tmp_path: Path) -> None:
     rows = stashed.select(["project", "trace_id", "span_id", TEXT_REF]).to_pylist()
     TextStore(tmp_path / "texts", retention_days=5).fill(rows)  # a day past its retention by the clock
     assert [r["text_state"] for r in rows] == ["removed"]
+
+
+def test_a_failed_seal_is_counted_in_the_metrics_and_loses_nothing(tmp_path: Path) -> None:
+    """The write-ahead file cannot be cut (a directory where its replacement goes): the block is
+    written, the seal counted as failed on /metrics' counter, and every text still reads; the
+    next seal cuts the file without sealing the frames twice."""
+    texts = TextStore(tmp_path / "texts", retention_days=0, seal_bytes=SEAL_BYTES, background_seal=False)
+    metrics = Metrics()
+    metrics.bind(
+        queued=lambda: 0.0,
+        spool_bytes=lambda: 0.0,
+        lease_overruns=lambda: 0.0,
+        text_files=lambda: (texts.write_failures, texts.reopened, texts.seal_failures),
+    )
+    labels = [f"company-{n}" for n in range(10)]
+    stashed = _stash(texts, labels)
+    (wal,) = _files(texts, ".awt")
+    in_the_way = wal.with_name(wal.name + ".tmp")
+    in_the_way.mkdir()
+    assert texts.seal(1) == 0
+    assert texts.seal_failures == 1
+    assert "agentwatch_collector_text_seal_failures_total 1.0" in generate_latest(metrics.registry).decode()
+    assert _read(texts, stashed) == _expected(stashed, labels)
+    in_the_way.rmdir()
+    assert texts.seal(1) == 0  # sealed already: only cut
+    assert wal.stat().st_size == 20
+    assert _read(texts, stashed) == _expected(stashed, labels)
+    assert len(_sealed_texts(texts)) == 2 * 10 * 14
