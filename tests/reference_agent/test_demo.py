@@ -9,6 +9,7 @@ is a clear error.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -21,6 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.support.poll import wait_until
@@ -122,14 +124,14 @@ def test_short_demo_stores_runs_and_fires_a_cost_alert(data_dir: Path) -> None:
 
 
 def test_demo_runs_again_on_the_same_data_and_stops_on_ctrl_c(data_dir: Path) -> None:
-    offset = _free_offset()
+    offset, since = _free_offset(), time.time()
     # As from a terminal: a runner that started pytest in the background (SIGINT ignored, which
     # children inherit) must not make the demo deaf to the Ctrl-C this test sends.
     proc = _start(data_dir, offset, "--duration", "120", sigint=signal.SIG_DFL, stderr=subprocess.STDOUT)
     try:
         out = _read_until(proc, lambda line: line.startswith("phase 1/2"))
         assert "phase 1/2" in out, out
-        time.sleep(2)  # into the traffic: Ctrl-C mid-run is the case under test
+        _wait_run_under_way(data_dir, offset, since)  # into the traffic: Ctrl-C mid-run is the case under test
         os.kill(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=45) == 130
     finally:
@@ -192,11 +194,14 @@ def test_sigterm_during_the_traffic_stops_the_demo_without_a_traceback(tmp_path:
 
 def test_a_killed_demo_leaves_no_child_behind(tmp_path: Path) -> None:
     """SIGKILL gives the demo no chance to stop its children: each dies with it (Linux's parent-death
-    signal), so no collector keeps the ports and the data directory."""
+    signal), so no collector keeps the ports and the data directory. Killed during its traffic, when
+    it has the most children (the stack's and the live view's agents); the demo's state does not
+    matter to a signal it never sees, so the test does not wait for the traffic's end."""
     offset = _free_offset()
-    proc = _start(tmp_path, offset, "--duration", "10", "--users", "1", stderr=subprocess.DEVNULL)
+    proc = _start(tmp_path, offset, "--duration", "120", "--users", "1", stderr=subprocess.DEVNULL)
     try:
-        _read_until(proc, lambda line: "Ctrl-C stops everything" in line)
+        started = _read_until(proc, lambda line: line.startswith("phase 1/2"))
+        assert "phase 1/2" in started, started
         collector_pid = json.loads((tmp_path / "collector.json").read_text())["pid"]
         proc.kill()
         proc.wait(timeout=30)
@@ -211,6 +216,21 @@ def test_a_killed_demo_leaves_no_child_behind(tmp_path: Path) -> None:
     )
     assert not _alive(collector_pid), "the collector outlived the killed demo"
     assert all(_port_free(port + offset) for port in PORTS)
+
+
+def _wait_run_under_way(data_dir: Path, offset: int, since: float) -> None:
+    """Until the demo's collector lists a running run started after ``since`` (spans stored, its
+    root not yet): this demo's traffic is under way (an earlier demo's runs on the data are older)."""
+    url = f"http://127.0.0.1:{4318 + offset}/api/overview"
+    headers = {"Authorization": f"Bearer {(data_dir / 'demo-read-key').read_text().strip()}"}
+
+    def running() -> bool:
+        with contextlib.suppress(httpx.HTTPError):
+            answer = httpx.get(url, params={"start": since}, headers=headers, timeout=10)
+            return answer.status_code == 200 and answer.json()["running_runs"] > 0
+        return False
+
+    wait_until(running, 60, "no run of the demo's traffic was under way within 60 s", interval=0.2)
 
 
 def _wait_ports_freed(offset: int) -> None:
