@@ -18,9 +18,10 @@ where the payload is an Arrow IPC stream of ``BLOCK_SCHEMA``. A span row points 
 ``text_ref`` (UInt64): the day (days since 1970) in the high 24 bits, the frame's *offset* in the
 low 40: its position in the day's write-ahead stream, which stays the frame's name when it is
 sealed. Once the write-ahead file holds ``SEAL_BYTES`` a background thread (``seal``) compresses
-its frames together into a block (one zstd stream per column across ~1 MiB of spans: on
-bench.text_store's random words ~20 % smaller than frames compressed alone, more on the re-sent
-context of real agents; blocks of 1 to 8 MiB compress alike, and a small one is quicker to read),
+its frames together into a block (one zstd stream per column across ~1 MiB of spans, texts of a
+narrow vocabulary word-coded first: ``text_blocks``; blocks of 1 to 8 MiB compress alike, and a
+small one is quicker to read), taking the frames this process wrote from memory (``_Held``: only
+their headers are read back) and reading the others (a restart, a file replaced) from the file,
 appends and syncs the block, then cuts the sealed frames off the write-ahead file: the file is
 rewritten (synced, renamed over) with a header saying at which offset its first frame starts
 (``_HEADER_V2``; a file of the first version, ``_HEADER_V1``, starts at its own position 0). A
@@ -100,6 +101,7 @@ _HEADER_V1 = b"AWTEXTS1\n"  # a file's position is its frames' offset; no frame 
 _HEADER_V2 = struct.Struct("<8sQI")  # b"AWTEXTS2", the offset of the frame right after it, CRC-32 of that
 _V2_MAGIC = b"AWTEXTS2"
 _BLOCK_KEY = 1 << 63  # index records of blocks: the block's position with this bit (frames' offsets lack it)
+_HELD_BLOCKS = 8  # blocks' worth of write-ahead frames held in memory for the sealer, at most
 SEAL_MIN_BYTES = 64 << 10  # what a stop or the hourly pass seals of today's write-ahead file (older days: all)
 _MAGIC = b"AWT1"
 _FRAME = struct.Struct("<4sII")
@@ -123,6 +125,21 @@ class TextSearch:
     trace_ids: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
     span_keys: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A frame of the write-ahead file as written: its bytes there (header included), its CRC, and
+    the texts it was made of. The sealer takes these instead of reading, checking and decoding the
+    frame again (its header is still read, and must state the same length and CRC)."""
+
+    size: int
+    crc: int
+    table: pa.Table
+
+    @property
+    def head(self) -> tuple[int, int]:
+        return (self.size, self.crc)
 
 
 def row_state(row: dict[str, Any], ref: int) -> str:
@@ -156,11 +173,13 @@ class TextStore:
         self.seal_bytes = seal_bytes
         self.background_seal = background_seal
         self._options = pa.ipc.IpcWriteOptions(compression=None)  # frames: compressed once, in their block
-        self._codec = pa.Codec("zstd", compression_level=zstd_level)
+        self._coder = text_blocks.Coder(pa.Codec("zstd", compression_level=zstd_level))
         self._lock = threading.Lock()  # appends, and the cut of a sealed write-ahead file
         self._seal_lock = threading.Lock()  # one sealer, deletion or expiry at a time
         self._files: dict[int, tuple[int, int]] = {}  # day -> (append descriptor, offset minus position)
         self._day_blocks: dict[int, tuple[tuple[int, int, int], DayBlocks]] = {}
+        self._held: dict[int, dict[int, _Held]] = {}  # day -> frame offset -> the frame as written, until sealed
+        self._held_bytes = 0
         self._cache = text_blocks.BlockCache()
         self._sealer = _Sealer(self)
         self._expired_at = 0.0
@@ -200,7 +219,7 @@ class TextStore:
             of_day = pending & on_day  # a frame holds every pending span of its day: no copy in the usual case
             block = texts if of_day.all() else texts.filter(pa.array(of_day))
             try:
-                offset = self._append(int(day), _payload(block, self._options))
+                offset = self._append(int(day), _payload(block, self._options), block)
             except TextStoreError:
                 self.write_failures += int(captured.sum())  # the whole table stays as it was
                 raise
@@ -213,26 +232,48 @@ class TextStore:
         self._expire_hourly()
         return _with_refs(table, refs)
 
-    def _append(self, day: int, payload: pa.Buffer) -> int:
+    def _append(self, day: int, payload: pa.Buffer, table: pa.Table | None = None) -> int:
         """Write one frame to ``day``'s write-ahead file; its offset. Wakes the sealer when the
-        file holds a block's worth."""
+        file holds a block's worth. ``table``, the texts the frame was made of, is held for the
+        sealer (``_Held``), which then reads only the frame's header back."""
         if not 0 < day <= _MAX_DAY:
             raise TextStoreError(f"day {day} is outside what a text reference holds (1..{_MAX_DAY})")
         if payload.size > _MAX_PAYLOAD:
             raise TextStoreError(f"a frame of {payload.size} bytes exceeds {_MAX_PAYLOAD}")
-        header = _FRAME.pack(_MAGIC, payload.size, zlib.crc32(payload))
+        crc = zlib.crc32(payload)
+        header = _FRAME.pack(_MAGIC, payload.size, crc)
         with self._lock:
             try:
                 fd, delta = self._descriptor(day)
                 position = os.fstat(fd).st_size
                 if position + delta + _FRAME.size + payload.size > _MAX_OFFSET:
                     raise TextStoreError(f"{self._path(day)} has reached {_MAX_OFFSET} bytes")
+                self._hold(day, position + delta, None)  # whatever was held there is no longer the frame
                 _write_all(fd, [header, memoryview(payload)])
             except OSError as exc:
                 raise TextStoreError(f"cannot write {self._path(day)}: {exc}") from exc
+            if table is not None:
+                self._hold(day, position + delta, _Held(_FRAME.size + payload.size, crc, table))
         if self.background_seal and position + _FRAME.size + payload.size >= self.seal_bytes:
             self._sealer.wake()
         return position + delta
+
+    def _hold(self, day: int, offset: int, frame: _Held | None) -> None:
+        """Hold ``frame`` (None: nothing) as the one at ``offset``, within ``_HELD_BLOCKS`` blocks'
+        worth (a sealer that falls behind reads the rest back from the file). Under the lock."""
+        frames = self._held.setdefault(day, {})
+        gone = frames.pop(offset, None)
+        self._held_bytes -= gone.size if gone is not None else 0
+        if frame is not None and self._held_bytes + frame.size <= _HELD_BLOCKS * self.seal_bytes:
+            frames[offset] = frame
+            self._held_bytes += frame.size
+
+    def _forget(self, day: int, below: int | None = None) -> None:
+        """Drop the frames held for ``day`` (offsets ``below``, sealed; None: all, the file was
+        replaced or rewritten). Under the lock."""
+        frames = self._held.get(day, {})
+        for offset in [o for o in frames if below is None or o < below]:
+            self._held_bytes -= frames.pop(offset).size
 
     def _descriptor(self, day: int) -> tuple[int, int]:
         """``day``'s append descriptor and its offset minus position, opened anew when the file at
@@ -245,6 +286,7 @@ class TextStore:
             self.reopened += 1
             del self._files[day]
             os.close(held[0])
+            self._forget(day)
             held = None
         if held is None:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
@@ -490,17 +532,20 @@ class TextStore:
             except FileNotFoundError:
                 return 0
             end = os.fstat(wal).st_size
+            held = dict(self._held.get(day, {}))
         try:
             header, delta = _wal_header(wal)
             if end - header < max(1, minimum):
                 return 0
             written = 0
             if end + delta > blocks.sealed_to:  # else sealed already, by a seal killed before its cut
-                frames = _sealable(wal, header, end, delta, blocks.sealed_to)
+                frames = _sealable(wal, header, end, delta, blocks.sealed_to, held)
                 written = self._write_blocks(day, blocks, frames, end + delta)
             if os.environ.get(FAULT_ENV) == "texts_sealed":  # the crash tests stop here (never set in production)
                 os.kill(os.getpid(), signal.SIGKILL)
             self._cut(day, wal, end, end + delta)
+            with self._lock:
+                self._forget(day, below=end + delta)
         finally:
             os.close(wal)
         return written
@@ -529,15 +574,18 @@ class TextStore:
         return written
 
     def _record(self, frames: list[tuple[int, pa.Table]], sealed_to: int) -> bytes:
-        """One block record of ``frames`` ((offset, texts) each)."""
-        entries = np.zeros(len(frames), dtype=text_blocks.ENTRY)
-        start = 0
-        for i, (offset, table) in enumerate(frames):
-            entries[i] = (offset, start, table.num_rows)
-            start += table.num_rows
-        tables = [table for _, table in frames]
+        """One block record of ``frames`` ((offset, texts) each), without their spans that
+        captured no text."""
+        tables = [table.select(BLOCK_SCHEMA.names).cast(BLOCK_SCHEMA) for _, table in frames]
         table = pa.concat_tables(tables) if tables else BLOCK_SCHEMA.empty_table()
-        return text_blocks.encode(table, entries, sealed_to, self._codec)
+        kept = _has_text(table).to_numpy(zero_copy_only=False) if table.num_rows else np.zeros(0, dtype=bool)
+        before = np.concatenate([[0], np.cumsum(kept)])
+        ends = np.cumsum([t.num_rows for t in tables], dtype=np.int64)
+        entries = np.zeros(len(frames), dtype=text_blocks.ENTRY)
+        entries["offset"] = [offset for offset, _ in frames]
+        entries["start"] = before[ends - [t.num_rows for t in tables]] if tables else []
+        entries["count"] = before[ends] - entries["start"] if tables else []
+        return text_blocks.encode(table.filter(pa.array(kept)), entries, sealed_to, self._coder)
 
     def _cut(self, day: int, wal: int, end: int, start: int) -> None:
         """The write-ahead file without its first ``end`` bytes (sealed): the frames appended
@@ -582,6 +630,7 @@ class TextStore:
                     continue
                 if path.suffix == _SUFFIX and (held := self._files.pop(day, None)) is not None:
                     os.close(held[0])
+                self._forget(day)
                 try:
                     path.unlink()
                     gone.append(path)
@@ -666,6 +715,8 @@ class TextStore:
         day = _day_of(path)
         if path.suffix == _SUFFIX and day is not None and (held := self._files.pop(day, None)) is not None:
             os.close(held[0])
+        if path.suffix == _SUFFIX and day is not None:
+            self._forget(day)
         temporary = path.with_name(path.name + ".tmp")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -886,23 +937,36 @@ def _v2_header(start: int) -> bytes:
     return _HEADER_V2.pack(_V2_MAGIC, start, zlib.crc32(start.to_bytes(8, "little")))
 
 
-def _sealable(wal: int, header: int, end: int, delta: int, sealed_to: int) -> Iterator[tuple[int, pa.Table]]:
+def _sealable(
+    wal: int, header: int, end: int, delta: int, sealed_to: int, held: dict[int, _Held]
+) -> Iterator[tuple[int, pa.Table]]:
     """(offset, texts) of the intact frames of a write-ahead file before position ``end`` and from
-    offset ``sealed_to`` on, each without its spans that captured no text."""
+    offset ``sealed_to`` on: a frame ``held`` (the table it was written from) whose header in the
+    file says the same length and CRC is taken from memory, any other read back and checked."""
     position = header
     while position + _FRAME.size <= end:
+        known = held.get(position + delta)
+        if known is not None and position + known.size <= end and _frame_head(wal, position) == known.head:
+            if position + delta >= sealed_to:
+                yield position + delta, known.table
+            position += known.size
+            continue
         payload = _read_frame(wal, position, end)
         if payload is None:
             position = text_blocks.next_magic(wal, position + 1, end, _MAGIC)
             continue
         if position + delta >= sealed_to:
             try:
-                table = _block(payload).cast(BLOCK_SCHEMA)
+                yield position + delta, _block(payload).cast(BLOCK_SCHEMA)
             except (TextStoreError, pa.ArrowException) as exc:
                 log.warning("texts: the frame at offset %d cannot be sealed (left out): %s", position + delta, exc)
-            else:
-                yield position + delta, table.filter(_has_text(table))
         position += _FRAME.size + len(payload)
+
+
+def _frame_head(fd: int, position: int) -> tuple[int, int] | None:
+    """(length, CRC) that the frame header at ``position`` states, None when there is none."""
+    magic, size, crc = _FRAME.unpack(os.pread(fd, _FRAME.size, position).ljust(_FRAME.size, b"\0"))
+    return (_FRAME.size + size, crc) if magic == _MAGIC else None
 
 
 def _has_text(table: pa.Table) -> pa.ChunkedArray:

@@ -5,7 +5,10 @@ texts out of the blocks' bytes."""
 
 from __future__ import annotations
 
+import json
 import os
+import random
+import shutil
 import subprocess
 import sys
 import time
@@ -250,3 +253,132 @@ def test_a_failed_seal_is_counted_in_the_metrics_and_loses_nothing(tmp_path: Pat
     assert wal.stat().st_size == 20
     assert _read(texts, stashed) == _expected(stashed, labels)
     assert len(_sealed_texts(texts)) == 2 * 10 * 14
+
+
+FIXTURE_V1 = Path(__file__).parent / "fixtures" / "texts_v1"  # sealed by the first block format (AWB1)
+
+
+def _versions(texts: TextStore) -> list[int]:
+    (path,) = _files(texts, text_blocks.BLOCK_SUFFIX)
+    with open(path, "rb", buffering=0) as file:
+        return [b.version for b in text_blocks.read_fd(file.fileno(), os.fstat(file.fileno()).st_size).blocks]
+
+
+def test_blocks_of_the_first_format_still_read_search_seal_beside_new_ones_and_delete(tmp_path: Path) -> None:
+    """A day sealed by the code before word coding (the fixture: 8 traces reusing span ids, texts
+    with and without non-ASCII letters): every text reads under its span, search finds them, new
+    blocks of the current format are appended to the same file, and a deletion rewrites it."""
+    directory = tmp_path / "texts"
+    shutil.copytree(FIXTURE_V1, directory)
+    rows = json.loads((directory / "rows.json").read_text())
+    (directory / "rows.json").unlink()
+    texts = TextStore(directory, retention_days=0, seal_bytes=SEAL_BYTES, background_seal=False)
+    assert set(_versions(texts)) == {1}
+
+    def read_back() -> list[tuple[str, str, str]]:
+        copy = [{k: r[k] for k in ("project", "trace_id", "span_id", TEXT_REF)} for r in rows]
+        texts.fill(copy)
+        return [(r.get("input_text", ""), r.get("output_text", ""), r["text_state"]) for r in copy]
+
+    want = [(r["input_text"], r["output_text"], "captured" if r["input_text"] else "not_captured") for r in rows]
+    assert read_back() == want
+    assert texts.search("p1", *WINDOW, "TRACE 3 STEP 1").trace_ids == ["03" * 16]
+    assert len(texts.search("p1", *WINDOW, "ünïcode").trace_ids) == 8
+    labels = [f"company-{n}" for n in range(5)]
+    stashed = _stash(texts, labels)
+    texts.seal(1)
+    assert _versions(texts)[-1] == 2 and 1 in _versions(texts)
+    assert read_back() == want
+    assert _read(texts, stashed) == _expected(stashed, labels)
+    assert texts.remove("p1", {"03" * 16}, None) == 4
+    want = [
+        ("", "", "damaged") if r["trace_id"] == "03" * 16 and w[2] == "captured" else w
+        for r, w in zip(rows, want, strict=True)
+    ]
+    assert read_back() == want
+    assert _read(texts, stashed) == _expected(stashed, labels)
+
+
+def _record_codings(texts: TextStore) -> list[bytes]:
+    """Each block's column codings (``text_blocks``' data layout: rows, sections, a byte per column)."""
+    (path,) = _files(texts, text_blocks.BLOCK_SUFFIX)
+    data = path.read_bytes()
+    with open(path, "rb", buffering=0) as file:
+        blocks = text_blocks.read_fd(file.fileno(), len(data)).blocks
+    start = 20  # the record's head
+    return [data[b.position + start + b.index_size + 8 :][: len(text_blocks.COLUMNS)] for b in blocks]
+
+
+def test_texts_of_a_narrow_vocabulary_are_word_coded_and_read_back_byte_for_byte(tmp_path: Path) -> None:
+    """Agents' prompts (the same words, step after step) with double, leading and trailing
+    spaces, empty texts and non-ASCII letters: word-coded, smaller than plain, and exact."""
+    rng = random.Random(7)
+    vocabulary = ["search", "the", "filings", "of", "ACME", "Größe", "tool", "call:", "  ", "", "\n", "résumé"]
+    rows = [
+        replace(
+            full_row(),
+            trace_id=new_trace_id(),
+            span_id=f"{i:016x}",
+            start_time_ns=NOW_NS,
+            input_text=" ".join(rng.choices(vocabulary, k=rng.randint(0, 80))),
+            output_text=" " + " ".join(rng.choices(vocabulary, k=rng.randint(1, 30))) + " ",
+        )
+        for i in range(600)
+    ]
+    worded = TextStore(tmp_path / "worded", retention_days=0, seal_bytes=1 << 30, background_seal=False)
+    stashed = worded.stash(spans_table(rows))
+    worded.seal(1)
+    assert _record_codings(worded) == [bytes([0, 0, 0, 1, 1])]  # keys plain, both texts word-coded
+    copy = stashed.select(["project", "trace_id", "span_id", TEXT_REF]).to_pylist()
+    worded.fill(copy)
+    assert [(r["input_text"], r["output_text"]) for r in copy] == [(r.input_text, r.output_text) for r in rows]
+
+
+def test_prose_of_a_wide_vocabulary_stays_plain(tmp_path: Path) -> None:
+    source = (REPO / "docs").glob("*.md") if (REPO / "docs").is_dir() else []
+    prose = "".join(p.read_text() for p in sorted(source))[:200_000] or (REPO / "README.md").read_text()
+    rows = [
+        replace(full_row(), trace_id=new_trace_id(), span_id=f"{i:016x}", start_time_ns=NOW_NS, input_text=chunk)
+        for i, chunk in enumerate(prose[j : j + 500] for j in range(0, len(prose), 500))
+    ]
+    texts = TextStore(tmp_path / "prose", retention_days=0, seal_bytes=1 << 30, background_seal=False)
+    stashed = texts.stash(spans_table(rows))
+    texts.seal(1)
+    assert _record_codings(texts)[0][3] == text_blocks.PLAIN
+    copy = stashed.select(["project", "trace_id", "span_id", TEXT_REF]).to_pylist()
+    texts.fill(copy)
+    assert [r["input_text"] for r in copy] == [r.input_text for r in rows]
+
+
+@pytest.mark.parametrize("distinct", [3, 300, 70_000])  # word ids of 1, 2 and 4 bytes
+def test_word_coding_round_trips_every_id_width(distinct: int) -> None:
+    values = [f"w{i % distinct}  x w{(i * 7) % distinct}" if i % 5 else "" for i in range(2 * distinct)]
+    column = pa.array(values + [None], pa.string()).slice(1)
+    sections = [pa.py_buffer(s) for s in text_blocks._words(column)]
+    assert text_blocks._joined(len(column), *sections).to_pylist() == values[1:] + [""]
+
+
+def test_a_seal_from_held_frames_writes_what_a_seal_reading_the_file_writes(tmp_path: Path) -> None:
+    requests = [_request(f"company-{n}") for n in range(30)]
+    for name in ("held", "read"):
+        texts = TextStore(tmp_path / name, retention_days=0, seal_bytes=SEAL_BYTES, background_seal=False)
+        for request in requests:
+            texts.stash(request)
+        if name == "read":  # a restarted collector: nothing held, every frame read back
+            texts = TextStore(tmp_path / name, retention_days=0, seal_bytes=SEAL_BYTES, background_seal=False)
+        assert texts.seal(1) >= 2
+    (held,), (read,) = (sorted((tmp_path / n).glob("*.awb")) for n in ("held", "read"))
+    assert held.read_bytes() == read.read_bytes()
+
+
+def test_a_write_ahead_file_replaced_under_the_store_is_sealed_as_the_file_is_not_as_held(tmp_path: Path) -> None:
+    texts = TextStore(tmp_path / "a", retention_days=0, seal_bytes=SEAL_BYTES, background_seal=False)
+    _stash(texts, [f"held-{n}" for n in range(5)])
+    other = TextStore(tmp_path / "b", retention_days=0, seal_bytes=SEAL_BYTES, background_seal=False)
+    _stash(other, [f"restored-{n}" for n in range(7)])
+    (wal,) = _files(other, ".awt")
+    os.replace(wal, _files(texts, ".awt")[0])
+    texts.seal(1)
+    sealed = _sealed_texts(texts)
+    assert any("restored-6" in t for t in sealed)
+    assert not any("held-" in t for t in sealed)
