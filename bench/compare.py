@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import abc
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -59,12 +60,18 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
 DEFAULT_PHOENIX_PYTHON = REPO / ".venv-bench" / "bin" / "python"
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
+DEFAULT_SPANS = 50_000
 TARGETS = {  # name: (description, comparison, threshold)
-    "ingest_e2e": ("end-to-end ingest, agentwatch / Phoenix", ">=", 500.0),
+    "ingest_e2e": ("end-to-end ingest, agentwatch / Phoenix", ">=", 300.0),
     "aggregate_queries": (
         "aggregate question latency, Phoenix / agentwatch (each question)",
         ">=",
         50.0,
+    ),
+    "first_call_aggregates": (
+        "first call of each aggregate question, Phoenix / agentwatch's first overview call",
+        ">=",
+        10.0,
     ),
     "disk_per_span": ("disk bytes per span, Phoenix / agentwatch", ">=", 5.0),
     "peak_rss": ("server peak RSS, agentwatch / Phoenix", "<=", 0.25),
@@ -304,10 +311,23 @@ def send_all(server: Server, url_path: str, batches: Iterator[bytes], senders: i
     return counts[0], counts[1]
 
 
-def wait_queryable(count: Callable[[], int], expected: int, timeout_s: float) -> int:
-    """Polls ``count`` (with a growing interval, 20 ms to 1 s) until it reaches ``expected``;
-    a refused key (``AccessDenied``) ends the wait at once."""
-    deadline, interval, seen = time.monotonic() + timeout_s, 0.02, 0
+def poll_interval(elapsed_s: float) -> float:
+    """How long to wait before the next "all queryable?" poll: 1 % of the time measured so far,
+    10 ms to 1 s. The poll then overstates the measured time by at most 1 % (or 10 ms), the same
+    for both products, and asks a server ingesting for an hour about once a second.
+
+    It was a ladder from the end of the sends (20 ms, growing 1.5x to 1 s), whose steps reach a
+    third of the wait: agentwatch's last spans at 50k, queryable ~0.8 s after the last
+    acknowledgement, could be seen up to ~0.3 s late, of 2.2 s in all."""
+    return min(1.0, max(0.01, 0.01 * elapsed_s))
+
+
+def wait_queryable(count: Callable[[], int], expected: int, timeout_s: float, *, since: float | None = None) -> int:
+    """Polls ``count`` (every ``poll_interval`` of the time since ``since``, a ``perf_counter``
+    reading: the first send) until it reaches ``expected``; a refused key (``AccessDenied``)
+    ends the wait at once."""
+    since = time.perf_counter() if since is None else since
+    deadline, seen = time.monotonic() + timeout_s, 0
     while time.monotonic() < deadline:
         try:
             seen = count()
@@ -317,8 +337,7 @@ def wait_queryable(count: Callable[[], int], expected: int, timeout_s: float) ->
             seen = 0
         if seen >= expected:
             return seen
-        time.sleep(interval)
-        interval = min(1.0, interval * 1.5)
+        time.sleep(poll_interval(time.perf_counter() - since))
     return seen
 
 
@@ -327,7 +346,7 @@ def ingest(product: Product, server: Server, workload: Workload, senders: int, t
     start = time.perf_counter()
     requests, retries = send_all(server, "/v1/traces", workload.batches(), senders)
     accepted = time.perf_counter()
-    seen = wait_queryable(product.span_count, workload.totals.spans, timeout_s)
+    seen = wait_queryable(product.span_count, workload.totals.spans, timeout_s, since=start)
     done = time.perf_counter()
     return IngestResult(workload.totals.spans, requests, retries, accepted - start, done - start, seen)
 
@@ -417,6 +436,11 @@ class Product(abc.ABC):
         self.workdir = workdir
         self.client: httpx.Client | None = None
 
+    @property
+    def data_dir(self) -> Path:
+        """Where the product keeps its data: fed by this run, or by an earlier one (``--workdir``)."""
+        return self.workdir / f"{self.name}-data"
+
     def connect(self, server: Server) -> None:
         self.client = httpx.Client(base_url=server.base_url, headers=server.headers, timeout=300)
 
@@ -472,8 +496,8 @@ class Agentwatch(Product):
         return lines[-1].strip() if done.returncode == 0 and lines else None
 
     def start(self) -> Server:
-        data_dir = self.workdir / "agentwatch-data"
-        data_dir.mkdir()
+        data_dir = self.data_dir
+        data_dir.mkdir(exist_ok=True)
         port = free_port()
         env = {"AGENTWATCH_GRPC_PORT": "0", **self.env}
         key = self._api_key(data_dir)
@@ -535,8 +559,8 @@ class Phoenix(Product):
         self._project_id = ""
 
     def start(self) -> Server:
-        data_dir = self.workdir / "phoenix-data"
-        data_dir.mkdir()
+        data_dir = self.data_dir
+        data_dir.mkdir(exist_ok=True)
         port = free_port()
         env = {
             "PHOENIX_WORKING_DIR": str(data_dir),
@@ -650,9 +674,13 @@ def measure(
 ) -> dict[str, object]:
     """Starts the product, ingests, asks, stops, measures disk; returns its figures.
 
-    With ``profile``, py-spy samples the server during ingest and during the questions, and
-    both summaries are included.
+    A product whose data directory holds the workload already (``--workdir``: an earlier run,
+    or ``bench/compare_phoenix_fill.py``) is not fed again: it is restarted on that data and
+    asked the questions, so its first calls are the first after a restart, and ``ingest`` is
+    None. With ``profile``, py-spy samples the server during ingest and during the questions,
+    and both summaries are included.
     """
+    reused = product.data_dir.exists()
     server = product.start()
     extra: dict[str, object] = {}
     end_s = workload.totals.end_ns / 1e9 + 300
@@ -660,10 +688,15 @@ def measure(
         wait_ready(server, product.health_path, args.start_timeout)
         product.connect(server)
         rss_idle = tree_memory_bytes(server.process.pid)[0]
-        result = _phase(
-            "ingest", server, profile, extra,
-            lambda: ingest(product, server, workload, args.senders, args.queryable_timeout),
-        )  # fmt: skip
+        if reused:
+            result = None
+            stored = wait_queryable(product.span_count, workload.totals.spans, args.start_timeout)
+        else:
+            result = _phase(
+                "ingest", server, profile, extra,
+                lambda: ingest(product, server, workload, args.senders, args.queryable_timeout),
+            )  # fmt: skip
+            stored = result.queryable
         asks = product.questions(Window(end_s - 3600, end_s), workload.first_trace_id)
         questions = _phase(
             "queries", server, profile, extra,
@@ -676,21 +709,25 @@ def measure(
     breakdown = disk_breakdown(server.data_dir)
     database = sum(n for name, n in breakdown.items() if name.startswith(product.database_entries))
     return {
-        "ingest": {
+        "ingest": None
+        if result is None
+        else {
             **asdict(result),
             "accepted_spans_per_s": result.accepted_spans_per_s,
             "e2e_spans_per_s": result.e2e_spans_per_s,
         },
-        "complete": result.queryable >= workload.totals.spans,
+        "reused_data": reused,
+        "stored_spans": stored,
+        "complete": stored >= workload.totals.spans,
         "questions": questions,
         "answers_correct": _check(questions, expected_answers(workload)),
         "rss_idle_bytes": rss_idle,
         "peak_rss_bytes": peak,
         "peak_anon_bytes": peak_anon,
         "disk_bytes": disk,
-        "disk_bytes_per_span": disk / max(1, result.queryable),
+        "disk_bytes_per_span": disk / max(1, stored),
         "disk_breakdown": breakdown,
-        "database_bytes_per_span": database / max(1, result.queryable),
+        "database_bytes_per_span": database / max(1, stored),
         **extra,
     }
 
@@ -810,11 +847,14 @@ def compare(aw: dict[str, object], px: dict[str, object]) -> dict[str, dict[str,
     """The four target ratios, each with its threshold and whether it was met."""
     q_aw, q_px = aw["questions"], px["questions"]
     per_question = {q: _ratio(q_px[q]["median_s"], q_aw[q]["median_s"]) for q in QUESTIONS}  # type: ignore[index]
+    first_calls = first_call_ratios(aw, px)
+    fed = not aw.get("reused_data") and not px.get("reused_data")  # peaks of an ingest on both sides
     ratios = {
-        "ingest_e2e": _ratio(aw["ingest"]["e2e_spans_per_s"], px["ingest"]["e2e_spans_per_s"]),  # type: ignore[index]
+        "ingest_e2e": _ratio(_ingest(aw, "e2e_spans_per_s"), _ingest(px, "e2e_spans_per_s")),
         "aggregate_queries": min((per_question[q] for q in AGGREGATES if per_question[q]), default=None),
+        "first_call_aggregates": min((r for r in first_calls.values() if r), default=None),
         "disk_per_span": _ratio(px["disk_bytes_per_span"], aw["disk_bytes_per_span"]),  # type: ignore[arg-type]
-        "peak_rss": _ratio(aw["peak_rss_bytes"], px["peak_rss_bytes"]),  # type: ignore[arg-type]
+        "peak_rss": _ratio(aw["peak_rss_bytes"], px["peak_rss_bytes"]) if fed else None,  # type: ignore[arg-type]
     }
     out: dict[str, dict[str, object]] = {}
     for name, (text, op, threshold) in TARGETS.items():
@@ -822,6 +862,7 @@ def compare(aw: dict[str, object], px: dict[str, object]) -> dict[str, dict[str,
         met = None if r is None else (r >= threshold if op == ">=" else r <= threshold)
         out[name] = {"description": text, "ratio": r, "target": f"{op} {threshold:g}", "met": met}
     out["aggregate_queries"]["per_question"] = per_question
+    out["first_call_aggregates"]["per_question"] = first_calls
     out["peak_anon"] = {
         "description": "server peak anonymous memory (RSS less mapped files), agentwatch / Phoenix",
         "ratio": _ratio(aw["peak_anon_bytes"], px["peak_anon_bytes"]),
@@ -832,9 +873,26 @@ def compare(aw: dict[str, object], px: dict[str, object]) -> dict[str, dict[str,
     }  # type: ignore[arg-type]
     out["ingest_accepted"] = {
         "description": "accepted spans/s, agentwatch / Phoenix",
-        "ratio": _ratio(aw["ingest"]["accepted_spans_per_s"], px["ingest"]["accepted_spans_per_s"]),
-    }  # type: ignore[index]
+        "ratio": _ratio(_ingest(aw, "accepted_spans_per_s"), _ingest(px, "accepted_spans_per_s")),
+    }
     return out
+
+
+def _ingest(figures: dict[str, object], name: str) -> float | None:
+    """An ingest figure, None where the product was restarted on earlier data (not fed)."""
+    ingest = figures.get("ingest")
+    return ingest.get(name) if isinstance(ingest, dict) else None
+
+
+def first_call_ratios(aw: dict[str, object], px: dict[str, object]) -> dict[str, float | None]:
+    """Phoenix's first call of each aggregate question over agentwatch's first overview call.
+
+    agentwatch answers all four from one overview (the first asked pays, the others read its
+    result), Phoenix each from a GraphQL field of its own; so each Phoenix first call is set
+    against the dearest of agentwatch's four first calls, which is the overview's."""
+    firsts = [aw["questions"][q].get("first_s") for q in AGGREGATES]  # type: ignore[index]
+    overview = max((f for f in firsts if f), default=None)
+    return {q: _ratio(px["questions"][q].get("first_s"), overview) for q in AGGREGATES}  # type: ignore[index]
 
 
 def _fmt(value: object, unit: str = "") -> str:
@@ -873,13 +931,13 @@ def table_rows(result: dict[str, object]) -> list[tuple[str, str, str, str]]:
 
     row(
         "accepted spans/s",
-        lambda p: p["ingest"]["accepted_spans_per_s"],
+        lambda p: _ingest(p, "accepted_spans_per_s"),
         "",
         ratios.get("ingest_accepted", {}).get("ratio"),
     )
     row(
         "end-to-end spans/s",
-        lambda p: p["ingest"]["e2e_spans_per_s"],
+        lambda p: _ingest(p, "e2e_spans_per_s"),
         "",
         ratios.get("ingest_e2e", {}).get("ratio"),
     )
@@ -908,12 +966,74 @@ def table_rows(result: dict[str, object]) -> list[tuple[str, str, str, str]]:
         ratios.get("database_per_span", {}).get("ratio"),
     )
     per_q = ratios.get("aggregate_queries", {}).get("per_question", {})
+    first_q = ratios.get("first_call_aggregates", {}).get("per_question", {})
     for q in QUESTIONS:
         ratio = per_q.get(q)
         row(f"{q} median ms", lambda p, q=q: _ms(p["questions"][q], "median_s"), "", ratio)
         row(f"{q} p95 ms", lambda p, q=q: _ms(p["questions"][q], "p95_s"))
-        row(f"{q} first call ms", lambda p, q=q: _ms(p["questions"][q], "first_s"))
+        row(f"{q} first call ms", lambda p, q=q: _ms(p["questions"][q], "first_s"), "", first_q.get(q))
     return rows
+
+
+def first_calls_by_size(results: Path) -> list[dict[str, object]]:
+    """The first calls of the aggregate questions at each workload size, from the side-by-side
+    results in ``results`` (``compare*.json``): per size, the latest run that measured Phoenix,
+    else the latest of agentwatch alone."""
+    best: dict[int, tuple[tuple[bool, str], dict[str, object]]] = {}
+    for path in sorted(results.glob("compare*.json")):
+        try:
+            result = json.loads(path.read_text())
+            row = _first_call_row(path.name, result)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if row is None:
+            continue
+        rank = (row["phoenix_ms"] is not None, str(result.get("started_at")))
+        if row["spans"] not in best or rank > best[row["spans"]][0]:  # type: ignore[operator]
+            best[row["spans"]] = (rank, row)  # type: ignore[index]
+    return [best[spans][1] for spans in sorted(best)]
+
+
+def _first_call_row(name: str, result: dict[str, object]) -> dict[str, object] | None:
+    aw, px = result["products"]["agentwatch"], result["products"].get("phoenix", {})  # type: ignore[index,union-attr]
+    firsts = [aw["questions"][q].get("first_s") for q in AGGREGATES]
+    if not all(firsts):
+        return None  # a run from before first calls were recorded, or one whose question failed
+    measured = px.get("measured", False)
+    return {
+        "spans": result["workload"]["spans"],  # type: ignore[index]
+        "file": name,
+        "started_at": result.get("started_at"),
+        "load": result["machine"].get("load_avg_1m_at_start"),  # type: ignore[index]
+        "agentwatch_ms": max(firsts) * 1000,
+        "agentwatch_fed": not aw.get("reused_data"),
+        "phoenix_ms": [px["questions"][q].get("first_s", 0) * 1000 for q in AGGREGATES] if measured else None,
+        "phoenix_fed": measured and not px.get("reused_data"),
+        "ratio": result.get("ratios", {}).get("first_call_aggregates", {}).get("ratio"),  # type: ignore[union-attr]
+    }
+
+
+def _first_call_lines(sizes: list[dict[str, object]]) -> list[str]:
+    lines = [
+        "",
+        "First calls of the aggregate questions by size (ms; agentwatch: its first overview call, which answers "
+        "all four; Phoenix: run count / tokens / errors / latency, one GraphQL field each). 'after ingest': the "
+        "first call once the run's own ingest was queryable; 'after restart': the server restarted on data "
+        "filled earlier (the result file's notes say how).",
+        "",
+        "| spans | agentwatch | Phoenix | Phoenix / agentwatch (least) | run at (1-min load) | result |",
+        "|---:|---:|---:|---:|---|---|",
+    ]
+    for r in sizes:
+        aw = f"{_fmt(r['agentwatch_ms'])} ({'after ingest' if r['agentwatch_fed'] else 'after restart'})"
+        px = r["phoenix_ms"]
+        px_text = "not measured" if px is None else " / ".join(_fmt(v) for v in px)  # type: ignore[union-attr]
+        if px is not None:
+            px_text += f" ({'after ingest' if r['phoenix_fed'] else 'after restart'})"
+        lines.append(
+            f"| {r['spans']:,} | {aw} | {px_text} | {_fmt(r['ratio'], 'x')} | {r['started_at']} ({r['load']}) | {r['file']} |"
+        )
+    return lines
 
 
 def render_table(result: dict[str, object]) -> str:
@@ -925,7 +1045,8 @@ def render_table(result: dict[str, object]) -> str:
     )
 
 
-def render_markdown(result: dict[str, object]) -> str:
+def render_markdown(result: dict[str, object], sizes: list[dict[str, object]] | None = None) -> str:
+    """The result as Markdown; ``sizes`` (``first_calls_by_size``) adds the first calls by size."""
     m, w = result["machine"], result["workload"]  # type: ignore[index]
     lines = [
         "# agentwatch vs Arize Phoenix, side by side",
@@ -951,6 +1072,8 @@ def render_markdown(result: dict[str, object]) -> str:
         lines.append(
             f"| {TARGETS[name][0]} | {_fmt(t and t['ratio'], 'x')} | {TARGETS[name][1]} {TARGETS[name][2]:g} | {met} |"
         )
+    if sizes:
+        lines += _first_call_lines(sizes)
     lines += ["", *result["notes"]]  # type: ignore[list-item]
     lines += _profile_lines(result["products"]["agentwatch"])  # type: ignore[index]
     sdk = result.get("sdk_overhead")
@@ -982,7 +1105,7 @@ def _profile_lines(figures: dict[str, object]) -> list[str]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench.compare", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--spans", type=int, default=50_000, help="spans in the workload (default 50k)")
+    parser.add_argument("--spans", type=int, default=DEFAULT_SPANS, help="spans in the workload (default 50k)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--batch-spans", type=int, default=1000, help="spans per OTLP request")
     parser.add_argument("--senders", type=int, default=2, help="concurrent sending threads")
@@ -1008,6 +1131,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="collector setting for this run (repeatable), e.g. AGENTWATCH_REDACT_PATTERNS=none",
     )
     parser.add_argument("--profile", action="store_true", help="py-spy agentwatch's collector during ingest")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="keep the products' data in DIR (default: a temporary directory). DIR/workload.json fixes the "
+        "workload; a product whose data is in DIR already is restarted on it and only asked the questions",
+    )
+    parser.add_argument(
+        "--unique-spans",
+        type=int,
+        default=None,
+        help="spans in the workload's pool, repeated with new trace ids up to --spans "
+        "(default: all unique when Phoenix is measured, else 200k)",
+    )
+    parser.add_argument("--end-time-ns", type=int, default=None, help="the workload's last span end (default: now)")
     parser.add_argument("--start-timeout", type=float, default=300.0)
     parser.add_argument(
         "--queryable-timeout",
@@ -1036,16 +1174,43 @@ def _workload_info(workload: Workload, args: argparse.Namespace) -> dict[str, ob
     }
 
 
+def workload_spec(args: argparse.Namespace, phoenix: bool) -> dict[str, int]:
+    """The workload's arguments: from the command line, or those ``--workdir`` was filled with
+    (``workload.json``, written by its first run), so a later run asks about the same spans."""
+    spec = {
+        "spans": args.spans,
+        "seed": args.seed,
+        "batch_spans": args.batch_spans,
+        # Phoenix needs globally unique span ids, unless it is filled beforehand (compare_phoenix_fill)
+        "unique_spans": args.unique_spans or (args.spans if phoenix else 200_000),
+        "end_time_ns": args.end_time_ns or time.time_ns(),
+    }
+    if args.workdir is None:
+        return spec
+    path = args.workdir / "workload.json"
+    if not path.exists():
+        args.workdir.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(spec, indent=2) + "\n")
+        return spec
+    kept = json.loads(path.read_text())
+    if (kept["spans"], kept["seed"]) != (args.spans, args.seed):
+        raise BenchError(
+            f"{args.workdir} holds the workload of --spans {kept['spans']} --seed {kept['seed']}; "
+            "ask about that one or use another --workdir"
+        )
+    return kept
+
+
 def run(args: argparse.Namespace) -> dict[str, object]:
     px_version = None if args.agentwatch_only else phoenix_version(args.phoenix_python)
-    unique = args.spans if px_version else 200_000  # Phoenix needs globally unique span ids
+    spec = workload_spec(args, px_version is not None)
     print(f"generating {args.spans:,} spans (seed {args.seed}) ...", flush=True)
     workload = Workload(
-        args.spans,
-        seed=args.seed,
-        batch_spans=args.batch_spans,
-        end_time_ns=time.time_ns(),
-        unique_spans=unique,
+        spec["spans"],
+        seed=spec["seed"],
+        batch_spans=spec["batch_spans"],
+        end_time_ns=spec["end_time_ns"],
+        unique_spans=spec["unique_spans"],
     )
     notes = [
         "Latency quantiles are of run (root span) durations; agentwatch's API serves p50/p95, so both are asked p50/p95.",
@@ -1072,16 +1237,24 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "machine": machine(), "versions": versions, "workload": _workload_info(workload, args), "notes": notes,
         "products": {},
     }  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="aw-compare-") as tmp:
-        aw = Agentwatch(Path(tmp), _env_pairs(args.agentwatch_env))
-        print("agentwatch: ingesting ...", flush=True)
+    if "phoenix_fill" in spec:
+        notes.append(f"Phoenix's database was filled beforehand: {spec['phoenix_fill']}")
+    with _workdir(args) as tmp:
+        aw = Agentwatch(tmp, _env_pairs(args.agentwatch_env))
+        print(f"agentwatch: {'restarting on its data' if aw.data_dir.exists() else 'ingesting'} ...", flush=True)
         profile = args.profile and _out_path(args).with_name(_out_path(args).name + "_profile.txt")
         figures = measure(aw, workload, args, profile=profile or None)
         _note_failures("agentwatch", figures, notes)
         result["products"]["agentwatch"] = {"measured": True, **figures}  # type: ignore[index]
         result["agentwatch_auth"] = aw.auth
         result["agentwatch_settings"] = aw.env or "defaults"
-        result["products"]["phoenix"] = _phoenix(workload, args, Path(tmp), px_version, notes)  # type: ignore[index]
+        result["products"]["phoenix"] = _phoenix(workload, args, tmp, px_version, notes)  # type: ignore[index]
+    for product, figures in result["products"].items():  # type: ignore[attr-defined]
+        if figures.get("reused_data"):
+            notes.append(
+                f"{product} was not fed by this run: it was restarted on the data an earlier run left in "
+                f"{args.workdir}, so its first calls are the first after a restart, and it has no ingest figures."
+            )
     if result["products"]["phoenix"]["measured"]:  # type: ignore[index]
         result["ratios"] = compare(result["products"]["agentwatch"], result["products"]["phoenix"])  # type: ignore[index,arg-type]
     result["load_avg_1m_at_end"] = round(os.getloadavg()[0], 2)
@@ -1100,17 +1273,37 @@ def _phoenix(
         print(f"Phoenix not measured: {reason}", flush=True)
         notes.append(f"Phoenix was NOT measured: {reason}. No Phoenix figures exist for this run.")
         return {"measured": False, "reason": reason}
-    print(f"phoenix {version}: ingesting (this takes minutes) ...", flush=True)
+    phoenix = Phoenix(tmp, args.phoenix_python)
+    if not phoenix.data_dir.exists() and workload.passes > 1:
+        raise BenchError(
+            f"Phoenix keys a span by its span id alone, and this workload repeats a pool of "
+            f"{workload.totals.spans // workload.passes:,} spans: fill {phoenix.data_dir} first "
+            f"(bench/compare_phoenix_fill.py) or use --unique-spans {workload.totals.spans}"
+        )
+    print(
+        f"phoenix {version}: {'restarting on its data' if phoenix.data_dir.exists() else 'ingesting (this takes minutes)'} ...",
+        flush=True,
+    )
     notes.append("Phoenix runs with its defaults (SQLite in PHOENIX_WORKING_DIR, auth off).")
-    figures = measure(Phoenix(tmp, args.phoenix_python), workload, args)
+    figures = measure(phoenix, workload, args)
     _note_failures("Phoenix", figures, notes)
     return {"measured": True, **figures}
+
+
+@contextlib.contextmanager
+def _workdir(args: argparse.Namespace) -> Iterator[Path]:
+    """``--workdir``, kept; else a temporary directory, removed with all it holds."""
+    if args.workdir is not None:
+        yield args.workdir
+        return
+    with tempfile.TemporaryDirectory(prefix="aw-compare-") as tmp:
+        yield Path(tmp)
 
 
 def _note_failures(product: str, figures: dict[str, object], notes: list[str]) -> None:
     """Puts every failed question, wrong answer and incomplete ingest into the result's notes."""
     if not figures["complete"]:
-        notes.append(f"{product}: only {figures['ingest']['queryable']} spans became queryable.")  # type: ignore[index]
+        notes.append(f"{product}: only {figures['stored_spans']} spans became queryable.")
     for name, q in figures["questions"].items():  # type: ignore[union-attr]
         if q.get("error"):
             notes.append(f"{product}: question {name} failed: {q['error']}")
@@ -1128,8 +1321,10 @@ def _env_pairs(pairs: list[str]) -> dict[str, str]:
 
 
 def _out_path(args: argparse.Namespace) -> Path:
-    """Where results go, without suffix; a size-only run does not overwrite the side by side."""
-    out = args.out or RESULTS / ("compare" if not args.agentwatch_only else f"compare_agentwatch_{args.spans}")
+    """Where results go, without suffix: ``compare`` for the side by side at the default size,
+    ``compare_<spans>`` at another, ``compare_agentwatch_<spans>`` for agentwatch alone."""
+    size = "" if args.spans == DEFAULT_SPANS and not args.agentwatch_only else f"_{args.spans}"
+    out = args.out or RESULTS / f"compare{'_agentwatch' if args.agentwatch_only else ''}{size}"
     out.parent.mkdir(parents=True, exist_ok=True)
     return out
 
@@ -1143,7 +1338,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     out = _out_path(args)
     out.with_suffix(".json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-    out.with_suffix(".md").write_text(render_markdown(result))
+    sizes = first_calls_by_size(out.parent)
+    out.with_suffix(".md").write_text(render_markdown(result, sizes))
+    main_result = out.parent / "compare.json"  # its table of first calls by size gains this run's
+    if main_result.exists() and main_result != out.with_suffix(".json"):
+        main_result.with_suffix(".md").write_text(render_markdown(json.loads(main_result.read_text()), sizes))
     print(render_table(result))
     for name, t in result.get("ratios", {}).items():  # type: ignore[union-attr]
         if "met" in t:
