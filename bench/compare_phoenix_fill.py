@@ -10,8 +10,9 @@ rows Phoenix wrote for a pool of spans it ingested through its own OTLP endpoint
   the copy holds exactly the trace ids agentwatch is sent;
 - ``spans``: each pool span again in its copied trace, every column as Phoenix computed it
   (attributes, events, status, the cumulative error and token counts), with a new span id
-  (the pass in its first 2 bytes; parent ids alike): Phoenix keys a span by its span id
-  alone, so the workload's repeated span ids could not reach it through OTLP at all;
+  (its first 2 bytes replaced by a value no pool span id starts with, one per pass; parent
+  ids alike): Phoenix keys a span by its span id alone, so the workload's repeated span ids
+  could not reach it through OTLP at all;
 - ``span_costs`` and ``span_cost_details``: each copied span's cost rows, as Phoenix priced them.
 
 Rows are copied in the pool's row order, pass after pass, as the workload sends them. Nothing
@@ -51,13 +52,14 @@ def _trace_id(column: str) -> str:
 
 
 def _span_id(column: str) -> str:
-    """SQL for a pool span id made unique to pass ``:prefix`` (its first 4 hex digits)."""
+    """SQL for a pool span id made that of the pass's copy (``:prefix``: its first 4 hex digits)."""
     return f":prefix || substr({column}, 5)"
 
 
-def copy_pass(db: sqlite3.Connection, number: int, last: dict[str, int]) -> None:
-    """Copy the pool's rows (ids up to ``last``) once more, as pass ``number``, in one transaction."""
-    params = {"slot": f"{number:08x}", "prefix": f"{number:04x}", **last}
+def copy_pass(db: sqlite3.Connection, number: int, prefix: str, last: dict[str, int]) -> None:
+    """Copy the pool's rows (ids up to ``last``) once more, as pass ``number`` whose span ids
+    start with ``prefix``, in one transaction."""
+    params = {"slot": f"{number:08x}", "prefix": prefix, **last}
     with db:
         db.execute(
             "INSERT INTO traces (project_rowid, trace_id, start_time, end_time, project_session_rowid) "
@@ -106,8 +108,21 @@ def check_pool(db: sqlite3.Connection) -> dict[str, int]:
     ).fetchone()[0]
     if foreign:
         raise SystemExit(f"{foreign} pool traces are not the workload's first pass (trace id marker)")
+    spans, tails = db.execute("SELECT count(*), count(DISTINCT substr(span_id, 5)) FROM spans").fetchone()
+    if spans != tails:
+        raise SystemExit("pool span ids differ only in their first 2 bytes: a copy could not keep them apart")
     tables = ("traces", "spans", "span_costs", "span_cost_details")
     return {t: db.execute(f"SELECT coalesce(max(id), 0) FROM {t}").fetchone()[0] for t in tables}
+
+
+def free_prefixes(db: sqlite3.Connection, count: int) -> list[str]:
+    """``count`` first-2-byte values (hex) that no pool span id starts with: with the rest of
+    each id unique in the pool, the copies' ids are unique among themselves and the pool's."""
+    used = {row[0] for row in db.execute("SELECT DISTINCT substr(span_id, 1, 4) FROM spans")}
+    free = [f"{n:04x}" for n in range(1 << 16) if f"{n:04x}" not in used][:count]
+    if len(free) < count:
+        raise SystemExit(f"the pool leaves {len(free)} span id prefixes free, {count} passes need one each")
+    return free
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,8 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     db = sqlite3.connect(target / "phoenix.db")
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     last = check_pool(db)
-    for number in range(1, passes):
-        copy_pass(db, number, last)
+    for number, prefix in enumerate(free_prefixes(db, passes - 1), start=1):
+        copy_pass(db, number, prefix, last)
     spans = db.execute("SELECT count(*) FROM spans").fetchone()[0]
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     db.close()

@@ -61,14 +61,14 @@ def test_each_pass_copies_the_pools_rows_with_the_workloads_trace_ids(tmp_path: 
         "SELECT t.trace_id, c.span_id, p.name, c.status_code, c.llm_token_count_prompt FROM spans c "
         "JOIN spans p ON p.span_id = c.parent_id JOIN traces t ON t.id = c.trace_rowid AND t.id = p.trace_rowid"
     ).fetchall()
-    assert [(trace[12:20], span[:4], rest) for trace, span, *rest in children] == [
-        (f"{n:08x}", f"{n:04x}", ["run", "ERROR", 30]) for n in range(3)
+    assert [(trace[12:20], span, rest) for trace, span, *rest in children] == [
+        (f"{n:08x}", prefix + "0000000000bb", ["run", "ERROR", 30]) for n, prefix in enumerate(("0000", "0001", "0002"))
     ]
     costs = db.execute(
         "SELECT s.span_id, c.trace_rowid = s.trace_rowid, sum(d.tokens) FROM span_costs c "
         "JOIN spans s ON s.id = c.span_rowid JOIN span_cost_details d ON d.span_cost_id = c.id GROUP BY c.id"
     ).fetchall()
-    assert costs == [(f"{n:04x}0000000000bb", 1, 50.0) for n in range(3)]
+    assert costs == [(f"{n:04x}0000000000bb", 1, 50.0) for n in range(3)]  # 0000 is the pool's: skipped
     kept = json.loads((tmp_path / "big" / "workload.json").read_text())
     assert kept["spans"] == 6 and kept["unique_spans"] == 2 and "copied in SQL 2 more times" in kept["phoenix_fill"]
 
