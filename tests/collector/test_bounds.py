@@ -37,6 +37,7 @@ from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.reference_agent.workload import otlp_json
 from tests.collector.ingest_helpers import otlp_request
 from tests.collector.store_fixtures import open_backend
+from tests.support.examples import examples
 
 NZ = Normalizer(pricer=sdk_pricer())
 SMALL_IN, SMALL_OUT = 0.10, 0.40  # sim-small, USD per million tokens
@@ -383,7 +384,7 @@ def _assert_contained(out: Converted, sent: int) -> None:
     assert math.isfinite(total) and total >= 0
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spans=_hostile_spans(recent=False), fmt=st.sampled_from([PROTOBUF, JSON]))
 def test_hostile_spans_are_stored_bounded_or_rejected_the_same_on_both_paths(
     spans: list[dict[str, Any]], fmt: str
@@ -403,7 +404,9 @@ def chdb_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
 
 
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+    max_examples=examples(12),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(spans=_hostile_spans(recent=True))
 def test_no_stored_total_is_ever_null_negative_or_infinite(chdb_store: Store, spans: list[dict[str, Any]]) -> None:

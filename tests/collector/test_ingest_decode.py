@@ -17,6 +17,7 @@ from agentwatch_platform.collector.ingest.otlp.errors import BadRequest, IngestE
 from agentwatch_platform.collector.ingest.pipeline import gunzip
 from agentwatch_platform.collector.storage.columns import SPANS_SCHEMA, table_rows
 from tests.collector.ingest_helpers import agent_trace, otlp_request
+from tests.support.examples import examples
 
 NZ = Normalizer()
 
@@ -132,7 +133,7 @@ def test_gzip_limits() -> None:
         gunzip(b"not gzip", 10)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     data=st.binary(max_size=2000),
     cut=st.integers(min_value=0, max_value=400),

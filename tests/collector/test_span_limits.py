@@ -22,6 +22,7 @@ from agentwatch_platform.collector.ingest.otlp.decode import JSON, PROTOBUF, Con
 from agentwatch_platform.collector.ingest.otlp.errors import PayloadTooLarge
 from tests.collector.ingest_helpers import kv, otlp_request
 from tests.collector.test_native_decode import _assert_same, _both, requests
+from tests.support.examples import examples
 
 PATHS = [
     pytest.param(fmt, use_native, id=f"{fmt}-{'native' if use_native else 'python'}")
@@ -146,7 +147,9 @@ def test_the_native_decoder_declines_exactly_the_spans_beyond_a_bound() -> None:
     }
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(payload=requests())
 def test_generated_requests_under_tight_bounds_decode_the_same_natively(payload: bytes) -> None:
     """The parity property of test_native_decode with bounds most generated spans exceed."""

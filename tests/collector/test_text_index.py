@@ -24,6 +24,7 @@ from agentwatch_platform.collector.storage.text_index import bloom_of, may_hold,
 from agentwatch_platform.collector.storage.texts import DAY_NS, TextStore
 from tests.collector.factories import new_trace_id
 from tests.collector.test_store import full_row
+from tests.support.examples import examples
 
 # ASCII letters with the characters whose case orbit crosses ASCII or that lower oddly.
 ALPHABET = "abcKkSsxyz -.\u212a\u017f\u0130\u0131\u00df\u1e9e\u03a3\u03c3\u03c2\u00fc\u00dc"
@@ -34,7 +35,7 @@ def _matches(texts: list[str], needle: str) -> bool:
     return bool(pc.any(pc.match_substring(pa.array(texts, pa.string()), needle, ignore_case=True)).as_py())
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(texts=texts_strategy, needle=st.text(alphabet=ALPHABET, min_size=1, max_size=8), data=st.data())
 @example(texts=["\u017fsx"], needle="SSX", data=None)  # RE2 folds LONG S to s
 @example(texts=["x\u212akk"], needle="kkk", data=None)  # and KELVIN SIGN to k
@@ -96,7 +97,7 @@ def _expected(rows: list, needle: str) -> list[str]:
     return sorted({r.trace_id for r, a, b in zip(rows, hits[: len(rows)], hits[len(rows) :], strict=True) if a or b})
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     frames=frames_strategy,
     needles=st.lists(st.one_of(WORDS, st.text(alphabet="abeKrstz -\u017f", max_size=6)), max_size=4),

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentwatch_platform.reference_agent.engine.scheduler import Request, Scheduler, SchedulerError, block_hashes
+from tests.support.examples import examples
 
 CLASSIC = [10, 3, 8, 2, 9, 4, 7, 5]
 
@@ -69,7 +70,7 @@ def test_static_batching_admits_nothing_until_the_whole_batch_ends() -> None:
     assert scheduler.steps == 7
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     slots=st.integers(1, 6),
     kv_blocks=st.integers(4, 40),

@@ -27,6 +27,7 @@ from schemathesis.specs.openapi.checks import (
 from agentwatch_platform.collector.auth.scopes import SCOPES
 from tests.collector.ingest_helpers import agent_trace
 from tests.reliability.helpers import PROTOBUF, InProcess, in_process
+from tests.support.examples import examples
 
 CHECKS = [
     not_a_server_error,
@@ -35,7 +36,7 @@ CHECKS = [
     content_type_conformance,
     response_headers_conformance,
 ]
-EXAMPLES = 12  # per operation; callers and data are drawn together, so every scope is exercised
+EXAMPLES = examples(12)  # per operation; callers and data are drawn together, so every scope is exercised
 PROJECT = "schema"
 
 

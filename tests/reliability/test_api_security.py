@@ -22,6 +22,7 @@ from agentwatch_platform.collector.auth.scopes import SCOPES
 from agentwatch_platform.collector.engines.scraper import ENGINE_COLUMNS, register_engine
 from tests.collector.ingest_helpers import otlp_request
 from tests.reliability.helpers import PROTOBUF, InProcess, in_process
+from tests.support.examples import examples
 
 INJECTIONS = (
     "' OR 1=1 --",
@@ -134,7 +135,7 @@ def test_no_5xx_on_any_api_endpoint(api: tuple[InProcess, dict[str, Any]]) -> No
             operation.as_strategy(GenerationMode.POSITIVE), operation.as_strategy(GenerationMode.NEGATIVE)
         )
 
-        @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+        @settings(max_examples=examples(15), deadline=None, suppress_health_check=list(HealthCheck), database=None)
         @given(case=strategy)
         def check(case: Any) -> None:
             response = case.call(headers={**(case.headers or {}), **auth})

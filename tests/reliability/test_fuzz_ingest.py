@@ -20,10 +20,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tests.reliability import otlp_gen as gen
 from tests.reliability.helpers import JSON, PROTOBUF, InProcess, in_process, rss_bytes
+from tests.support.examples import examples
 
 PROJECT = "fuzz"
 MAX_BODY = 1_000_000
-FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+FUZZ = settings(max_examples=examples(80), deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
 
 @pytest.fixture(scope="module")
