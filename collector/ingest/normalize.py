@@ -30,9 +30,13 @@ from agentwatch_platform.collector.ingest.redact import Redactor
 from agentwatch_platform.collector.ingest.spec import (
     ATTRIBUTES,
     CONTENT_PREFIXES,
+    DIALECT_SIGNALS,
     KIND_RULES,
+    PYTHON_RULE_COLUMNS,
+    RUN_NAMED_BY_SPAN,
     STATUS_CODES,
     STREAM_EVENTS,
+    TIMEOUT_MARKER,
     to_text,
 )
 from agentwatch_platform.collector.storage.model import SpanRow
@@ -47,7 +51,8 @@ MAX_EVENTS = 1024  # events kept per span
 MAX_EVENT_ATTRIBUTES = 128  # attributes kept per event (OpenTelemetry's SDK default)
 MAX_RESOURCE_BYTES = 256 * 1024 * 1024  # resource attributes a request stores, once per span (beyond: 413)
 
-_NAMED_BY_RULE = frozenset({"AGENT", "task", "tool"})  # dialects whose names ``_names`` sets
+_NAMED_BY_RULE = frozenset({RUN_NAMED_BY_SPAN, "task", "tool"})  # dialects whose names ``_names`` sets
+_ENGINE_TIMINGS = frozenset(PYTHON_RULE_COLUMNS)
 _INF = float("inf")
 
 
@@ -193,7 +198,7 @@ class Normalizer:
                     ranks[column] = rank
         if extra and self.redact is not None:
             self._redact_extra(extra)
-        dialect = cols.get("@tl") or cols.get("@oi") if cols else None
+        dialect = _dialect(cols) if cols else None
         kind = KIND_RULES.classify(cols, name, parent_span_id) if cols else sc.KIND_OTHER
         if end_time_ns < start_time_ns:
             _warn(
@@ -214,7 +219,7 @@ class Normalizer:
             start_time_ns,
             end_time_ns,
             resource.service_name,
-            STATUS_CODES[status_code] if 0 <= status_code < 3 else "unset",
+            STATUS_CODES[status_code] if 0 <= status_code < len(STATUS_CODES) else STATUS_CODES[0],
             status_message,
             attributes=extra,
             resource=resource.attributes,
@@ -222,11 +227,11 @@ class Normalizer:
         )
         if not row.service_version:
             row.service_version = resource.service_version
-        if "decode_s" in cols or "queue_s" in cols:
+        if not _ENGINE_TIMINGS.isdisjoint(cols):
             self._engine(row, extra)
         if events:
             self._events(row, events, lambda why: _warn(warn, span_id, why))
-        elif row.error_type and not row.is_timeout and "timeout" in row.error_type.lower():
+        elif row.error_type and not row.is_timeout and TIMEOUT_MARKER in row.error_type.lower():
             row.is_timeout = True
         if dialect in _NAMED_BY_RULE:
             _names(row, dialect, extra)
@@ -302,7 +307,7 @@ class Normalizer:
 
     def _events(self, row: SpanRow, events: list[dict[str, Any]], warn: Callable[[str], None]) -> None:
         row.events, row.error_type = self.events(events, row.error_type, warn)
-        if not row.is_timeout and "timeout" in row.error_type.lower():
+        if not row.is_timeout and TIMEOUT_MARKER in row.error_type.lower():
             row.is_timeout = True
 
     def events(
@@ -361,8 +366,17 @@ def _names(row: SpanRow, dialect: str, extra: dict[str, str]) -> None:
         row.tool_name = extra.get(sc.TRACELOOP_ENTITY_NAME, "")
     elif dialect == "task" and row.kind == sc.KIND_STEP and sc.TRACELOOP_ENTITY_PATH in extra:
         row.kind = sc.KIND_OTHER  # a task inside a task or tool is part of that step, not one more
-    elif dialect == "AGENT" and row.kind == sc.KIND_RUN and not row.agent_name:
+    elif dialect == RUN_NAMED_BY_SPAN and row.kind == sc.KIND_RUN and not row.agent_name:
         row.agent_name = row.name
+
+
+def _dialect(cols: dict[str, Any]) -> str | None:
+    """The span's dialect: the first of ``DIALECT_SIGNALS`` it carries (before ``classify`` pops them)."""
+    for signal in DIALECT_SIGNALS:
+        value = cols.get(signal)
+        if value:
+            return value  # type: ignore[no-any-return]
+    return None
 
 
 def _stream_latency(

@@ -5,7 +5,9 @@ Both decoders read this module and nothing else about dialects. The Python path
 ``KIND_RULES.classify``; the native decoder (``collector.ingest.otlp.native``) derives from the
 same tables the one ``DecoderSpec`` it hands to C, whose ``kind_of`` reads the rule data
 (``KindRules``) rather than its own copy. Adding a dialect is an edit here (and a row in
-docs/dialects.md); tests/collector/test_native_decode.py checks both decoders agree.
+docs/dialects.md); tests/collector/test_decoder_spec.py puts every entry of every table here
+through both decoders and checks they agree (and that C reads every ``DecoderSpec`` field and
+holds no copy of a table), tests/collector/test_native_decode.py does so for generated requests.
 
 ``ATTRIBUTES``: attribute -> (column, rank, converter). For a column fed by several attributes the
 lowest rank present wins, so e.g. the response model beats the request model (rank -1: the
@@ -24,7 +26,8 @@ from agentwatch import semconv as sc
 
 from agentwatch_platform.collector.ingest import bounds
 
-STATUS_CODES = ("unset", "ok", "error")
+STATUS_CODES = ("unset", "ok", "error")  # OTLP's status code -> the stored name; any other code: the first
+TIMEOUT_MARKER = "timeout"  # an error type holding it (any case) marks the span a timeout
 
 # Unmapped attributes whose values are captured content: redacted like input/output text.
 CONTENT_PREFIXES = (
@@ -102,7 +105,7 @@ def _map(column: str, convert: Callable[[Any], Any] | None, *keys: str) -> None:
         ATTRIBUTES[key] = (column, rank if len(keys) > 1 else -1, convert)
 
 
-# Kind signals, in the order of the native decoder's S_* enum (``_native.c``).
+# Kind signals: their slots follow the row's fields, in this order (DecoderSpec.signal_count).
 SIGNALS = ("@kind", "@op", "@oi", "@tl", "@llm", "@project")
 _map("@kind", nstr, sc.AGENTWATCH_SPAN_KIND)
 _map("@op", nstr, sc.GEN_AI_OPERATION_NAME)
@@ -184,14 +187,19 @@ PYTHON_RULE_SIGNALS: dict[str, frozenset[str]] = {
     sc.AW_RUN_OUTCOME: frozenset({"abandoned"}),
 }
 PYTHON_RULE_KEYS = (sc.GEN_AI_SERVER_TIME_TO_FIRST_TOKEN, sc.GEN_AI_SERVER_TIME_PER_OUTPUT_TOKEN)
+PYTHON_RULE_COLUMNS = ("decode_s", "queue_s")  # engine timings: TPOT from the decode time (Normalizer._engine)
 STREAM_EVENTS = frozenset({sc.OI_FIRST_TOKEN_EVENT, sc.TRACELOOP_CHUNK_EVENT})
+# A span's dialect, for the rules above: the value of the first of these signals present.
+DIALECT_SIGNALS = ("@tl", "@oi")
+# A run of this dialect without an agent name is named by its span (both decoders apply it).
+RUN_NAMED_BY_SPAN = "AGENT"
 
 
 @dataclass(frozen=True, slots=True)
 class KindRules:
     """run | step | llm | tool | retrieval | other | engine, from the most specific signal present.
 
-    In order: a declared kind (``agentwatch.span.kind``) in ``declared``; the engine's own span
+    In order: a declared kind (signal ``declared_signal``, ``agentwatch.span.kind``) in ``declared``; the engine's own span
     (named ``engine_name``, with a column of ``engine_when``); the first signal of ``signals``
     whose table knows its value; the ``llm_signal`` or a column of ``llm_when`` (an LLM call), a
     column of ``tool_when`` (a tool); else ``other``. A step with no parent is the run itself. The native decoder reads these fields
@@ -199,6 +207,7 @@ class KindRules:
     """
 
     declared: frozenset[str]
+    declared_signal: str
     engine_name: str
     engine_when: tuple[str, ...]
     signals: tuple[tuple[str, Mapping[str, str]], ...]
@@ -211,7 +220,7 @@ class KindRules:
         """The kind of a span whose mapped columns are ``cols``; consumes their ``@`` signals
         (every one popped before any rule decides: the rest of ``cols`` builds the row)."""
         pop = cols.pop
-        declared = pop("@kind", None)
+        declared = pop(self.declared_signal, None)
         kind = None
         for signal, table in self.signals:
             value = pop(signal, None)
@@ -238,6 +247,7 @@ class KindRules:
 
 KIND_RULES = KindRules(
     declared=frozenset(sc.SPAN_KINDS),
+    declared_signal="@kind",
     engine_name=sc.VLLM_SPAN_NAME,
     engine_when=("request_id",),
     signals=(
@@ -280,7 +290,10 @@ KIND_RULES = KindRules(
 class DecoderSpec:
     """Everything the native decoder needs, handed to ``_native.Decoder`` whole (read by attribute,
     built once per ``Normalizer`` by ``collector.ingest.otlp.native``): the attribute table in slot
-    form, the row's layout, the normaliser's callables and bounds, and the kind rules in slot form.
+    form, the row's layout, the normaliser's callables and bounds, and the kind and dialect rules in
+    slot form. The C decoder reads every field and holds no table of its own: its enums (the fields it
+    fills, converter and column type codes) it exports for this spec to use
+    (tests/collector/test_decoder_spec.py checks both).
     """
 
     attributes: dict[str, tuple[int, int, int, Any]]  # key -> (slot, rank, converter code, converter)
@@ -294,14 +307,21 @@ class DecoderSpec:
     price: Callable[..., Any] | None
     resource: Callable[[dict[str, Any]], Any]
     events: Callable[[list[dict[str, Any]], str], tuple[str, str]]
+    signal_count: int  # len(SIGNALS): their slots follow the row's fields
     kinds: frozenset[str]  # KindRules.declared
+    kind_declared_slot: int  # KindRules.declared_signal
     kind_signals: tuple[tuple[int, dict[str, str]], ...]  # (signal slot, table), KindRules.signals
     kind_engine_name: str
     kind_engine_slots: tuple[int, ...]
     kind_llm_slots: tuple[int, ...]
     kind_tool_slots: tuple[int, ...]
     kind_names: tuple[str, str, str, str, str]
-    status_names: tuple[str, str, str]
+    dialect_slots: tuple[int, ...]  # DIALECT_SIGNALS
+    run_named_by_span: str  # RUN_NAMED_BY_SPAN
+    decline_slots: tuple[int, ...]  # PYTHON_RULE_COLUMNS
+    status_names: tuple[str, ...]  # STATUS_CODES
+    timeout_marker: str  # TIMEOUT_MARKER
+    max_time_ns: int  # bounds.MAX_TIME_NS: a later end declines the span
     max_len: int
     max_key_len: int
     max_attributes: int

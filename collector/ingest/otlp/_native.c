@@ -257,28 +257,45 @@ static PyObject *any_object(AnyValue *v, int depth) {
 
 /* ---- the decoder object -------------------------------------------------------------------- */
 
-/* Field slots (indices into SpanRow's fields) the decoder fills itself; order fixed by
- * collector.ingest.otlp.native.NAMED_FIELDS. */
-enum {
-    F_PROJECT, F_TRACE_ID, F_SPAN_ID, F_PARENT, F_NAME, F_KIND, F_START, F_END, F_SERVICE,
-    F_STATUS_CODE, F_STATUS_MESSAGE, F_ERROR_TYPE, F_IS_TIMEOUT, F_MODEL, F_PROVIDER,
-    F_INPUT_TOKENS, F_OUTPUT_TOKENS, F_CACHED_TOKENS, F_COST, F_PRICE_VERSION, F_TOOL_NAME,
-    F_REQUEST_ID, F_DECODE_S, F_QUEUE_S, F_ATTRIBUTES, F_RESOURCE, F_EVENTS, F_AGENT_NAME, N_NAMED
-};
-/* Kind signals, after the row's fields, in the order of collector.ingest.spec.SIGNALS. */
-enum { S_KIND, S_OP, S_OI, S_TL, S_LLM, S_IGNORED, N_SIGNALS };
-enum { CONV_NSTR = 0, CONV_CALL = 1, CONV_CAPTURED = 2 };
-/* Column types, as collector.ingest.otlp.native.COLUMN_TYPES maps SPANS_SCHEMA's. */
-enum { T_STR, T_TIME, T_TOKENS, T_F64, T_F32N, T_BOOL, T_I32, T_MAP, N_TYPES };
+/* The decoder's own enums, each listed once (X-macros) and exported by name (PyInit__native), so
+ * collector.ingest.otlp.native builds the DecoderSpec from them and mirrors none of them. */
+
+/* The SpanRow fields the decoder fills itself: the spec gives their slots (DecoderSpec.named) in
+ * this order, exported as NAMED_FIELDS. Everything else about a row is the spec's. */
+#define NAMED_FIELDS(X)                                                                                               \
+    X(F_PROJECT, "project") X(F_TRACE_ID, "trace_id") X(F_SPAN_ID, "span_id") X(F_PARENT, "parent_span_id")            \
+    X(F_NAME, "name") X(F_KIND, "kind") X(F_START, "start_time_ns") X(F_END, "end_time_ns")                            \
+    X(F_SERVICE, "service_name") X(F_STATUS_CODE, "status_code") X(F_STATUS_MESSAGE, "status_message")                \
+    X(F_ERROR_TYPE, "error_type") X(F_IS_TIMEOUT, "is_timeout") X(F_MODEL, "model") X(F_PROVIDER, "provider")          \
+    X(F_INPUT_TOKENS, "input_tokens") X(F_OUTPUT_TOKENS, "output_tokens") X(F_CACHED_TOKENS, "cached_tokens")          \
+    X(F_COST, "cost_usd") X(F_PRICE_VERSION, "price_version") X(F_ATTRIBUTES, "attributes") X(F_RESOURCE, "resource")  \
+    X(F_EVENTS, "events") X(F_AGENT_NAME, "agent_name")
+/* How a mapped value is converted (DecoderSpec.attributes), exported as CONVERTERS. */
+#define CONVERTERS(X) X(CONV_NSTR, "nstr") X(CONV_CALL, "call") X(CONV_CAPTURED, "captured")
+/* Column types (DecoderSpec.column_types), exported as COLUMN_TYPES: string, timestamp, UInt32
+ * tokens (clamped), float64, nullable float32, bool, int32, map. */
+#define COLUMN_TYPES(X)                                                                                               \
+    X(T_STR, "string") X(T_TIME, "timestamp") X(T_TOKENS, "tokens") X(T_F64, "float64") X(T_F32N, "float32")         \
+    X(T_BOOL, "bool") X(T_I32, "int32") X(T_MAP, "map")
+
+#define ENUM_MEMBER(member, name) member,
+#define ENUM_NAME(member, name) name,
+enum { NAMED_FIELDS(ENUM_MEMBER) N_NAMED };
+enum { CONVERTERS(ENUM_MEMBER) N_CONVERTERS };
+enum { COLUMN_TYPES(ENUM_MEMBER) N_TYPES };
+static const char *const NAMED_FIELD_NAMES[N_NAMED] = {NAMED_FIELDS(ENUM_NAME)};
+static const char *const CONVERTER_NAMES[N_CONVERTERS] = {CONVERTERS(ENUM_NAME)};
+static const char *const COLUMN_TYPE_NAMES[N_TYPES] = {COLUMN_TYPES(ENUM_NAME)};
 
 #define KEY_CACHE 4096 /* power of two */
 #define MAX_SLOTS 64
-#define MAX_RULE_SLOTS 8 /* columns per kind rule (collector.ingest.spec.KindRules) */
+#define MAX_RULE_SLOTS 8 /* slots per rule (collector.ingest.spec.KindRules, its dialect and decline rules) */
 /* The version of the DecoderSpec contract (collector.ingest.spec): native.py imports it, so a module
  * built from an older source is not used (the Python path decodes until it is rebuilt). */
-#define SPEC_ABI 2
+#define SPEC_ABI 3
 
-/* Slots whose presence a kind rule asks about (KindRules.engine_when, llm_when, tool_when). */
+/* Slots whose presence a rule asks about (KindRules.engine_when, llm_when, tool_when; the dialect
+ * signals; the columns that send a span to the Python path). */
 typedef struct {
     int n;
     int slots[MAX_RULE_SLOTS];
@@ -306,14 +323,19 @@ typedef struct {
     /* collector.ingest.spec.KindRules, in slot form: */
     PyObject *kinds;        /* frozenset: declared kinds taken as they are */
     PyObject *kind_signals; /* tuple of (signal slot, dict value -> kind), in precedence order */
-    int kind_signal_slots[N_SIGNALS]; /* their slots, read once */
+    int kind_signal_slots[MAX_SLOTS]; /* their slots, read once */
+    int declared_slot;      /* the declared kind's signal (KindRules.declared_signal) */
     SlotSet engine_when, llm_when, tool_when;
+    SlotSet dialect;        /* spec.DIALECT_SIGNALS: the first one present is the span's dialect */
+    SlotSet decline;        /* spec.PYTHON_RULE_COLUMNS: a span with one of them takes the Python path */
     PyObject *vllm_name, *k_run, *k_step, *k_llm, *k_tool, *k_other;
-    PyObject *status_names; /* tuple of 3 str */
-    PyObject *timeout;      /* "timeout" */
+    PyObject *run_named_by_span; /* spec.RUN_NAMED_BY_SPAN: a run of this dialect is named by its span */
+    PyObject *status_names; /* OTLP status code -> name (spec.STATUS_CODES); out of range: the first */
+    PyObject *timeout;      /* spec.TIMEOUT_MARKER: an error type holding it marks a timeout */
+    uint64_t max_ns;        /* collector.ingest.bounds.MAX_TIME_NS */
     Py_ssize_t max_len;
     Py_ssize_t max_key_len, max_attributes, max_events; /* collector.ingest.normalize's per-span bounds: beyond them, declined */
-    int nfields;
+    int nfields, nslots; /* SpanRow's fields, then the kind signals (spec.SIGNALS): slots */
     int named[N_NAMED];
     int types[MAX_SLOTS]; /* column type of each field (T_*) */
     KeyEntry cache[KEY_CACHE];
@@ -361,7 +383,7 @@ static int fill_entry(Decoder *d, KeyEntry *e, PyObject *key) {
     e->conv = (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 2));
     e->fn = PyTuple_GET_ITEM(spec, 3);
     if (PyErr_Occurred()) return -1;
-    if (e->slot < 0 || e->slot >= d->nfields + N_SIGNALS) {
+    if (e->slot < 0 || e->slot >= d->nslots) {
         PyErr_SetString(PyExc_ValueError, "spec slot out of range");
         return -1;
     }
@@ -447,6 +469,7 @@ static void Decoder_dealloc(Decoder *d) {
     Py_XDECREF(d->k_llm);
     Py_XDECREF(d->k_tool);
     Py_XDECREF(d->k_other);
+    Py_XDECREF(d->run_named_by_span);
     Py_XDECREF(d->status_names);
     Py_XDECREF(d->timeout);
     Py_TYPE(d)->tp_free((PyObject *)d);
@@ -478,7 +501,7 @@ static int spec_slots(Decoder *d, PyObject *spec, const char *name, SlotSet *out
     int rc = out->n > MAX_RULE_SLOTS ? -1 : 0;
     for (int i = 0; rc == 0 && i < out->n; i++) {
         out->slots[i] = (int)PyLong_AsLong(PyTuple_GET_ITEM(t, i));
-        if (out->slots[i] < 0 || out->slots[i] >= d->nfields + N_SIGNALS) rc = -1;
+        if (out->slots[i] < 0 || out->slots[i] >= d->nslots) rc = -1;
     }
     Py_DECREF(t);
     if (rc && !PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "DecoderSpec.%s: too many slots or one out of range", name);
@@ -488,7 +511,7 @@ static int spec_slots(Decoder *d, PyObject *spec, const char *name, SlotSet *out
 /* kind_signals: ((signal slot, dict), ...), each slot one of the kind signals. */
 static int check_kind_signals(Decoder *d) {
     Py_ssize_t n = PyTuple_GET_SIZE(d->kind_signals);
-    if (n > N_SIGNALS) {
+    if (n > d->nslots - d->nfields) {
         PyErr_SetString(PyExc_ValueError, "DecoderSpec.kind_signals: more rules than kind signals");
         return -1;
     }
@@ -500,7 +523,7 @@ static int check_kind_signals(Decoder *d) {
         }
         long slot = PyLong_AsLong(PyTuple_GET_ITEM(rule, 0));
         if (slot == -1 && PyErr_Occurred()) return -1;
-        if (slot < d->nfields || slot >= d->nfields + N_SIGNALS) {
+        if (slot < d->nfields || slot >= d->nslots) {
             PyErr_SetString(PyExc_ValueError, "DecoderSpec.kind_signals: a slot that is not a kind signal");
             return -1;
         }
@@ -524,6 +547,8 @@ static int spec_objects(Decoder *d, PyObject *spec) {
     if ((d->kind_signals = spec_attr(spec, "kind_signals", &PyTuple_Type)) == NULL) return -1;
     if ((d->vllm_name = spec_attr(spec, "kind_engine_name", &PyUnicode_Type)) == NULL) return -1;
     if ((d->status_names = spec_attr(spec, "status_names", &PyTuple_Type)) == NULL) return -1;
+    if ((d->run_named_by_span = spec_attr(spec, "run_named_by_span", &PyUnicode_Type)) == NULL) return -1;
+    if ((d->timeout = spec_attr(spec, "timeout_marker", &PyUnicode_Type)) == NULL) return -1;
     return 0;
 }
 
@@ -564,17 +589,28 @@ static int Decoder_init(Decoder *d, PyObject *args, PyObject *kw) {
         return -1;
     }
     if (!PyArg_ParseTuple(args, "O", &spec) || spec_objects(d, spec)) return -1;
+    Py_ssize_t nsignals, declared, max_ns;
+    if (spec_size(spec, "signal_count", &nsignals)) return -1;
     d->nfields = (int)PyTuple_GET_SIZE(d->defaults);
-    if (d->nfields + N_SIGNALS > MAX_SLOTS || PyTuple_GET_SIZE(d->status_names) != 3) {
-        PyErr_SetString(PyExc_ValueError, "Decoder: wrong number of fields or status names");
+    if (nsignals < 0 || d->nfields + nsignals > MAX_SLOTS || PyTuple_GET_SIZE(d->status_names) < 1) {
+        PyErr_SetString(PyExc_ValueError, "Decoder: wrong number of fields, kind signals or status names");
         return -1;
     }
+    d->nslots = d->nfields + (int)nsignals;
     if (spec_layout(d, spec) || check_kind_signals(d) || spec_slots(d, spec, "kind_engine_slots", &d->engine_when) ||
-        spec_slots(d, spec, "kind_llm_slots", &d->llm_when) || spec_slots(d, spec, "kind_tool_slots", &d->tool_when))
+        spec_slots(d, spec, "kind_llm_slots", &d->llm_when) || spec_slots(d, spec, "kind_tool_slots", &d->tool_when) ||
+        spec_slots(d, spec, "dialect_slots", &d->dialect) || spec_slots(d, spec, "decline_slots", &d->decline))
         return -1;
     if (spec_size(spec, "max_len", &d->max_len) || spec_size(spec, "max_key_len", &d->max_key_len) ||
-        spec_size(spec, "max_attributes", &d->max_attributes) || spec_size(spec, "max_events", &d->max_events))
+        spec_size(spec, "max_attributes", &d->max_attributes) || spec_size(spec, "max_events", &d->max_events) ||
+        spec_size(spec, "kind_declared_slot", &declared) || spec_size(spec, "max_time_ns", &max_ns))
         return -1;
+    if (declared < d->nfields || declared >= d->nslots || max_ns < 0) {
+        PyErr_SetString(PyExc_ValueError, "Decoder: kind_declared_slot is not a kind signal, or max_time_ns < 0");
+        return -1;
+    }
+    d->declared_slot = (int)declared;
+    d->max_ns = (uint64_t)max_ns;
     if ((kind_names = spec_attr(spec, "kind_names", &PyTuple_Type)) == NULL) return -1;
     if (PyTuple_GET_SIZE(kind_names) != 5) {
         Py_DECREF(kind_names);
@@ -590,8 +626,7 @@ static int Decoder_init(Decoder *d, PyObject *args, PyObject *kw) {
     d->s_name = PyUnicode_InternFromString("name");
     d->s_time_ns = PyUnicode_InternFromString("time_ns");
     d->s_attributes = PyUnicode_InternFromString("attributes");
-    d->timeout = PyUnicode_FromString("timeout");
-    return d->s_name && d->s_time_ns && d->s_attributes && d->timeout ? 0 : -1;
+    return d->s_name && d->s_time_ns && d->s_attributes ? 0 : -1;
 }
 
 /* ---- Arrow column builders ------------------------------------------------------------------ */
@@ -808,15 +843,12 @@ static int all_zero(Buf *b) {
     return 1;
 }
 
-/* collector.ingest.bounds.MAX_TIME_NS: the end of ClickHouse's DateTime, 2106-02-07T06:28:15Z */
-#define MAX_NS 4294967295000000000ULL
-
 /* Ids and times the Python path takes as they are; anything else (an end before the start
    included, which it corrects with a warning) is declined to it. */
 static int span_valid(Request *r, SpanFields *f) {
     Py_ssize_t t = f->trace_id.end - f->trace_id.p, s = f->span_id.end - f->span_id.p, p = f->parent.end - f->parent.p;
     return t == 16 && s == 8 && (p == 0 || p == 8) && !all_zero(&f->trace_id) && !all_zero(&f->span_id) &&
-           r->not_before <= f->start && f->start <= r->not_after && f->start <= f->end && f->end <= MAX_NS;
+           r->not_before <= f->start && f->start <= r->not_after && f->start <= f->end && f->end <= r->d->max_ns;
 }
 
 static int decline(Request *r) {
@@ -836,7 +868,7 @@ static inline void set_value(PyObject **values, int *set, int slot, PyObject *v)
 static int map_attributes(Request *r, SpanFields *f, PyObject **values, int *set, PyObject *extra) {
     Decoder *d = r->d;
     int best[MAX_SLOTS];
-    for (int i = 0; i < d->nfields + N_SIGNALS; i++) best[i] = 99;
+    for (int i = 0; i < d->nslots; i++) best[i] = 99;
     for (Py_ssize_t a = 0; a < f->nattrs; a++) {
         Buf kvb = f->attrs[a], key;
         AnyValue v;
@@ -963,12 +995,18 @@ static int any_set(const SlotSet *slots, const int *set) {
     return 0;
 }
 
+/* The value of the first slot of ``slots`` that is set (borrowed), or NULL. */
+static PyObject *first_set(const SlotSet *slots, PyObject **values, const int *set) {
+    for (int i = 0; i < slots->n; i++)
+        if (set[slots->slots[i]]) return values[slots->slots[i]];
+    return NULL;
+}
+
 /* The span's kind by collector.ingest.spec.KindRules (its classify is the reference), read from
  * the rule data the spec handed over: declared kinds, the engine's span, the signal tables in
  * precedence order, the LLM and tool columns, a root step as the run. */
 static PyObject *kind_of(Decoder *d, PyObject **values, int *set, SpanFields *f, int *engine) {
-    int nf = d->nfields;
-    PyObject *aw = set[nf + S_KIND] ? values[nf + S_KIND] : NULL;
+    PyObject *aw = set[d->declared_slot] ? values[d->declared_slot] : NULL;
     if (aw != NULL) {
         int in = PySet_Contains(d->kinds, aw);
         if (in < 0) return NULL;
@@ -1097,7 +1135,7 @@ static int finish_span(Request *r, SpanFields *f) {
     Decoder *d = r->d;
     /* links, and more attributes or events than the bounds: the Python path (which cuts them, with a warning) */
     if (f->has_links || f->nattrs > d->max_attributes || f->nevents > d->max_events || !span_valid(r, f)) return decline(r);
-    int nslots = d->nfields + N_SIGNALS;
+    int nslots = d->nslots;
     PyObject *values[MAX_SLOTS];
     int set[MAX_SLOTS];
     for (int i = 0; i < nslots; i++) {
@@ -1107,7 +1145,7 @@ static int finish_span(Request *r, SpanFields *f) {
     PyObject *extra = PyDict_New();
     int rc = extra == NULL ? -1 : map_attributes(r, f, values, set, extra);
     const int *nm = d->named;
-    if (rc == 0 && (set[nm[F_DECODE_S]] || set[nm[F_QUEUE_S]])) rc = 1; /* engine spans: Python path */
+    if (rc == 0 && any_set(&d->decline, set)) rc = 1; /* a rule of the Python path only (engine timings) */
     if (rc == 0 && f->nevents) {
         PyObject *events = PyList_New(f->nevents), *out = NULL;
         for (Py_ssize_t i = 0; events != NULL && i < f->nevents; i++) {
@@ -1158,16 +1196,18 @@ static int finish_span(Request *r, SpanFields *f) {
         set_value(values, set, nm[F_NAME], name);
         set_value(values, set, nm[F_STATUS_MESSAGE], message);
         set_value(values, set, nm[F_KIND], kind);
-        /* collector.ingest.normalize._names: an OpenInference AGENT run without an agent name is named by its span */
-        int nf = d->nfields;
-        if (set[nf + S_OI] && !set[nf + S_TL] && !set[nm[F_AGENT_NAME]] && PyUnicode_Check(values[nf + S_OI]) &&
-            PyUnicode_CompareWithASCIIString(values[nf + S_OI], "AGENT") == 0 && PyUnicode_Compare(kind, d->k_run) == 0)
+        /* collector.ingest.normalize._names: a run of the dialect spec.RUN_NAMED_BY_SPAN without an agent name
+         * is named by its span */
+        PyObject *dialect = first_set(&d->dialect, values, set);
+        if (dialect != NULL && !set[nm[F_AGENT_NAME]] && PyUnicode_Check(dialect) &&
+            PyUnicode_Compare(dialect, d->run_named_by_span) == 0 && PyUnicode_Compare(kind, d->k_run) == 0)
             set_value(values, set, nm[F_AGENT_NAME], Py_NewRef(values[nm[F_NAME]]));
         if (PyErr_Occurred()) {
             rc = -1;
             goto done;
         }
-        set_value(values, set, nm[F_STATUS_CODE], Py_NewRef(PyTuple_GET_ITEM(d->status_names, code >= 0 && code < 3 ? code : 0)));
+        Py_ssize_t nstatus = PyTuple_GET_SIZE(d->status_names);
+        set_value(values, set, nm[F_STATUS_CODE], Py_NewRef(PyTuple_GET_ITEM(d->status_names, code >= 0 && code < nstatus ? code : 0)));
         set_value(values, set, nm[F_PROJECT], Py_NewRef(r->project));
         set_value(values, set, nm[F_SERVICE], Py_NewRef(r->service));
         PyObject *tid = hex_of(&f->trace_id), *sid = hex_of(&f->span_id), *pid = hex_of(&f->parent);
@@ -1426,7 +1466,7 @@ static int read_resource_spans(Request *r, Buf b, SpanFields *f) {
 static PyObject *Decoder_decode(Decoder *d, PyObject *args) {
     Py_buffer payload;
     PyObject *project;
-    unsigned long long not_before, not_after = MAX_NS, max_resource_bytes = PY_SSIZE_T_MAX;
+    unsigned long long not_before, not_after = d->max_ns, max_resource_bytes = PY_SSIZE_T_MAX;
     if (!PyArg_ParseTuple(args, "y*UK|KK", &payload, &project, &not_before, &not_after, &max_resource_bytes)) return NULL;
     Request r = {0};
     r.d = d;
@@ -1486,7 +1526,7 @@ out:
 
 static PyMethodDef Decoder_methods[] = {
     {"decode", (PyCFunction)Decoder_decode, METH_VARARGS,
-     "decode(payload, project, not_before_ns, not_after_ns=MAX, max_resource_bytes=MAX) -> (columns, attribute keys, attribute values, resource keys, resource values, "
+     "decode(payload, project, not_before_ns, not_after_ns=max_time_ns, max_resource_bytes=MAX) -> (columns, attribute keys, attribute values, resource keys, resource values, "
      "declined, span_count); each column is (n, null_count, validity, offsets, data) for pa.Array.from_buffers"},
     {NULL, NULL, 0, NULL},
 };
@@ -1512,6 +1552,32 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "Native OTLP span decoder.", -1, module_methods,
                                      NULL, NULL, NULL, NULL};
 
+/* The names of an enum, in its order: a tuple (``as_dict`` 0) or a dict name -> value. */
+static PyObject *enum_names(const char *const *names, int n, int as_dict) {
+    PyObject *out = as_dict ? PyDict_New() : PyTuple_New(n);
+    for (int i = 0; out != NULL && i < n; i++) {
+        PyObject *name = PyUnicode_FromString(names[i]), *value = as_dict ? PyLong_FromLong(i) : NULL;
+        int rc = name == NULL || (as_dict && (value == NULL || PyDict_SetItem(out, name, value)));
+        if (!as_dict && name != NULL) PyTuple_SET_ITEM(out, i, Py_NewRef(name));
+        Py_XDECREF(name);
+        Py_XDECREF(value);
+        if (rc) Py_CLEAR(out);
+    }
+    return out;
+}
+
+/* NAMED_FIELDS, CONVERTERS and COLUMN_TYPES: the decoder's enums, for the DecoderSpec built over them. */
+static int add_enums(PyObject *m) {
+    PyObject *named = enum_names(NAMED_FIELD_NAMES, N_NAMED, 0), *conv = enum_names(CONVERTER_NAMES, N_CONVERTERS, 1);
+    PyObject *types = enum_names(COLUMN_TYPE_NAMES, N_TYPES, 1);
+    int rc = named == NULL || conv == NULL || types == NULL || PyModule_AddObjectRef(m, "NAMED_FIELDS", named) < 0 ||
+             PyModule_AddObjectRef(m, "CONVERTERS", conv) < 0 || PyModule_AddObjectRef(m, "COLUMN_TYPES", types) < 0;
+    Py_XDECREF(named);
+    Py_XDECREF(conv);
+    Py_XDECREF(types);
+    return rc ? -1 : 0;
+}
+
 PyMODINIT_FUNC PyInit__native(void) {
     if (PyType_Ready(&DecoderType) < 0 || json_wire_init() < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
@@ -1519,7 +1585,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     NativeFallback = PyErr_NewException("agentwatch_platform.collector.ingest.otlp._native.NativeFallback", NULL, NULL);
     if (NativeFallback == NULL || PyModule_AddObjectRef(m, "NativeFallback", NativeFallback) < 0 ||
         PyModule_AddObjectRef(m, "Decoder", (PyObject *)&DecoderType) < 0 ||
-        PyModule_AddIntConstant(m, "SPEC_ABI", SPEC_ABI) < 0) {
+        PyModule_AddIntConstant(m, "SPEC_ABI", SPEC_ABI) < 0 || add_enums(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -32,7 +32,9 @@ from agentwatch_platform.collector.ingest.spec import DecoderSpec
 from agentwatch_platform.collector.storage.columns import _MAP, _STR, SPAN_FIELDS, SPANS_SCHEMA
 from agentwatch_platform.collector.storage.model import SpanRow
 
+SPEC_CONTRACT = 3  # the DecoderSpec contract this module builds: _native.SPEC_ABI must say the same
 try:  # SPEC_ABI: a module built from an older _native.c (another DecoderSpec contract) is not used
+    from agentwatch_platform.collector.ingest.otlp import _native
     from agentwatch_platform.collector.ingest.otlp._native import SPEC_ABI, Decoder, NativeFallback, json_wire
 except ImportError as exc:  # not built (e.g. a source checkout without a compiler): the Python path does it all
     Decoder = None  # type: ignore[assignment,misc]
@@ -40,60 +42,30 @@ except ImportError as exc:  # not built (e.g. a source checkout without a compil
     json_wire = None  # type: ignore[assignment]
     NOT_BUILT = f"{exc} (built from an older _native.c: rebuild it)" if "SPEC_ABI" in str(exc) else str(exc)
 else:
-    NOT_BUILT = "" if SPEC_ABI == 2 else f"built for DecoderSpec contract {SPEC_ABI}, not 2: rebuild it"
+    NOT_BUILT = (
+        ""
+        if SPEC_ABI == SPEC_CONTRACT
+        else f"built for DecoderSpec contract {SPEC_ABI}, not {SPEC_CONTRACT}: rebuild it"
+    )
     if NOT_BUILT:
         Decoder = None  # type: ignore[assignment,misc]
         json_wire = None  # type: ignore[assignment]
 
 AVAILABLE = Decoder is not None
 
-# The slots the C decoder fills itself, in the order of its F_* enum.
-NAMED_FIELDS = (
-    "project",
-    "trace_id",
-    "span_id",
-    "parent_span_id",
-    "name",
-    "kind",
-    "start_time_ns",
-    "end_time_ns",
-    "service_name",
-    "status_code",
-    "status_message",
-    "error_type",
-    "is_timeout",
-    "model",
-    "provider",
-    "input_tokens",
-    "output_tokens",
-    "cached_tokens",
-    "cost_usd",
-    "price_version",
-    "tool_name",
-    "request_id",
-    "decode_s",
-    "queue_s",
-    "attributes",
-    "resource",
-    "events",
-    "agent_name",
-)
-# Kind signals (spec.SIGNALS, in the order of its S_* enum) live after the row's fields.
-_CONV_NSTR, _CONV_CALL, _CONV_CAPTURED = 0, 1, 2
 
-
-def _column_type(field: pa.Field) -> int:
-    """The C decoder's T_* code of a SPANS_SCHEMA column."""
+def _column_type(field: pa.Field) -> str:
+    """The C decoder's name of a SPANS_SCHEMA column's type (its ``COLUMN_TYPES``)."""
     name, kind = field.name, field.type
     if pa.types.is_map(kind):
-        return 7
+        return "map"
     if pa.types.is_string(kind):
-        return 0
+        return "string"
     if pa.types.is_timestamp(kind):
-        return 1
+        return "timestamp"
     if name.endswith("_tokens"):
-        return 2  # UInt32, clamped as columns._tokens_column does
-    return {pa.float64(): 3, pa.float32(): 4, pa.bool_(): 5, pa.int32(): 6}[kind]
+        return "tokens"  # UInt32, clamped as columns._tokens_column does
+    return {pa.float64(): "float64", pa.float32(): "float32", pa.bool_(): "bool", pa.int32(): "int32"}[kind]
 
 
 @dataclass(slots=True)
@@ -142,18 +114,19 @@ def _slots() -> dict[str, int]:
 def _attributes(slot_of: dict[str, int]) -> dict[str, tuple[int, int, int, Any]]:
     """``spec.ATTRIBUTES`` in slot form: key -> (slot, rank, converter code, converter)."""
     table = {}
+    codes = _native.CONVERTERS
     for key, (column, rank, convert) in spec.ATTRIBUTES.items():
         if key in spec.PYTHON_RULE_SIGNALS:
             convert = _unless(spec.PYTHON_RULE_SIGNALS[key], convert)
         if convert is None:
-            conv = _CONV_CAPTURED
+            conv = codes["captured"]
         elif convert is spec.nstr:
-            conv = _CONV_NSTR
+            conv = codes["nstr"]
         else:
-            conv = _CONV_CALL
+            conv = codes["call"]
         table[key] = (slot_of[column], rank, conv, convert)
     for key in spec.PYTHON_RULE_KEYS:  # never stored by C: its converter always declines
-        table[key] = (slot_of["name"], -1, _CONV_CALL, _python_rule)
+        table[key] = (slot_of["name"], -1, codes["call"], _python_rule)
     return table
 
 
@@ -220,8 +193,8 @@ def decoder_spec(nz: Normalizer, resource: Any) -> DecoderSpec:
     return DecoderSpec(
         attributes=_attributes(slot_of),
         defaults=_defaults(),
-        column_types=tuple(_column_type(f) for f in SPANS_SCHEMA),
-        named=tuple(SPAN_FIELDS.index(name) for name in NAMED_FIELDS),
+        column_types=tuple(_native.COLUMN_TYPES[_column_type(f)] for f in SPANS_SCHEMA),
+        named=tuple(SPAN_FIELDS.index(name) for name in _native.NAMED_FIELDS),
         content_prefixes=spec.CONTENT_PREFIXES,
         text=nz.text,
         captured=nz.captured,
@@ -229,14 +202,21 @@ def decoder_spec(nz: Normalizer, resource: Any) -> DecoderSpec:
         price=nz.price if nz.pricer is not None else None,
         resource=resource,
         events=_events_hook(nz),
+        signal_count=len(spec.SIGNALS),
         kinds=rules.declared,
+        kind_declared_slot=slot_of[rules.declared_signal],
         kind_signals=tuple((slot_of[signal], dict(table)) for signal, table in rules.signals),
         kind_engine_name=rules.engine_name,
         kind_engine_slots=tuple(slot_of[column] for column in rules.engine_when),
         kind_llm_slots=tuple(slot_of[column] for column in (rules.llm_signal, *rules.llm_when)),
         kind_tool_slots=tuple(slot_of[column] for column in rules.tool_when),
         kind_names=rules.names,
+        dialect_slots=tuple(slot_of[signal] for signal in spec.DIALECT_SIGNALS),
+        run_named_by_span=spec.RUN_NAMED_BY_SPAN,
+        decline_slots=tuple(slot_of[column] for column in spec.PYTHON_RULE_COLUMNS),
         status_names=spec.STATUS_CODES,
+        timeout_marker=spec.TIMEOUT_MARKER,
+        max_time_ns=bounds.MAX_TIME_NS,
         max_len=nz.max_len,
         max_key_len=nz.max_key_len,
         max_attributes=nz.max_attributes,
