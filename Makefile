@@ -134,7 +134,7 @@ sanitize: $(SANITIZED_EXT)
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		PYTHONMALLOC=malloc AGENTWATCH_TEST_EXAMPLES_SCALE=0.2 \
 		$(CURDIR)/$(BIN)/python -m pytest -q -p no:cacheprovider --capture=sys \
-		tests/collector/test_native_decode.py tests/collector/test_ingest_decode.py
+		tests/collector/test_native_decode.py tests/collector/test_ingest_decode.py tests/collector/test_decoder_spec.py
 
 bench: setup
 	$(BIN)/python bench/sdk_overhead.py

@@ -414,8 +414,7 @@ def test_the_c_decoder_holds_no_value_of_the_spec() -> None:
 
 def test_the_c_enums_are_the_ones_the_spec_is_built_over() -> None:
     """``NAMED_FIELDS``, ``CONVERTERS`` and ``COLUMN_TYPES`` come from C; each one is in use."""
-    from agentwatch_platform.collector.ingest.otlp import _native
-
+    _native = native._native
     built = native.decoder_spec(NORMALIZERS["plain"], NORMALIZERS["plain"].resource)
     assert set(_native.NAMED_FIELDS) <= set(SPAN_FIELDS)
     assert built.named == tuple(SPAN_FIELDS.index(name) for name in _native.NAMED_FIELDS)
