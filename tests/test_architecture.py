@@ -296,6 +296,22 @@ def test_ingest_reads_only_the_ingest_sql() -> None:
     )
 
 
+def test_the_store_imports_no_other_part_of_the_collector() -> None:
+    """Storage is the bottom of the collector: it owns its SQL, its merges (held through a burst,
+    ``storage.merge_hold``) and its text files; ingest and the queries ask it, never the other way."""
+    allowed = tuple(f"{_COLLECTOR}.{name}" for name in ("storage", "settings", "errors"))
+    _check(
+        "storage_imports_no_other_collector_part",
+        (
+            i
+            for i in imports()
+            if i.source.startswith(f"{_COLLECTOR}.storage")
+            and i.target.startswith(f"{_COLLECTOR}.")
+            and not any(i.target == a or i.target.startswith(a + ".") for a in allowed)
+        ),
+    )
+
+
 # The writer batches and writes; what else happens around an insert is a hook it is given.
 MAX_WRITER_LINES = 200
 

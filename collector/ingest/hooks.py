@@ -4,7 +4,7 @@ The writer batches spans and writes them; everything "after an insert, also do X
 ``InsertHook`` handed to it, like OpenTelemetry's span processors: engine spans joined to their
 client spans (``collector.ingest.engine_join``), runs listed from their first span
 (``collector.ingest.live_runs``), run totals rebuilt after a crash (``collector.ingest.totals_repair``),
-the store's merges held in a burst (``collector.ingest.merge_hold``), freshness
+the store told of a burst's backlog (``collector.ingest.backlog``: it holds its merges), freshness
 (``collector.ingest.freshness``) and the C heap trimmed (``collector.ingest.heap``).
 
 The contract, per batch, in the order the writer keeps:

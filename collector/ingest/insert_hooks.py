@@ -1,6 +1,6 @@
 """The writer's hooks as the collector runs them, in the order that matters (``collector.ingest.hooks``).
 
-Engine spans are joined to their client spans before the store's merges are held for the insert;
+Engine spans are joined to their client spans before the store hears of a backlog (its merges held);
 after it, freshness, the totals a crash left behind and the heads of live runs; once the batch is
 released, the merges resume (the queue drained) and the C heap is trimmed, last.
 """
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from agentwatch_platform.collector.ingest.backlog import BacklogHook
 from agentwatch_platform.collector.ingest.engine_join import EngineJoin, EngineJoinHook
 from agentwatch_platform.collector.ingest.freshness import Freshness
 from agentwatch_platform.collector.ingest.heap import HeapTrim
 from agentwatch_platform.collector.ingest.hooks import InsertHook
 from agentwatch_platform.collector.ingest.live_runs import LiveRuns, LiveRunsHook
-from agentwatch_platform.collector.ingest.merge_hold import MergeHold
 from agentwatch_platform.collector.ingest.normalize import Pricer
 from agentwatch_platform.collector.ingest.totals_repair import TotalsRepair
 from agentwatch_platform.collector.settings import Settings
@@ -34,7 +34,7 @@ def insert_hooks(
     join = EngineJoin(wait_s=settings.engine_join_wait_s, pricer=pricer, clock=clock)
     return [
         EngineJoinHook(join, store, may_bill=may_bill),
-        MergeHold(store, limit_s=settings.chdb_merge_hold_s, bounded=settings.max_queue_bytes > 0),
+        BacklogHook(store),
         freshness,
         TotalsRepair(store),
         LiveRunsHook(LiveRuns(), store),

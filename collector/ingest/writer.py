@@ -6,7 +6,7 @@ the spool; it inserts a batch in a worker thread (the event loop keeps answering
 announced to the spool (an intent with its deduplication token) before the insert and committed
 after it: a replay after a crash is exactly-once. While the store is away it retries with backoff
 and the spool absorbs the load. One bad span never sinks a batch: ``collector.ingest.insert``.
-Everything else done around an insert (engine join, live runs, totals repair, merge holds,
+Everything else done around an insert (engine join, live runs, totals repair, a backlog told to the store,
 freshness, heap trim) is a hook it is given (``collector.ingest.hooks``).
 """
 

@@ -39,7 +39,14 @@ def open_store(settings: Settings, *, migrate: bool = True) -> Store:
             arenas=settings.chdb_allocator_arenas,
             merge_threads=settings.chdb_merge_threads,
         )
-        store = ChdbStore(Path(settings.data_dir) / "chdb", retention_days=settings.retention_days, memory=memory)
+        # Merges wait through a burst only where batches are bounded in bytes: without the bound, the
+        # faster inserts let the batches, and the peak, grow instead.
+        store = ChdbStore(
+            Path(settings.data_dir) / "chdb",
+            retention_days=settings.retention_days,
+            memory=memory,
+            merge_hold_s=settings.chdb_merge_hold_s if settings.max_queue_bytes > 0 else 0.0,
+        )
     if migrate:
         try:
             store.migrate()

@@ -83,5 +83,11 @@ class Store(Protocol):
         """While ``hold``, the spans table's background merges wait (an embedded store in a burst);
         a no-op where the merges are a server's. Must not raise: merges are not the caller's concern."""
 
+    def backlog(self, waiting: bool) -> None:
+        """Whether a backlog waits behind the spans being inserted (told before each insert, and
+        ``False`` once the writer's queue drained): an embedded store holds its merges meanwhile, for
+        a limited time (``collector.storage.merge_hold``); a no-op where the merges are a server's.
+        Must not raise."""
+
     def close(self) -> None:
         """Release the back end; safe to call twice."""

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from agentwatch_platform.collector.storage.base import QueryError, StoreError, StoreUnavailable
 from agentwatch_platform.collector.storage.chdb_memory import ChdbMemory
+from agentwatch_platform.collector.storage.merge_hold import MergeHold
 from agentwatch_platform.collector.storage.recent import RecentKeys
 from agentwatch_platform.collector.storage.result_cache import ResultCache, is_read
 from agentwatch_platform.collector.storage.sql.admin import HOLD_MERGES, PURGE_ALLOCATOR, RESUME_MERGES
@@ -35,7 +36,8 @@ class ChdbStore(SqlStore):
     merges of text-heavy spans cost the collector ~4x their bytes in memory. ``memory`` bounds
     chDB's caches and allocator (``collector.storage.chdb_memory``); after inserting spans, what
     the insert freed goes back to the OS at once (``PURGE_ALLOCATOR``), while queries keep the
-    allocator's decay.
+    allocator's decay. While a backlog waits behind an insert its merges wait, for at most
+    ``merge_hold_s`` (``collector.storage.merge_hold``; 0: never).
     """
 
     def __init__(
@@ -46,6 +48,7 @@ class ChdbStore(SqlStore):
         recent_window_s: float = 60.0,
         result_cache_s: float = 10.0,
         memory: ChdbMemory | None = None,
+        merge_hold_s: float = 0.0,
     ) -> None:
         self.recent_window_s = recent_window_s
         recent = RecentKeys(recent_window_s) if recent_window_s > 0 else None
@@ -56,6 +59,7 @@ class ChdbStore(SqlStore):
         self._session = _open_session(self.path, memory or ChdbMemory())
         self.texts = TextStore(self.path / "texts", retention_days=retention_days)
         self.merges_held = False
+        self._merge_hold = MergeHold(self.hold_merges, limit_s=merge_hold_s)
 
     def query(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Rows of a SELECT; repeated reads between two writes come from ``ResultCache``."""
@@ -106,6 +110,9 @@ class ChdbStore(SqlStore):
         self._run(sql, params, fmt="CSV", aw_batch=data)
         if table == "spans":
             self._purge_allocator()
+
+    def backlog(self, waiting: bool) -> None:
+        self._merge_hold.backlog(waiting)
 
     def hold_merges(self, hold: bool) -> None:
         """Stop or restart the spans table's background merges (``HOLD_MERGES``); a failure is logged."""

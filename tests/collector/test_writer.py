@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from agentwatch_platform.collector.ingest.merge_hold import MergeHold
+from agentwatch_platform.collector.ingest.backlog import BacklogHook
 from agentwatch_platform.collector.ingest.normalize import Normalizer
 from agentwatch_platform.collector.ingest.otlp.decode import PROTOBUF
 from agentwatch_platform.collector.ingest.pipeline import Ingestor
@@ -24,6 +24,7 @@ from agentwatch_platform.collector.ingest.spool import Spool
 from agentwatch_platform.collector.ingest.writer import Writer
 from agentwatch_platform.collector.metrics import Metrics
 from agentwatch_platform.collector.settings import Settings
+from agentwatch_platform.collector.storage import open_store
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from agentwatch_platform.collector.storage.model import SpanRow
 from agentwatch_platform.collector.storage.sql.runs import SPANS_OF_TRACE
@@ -205,7 +206,7 @@ async def test_merges_wait_while_a_backlog_is_inserted_for_a_limited_time(
     queue is drained, or once they waited ``AGENTWATCH_CHDB_MERGE_HOLD_S`` (then not held again in
     that backlog; 0: never held). Without a bound in bytes (batches of 32 spans) they never wait."""
     settings = Settings.from_env(data_dir=tmp_path, chdb_merge_hold_s=hold_limit_s)
-    store = _MergesAtInsert(tmp_path / "chdb")
+    store = _MergesAtInsert(tmp_path / "chdb", merge_hold_s=hold_limit_s if max_queue_bytes > 0 else 0.0)
     store.held = []
     with _pipeline(
         tmp_path,
@@ -214,7 +215,7 @@ async def test_merges_wait_while_a_backlog_is_inserted_for_a_limited_time(
         flush_rows=4,
         max_queue_spans=1000,
         max_queue_bytes=max_queue_bytes,
-        hooks=[MergeHold(lambda: store, limit_s=settings.chdb_merge_hold_s, bounded=max_queue_bytes > 0)],
+        hooks=[BacklogHook(lambda: store)],
     ) as (ingestor, writer, _):
         ingestor.writer = writer
         for r in range(12):
@@ -297,3 +298,21 @@ async def test_the_c_heap_is_trimmed_every_eighth_body_decoded_in_a_thread(
             for _ in range(9):
                 await ingestor.export("p1", _request(["small"], [0]), PROTOBUF)  # inline
             assert len(trims) == 2 and all(name.startswith("agentwatch-decode") for name in trims)
+
+
+@pytest.mark.parametrize(("max_queue_bytes", "held"), [(1 << 20, True), (0, False)])
+def test_an_opened_embedded_store_holds_its_merges_for_a_backlog_only_with_a_bound_in_bytes(
+    tmp_path: Path, max_queue_bytes: int, held: bool
+) -> None:
+    """``open_store`` gives the store its merge hold (``AGENTWATCH_CHDB_MERGE_HOLD_S``) only where
+    batches are bounded in bytes; a drained queue lets the merges run again."""
+    settings = Settings.from_env(data_dir=tmp_path, chdb_merge_hold_s=30.0, max_queue_bytes=max_queue_bytes)
+    store = open_store(settings)
+    try:
+        assert isinstance(store, ChdbStore)
+        store.backlog(True)
+        assert store.merges_held is held
+        store.backlog(False)
+        assert not store.merges_held
+    finally:
+        store.close()
