@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,9 @@ BROWSER_TARGETS_MS = {"cold": 2000.0, "warm": 1500.0}
 FLOOR_RATIO = 1.4
 FLOOR_OF = {"overview": "floor: overview's elements", "run_detail_10k_spans": "floor: run detail's elements"}
 QUIET_LOAD = 2.0
+# Before the timed phases: wait until the 1-minute load average falls below SETTLE_LOAD (the fill's
+# merges and the collector's start digested), at most SETTLE_S seconds.
+SETTLE_LOAD, SETTLE_S = 1.0, 300.0
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 # case -> (URL path and query, what the page has drawn when it is done: CSS selector, how many)
 BROWSER_PAGES = {
@@ -97,6 +101,34 @@ def prepare(data_dir: Path, spans: int) -> tuple[str, float]:
         store.close()
 
 
+def settle(
+    threshold: float = SETTLE_LOAD,
+    deadline_s: float = SETTLE_S,
+    *,
+    what: str = "",
+    load: Callable[[], float] = lambda: os.getloadavg()[0],
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    poll_s: float = 5.0,
+) -> dict[str, float]:
+    """Wait until the machine's 1-minute load average is below ``threshold``, or ``deadline_s``
+    passed: the store's fill and the collector's start leave merges running for a while, and a
+    figure taken while they digest says what they cost, not what a page costs. Returns the load
+    reached and the seconds waited; prints the load as it falls."""
+    started = clock()
+    now = load()
+    while now >= threshold and clock() - started < deadline_s:
+        print(
+            f"settle{' ' + what if what else ''}: load {now:.2f} >= {threshold}, waited {clock() - started:.0f} s",
+            flush=True,
+        )
+        sleep(poll_s)
+        now = load()
+    waited = clock() - started
+    print(f"settle{' ' + what if what else ''}: load {now:.2f} after {waited:.0f} s", flush=True)
+    return {"load": round(now, 2), "waited_s": round(waited), "threshold": threshold}
+
+
 def time_page(app: AppTest, page: str, time_range: str, query: dict[str, str], repeats: int) -> dict[str, Any]:
     app.session_state["aw_range"] = time_range
     app.query_params.update(query)
@@ -110,10 +142,14 @@ def time_page(app: AppTest, page: str, time_range: str, query: dict[str, str], r
         if app.exception or app.error:
             raise RuntimeError(f"{page}: {[e.value for e in app.exception or app.error]}")
     times = sorted(times[1:])
-    return {"p50_ms": statistics.median(times), "max_ms": times[-1], "repeats": repeats}
+    return {"p50_ms": statistics.median(times), "max_ms": times[-1], "repeats": repeats, "load_average": _load()}
 
 
-def run(spans: int, repeats: int, *, with_browser: bool = True) -> dict[str, Any]:
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def run(spans: int, repeats: int, *, with_browser: bool = True, settle_load: float = SETTLE_LOAD) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp)
         big, fill_s = prepare(data_dir, spans)
@@ -123,6 +159,7 @@ def run(spans: int, repeats: int, *, with_browser: bool = True) -> dict[str, Any
                 AGENTWATCH_API_KEY=collector.key("bench"),
                 AGENTWATCH_DASHBOARD_OPEN="1",
             )
+            settled = {"after_fill": settle(settle_load, what="after the fill")}
             app = AppTest.from_file(str(APP), default_timeout=120).run()
             cases = {}
             api = api_breakdown(collector.url, os.environ["AGENTWATCH_API_KEY"])
@@ -133,12 +170,20 @@ def run(spans: int, repeats: int, *, with_browser: bool = True) -> dict[str, Any
                 except RuntimeError as exc:  # a page that failed is a result too
                     cases[name] = {"p50_ms": float("nan"), "max_ms": float("nan"), "error": str(exc)}
                 print(name, json.dumps(cases[name]), flush=True)
-            browser = (
-                browser_phase(collector.url, os.environ["AGENTWATCH_API_KEY"], big, data_dir, warm_repeats=repeats)
-                if with_browser
-                else {}
-            )
-    return {"spans": spans, "fill_s": round(fill_s, 1), "pages": cases, "overview_24h_api_ms": api, "browser": browser}
+            browser = {}
+            if with_browser:
+                settled["before_browser"] = settle(settle_load, what="before the browser phase")
+                browser = browser_phase(
+                    collector.url, os.environ["AGENTWATCH_API_KEY"], big, data_dir, warm_repeats=repeats
+                )
+    return {
+        "spans": spans,
+        "fill_s": round(fill_s, 1),
+        "settled": settled,
+        "pages": cases,
+        "overview_24h_api_ms": api,
+        "browser": browser,
+    }
 
 
 # --- the real-browser phase ------------------------------------------------------------------
@@ -333,6 +378,7 @@ def render(result: dict[str, Any]) -> str:
         "",
         f"Machine: {result['machine']}",
         "",
+        *_settled_lines(result.get("settled", {})),
         f"Store: {result['spans']:,} spans over 24 h plus one run of 10,000 spans; times are Streamlit script runs",
         "(every API query of the page, charts and tables built), query cache cleared before each run; browser paint excluded.",
         "",
@@ -394,6 +440,28 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+SETTLED_AT = {"after_fill": "after the fill, before the script runs", "before_browser": "before the browser phase"}
+
+
+def _settled_lines(settled: dict[str, dict[str, float]]) -> list[str]:
+    """How far the load had fallen before each timed phase (``settle``)."""
+    said = [
+        f"{r['load']:.2f} after {r['waited_s']:.0f} s {SETTLED_AT.get(when, when)}"
+        + (" (the deadline passed first)" if r["load"] >= r["threshold"] else "")
+        for when, r in settled.items()
+    ]
+    return (
+        [
+            f"Load average (1 min) waited for below {next(iter(settled.values()))['threshold']}: "
+            + "; ".join(said)
+            + ".",
+            "",
+        ]
+        if said
+        else []
+    )
+
+
 def _floor_ratio(browser: dict[str, Any], page: str) -> str:
     floor = browser.get(FLOOR_OF.get(page, ""))
     return f"{browser[page]['cold_ms'] / floor['cold_ms']:.2f}" if floor else "–"
@@ -405,12 +473,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=RESULTS / "dashboard_render")
     parser.add_argument("--no-browser", action="store_true", help="skip the real-browser phase (Chromium)")
+    parser.add_argument(
+        "--settle-load",
+        type=float,
+        default=SETTLE_LOAD,
+        help=f"before each timed phase, wait (at most {SETTLE_S:.0f} s) for the 1-minute load to fall below this (default {SETTLE_LOAD})",
+    )
     args = parser.parse_args(argv)
     with_browser = not args.no_browser and Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()
     result = {
         "command": " ".join(["python -m bench.dashboard_render", *sys.argv[1:]]),
         "machine": report.machine(),
-        **run(args.spans, args.repeats, with_browser=with_browser),
+        **run(args.spans, args.repeats, with_browser=with_browser, settle_load=args.settle_load),
     }
     result["targets_met"] = {
         k: result["pages"][k]["p50_ms"] < TARGET_MS for k in ("overview_1h", "overview_24h", "run_detail_10k_spans")

@@ -56,3 +56,33 @@ def test_the_floor_app_draws_the_dashboards_frame_and_the_pages_widgets() -> Non
     run_detail.run()
     assert not run_detail.exception
     assert len(run_detail.radio) == 1 and len(run_detail.get("vega_lite_chart")) == 4
+
+
+class _Machine:
+    """A load average that falls as the (fake) clock moves on."""
+
+    def __init__(self, loads: list[float]) -> None:
+        self.loads, self.now = loads, 0.0
+
+    def load(self) -> float:
+        return self.loads[min(int(self.now // 5), len(self.loads) - 1)]
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_settle_waits_until_the_load_falls_below_the_threshold() -> None:
+    machine = _Machine([3.2, 2.1, 1.4, 0.8, 0.5])
+    got = dashboard_render.settle(1.0, 300, load=machine.load, sleep=machine.sleep, clock=lambda: machine.now)
+    assert got == {"load": 0.8, "waited_s": 15, "threshold": 1.0}
+
+
+def test_settle_gives_up_at_its_deadline_and_the_report_says_so() -> None:
+    machine = _Machine([4.0])
+    got = dashboard_render.settle(1.0, 20, load=machine.load, sleep=machine.sleep, clock=lambda: machine.now)
+    assert got == {"load": 4.0, "waited_s": 20, "threshold": 1.0}
+    lines = dashboard_render._settled_lines({"after_fill": got})
+    assert lines[0] == (
+        "Load average (1 min) waited for below 1.0: 4.00 after 20 s after the fill, before the script runs"
+        " (the deadline passed first)."
+    )
