@@ -15,17 +15,33 @@ import importlib
 from agentwatch_platform.dashboard import security_headers
 
 # The pages' modules that are slow to import (they pull in pandas, NumPy, Altair and the
-# wire models); not those that declare Streamlit caches, which want the server's runtime.
+# wire models), and those every page's first run imports; not those that declare Streamlit
+# caches, which want the server's runtime. httpcore is what httpx imports when it builds its
+# first client (with trio, about 0.2 s): that was inside the first visitor's sidebar queries.
 PRELOAD = (
     "agentwatch_api.client",
+    "httpcore",
+    "streamlit.components.v1",
+    "agentwatch_platform.dashboard.cards",
+    "agentwatch_platform.dashboard.overview_spec",
     "agentwatch_platform.dashboard.run_charts",
+    "agentwatch_platform.dashboard.svg_charts",
     "agentwatch_platform.dashboard.trace",
 )
 
 
 def preload() -> None:
+    """The imports above, the clients' shared TLS settings, and Streamlit's once-a-process check
+    whether it runs in a REPL (``inspect.stack()`` over the script's frames, some 10-50 ms of the
+    first page's first element): this server is always ``streamlit run``."""
     for name in PRELOAD:
         importlib.import_module(name)
+    from streamlit import delta_generator
+
+    from agentwatch_api.client import tls_context
+
+    tls_context()
+    delta_generator._use_warning_has_been_displayed = True
 
 
 # Python's cyclic collector runs after every 700 allocations and walks the young objects; with a

@@ -97,3 +97,23 @@ def test_collector_and_dashboard_read_a_shared_variable_alike(
     with caplog.at_level(logging.WARNING):
         assert DashboardConfig.from_env().gpu_hour_usd == 0.0
     assert "AGENTWATCH_GPU_HOUR_USD='cheap': expected a number" in caplog.text
+
+
+def test_the_server_imports_what_a_first_visit_needs_before_it_serves() -> None:
+    """httpcore (with trio) was imported when the first visitor's sidebar built its first client,
+    and Streamlit's REPL check walked the first page's frames: both move to start-up."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from agentwatch_platform.dashboard import server\n"
+        "server.preload()\n"
+        "from streamlit import delta_generator\n"
+        "from agentwatch_api.client import CollectorClient, tls_context\n"
+        "a, b = CollectorClient('http://127.0.0.1:1'), CollectorClient('https://127.0.0.1:2')\n"
+        "print('httpcore' in sys.modules, delta_generator._use_warning_has_been_displayed,"
+        " tls_context() is tls_context())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["True", "True", "True"]
