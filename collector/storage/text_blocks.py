@@ -207,9 +207,11 @@ def _planes(values: np.ndarray, width: int) -> bytes:
     return np.ascontiguousarray(values.astype(f"<u{width}").view(np.uint8).reshape(-1, width).T).tobytes()
 
 
-def _numbers(section: pa.Buffer | bytes, width: int) -> np.ndarray:
+def _numbers(section: pa.Buffer | bytes, width: int, *, wide: bool = True) -> np.ndarray:
+    """The numbers of a byte-planed section (``wide``: as int64, ready to be summed)."""
     planes = np.frombuffer(section, dtype=np.uint8).reshape(width, -1)
-    return np.ascontiguousarray(planes.T).view(f"<u{width}").ravel().astype(np.int64)
+    numbers = np.ascontiguousarray(planes.T).view(f"<u{width}").ravel()
+    return numbers.astype(np.int64) if wide else numbers
 
 
 def read_fd(fd: int, size_of_file: int) -> DayBlocks:
@@ -314,10 +316,10 @@ def _joined(rows: int, counts: pa.Buffer, ids: pa.Buffer, lengths: pa.Buffer, va
     """A word-coded column's values: each one's words from the dictionary, back to back."""
     dictionary = _strings(_numbers(lengths, 4), values)
     words = _numbers(counts, 4)
-    taken = _numbers(ids, _id_width(len(dictionary)))
-    if len(words) != rows or words.sum() != len(taken) or (len(taken) and taken.max() >= len(dictionary)):
-        raise ValueError("word ids that do not fit the dictionary")
-    text = dictionary.take(pa.array(taken))
+    taken = _numbers(ids, _id_width(len(dictionary)), wide=False)
+    if len(words) != rows or words.sum() != len(taken):
+        raise ValueError("word counts that do not fit the word ids")
+    text = dictionary.take(pa.array(taken))  # an id past the dictionary: ArrowIndexError
     bounds = np.frombuffer(text.buffers()[1], dtype=np.int32, count=len(text) + 1, offset=text.offset * 4)
     ends = np.zeros(rows + 1, dtype=np.int64)
     np.cumsum(words, out=ends[1:])
