@@ -22,7 +22,7 @@ from prometheus_client import generate_latest
 from agentwatch_platform.collector.metrics import Metrics
 from agentwatch_platform.collector.storage import text_blocks
 from agentwatch_platform.collector.storage.columns import spans_table
-from agentwatch_platform.collector.storage.texts import DAY_NS, FAULT_ENV, TEXT_REF, TextStore
+from agentwatch_platform.collector.storage.texts import _HELD_BLOCKS, DAY_NS, FAULT_ENV, TEXT_REF, TextStore
 from tests.collector.factories import new_trace_id
 from tests.collector.ingest_helpers import REPO
 from tests.collector.test_store import full_row
@@ -382,3 +382,17 @@ def test_a_write_ahead_file_replaced_under_the_store_is_sealed_as_the_file_is_no
     sealed = _sealed_texts(texts)
     assert any("restored-6" in t for t in sealed)
     assert not any("held-" in t for t in sealed)
+
+
+def test_frames_past_what_the_sealer_may_hold_are_read_back_from_the_file(tmp_path: Path) -> None:
+    """A sealer that falls behind: memory holds ``_HELD_BLOCKS`` blocks' worth of frames, the rest
+    stay on disk only, and one seal takes both kinds, every text under its span."""
+    texts = TextStore(tmp_path / "texts", retention_days=0, seal_bytes=SEAL_BYTES, background_seal=False)
+    labels = [f"company-{n}" for n in range(150)]
+    stashed = _stash(texts, labels)
+    assert sum(p.stat().st_size for p in _files(texts, ".awt")) > _HELD_BLOCKS * SEAL_BYTES
+    assert 0 < texts._held_bytes <= _HELD_BLOCKS * SEAL_BYTES  # noqa: SLF001 - the bound itself
+    assert texts.seal(1) >= 10
+    assert texts._held_bytes == 0  # noqa: SLF001 - sealed frames are let go
+    assert _read(texts, stashed) == _expected(stashed, labels)
+    assert len(_sealed_texts(texts)) == 2 * 150 * 14
