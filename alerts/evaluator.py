@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -70,7 +71,7 @@ from agentwatch_platform.alerts.rules import DERIVED_METRICS, Rule, RulesConfig,
 from agentwatch_platform.alerts.run_scopes import top_k
 from agentwatch_platform.alerts.run_states import RUN_STATE_METRICS, absent_value
 from agentwatch_platform.alerts.settings import AlertsSettings
-from agentwatch_platform.alerts.sources import AlertHistory, MetricSource, StoreBackend
+from agentwatch_platform.alerts.sources import AlertHistory, MetricSource, SeriesQuery, StoreBackend
 from agentwatch_platform.alerts.version_rules import EVERY_S, VERSION_METRICS
 from agentwatch_platform.alerts.wording import message
 from agentwatch_platform.collector.state import collector_state
@@ -273,7 +274,8 @@ class Evaluator:
         start = current - count * step
         end = max(now, current + 1e-3)
         by = rule.series_group_by
-        series = self.source.timeseries(project, rule.metric, start, end, step, by, agent, model)
+        query = SeriesQuery(rule.metric, start, end, step, by, agent, model)
+        series = self.source.timeseries(project, query)
         settled = _settled(series, start, step, count)
         groups = {
             g: values[: settled + 1]
@@ -282,7 +284,7 @@ class Evaluator:
         }
         if rule.min_runs:
             runs = _by_group(
-                self.source.timeseries(project, "runs", start, end, step, by, agent, model),
+                self.source.timeseries(project, dataclasses.replace(query, metric="runs")),
                 start,
                 step,
                 settled + 1,

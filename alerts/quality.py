@@ -29,6 +29,7 @@ from agentwatch_platform.alerts.budget import MonthCost
 from agentwatch_platform.alerts.detectors import Detector
 from agentwatch_platform.alerts.evaluator import Evaluator
 from agentwatch_platform.alerts.rules import RulesConfig
+from agentwatch_platform.alerts.sources import SeriesQuery
 
 KINDS = ("noise", "seasonal", "drift", "spike", "step")
 
@@ -235,17 +236,8 @@ class SyntheticSource:
     def projects(self, now: float) -> list[str]:
         return ["bench"]
 
-    def timeseries(
-        self,
-        project: str,
-        metric: str,
-        start: float,
-        end: float,
-        step_s: int,
-        group_by: str = "none",
-        agent: str | None = None,
-        model: str | None = None,
-    ) -> object:
+    def timeseries(self, project: str, query: SeriesQuery) -> object:
+        start, end, step_s = query.start, query.end, query.step_s
         first, last = round((start - self.t0) / step_s), math.floor((end - self.t0) / step_s)  # complete buckets only
         points = [
             _Point(self.t0 + i * step_s, s.name, s.values[i])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from agentwatch_api.client import CollectorClient, CollectorError
@@ -40,22 +41,26 @@ MAX_LISTED = 1000  # the most alerts or deliveries one /api/alerts read returns
 T = TypeVar("T")
 
 
+@dataclass(frozen=True, slots=True)
+class SeriesQuery:
+    """One metric per time bucket of [``start``, ``end``), per group, as a rule asks for it: the one
+    argument of ``MetricSource.timeseries``, so each source states the question once."""
+
+    metric: str
+    start: float
+    end: float
+    step_s: int
+    group_by: str = "none"
+    agent: str | None = None
+    model: str | None = None
+
+
 class MetricSource(Protocol):
     """Metric reads; raise ``SourceError`` when the data cannot be read now."""
 
     def projects(self, now: float) -> list[str]: ...
 
-    def timeseries(
-        self,
-        project: str,
-        metric: str,
-        start: float,
-        end: float,
-        step_s: int,
-        group_by: str = "none",
-        agent: str | None = None,
-        model: str | None = None,
-    ) -> TimeSeries: ...
+    def timeseries(self, project: str, query: SeriesQuery) -> TimeSeries: ...
 
     def month_cost(
         self, project: str, now: float, window_s: int, agent: str | None = None, model: str | None = None
@@ -142,34 +147,26 @@ class StoreBackend:
         )
         return sorted(r["project"] for r in rows)
 
-    def timeseries(
-        self,
-        project: str,
-        metric: str,
-        start: float,
-        end: float,
-        step_s: int,
-        group_by: str = "none",
-        agent: str | None = None,
-        model: str | None = None,
-    ) -> TimeSeries:
-        if group_by in RUN_SCOPE_KEYS:
+    def timeseries(self, project: str, query: SeriesQuery) -> TimeSeries:
+        q = query
+        if q.group_by in RUN_SCOPE_KEYS:
             return self._guard(
-                metric, lambda: run_scope_series(self.store, project, metric, start, end, step_s, group_by, agent)
+                q.metric,
+                lambda: run_scope_series(self.store, project, q.metric, q.start, q.end, q.step_s, q.group_by, q.agent),
             )
         return self._guard(
-            metric,
+            q.metric,
             lambda: metrics_query.timeseries(
                 self.store,
                 project,
-                metric,
-                start,
-                end,
-                step_s,
-                group_by=group_by,
-                agent=agent,
-                model=model,
-                complete_until=end - self.lag() if self.lag is not None else None,
+                q.metric,
+                q.start,
+                q.end,
+                q.step_s,
+                group_by=q.group_by,
+                agent=q.agent,
+                model=q.model,
+                complete_until=q.end - self.lag() if self.lag is not None else None,
             ),
         )
 
@@ -287,31 +284,12 @@ class HttpBackend:
                 self._by_project[self._guard("project of a key", client.alert_context).project] = client
         return sorted(self._by_project)
 
-    def timeseries(
-        self,
-        project: str,
-        metric: str,
-        start: float,
-        end: float,
-        step_s: int,
-        group_by: str = "none",
-        agent: str | None = None,
-        model: str | None = None,
-    ) -> TimeSeries:
-        client = self._client(project)
-        if group_by in RUN_SCOPE_KEYS:
-            return self._guard(
-                metric,
-                lambda: client.alert_scope_series(
-                    metric, start=start, end=end, step_s=step_s, group_by=group_by, agent=agent
-                ),
-            )
-        return self._guard(
-            metric,
-            lambda: client.timeseries(
-                metric, start=start, end=end, step_s=step_s, group_by=group_by, agent=agent, model=model
-            ),
-        )
+    def timeseries(self, project: str, query: SeriesQuery) -> TimeSeries:
+        client, q = self._client(project), query
+        window = {"start": q.start, "end": q.end, "step_s": q.step_s, "group_by": q.group_by, "agent": q.agent}
+        if q.group_by in RUN_SCOPE_KEYS:
+            return self._guard(q.metric, lambda: client.alert_scope_series(q.metric, **window))
+        return self._guard(q.metric, lambda: client.timeseries(q.metric, **window, model=q.model))
 
     def month_cost(
         self, project: str, now: float, window_s: int, agent: str | None = None, model: str | None = None

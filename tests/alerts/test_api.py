@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agentwatch_platform.alerts.sources import HttpBackend
+from agentwatch_platform.alerts.sources import HttpBackend, SeriesQuery
 from tests.alerts.incident_setup import ingest, rootless
 from tests.collector.factories import agent_run
 from tests.collector.ingest_helpers import Running, serve, settings_for
@@ -174,7 +174,7 @@ def test_per_user_series_for_an_out_of_process_evaluator(collector: Running) -> 
     collector.app.state.store.get().insert_spans(rows)
     backend = HttpBackend(collector.url, [collector.key("e", ["read"])])
     try:
-        series = backend.timeseries("e", "cost_usd", t0, t0 + 120, 60, "user")
+        series = backend.timeseries("e", SeriesQuery("cost_usd", t0, t0 + 120, 60, "user"))
     finally:
         backend.close()
     assert [(p.t, p.group, p.value) for p in series.points] == [(t0, "alice", 0.5), (t0, "bob", 0.25)]

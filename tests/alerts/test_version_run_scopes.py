@@ -18,7 +18,7 @@ from agentwatch_platform.alerts.evaluator import Evaluator
 from agentwatch_platform.alerts.quality import Pager
 from agentwatch_platform.alerts.rules import parse_rules
 from agentwatch_platform.alerts.run_scopes import run_scope_series
-from agentwatch_platform.alerts.sources import HttpBackend, StoreBackend
+from agentwatch_platform.alerts.sources import HttpBackend, SeriesQuery, StoreBackend
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.model import SpanRow
 from tests.alerts.incident_setup import ingest
@@ -122,7 +122,7 @@ def test_the_same_over_the_http_api(collector: Running) -> None:
     collector.app.state.store.get().insert_spans(rows)
     backend = HttpBackend(collector.url, [collector.key("v", ["read", "admin"])])
     try:
-        series = backend.timeseries("v", "cost_per_run", T, T + 60, 60, "version")
+        series = backend.timeseries("v", SeriesQuery("cost_per_run", T, T + 60, 60, "version"))
         assert {p.group: p.value for p in series.points} == pytest.approx(
             {version: figures[1] for (minute, version), figures in hand_counts(rows).items() if minute == 0}
         )
