@@ -62,7 +62,8 @@ demo: setup
 
 # Two workers, a test file per worker at a time (module fixtures stay whole; a process holds one
 # embedded chDB): most tests wait on servers and subprocesses, so this halves the wall time. The
-# longest files start first, so that both workers end together (tests/support/schedule.py).
+# longest files start first, so that both workers end together, and the dashboard's files, which
+# share one seeded stack, run on one worker (tests/support/schedule.py).
 # First what the tests need (setup-test), then lint, types, C warnings (check) and the native
 # decoder under the sanitizers, then every test.
 test: setup-test check sanitize

@@ -1,5 +1,6 @@
 """Fixtures for every directory: a free loopback port, one ClickHouse HTTP interface a session;
-and the order the files run in: the longest first (``tests.support.schedule``).
+and how the files run on xdist's workers: the longest first, the dashboard's on one worker
+(``tests.support.schedule``).
 
 Helpers that test files import live in ``tests.support``; this file imports nothing of the
 platform, so ``tests/sdk`` runs with the SDK alone.
@@ -31,6 +32,20 @@ def pytest_configure_node(node: Any) -> None:
     """Each xdist worker orders the files by the seconds the controller read, so both collect
     the same order even if another session rewrites the cache meanwhile."""
     node.workerinput[schedule.CACHE_KEY] = _known_seconds(node.config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` with the folders of ``schedule.SHARED`` handed out whole, like a file."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedFolders(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return schedule.unit_of_work(nodeid)
+
+    return SharedFolders(config, log)
 
 
 def _known_seconds(config: pytest.Config) -> dict[str, float]:

@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import pytest
 
-from tests.support.schedule import DEFAULT_S, GUESS_S, longest_files_first, record
+from tests.support.schedule import DEFAULT_S, GUESS_S, longest_files_first, record, unit_of_work
 
 
 class _Item:
@@ -48,3 +48,10 @@ def test_without_figures_files_go_by_their_test_count_as_collected_among_equals(
 def test_a_run_records_each_tests_phases_summed_and_keeps_the_tests_it_did_not_run() -> None:
     phases = [("a.py::t", 0.5), ("a.py::t", 2.0), ("a.py::t", 0.25), ("b.py::t", 1.0)]
     assert record({"a.py::t": 9.0, "c.py::t": 3.0}, phases) == {"a.py::t": 2.75, "b.py::t": 1.0, "c.py::t": 3.0}
+
+
+def test_the_files_of_a_shared_folder_are_one_unit_ordered_by_their_sum() -> None:
+    items = [_Item("tests/dashboard/a.py::t"), _Item("tests/x.py::t"), _Item("tests/dashboard/b.py::t")]
+    known = {"tests/dashboard/a.py::t": 2.0, "tests/x.py::t": 3.0, "tests/dashboard/b.py::t": 2.5}
+    assert _order(items, known) == ["tests/dashboard/b.py::t", "tests/dashboard/a.py::t", "tests/x.py::t"]
+    assert unit_of_work("tests/dashboard/b.py::t") == "tests/dashboard/" != unit_of_work("tests/x.py::t")
