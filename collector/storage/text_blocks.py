@@ -173,10 +173,12 @@ def _words(column: pa.Array) -> list[bytes]:
     values = column.buffers()[2]
     offsets = np.frombuffer(column.buffers()[1], dtype=np.int32, count=len(column) + 1, offset=column.offset * 4)
     data = np.frombuffer(values, dtype=np.uint8) if values is not None else np.zeros(0, dtype=np.uint8)
-    cut = np.zeros(data.size + 1, dtype=bool)
-    cut[np.flatnonzero(data[offsets[0] : offsets[-1]] == 0x20) + offsets[0] + 1] = True
-    cut[offsets] = True
-    bounds = np.flatnonzero(cut).astype(np.int32)
+    first = int(offsets[0])
+    cut = np.empty(int(offsets[-1]) - first + 1, dtype=bool)  # cut[i]: a word starts at first + i
+    cut[0] = True
+    np.equal(data[first : int(offsets[-1])], 0x20, out=cut[1:])
+    cut[offsets - first] = True
+    bounds = (np.flatnonzero(cut) + first).astype(np.int32)
     words = pa.StringArray.from_buffers(len(bounds) - 1, pa.py_buffer(bounds), values or pa.py_buffer(b""))
     coded = pc.dictionary_encode(words)
     dictionary, lengths = _plain(coded.dictionary)
