@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, HTTPException, Path, Query
 
@@ -10,12 +11,15 @@ from agentwatch_api.schemas import SessionDetail, SessionsPage, UsersPage
 from agentwatch_platform.collector.api.deps import ProjectDep, SettingsDep, StoreDep, run_query
 from agentwatch_platform.collector.api.params import Agent, End, Start, time_window
 from agentwatch_platform.collector.query import users as query
+from agentwatch_platform.collector.settings import Settings
+from agentwatch_platform.collector.storage.base import Store
 
 router = APIRouter(prefix="/api", tags=["query"])
 
 Limit = Annotated[int, Query(ge=1, le=500)]
 Offset = Annotated[int, Query(ge=0, le=10_000_000)]
 Sort = Annotated[str, Query(max_length=64, description="a figure, '-' first for descending")]
+T = TypeVar("T")
 SessionId = Annotated[str, Path(max_length=256, description="the session id (the runs' session.id)")]
 
 
@@ -38,22 +42,8 @@ def list_users(
     (not runs) and the cost trend over 12 buckets of the range. Users' costs add up to the runs list's.
     ``user_id``: that user only. ``sort``: cost_usd, runs, cost_per_run, cost_per_success, success_rate,
     feedback_score, last_seen, user_id."""
-    lo, hi = time_window(start, end)
-    idle = settings.run_idle_timeout_s
-    return run_query(
-        lambda: query.users(
-            store,
-            project,
-            start=lo,
-            end=hi,
-            agent=agent,
-            user_id=user_id,
-            sort=sort,
-            limit=limit,
-            offset=offset,
-            idle_timeout_s=idle,
-        )
-    )
+    page = {"agent": agent, "user_id": user_id, "sort": sort, "limit": limit, "offset": offset}
+    return _page(query.users, store, project, settings, start, end, page)
 
 
 @router.get("/sessions", response_model=SessionsPage)
@@ -71,22 +61,23 @@ def list_sessions(
 ) -> SessionsPage:
     """Sessions (runs sharing a ``session.id``) with a finished run in the range: their user, runs,
     cost, successes and agents. ``sort``: last_seen, cost_usd, runs, session_id."""
+    page = {"agent": agent, "user_id": user_id, "sort": sort, "limit": limit, "offset": offset}
+    return _page(query.sessions, store, project, settings, start, end, page)
+
+
+def _page(
+    read: Callable[..., T],
+    store: Store,
+    project: str,
+    settings: Settings,
+    start: str | None,
+    end: str | None,
+    page: dict[str, Any],
+) -> T:
+    """A page of users or of sessions: the two routes differ in their defaults and documentation only."""
     lo, hi = time_window(start, end)
     idle = settings.run_idle_timeout_s
-    return run_query(
-        lambda: query.sessions(
-            store,
-            project,
-            start=lo,
-            end=hi,
-            agent=agent,
-            user_id=user_id,
-            sort=sort,
-            limit=limit,
-            offset=offset,
-            idle_timeout_s=idle,
-        )
-    )
+    return run_query(lambda: read(store, project, start=lo, end=hi, idle_timeout_s=idle, **page))
 
 
 @router.get(
