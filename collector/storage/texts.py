@@ -957,9 +957,11 @@ def _sealable(
             continue
         if position + delta >= sealed_to:
             try:
-                yield position + delta, _block(payload).cast(BLOCK_SCHEMA)
+                table = _block(payload).cast(BLOCK_SCHEMA)
             except (TextStoreError, pa.ArrowException) as exc:
                 log.warning("texts: the frame at offset %d cannot be sealed (left out): %s", position + delta, exc)
+            else:
+                yield position + delta, table
         position += _FRAME.size + len(payload)
 
 
