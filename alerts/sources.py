@@ -286,10 +286,19 @@ class HttpBackend:
 
     def timeseries(self, project: str, query: SeriesQuery) -> TimeSeries:
         client, q = self._client(project), query
-        window = {"start": q.start, "end": q.end, "step_s": q.step_s, "group_by": q.group_by, "agent": q.agent}
         if q.group_by in RUN_SCOPE_KEYS:
-            return self._guard(q.metric, lambda: client.alert_scope_series(q.metric, **window))
-        return self._guard(q.metric, lambda: client.timeseries(q.metric, **window, model=q.model))
+            return self._guard(
+                q.metric,
+                lambda: client.alert_scope_series(
+                    q.metric, start=q.start, end=q.end, step_s=q.step_s, group_by=q.group_by, agent=q.agent
+                ),
+            )
+        return self._guard(
+            q.metric,
+            lambda: client.timeseries(
+                q.metric, start=q.start, end=q.end, step_s=q.step_s, group_by=q.group_by, agent=q.agent, model=q.model
+            ),
+        )
 
     def month_cost(
         self, project: str, now: float, window_s: int, agent: str | None = None, model: str | None = None

@@ -136,6 +136,10 @@ class StoreHandle:
         if (store := self._store) is not None:  # a store not open yet merges as usual once opened
             store.hold_merges(hold)
 
+    def backlog(self, waiting: bool) -> None:
+        if (store := self._store) is not None:  # a store not open yet has no backlog to hear of
+            store.backlog(waiting)
+
     def close(self) -> None:
         """Close the store if this handle opened it; safe to call twice."""
         with self._lock:

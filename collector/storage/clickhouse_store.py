@@ -79,6 +79,9 @@ class ClickHouseStore(SqlStore):
     def hold_merges(self, hold: bool) -> None:
         """A no-op: a server merges its parts itself, whichever collectors insert into it."""
 
+    def backlog(self, waiting: bool) -> None:
+        """A no-op: a server's merges are its own (``hold_merges``)."""
+
     def close(self) -> None:
         if not self._closed.is_set():
             self._closed.set()
