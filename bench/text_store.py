@@ -7,7 +7,7 @@ compressing across spans and a trigram filter per block would give, on the same 
 ``issue``: the issue's shape, 1 root + 10 LLM + 10 tool spans with ~500 B on the root and LLM spans
 (the same word generator). Both go through the collector's decode (``convert``) into a real
 ``TextStore``. Figures: bytes per span of the write-ahead frames and of the sealed blocks
-(``collector.storage.text_blocks``, zstd ``--level``), the stash rate (the background sealer
+(``collector.storage.text_blocks``: word-coded where it pays, zstd ``--level``), the stash rate (the background sealer
 running) and the rate until every frame is sealed; reading one trace's texts from a block (cold:
 decompressed; warm: cached); the ceiling of one zstd stream per block of 1 and 4 MiB
 (``backports.zstd``, levels 3 and 19) and the size of ``collector.storage.text_index``'s filter
@@ -221,8 +221,8 @@ def render(result: dict[str, Any]) -> str:
         lines += [
             f"## Shape `{shape}`: {store['spans']:,} spans, {store['raw_text_bytes_per_span']:.0f} B of text per span",
             "",
-            f"- Text files, sealed ({store['blocks']} blocks of ~1 MiB of frames, zstd({store['zstd_level']}) per "
-            f"column): **{store['file_bytes_per_span']:.1f} B/span**, ratio {store['ratio']:.2f} (the write-ahead "
+            f"- Text files, sealed ({store['blocks']} blocks of ~1 MiB of frames, texts word-coded where a sample "
+            f"says it pays, zstd({store['zstd_level']}) per section): **{store['file_bytes_per_span']:.1f} B/span**, ratio {store['ratio']:.2f} (the write-ahead "
             f"frames before the seal: {store['write_ahead_bytes_per_span_unsealed']:.0f} B/span, uncompressed); "
             f"stash {store['stash_spans_per_s']:,.0f} spans/s, {store['stash_and_seal_spans_per_s']:,.0f} spans/s "
             f"until all is sealed",
@@ -253,21 +253,39 @@ def render(result: dict[str, Any]) -> str:
 
 
 NOTES = [
+    "Word-coded blocks (AWB2: a text column stored as word ids into the block's dictionary where a sample "
+    "shows it 10 % smaller) and the seal taking the frames it wrote from memory, against 155039a (every column "
+    "plain zstd, frames read back and CRC-checked at the seal), 20k spans, alternating, load 16-23 on 2 shared "
+    "cores. Bytes (deterministic): the issue's shape 69.3 -> 41.5 B/span (text ~36, keys ~5), "
+    "reference_agent.workload's 186.9 -> 109.1. CPU (process_time of stash, then seal(1) with the sealer thread "
+    "off; min of 4-5 runs): seal 32.8 -> 39.0 ms per 20k spans of the issue's shape (held frames -8 ms, word "
+    "coding +14 ms, ~2/3 of it Arrow's dictionary_encode), stash unchanged (~0.8 us/span). Decoding a block "
+    "(min of 5): 1.3 -> 3.0 ms (issue), 1.4 -> 4.1 ms (workload), mostly Arrow's take of the words; so search "
+    "CPU over 10 day copies of the issue's shape (min of 3, two alternating rounds) went 'agent' 136/179 -> "
+    "229/222 ms, 'budget token' 121/121 -> 199/192, a rare ticket 30/28 -> 38/42. The wall-clock read and search "
+    "figures above were taken at load 17-22 and compare with no earlier run.",
+    "Through the collector (python -m bench.text_ingest_cpu --spans 100000, from each side's worktree, "
+    "alternating, load 16-17): the issue's shape, collector CPU until stored + 5 s 2.94 / 3.48 / 2.89 s before, "
+    "3.04 / 2.94 / 3.05 after (means 3.10 and 3.01); captured text after a clean stop 68.9-69.1 -> 41.3 B/span; "
+    "the whole data directory 157.9-160.9 -> 112.9-133.2 B/span (chDB's spans, runs and views ~70-90 of it at "
+    "100k spans). --shape workload (load 19-23): 4.49 / 4.01 / 4.08 s before, 4.53 / 9.10 / 4.08 after (the "
+    "9.10 at 2,973 spans/s, the slowest run of all), text 187.3 -> 109.3-124.5 B/span.",
     "Before and after (issue 38), bench.text_store at 20k spans, the code before the blocks (09a260e) run right "
     "after this one under the same load (~9-13 on 2 shared cores): the issue's shape 86.6 -> 69.3 B/span (-20 %), "
     "reference_agent.workload's 201.5 -> 187.3 (-7 %). Where the bytes went (issue shape, zstd 3): text 64 "
     "B/span, span ids 4.7, Arrow's offsets ~7 before the lengths went byte-planed, ~0.5 now.",
     "reference_agent.workload's texts are words drawn uniformly from 87 (log2(87) bits per ~6.1 bytes, ~1.05 bits "
     "per byte): zstd(3) reaches ~2.0 bits/byte on them, levels 5-12 ~1.9-2.0 at 1/4-1/20 of the speed, level 15 "
-    "64 B/span at ~3k spans/s, bzip2 40 B/span at ~6 MB/s (and 13 MB/s to read back). <= 60 B/span (texts and "
-    "spans table together) is out of reach on these words at a speed ingest can pay; agents' real texts repeat "
-    "across spans (templates, re-sent context), which a block compresses and a frame alone did not.",
+    "64 B/span at ~3k spans/s, bzip2 40 B/span at ~6 MB/s (and 13 MB/s to read back). Word ids reach ~7 bits a "
+    "word (the floor: log2(87) = 6.4): the issue's shape's text files are now under 60 B/span; texts and spans "
+    "table together are not (above). On prose, code and JSON of a wide vocabulary (this repository's Markdown, "
+    "Python and bench JSON, 0.2-0.8 MB each) word ids lose 20-25 % to plain zstd, so those blocks stay plain.",
     "Blocks of 0.5 / 1 / 2 / 4 / 8 MiB of frames: 70.8 / 69.3 / 68.9 / 68.7 / 69.0 B/span (issue shape); one "
     "trace read cold 0.9 / 1.3 / 3.4 / 8.6 / 9.1 ms; 1 MiB is SEAL_BYTES.",
     "Search: the index (<day>.awi) holds a trigram filter per sealed block and per unsealed frame. Over 10 day "
     "files of the issue's shape, quiet moment: a rare ticket 46 ms (frames: 31 ms: a 1 MiB block is decompressed "
-    "where a ~300 KB frame was), 'agent' (in every block) 200 ms (frames: 646 ms). The 30-day figures above were "
-    "taken at load ~12: the same runs of the code before gave 102-173 ms (rare) and 1010-2134 ms (common) there.",
+    "where a ~300 KB frame was), 'agent' (in every block) 200 ms (frames: 646 ms). The 30-day figures of the run "
+    "before word coding (03:23 UTC, load ~12) were: the same runs of the code before those blocks gave 102-173 ms (rare) and 1010-2134 ms (common) there.",
     "Not measured: 30 days x 1M spans a day (~250 blocks a day): a rare needle reads each day's index whole and "
     "decompresses the blocks its filters let through (~2-3 ms each).",
     "The whole data directory (python -m bench.compare --agentwatch-only, 50k spans of reference_agent.workload, "
