@@ -91,18 +91,24 @@ def tree(
     matched = {
         s.span_id for s in spans if (kinds is None or s.kind in kinds) and (not failures or analysis.is_failed(s))
     }
-    kept = _with_ancestors(spans, matched) if (kinds is not None or failures) else {s.span_id for s in spans}
+    kept = _with_ancestors(spans, matched) if (kinds is not None or failures) else None  # None: every span
     key = _sort_key(sort, children)
     shown: list[TreeItem] = []
-    stack = [(s, 0) for s in reversed(sorted((s for s in children[""] if s.span_id in kept), key=key))]
+    stack = [(s, 0) for s in reversed(sorted(_kept(children[""], kept), key=key))]
     while stack:
         span, level = stack.pop()
-        kids = sorted((c for c in children.get(span.span_id, ()) if c.span_id in kept), key=key)
+        kids = sorted(_kept(children.get(span.span_id, ()), kept), key=key)
         folded = bool(kids) and ((depth is not None and level >= depth) != (span.span_id in toggled))
         shown.append(TreeItem(span, level, len(kids), folded, span.span_id in matched))
         if not folded:
             stack.extend((c, level + 1) for c in reversed(kids))
     return shown
+
+
+def _kept(spans: Sequence[SpanOut], kept: set[str] | None) -> Sequence[SpanOut]:
+    """The spans a filter keeps (``kept``; None keeps all: a 10,000-span run's unfiltered tree
+    skips the test)."""
+    return spans if kept is None else [s for s in spans if s.span_id in kept]
 
 
 def _children(spans: Sequence[SpanOut]) -> dict[str, list[SpanOut]]:
@@ -135,15 +141,17 @@ def _sort_key(sort: str, children: dict[str, list[SpanOut]]) -> Any:
 
 def subtree_costs(children: dict[str, list[SpanOut]]) -> dict[str, float]:
     """Span id -> its cost and its descendants' (the collector prices each call once, on its own span)."""
-    costs: dict[str, float] = {}
     order: list[SpanOut] = []
     stack = list(children[""])
     while stack:
         span = stack.pop()
         order.append(span)
         stack.extend(children.get(span.span_id, ()))
-    for span in reversed(order):  # children before their parents
-        costs[span.span_id] = (span.cost_usd or 0.0) + sum(costs[c.span_id] for c in children.get(span.span_id, ()))
+    costs = {span.span_id: span.cost_usd or 0.0 for span in order}
+    parent = {c.span_id: span.span_id for span in order for c in children.get(span.span_id, ())}
+    for span in reversed(order):  # children before their parents: each adds its total to its parent's
+        if (up := parent.get(span.span_id)) is not None:
+            costs[up] += costs[span.span_id]
     return costs
 
 

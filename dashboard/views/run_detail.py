@@ -387,6 +387,7 @@ def _tree_row(row: dict[str, Any]) -> tables.Row:
     if row["status"] == live.OPEN:
         colour += "80"  # pale: not ended
     start, duration = row["start_s"], row["duration_s"]
+    took = ui.fmt(duration, "s")
     marks = {"status": "bad"} if failed else ({"status": "dim"} if row["status"] == live.OPEN else {})
     if not row["matched"]:
         marks["span"] = "dim"  # kept to show where a match sits, not a match itself
@@ -396,10 +397,10 @@ def _tree_row(row: dict[str, Any]) -> tables.Row:
             row["span"],
             row["status"],
             ui.fmt(row["cost_usd"], "USD") if row["cost_usd"] else "",
-            ui.fmt(duration, "s"),
+            took,
             f"+{start:.3f} s",
             row["step"],
-            f"+{start:.3f} s to +{start + duration:.3f} s ({ui.fmt(duration, 's')})",
+            f"+{start:.3f} s to +{start + duration:.3f} s ({took})",
             row["detail"],
         ],
         depth=row["depth"],
