@@ -23,6 +23,7 @@ from agentwatch_api.schemas import (
 )
 from agentwatch_platform.collector.query.ranges import MAX_RANGE_S, InvalidQuery
 from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.sql import span_keys
 from agentwatch_platform.collector.storage.sql import spans as sql
 
 MAX_PAGE = 500
@@ -74,22 +75,46 @@ def span_groups(
     by: str = "tool",
     sort: str = "-spans",
     limit: int = 100,
+    rollups: bool = True,
     **filters: Any,
 ) -> SpanGroups:
-    """Per value of ``by``: spans, failures and their rate, runs, latency p50/p95, tokens, cost."""
+    """Per value of ``by``: spans, failures and their rate, runs, latency p50/p95, tokens, cost.
+
+    Read from the per-minute rollup where the key and the filters are a span's own (``_rolled_up``),
+    else (or with ``rollups=False``) from every span of the range: the same figures."""
     field, descending = _sort(sort, SPAN_GROUP_SORTS)
     if not 1 <= limit <= MAX_GROUPS:
         raise InvalidQuery(f"limit must be between 1 and {MAX_GROUPS}, got {limit}")
     key, group_key = _group(by)
     params, where, warnings = _filtered(store, project, start, end, filters)
     params |= {"limit": limit, "group_key": group_key}
-    rows = store.query(sql.groups(key, where, field, descending), params)
+    statement = _rolled_up(key, params, where, field, descending) if rollups else None
+    rows = store.query(statement or sql.groups(key, where, field, descending), params)
     return SpanGroups(
         by=by,
         groups=[_group_row(r) for r in rows],
         total_groups=int(rows[0]["groups"]) if rows else 0,
         warnings=warnings,
     )
+
+
+def _rolled_up(key: str, params: dict[str, Any], where: str, field: str, descending: bool) -> str | None:
+    """The group-by over ``span_key_minutes``' whole minutes and the cut edges' spans, if the rollup
+    holds the key and every filter given (``lo_s``/``hi_s`` added to ``params``); else None."""
+    given = {name for name in sql.FILTERS if params.get(name) is not None}
+    attributes = any(name.startswith("attr_key_") for name in params)
+    if key not in span_keys.GROUP_KEYS or attributes or not given <= set(span_keys.FILTERS):
+        return None
+    params |= _whole_minutes(params["start_ns"], params["end_ns"])
+    rollup_where = span_keys.rollup_where(params)
+    figures = span_keys.groups(key, sql.GROUP_KEYS[key], rollup_where, where, keyed=key in sql.KEYED_ONLY)
+    return sql.ranked(figures, field, descending)
+
+
+def _whole_minutes(start_ns: int, end_ns: int) -> dict[str, int]:
+    """The whole minutes of [start, end) as epoch seconds ``[lo_s, hi_s)``; none (0, 0) if it holds none."""
+    lo_s, hi_s = -(-start_ns // 60_000_000_000) * 60, end_ns // 60_000_000_000 * 60
+    return {"lo_s": lo_s, "hi_s": hi_s} if lo_s < hi_s else {"lo_s": 0, "hi_s": 0}
 
 
 # --- parameters ----------------------------------------------------------------------------------

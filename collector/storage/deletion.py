@@ -38,6 +38,7 @@ from agentwatch_platform.collector.errors import CollectorError
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.sql import closes as closes_sql
 from agentwatch_platform.collector.storage.sql import delete as delete_sql
+from agentwatch_platform.collector.storage.sql import span_keys as span_keys_sql
 from agentwatch_platform.collector.storage.texts import FAULT_ENV as TEXTS_FAULT_ENV
 from agentwatch_platform.collector.storage.tombstones import TOMBSTONE_S, Tombstone
 
@@ -276,6 +277,8 @@ def _rebuild_hours(store: Store, project: str, hours: list[int]) -> None:
             delete_sql.DROP_HOURS,
             delete_sql.DROP_MINUTES,
             delete_sql.REBUILD_MINUTES,
+            span_keys_sql.DROP_HOURS,
+            span_keys_sql.REBUILD_HOURS,
             delete_sql.DROP_RUN_MINUTES,
         ):
             store.command(statement, params)

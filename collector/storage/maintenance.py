@@ -13,6 +13,7 @@ from typing import Any
 from agentwatch_platform.collector.storage.base import Store, StoreError
 from agentwatch_platform.collector.storage.sql import delete as delete_sql
 from agentwatch_platform.collector.storage.sql import reprice as reprice_sql
+from agentwatch_platform.collector.storage.sql import span_keys as span_keys_sql
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ def rebuild_totals(store: Store, *, since: float, project: str = "") -> None:
             reprice_sql.DROP_MINUTES,
             reprice_sql.DROP_HOURS,
             reprice_sql.REBUILD_MINUTES,
+            span_keys_sql.DROP_SINCE,
+            span_keys_sql.REBUILD_SINCE,
         ):
             store.command(statement, params)
 

@@ -34,6 +34,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from agentwatch_platform.collector.storage.sql.span_keys import (
+    SPAN_KEY_MINUTES,
+    SPAN_KEY_MINUTES_BACKFILL,
+    SPAN_KEY_MINUTES_MV,
+)
+
 # Spans whose tokens and cost count: all but the run span, which may carry the SDK's own
 # totals. An engine span (kind "engine": the engine's record of a call) keeps its own figures
 # as attributes and counts only what it adds to the client's LLM span (collector.ingest.engine_join);
@@ -653,6 +659,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     # The agent's version (OpenTelemetry service.version) on every span and on the run (its root's),
     # so runs are filtered and compared per version. Rows stored before have '' (no version known).
     Migration(14, "service_version", SERVICE_VERSION_COLUMNS),
+    # The span explorer's group-bys read whole minutes from span_key_minutes (its figures per minute
+    # and key tuple) and only the cut edges from spans: a day's group-by read every span.
+    Migration(15, "span_key_minutes", (SPAN_KEY_MINUTES, SPAN_KEY_MINUTES_MV, SPAN_KEY_MINUTES_BACKFILL)),
 )
 
 
@@ -670,6 +679,7 @@ TTL_TABLES = {
     "runs_agg": "hour",
     "span_minutes": "minute",
     "span_hours": "hour",
+    "span_key_minutes": "minute",
     "run_minutes": "minute",
     "closed_run_minutes": "minute",
     "engine_metrics": "ts",

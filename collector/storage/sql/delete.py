@@ -117,6 +117,7 @@ PROJECT_TABLES = (
     "run_minutes",
     "span_hours",
     "span_minutes",
+    "span_key_minutes",
     "runs_agg",
     "spans",
 )
@@ -142,6 +143,7 @@ RETENTION_TABLES = (
     ("run_minutes", "minute"),
     ("span_hours", "hour"),
     ("span_minutes", "minute"),
+    ("span_key_minutes", "minute"),
     ("spans", "start_time"),
     ("engine_metrics", "ts"),
     ("feedback", "created_at"),

@@ -288,3 +288,19 @@ FROM {source}{where}
 GROUP BY key
 ORDER BY {GROUP_SORTS[sort]} {direction}, key
 LIMIT {{limit:UInt32}}"""
+
+
+def ranked(figures: str, sort: str, descending: bool) -> str:
+    """``figures`` (rows of key, n_spans, failures, runs, duration_q, in_tokens, out_tokens, cost, as
+    ``sql.span_keys.groups`` gives them) with the columns and order ``groups`` gives."""
+    direction = "DESC" if descending else "ASC"
+    return f"""
+SELECT key, n_spans, failures, runs, duration_q, in_tokens, out_tokens, cost,
+    failures / n_spans AS failure_rate,
+    duration_q[1] AS duration_p50_s,
+    duration_q[2] AS duration_p95_s,
+    in_tokens + out_tokens AS total_tokens,
+    count() OVER () AS groups
+FROM ({figures})
+ORDER BY {GROUP_SORTS[sort]} {direction}, key
+LIMIT {{limit:UInt32}}"""
