@@ -1,6 +1,6 @@
 """The span explorer's latency: groups and filtered lists over every span of a day.
 
-    python -m bench.span_explorer [--spans 1000000] [--repeats 15] [--label after] [--store-dir DIR]
+    python -m bench.span_explorer [--spans 1000000] [--repeats 15] [--label after] [--store-dir DIR] [--spans-only]
 
 A fresh chDB store is filled with ``bench.ingest``'s agent-like runs (30 spans each, generated
 inside ClickHouse: a run, steps, LLM calls, tool calls of which 10 % fail) spread over the 24 hours
@@ -8,7 +8,9 @@ before now, in 50 inserts. Then p50/p95 (wall) and the median CPU of each questi
 ``collector.query.spans`` in this process, the store's result cache off, over the whole 24 hours.
 
 Results go to ``bench/results/span_explorer.json`` (and ``.md``) under ``--label``. With ``--store-dir``
-the store stays there and a later run measures it again without refilling (its window is the fill's day).
+the store stays there and a later run measures it again without refilling (its window is the fill's day),
+after applying the migrations since its fill. ``--spans-only`` answers every question from the spans, the
+rollups (``span_key_minutes``/``span_key_hours``) unread: the figures before them, on the same store.
 """
 
 from __future__ import annotations
@@ -49,8 +51,8 @@ def build(data_dir: Path, spans: int) -> dict[str, Any]:
 Case = Callable[[ChdbStore], Any]
 
 
-def cases(info: dict[str, Any]) -> dict[str, Case]:
-    w = {"start": info["start"], "end": info["end"]}
+def cases(info: dict[str, Any], *, rollups: bool = True) -> dict[str, Case]:
+    w = {"start": info["start"], "end": info["end"], "rollups": rollups}
     groups, spans = query.span_groups, query.list_spans
     return {
         "failures_by_tool_24h": lambda s: groups(s, PROJECT, **w, by="tool", kind="tool", sort="-failures"),
@@ -66,11 +68,12 @@ def cases(info: dict[str, Any]) -> dict[str, Case]:
     }
 
 
-def measure(data_dir: Path, info: dict[str, Any], repeats: int) -> dict[str, Any]:
+def measure(data_dir: Path, info: dict[str, Any], repeats: int, *, rollups: bool = True) -> dict[str, Any]:
     store = ChdbStore(data_dir / "chdb", result_cache_s=0)
     try:
+        store.migrate()  # a kept store gains the migrations since its fill (their backfills included)
         settle(store)
-        return {name: latency(lambda c=call: c(store), repeats) for name, call in cases(info).items()}
+        return {name: latency(lambda c=call: c(store), repeats) for name, call in cases(info, rollups=rollups).items()}
     finally:
         store.close()
 
@@ -93,7 +96,7 @@ def kept(data_dir: Path, spans: int) -> tuple[dict[str, Any], float]:
     return info, info["build_s"]
 
 
-def run_size(spans: int, repeats: int, store_dir: Path | None = None) -> dict[str, Any]:
+def run_size(spans: int, repeats: int, store_dir: Path | None = None, *, rollups: bool = True) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="aw-spanx-") as tmp:
         data_dir = store_dir or Path(tmp)
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -103,7 +106,7 @@ def run_size(spans: int, repeats: int, store_dir: Path | None = None) -> dict[st
             "build_s": build_s,
             "load_average_at_start": os.getloadavg()[0],
         }
-        result["store"] = measure(data_dir, info, repeats)
+        result["store"] = measure(data_dir, info, repeats, rollups=rollups)
         print(f"{spans}:", json.dumps(result), flush=True)
         return result
 
@@ -155,6 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="after")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--store-dir", type=Path, help="keep the store here (one size) and reuse it on the next run")
+    parser.add_argument(
+        "--spans-only",
+        action="store_true",
+        help="answer from the spans alone, the rollups unread (the figures before them)",
+    )
     args = parser.parse_args(argv)
     sizes = args.spans.split(",")
     if args.store_dir and len(sizes) > 1:
@@ -162,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     run = {
         "command": " ".join(["python -m bench.span_explorer", *(argv if argv is not None else sys.argv[1:])]),
         "machine": report.machine(),
-        "sizes": {size: run_size(int(size), args.repeats, args.store_dir) for size in sizes},
+        "sizes": {
+            size: run_size(int(size), args.repeats, args.store_dir, rollups=not args.spans_only) for size in sizes
+        },
     }
     run["load_average_at_end"] = os.getloadavg()[0]
     path = args.out.with_suffix(".json")

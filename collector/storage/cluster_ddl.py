@@ -38,6 +38,7 @@ SHARDED: dict[str, str] = {
     "span_minutes": "cityHash64(project, agent, model)",
     "span_hours": "cityHash64(project, agent, model)",
     "span_key_minutes": "cityHash64(project, agent, model)",
+    "span_key_hours": "cityHash64(project, agent, model)",
     "run_minutes": "cityHash64(project, agent)",
     "closed_run_minutes": "cityHash64(project, minute)",  # a minute's versions on one shard, for FINAL
     "engine_metrics": "cityHash64(project, engine)",

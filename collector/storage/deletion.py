@@ -277,7 +277,7 @@ def _rebuild_hours(store: Store, project: str, hours: list[int]) -> None:
             delete_sql.DROP_HOURS,
             delete_sql.DROP_MINUTES,
             delete_sql.REBUILD_MINUTES,
-            span_keys_sql.DROP_HOURS,
+            *span_keys_sql.DROP_HOURS,
             span_keys_sql.REBUILD_HOURS,
             delete_sql.DROP_RUN_MINUTES,
         ):

@@ -36,7 +36,7 @@ def rebuild_totals(store: Store, *, since: float, project: str = "") -> None:
             reprice_sql.DROP_MINUTES,
             reprice_sql.DROP_HOURS,
             reprice_sql.REBUILD_MINUTES,
-            span_keys_sql.DROP_SINCE,
+            *span_keys_sql.DROP_SINCE,
             span_keys_sql.REBUILD_SINCE,
         ):
             store.command(statement, params)

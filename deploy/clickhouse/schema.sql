@@ -572,6 +572,166 @@ SELECT project, hour, trace_id,
 FROM (SELECT *, toStartOfHour(start_time) AS hour FROM spans_local)
 GROUP BY project, hour, trace_id;
 
+-- migration 15: span_key_minutes
+
+CREATE TABLE IF NOT EXISTS span_key_minutes_local ON CLUSTER agentwatch (
+    project LowCardinality(String),
+    minute DateTime,
+    kind LowCardinality(String),
+    tool LowCardinality(String),
+    model LowCardinality(String),
+    status LowCardinality(String),
+    error_key LowCardinality(String),
+    error_base LowCardinality(String),
+    agent LowCardinality(String),
+    version LowCardinality(String),
+    name LowCardinality(String),
+    spans SimpleAggregateFunction(sum, UInt64),
+    failures SimpleAggregateFunction(sum, UInt64),
+    input_tokens SimpleAggregateFunction(sum, UInt64),
+    output_tokens SimpleAggregateFunction(sum, UInt64),
+    cost_usd SimpleAggregateFunction(sum, Float64),
+    runs AggregateFunction(uniqExact, UInt64),
+    duration AggregateFunction(quantilesTDigest(0.5, 0.95), Float64)
+)
+ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')
+PARTITION BY toYYYYMM(minute)
+ORDER BY (project, minute, kind, tool, model, status, error_key, error_base, agent, version, name)
+SETTINGS ttl_only_drop_parts = 1;
+
+CREATE TABLE IF NOT EXISTS span_key_minutes ON CLUSTER agentwatch AS span_key_minutes_local
+ENGINE = Distributed(agentwatch, currentDatabase(), span_key_minutes_local, cityHash64(project, agent, model));
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS span_key_minutes_mv ON CLUSTER agentwatch TO span_key_minutes_local AS 
+SELECT project, minute, kind, tool, model, status, error_key, error_base, agent, version, name,
+    count() AS spans,
+    countIf((status_code = 'error' OR is_timeout)) AS failures,
+    sum(toUInt64(input_tokens)) AS input_tokens,
+    sum(toUInt64(output_tokens)) AS output_tokens,
+    sum(cost_usd) AS cost_usd,
+    uniqExactState(cityHash64(trace_id)) AS runs,
+    quantilesTDigestState(0.5, 0.95)(greatest((toUnixTimestamp64Nano(end_time) - toUnixTimestamp64Nano(start_time)), 0) / 1e9) AS duration
+FROM (SELECT *, toDateTime(toStartOfMinute(start_time)) AS minute, toString(tool_name) AS tool,
+        if(is_timeout, 'timeout', toString(status_code)) AS status, if((multiIf(
+    error_type != '', toString(error_type),
+    is_timeout, 'TimeoutError',
+    status_code != 'error', '',
+    match(status_message, '^[A-Za-z_][A-Za-z0-9_.]*:'), extract(status_message, '^([A-Za-z_][A-Za-z0-9_.]*):'),
+    'error')) = '', '',
+    if((multiIf(
+    attributes['http.response.status_code'] != '', attributes['http.response.status_code'],
+    attributes['http.status_code'] != '', attributes['http.status_code'],
+    extract(status_message, '(?i)(?:http|status|status code|answered|returned|response)[ :=]*([1-5][0-9][0-9])\\b'))) = '', multiIf(
+    error_type != '', toString(error_type),
+    is_timeout, 'TimeoutError',
+    status_code != 'error', '',
+    match(status_message, '^[A-Za-z_][A-Za-z0-9_.]*:'), extract(status_message, '^([A-Za-z_][A-Za-z0-9_.]*):'),
+    'error'), concat(multiIf(
+    error_type != '', toString(error_type),
+    is_timeout, 'TimeoutError',
+    status_code != 'error', '',
+    match(status_message, '^[A-Za-z_][A-Za-z0-9_.]*:'), extract(status_message, '^([A-Za-z_][A-Za-z0-9_.]*):'),
+    'error'), ' (HTTP ', multiIf(
+    attributes['http.response.status_code'] != '', attributes['http.response.status_code'],
+    attributes['http.status_code'] != '', attributes['http.status_code'],
+    extract(status_message, '(?i)(?:http|status|status code|answered|returned|response)[ :=]*([1-5][0-9][0-9])\\b')), ')'))) AS error_key, multiIf(
+    error_type != '', toString(error_type),
+    is_timeout, 'TimeoutError',
+    status_code != 'error', '',
+    match(status_message, '^[A-Za-z_][A-Za-z0-9_.]*:'), extract(status_message, '^([A-Za-z_][A-Za-z0-9_.]*):'),
+    'error') AS error_base, toString(agent_name) AS agent,
+        toString(service_version) AS version
+    FROM spans_local)
+GROUP BY project, minute, kind, tool, model, status, error_key, error_base, agent, version, name;
+
+INSERT INTO span_key_minutes 
+SELECT project, minute, kind, tool, model, status, error_key, error_base, agent, version, name,
+    count() AS spans,
+    countIf((status_code = 'error' OR is_timeout)) AS failures,
+    sum(toUInt64(input_tokens)) AS input_tokens,
+    sum(toUInt64(output_tokens)) AS output_tokens,
+    sum(cost_usd) AS cost_usd,
+    uniqExactState(cityHash64(trace_id)) AS runs,
+    quantilesTDigestState(0.5, 0.95)(greatest((toUnixTimestamp64Nano(end_time) - toUnixTimestamp64Nano(start_time)), 0) / 1e9) AS duration
+FROM (SELECT *, toDateTime(toStartOfMinute(start_time)) AS minute, toString(tool_name) AS tool,
+        if(is_timeout, 'timeout', toString(status_code)) AS status, if((multiIf(
+    error_type != '', toString(error_type),
+    is_timeout, 'TimeoutError',
+    status_code != 'error', '',
+    match(status_message, '^[A-Za-z_][A-Za-z0-9_.]*:'), extract(status_message, '^([A-Za-z_][A-Za-z0-9_.]*):'),
+    'error')) = '', '',
+    if((multiIf(
+    attributes['http.response.status_code'] != '', attributes['http.response.status_code'],
+    attributes['http.status_code'] != '', attributes['http.status_code'],
+    extract(status_message, '(?i)(?:http|status|status code|answered|returned|response)[ :=]*([1-5][0-9][0-9])\\b'))) = '', multiIf(
+    error_type != '', toString(error_type),
+    is_timeout, 'TimeoutError',
+    status_code != 'error', '',
+    match(status_message, '^[A-Za-z_][A-Za-z0-9_.]*:'), extract(status_message, '^([A-Za-z_][A-Za-z0-9_.]*):'),
+    'error'), concat(multiIf(
+    error_type != '', toString(error_type),
+    is_timeout, 'TimeoutError',
+    status_code != 'error', '',
+    match(status_message, '^[A-Za-z_][A-Za-z0-9_.]*:'), extract(status_message, '^([A-Za-z_][A-Za-z0-9_.]*):'),
+    'error'), ' (HTTP ', multiIf(
+    attributes['http.response.status_code'] != '', attributes['http.response.status_code'],
+    attributes['http.status_code'] != '', attributes['http.status_code'],
+    extract(status_message, '(?i)(?:http|status|status code|answered|returned|response)[ :=]*([1-5][0-9][0-9])\\b')), ')'))) AS error_key, multiIf(
+    error_type != '', toString(error_type),
+    is_timeout, 'TimeoutError',
+    status_code != 'error', '',
+    match(status_message, '^[A-Za-z_][A-Za-z0-9_.]*:'), extract(status_message, '^([A-Za-z_][A-Za-z0-9_.]*):'),
+    'error') AS error_base, toString(agent_name) AS agent,
+        toString(service_version) AS version
+    FROM spans)
+GROUP BY project, minute, kind, tool, model, status, error_key, error_base, agent, version, name;
+
+-- migration 16: span_key_hours
+
+CREATE TABLE IF NOT EXISTS span_key_hours_local ON CLUSTER agentwatch (
+    project LowCardinality(String),
+    hour DateTime,
+    kind LowCardinality(String),
+    tool LowCardinality(String),
+    model LowCardinality(String),
+    status LowCardinality(String),
+    error_key LowCardinality(String),
+    error_base LowCardinality(String),
+    agent LowCardinality(String),
+    version LowCardinality(String),
+    name LowCardinality(String),
+    spans SimpleAggregateFunction(sum, UInt64),
+    failures SimpleAggregateFunction(sum, UInt64),
+    input_tokens SimpleAggregateFunction(sum, UInt64),
+    output_tokens SimpleAggregateFunction(sum, UInt64),
+    cost_usd SimpleAggregateFunction(sum, Float64),
+    runs AggregateFunction(uniqExact, UInt64),
+    duration AggregateFunction(quantilesTDigest(0.5, 0.95), Float64)
+)
+ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')
+PARTITION BY toYYYYMM(hour)
+ORDER BY (project, hour, kind, tool, model, status, error_key, error_base, agent, version, name)
+SETTINGS ttl_only_drop_parts = 1;
+
+CREATE TABLE IF NOT EXISTS span_key_hours ON CLUSTER agentwatch AS span_key_hours_local
+ENGINE = Distributed(agentwatch, currentDatabase(), span_key_hours_local, cityHash64(project, agent, model));
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS span_key_hours_mv ON CLUSTER agentwatch TO span_key_hours_local AS 
+SELECT project, toDateTime(intDiv(toUInt32(minute), 3600) * 3600) AS hour, kind, tool, model, status, error_key, error_base, agent, version, name,
+    sum(spans) AS spans, sum(failures) AS failures, sum(input_tokens) AS input_tokens,
+    sum(output_tokens) AS output_tokens, sum(cost_usd) AS cost_usd,
+    uniqExactMergeState(runs) AS runs, quantilesTDigestMergeState(0.5, 0.95)(duration) AS duration
+FROM span_key_minutes_local
+GROUP BY project, hour, kind, tool, model, status, error_key, error_base, agent, version, name;
+
+INSERT INTO span_key_hours 
+SELECT project, toDateTime(intDiv(toUInt32(minute), 3600) * 3600) AS hour, kind, tool, model, status, error_key, error_base, agent, version, name,
+    sum(spans) AS spans, sum(failures) AS failures, sum(input_tokens) AS input_tokens,
+    sum(output_tokens) AS output_tokens, sum(cost_usd) AS cost_usd,
+    uniqExactMergeState(runs) AS runs, quantilesTDigestMergeState(0.5, 0.95)(duration) AS duration
+FROM span_key_minutes
+GROUP BY project, hour, kind, tool, model, status, error_key, error_base, agent, version, name;
+
 -- retention
 
 ALTER TABLE spans_local ON CLUSTER agentwatch MODIFY TTL toDateTime(start_time) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;
@@ -581,6 +741,10 @@ ALTER TABLE runs_agg_local ON CLUSTER agentwatch MODIFY TTL toDateTime(hour) + I
 ALTER TABLE span_minutes_local ON CLUSTER agentwatch MODIFY TTL toDateTime(minute) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;
 
 ALTER TABLE span_hours_local ON CLUSTER agentwatch MODIFY TTL toDateTime(hour) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;
+
+ALTER TABLE span_key_minutes_local ON CLUSTER agentwatch MODIFY TTL toDateTime(minute) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;
+
+ALTER TABLE span_key_hours_local ON CLUSTER agentwatch MODIFY TTL toDateTime(hour) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;
 
 ALTER TABLE run_minutes_local ON CLUSTER agentwatch MODIFY TTL toDateTime(minute) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;
 

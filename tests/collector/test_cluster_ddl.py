@@ -107,6 +107,8 @@ def test_views_read_and_write_the_local_tables(parser: ChdbStore) -> None:
         "span_minutes_mv",
         "span_hours_mv",
         "run_minutes_mv",
+        "span_key_minutes_mv",
+        "span_key_hours_mv",
     }  # type: ignore[index]
     for view in views:
         sources = re.findall(r"FROM (\w+)", view)
