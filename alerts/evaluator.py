@@ -71,7 +71,7 @@ from agentwatch_platform.alerts.rules import DERIVED_METRICS, Rule, RulesConfig,
 from agentwatch_platform.alerts.run_scopes import top_k
 from agentwatch_platform.alerts.run_states import RUN_STATE_METRICS, absent_value
 from agentwatch_platform.alerts.settings import AlertsSettings
-from agentwatch_platform.alerts.sources import AlertHistory, MetricSource, SeriesQuery, StoreBackend
+from agentwatch_platform.alerts.sources import AlertHistory, FigureQuery, MetricSource, SeriesQuery, StoreBackend
 from agentwatch_platform.alerts.version_rules import EVERY_S, VERSION_METRICS
 from agentwatch_platform.alerts.wording import message
 from agentwatch_platform.collector.state import collector_state
@@ -226,9 +226,8 @@ class Evaluator:
             firing = fingerprint(project, rule.name, filters) in active
             observations = [(filters, rule.condition.detect([value], step_s=rule.window_s, firing=firing))]
         elif rule.metric in RUN_STATE_METRICS:
-            values = self.source.run_states(
-                project, rule.metric, now, rule.window_s, rule.group_by, agent, rule.min_runs
-            )
+            figure = FigureQuery(rule.metric, now, rule.window_s, rule.group_by, agent, min_runs=rule.min_runs)
+            values = self.source.run_states(project, figure)
             for alert in active.values():  # an agent with an open incident and no run for a day
                 if alert.rule == rule.name:
                     values.setdefault(alert.scope.get(rule.group_by, ""), absent_value(rule.metric))
@@ -250,7 +249,8 @@ class Evaluator:
     ) -> list[Observation]:
         """The newest (or the named) version against the one before it; an open incident of an
         older version is judged clear once a newer version is the one compared (it moved on)."""
-        values = self.source.version_changes(project, rule.metric, now, rule.window_s, agent, version, rule.min_runs)
+        figure = FigureQuery(rule.metric, now, rule.window_s, agent=agent, version=version, min_runs=rule.min_runs)
+        values = self.source.version_changes(project, figure)
         if rule.group_by == "version":
             for alert in active.values():
                 if alert.rule == rule.name:

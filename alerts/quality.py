@@ -29,7 +29,7 @@ from agentwatch_platform.alerts.budget import MonthCost
 from agentwatch_platform.alerts.detectors import Detector
 from agentwatch_platform.alerts.evaluator import Evaluator
 from agentwatch_platform.alerts.rules import RulesConfig
-from agentwatch_platform.alerts.sources import SeriesQuery
+from agentwatch_platform.alerts.sources import FigureQuery, SeriesQuery
 
 KINDS = ("noise", "seasonal", "drift", "spike", "step")
 
@@ -251,16 +251,7 @@ class SyntheticSource:
     ) -> MonthCost:
         return MonthCost(now, 0.0, 0.0, 0.0, window_s)
 
-    def run_states(
-        self,
-        project: str,
-        metric: str,
-        now: float,
-        window_s: int,
-        group_by: str = "none",
-        agent: str | None = None,
-        min_runs: int = 0,
-    ) -> dict:
+    def run_states(self, project: str, query: FigureQuery) -> dict:
         return {}
 
     def firing(self, project: str) -> list:

@@ -55,6 +55,20 @@ class SeriesQuery:
     model: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class FigureQuery:
+    """A figure of now over the last ``window_s``: per group (``MetricSource.run_states``), or per
+    version compared (``MetricSource.version_changes``; ``version``: that version only)."""
+
+    metric: str
+    now: float
+    window_s: int
+    group_by: str = "none"
+    agent: str | None = None
+    version: str | None = None
+    min_runs: int = 0
+
+
 class MetricSource(Protocol):
     """Metric reads; raise ``SourceError`` when the data cannot be read now."""
 
@@ -68,29 +82,11 @@ class MetricSource(Protocol):
         """The month so far and the cost of the last ``window_s`` (``alerts.budget``)."""
         ...
 
-    def run_states(
-        self,
-        project: str,
-        metric: str,
-        now: float,
-        window_s: int,
-        group_by: str = "none",
-        agent: str | None = None,
-        min_runs: int = 0,
-    ) -> dict[str, float | None]:
+    def run_states(self, project: str, query: FigureQuery) -> dict[str, float | None]:
         """A ``RUN_STATE_METRICS`` figure now, per group (``alerts.run_states``)."""
         ...
 
-    def version_changes(
-        self,
-        project: str,
-        metric: str,
-        now: float,
-        window_s: int,
-        agent: str | None = None,
-        version: str | None = None,
-        min_runs: int = 0,
-    ) -> dict[str, float | None]:
+    def version_changes(self, project: str, query: FigureQuery) -> dict[str, float | None]:
         """A ``VERSION_METRICS`` figure now: {compared version: value} (``alerts.version_rules``)."""
         ...
 
@@ -181,50 +177,34 @@ class StoreBackend:
         )
         return MonthCost(now, cost.month_to_date_usd, cost.projected_month_usd, cost.total_usd, window_s)
 
-    def run_states(
-        self,
-        project: str,
-        metric: str,
-        now: float,
-        window_s: int,
-        group_by: str = "none",
-        agent: str | None = None,
-        min_runs: int = 0,
-    ) -> dict[str, float | None]:
+    def run_states(self, project: str, query: FigureQuery) -> dict[str, float | None]:
+        q = query
         return self._guard(
-            metric,
+            q.metric,
             lambda: run_state_values(
                 self.store,
                 project,
-                metric,
-                now=now,
-                window_s=window_s,
+                q.metric,
+                now=q.now,
+                window_s=q.window_s,
                 idle_timeout_s=self.idle_timeout_s,
-                group_by=group_by,
-                agent=agent,
-                min_runs=min_runs,
+                group_by=q.group_by,
+                agent=q.agent,
+                min_runs=q.min_runs,
             ),
         )
 
-    def version_changes(
-        self,
-        project: str,
-        metric: str,
-        now: float,
-        window_s: int,
-        agent: str | None = None,
-        version: str | None = None,
-        min_runs: int = 0,
-    ) -> dict[str, float | None]:
-        span = {"start": now - window_s, "end": now, "agent": agent, "idle_timeout_s": self.idle_timeout_s}
+    def version_changes(self, project: str, query: FigureQuery) -> dict[str, float | None]:
+        q = query
+        span = {"start": q.now - q.window_s, "end": q.now, "agent": q.agent, "idle_timeout_s": self.idle_timeout_s}
         return self._guard(
-            metric,
+            q.metric,
             lambda: version_change(
-                metric,
+                q.metric,
                 lambda: version_query.versions(self.store, project, **span).items,  # type: ignore[arg-type]
                 lambda a, b: version_query.compare(self.store, project, a, b, **span),  # type: ignore[arg-type]
-                version=version,
-                min_runs=min_runs,
+                version=q.version,
+                min_runs=q.min_runs,
             ),
         )
 
@@ -309,44 +289,26 @@ class HttpBackend:
         cost = self._guard("cost", lambda: client.cost(start=now - window_s, end=now, agent=agent, model=model))
         return MonthCost(now, cost.month_to_date_usd, cost.projected_month_usd, cost.total_usd, window_s)
 
-    def run_states(
-        self,
-        project: str,
-        metric: str,
-        now: float,
-        window_s: int,
-        group_by: str = "none",
-        agent: str | None = None,
-        min_runs: int = 0,
-    ) -> dict[str, float | None]:
-        client = self._client(project)
+    def run_states(self, project: str, query: FigureQuery) -> dict[str, float | None]:
+        client, q = self._client(project), query
         return self._guard(
-            metric,
+            q.metric,
             lambda: client.alert_run_states(
-                metric, now=now, window_s=window_s, group_by=group_by, agent=agent, min_runs=min_runs
+                q.metric, now=q.now, window_s=q.window_s, group_by=q.group_by, agent=q.agent, min_runs=q.min_runs
             ),
         ).values
 
-    def version_changes(
-        self,
-        project: str,
-        metric: str,
-        now: float,
-        window_s: int,
-        agent: str | None = None,
-        version: str | None = None,
-        min_runs: int = 0,
-    ) -> dict[str, float | None]:
-        client = self._client(project)
-        span = {"start": now - window_s, "end": now, "agent": agent}
+    def version_changes(self, project: str, query: FigureQuery) -> dict[str, float | None]:
+        client, q = self._client(project), query
+        span = {"start": q.now - q.window_s, "end": q.now, "agent": q.agent}
         return self._guard(
-            metric,
+            q.metric,
             lambda: version_change(
-                metric,
+                q.metric,
                 lambda: client.versions(**span).items,  # type: ignore[arg-type]
                 lambda a, b: client.compare_versions(a, b, **span),  # type: ignore[arg-type]
-                version=version,
-                min_runs=min_runs,
+                version=q.version,
+                min_runs=q.min_runs,
             ),
         )
 

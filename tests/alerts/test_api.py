@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agentwatch_platform.alerts.sources import HttpBackend, SeriesQuery
+from agentwatch_platform.alerts.sources import FigureQuery, HttpBackend, SeriesQuery
 from tests.alerts.incident_setup import ingest, rootless
 from tests.collector.factories import agent_run
 from tests.collector.ingest_helpers import Running, serve, settings_for
@@ -142,7 +142,7 @@ def test_run_states_for_an_out_of_process_evaluator(collector: Running) -> None:
     ingest(store, rootless("hung", now - 600, range(0, 600, 60), project="d"))
     backend = HttpBackend(collector.url, [collector.key("d", ["read"])])
     try:
-        ages = backend.run_states("d", "oldest_running_run_s", now, 300, "agent")
+        ages = backend.run_states("d", FigureQuery("oldest_running_run_s", now, 300, "agent"))
     finally:
         backend.close()
     assert ages == {"hung": pytest.approx(600, abs=1)}

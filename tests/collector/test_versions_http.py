@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agentwatch_platform.alerts.sources import HttpBackend
+from agentwatch_platform.alerts.sources import FigureQuery, HttpBackend
 from tests.collector.ingest_helpers import REPO, Running, kv, otlp_request, serve, settings_for
 from tests.support.poll import wait_until
 
@@ -139,7 +139,9 @@ def test_the_alerts_http_backend_reads_the_change_of_a_release(collector: tuple[
     running, key = collector
     backend = HttpBackend(running.url, [key])
     try:
-        values = backend.version_changes("versions", "version_cost_per_run_change", time.time(), 3600, version="2.0")
+        values = backend.version_changes(
+            "versions", FigureQuery("version_cost_per_run_change", time.time(), 3600, version="2.0")
+        )
     finally:
         backend.close()
     assert list(values) == ["2.0"] and values["2.0"] is not None and values["2.0"] > 1.0  # about 3x the tokens
