@@ -10,10 +10,11 @@ they are, took ~7 B a span). Spans without text are dropped.
 
 Text columns are word-coded where that pays (``WORDS``, chosen per column and block on a sample):
 each value cut into words after each space, the block's distinct words kept once (the dictionary)
-and every value written as the ids of its words. Agents' texts come from a narrow vocabulary (tool names,
-instructions, the same terms step after step); zstd spends ~14 bits on a repeated word (an offset
-and a length) where its id costs ~7: on bench.text_store's issue shape 64.6 -> 36 B/span of text.
-On prose, code and JSON with a wide vocabulary plain zstd wins by ~20 % and is kept (``PLAIN``).
+and every value written as the ids of its words. On texts of a narrow vocabulary (bench.text_store's
+words drawn from 87; agents' instructions and tool names) zstd spends ~14 bits on a repeated word
+(an offset and a length) where its id costs ~7: on the issue's shape 64.6 -> 36 B/span of text. On
+prose, code and JSON of a wide vocabulary plain zstd wins by 20-25 % and is kept (``PLAIN``); no real
+agent's texts were measured, so which one a store gets is the sample's call, block after block.
 
 ``<day>.awb``, beside the day's write-ahead file ``<day>.awt``, is a sequence of records::
 
