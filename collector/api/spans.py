@@ -35,6 +35,7 @@ def list_spans(
             limit=params.limit,
             offset=params.offset,
             cursor=params.cursor,
+            rollups=True,
             **params.filters(),
         )
     )
@@ -51,6 +52,14 @@ def span_groups(
     lo, hi = time_window(start, end)
     return run_query(
         lambda: query.span_groups(
-            store, project, start=lo, end=hi, by=params.by, sort=params.sort, limit=params.limit, **params.filters()
+            store,
+            project,
+            start=lo,
+            end=hi,
+            by=params.by,
+            sort=params.sort,
+            limit=params.limit,
+            rollups=True,
+            **params.filters(),
         )
     )
