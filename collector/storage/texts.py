@@ -585,7 +585,8 @@ class TextStore:
         entries["offset"] = [offset for offset, _ in frames]
         entries["start"] = before[ends - [t.num_rows for t in tables]] if tables else []
         entries["count"] = before[ends] - entries["start"] if tables else []
-        return text_blocks.encode(table.filter(pa.array(kept)), entries, sealed_to, self._coder)
+        table = table.combine_chunks() if kept.all() else table.filter(pa.array(kept)).combine_chunks()
+        return text_blocks.encode(table, entries, sealed_to, self._coder)
 
     def _cut(self, day: int, wal: int, end: int, start: int) -> None:
         """The write-ahead file without its first ``end`` bytes (sealed): the frames appended
