@@ -10,6 +10,9 @@ Import the fixtures into a test module (``from tests.collector.store_fixtures im
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,13 +28,32 @@ BACKENDS = ["chdb", pytest.param("clickhouse", marks=pytest.mark.clickhouse_serv
 
 
 def open_backend(backend: str, tmp: Path, *, retention_days: int = 30, clickhouse_url: str = "") -> Store:
-    """A migrated, empty store of the given back end."""
+    """A migrated, empty store of the given back end (the one in ``tmp`` reopened, if there is one)."""
     if backend == "chdb":
+        if not (tmp / "chdb").exists():
+            shutil.copytree(_migrated_template(retention_days), tmp / "chdb", symlinks=True)
         store: Store = ChdbStore(tmp / "chdb", retention_days=retention_days)
     else:
         store = _server_store(clickhouse_url, retention_days)
-    store.migrate()
+    store.migrate()  # on a copy of the template: nothing to apply, as on every restart
     return store
+
+
+_TEMPLATES: dict[int, Path] = {}
+
+
+def _migrated_template(retention_days: int) -> Path:
+    """An embedded store migrated from empty once a process, closed, for ``open_backend`` to copy:
+    the files ``migrate()`` writes, in a third of its CPU time (its links are relative, so a
+    copy is a store of its own). The migration from empty still runs here, once per process."""
+    if retention_days not in _TEMPLATES:
+        folder = Path(tempfile.mkdtemp(prefix="agentwatch-store-template-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        template = ChdbStore(folder / "chdb", retention_days=retention_days)
+        template.migrate()
+        template.close()
+        _TEMPLATES[retention_days] = folder / "chdb"
+    return _TEMPLATES[retention_days]
 
 
 def scratch_database(url: str) -> str:
