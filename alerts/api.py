@@ -69,11 +69,14 @@ def list_alerts(
     start: Start = None,
     end: End = None,
     limit: Annotated[int, Query(ge=1, le=MAX_ALERTS)] = 200,
+    alert_id: Annotated[str, Query(max_length=64, description="this incident only, whenever it was")] = "",
 ) -> list[AlertOut]:
-    """Alerts whose episode overlaps [start, end), newest first."""
-    lo, hi = (min(max(t, 0.0), MAX_EPOCH_S) for t in time_window(start, end))
+    """Alerts whose episode overlaps [start, end), newest first; with ``alert_id``, that incident
+    over all time (a notification's link names an incident, not a range)."""
+    lo, hi = (0.0, MAX_EPOCH_S) if alert_id else (min(max(t, 0.0), MAX_EPOCH_S) for t in time_window(start, end))
     params = {
         "project": project,
+        "alert_id": alert_id,
         "state": state or "",
         "start_ms": int(lo * 1000),
         "end_ms": int(hi * 1000),

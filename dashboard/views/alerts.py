@@ -34,6 +34,7 @@ def render() -> None:
         c[1].metric(f"Resolved, {win.label.lower()}", len(resolved))
         c[2].metric("No data now", sum(a.no_data_since is not None for a in firing))
         focus = st.query_params.get("alert", "")
+        history = _with_focus(history, firing, focus)
         st.subheader("Firing")
         if firing:
             for alert in firing:
@@ -44,6 +45,21 @@ def render() -> None:
         _history(history, rules, focus, {a.alert_id for a in firing})
     with ui.guarded("the alert rules"):
         _rules(list(rules.values()))
+
+
+def _with_focus(history: list[AlertOut], firing: list[AlertOut], focus: str) -> list[AlertOut]:
+    """The range's incidents, plus the one a link names when it lies outside the range (a
+    notification read days later still opens its incident, not another)."""
+    if not focus or any(a.alert_id == focus for a in [*firing, *history]):
+        return history
+    named: list[AlertOut] = ui.fetch(Api.alerts, alert_id=focus)
+    if not named:
+        st.warning(f"No incident {focus} in this project (deleted, or of another project).")
+        return history
+    st.caption(
+        f"Incident {focus} started {ui.fmt_time(named[0].started_at)}, before the range shown: it is listed with it."
+    )
+    return [*named, *history]
 
 
 def _history(history: list[AlertOut], rules: dict[str, AlertRuleOut], focus: str, firing: set[str]) -> None:

@@ -289,8 +289,12 @@ class CollectorClient:
         start: float | None = None,
         end: float | None = None,
         limit: int | None = None,
+        alert_id: str | None = None,
     ) -> list[AlertOut]:
-        return self._get("/api/alerts", list[AlertOut], state=state, start=start, end=end, limit=limit)
+        """Incidents overlapping [start, end), newest first; ``alert_id``: that one, whenever it was."""
+        return self._get(
+            "/api/alerts", list[AlertOut], state=state, start=start, end=end, limit=limit, alert_id=alert_id
+        )
 
     def alert_rules(self) -> list[AlertRuleOut]:
         return self._get("/api/alerts/rules", list[AlertRuleOut])

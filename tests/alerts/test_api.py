@@ -79,6 +79,12 @@ def test_history_is_written_and_read_per_project(collector: Running) -> None:
     assert b.get("/api/alerts", params=window).json() == []
     assert a.get("/api/alerts/context").json() == {"project": "a"}
     assert httpx.get(f"{collector.url}/api/alerts").status_code == 401
+    # A notification's link names an incident: found by its id whatever the range, and only in its project.
+    other = {**ALERT, "alert_id": "a2", "fingerprint": "f2", "started_at": 1_790_000_100.0}
+    assert a.post("/api/alerts", json=[other]).status_code == 201
+    [named] = a.get("/api/alerts", params={"alert_id": "a1", "start": 1_800_000_000, "end": 1_800_003_600}).json()
+    assert named["alert_id"] == "a1" and named["state"] == "resolved"
+    assert b.get("/api/alerts", params={"alert_id": "a1"}).json() == []
 
 
 @pytest.mark.parametrize(

@@ -76,7 +76,8 @@ def test_spike_fires_once_and_resolves_once(store: Store, receiver: Receiver) ->
     assert fired["alert"]["value"] > 2 * fired["alert"]["baseline"] and fired["alert"]["threshold"] is not None
     assert resolved["event"] == "resolved" and resolved["alert"]["alert_id"] == fired["alert"]["alert_id"]
     stored = store.query(
-        alerts_sql.LIST_ALERTS, {"project": "p1", "state": "", "start_ms": 0, "end_ms": 4_000_000_000_000, "limit": 10}
+        alerts_sql.LIST_ALERTS,
+        {"project": "p1", "alert_id": "", "state": "", "start_ms": 0, "end_ms": 4_000_000_000_000, "limit": 10},
     )
     assert [(a["state"], a["started_at"], a["resolved_at"]) for a in stored] == [
         ("resolved", T0 + SPIKE_MINUTE * 60 + 30, T0 + (SPIKE_MINUTE + 2) * 60 + 30)
@@ -161,7 +162,8 @@ def test_alert_of_a_removed_rule_resolves_quietly(store: Store, receiver: Receiv
     finally:
         dispatcher.close()
     stored = store.query(
-        alerts_sql.LIST_ALERTS, {"project": "p1", "state": "", "start_ms": 0, "end_ms": 4_000_000_000_000, "limit": 10}
+        alerts_sql.LIST_ALERTS,
+        {"project": "p1", "alert_id": "", "state": "", "start_ms": 0, "end_ms": 4_000_000_000_000, "limit": 10},
     )
     assert [(a["alert_id"], a["state"]) for a in stored] == [(alert_id, "resolved")]
     assert "no longer configured" in stored[0]["message"]

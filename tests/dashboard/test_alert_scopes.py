@@ -18,8 +18,11 @@ from tests.collector.factories import agent_run
 from tests.collector.ingest_helpers import Running, serve, settings_for
 from tests.dashboard.support import APP, money, svg_charts, tables
 
+# The incidents and runs of a fixed past hour, three days back: the page must open a linked
+# incident whatever the range shown, and whenever this module runs (under load, an hour after
+# it was imported, an import-time "an hour ago" had left the page's range).
 NOW = time.time()
-HOUR = int(NOW) // 3600 * 3600 - 3600  # the incident's hour (the rule's window is 1 h)
+HOUR = int(NOW) // 3600 * 3600 - 3 * 86_400  # the incident's hour (the rule's window is 1 h)
 
 
 def incident(alert_id: str, rule: str, metric: str, scope: dict[str, str], *, resolved: bool) -> dict:
@@ -37,7 +40,7 @@ def incident(alert_id: str, rule: str, metric: str, scope: dict[str, str], *, re
         "peak": 4.0,
         "message": f"{rule} evidence",
         "started_at": HOUR + 60.0,
-        "resolved_at": NOW - 600 if resolved else None,
+        "resolved_at": HOUR + 3000 if resolved else None,
         "last_notified_at": HOUR + 60.0,
         "updated_at": NOW,
     }
@@ -83,6 +86,7 @@ def alerts_page(collector: Running, monkeypatch: pytest.MonkeyPatch, focus: str)
 
 def test_a_user_incident_shows_that_users_series_and_runs(collector: Running, monkeypatch: pytest.MonkeyPatch) -> None:
     at = alerts_page(collector, monkeypatch, "u1")
+    assert any("u1 started" in c.value and "before the range shown" in c.value for c in at.caption)  # 3 days ago
     *_, runs = (t for key, t in tables(at).items() if key.startswith("alert-runs-"))  # the focused incident's, last
     assert runs.column("user") == ["alice"] * 3
     costs = [money(c) for c in runs.column("cost")]

@@ -59,6 +59,7 @@ SELECT {_ALERT_FIELDS}
 FROM alerts FINAL
 WHERE project = {{project:String}}
   AND ({{state:String}} = '' OR state = {{state:String}})
+  AND ({{alert_id:String}} = '' OR alert_id = {{alert_id:String}})
   AND started_at < fromUnixTimestamp64Milli({{end_ms:Int64}})
   AND (resolved_at IS NULL OR resolved_at >= fromUnixTimestamp64Milli({{start_ms:Int64}}))
 ORDER BY started_at DESC, alert_id
