@@ -6,16 +6,20 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
 
 from agentwatch_platform.dashboard import cards
 from agentwatch_platform.reference_agent.supervisor import ProcessGroup
+from tests.support.poll import wait_until
 from tests.support.ports import free_port
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -31,6 +35,31 @@ CHROME_FLAGS = (
     "--window-size=1600,2200",
 )
 EXCEPTION_BOX = '[data-testid="stException"]'
+# One look at the page: idle when Streamlit's run state (``data-test-script-state`` on stApp, what
+# Streamlit's own end-to-end tests wait on) says no run is under way, no element is greyed out as
+# stale, and a title or a form is drawn; size is the number of elements, to see it hold still.
+_LOOK = """
+const app = document.querySelector('[data-testid="stApp"]');
+const busy = document.querySelector('[data-testid="stStatusWidget"], [data-testid="stSkeleton"]');
+const ready = document.querySelector('[data-testid="stMain"] h1, [data-testid="stForm"]');
+return {
+  idle: !!app && app.getAttribute('data-test-script-state') === 'notRunning' && !busy && !!ready,
+  size: document.querySelectorAll('*').length,
+};
+"""
+# Counts the script runs that start from now on (window.__awRuns); a page loaded since has none
+# (_RUNS_SEEN answers -1: the click navigated, which starts a run of its own).
+_WATCH_RUNS = """
+const app = document.querySelector('[data-testid="stApp"]');
+window.__awRuns = 0;
+if (window.__awRunWatch) window.__awRunWatch.disconnect();
+window.__awRunWatch = new MutationObserver(records => {
+  for (const r of records)
+    if (r.oldValue === 'running' || app.getAttribute('data-test-script-state') === 'running') window.__awRuns++;
+});
+window.__awRunWatch.observe(app, {attributes: true, attributeOldValue: true, attributeFilter: ['data-test-script-state']});
+"""
+_RUNS_SEEN = "return window.__awRuns === undefined ? -1 : window.__awRuns"
 
 
 def start_dashboards(group: ProcessGroup, collector: str, flags: dict[str, list[str]]) -> dict[str, str]:
@@ -82,31 +111,62 @@ class Page:
         return self.settle(timeout_s=timeout_s)
 
     def settle(self, *, timeout_s: float = 60.0) -> Page:
-        """Wait until the script run ended and the page stopped changing (charts drawn)."""
+        """Wait until the script run ended and the page stopped changing (charts drawn): Streamlit
+        says no run is under way, nothing is greyed out, and the page's elements held still
+        three looks in a row."""
         deadline, last, stable = time.monotonic() + timeout_s, None, 0
         while time.monotonic() < deadline:
-            busy = self.driver.find_elements(
-                By.CSS_SELECTOR, '[data-testid="stStatusWidget"], [data-testid="stSkeleton"]'
-            )
-            ready = self.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMain"] h1, [data-testid="stForm"]')
-            snapshot = self.driver.execute_script("return document.querySelectorAll('*').length")
-            stable = stable + 1 if not busy and ready and snapshot == last else 0
+            snapshot = self.driver.execute_script(_LOOK)
+            stable = stable + 1 if snapshot["idle"] and snapshot["size"] == last else 0
             if stable >= 3:
                 return self
-            last = snapshot
+            last = snapshot["size"]
             time.sleep(0.3)
         raise AssertionError(f"{self.driver.current_url} did not finish rendering in {timeout_s} s")
 
+    def click(self, find: Callable[[], WebElement], *, settle: bool = True, timeout_s: float = 60.0) -> Page:
+        """Click what ``find`` returns (found again if a rerun replaced it before the click), then
+        wait as ``act`` does."""
+
+        def clicked() -> None:
+            for attempt in range(5):
+                try:
+                    element = find()
+                    self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+                    element.click()
+                    return
+                except StaleElementReferenceException:
+                    if attempt == 4:
+                        raise
+
+        return self.act(clicked, settle=settle, timeout_s=timeout_s)
+
+    def act(self, action: Callable[[], object], *, settle: bool = True, timeout_s: float = 60.0) -> Page:
+        """Do ``action`` (a click, a key) and wait for the script run it starts, seen in Streamlit's
+        own run state rather than guessed by a sleep; then, unless ``settle=False``, for the page
+        to settle."""
+        self.driver.execute_script(_WATCH_RUNS)
+        action()
+        wait_until(lambda: self.driver.execute_script(_RUNS_SEEN) != 0, timeout_s, "the action started no script run")
+        return self.settle(timeout_s=timeout_s) if settle else self
+
     def metrics(self) -> dict[str, str]:
-        """label -> value of every figure: ``st.metric`` cards and ``dashboard.cards`` HTML cards."""
-        found = {}
-        for box in self.driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMetric"]'):
-            label = box.find_element(By.CSS_SELECTOR, '[data-testid="stMetricLabel"]').text.strip()
-            found[label] = box.find_element(By.CSS_SELECTOR, '[data-testid="stMetricValue"]').text.strip()
-        for box in self.driver.find_elements(By.CSS_SELECTOR, f".{cards.CARD_CLASS}"):
-            label = box.find_element(By.CSS_SELECTOR, f".{cards.LABEL_CLASS}").text.strip()
-            found[label] = box.find_element(By.CSS_SELECTOR, f".{cards.VALUE_CLASS}").text.strip()
-        return found
+        """label -> value of every figure: ``st.metric`` cards and ``dashboard.cards`` HTML cards
+        (read in one script: a rerun cannot swap a card between finding it and reading it)."""
+        return self.driver.execute_script(
+            """
+            const [card, label, value] = arguments, found = {};
+            const text = (box, sel) => (box.querySelector(sel)?.innerText ?? '').trim();
+            for (const box of document.querySelectorAll('[data-testid="stMetric"]'))
+              found[text(box, '[data-testid="stMetricLabel"]')] = text(box, '[data-testid="stMetricValue"]');
+            for (const box of document.querySelectorAll(`.${card}`))
+              found[text(box, `.${label}`)] = text(box, `.${value}`);
+            return found;
+            """,
+            cards.CARD_CLASS,
+            cards.LABEL_CLASS,
+            cards.VALUE_CLASS,
+        )
 
     def truncated(self) -> list[str]:
         """Metric values and deltas drawn wider than their box (cut off with "…")."""
@@ -138,35 +198,35 @@ class Page:
 
     def table_keys(self) -> list[str]:
         """The keys of the ``dashboard.tables`` tables on the page."""
-        return [t.get_attribute("data-key") for t in self.driver.find_elements(By.CSS_SELECTOR, "table.aw-table")]
+        return self.driver.execute_script(
+            "return [...document.querySelectorAll('table.aw-table')].map(t => t.dataset.key)"
+        )
 
     def table_rows(self, key: str) -> list[dict[str, str]]:
         """A ``dashboard.tables`` table's rows as drawn: header label -> cell text."""
-        table = self.driver.find_element(By.CSS_SELECTOR, f'table.aw-table[data-key="{key}"]')
         return self.driver.execute_script(
             """
-            const table = arguments[0];
+            const table = document.querySelector(`table.aw-table[data-key="${arguments[0]}"]`);
+            if (!table) throw new Error(`no table ${arguments[0]}`);
             const heads = [...table.tHead.rows[0].cells].map(c => c.textContent.replace(/ [↑↓]$/, ''));
             return [...table.tBodies[0].rows].map(r => Object.fromEntries([...r.cells].map((c, i) => [heads[i], c.textContent])));
             """,
-            table,
+            key,
         )
 
     def click_table_row(self, key: str, row: int = 0, *, settle: bool = True) -> Page:
         """Click a cell (not the link) of ``row`` of the ``dashboard.tables`` table ``key`` (a
         live page, never still for long, is not waited for: ``settle=False``)."""
-        table = self.driver.find_element(By.CSS_SELECTOR, f'table.aw-table[data-key="{key}"]')
-        cell = table.find_elements(By.CSS_SELECTOR, "tbody tr")[row].find_elements(By.TAG_NAME, "td")[1]
-        self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", cell)
-        cell.click()
-        time.sleep(0.5)
-        return self.settle() if settle else self
+
+        def cell() -> WebElement:
+            table = self.driver.find_element(By.CSS_SELECTOR, f'table.aw-table[data-key="{key}"]')
+            return table.find_elements(By.CSS_SELECTOR, "tbody tr")[row].find_elements(By.TAG_NAME, "td")[1]
+
+        return self.click(cell, settle=settle)
 
     def click_label(self, text: str) -> Page:
         """Click a widget's label (a radio option, a toggle, a checkbox) by its text."""
-        self.driver.find_element(By.XPATH, f"//label[contains(., '{text}')]").click()
-        time.sleep(0.3)
-        return self.settle()
+        return self.click(lambda: self.driver.find_element(By.XPATH, f"//label[contains(., '{text}')]"))
 
     def screenshot(self, folder: Path, name: str) -> Path:
         path = folder / f"{name}.png"

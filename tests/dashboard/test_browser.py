@@ -116,10 +116,8 @@ def test_every_page_renders_with_its_key_figures(
     tip = page.driver.execute_script("return getComputedStyle(arguments[0], '::after').content", bands[len(bands) // 2])
     assert "UTC" in tip and "$" in tip, tip
     costliest = seeded.get("/api/runs", sort="-cost_usd", limit=1)["items"][0]
-    page.driver.find_element(By.CSS_SELECTOR, ".aw-costliest a").click()  # the most expensive run: one click
-    assert (
-        page.settle().driver.current_url.endswith(f"/run?run={costliest['trace_id']}") and "Run detail" in page.text()
-    )
+    page.click(lambda: page.driver.find_element(By.CSS_SELECTOR, ".aw-costliest a"))  # the costliest run: one click
+    assert page.driver.current_url.endswith(f"/run?run={costliest['trace_id']}") and "Run detail" in page.text()
 
     _check(page.open(base + "/runs"), shots, "runs")
     assert f"of {seeded.runs:,}" in page.text() and page.count('[data-testid="stDataFrame"]') == 0
@@ -142,8 +140,7 @@ def test_every_page_renders_with_its_key_figures(
     react = _react_run(seeded)
     shown = _check(page.open(f"{base}/run?trace_id={react['run']['trace_id']}"), shots, "run_detail")
     assert shown["Steps"] == str(react["run"]["steps"]) and "Fitted growth" not in page.text()  # other tab
-    page.driver.find_element(By.XPATH, "//label[contains(., 'Context growth')]").click()
-    assert "Fitted growth: quadratic" in page.settle().text()
+    assert "Fitted growth: quadratic" in page.click_label("Context growth").text()
     page.screenshot(shots, "run_detail_growth")
 
     cost = seeded.get("/api/cost")
@@ -171,8 +168,7 @@ def test_login_asks_for_a_project_key(
     page.screenshot(shots, "login")
     field = page.driver.find_element(By.CSS_SELECTOR, 'input[type="password"]')
     field.send_keys(seeded.key)
-    page.driver.find_element(By.XPATH, "//button[.//p[text()='Log in']]").click()
-    page.settle()
+    page.click(lambda: page.driver.find_element(By.XPATH, "//button[.//p[text()='Log in']]"))
     assert page.metrics().get("Runs") == str(seeded.runs) and page.exceptions() == []
     wait_until(lambda: page.driver.get_cookie(ui.SESSION_COOKIE), 30.0, "no session cookie after the login")
     page.driver.refresh()
@@ -234,8 +230,7 @@ def test_a_click_on_a_timeline_bar_opens_its_span(
     bar = page.driver.find_element(By.CSS_SELECTOR, f'tr[data-id="{failed["span_id"]}"] .aw-bar')
     assert bar.value_of_css_property("background-color") == "rgba(214, 39, 40, 1)"  # a failed span's bar is red
     page.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", bar)
-    ActionChains(page.driver).move_to_element(bar).click().perform()
-    page.settle()
+    page.act(lambda: ActionChains(page.driver).move_to_element(bar).click().perform())
     assert page.exceptions() == [] and f"span={failed['span_id']}" in page.driver.current_url
     assert f"{failed['error_type'] or 'error'}: {failed['status_message']}" in page.text()
     selected = page.driver.find_elements(By.CSS_SELECTOR, "tr.aw-selected")
@@ -276,9 +271,7 @@ def test_which_tool_fails_most_in_two_clicks_from_the_overview(
     assert first.find_element(By.CSS_SELECTOR, ".aw-bar-label").text == top["key"]
     assert first.find_element(By.CSS_SELECTOR, ".aw-bar-value").text.startswith(f"{top['failures']:,} of")
     page.screenshot(shots, "overview_failures_by_tool")
-    page.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", first)
-    first.click()
-    _check(page.settle(), shots, "spans_failed_tool")
+    _check(page.click(lambda: first), shots, "spans_failed_tool")
     assert "/spans" in page.driver.current_url and "Spans" in page.text()
     errors = seeded.get("/api/spans/groups", by="error_type", tool=top["key"], failed="true")["groups"]
     assert {r["Group"] for r in page.table_rows("spans_groups_table")} == {

@@ -94,7 +94,7 @@ def _costliest(project: Project) -> dict[str, Any]:
 
 
 def _tree_key(page: browser.Page) -> str:
-    return next(k for k in page.table_keys() if k.startswith("tree-"))
+    return next((k for k in page.table_keys() if k.startswith("tree-")), "")  # "" while a rerun swaps it
 
 
 def _drawn_ids(page: browser.Page) -> list[str] | None:
@@ -138,9 +138,11 @@ def test_cost_order_puts_the_costliest_step_and_call_first(
     run = _costliest(captured)
     spans = [SpanOut(**s) for s in run["spans"]]
     page.open(f"{dashboard}/run?run={run['run']['trace_id']}")
-    page.driver.find_element(
-        By.XPATH, "//div[contains(@class, 'st-key-tree_sort')]//button[normalize-space()='Cost']"
-    ).click()
+    page.click(
+        lambda: page.driver.find_element(
+            By.XPATH, "//div[contains(@class, 'st-key-tree_sort')]//button[normalize-space()='Cost']"
+        )
+    )
     expected = [i.span.span_id for i in trace.tree(spans, sort="cost")]
     wait_until(lambda: "-cost-" in _tree_key(page), 60, "the tree was not ordered by cost", interval=0.3)
     page.settle()
@@ -157,9 +159,7 @@ def test_a_fold_mark_folds_that_span_alone(dashboard: str, page: browser.Page, c
     items = trace.tree(spans)
     step = next(i for i in items if i.span.kind == "step" and i.children)
     before = _drawn_ids(page)
-    mark = page.driver.find_element(By.CSS_SELECTOR, f'tr[data-id="{step.span.span_id}"] .aw-fold')
-    page.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", mark)
-    mark.click()
+    page.click(lambda: page.driver.find_element(By.CSS_SELECTOR, f'tr[data-id="{step.span.span_id}"] .aw-fold'))
     folded = [i.span.span_id for i in trace.tree(spans, toggled=frozenset({step.span.span_id}))]
     wait_until(lambda: _drawn_ids(page) == folded, 60, "the fold mark did not fold its span", interval=0.3)
     assert len(folded) < len(before) and "span=" not in page.driver.current_url  # folding selects nothing
