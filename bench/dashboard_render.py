@@ -52,6 +52,7 @@ QUIET_LOAD = 2.0
 # Before the timed phases: wait until the 1-minute load average falls below SETTLE_LOAD (the fill's
 # merges and the collector's start digested), at most SETTLE_S seconds.
 SETTLE_LOAD, SETTLE_S = 1.0, 300.0
+PAGE_SETTLE_S = 120.0  # the same before each browser page, for at most this long
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 # case -> (URL path and query, what the page has drawn when it is done: CSS selector, how many)
 BROWSER_PAGES = {
@@ -174,7 +175,12 @@ def run(spans: int, repeats: int, *, with_browser: bool = True, settle_load: flo
             if with_browser:
                 settled["before_browser"] = settle(settle_load, what="before the browser phase")
                 browser = browser_phase(
-                    collector.url, os.environ["AGENTWATCH_API_KEY"], big, data_dir, warm_repeats=repeats
+                    collector.url,
+                    os.environ["AGENTWATCH_API_KEY"],
+                    big,
+                    data_dir,
+                    warm_repeats=repeats,
+                    settle_load=settle_load,
                 )
     return {
         "spans": spans,
@@ -189,9 +195,13 @@ def run(spans: int, repeats: int, *, with_browser: bool = True, settle_load: flo
 # --- the real-browser phase ------------------------------------------------------------------
 
 
-def browser_phase(collector: str, key: str, big: str, data_dir: Path, *, warm_repeats: int) -> dict[str, Any]:
+def browser_phase(
+    collector: str, key: str, big: str, data_dir: Path, *, warm_repeats: int, settle_load: float = SETTLE_LOAD
+) -> dict[str, Any]:
     """Each page cold (a new Chromium session) and warm (again in it), to Streamlit idle; first
-    the floor, a page that queries nothing, served the same way."""
+    the floor, a page that queries nothing, served the same way. Before each page the load the
+    previous one left (a Chromium start, the dashboard's reruns) is let fall (``settle``, at
+    most PAGE_SETTLE_S): each page is timed on a machine as quiet as the last found it."""
     from agentwatch_platform.reference_agent.supervisor import ProcessGroup
 
     group = ProcessGroup(data_dir / "logs", log=print)
@@ -204,6 +214,7 @@ def browser_phase(collector: str, key: str, big: str, data_dir: Path, *, warm_re
         }
         results = {}
         for name, (url, selector, count) in pages.items():
+            settle(settle_load, PAGE_SETTLE_S, what=f"before {name}")
             driver = _chromium(data_dir)
             try:
                 load = os.getloadavg()[0]
