@@ -120,6 +120,10 @@ def test_short_demo_stores_runs_and_fires_a_cost_alert(data_dir: Path) -> None:
     ), out
     fired = re.findall(r"^alert fired: (\S+) ", out, re.MULTILINE)
     assert any("cost" in rule for rule in fired), out
+    # The spike's runs are version 1.1 of the agent (the baseline's 1.0): the release rule opens
+    # one incident, for 1.1, and only once however often it is evaluated.
+    releases = re.findall(r"^alert fired: demo-release-cost-regression \[critical\] (\{.*?\}):", out, re.MULTILINE)
+    assert releases == ["{'version': '1.1'}"], out
     assert all(_port_free(port + offset) for port in PORTS)  # every child stopped
 
 
