@@ -297,8 +297,12 @@ def _follow(page: browser.Page, text: str) -> browser.Page:
 
 
 def _row_ids(page: browser.Page, key: str) -> list[str]:
-    table = page.driver.find_element(By.CSS_SELECTOR, f'table.aw-table[data-key="{key}"]')
-    return [tr.get_attribute("data-id") for tr in table.find_elements(By.CSS_SELECTOR, "tbody tr")]
+    """The table's rows' ids, read in one script (a rerun cannot swap the table halfway)."""
+    return page.driver.execute_script(
+        'return [...document.querySelectorAll(`table.aw-table[data-key="${arguments[0]}"] tbody tr`)]'
+        ".map(tr => tr.dataset.id)",
+        key,
+    )
 
 
 def test_a_runs_user_and_session_open_from_the_run(
