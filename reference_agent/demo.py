@@ -89,6 +89,7 @@ RECOVERY_S = 30.0  # baseline traffic again after the spike (at most half of --d
 # few long ReAct runs; a short demo's baseline phase is too short to learn from 10 s buckets.
 COST_WINDOW_ENV, SHORT_DEMO_S = "AGENTWATCH_DEMO_COST_WINDOW", 90.0
 ALERT_INTERVAL_S = 2.0
+FIRST_INCIDENT_S = max(15 * ALERT_INTERVAL_S, 30.0)  # after the traffic, the wait for a first incident, at most
 DASHBOARD_URL_ENV = "AGENTWATCH_DEMO_DASHBOARD_URL"  # demo_rules.yaml's dashboard_url
 SERVICE_NAME = "research-agent"
 T = TypeVar("T")
@@ -330,7 +331,14 @@ async def _drive(options: DemoOptions, group: ProcessGroup, urls: dict[str, str]
         group,
         urls,
         _final_report(
-            urls["collector"], read_key, started, completed, printed, log, dashboard=urls.get("dashboard", "")
+            urls["collector"],
+            read_key,
+            started,
+            completed,
+            printed,
+            log,
+            dashboard=urls.get("dashboard", ""),
+            first_incident_s=min(FIRST_INCIDENT_S, options.duration_s),
         ),
     )
     report.phases = phases
@@ -516,15 +524,18 @@ async def _final_report(
     log: Callable[[str], None] | None = None,
     *,
     dashboard: str = "",
+    first_incident_s: float | None = None,
 ) -> DemoReport:
     """Wait (bounded) until the runs are stored and an incident has fired, then until every
     incident has resolved (traffic stopped: the spend is back to nothing) or has no data (no
     run finishes any more, which never resolves an incident); read both. A release's incident
     (``version_*`` metrics) is not waited for: it resolves on a later release that compares
-    clean, never on the traffic stopping (waiting for it made every demo sit out its 60 s)."""
+    clean, never on the traffic stopping (waiting for it made every demo sit out its 60 s).
+    ``first_incident_s``: how long to wait for a first incident (a demo of a few seconds has no
+    baseline to spike against, and waits no longer than it ran)."""
     runs = 0
     alerts: list[AlertOut] = []
-    deadline = time.monotonic() + max(15 * ALERT_INTERVAL_S, 30.0)
+    deadline = time.monotonic() + (FIRST_INCIDENT_S if first_incident_s is None else first_incident_s)
     settle = time.monotonic() + max(30 * ALERT_INTERVAL_S, 60.0)
     with CollectorClient(collector, key, timeout_s=10.0) as client:
         while time.monotonic() < max(deadline, settle if alerts else deadline):
