@@ -47,17 +47,25 @@ return {
   size: document.querySelectorAll('*').length,
 };
 """
-# Counts the script runs that start from now on (window.__awRuns); a page loaded since has none
-# (_RUNS_SEEN answers -1: the click navigated, which starts a run of its own).
+# Counts the script runs that start from now on (window.__awRuns): a change of the run state to or
+# from running, anywhere in the document, or a new stApp element (the app drawn anew, as after a
+# reconnection: an observer of the old element alone saw nothing, once, under stress). A page
+# loaded since has none (_RUNS_SEEN answers -1: the click navigated, which starts a run of its own).
 _WATCH_RUNS = """
-const app = document.querySelector('[data-testid="stApp"]');
+const first = document.querySelector('[data-testid="stApp"]');
 window.__awRuns = 0;
 if (window.__awRunWatch) window.__awRunWatch.disconnect();
 window.__awRunWatch = new MutationObserver(records => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (app !== first) { window.__awRuns++; return; }
   for (const r of records)
-    if (r.oldValue === 'running' || app.getAttribute('data-test-script-state') === 'running') window.__awRuns++;
+    if (r.type === 'attributes' && (r.oldValue === 'running' || r.target.getAttribute(r.attributeName) === 'running'))
+      window.__awRuns++;
 });
-window.__awRunWatch.observe(app, {attributes: true, attributeOldValue: true, attributeFilter: ['data-test-script-state']});
+window.__awRunWatch.observe(document.documentElement, {
+  subtree: true, childList: true, attributes: true, attributeOldValue: true,
+  attributeFilter: ['data-test-script-state'],
+});
 """
 _RUNS_SEEN = "return window.__awRuns === undefined ? -1 : window.__awRuns"
 
