@@ -524,7 +524,7 @@ async def _final_report(
     log: Callable[[str], None] | None = None,
     *,
     dashboard: str = "",
-    first_incident_s: float | None = None,
+    first_incident_s: float = FIRST_INCIDENT_S,
 ) -> DemoReport:
     """Wait (bounded) until the runs are stored and an incident has fired, then until every
     incident has resolved (traffic stopped: the spend is back to nothing) or has no data (no
@@ -535,7 +535,7 @@ async def _final_report(
     baseline to spike against, and waits no longer than it ran)."""
     runs = 0
     alerts: list[AlertOut] = []
-    deadline = time.monotonic() + (FIRST_INCIDENT_S if first_incident_s is None else first_incident_s)
+    deadline = time.monotonic() + first_incident_s
     settle = time.monotonic() + max(30 * ALERT_INTERVAL_S, 60.0)
     with CollectorClient(collector, key, timeout_s=10.0) as client:
         while time.monotonic() < max(deadline, settle if alerts else deadline):
