@@ -125,8 +125,8 @@ class StoreHandle:
     def read_texts(self, spans: list[dict[str, Any]], *, project: str = "", trace_id: str = "") -> None:
         self.get().read_texts(spans, project=project, trace_id=trace_id)
 
-    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str) -> TextSearch:
-        return self.get().search_texts(project, start_ns, end_ns, needle)
+    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str, *, limit: int) -> TextSearch:
+        return self.get().search_texts(project, start_ns, end_ns, needle, limit=limit)
 
     def text_store(self) -> TextStore | None:
         """The open store's text files (an embedded store's), or None: not open, or texts in the table."""

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from agentwatch_api.schemas import FeedbackOut, FilterValues, RunDetail, RunsPage, RunSummary, SpanOut
+from agentwatch_platform.collector.query import text_search
 from agentwatch_platform.collector.query.engine_calls import fold_engine_figures
 from agentwatch_platform.collector.query.ranges import (
     DEFAULT_RUN_IDLE_TIMEOUT_S,
@@ -67,11 +68,6 @@ def list_runs(
         "idle_cutoff_ns": idle_cutoff_ns(idle_timeout_s),
         **filters,
     }
-    warnings: list[str] = []
-    if filters.get("search") is not None:  # as sql.runs.RUN_SEARCH's captured-text window: a day past the end
-        found = store.search_texts(project, start_ns, end_ns + 86_400 * 10**9, filters["search"])
-        params["text_traces"] = found.trace_ids
-        warnings = [f"captured text not searched: {line}" for line in found.unreadable]
     descending = sort.startswith("-")
     open_state = filters.get("status") in ("running", "incomplete")  # known only from whole-run merges
     if field in runs_sql.HEAD_SORTS and set(_given(filters)) <= set(runs_sql.RUN_HEAD_FILTERS) and not open_state:
@@ -80,7 +76,16 @@ def list_runs(
     else:
         where = runs_sql.run_where(runs_sql.RUN_FILTERS, params)
         page, count = runs_sql.runs_page(where, field, descending), runs_sql.runs_count(where)
-    rows, total = _page(store, params, page, count)
+    warnings: list[str] = []
+    if filters.get("search") is None:
+        rows, total = _page(store, params, page, count)
+    else:  # the runs whose captured text matches, the newest first, as many as a full page needs
+        for found in text_search.steps(store, project, start_ns, end_ns, filters["search"]):
+            params["text_traces"] = found.trace_ids
+            rows, total = _page(store, params, page, count)
+            if len(rows) == limit:
+                break
+        warnings = text_search.warnings(found, "runs")
     items = _with_feedback(store, project, rows)
     return RunsPage(items=items, total=total, limit=limit, offset=offset, warnings=warnings)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 from agentwatch_api.schemas import (
@@ -21,6 +22,7 @@ from agentwatch_api.schemas import (
     SpanHit,
     SpansPage,
 )
+from agentwatch_platform.collector.query import text_search
 from agentwatch_platform.collector.query.ranges import MAX_RANGE_S, InvalidQuery
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.sql import span_keys
@@ -30,7 +32,6 @@ MAX_PAGE = 500
 MAX_OFFSET = 10_000
 MAX_GROUPS = 1_000
 ATTRIBUTE_PREFIX = "attribute:"
-TEXT_LOOKAHEAD_NS = 86_400 * 10**9  # as the runs search: captured text is filed by day, read a day past the end
 
 
 def list_spans(
@@ -56,12 +57,15 @@ def list_spans(
         raise InvalidQuery(f"offset must be between 0 and {MAX_OFFSET} (page deeper with cursor), got {offset}")
     if cursor and offset:
         raise InvalidQuery("give cursor or offset, not both")
-    params, where, warnings = _filtered(store, project, start, end, filters)
+    params, where = _filtered(project, start, end, filters)
     params |= {"limit": limit, "offset": offset}
     if cursor:
         params |= _cursor_params(cursor, field)
     bounded = params.get("search") is None  # a search's filter reads the captured text: once only
-    rows = store.query(sql.page(where, field, descending, after=bool(cursor), bounded=bounded), params)
+    statement = sql.page(where, field, descending, after=bool(cursor), bounded=bounded)
+    rows, warnings = _searching(
+        store, params, lambda: store.query(statement, params), full=limit, most=text_search.STEPS[-1]
+    )
     total = _total(store, params, where, rollups=rollups)
     next_cursor = _cursor_of(rows[-1], field) if len(rows) == limit else None
     items = _hits(store, params, rows)
@@ -88,7 +92,7 @@ def span_groups(
     if not 1 <= limit <= MAX_GROUPS:
         raise InvalidQuery(f"limit must be between 1 and {MAX_GROUPS}, got {limit}")
     key, group_key = _group(by)
-    params, where, warnings = _filtered(store, project, start, end, filters)
+    params, where = _filtered(project, start, end, filters)
     params |= {"limit": limit, "group_key": group_key}
     rolled = _rollups(params) if rollups and key in span_keys.GROUP_KEYS else None
     if rolled is None:
@@ -98,7 +102,8 @@ def span_groups(
         statement = sql.ranked(
             span_keys.groups(key, sql.GROUP_KEYS[key], rolled, where, keyed=keyed), field, descending
         )
-    rows = store.query(statement, params)
+    # a group's figures need every match: through the steps, up to the runs a search read before them
+    rows, warnings = _searching(store, params, lambda: store.query(statement, params), full=None, most=10_000)
     return SpanGroups(
         by=by,
         groups=[_group_row(r) for r in rows],
@@ -178,10 +183,9 @@ def _attributes(values: list[str]) -> dict[str, str]:
     return params
 
 
-def _filtered(
-    store: Store, project: str, start: float, end: float, filters: dict[str, Any]
-) -> tuple[dict[str, Any], str, list[str]]:
-    """The bound parameters, the WHERE clause and the warnings of the captured-text search."""
+def _filtered(project: str, start: float, end: float, filters: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The bound parameters and the WHERE clause (a search's captured-text matches are added by
+    ``_searching``)."""
     attributes = list(filters.pop("attribute", None) or [])
     unknown = set(filters) - set(sql.FILTERS)
     if unknown:
@@ -192,12 +196,24 @@ def _filtered(
     start_ns, end_ns = _range(start, end)
     params: dict[str, Any] = {"project": project, "start_ns": start_ns, "end_ns": end_ns, **filters}
     params |= _attributes(attributes)
-    warnings: list[str] = []
-    if filters.get("search") is not None:
-        found = store.search_texts(project, start_ns, end_ns + TEXT_LOOKAHEAD_NS, filters["search"])
+    return params, sql.where(params, len(attributes))
+
+
+def _searching(
+    store: Store, params: dict[str, Any], query: Callable[[], list[dict[str, Any]]], *, full: int | None, most: int
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """``query``'s rows, with the spans whose captured text matches the search (if any) taken from
+    the text store's steps (``text_search.steps``, up to ``most`` runs) until ``full`` rows come
+    back (None: through every step); and the warnings of the search."""
+    if params.get("search") is None:
+        return query(), []
+    needle, project = params["search"], params["project"]
+    for found in text_search.steps(store, project, params["start_ns"], params["end_ns"], needle, most=most):
         params["text_spans"] = found.span_keys
-        warnings = [f"captured text not searched: {line}" for line in found.unreadable]
-    return params, sql.where(params, len(attributes)), warnings
+        rows = query()
+        if full is not None and len(rows) >= full:
+            break
+    return rows, text_search.warnings(found, "spans")
 
 
 def _bounds(filters: dict[str, Any], low: str, high: str) -> None:

@@ -68,10 +68,10 @@ class Store(Protocol):
         ``project`` and ``trace_id`` given) and set each row's ``text_state`` (``texts.TEXT_STATES``:
         captured, not_captured, removed, damaged); drops ``text_ref``. Never another span's text."""
 
-    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str) -> TextSearch:
+    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str, *, limit: int) -> TextSearch:
         """Trace ids whose captured text kept outside the spans table contains ``needle``
-        (case-insensitive), for spans started in [start_ns, end_ns), and the files that could not
-        be read; none where texts are in the table."""
+        (case-insensitive), for spans started in [start_ns, end_ns), at most ``limit``, the newest
+        first, and the files that could not be read; none where texts are in the table."""
 
     def command(self, sql: str, params: dict[str, Any] | None = None) -> None:
         """Run a statement that returns nothing (DDL, INSERT ... VALUES, ALTER)."""

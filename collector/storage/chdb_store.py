@@ -90,8 +90,8 @@ class ChdbStore(SqlStore):
     def read_texts(self, spans: list[dict[str, Any]], *, project: str = "", trace_id: str = "") -> None:
         self.texts.fill(spans, project=project, trace_id=trace_id)
 
-    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str) -> TextSearch:
-        return self.texts.search(project, start_ns, end_ns, needle)
+    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str, *, limit: int) -> TextSearch:
+        return self.texts.search(project, start_ns, end_ns, needle, limit=limit)
 
     def _apply_retention(self) -> None:
         super()._apply_retention()

@@ -185,7 +185,7 @@ class SqlStore(ABC):
         for span in spans:
             span[TEXT_STATE] = row_state(span, int(span.pop(TEXT_REF, 0) or 0))
 
-    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str) -> TextSearch:
+    def search_texts(self, project: str, start_ns: int, end_ns: int, needle: str, *, limit: int) -> TextSearch:
         """Nothing beyond the spans table's columns, which ``runs_sql.RUN_SEARCH`` reads itself."""
         return TextSearch()
 

@@ -120,11 +120,14 @@ class TextSearch:
     """What a search of the text files found: ``trace_ids``, and ``unreadable``, one line per day
     file that could not be read whole (not openable, or damaged frames skipped): traces whose text
     is there may be missing from ``trace_ids``. ``span_keys``: the matching spans themselves, each
-    trace id and span id concatenated (the span explorer's search)."""
+    trace id and span id concatenated (the span explorer's search). ``complete``: False when the
+    search stopped at its limit of traces before the start of the range; what it holds is then the
+    newest matches (days newest first, and in a day its newest texts first)."""
 
     trace_ids: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
     span_keys: list[str] = field(default_factory=list)
+    complete: bool = True
 
 
 @dataclass(frozen=True)
@@ -385,15 +388,19 @@ class TextStore:
 
     def search(self, project: str, start_ns: int, end_ns: int, needle: str, *, limit: int = 10_000) -> TextSearch:
         """Trace ids of ``project`` with a span whose captured text contains ``needle``
-        (case-insensitive), among the days that [start_ns, end_ns) touches; at most ``limit``.
-        Day files that cannot be opened or hold damaged frames are named in ``unreadable``."""
-        found: set[str] = set()
-        spans: set[str] = set()
+        (case-insensitive), among the days that [start_ns, end_ns) touches; at most ``limit``, the
+        newest first: days from the last, and in a day its write-ahead frames, then its blocks, each
+        from the last written. So a word in every run costs what its first ``limit`` hits cost, not the
+        retention (``complete`` says whether the search reached the range's start). Day files that
+        cannot be opened or hold damaged frames are named in ``unreadable``."""
+        found: dict[str, None] = {}  # insertion-ordered: newest first
+        spans: dict[str, None] = {}
         unreadable: list[str] = []
         first, last = max(start_ns, 0) // DAY_NS, max(end_ns - 1, 0) // DAY_NS
         trigrams = text_index.needle_trigrams(needle)
-        ruled_out = None if trigrams is None else (lambda bloom: not text_index.may_hold(bloom, trigrams))
-        for day in range(first, min(last, _MAX_DAY) + 1):
+        test = None if trigrams is None else text_index.NeedleTest(trigrams)
+        ruled_out = None if test is None else (lambda bloom: not test.may_hold(bloom))
+        for day in range(min(last, _MAX_DAY), first - 1, -1):
             path = self._path(day)
             if not os.path.lexists(path) and not os.path.lexists(self._blocks_path(day)):
                 continue
@@ -404,8 +411,8 @@ class TextStore:
                         damaged += 1
                         continue
                     traces, keys = _matching(block, project, needle)
-                    found.update(traces)
-                    spans.update(keys)
+                    found.update(dict.fromkeys(traces))
+                    spans.update(dict.fromkeys(keys))
                     if len(found) >= limit:
                         break
             except OSError as exc:
@@ -414,9 +421,9 @@ class TextStore:
                 continue
             if damaged:
                 unreadable.append(f"{path.name}: {damaged} damaged part(s) skipped")
-            if len(found) >= limit:
-                break
-        return TextSearch(sorted(found)[:limit], unreadable, sorted(spans))
+            if len(found) >= limit:  # stopped in this day: what is older was not searched
+                return TextSearch(list(found)[:limit], unreadable, list(spans), complete=False)
+        return TextSearch(list(found), unreadable, list(spans))
 
     def _indexed_scan(self, day: int, ruled_out: Callable[[bytes], bool] | None) -> Iterator[pa.Table | None]:
         """``_scan`` of ``day`` with its index; the records it lacked are appended after the scan."""
@@ -431,38 +438,35 @@ class TextStore:
     def _scan(
         self, day: int, records: dict[int, tuple[int, bytes]], ruled_out: Callable[[bytes], bool] | None, fresh: list
     ) -> Iterator[pa.Table | None]:
-        """The blocks, then the write-ahead frames not sealed yet, of ``day`` that a search must
-        read: all but those whose index record (for the block's position or frame's offset, and its
-        CRC) is ``ruled_out``; None for each damaged stretch. Those read without a valid record get
-        one in ``fresh``."""
-        sealed_to = 0
+        """The write-ahead frames not sealed yet, then the blocks, of ``day``, each from the last
+        written (its newest texts first), that a search must read: all but those whose index record
+        (for the block's position or frame's offset, and its CRC) is ``ruled_out``; None for each
+        damaged stretch. Those read without a valid record get one in ``fresh``."""
         with _opened(self._blocks_path(day)) as sealed:
-            if sealed is not None:
-                blocks = self._blocks(day, sealed)
-                sealed_to = blocks.sealed_to
-                yield from [None] * blocks.damaged
-                for block in blocks.blocks:
-                    known = records.get(_BLOCK_KEY | block.position)
-                    indexed = known is not None and known[0] == block.data_crc
-                    if indexed and ruled_out is not None and ruled_out(known[1]):  # type: ignore[index]
-                        continue
-                    try:
-                        table = text_blocks.read_block(sealed, block)
-                    except text_blocks.BlockError as exc:
-                        log.warning("texts: %s: %s; skipped", self._blocks_path(day), exc)
-                        yield None
-                        continue
-                    if not indexed:
-                        fresh.append(
-                            text_index.index_record(_BLOCK_KEY | block.position, block.data_crc, _bloom(table))
-                        )
+            blocks = None if sealed is None else self._blocks(day, sealed)
+            if os.path.lexists(self._path(day)):  # the unsealed tail (about a block's worth), read whole
+                frames = list(_frames(self._path(day), records, ruled_out, blocks.sealed_to if blocks else 0))
+                for offset, crc, table in reversed(frames):
+                    if table is not None and records.get(offset, (None,))[0] != crc:
+                        fresh.append(text_index.index_record(offset, crc, _bloom(table)))
                     yield table
-        if not os.path.lexists(self._path(day)):
-            return
-        for offset, crc, table in _frames(self._path(day), records, ruled_out, sealed_to):
-            if table is not None and records.get(offset, (None,))[0] != crc:
-                fresh.append(text_index.index_record(offset, crc, _bloom(table)))
-            yield table
+            if sealed is None or blocks is None:
+                return
+            yield from [None] * blocks.damaged
+            for block in reversed(blocks.blocks):
+                known = records.get(_BLOCK_KEY | block.position)
+                indexed = known is not None and known[0] == block.data_crc
+                if indexed and ruled_out is not None and ruled_out(known[1]):  # type: ignore[index]
+                    continue
+                try:
+                    table = text_blocks.read_block(sealed, block)
+                except text_blocks.BlockError as exc:
+                    log.warning("texts: %s: %s; skipped", self._blocks_path(day), exc)
+                    yield None
+                    continue
+                if not indexed:
+                    fresh.append(text_index.index_record(_BLOCK_KEY | block.position, block.data_crc, _bloom(table)))
+                yield table
 
     def index(self) -> int:
         """Index the blocks and frames of every day that have no valid index record yet (run by the

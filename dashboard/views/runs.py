@@ -279,7 +279,7 @@ def _typed(key: str) -> bool:
 
 
 def _paged(win: ui.Window, page: RunsPage) -> None:
-    for warning in page.warnings:  # the search could not read some captured text: it may miss runs
+    for warning in page.warnings:  # the text search could not read a file, or stopped at its newest matches
         st.warning(warning)
     if page.total == 0:
         _no_match(win)
