@@ -323,12 +323,6 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "text_store.json").write_text(json.dumps(result, indent=2) + "\n")
     (RESULTS / "text_store.md").write_text(render(result))
-    search = {k: v for k, v in result.items() if k != "shapes"} | {
-        "shapes": {shape: figures["search"] for shape, figures in result["shapes"].items()},
-        "full_figures": "text_store.json",
-    }
-    (RESULTS / "search.json").write_text(json.dumps(search, indent=2) + "\n")
-    (RESULTS / "search.md").write_text(render(result))
     print(render(result))
     return 0
 
