@@ -20,18 +20,20 @@ NOW = time.time()
 OVERRIDES = {"sim-small": {"input": 1.0, "output": 2.0, "cached": 0.5}}
 
 
-def _seed(store: Store, project: str = "p1") -> dict[str, list]:
-    recent = agent_run(project=project, start_s=NOW - 600, steps=2, tokens=(1000, 100), cost_per_call=0.5)
+def _seed(store: Store, project: str = "p1", *, now: float = NOW) -> dict[str, list]:
+    """Runs 10 and 8 minutes before ``now`` and one 2 hours before (the CLI's ``--since 1h`` reads
+    the clock: its tests pass the time they run at, which a loaded machine puts long after import)."""
+    recent = agent_run(project=project, start_s=now - 600, steps=2, tokens=(1000, 100), cost_per_call=0.5)
     recent = [replace(s, cached_tokens=400) if s.kind == "llm" else s for s in recent]
-    unknown = agent_run(project=project, start_s=NOW - 500, steps=1, model="no-such-model-xyz", cost_per_call=0.25)
-    old = agent_run(project=project, start_s=NOW - 7200, steps=1, cost_per_call=0.5)
+    unknown = agent_run(project=project, start_s=now - 500, steps=1, model="no-such-model-xyz", cost_per_call=0.25)
+    old = agent_run(project=project, start_s=now - 7200, steps=1, cost_per_call=0.5)
     for rows in (recent, unknown, old):
         store.insert_spans(rows)
     return {"recent": recent, "unknown": unknown, "old": old}
 
 
-def _run_cost(store: Store, project: str, trace_id: str) -> float:
-    page = runs_query.list_runs(store, project, start=NOW - 86_400, end=NOW + 60, limit=100)
+def _run_cost(store: Store, project: str, trace_id: str, *, now: float = NOW) -> float:
+    page = runs_query.list_runs(store, project, start=now - 86_400, end=now + 60, limit=100)
     return next(r.cost_usd for r in page.items if r.trace_id == trace_id)
 
 
@@ -93,9 +95,10 @@ def test_cli_reprices_through_a_running_collector(tmp_path: Path, capsys: pytest
     prices_file.write_text('{"sim-small": {"input": 1.0, "output": 2.0, "cached": 0.5}}')
     settings = settings_for(tmp_path / "data", prices_file=str(prices_file))
     with serve(settings) as running:
-        runs = _seed(running.app.state.store)
+        now = time.time()
+        runs = _seed(running.app.state.store, now=now)
         main(["reprice", "--since", "1h", "--data-dir", str(settings.data_dir)])
-        cost = _run_cost(running.app.state.store, "p1", runs["recent"][0].trace_id)
+        cost = _run_cost(running.app.state.store, "p1", runs["recent"][0].trace_id, now=now)
     out = capsys.readouterr().out
     assert "Re-priced 2 LLM spans" in out and "No price for: no-such-model-xyz" in out
     assert cost == pytest.approx(2 * ((1000 - 400) * 1.0 + 400 * 0.5 + 100 * 2.0) / 1e6)
@@ -108,7 +111,7 @@ def test_cli_reprices_the_data_dir_directly_and_rejects_bad_times(
 
     settings = settings_for(tmp_path)
     store = open_store(settings)
-    _seed(store)
+    _seed(store, now=time.time())
     store.close()
     assert main(["reprice", "--since", "1h", "--data-dir", str(tmp_path)]) == 0
     assert "Re-priced 2 LLM spans" in capsys.readouterr().out

@@ -95,6 +95,7 @@ def _pipeline(
             reload=ingestor.reload,
             metrics=metrics,
             flush_interval_s=60.0,
+            drain_timeout_s=600.0,  # the tests stop with one flush of everything, however loaded the machine
             **writer_options,
         )
         yield ingestor, writer, metrics

@@ -51,6 +51,11 @@ return {
 # from running, anywhere in the document, or a new stApp element (the app drawn anew, as after a
 # reconnection: an observer of the old element alone saw nothing, once, under stress). A page
 # loaded since has none (_RUNS_SEEN answers -1: the click navigated, which starts a run of its own).
+# How long a page may take to render, or an action to start its script run: generous, because a
+# loaded CI machine (a make test beside stress --cpu 8) once took over 60 s to start the run a
+# click asked for; a page that never gets there still fails, only later.
+WAIT_S = 180.0
+
 _WATCH_RUNS = """
 const first = document.querySelector('[data-testid="stApp"]');
 window.__awRuns = 0;
@@ -114,11 +119,11 @@ class Chromium(webdriver.Chrome):
 class Page:
     driver: WebDriver
 
-    def open(self, url: str, *, timeout_s: float = 60.0) -> Page:
+    def open(self, url: str, *, timeout_s: float = WAIT_S) -> Page:
         self.driver.get(url)
         return self.settle(timeout_s=timeout_s)
 
-    def settle(self, *, timeout_s: float = 60.0) -> Page:
+    def settle(self, *, timeout_s: float = WAIT_S) -> Page:
         """Wait until the script run ended and the page stopped changing (charts drawn): Streamlit
         says no run is under way, nothing is greyed out, and the page's elements held still
         three looks in a row."""
@@ -132,7 +137,7 @@ class Page:
             time.sleep(0.3)
         raise AssertionError(f"{self.driver.current_url} did not finish rendering in {timeout_s} s")
 
-    def click(self, find: Callable[[], WebElement], *, settle: bool = True, timeout_s: float = 60.0) -> Page:
+    def click(self, find: Callable[[], WebElement], *, settle: bool = True, timeout_s: float = WAIT_S) -> Page:
         """Click what ``find`` returns (found again if a rerun replaced it before the click), then
         wait as ``act`` does."""
 
@@ -149,7 +154,7 @@ class Page:
 
         return self.act(clicked, settle=settle, timeout_s=timeout_s)
 
-    def act(self, action: Callable[[], object], *, settle: bool = True, timeout_s: float = 60.0) -> Page:
+    def act(self, action: Callable[[], object], *, settle: bool = True, timeout_s: float = WAIT_S) -> Page:
         """Do ``action`` (a click, a key) and wait for the script run it starts, seen in Streamlit's
         own run state rather than guessed by a sleep; then, unless ``settle=False``, for the page
         to settle."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -19,6 +20,7 @@ import pytest
 from agentwatch import semconv as sc
 
 from tests.sdk.servers import OtlpReceiver
+from tests.support.poll import wait_until
 from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,6 +28,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _delta(before: dict[str, int], name: str) -> int:
     return agentwatch.stats()[name] - before[name]
+
+
+def _stats_before() -> dict[str, int]:
+    """The counters to take deltas from, once the spans of earlier tests have settled: their exports
+    may still be under way after their shutdown's timeout (a loaded machine), and would settle as
+    this test's. Spans that never settle leave every delta alone, so the wait is bounded."""
+    with contextlib.suppress(AssertionError):
+        wait_until(lambda: agentwatch.stats()["spans_pending"] == 0, 20, "earlier spans still pending")
+    return agentwatch.stats()
 
 
 @pytest.fixture
@@ -39,7 +50,7 @@ def silent_port() -> Iterator[int]:
 
 
 def test_spans_reach_the_receiver_as_otlp_protobuf_with_the_key(receiver: OtlpReceiver) -> None:
-    before = agentwatch.stats()
+    before = _stats_before()
     agentwatch.init(
         endpoint=receiver.url, api_key="aw_test_key", project="proj-a", service_name="svc-a", instrument_openai=False
     )
@@ -61,7 +72,7 @@ def test_spans_reach_the_receiver_as_otlp_protobuf_with_the_key(receiver: OtlpRe
 
 def test_retries_503_with_backoff_then_delivers() -> None:
     with OtlpReceiver(statuses=[503, 503]) as receiver:
-        before = agentwatch.stats()
+        before = _stats_before()
         agentwatch.init(endpoint=receiver.url, export_retries=3, instrument_openai=False)
         with agentwatch.tool("t"):
             pass
@@ -73,7 +84,7 @@ def test_retries_503_with_backoff_then_delivers() -> None:
 
 def test_a_rejected_batch_is_not_retried_and_is_counted() -> None:
     with OtlpReceiver(statuses=[400]) as receiver:
-        before = agentwatch.stats()
+        before = _stats_before()
         agentwatch.init(endpoint=receiver.url, export_retries=3, instrument_openai=False)
         with agentwatch.tool("t"):
             pass
@@ -84,7 +95,7 @@ def test_a_rejected_batch_is_not_retried_and_is_counted() -> None:
 
 def test_collector_down_costs_the_agent_nothing_but_counted_failures(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="agentwatch")
-    before = agentwatch.stats()
+    before = _stats_before()
     agentwatch.init(
         endpoint=f"http://127.0.0.1:{free_port()}", export_retries=1, instrument_openai=False, max_export_batch_size=10
     )
@@ -103,7 +114,7 @@ def test_collector_down_costs_the_agent_nothing_but_counted_failures(caplog: pyt
 
 def test_hung_collector_never_blocks_the_agent_and_full_queue_drops(silent_port: int) -> None:
     """The worker is stuck in a request that never answers; the agent keeps its pace."""
-    before = agentwatch.stats()
+    before = _stats_before()
     agentwatch.init(
         endpoint=f"http://127.0.0.1:{silent_port}",
         export_timeout_s=1,
@@ -139,7 +150,7 @@ def test_spans_of_an_export_in_flight_count_as_pending(receiver: OtlpReceiver) -
     then POSTs it; until the answer those spans were neither queued nor exported nor failed, and
     a force_flush that timed out (a slow collector) left stats() short of exactly that batch."""
     agentwatch.init(endpoint=receiver.url, export_timeout_s=10, instrument_openai=False)
-    before = agentwatch.stats()
+    before = _stats_before()
     receiver.release.clear()  # the collector holds the request: the batch stays in flight
     for _ in range(7):
         with agentwatch.tool("t"):
@@ -165,7 +176,7 @@ def test_a_flush_asked_while_a_batch_is_in_flight_waits_for_the_spans_queued_aft
     during that export landed in the same list and was released when the batch returned, so
     force_flush() said True while spans ended meanwhile were still queued."""
     agentwatch.init(endpoint=receiver.url, export_interval_s=0.01, export_timeout_s=10, instrument_openai=False)
-    before = agentwatch.stats()
+    before = _stats_before()
     receiver.release.clear()
     for _ in range(2):
         with agentwatch.tool("in-flight"):
@@ -225,7 +236,7 @@ def test_a_flush_completes_while_other_threads_keep_ending_spans(receiver: OtlpR
 def test_partial_success_counts_the_rejected_spans_failed_and_the_rest_exported() -> None:
     with OtlpReceiver(reject=2) as receiver:
         agentwatch.init(endpoint=receiver.url, instrument_openai=False)
-        before = agentwatch.stats()
+        before = _stats_before()
         for _ in range(5):
             with agentwatch.tool("t"):
                 pass
