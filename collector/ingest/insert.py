@@ -2,9 +2,12 @@
 
 A batch the store rejects is split until the offending spans are isolated, logged and counted.
 A batch over the store's memory limit (chDB's ``max_server_memory_usage``) is inserted in halves,
-as small as it takes. Each half goes under its own deduplication token, derived from the batch's,
-so a replay after a crash splits the same way. Errors of the store's environment (disk, memory,
-network) are raised as ``StoreUnavailable``: the writer retries those, it never drops them.
+down to ``MEMORY_SPLIT_FLOOR`` spans: a smaller batch refused for memory means the limit is taken by
+other work (merges, queries; seen on a loaded machine, where even 2 spans were refused), so it is
+retried after a pause instead of split into ever smaller inserts. Each half goes under its own
+deduplication token, derived from the batch's, so a replay after a crash splits the same way.
+Errors of the store's environment (disk, memory, network, chDB failing to read the Arrow batch it
+was handed) are raised as ``StoreUnavailable``: the writer retries those, it never drops them.
 """
 
 from __future__ import annotations
@@ -34,7 +37,12 @@ _TRANSIENT = (
     "timed out",
     "connection",
     "errno",
+    # chDB reading the batch's Arrow stream and failing midway ("Invalid IPC file: advertised body
+    # size...", "Unexpected empty message in IPC file format"): seen only with its memory limit
+    # reached; the batch is ours and well formed, so its spans are never the cause.
+    "ipc file",
 )
+MEMORY_SPLIT_FLOOR = 1_000
 
 
 def insert(store: Store, table: pa.Table, token: str, metrics: Metrics) -> int:
@@ -44,7 +52,7 @@ def insert(store: Store, table: pa.Table, token: str, metrics: Metrics) -> int:
     except StoreUnavailable:
         raise
     except Exception as exc:
-        if _over_memory(exc) and table.num_rows > 1:
+        if _over_memory(exc) and table.num_rows > MEMORY_SPLIT_FLOOR:
             log.warning(
                 "writer: the store's memory limit refused a batch of %d spans (%s); inserting it in halves",
                 table.num_rows,

@@ -11,9 +11,12 @@ newest matches only (bench/results/search.md).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from agentwatch_platform.collector.storage.base import Store
-from agentwatch_platform.collector.storage.texts import TextSearch
+
+if TYPE_CHECKING:  # the text store loads pyarrow: the CLI imports this module before any command runs
+    from agentwatch_platform.collector.storage.texts import TextSearch
 
 # Captured text is filed by the UTC day of its span's start; a run's later spans may start after the
 # range's end, so the search reads a day past it.

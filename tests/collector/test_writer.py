@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from agentwatch_platform.collector.ingest import insert
 from agentwatch_platform.collector.ingest.backlog import BacklogHook
 from agentwatch_platform.collector.ingest.normalize import Normalizer
 from agentwatch_platform.collector.ingest.otlp.decode import PROTOBUF
@@ -317,3 +318,49 @@ def test_an_opened_embedded_store_holds_its_merges_for_a_backlog_only_with_a_bou
         assert not store.merges_held
     finally:
         store.close()
+
+
+_MEMORY_REFUSAL = (
+    "chDB query failed: Code: 241. DB::Exception: (total) memory limit exceeded: would use 48.15 MiB "
+    "(attempt to allocate chunk of 4.10 MiB), current RSS: 7.20 MiB, maximum: 48.00 MiB. (MEMORY_LIMIT_EXCEEDED)"
+)
+
+
+class _UnderMemoryPressure(ChdbStore):
+    """chDB with its memory limit taken by other work, as on a loaded machine: its first inserts are
+    refused for memory whatever their size, the next fails reading the batch's Arrow stream (what
+    chDB said then), and the rest go in. The sizes it was asked to insert are kept."""
+
+    failures = [_MEMORY_REFUSAL] * 6 + ["Unexpected empty message in IPC file format"]
+    asked: list[int]
+
+    def insert_spans(self, spans: pa.Table | Sequence[SpanRow], *, dedup_token: str | None = None) -> int:
+        self.asked.append(len(spans))
+        if len(self.asked) <= len(self.failures):
+            raise RuntimeError(self.failures[len(self.asked) - 1])
+        return super().insert_spans(spans, dedup_token=dedup_token)
+
+
+async def test_a_store_short_of_memory_is_waited_for_and_never_loses_a_span(tmp_path: Path) -> None:
+    """A batch refused for memory is halved down to ``MEMORY_SPLIT_FLOOR`` spans, then retried whole
+    after a pause (not split into 2-span inserts, each refused again); an Arrow stream chDB failed
+    to read is retried too, never taken for bad spans and dropped one by one."""
+    settings = Settings.from_env(data_dir=tmp_path, max_queue_spans=10_000)
+    store = _UnderMemoryPressure(tmp_path / "chdb")
+    store.asked = []
+    names = [f"r{r}-s{s:04}" for r in range(3) for s in range(1000)]
+    options = {"flush_rows": 3_000, "max_queue_spans": 10_000}
+    with _pipeline(tmp_path, settings, store, **options) as (ingestor, writer, metrics):
+        async with writer:
+            ingestor.writer = writer
+            for r in range(3):
+                await ingestor.export("p1", _request(names[r * 1000 : (r + 1) * 1000], [0] * 1000), PROTOBUF)
+            deadline = time.monotonic() + 300  # the writer retries after its pauses; a stop would leave it to the spool
+            while metrics.totals["stored"] < 3_000 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+        stored = sorted(r["name"] for r in store.query("SELECT name FROM spans"))
+    assert stored == names
+    assert metrics.totals["stored"] == 3_000
+    assert metrics.rejected.labels("store_rejected")._value.get() == 0
+    assert min(store.asked) >= insert.MEMORY_SPLIT_FLOOR // 2  # halved no further than the floor's half
+    assert store.asked[:3] == [3_000, 1_500, 750]  # then the pause, and the whole batch again
