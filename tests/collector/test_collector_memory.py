@@ -56,21 +56,26 @@ def test_the_hook_says_why_pandas_is_refused() -> None:
     assert PandasKeptOut().find_spec("pandas_extra") is None
 
 
+SPANS = 60_000
+
+
 @pytest.mark.slow
 def test_a_batch_over_the_stores_memory_limit_goes_in_halves_and_no_span_is_lost(tmp_path: Path) -> None:
-    """With chDB's memory bounded (``AGENTWATCH_CHDB_MEMORY_LIMIT_BYTES``, 48 MiB), a 30k-span batch
+    """With chDB's memory bounded (``AGENTWATCH_CHDB_MEMORY_LIMIT_BYTES``, 48 MiB), a 60k-span batch
     does not fit (its captured texts go to the store's text files, not chDB: ``collector.storage.texts``):
     retried whole, it never would, and ingestion stalled for good.
     The writer inserts it in halves until they fit; every span is stored once."""
-    workload = Workload(30_000, end_time_ns=time.time_ns(), batch_spans=1000, project="memory", content=True)
-    # One request of all 30k spans (serialised OTLP requests concatenated are one request holding
+    workload = Workload(SPANS, end_time_ns=time.time_ns(), batch_spans=1000, project="memory", content=True)
+    # One request of all the spans (serialised OTLP requests concatenated are one request holding
     # them all), so the batch is the whole of it however slowly a loaded machine decodes: sent as
     # 30 requests, a pause of 50 ms between two let a quarter of them go in alone, under the limit.
+    # Decoded in one piece, 30k spans sometimes fitted: 60k never do.
     body = b"".join(workload.batches())
     collector = CollectorProcess(
         tmp_path / "data",
         AGENTWATCH_CHDB_MEMORY_LIMIT_BYTES=str(48 * 2**20),
-        AGENTWATCH_FLUSH_ROWS="30000",
+        AGENTWATCH_FLUSH_ROWS=str(SPANS),
+        AGENTWATCH_MAX_SPANS_PER_REQUEST=str(SPANS),
         AGENTWATCH_MAX_BODY_BYTES=str(len(body) + 1),
         AGENTWATCH_RATE_LIMIT_SPANS_PER_S="0",
     ).start()
@@ -90,8 +95,8 @@ def test_a_batch_over_the_stores_memory_limit_goes_in_halves_and_no_span_is_lost
             return int(status.json()["stored_spans"])
 
         with contextlib.suppress(AssertionError):  # the assertion below says what was stored, and the answers
-            wait_until(lambda: stored() >= 30_000, 300, "", interval=0.2)
-        assert stored() == 30_000, answers
+            wait_until(lambda: stored() >= SPANS, 300, "", interval=0.2)
+        assert stored() == SPANS, answers
         log = collector.log.read_text()
         assert re.search(r"memory limit refused a batch of \d+ spans", log)  # the limit did bind
     finally:
