@@ -80,11 +80,12 @@ def list_runs(
     if filters.get("search") is None:
         rows, total = _page(store, params, page, count)
     else:  # the runs whose captured text matches, the newest first, as many as a full page needs
-        for found in text_search.steps(store, project, start_ns, end_ns, filters["search"]):
-            params["text_traces"] = found.trace_ids
-            rows, total = _page(store, params, page, count)
-            if len(rows) == limit:
-                break
+        (rows, total), found = text_search.until_enough(
+            store,
+            (project, start_ns, end_ns, filters["search"]),
+            lambda found: _page(store, params | {"text_traces": found.trace_ids}, page, count),
+            lambda answer: len(answer[0]) == limit,
+        )
         warnings = text_search.warnings(found, "runs")
     items = _with_feedback(store, project, rows)
     return RunsPage(items=items, total=total, limit=limit, offset=offset, warnings=warnings)

@@ -11,7 +11,7 @@ import base64
 import json
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentwatch_api.schemas import (
     SPAN_GROUP_KEYS,
@@ -27,6 +27,9 @@ from agentwatch_platform.collector.query.ranges import MAX_RANGE_S, InvalidQuery
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.sql import span_keys
 from agentwatch_platform.collector.storage.sql import spans as sql
+
+if TYPE_CHECKING:  # the text store loads pyarrow
+    from agentwatch_platform.collector.storage.texts import TextSearch
 
 MAX_PAGE = 500
 MAX_OFFSET = 10_000
@@ -207,12 +210,15 @@ def _searching(
     back (None: through every step); and the warnings of the search."""
     if params.get("search") is None:
         return query(), []
-    needle, project = params["search"], params["project"]
-    for found in text_search.steps(store, project, params["start_ns"], params["end_ns"], needle, most=most):
-        params["text_spans"] = found.span_keys
-        rows = query()
-        if full is not None and len(rows) >= full:
-            break
+
+    def with_matches(found: TextSearch) -> list[dict[str, Any]]:
+        params["text_spans"] = found.span_keys  # the count after the page reads them too
+        return query()
+
+    search = (params["project"], params["start_ns"], params["end_ns"], params["search"])
+    rows, found = text_search.until_enough(
+        store, search, with_matches, lambda rows: full is not None and len(rows) >= full, most=most
+    )
     return rows, text_search.warnings(found, "spans")
 
 

@@ -10,8 +10,8 @@ newest matches only (bench/results/search.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, TypeVar
 
 from agentwatch_platform.collector.storage.base import Store
 
@@ -24,6 +24,7 @@ TEXT_LOOKAHEAD_NS = 86_400 * 10**9
 # Traces asked for at each step. The first covers ~20 pages of runs; the last bounds the traces
 # passed to the list's query.
 STEPS = (1_000, 10_000, 100_000)
+Rows = TypeVar("Rows")
 
 
 def steps(
@@ -36,6 +37,23 @@ def steps(
         yield found
         if found.complete:
             return
+
+
+def until_enough(
+    store: Store,
+    search: tuple[str, int, int, str],
+    query: Callable[[TextSearch], Rows],
+    enough: Callable[[Rows], bool],
+    *,
+    most: int = STEPS[-1],
+) -> tuple[Rows, TextSearch]:
+    """``query``'s answer with each step's matches (``search``: project, start and end ns, needle),
+    until ``enough`` says the answer is, or the steps end; and the last step's matches."""
+    for found in steps(store, *search, most=most):
+        answer = query(found)
+        if enough(answer):
+            break
+    return answer, found
 
 
 def warnings(found: TextSearch, what: str) -> list[str]:
