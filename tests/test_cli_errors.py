@@ -200,6 +200,7 @@ class _Metrics(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow  # a collector process scraping for seconds (make test runs it, make quick not)
 def test_collector_logs_no_line_per_engine_scrape_and_stops_on_sigterm_quietly(tmp_path: Path) -> None:
     """A real collector scraping a real /metrics endpoint: httpx's one INFO line per request stays out."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Metrics)

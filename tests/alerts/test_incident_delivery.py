@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from email import message_from_bytes
 
+import pytest
+
 from agentwatch_platform.alerts.channels import IDEMPOTENCY_HEADER, SIGNATURE_HEADER, Dispatcher, sign
 from agentwatch_platform.alerts.evaluator import Evaluator
 from agentwatch_platform.alerts.rules import RulesConfig
@@ -16,6 +18,8 @@ from agentwatch_platform.collector.storage.sql import alerts as alerts_sql
 from tests.alerts import incident_setup
 from tests.alerts.incident_setup import SPIKE, T0, by_path, drive, rules
 from tests.support.receivers import Mailbox, Receiver
+
+pytestmark = pytest.mark.slow  # evaluators restarted mid-incident (make test runs it, make quick not)
 
 
 def seed(store: Store) -> None:

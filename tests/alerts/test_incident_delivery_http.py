@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from agentwatch_platform.alerts.channels import SIGNATURE_HEADER, sign
 from agentwatch_platform.alerts.sources import HttpBackend
@@ -16,6 +17,8 @@ from tests.alerts import incident_setup
 from tests.alerts.incident_setup import SPIKE, by_path, drive, rules
 from tests.collector.ingest_helpers import serve, settings_for
 from tests.support.receivers import Mailbox, Receiver
+
+pytestmark = pytest.mark.slow  # evaluator processes restarted (make test runs it, make quick not)
 
 
 def restart(url: str, key: str, config: object, minutes: range) -> list[tuple[str, int]]:

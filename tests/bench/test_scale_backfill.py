@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bench import ingest, scale
+
+pytestmark = pytest.mark.slow  # a benchmark's fill (make test runs it, make quick not)
 
 
 def test_the_backfill_phase_closes_every_day_it_filled() -> None:

@@ -10,6 +10,8 @@ import pytest
 
 from bench import span_explorer
 
+pytestmark = pytest.mark.slow  # a benchmark's fill (make test runs it, make quick not)
+
 
 def test_span_explorer_bench_measures_every_question(tmp_path: Path) -> None:
     out = tmp_path / "span_explorer"

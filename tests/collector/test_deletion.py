@@ -276,6 +276,7 @@ def test_lowering_the_retention_removes_old_runs_everywhere_in_one_pass(store: S
     assert enforce_retention(store, 7) == []  # nothing left to remove
 
 
+@pytest.mark.slow  # collector processes (make test runs it, make quick not)
 def test_restarting_with_a_lower_retention_applies_it_at_once(tmp_path: Path) -> None:
     first = ChdbStore(tmp_path / "chdb", retention_days=30)
     first.migrate()
@@ -291,6 +292,7 @@ def test_restarting_with_a_lower_retention_applies_it_at_once(tmp_path: Path) ->
 
 
 # --- through the API and the CLI ------------------------------------------------------------------
+@pytest.mark.slow  # collector processes (make test runs it, make quick not)
 def test_the_admin_api_and_the_cli_delete_through_a_running_collector(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -44,6 +44,7 @@ def test_an_expired_lease_is_taken_over(module_store: Store) -> None:
     assert not dead.acquire()
 
 
+@pytest.mark.slow  # a look-up held past the lease (make test runs it, make quick not)
 def test_a_slow_look_up_renews_the_lease_before_the_insert_and_an_overrun_is_counted(module_store: Store) -> None:
     """Seen under load: a look-up and insert slower than the TTL let another collector take the
     span-writer lease mid-insert and store a redelivered batch twice. The writer renews between

@@ -123,6 +123,7 @@ async def test_write_error_is_reported_and_not_fatal(tmp_path: Path) -> None:
     assert spool.read(seq) == ("p", "protobuf", b"payload")
 
 
+@pytest.mark.slow  # a collector process killed (make test runs it, make quick not)
 def test_acknowledged_spans_survive_sigkill_before_flush(tmp_path: Path) -> None:
     data = tmp_path / "data"
     first = CollectorProcess(data, AGENTWATCH_FLUSH_INTERVAL_S="3600", AGENTWATCH_FLUSH_ROWS="1000000").start()
@@ -156,6 +157,7 @@ sys.stdin.read()
 """
 
 
+@pytest.mark.slow  # a collector process restarted (make test runs it, make quick not)
 def test_store_unavailable_spools_then_drains_exactly_once(tmp_path: Path) -> None:
     """The chDB directory is held by another process: spans wait in the spool, then land once."""
     data = tmp_path / "data"

@@ -29,6 +29,8 @@ from tests.dashboard import browser
 from tests.dashboard.support import APP, metrics, tables
 from tests.support.ports import free_port
 
+pytestmark = pytest.mark.slow  # slow agents watched past an idle timeout (make test runs it, make quick not)
+
 PROJECT = "live"
 IDLE_TIMEOUT_S = 6
 RUNNING, CRASHED = "slow-agent", "crashing-agent"

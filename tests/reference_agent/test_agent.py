@@ -21,6 +21,8 @@ from agentwatch_platform.reference_agent.tools import ToolCache, ToolConfig
 from tests.reference_agent.agent_stack import LiveStack, live_stack
 from tests.support.poll import wait_until
 
+pytestmark = pytest.mark.slow  # agent runs against the live engine (make test runs it, make quick not)
+
 # the simulated engine's policy wants 5 documents for this question: a long run
 LONG_QUESTION = "How does OpenTelemetry affect the semantic conventions?"
 

@@ -15,6 +15,8 @@ from agentwatch_platform.reference_agent.tools import ToolCache
 from tests.reference_agent.agent_stack import LiveStack, live_stack
 from tests.reference_agent.test_agent import LONG_QUESTION
 
+pytestmark = pytest.mark.slow  # agent runs against the live engine (make test runs it, make quick not)
+
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:

@@ -231,6 +231,7 @@ def test_metrics_carry_the_names_a_vllm_scraper_expects(client: openai.OpenAI, e
     assert "simulated engine" in text
 
 
+@pytest.mark.slow  # an agent call through the live engine (make test runs it, make quick not)
 def test_engine_span_joins_the_callers_trace(client: openai.OpenAI, receiver: OtlpReceiver) -> None:
     tracer = TracerProvider().get_tracer("test-agent")
     with tracer.start_as_current_span("agent-step") as parent:

@@ -16,6 +16,8 @@ from agentwatch_platform.reference_agent.loadgen import LoadConfig, LoadSummary,
 from agentwatch_platform.reference_agent.tools import Corpus, ResearchTools, ToolConfig
 from tests.support.ports import free_port
 
+pytestmark = pytest.mark.slow  # agent runs against the live engine (make test runs it, make quick not)
+
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[str]:

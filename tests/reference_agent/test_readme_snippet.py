@@ -13,11 +13,14 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from agentwatch_platform.reference_agent.demo import export_line
 from agentwatch_platform.reference_agent.keys import project_key
 from agentwatch_platform.reference_agent.supervisor import ProcessGroup, start_collector, start_engine
 from tests.support.ports import free_port
+
+pytestmark = pytest.mark.slow  # a collector and an engine in processes (make test runs it, make quick not)
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -24,6 +24,8 @@ from tests.reliability.helpers import PROTOBUF, in_process
 from tests.support.poll import wait_until
 from tests.support.ports import free_port
 
+pytestmark = pytest.mark.slow  # collector processes killed and restarted (make test runs it, make quick not)
+
 LLM_CALLS = 8  # spans per request: a run and 8 LLM calls of 100 input tokens each
 
 
@@ -183,7 +185,6 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Killed]:
         second.kill(signal.SIGTERM)
 
 
-@pytest.mark.slow  # 50 s and 40 s of set-up under load 13; make quick leaves it out, make test runs it
 def test_sigkill_during_sustained_ingestion_loses_and_duplicates_no_span(killed: Killed) -> None:
     """Every span of every acknowledged request is stored after the restart, exactly once, with
     its captured texts (the embedded store's text files, written before the spans: ``collector.storage.texts``)."""

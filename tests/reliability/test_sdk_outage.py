@@ -24,6 +24,8 @@ from tests.sdk.servers import OtlpReceiver
 from tests.support.poll import wait_until
 from tests.support.ports import free_port
 
+pytestmark = pytest.mark.slow  # collector processes stopped and restarted (make test runs it, make quick not)
+
 SERVICE = "reliability-outage"
 QUEUE = 200
 TOOLS_PER_RUN = 3
