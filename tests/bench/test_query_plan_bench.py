@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from bench import query_plan
+
+pytestmark = pytest.mark.slow  # a benchmark's fill and its statements timed (make test runs it, make quick not)
 
 
 def test_query_plan_bench_times_every_statement_of_an_overview_three_ways(tmp_path: Path) -> None:
