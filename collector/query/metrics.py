@@ -25,6 +25,7 @@ from agentwatch_platform.collector.query.ranges import (
     range_ns,
     ratio,
     rollup_params,
+    whole_hours,
 )
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.sql import metrics as metrics_sql
@@ -239,11 +240,10 @@ TAIL_COST = "tail_cost_usd"
 def _tail_params(params: dict[str, Any], tail_s: int) -> dict[str, Any]:
     """The minute ``tail_s`` for ``sql.metrics.span_metrics``' tail, its hour read from minutes
     (a span_hours row holding it could not be split there)."""
-    return {
-        "tail_s": tail_s,
-        "tail_ns": tail_s * 10**9,
-        "cut_hours": sorted({*params["cut_hours"], tail_s // 3600 * 3600}),
-    }
+    cut_hours = sorted({*params["cut_hours"], tail_s // 3600 * 3600})
+    return {"tail_s": tail_s, "tail_ns": tail_s * 10**9, "cut_hours": cut_hours} | whole_hours(
+        params | {"cut_hours": cut_hours}
+    )
 
 
 def timeseries(

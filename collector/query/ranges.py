@@ -93,7 +93,8 @@ def rollup_params(start: float, end: float, step_s: float) -> dict[str, Any]:
     step_ns = int(step_s * 1e9)
     cut = _cut_minutes(start_ns, end_ns, step_ns)
     edges = cut.get("edge_minutes", [])
-    return {
+    params = {
+        "start_ns": start_ns,
         "lo_s": -(-start_ns // _MINUTE_NS) * 60,
         "hi_s": end_ns // _MINUTE_NS * 60,
         "last_bucket": max(1, math.ceil((end - start) / step_s)) - 1,
@@ -102,6 +103,29 @@ def rollup_params(start: float, end: float, step_s: float) -> dict[str, Any]:
         "cut_hours": sorted({m // 3600 * 3600 for m in edges}),
         "spans_only": not cut,
     }
+    return params | whole_hours(params)
+
+
+MAX_SPLIT_HOURS = 256  # beyond it (buckets off the hour over months) no hour is read whole
+
+
+def whole_hours(params: dict[str, Any]) -> dict[str, Any]:
+    """The UTC hours of the range that span_hours answers for (``sql.metrics.span_source``): those of
+    [``wh_lo``, ``wh_hi``) whose minutes are all whole minutes of the range, none of them cut (``cut_hours``)
+    and all in one bucket, but for ``not_whole_hours``. Worked out here, not in the statement: the bucket
+    arithmetic per row was a quarter of the planner's work on the overview's figures
+    (bench/results/query_plan.md). No whole hour at all: an empty range (0, 0)."""
+    start_ns, step_ns, last = params["start_ns"], params["step_ns"], params["last_bucket"]
+
+    def bucket(t_s: int) -> int:  # as sql.metrics._bucket_of
+        return min((max(t_s * 10**9, start_ns) - start_ns) // step_ns, last)
+
+    lo, hi = -(-params["lo_s"] // 3600) * 3600, params["hi_s"] // 3600 * 3600
+    cut = set(params["cut_hours"])
+    split = [h for h in range(lo, hi, 3600) if h in cut or bucket(h) != bucket(h + 3540)]
+    if lo >= hi or len(split) == (hi - lo) // 3600 or len(split) > MAX_SPLIT_HOURS:
+        return {"wh_lo": 0, "wh_hi": 0, "not_whole_hours": []}
+    return {"wh_lo": lo, "wh_hi": hi, "not_whole_hours": split}
 
 
 _MINUTE_NS = 60 * 10**9
@@ -189,17 +213,9 @@ def call_source(params: dict[str, Any]) -> str:
 
 def _rollup_source(params: dict[str, Any]) -> str:
     """How to read the minutes that cover the range (``sql.metrics.SPAN_SOURCES``): through
-    span_hours where some whole hour of them falls in one bucket. Both give the same figures
-    (the query itself picks, hour by hour, the rows to read); this only spares reading
-    span_hours when it has nothing to give."""
-    start_ns, step_ns, last = params["start_ns"], params["step_ns"], params["last_bucket"]
-
-    def bucket(t_s: int) -> int:  # as sql.metrics._bucket_of
-        return min((max(t_s * 10**9, start_ns) - start_ns) // step_ns, last)
-
-    cut = set(params["cut_hours"])
-    hours = range(-(-params["lo_s"] // 3600) * 3600, params["hi_s"] - 3600 + 1, 3600)
-    return "hours" if any(h not in cut and bucket(h) == bucket(h + 3540) for h in hours) else "minutes"
+    span_hours where some whole hour of them falls in one bucket (``whole_hours``). Both give the
+    same figures; this only spares reading span_hours when it has nothing to give."""
+    return "hours" if params["wh_lo"] < params["wh_hi"] else "minutes"
 
 
 def call_params(project: str, start: float, end: float, agent: str | None, model: str | None) -> dict[str, Any]:

@@ -366,6 +366,36 @@ def test_hours_and_minutes_give_the_same_figures(module_store: Store, seed: Seed
         }
 
 
+def test_the_whole_hours_are_those_of_one_bucket_with_no_minute_cut_or_outside() -> None:
+    """``ranges.whole_hours`` against its definition, over ranges and steps on and off the minute
+    and the hour: an hour is read from span_hours exactly when every minute of it is a whole
+    minute of the range, none is cut, and all are in one bucket."""
+    rng = random.Random(38)
+    for _ in range(300):
+        start = T0 + rng.choice([0, 1800, 1234.5, 60 * rng.randrange(240), rng.uniform(0, 86_400)])
+        step = rng.choice([60, 300, 1800, 3600, 7200, 3 * 3600, 86_400, rng.randrange(61, 20_000)])
+        end = start + step * rng.randrange(1, 12) - rng.choice([0, 0, 7.5])
+        params = {"start_ns": int(start * 1e9)} | ranges.rollup_params(start, end, step)
+        if params["spans_only"]:
+            continue
+        cut = set(params["cut_minutes"])
+
+        def bucket(t_s: int, params: dict[str, Any] = params, step: float = step) -> int:
+            return min(max(0, math.floor((t_s * 1e9 - params["start_ns"]) / (step * 1e9))), params["last_bucket"])
+
+        expected = {
+            h
+            for h in range(int(start) // 3600 * 3600, int(end) + 3600, 3600)
+            if h >= params["lo_s"]
+            and h + 3600 <= params["hi_s"]
+            and not any(m in cut for m in range(h, h + 3600, 60))
+            and bucket(h) == bucket(h + 3540)
+        }
+        got = set(range(params["wh_lo"], params["wh_hi"], 3600)) - set(params["not_whole_hours"])
+        assert got == expected, (start, end, step)
+        assert (ranges._rollup_source(params) == "hours") == bool(expected)
+
+
 @pytest.mark.parametrize(
     ("start", "length", "step", "group_by", "agent"),
     [

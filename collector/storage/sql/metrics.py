@@ -11,7 +11,6 @@ from __future__ import annotations
 from agentwatch_platform.collector.storage.schema import (
     BILLABLE,
     COUNTED_RUN,
-    EPOCH_HOUR,
     HEAD_DURATION_S,
     ROLLUP_COLUMNS,
     SPAN_PARTIALS,
@@ -65,28 +64,29 @@ def _bucket_of(t: str) -> str:
         {{last_bucket:Int64}})"""
 
 
-# An hour whose minutes are all whole minutes of the range, none cut, all in one bucket: read
-# from span_hours (``{cut_hours}``: the UTC hours of the cut minutes).
-def _whole_hour(hour: str) -> str:
-    return f"""({hour} >= toDateTime({{lo_s:Int64}}) AND {hour} + INTERVAL 1 HOUR <= toDateTime({{hi_s:Int64}})
-        AND NOT has({{cut_hours:Array(Int64)}}, toInt64(toUnixTimestamp({hour})))
-        AND {_bucket_of(hour)} = {_bucket_of(f"{hour} + INTERVAL 59 MINUTE")})"""
-
-
 # The whole minutes of [start, end) (``{lo_s}``..``{hi_s}``) but the cut ones, as they are or with
 # the whole hours read from span_hours and only the other minutes from span_minutes: the same
-# figures from fewer rows. (Hours only where some exist: an empty branch still costs a read.)
+# figures from fewer rows. Which hours are whole (``{wh_lo}``..``{wh_hi}`` but ``{not_whole_hours}``)
+# is worked out by the caller (``collector.query.ranges.whole_hours``). (Hours only where some exist:
+# an empty branch still costs a read.)
 _MINUTE_ROWS = f"""
         SELECT agent, model, minute, {ROLLUP_COLUMNS} FROM span_minutes
         WHERE project = {{project:String}}
           AND minute >= toDateTime({{lo_s:Int64}}) AND minute < toDateTime({{hi_s:Int64}})
           AND NOT has({{cut_minutes:Array(Int64)}}, toInt64(toUnixTimestamp(minute)))"""
 
+
+def _whole_hour(hour_s: str) -> str:
+    return f"""({hour_s} >= {{wh_lo:Int64}} AND {hour_s} < {{wh_hi:Int64}}
+          AND NOT has({{not_whole_hours:Array(Int64)}}, {hour_s}))"""
+
+
 _HOUR_ROWS = f"""
         SELECT agent, model, hour AS minute, {ROLLUP_COLUMNS} FROM span_hours
-        WHERE project = {{project:String}} AND {_whole_hour("hour")}
+        WHERE project = {{project:String}} AND hour >= toDateTime({{wh_lo:Int64}}) AND hour < toDateTime({{wh_hi:Int64}})
+          AND NOT has({{not_whole_hours:Array(Int64)}}, toInt64(toUnixTimestamp(hour)))
         UNION ALL {_MINUTE_ROWS}
-          AND NOT {_whole_hour(EPOCH_HOUR.format("minute"))}"""
+          AND NOT {_whole_hour("intDiv(toInt64(toUnixTimestamp(minute)), 3600) * 3600")}"""
 
 # The spans of the cut minutes that fall in [start, end), read from their hours only (the spans'
 # sort key starts with the project and the hour).
