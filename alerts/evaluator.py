@@ -94,6 +94,10 @@ def fingerprint(project: str, rule: str, scope: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps([project, rule, sorted(scope.items())]).encode()).hexdigest()[:16]
 
 
+class _RoleLost(Exception):
+    """The alerts role may have passed to another collector in the middle of a round."""
+
+
 class Evaluator:
     """Evaluates every rule for every project; ``run_once`` is one round (thread-safe to call in turn)."""
 
@@ -105,8 +109,10 @@ class Evaluator:
         dispatcher: Dispatcher,
         *,
         clock: Callable[[], float] = time.time,
+        role_held: Callable[[], bool] = lambda: True,
     ) -> None:
         self.config, self.source, self.history, self.dispatcher, self.clock = config, source, history, dispatcher, clock
+        self.role_held = role_held  # asked before every change recorded (``_change``)
         self._active: dict[str, dict[str, Alert]] = {}  # project -> fingerprint -> firing alert
         self._last_run: dict[tuple[str, str], float] = {}  # (project, rule) -> last evaluation
         self._pending: dict[str, float] = {}  # fingerprint -> since when the condition holds (``for``)
@@ -125,10 +131,23 @@ class Evaluator:
         except AlertsError as exc:
             self._error("listing projects", exc)
             return sent
-        for project in projects:
-            sent += self._project(project, now)
+        try:
+            for project in projects:
+                sent += self._project(project, now)
+        except _RoleLost:
+            self._forget_all()
+            log.info("alerts: the alerts role was lost during a round; its changes are left to the holder")
+            return sent
         self.rounds += 1
         return sent
+
+    def _forget_all(self) -> None:
+        """Drop what this evaluator holds in memory: if it holds the role again, the firing alerts
+        it reads are those the holder in between recorded."""
+        self._active.clear()
+        self._pending.clear()
+        self._clear.clear()
+        self._last_run.clear()
 
     def _error(self, what: str, exc: Exception) -> None:
         self.errors += 1
@@ -427,7 +446,12 @@ class Evaluator:
     def _change(
         self, rule: Rule, alert: Alert, verdict: Verdict, event: Event, now: float
     ) -> list[tuple[Event, Alert]]:
-        """Record the new state, then hand the notification to the dispatcher."""
+        """Record the new state, then hand the notification to the dispatcher; nothing, and the round
+        ends, once this collector may no longer hold the alerts role (``role_held``): a round can
+        outlast its lease on a starved machine, and the next holder, reading no record of this
+        change, would notify it a second time."""
+        if not self.role_held():
+            raise _RoleLost
         if event in ("firing", "repeat"):
             _update(alert, verdict, rule)
         alert.message = message(rule, alert, verdict, event)
@@ -598,7 +622,9 @@ class InProcessAlerts:
         self._dispatcher = Dispatcher(
             self.config.channels, record=backend.record, policy=self.config.delivery, clock=self.clock
         )
-        self.evaluator = Evaluator(self.config, backend, backend, self._dispatcher, clock=self.clock)
+        self.evaluator = Evaluator(
+            self.config, backend, backend, self._dispatcher, clock=self.clock, role_held=lambda: self.may_run()
+        )
         self._stop = asyncio.Event()
         self._task = asyncio.create_task(self._loop(), name="agentwatch-alerts")
         return self

@@ -180,3 +180,29 @@ def test_buckets_the_collector_calls_partial_are_not_judged_complete() -> None:
     assert _settled(series(5), 0.0, 60, 5) == 5  # only the bucket now filling: all five before it complete
     assert _settled(series(4), 0.0, 60, 5) == 4  # the bucket just ended by the clock is still filling
     assert _settled(series(9), 0.0, 60, 5) == 5  # never more than the clock allows
+
+
+def test_a_round_that_outlasts_its_role_records_and_sends_nothing(store: Store, receiver: Receiver) -> None:
+    """Two collectors' evaluators, the role passing between them: the one whose lease ran out
+    mid-round leaves the incident to the holder, which notifies it once; given the role back, the
+    first reads the holder's record and sends nothing again."""
+    seed(store)
+    held = {"first": True}
+    first, dispatcher = make(store, rules(receiver.url))
+    first.role_held = lambda: held["first"]
+    second, dispatcher2 = make(store, rules(receiver.url))
+    try:
+        assert drive(first, range(SPIKE_MINUTE - 2, SPIKE_MINUTE)) == []
+        held["first"] = False  # its lease ran out while the round evaluated the spike
+        assert drive(first, range(SPIKE_MINUTE, SPIKE_MINUTE + 1)) == []
+        assert store.query(alerts_sql.FIRING_ALERTS, {"project": "p1"}) == []
+        [(event, _, alert_id)] = drive(second, range(SPIKE_MINUTE, SPIKE_MINUTE + 1))  # the new holder
+        assert event == "firing"
+        held["first"] = True  # the role comes back
+        assert drive(first, range(SPIKE_MINUTE + 1, SPIKE_MINUTE + 2)) == []
+        assert drive(first, range(SPIKE_MINUTE + 2, SPIKE_MINUTE + 3)) == [("resolved", SPIKE_MINUTE + 2, alert_id)]
+        assert dispatcher.flush(10) and dispatcher2.flush(10)
+    finally:
+        dispatcher.close()
+        dispatcher2.close()
+    assert [r.json()["event"] for r in receiver.wait_for(2)] == ["firing", "resolved"]
