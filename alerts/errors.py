@@ -30,3 +30,8 @@ class SourceError(AlertsError):
 
 class DeliveryError(AlertsError):
     """A notification could not be delivered on one attempt; the dispatcher retries it."""
+
+
+class RoleLost(AlertsError):
+    """The alerts role may have passed to another collector in the middle of an evaluation round:
+    the round ends without recording or sending its changes (never leaves ``Evaluator.run_once``)."""

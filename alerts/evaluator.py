@@ -65,7 +65,7 @@ from typing import Any
 from agentwatch_api.schemas import TimeSeries
 from agentwatch_platform.alerts.channels import Dispatcher
 from agentwatch_platform.alerts.detectors import Verdict
-from agentwatch_platform.alerts.errors import AlertsError
+from agentwatch_platform.alerts.errors import AlertsError, RoleLost
 from agentwatch_platform.alerts.model import Alert, Event, Notification
 from agentwatch_platform.alerts.rules import DERIVED_METRICS, Rule, RulesConfig, load_rules
 from agentwatch_platform.alerts.run_scopes import top_k
@@ -92,10 +92,6 @@ Observation = tuple[dict[str, str], Verdict]
 def fingerprint(project: str, rule: str, scope: dict[str, str]) -> str:
     """Stable identity of what an alert is about; the same across restarts and processes."""
     return hashlib.sha256(json.dumps([project, rule, sorted(scope.items())]).encode()).hexdigest()[:16]
-
-
-class _RoleLost(Exception):
-    """The alerts role may have passed to another collector in the middle of a round."""
 
 
 class Evaluator:
@@ -134,7 +130,7 @@ class Evaluator:
         try:
             for project in projects:
                 sent += self._project(project, now)
-        except _RoleLost:
+        except RoleLost:
             self._forget_all()
             log.info("alerts: the alerts role was lost during a round; its changes are left to the holder")
             return sent
@@ -451,7 +447,7 @@ class Evaluator:
         outlast its lease on a starved machine, and the next holder, reading no record of this
         change, would notify it a second time."""
         if not self.role_held():
-            raise _RoleLost
+            raise RoleLost
         if event in ("firing", "repeat"):
             _update(alert, verdict, rule)
         alert.message = message(rule, alert, verdict, event)
