@@ -185,7 +185,8 @@ def test_buckets_the_collector_calls_partial_are_not_judged_complete() -> None:
 def test_a_round_that_outlasts_its_role_records_and_sends_nothing(store: Store, receiver: Receiver) -> None:
     """Two collectors' evaluators, the role passing between them: the one whose lease ran out
     mid-round leaves the incident to the holder, which notifies it once; given the role back, the
-    first reads the holder's record and sends nothing again."""
+    first reads the holder's record and sends nothing again. (A notification the holder had not yet
+    delivered when the role came back would be sent again: delivery is at least once.)"""
     seed(store)
     held = {"first": True}
     first, dispatcher = make(store, rules(receiver.url))
@@ -198,6 +199,7 @@ def test_a_round_that_outlasts_its_role_records_and_sends_nothing(store: Store, 
         assert store.query(alerts_sql.FIRING_ALERTS, {"project": "p1"}) == []
         [(event, _, alert_id)] = drive(second, range(SPIKE_MINUTE, SPIKE_MINUTE + 1))  # the new holder
         assert event == "firing"
+        assert dispatcher2.flush(10)  # the holder delivered it and recorded the delivery
         held["first"] = True  # the role comes back
         assert drive(first, range(SPIKE_MINUTE + 1, SPIKE_MINUTE + 2)) == []
         assert drive(first, range(SPIKE_MINUTE + 2, SPIKE_MINUTE + 3)) == [("resolved", SPIKE_MINUTE + 2, alert_id)]
