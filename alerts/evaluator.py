@@ -108,7 +108,7 @@ class Evaluator:
         role_held: Callable[[], bool] = lambda: True,
     ) -> None:
         self.config, self.source, self.history, self.dispatcher, self.clock = config, source, history, dispatcher, clock
-        self.role_held = role_held  # asked before every change recorded (``_change``)
+        self.role_held = role_held  # asked before every state recorded (``_save``)
         self._active: dict[str, dict[str, Alert]] = {}  # project -> fingerprint -> firing alert
         self._last_run: dict[tuple[str, str], float] = {}  # (project, rule) -> last evaluation
         self._pending: dict[str, float] = {}  # fingerprint -> since when the condition holds (``for``)
@@ -433,6 +433,11 @@ class Evaluator:
         return []
 
     def _save(self, alert: Alert, now: float) -> None:
+        """Record ``alert``'s new state; nothing, and the round ends, once this collector may no
+        longer hold the alerts role (``role_held``): a round can outlast its lease on a starved
+        machine, and a state written then could undo the next holder's, or go unnotified by it."""
+        if not self.role_held():
+            raise RoleLost
         alert.updated_at = max(now, alert.updated_at + 0.001)  # a strictly newer version
         try:
             self.history.save(alert.model_copy(update={"scope": dict(alert.scope)}))
@@ -442,12 +447,8 @@ class Evaluator:
     def _change(
         self, rule: Rule, alert: Alert, verdict: Verdict, event: Event, now: float
     ) -> list[tuple[Event, Alert]]:
-        """Record the new state, then hand the notification to the dispatcher; nothing, and the round
-        ends, once this collector may no longer hold the alerts role (``role_held``): a round can
-        outlast its lease on a starved machine, and the next holder, reading no record of this
-        change, would notify it a second time."""
-        if not self.role_held():
-            raise RoleLost
+        """Record the new state, then hand the notification to the dispatcher (neither once the role
+        may be lost: ``_save``)."""
         if event in ("firing", "repeat"):
             _update(alert, verdict, rule)
         alert.message = message(rule, alert, verdict, event)
