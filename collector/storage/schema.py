@@ -32,6 +32,7 @@ Design (why the tables look like this):
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentwatch_platform.collector.storage.sql.span_keys import (
@@ -679,7 +680,7 @@ def bootstrap_statements() -> list[str]:
 APPLIED_VERSIONS = "SELECT version FROM schema_migrations"
 RECORD_MIGRATION = "INSERT INTO schema_migrations (version, name) VALUES ({version:UInt32}, {name:String})"
 
-# TTLs follow Settings.retention_days; applied on every start (cheap: metadata only).
+# TTLs follow Settings.retention_days; set at start where a table's differs (metadata only).
 TTL_TABLES = {
     "spans": "start_time",
     "runs_agg": "hour",
@@ -693,14 +694,34 @@ TTL_TABLES = {
 }
 
 
-def ttl_statements(retention_days: int) -> list[str]:
-    """``ALTER ... MODIFY/REMOVE TTL`` for the retention; the day count is a validated int."""
+# Each TTL table's TTL as the server keeps it ('' for none), so that a start alters only the tables
+# whose TTL is not the retention's: the nine ALTERs were ~60 ms of CPU every time a store opened.
+TABLE_TTLS = """
+SELECT name, extract(engine_full, ' TTL (.+?)(?: SETTINGS |$)') AS ttl
+FROM system.tables
+WHERE database = currentDatabase() AND name IN {names:Array(String)}"""
+
+
+def ttl_statements(retention_days: int, current: Mapping[str, str] | None = None) -> list[str]:
+    """``ALTER ... MODIFY/REMOVE TTL`` for the retention; the day count is a validated int.
+    ``current``: each table's TTL as ``TABLE_TTLS`` reads it; a table whose TTL is already the
+    retention's is left out (``None``: every table, as a cluster's start and its DDL do)."""
     days = int(retention_days)
     if days < 0:
         raise ValueError(f"retention_days must be >= 0, got {retention_days}")
-    if days == 0:
-        return [f"ALTER TABLE {table} REMOVE TTL" for table in TTL_TABLES]
-    return [
-        f"ALTER TABLE {table} MODIFY TTL toDateTime({column}) + INTERVAL {days} DAY SETTINGS materialize_ttl_after_modify = 0"
-        for table, column in TTL_TABLES.items()
-    ]
+    statements = []
+    for table, column in TTL_TABLES.items():
+        if current is not None and current.get(table) == _stored_ttl(column, days):
+            continue
+        if days == 0:
+            statements.append(f"ALTER TABLE {table} REMOVE TTL")
+        else:
+            statements.append(
+                f"ALTER TABLE {table} MODIFY TTL toDateTime({column}) + INTERVAL {days} DAY SETTINGS materialize_ttl_after_modify = 0"
+            )
+    return statements
+
+
+def _stored_ttl(column: str, days: int) -> str:
+    """How the server writes back the TTL ``ttl_statements`` sets ('' for none)."""
+    return f"toDateTime({column}) + toIntervalDay({days})" if days else ""

@@ -90,7 +90,10 @@ class SqlStore(ABC):
 
     def _apply_retention(self) -> None:
         """The TTLs, and the retention pass at once: a lowered retention takes effect at start."""
-        for statement in cluster_form(schema.ttl_statements(self.retention_days), self.cluster):
+        current = None
+        if not self.cluster:  # a cluster's start alters every node's (one node's TTLs say nothing of the others)
+            current = {r["name"]: r["ttl"] for r in self.query(schema.TABLE_TTLS, {"names": list(schema.TTL_TABLES)})}
+        for statement in cluster_form(schema.ttl_statements(self.retention_days, current), self.cluster):
             try:
                 self.command(statement)
             except QueryError as exc:

@@ -8,13 +8,14 @@ import textwrap
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from agentwatch_platform.collector.settings import Settings
-from agentwatch_platform.collector.storage import open_store
+from agentwatch_platform.collector.storage import open_store, schema
 from agentwatch_platform.collector.storage.base import QueryError, Store, StoreUnavailable
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from agentwatch_platform.collector.storage.columns import SPANS_SCHEMA, empty_spans_table, spans_table, table_rows
@@ -295,6 +296,30 @@ def test_retention_sets_and_removes_the_ttl(tmp_path: Path) -> None:
         assert "TTL" not in store.query(ddl)[0]["q"]
     finally:
         store.close()
+
+
+def test_a_restart_alters_only_the_ttls_the_retention_changes(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    statements: list[str] = []
+    command = store.command
+
+    def recorded(sql: str, *args: Any, **kwargs: Any) -> None:
+        statements.append(sql)
+        command(sql, *args, **kwargs)
+
+    monkeypatch.setattr(store, "command", recorded)
+    store.migrate()  # reopened at the retention it was created with
+    assert [s for s in statements if "TTL" in s] == []
+    store.retention_days = 7
+    store.migrate()
+    assert len([s for s in statements if "MODIFY TTL" in s and "INTERVAL 7 DAY" in s]) == len(schema.TTL_TABLES)
+    statements.clear()
+    store.migrate()
+    assert [s for s in statements if "TTL" in s] == []
+    store.retention_days = 0
+    store.migrate()
+    assert len([s for s in statements if "REMOVE TTL" in s]) == len(schema.TTL_TABLES)
+    ttls = store.query(schema.TABLE_TTLS, {"names": list(schema.TTL_TABLES)})
+    assert sorted(r["name"] for r in ttls) == sorted(schema.TTL_TABLES) and {r["ttl"] for r in ttls} == {""}
 
 
 def test_open_store_puts_chdb_under_the_data_dir(tmp_path: Path) -> None:
