@@ -67,7 +67,7 @@ demo: setup
 # First what the tests need (setup-test), then lint, types, C warnings (check) and the native
 # decoder under the sanitizers, then every test.
 test: setup-test check sanitize
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25 tests
+	$(TEST_TMP) $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25 $(TEST_TMP_OPTS) tests
 
 # The everyday loop, a few minutes: lint, then the tests but those marked browser (Chromium),
 # clients (the client environments of `make clients-venvs`), slow (the demo's minutes and the
@@ -76,8 +76,20 @@ test: setup-test check sanitize
 # test` runs them all, at full count, and more checks.
 QUICK_MARKERS := not browser and not clients and not slow and not clickhouse_server
 quick: setup lint
-	AGENTWATCH_TEST_EXAMPLES_SCALE=0.2 $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=10 \
-		-m "$(QUICK_MARKERS)" tests
+	$(TEST_TMP) AGENTWATCH_TEST_EXAMPLES_SCALE=0.2 $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=10 \
+		$(TEST_TMP_OPTS) -m "$(QUICK_MARKERS)" tests
+
+# Where the tests write: a store per test is ~360 small files, ~140k in a quick run. On an ext4
+# without a journal (this machine's) a new file costs more when many were deleted in the last 30 s,
+# and removing an old run's folder, written back, took 4-6 minutes under load (pytest removes the
+# fourth-newest run's as a session ends). So where /dev/shm is a tmpfs with 4 GiB free, the tests
+# run with TMPDIR there and a passed test's folder is removed as it ends (a failed one's stays for
+# a look). Measured in docs/development.md ("Where the tests write"). Elsewhere, or with TMPDIR
+# set, pytest's defaults stand.
+TEST_TMPDIR := $(if $(TMPDIR),,$(shell df -B1M --output=fstype,avail /dev/shm 2>/dev/null | \
+	awk 'NR == 2 && $$1 == "tmpfs" && $$2 >= 4096 {print "/dev/shm/agentwatch-tests"}'))
+TEST_TMP := $(if $(TEST_TMPDIR),mkdir -p $(TEST_TMPDIR) && TMPDIR=$(TEST_TMPDIR))
+TEST_TMP_OPTS := $(if $(TEST_TMPDIR),-o tmp_path_retention_policy=failed)
 
 lint: $(STAMP)
 	$(BIN)/ruff check sdk collector dashboard alerts reference_agent tests bench

@@ -147,7 +147,8 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededStack]:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    """Name the folder of the browser tests' screenshots in every run's summary."""
+    """Name the folder of the browser tests' screenshots in every run's summary (unless a passed
+    run's folders were removed: ``make test`` on tmpfs keeps only failed tests', see the Makefile)."""
     folder = config.stash.get(SCREENSHOTS, None)
-    if folder is not None:
+    if folder is not None and folder.exists():
         terminalreporter.write_line(f"dashboard screenshots: {folder}")
