@@ -15,6 +15,7 @@ from agentwatch_platform.alerts.sources import FigureQuery, HttpBackend, SeriesQ
 from tests.alerts.incident_setup import ingest, rootless
 from tests.collector.factories import agent_run
 from tests.collector.ingest_helpers import Running, serve, settings_for
+from tests.support import local_http
 
 ALERT = {
     "alert_id": "a1",
@@ -78,7 +79,7 @@ def test_history_is_written_and_read_per_project(collector: Running) -> None:
     assert a.get("/api/alerts", params={**window, "state": "firing"}).json() == []
     assert b.get("/api/alerts", params=window).json() == []
     assert a.get("/api/alerts/context").json() == {"project": "a"}
-    assert httpx.get(f"{collector.url}/api/alerts").status_code == 401
+    assert local_http.get(f"{collector.url}/api/alerts").status_code == 401
     # A notification's link names an incident: found by its id whatever the range, and only in its project.
     other = {**ALERT, "alert_id": "a2", "fingerprint": "f2", "started_at": 1_790_000_100.0}
     assert a.post("/api/alerts", json=[other]).status_code == 201

@@ -7,7 +7,6 @@ import json
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 from agentwatch.cli import main
 
@@ -15,6 +14,7 @@ from agentwatch_platform.alerts.channels import SIGNATURE_HEADER, sign
 from tests.alerts.incident_setup import webhook_rules
 from tests.alerts.traffic import export_traffic, wait_for_runs
 from tests.collector.ingest_helpers import serve, settings_for
+from tests.support import local_http
 from tests.support.receivers import Receiver
 
 
@@ -73,11 +73,11 @@ def test_run_once_over_http_fires_and_stores_history_in_the_collector(tmp_path: 
             ["alerts", "run", "--once", "--url", collector.url, "--key", evaluator, "--rules", str(rules)]
         )  # reloads it as firing
         headers = {"Authorization": f"Bearer {key}"}
-        alerts = httpx.get(
+        alerts = local_http.get(
             f"{collector.url}/api/alerts", params={"state": "firing", "start": t0}, headers=headers
         ).json()
-        deliveries = httpx.get(f"{collector.url}/api/alerts/deliveries", headers=headers).json()
-        foreign = httpx.get(
+        deliveries = local_http.get(f"{collector.url}/api/alerts/deliveries", headers=headers).json()
+        foreign = local_http.get(
             f"{collector.url}/api/alerts", params={"start": t0}, headers={"Authorization": f"Bearer {other}"}
         ).json()
     assert code == 0 and again == 0

@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agentwatch_platform.alerts.channels import SIGNATURE_HEADER, sign
@@ -17,6 +16,7 @@ from agentwatch_platform.collector.state import collector_state
 from tests.alerts.incident_setup import webhook_rules
 from tests.alerts.traffic import export_traffic, wait_for_runs
 from tests.collector.ingest_helpers import alerts_plugin, serve, settings_for
+from tests.support import local_http
 from tests.support.poll import wait_until
 from tests.support.receivers import Receiver
 
@@ -73,12 +73,14 @@ def test_cost_spike_notifies_once_then_resolves_once(tmp_path: Path, receiver: R
         for minute in range(SPIKE + 2, SPIKE + 6):
             advance(collector.app, clock, t0 + minute * 60 + 30)
         requests = receiver.wait_for(2)
-        alerts = httpx.get(
+        alerts = local_http.get(
             f"{collector.url}/api/alerts",
             params={"start": t0, "end": t0 + 3600},
             headers={"Authorization": f"Bearer {key}"},
         ).json()
-        rules_out = httpx.get(f"{collector.url}/api/alerts/rules", headers={"Authorization": f"Bearer {key}"}).json()
+        rules_out = local_http.get(
+            f"{collector.url}/api/alerts/rules", headers={"Authorization": f"Bearer {key}"}
+        ).json()
     assert [r.json()["event"] for r in requests] == ["firing", "resolved"]
     for request in requests:
         assert request.headers[SIGNATURE_HEADER.lower()] == sign("e2e-secret", request.body)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agentwatch_platform.alerts.channels import SIGNATURE_HEADER, sign
@@ -16,6 +15,7 @@ from agentwatch_platform.alerts.sources import HttpBackend
 from tests.alerts import incident_setup
 from tests.alerts.incident_setup import SPIKE, by_path, drive, rules
 from tests.collector.ingest_helpers import serve, settings_for
+from tests.support import local_http
 from tests.support.receivers import Mailbox, Receiver
 
 pytestmark = pytest.mark.slow  # evaluator processes restarted (make test runs it, make quick not)
@@ -49,7 +49,7 @@ def test_restarts_of_the_out_of_process_evaluator_neither_duplicate_nor_lose(
         assert restart(collector.url, key, config, range(22, 26)) == []  # owes the hooks' firing: sent once
         assert restart(collector.url, key, config, range(26, 31)) == [("resolved", 28)]
         assert restart(collector.url, key, config, range(31, 32)) == []  # owes nothing
-        deliveries = httpx.get(
+        deliveries = local_http.get(
             f"{collector.url}/api/alerts/deliveries", params={"limit": 1000}, headers={"Authorization": f"Bearer {key}"}
         ).json()
     hooks = [r for r in receiver.requests if r.path == "/hook"]

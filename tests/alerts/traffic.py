@@ -5,13 +5,14 @@ from __future__ import annotations
 import random
 import time
 
-import httpx
 from agentwatch import semconv as sc
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from tests.support import local_http
 
 
 def export_traffic(
@@ -72,7 +73,7 @@ def wait_for_runs(url: str, key: str, start: float, end: float, expected: int) -
     deadline = time.monotonic() + 30
     total = -1
     while time.monotonic() < deadline:
-        page = httpx.get(
+        page = local_http.get(
             f"{url}/api/runs",
             params={"start": start, "end": end, "limit": 1},
             headers={"Authorization": f"Bearer {key}"},

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from tests.collector.ingest_helpers import REPO, Running
+from tests.support import local_http
 from tests.support.ports import free_port
 
 AGENTS = Path(__file__).parent / "agents"
@@ -66,7 +67,7 @@ class Stack:
     tmp: Path
 
     def get(self, path: str, **params: Any) -> Any:
-        response = httpx.get(
+        response = local_http.get(
             self.collector.url + path, params=params, headers={"Authorization": f"Bearer {self.key}"}, timeout=30
         )
         response.raise_for_status()
@@ -122,7 +123,7 @@ class SimEngine:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"simulated engine did not start: {self.log.read_text()[-2000:]}")
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                if local_http.get(self.url + "/health", timeout=1).status_code == 200:
                     return
             time.sleep(0.1)
 

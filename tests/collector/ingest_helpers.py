@@ -29,6 +29,7 @@ from agentwatch_platform.collector.plugins import Plugin
 from agentwatch_platform.collector.settings import Settings
 from agentwatch_platform.reference_agent.supervisor import collector_command
 from agentwatch_platform.reference_agent.workload import kv
+from tests.support import local_http
 from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,7 +57,7 @@ class Running:
         trace_id = os.urandom(16)
         body = agent_trace(trace_id, llm_calls=1).SerializeToString()
         headers = {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {self._barrier_key}"}
-        assert httpx.post(self.url + "/v1/traces", content=body, headers=headers, timeout=30).status_code == 200
+        assert local_http.post(self.url + "/v1/traces", content=body, headers=headers, timeout=30).status_code == 200
         spans = run_spans(self.url, self._barrier_key, trace_id.hex(), expect=2, timeout=timeout)
         assert len(spans) == 2, f"the barrier run was not stored within {timeout} s"
 
@@ -126,7 +127,7 @@ class CollectorProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"collector exited: {self.log.read_text()[-2000:]}")
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.url + "/metrics", timeout=1).status_code == 200:
+                if local_http.get(self.url + "/metrics", timeout=1).status_code == 200:
                     return self
             time.sleep(0.1)
         raise RuntimeError("collector did not start in 90 s")
@@ -168,7 +169,7 @@ def sdk_agent_run(url: str, key: str, service: str, *, timeout: float = 20.0) ->
     assert done.returncode == 0, done.stderr
     deadline = time.monotonic() + timeout
     while True:
-        runs = httpx.get(
+        runs = local_http.get(
             url + "/api/runs", params={"agent": "research"}, headers={"Authorization": f"Bearer {key}"}, timeout=30
         ).json()
         mine = [r for r in runs["items"] if r["service"] == service]
@@ -183,7 +184,9 @@ def create_key(url: str, data_dir: Path, project: str, scopes: list[str] | None 
     """A key of ``project`` from the collector's key admin; ``scopes`` None: ingest and read (the API's default)."""
     token = read_admin_token(Path(data_dir))
     body: dict[str, Any] = {"project": project} if scopes is None else {"project": project, "scopes": scopes}
-    response = httpx.post(url + "/api/admin/keys", json=body, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    response = local_http.post(
+        url + "/api/admin/keys", json=body, headers={"Authorization": f"Bearer {token}"}, timeout=30
+    )
     response.raise_for_status()
     return response.json()["key"]
 
@@ -193,7 +196,7 @@ def run_spans(url: str, key: str, trace_id: str, *, expect: int, timeout: float 
     deadline = time.monotonic() + timeout
     spans: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
-        response = httpx.get(
+        response = local_http.get(
             f"{url}/api/runs/{trace_id}", headers={"Authorization": f"Bearer {key}"} if key else {}, timeout=30
         )
         if response.status_code == 200:

@@ -14,6 +14,7 @@ from agentwatch_api.client import CollectorClient
 from agentwatch_api.schemas import TIMESERIES_METRICS
 from tests.collector.factories import seed_known_runs
 from tests.collector.ingest_helpers import Running, serve, settings_for
+from tests.support import local_http
 
 T = (int(time.time()) // 3600 - 3) * 3600
 W = {"start": T, "end": T + 3600}
@@ -58,9 +59,9 @@ def q2(collector: tuple[Running, dict]) -> Api:
 
 @pytest.mark.parametrize("path", GETS)
 def test_every_endpoint_needs_a_key(collector: tuple[Running, dict], path: str) -> None:
-    response = httpx.get(collector[0].url + path, timeout=30)
+    response = local_http.get(collector[0].url + path, timeout=30)
     assert response.status_code == 401 and "API key" in response.json()["detail"]
-    bad = httpx.get(collector[0].url + path, headers={"Authorization": "Bearer aw_nope_nope"}, timeout=30)
+    bad = local_http.get(collector[0].url + path, headers={"Authorization": "Bearer aw_nope_nope"}, timeout=30)
     assert bad.status_code == 401
 
 
@@ -204,7 +205,7 @@ def test_engines_register_at_runtime_under_the_callers_project(
 
 
 def test_openapi_lists_the_query_endpoints(collector: tuple[Running, dict]) -> None:
-    paths = httpx.get(collector[0].url + "/openapi.json", timeout=30).json()["paths"]
+    paths = local_http.get(collector[0].url + "/openapi.json", timeout=30).json()["paths"]
     for path in (
         "/api/runs",
         "/api/runs/{trace_id}",

@@ -8,10 +8,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
 from tests.collector.ingest_helpers import Running, serve, settings_for
+from tests.support import local_http
 from tests.support.ports import free_port
 
 PORT = free_port()  # nothing listens there
@@ -33,7 +33,7 @@ def test_a_query_with_the_store_down_is_a_503_that_names_no_store_address(
     store_down: Running, path: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG, logger=ERRORS_LOG)
-    response = httpx.get(store_down.url + path, timeout=30)
+    response = local_http.get(store_down.url + path, timeout=30)
     assert response.status_code == 503 and int(response.headers["Retry-After"]) >= 1
     assert response.json() == {"detail": "store unavailable; retry later"}
     for secret in ("storeuser", "hunter2", "127.0.0.1", str(PORT)):

@@ -6,7 +6,6 @@ import json
 import os
 from pathlib import Path
 
-import httpx
 import pytest
 from agentwatch import cli
 
@@ -16,6 +15,7 @@ from agentwatch_platform.collector.ingest.otlp.errors import RateLimited
 from agentwatch_platform.collector.ingest.rate_limit import RateLimiter
 from agentwatch_platform.collector.storage.base import Store
 from tests.collector.ingest_helpers import CollectorProcess, agent_trace, serve, settings_for
+from tests.support import local_http
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 
@@ -66,8 +66,8 @@ def test_rate_limit_answers_429_with_retry_after(tmp_path: Path) -> None:
         key = collector.key("limited")
         body = agent_trace(os.urandom(16), llm_calls=9).SerializeToString()
         headers = {**PROTOBUF, "Authorization": f"Bearer {key}"}
-        assert httpx.post(collector.url + "/v1/traces", content=body, headers=headers).status_code == 200
-        response = httpx.post(collector.url + "/v1/traces", content=body, headers=headers)
+        assert local_http.post(collector.url + "/v1/traces", content=body, headers=headers).status_code == 200
+        response = local_http.post(collector.url + "/v1/traces", content=body, headers=headers)
         assert response.status_code == 429 and int(response.headers["Retry-After"]) >= 1
 
 
@@ -84,7 +84,7 @@ def test_keys_cli_with_and_without_a_running_collector(tmp_path: Path, capsys: p
     try:
         online_key = _cli(capsys, "create", "--project", "beta", "--name", "ci", data_dir=data).strip().splitlines()[-1]
         for key in (offline_key, online_key):
-            response = httpx.post(
+            response = local_http.post(
                 collector.url + "/v1/traces",
                 content=agent_trace(os.urandom(16)).SerializeToString(),
                 headers={**PROTOBUF, "Authorization": f"Bearer {key}"},
@@ -96,7 +96,7 @@ def test_keys_cli_with_and_without_a_running_collector(tmp_path: Path, capsys: p
             SystemExit, match="agentwatch keys: the collector answered 404: no API key with id 'nosuchkey'"
         ):
             cli.main(["keys", "revoke", "nosuchkey", "--data-dir", str(data)])
-        response = httpx.post(
+        response = local_http.post(
             collector.url + "/v1/traces", content=b"", headers={**PROTOBUF, "Authorization": f"Bearer {online_key}"}
         )
         assert response.status_code == 401
@@ -104,7 +104,7 @@ def test_keys_cli_with_and_without_a_running_collector(tmp_path: Path, capsys: p
         assert "alpha" in listing and "beta" in listing and "revoked" in listing
         assert online_key not in listing and offline_key not in listing
         assert (
-            httpx.post(
+            local_http.post(
                 collector.url + "/admin/keys", json={"project": "x"}, headers={"Authorization": "Bearer wrong"}
             ).status_code
             == 401

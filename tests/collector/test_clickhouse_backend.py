@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agentwatch_platform.collector.storage.clickhouse_store import ClickHouseStore
@@ -22,6 +21,7 @@ from tests.collector.ingest_helpers import (
     settings_for,
 )
 from tests.collector.store_fixtures import scratch_database
+from tests.support import local_http
 
 
 def test_sdk_run_lands_through_the_collector_on_clickhouse(clickhouse_url: str, tmp_path: Path) -> None:
@@ -53,11 +53,12 @@ def test_duplicate_delivery_changes_no_total_on_clickhouse(clickhouse_url: str, 
         headers = {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {key}"}
         for _ in range(3):  # an exporter's retries
             assert (
-                httpx.post(collector.url + "/v1/traces", content=body, headers=headers, timeout=30).status_code == 200
+                local_http.post(collector.url + "/v1/traces", content=body, headers=headers, timeout=30).status_code
+                == 200
             )
             run_spans(collector.url, key, trace_id.hex(), expect=4)  # stored: the next one is another insert
         collector.stored_so_far()
-        detail = httpx.get(
+        detail = local_http.get(
             f"{collector.url}/api/runs/{trace_id.hex()}", headers={"Authorization": f"Bearer {key}"}, timeout=30
         ).json()
         assert len(detail["spans"]) == 4

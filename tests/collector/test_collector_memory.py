@@ -18,6 +18,7 @@ import pytest
 from agentwatch_platform.collector.tuning import PandasKeptOut
 from agentwatch_platform.reference_agent.workload import Workload
 from tests.collector.ingest_helpers import CollectorProcess, run_spans, sdk_agent_run
+from tests.support import local_http
 from tests.support.poll import wait_until
 
 
@@ -36,7 +37,9 @@ def test_a_collector_stores_and_answers_without_pandas_loaded(tmp_path: Path) ->
         llm = next(s for s in spans if s["kind"] == "llm")
         assert llm["output_text"] == "ok"
         assert llm["input_text"] and "ann@example.com" not in llm["input_text"]  # captured, redacted
-        overview = httpx.get(collector.url + "/api/overview", headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        overview = local_http.get(
+            collector.url + "/api/overview", headers={"Authorization": f"Bearer {key}"}, timeout=30
+        )
         assert overview.status_code == 200, overview.text
         assert not _loads_pandas(collector.proc.pid)
     finally:
@@ -88,7 +91,9 @@ def test_a_batch_over_the_stores_memory_limit_goes_in_halves_and_no_span_is_lost
         answers: list[str] = []  # the status endpoint's answers other than 200, for the failure message
 
         def stored() -> int:
-            status = httpx.get(collector.url + "/api/ingest", headers={"Authorization": f"Bearer {key}"}, timeout=30)
+            status = local_http.get(
+                collector.url + "/api/ingest", headers={"Authorization": f"Bearer {key}"}, timeout=30
+            )
             if status.status_code != 200:  # seen once under load (a body that was not JSON): asked again
                 answers.append(f"{status.status_code} {status.text[:200]!r}")
                 return -1

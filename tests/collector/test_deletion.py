@@ -13,7 +13,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import httpx
 import pytest
 from agentwatch.cli import main
 
@@ -40,6 +39,7 @@ from agentwatch_platform.collector.storage.model import SpanRow
 from agentwatch_platform.collector.storage.run_closes import close_runs
 from tests.collector.factories import agent_run
 from tests.collector.ingest_helpers import REPO, otlp_request, serve, settings_for
+from tests.support import local_http
 
 P = "p1"
 NOW = time.time()
@@ -350,7 +350,7 @@ def test_a_user_deleted_through_a_collector_leaves_no_byte_of_their_prompts_in_t
         traces = {user: os.urandom(16) for user in prompts}
         for user, prompt in prompts.items():
             body = _otlp_run(traces[user], user, prompt)
-            answer = httpx.post(
+            answer = local_http.post(
                 running.url + "/v1/traces",
                 content=body,
                 headers={"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {key}"},
@@ -363,9 +363,13 @@ def test_a_user_deleted_through_a_collector_leaves_no_byte_of_their_prompts_in_t
             assert client.delete_data(project=P, user_id="alice")["traces"] == 1
         assert not _in_data_dir(data_dir, prompts["alice"])  # neither the text files nor the spool
         assert _in_data_dir(data_dir, prompts["bob"])
-        bob = httpx.get(f"{running.url}/api/runs/{traces['bob'].hex()}", headers={"Authorization": f"Bearer {key}"})
+        bob = local_http.get(
+            f"{running.url}/api/runs/{traces['bob'].hex()}", headers={"Authorization": f"Bearer {key}"}
+        )
         assert any(s["input_text"] == prompts["bob"] for s in bob.json()["spans"])
-        gone = httpx.get(f"{running.url}/api/runs/{traces['alice'].hex()}", headers={"Authorization": f"Bearer {key}"})
+        gone = local_http.get(
+            f"{running.url}/api/runs/{traces['alice'].hex()}", headers={"Authorization": f"Bearer {key}"}
+        )
         assert gone.status_code == 404
 
 

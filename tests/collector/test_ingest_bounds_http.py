@@ -24,6 +24,7 @@ from tests.collector.ingest_helpers import (
     serve,
     settings_for,
 )
+from tests.support import local_http
 
 GOOD_COST = 3 * (100 * 0.10 + 20 * 0.40) / 1e6  # agent_trace: three sim-small calls, 100 in / 20 out
 LLM = {sc.AGENTWATCH_SPAN_KIND: "llm", sc.GEN_AI_REQUEST_MODEL: "sim-small"}
@@ -67,7 +68,7 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Running:
 
 
 def _post(collector: Running, key: str, body: bytes, content_type: str = "application/x-protobuf") -> httpx.Response:
-    response = httpx.post(
+    response = local_http.post(
         collector.url + "/v1/traces",
         content=body,
         headers={"Content-Type": content_type, "Authorization": f"Bearer {key}"},
@@ -78,7 +79,7 @@ def _post(collector: Running, key: str, body: bytes, content_type: str = "applic
 
 
 def _get(collector: Running, key: str, path: str, start: float, end: float) -> dict[str, Any]:
-    response = httpx.get(
+    response = local_http.get(
         f"{collector.url}{path}",
         params={"start": start, "end": end},
         headers={"Authorization": f"Bearer {key}"},
@@ -126,7 +127,7 @@ def test_hostile_values_are_named_and_never_reach_the_totals(collector: Running)
     json.dumps(cost, allow_nan=False)  # nothing the dashboard's schema would refuse
     dropped = [
         line
-        for line in httpx.get(collector.url + "/metrics").text.splitlines()
+        for line in local_http.get(collector.url + "/metrics").text.splitlines()
         if line.startswith("agentwatch_collector_dropped_fields_total")
     ]
     assert dropped and float(dropped[0].split()[-1]) == 5

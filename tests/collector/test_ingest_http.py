@@ -28,6 +28,7 @@ from tests.collector.ingest_helpers import (
     serve,
     settings_for,
 )
+from tests.support import local_http
 from tests.support.poll import wait_until
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -54,7 +55,7 @@ def _post(collector: Running, key: str | None, body: bytes, headers: dict[str, s
     h = dict(headers or PROTOBUF)
     if key:
         h["Authorization"] = f"Bearer {key}"
-    return httpx.post(collector.url + "/v1/traces", content=body, headers=h, timeout=30)
+    return local_http.post(collector.url + "/v1/traces", content=body, headers=h, timeout=30)
 
 
 def _status_message(response: httpx.Response) -> str:
@@ -298,7 +299,9 @@ def test_duplicate_delivery_keeps_totals(collector: Running, key: str) -> None:
         assert len(run_spans(collector.url, key, trace_id.hex(), expect=5)) == 5
     collector.stored_so_far()
     spans = run_spans(collector.url, key, trace_id.hex(), expect=5)
-    detail = httpx.get(f"{collector.url}/api/runs/{trace_id.hex()}", headers={"Authorization": f"Bearer {key}"}).json()
+    detail = local_http.get(
+        f"{collector.url}/api/runs/{trace_id.hex()}", headers={"Authorization": f"Bearer {key}"}
+    ).json()
     assert len(detail["spans"]) == len(spans) == 5
     assert detail["run"]["input_tokens"] == 400 and detail["run"]["llm_calls"] == 4
     assert detail["run"]["cost_usd"] == pytest.approx(4 * (100 * 0.10 + 20 * 0.40) / 1e6)
@@ -310,15 +313,17 @@ def test_project_isolation(collector: Running, key: str) -> None:
     assert _post(collector, other, agent_trace(trace_id).SerializeToString()).status_code == 200
     assert len(run_spans(collector.url, other, trace_id.hex(), expect=4)) == 4
     assert (
-        httpx.get(f"{collector.url}/api/runs/{trace_id.hex()}", headers={"Authorization": f"Bearer {key}"}).status_code
+        local_http.get(
+            f"{collector.url}/api/runs/{trace_id.hex()}", headers={"Authorization": f"Bearer {key}"}
+        ).status_code
         == 404
     )
 
 
 def test_metrics_and_ingest_status(collector: Running, key: str) -> None:
-    text = httpx.get(collector.url + "/metrics").text
+    text = local_http.get(collector.url + "/metrics").text
     assert "agentwatch_collector_received_spans_total" in text and "agentwatch_collector_flush_seconds_bucket" in text
-    status = httpx.get(collector.url + "/api/ingest", headers={"Authorization": f"Bearer {key}"}).json()
+    status = local_http.get(collector.url + "/api/ingest", headers={"Authorization": f"Bearer {key}"}).json()
     assert status["store_available"] is True and status["stored_spans"] > 0 and status["lag_p95_s"] is not None
 
 
@@ -351,7 +356,7 @@ def test_one_span_that_cannot_be_stored_does_not_sink_its_request(collector: Run
     assert partial["rejectedSpans"] == "1" and "name is not valid Unicode" in partial["errorMessage"]
     stored = run_spans(collector.url, key, trace_id, expect=2)
     assert sorted(s["name"] for s in stored) == ["fine-1", "fine-2"]
-    text = httpx.get(collector.url + "/metrics").text
+    text = local_http.get(collector.url + "/metrics").text
     assert 'agentwatch_collector_rejected_spans_total{reason="store_rejected"}' not in text
 
 

@@ -26,6 +26,7 @@ from agentwatch_platform.collector.ingest.otlp.decode import PROTOBUF, convert
 from agentwatch_platform.collector.ingest.otlp.errors import BadRequest, PayloadTooLarge
 from agentwatch_platform.collector.ingest.pipeline import gunzip
 from tests.collector.ingest_helpers import Running, kv, otlp_request, serve, settings_for
+from tests.support import local_http
 from tests.support.poll import wait_until
 from tests.support.ports import free_port
 
@@ -183,7 +184,7 @@ def _stored(collector: Running, trace_id: bytes, *, expect: int, timeout: float 
 
 
 def _post(collector: Running, key: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
-    return httpx.post(
+    return local_http.post(
         collector.url + "/v1/traces", content=body, headers={**headers, "Authorization": f"Bearer {key}"}, timeout=30
     )
 
@@ -252,8 +253,8 @@ def test_grpc_keeps_the_good_spans_of_a_request_with_bad_ones(collector: Running
 
 
 def test_health_and_ready_answer_without_a_key(collector: Running) -> None:
-    assert httpx.get(collector.url + "/health").json() == {"status": "ok"}
-    response = httpx.get(collector.url + "/ready")
+    assert local_http.get(collector.url + "/health").json() == {"status": "ok"}
+    response = local_http.get(collector.url + "/ready")
     assert (response.status_code, response.json()) == (200, {"status": "ready"})
 
 
@@ -268,9 +269,9 @@ def test_ready_trusts_the_writer_when_the_store_is_slow_to_answer(
         return [{"n": 1}]
 
     monkeypatch.setattr(collector.app.state.store, "query", slow)
-    assert httpx.get(collector.url + "/ready", timeout=30).status_code == 200
+    assert local_http.get(collector.url + "/ready", timeout=30).status_code == 200
     monkeypatch.setattr(collector.app.state.ingestor.writer, "store_available", False)
-    response = httpx.get(collector.url + "/ready", timeout=30)
+    response = local_http.get(collector.url + "/ready", timeout=30)
     assert (response.status_code, response.json()["reason"]) == (503, "store not answering")
 
 
@@ -286,8 +287,8 @@ def test_ready_is_503_while_the_writer_is_not_running(tmp_path: Path) -> None:
 def test_ready_is_503_without_the_store_and_names_no_address(tmp_path: Path) -> None:
     secret_url = f"http://user:hunter2@127.0.0.1:{free_port()}/db"  # nothing listens there
     with serve(settings_for(tmp_path / "data", clickhouse_url=secret_url)) as running:
-        assert httpx.get(running.url + "/health").status_code == 200
-        response = httpx.get(running.url + "/ready", timeout=30)
+        assert local_http.get(running.url + "/health").status_code == 200
+        response = local_http.get(running.url + "/ready", timeout=30)
     assert response.status_code == 503
     assert response.json() == {"status": "not ready", "reason": "store unreachable"}
     assert "hunter2" not in response.text and "127.0.0.1" not in response.text

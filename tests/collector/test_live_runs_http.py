@@ -9,10 +9,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.collector.ingest_helpers import REPO, Running, serve, settings_for
+from tests.support import local_http
 from tests.support.poll import wait_until
 
 pytestmark = pytest.mark.slow
@@ -61,7 +61,7 @@ def agent(running: Running, key: str, service: str, mode: str) -> subprocess.Pop
 
 
 def my_run(running: Running, key: str, service: str) -> dict | None:
-    page = httpx.get(running.url + "/api/runs", headers={"Authorization": f"Bearer {key}"}, timeout=30).json()
+    page = local_http.get(running.url + "/api/runs", headers={"Authorization": f"Bearer {key}"}, timeout=30).json()
     mine = [r for r in page["items"] if r["session_id"] == service]
     assert len(mine) <= 1
     return mine[0] if mine else None
@@ -116,9 +116,9 @@ def test_killed_run_becomes_incomplete_with_its_cost(collector: tuple[Running, s
     assert run is not None
     assert run["steps"] == 3 and run["llm_calls"] == 3 and run["cost_usd"] > 0
     headers = {"Authorization": f"Bearer {key}"}
-    overview = httpx.get(running.url + "/api/overview", headers=headers, timeout=30).json()
+    overview = local_http.get(running.url + "/api/overview", headers=headers, timeout=30).json()
     assert overview["incomplete_runs"] >= 1
-    listed = httpx.get(running.url + "/api/runs", params={"status": "incomplete"}, headers=headers, timeout=30).json()[
-        "items"
-    ]
+    listed = local_http.get(
+        running.url + "/api/runs", params={"status": "incomplete"}, headers=headers, timeout=30
+    ).json()["items"]
     assert run["trace_id"] in [r["trace_id"] for r in listed]

@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from tests.collector.ingest_helpers import Running, agent_trace, otlp_request, serve, settings_for
+from tests.support import local_http
 from tests.support.ports import free_port
 
 PROTOBUF = "application/x-protobuf"
@@ -45,7 +46,7 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 
 def _post(running: Running, body: bytes, content_type: str, key: str | None) -> httpx.Response:
     headers = {"Content-Type": content_type} | ({"Authorization": f"Bearer {key}"} if key else {})
-    return httpx.post(running.url + "/v1/traces", content=body, headers=headers, timeout=30)
+    return local_http.post(running.url + "/v1/traces", content=body, headers=headers, timeout=30)
 
 
 def _bad_body(c: Running, ctype: str) -> httpx.Response:
@@ -102,7 +103,7 @@ def _stalled_body(c: Running, ctype: str) -> httpx.Response:
 
 
 def _wrong_method(c: Running, ctype: str) -> httpx.Response:
-    return httpx.get(c.url + "/v1/traces", headers={"Content-Type": ctype}, timeout=30)
+    return local_http.get(c.url + "/v1/traces", headers={"Content-Type": ctype}, timeout=30)
 
 
 Provoke = Callable[[Running, str], httpx.Response]
@@ -176,7 +177,7 @@ def test_an_unsupported_content_type_is_answered_in_json(collector: Running) -> 
 
 
 def test_the_openapi_status_requires_its_fields(collector: Running) -> None:
-    schema = httpx.get(collector.url + "/openapi.json").json()
+    schema = local_http.get(collector.url + "/openapi.json").json()
     assert schema["components"]["schemas"]["Status"]["required"] == ["code", "message", "details"]
     answers = schema["paths"]["/v1/traces"]["post"]["responses"]
     for status in ("400", "401", "403", "408", "413", "415", "429", "503"):

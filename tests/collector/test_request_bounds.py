@@ -12,10 +12,10 @@ import socket
 import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
 from tests.collector.ingest_helpers import Running, agent_trace, kv, serve, settings_for
+from tests.support import local_http
 
 TIMEOUT_S = 1.0
 
@@ -72,7 +72,7 @@ def _export_beside(running: Running, key: str, stalled: list[socket.socket]) -> 
         time.sleep(0.2)  # the stalled connections are open first: the export comes among them
         body = agent_trace(os.urandom(16)).SerializeToString()
         started = time.monotonic()
-        response = httpx.post(
+        response = local_http.post(
             running.url + "/v1/traces",
             content=body,
             timeout=10,
@@ -95,9 +95,9 @@ def test_feedback_label_is_bounded(collector: tuple[Running, str]) -> None:
     running, key = collector
     url = running.url + "/api/runs/" + "0" * 32 + "/feedback"
     headers = {"Authorization": f"Bearer {key}"}
-    response = httpx.post(url, json={"score": 1.0, "label": "x" * (1024 * 1024)}, headers=headers, timeout=30)
+    response = local_http.post(url, json={"score": 1.0, "label": "x" * (1024 * 1024)}, headers=headers, timeout=30)
     assert response.status_code == 422 and "label" in response.text
-    assert httpx.post(url, json={"score": 1.0, "label": "x" * 256}, headers=headers, timeout=30).status_code in (
+    assert local_http.post(url, json={"score": 1.0, "label": "x" * 256}, headers=headers, timeout=30).status_code in (
         201,
         404,
     )
@@ -107,7 +107,7 @@ def test_feedback_label_is_bounded(collector: tuple[Running, str]) -> None:
 def test_feedback_score_is_bounded(collector: tuple[Running, str], score: str) -> None:
     """A mean of scores must stay finite: 1e308 twice averaged to inf."""
     running, key = collector
-    response = httpx.post(
+    response = local_http.post(
         running.url + "/api/runs/" + "0" * 31 + "1/feedback",
         content=f'{{"score": {score}}}',
         timeout=30,
@@ -177,7 +177,7 @@ def test_an_export_storing_too_much_resource_per_span_gets_413(collector: tuple[
     running, key = collector
     request = agent_trace(os.urandom(16), llm_calls=20)
     request.resource_spans[0].resource.attributes.append(kv("process.command_line", "x" * 10_000))  # x 21 spans: 210 kB
-    response = httpx.post(
+    response = local_http.post(
         running.url + "/v1/traces",
         content=request.SerializeToString(),
         timeout=30,

@@ -29,6 +29,7 @@ from agentwatch_platform.collector.auth.scopes import (
     parse_scopes,
 )
 from tests.collector.ingest_helpers import Running, agent_trace, free_port, serve, settings_for
+from tests.support import local_http
 
 METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 PROJECT = "scoped"
@@ -65,7 +66,7 @@ def _call(running: Running, method: str, path: str, key: str | None) -> httpx.Re
     )
     if method in ("GET", "DELETE"):
         body = {"headers": headers}
-    return httpx.request(method, _url(running, path), timeout=30, **body)
+    return local_http.request(method, _url(running, path), timeout=30, **body)
 
 
 def test_every_route_declares_its_scope_and_the_openapi_lists_no_other(
@@ -74,7 +75,7 @@ def test_every_route_declares_its_scope_and_the_openapi_lists_no_other(
     running, _ = collector
     table = running.app.state.route_scopes.table
     assert running.app.state.route_scopes.undeclared(running.app.routes) == []
-    schema = httpx.get(running.url + "/openapi.json").json()
+    schema = local_http.get(running.url + "/openapi.json").json()
     documented = {(m.upper(), p) for p, ops in schema["paths"].items() for m in ops}
     assert documented <= set(_routes(running)), documented - set(_routes(running))
     assert documented <= set(table)
@@ -114,9 +115,9 @@ def test_a_key_with_several_scopes_has_each(collector: tuple[Running, dict[str, 
     running, _ = collector
     both = running.app.state.keyring.create(PROJECT, scopes="read,admin").key
     headers = {"Authorization": f"Bearer {both}"}
-    assert httpx.get(running.url + "/api/runs", headers=headers).status_code == 200
-    assert httpx.get(running.url + "/api/admin/keys", headers=headers).status_code == 200
-    refused = httpx.post(
+    assert local_http.get(running.url + "/api/runs", headers=headers).status_code == 200
+    assert local_http.get(running.url + "/api/admin/keys", headers=headers).status_code == 200
+    refused = local_http.post(
         running.url + "/v1/traces", content=b"", headers={**headers, "Content-Type": "application/x-protobuf"}
     )
     assert refused.status_code == 403 and "ingest" in status_pb2.Status.FromString(refused.content).message
@@ -139,13 +140,16 @@ def test_an_admin_key_manages_its_own_project_only(collector: tuple[Running, dic
     running, keys = collector
     admin = {"Authorization": f"Bearer {keys['admin']}"}
     other = running.app.state.keyring.create("someone-else", scopes="ingest")
-    created = httpx.post(running.url + "/api/admin/keys", json={"scopes": ["read"], "name": "dash"}, headers=admin)
+    created = local_http.post(running.url + "/api/admin/keys", json={"scopes": ["read"], "name": "dash"}, headers=admin)
     assert created.status_code == 200 and created.json()["project"] == PROJECT and created.json()["scopes"] == ["read"]
     assert (
-        httpx.post(running.url + "/api/admin/keys", json={"project": "someone-else"}, headers=admin).status_code == 403
+        local_http.post(running.url + "/api/admin/keys", json={"project": "someone-else"}, headers=admin).status_code
+        == 403
     )
-    assert httpx.post(running.url + f"/api/admin/keys/{other.info.key_id}/revoke", headers=admin).status_code == 404
-    listed = httpx.get(running.url + "/api/admin/keys", headers=admin).json()
+    assert (
+        local_http.post(running.url + f"/api/admin/keys/{other.info.key_id}/revoke", headers=admin).status_code == 404
+    )
+    listed = local_http.get(running.url + "/api/admin/keys", headers=admin).json()
     assert {k["project"] for k in listed} == {PROJECT}
     assert running.app.state.keyring.grant(other.key) is not None
 
@@ -156,17 +160,19 @@ def test_the_admin_token_manages_every_project_and_actions_are_audited(
     running, keys = collector
     token = read_admin_token(Path(running.settings.data_dir))
     operator = {"Authorization": f"Bearer {token}"}
-    made = httpx.post(
+    made = local_http.post(
         running.url + "/api/admin/keys", json={"project": "ops-made", "scopes": ["ingest"]}, headers=operator
     )
     assert made.status_code == 200
     assert (
-        httpx.post(running.url + "/api/admin/keys", json={"scopes": ["ingest"]}, headers=operator).status_code == 422
+        local_http.post(running.url + "/api/admin/keys", json={"scopes": ["ingest"]}, headers=operator).status_code
+        == 422
     )  # names a project
     assert (
-        httpx.post(running.url + f"/api/admin/keys/{made.json()['key_id']}/revoke", headers=operator).status_code == 200
+        local_http.post(running.url + f"/api/admin/keys/{made.json()['key_id']}/revoke", headers=operator).status_code
+        == 200
     )
-    audit = httpx.get(running.url + "/api/admin/audit", headers=operator).json()
+    audit = local_http.get(running.url + "/api/admin/audit", headers=operator).json()
     actions = [(a["action"], a["target"], a["actor"]) for a in audit if a["project"] == "ops-made"]
     assert ("key.create", made.json()["key_id"], "operator") in actions and (
         "key.revoke",
@@ -174,7 +180,7 @@ def test_the_admin_token_manages_every_project_and_actions_are_audited(
         "operator",
     ) in actions
     assert all(made.json()["key"] not in a["detail"] for a in audit)
-    mine = httpx.get(running.url + "/api/admin/audit", headers={"Authorization": f"Bearer {keys['admin']}"}).json()
+    mine = local_http.get(running.url + "/api/admin/audit", headers={"Authorization": f"Bearer {keys['admin']}"}).json()
     assert all(a["project"] == PROJECT for a in mine)
 
 
@@ -207,7 +213,7 @@ def test_the_dashboard_client_needs_only_read_and_the_sdk_only_ingest(
 
     running, keys = collector
     trace_id = os.urandom(16)
-    exported = httpx.post(
+    exported = local_http.post(
         running.url + "/v1/traces",
         content=agent_trace(trace_id).SerializeToString(),
         headers={"Authorization": f"Bearer {keys['ingest']}", "Content-Type": "application/x-protobuf"},

@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
 from agentwatch_api.client import ApiError, CollectorClient
 from tests.collector.ingest_helpers import Running, serve, settings_for
 from tests.collector.span_fixture import Generated, generate
+from tests.support import local_http
 
 T = (int(time.time()) // 3600 - 3) * 3600
 W = {"start": T, "end": T + 3600}
@@ -78,8 +78,10 @@ def test_spans_need_the_read_scope(collector: tuple[Running, Generated, Generate
     running = collector[0]
     ingest_only = running.key("pa", ["ingest"])
     for path in ("/api/spans", "/api/spans/groups"):
-        assert httpx.get(running.url + path, params=W, timeout=30).status_code == 401
-        denied = httpx.get(running.url + path, params=W, headers={"Authorization": f"Bearer {ingest_only}"}, timeout=30)
+        assert local_http.get(running.url + path, params=W, timeout=30).status_code == 401
+        denied = local_http.get(
+            running.url + path, params=W, headers={"Authorization": f"Bearer {ingest_only}"}, timeout=30
+        )
         assert denied.status_code == 403
 
 

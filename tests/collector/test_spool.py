@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agentwatch_platform.collector.ingest.spool import Spool, SpoolError
@@ -19,6 +18,7 @@ from tests.collector.ingest_helpers import (
     serve,
     settings_for,
 )
+from tests.support import local_http
 from tests.support.poll import wait_until
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -131,7 +131,7 @@ def test_acknowledged_spans_survive_sigkill_before_flush(tmp_path: Path) -> None
         key = first.key("durable")
         traces = [os.urandom(16) for _ in range(5)]
         for trace_id in traces:
-            response = httpx.post(
+            response = local_http.post(
                 first.url + "/v1/traces",
                 content=agent_trace(trace_id).SerializeToString(),
                 headers={**PROTOBUF, "Authorization": f"Bearer {key}"},
@@ -143,7 +143,9 @@ def test_acknowledged_spans_survive_sigkill_before_flush(tmp_path: Path) -> None
         for trace_id in traces:
             assert len(run_spans(second.url, key, trace_id.hex(), expect=4)) == 4
         second.stored_so_far()  # the replay is over: a duplicate would be there now
-        again = httpx.get(f"{second.url}/api/runs/{traces[0].hex()}", headers={"Authorization": f"Bearer {key}"}).json()
+        again = local_http.get(
+            f"{second.url}/api/runs/{traces[0].hex()}", headers={"Authorization": f"Bearer {key}"}
+        ).json()
         assert len(again["spans"]) == 4 and again["run"]["llm_calls"] == 3
 
 
@@ -171,17 +173,17 @@ def test_store_unavailable_spools_then_drains_exactly_once(tmp_path: Path) -> No
             trace_id = os.urandom(16)
             body = agent_trace(trace_id).SerializeToString()
             for _ in range(2):  # a retry of the same request as well
-                assert httpx.post(collector.url + "/v1/traces", content=body, headers=PROTOBUF).status_code == 200
+                assert local_http.post(collector.url + "/v1/traces", content=body, headers=PROTOBUF).status_code == 200
             wait_until(
-                lambda: httpx.get(collector.url + "/api/ingest").json()["spool_bytes"] > 0, 10.0, "nothing spooled"
+                lambda: local_http.get(collector.url + "/api/ingest").json()["spool_bytes"] > 0, 10.0, "nothing spooled"
             )
-            assert httpx.get(collector.url + "/api/ingest").json()["store_available"] is False
+            assert local_http.get(collector.url + "/api/ingest").json()["store_available"] is False
             holder.communicate(b"", timeout=60)  # release the directory
             spans = run_spans(collector.url, "", trace_id.hex(), expect=4, timeout=30)
             assert len(spans) == 4
             collector.stored_so_far()  # the spool drained: a second copy would be there now
-            assert len(httpx.get(f"{collector.url}/api/runs/{trace_id.hex()}").json()["spans"]) == 4
-            assert httpx.get(collector.url + "/api/ingest").json()["store_available"] is True
+            assert len(local_http.get(f"{collector.url}/api/runs/{trace_id.hex()}").json()["spans"]) == 4
+            assert local_http.get(collector.url + "/api/ingest").json()["store_available"] is True
     finally:
         holder.kill()
         holder.wait()
@@ -193,7 +195,7 @@ def test_rows_beyond_the_memory_bound_are_reread_from_the_spool(tmp_path: Path) 
         traces = [os.urandom(16) for _ in range(4)]
         for trace_id in traces:  # 4 spans each: only the first request fits in memory
             assert (
-                httpx.post(
+                local_http.post(
                     collector.url + "/v1/traces", content=agent_trace(trace_id).SerializeToString(), headers=PROTOBUF
                 ).status_code
                 == 200

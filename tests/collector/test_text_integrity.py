@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.collector.ingest_helpers import otlp_request, run_spans, serve, settings_for
+from tests.support import local_http
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 
@@ -44,7 +45,7 @@ def _request(traces: dict[bytes, str], spans: int = 5) -> bytes:
 
 
 def _post(url: str, key: str, body: bytes) -> httpx.Response:
-    response = httpx.post(
+    response = local_http.post(
         url + "/v1/traces", content=body, headers={**PROTOBUF, "Authorization": f"Bearer {key}"}, timeout=30
     )
     assert response.status_code < 500, response.text
@@ -77,7 +78,7 @@ def test_a_search_over_an_unreadable_day_file_answers_with_a_warning(tmp_path: P
         run_spans(collector.url, key, trace_id.hex(), expect=5)
         tomorrow = datetime.fromtimestamp(time.time() + 86_400, UTC)
         (tmp_path / "data" / "chdb" / "texts" / f"{tomorrow:%Y-%m-%d}.awt").mkdir()
-        response = httpx.get(
+        response = local_http.get(
             collector.url + "/api/runs",
             params={"search": "NEEDLE prompt", "start": time.time() - 3600},
             headers={"Authorization": f"Bearer {key}"},
@@ -150,7 +151,7 @@ def test_seeded_faults_on_the_day_files_never_show_a_text_under_the_wrong_span(t
                     assert (given, taken, state) == ("", "", "damaged")
                     damaged += 1
         assert damaged  # the faults did take texts, and said so
-        response = httpx.get(
+        response = local_http.get(
             collector.url + "/api/runs",
             params={"search": "prompt", "start": time.time() - 3600, "limit": 500},
             headers={"Authorization": f"Bearer {key}"},
@@ -158,7 +159,7 @@ def test_seeded_faults_on_the_day_files_never_show_a_text_under_the_wrong_span(t
         )
         assert response.status_code == 200
         assert set(r["trace_id"] for r in response.json()["items"]) <= set(sent)
-        metrics = httpx.get(collector.url + "/metrics", timeout=30).text
+        metrics = local_http.get(collector.url + "/metrics", timeout=30).text
         reopened = next(
             float(line.split()[-1])
             for line in metrics.splitlines()

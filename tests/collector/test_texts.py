@@ -10,7 +10,6 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpx
 import pyarrow as pa
 import pytest
 
@@ -21,6 +20,7 @@ from agentwatch_platform.collector.storage.texts import DAY_NS, REMOVED_REF, TEX
 from tests.collector.factories import new_trace_id
 from tests.collector.ingest_helpers import otlp_request, run_spans, serve, settings_for
 from tests.collector.test_store import full_row
+from tests.support import local_http
 from tests.support.poll import wait_until
 
 NOW_NS = time.time_ns()
@@ -204,7 +204,7 @@ def test_a_collector_writes_texts_at_decode_shows_them_in_the_run_and_finds_the_
         first = _llm_request(trace_id, prompt, "The Limmat.", pad=pad)
         assert (len(first) > 32 * 1024) == (size == "threaded")  # collector.ingest.pipeline._INLINE_BYTES
         for body in (first, _llm_request(other, "hi", "hello")):
-            response = httpx.post(collector.url + "/v1/traces", content=body, headers=headers, timeout=30)
+            response = local_http.post(collector.url + "/v1/traces", content=body, headers=headers, timeout=30)
             assert response.status_code == 200, response.text
         auth = {"Authorization": f"Bearer {key}"}
         wait_until(
@@ -212,7 +212,7 @@ def test_a_collector_writes_texts_at_decode_shows_them_in_the_run_and_finds_the_
             60,
             "the run's two spans were not stored",
         )
-        run = httpx.get(f"{collector.url}/api/runs/{trace_id.hex()}", headers=auth, timeout=30)
+        run = local_http.get(f"{collector.url}/api/runs/{trace_id.hex()}", headers=auth, timeout=30)
         llm = next(s for s in run.json()["spans"] if s["kind"] == "llm")
         assert (llm["input_text"], llm["output_text"]) == (prompt, "The Limmat.")
         store = collector.app.state.store
@@ -224,7 +224,7 @@ def test_a_collector_writes_texts_at_decode_shows_them_in_the_run_and_finds_the_
             ("", "", False),  # the run span captured nothing
             ("", "", True),
         ]
-        found = httpx.get(
+        found = local_http.get(
             collector.url + "/api/runs",
             params={"search": "ZÜRICH", "start": time.time() - 3600},
             headers=auth,

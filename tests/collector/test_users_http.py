@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.collector.ingest_helpers import Running, agent_trace, serve, settings_for
+from tests.support import local_http
 from tests.support.poll import wait_until
 
 
@@ -25,7 +26,7 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Runnin
 
 
 def _get(running: Running, key: str, path: str, **params: object) -> httpx.Response:
-    return httpx.get(running.url + path, params=params, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    return local_http.get(running.url + path, params=params, headers={"Authorization": f"Bearer {key}"}, timeout=30)
 
 
 def test_users_and_sessions_over_http(collector: tuple[Running, str]) -> None:
@@ -34,7 +35,7 @@ def test_users_and_sessions_over_http(collector: tuple[Running, str]) -> None:
     for span in request.resource_spans[0].scope_spans[0].spans:
         span.attributes.add(key="user.id").value.string_value = "carol"
         span.attributes.add(key="session.id").value.string_value = "c-1"
-    response = httpx.post(
+    response = local_http.post(
         running.url + "/v1/traces",
         content=request.SerializeToString(),
         headers={"Authorization": f"Bearer {key}", "Content-Type": "application/x-protobuf"},

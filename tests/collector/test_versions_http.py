@@ -17,6 +17,7 @@ import pytest
 
 from agentwatch_platform.alerts.sources import FigureQuery, HttpBackend
 from tests.collector.ingest_helpers import REPO, Running, kv, otlp_request, serve, settings_for
+from tests.support import local_http
 from tests.support.poll import wait_until
 
 # Four runs of the process's version 1.0, then four of 2.0 named by the run, three times the tokens.
@@ -37,7 +38,7 @@ assert agentwatch.shutdown()
 
 
 def _get(running: Running, key: str, path: str, **params: object) -> httpx.Response:
-    return httpx.get(running.url + path, params=params, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    return local_http.get(running.url + path, params=params, headers={"Authorization": f"Bearer {key}"}, timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +91,7 @@ def test_a_third_party_resource_version_is_read(collector: tuple[Running, str]) 
         [{"span_id": os.urandom(8), "name": "invoke_agent other", "attrs": {"gen_ai.operation.name": "invoke_agent"}}],
     )
     request.resource_spans[0].resource.attributes.append(kv("service.version", "7.3.1"))
-    response = httpx.post(
+    response = local_http.post(
         running.url + "/v1/traces",
         content=request.SerializeToString(),
         headers={"Authorization": f"Bearer {key}", "Content-Type": "application/x-protobuf"},

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from agentwatch_platform.reference_agent.supervisor import ProcessGroup
+from tests.support import local_http
 
 PROJECT = "dash"
 
@@ -29,7 +29,7 @@ class SeededStack:
     facts: dict[str, Any] = field(default_factory=dict)
 
     def get(self, path: str, **params: Any) -> Any:
-        response = httpx.get(
+        response = local_http.get(
             self.collector + path, params=params, headers={"Authorization": f"Bearer {self.key}"}, timeout=15.0
         )
         response.raise_for_status()

@@ -9,7 +9,6 @@ import dataclasses
 import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -17,6 +16,7 @@ from agentwatch_platform.dashboard.svg_charts import ERROR_COLOUR
 from tests.collector.factories import agent_run
 from tests.collector.ingest_helpers import Running, serve, settings_for
 from tests.dashboard.support import APP, money, svg_charts, tables
+from tests.support import local_http
 
 # The incidents and runs of a fixed past hour, three days back: the page must open a linked
 # incident whatever the range shown, and whenever this module runs (under load, an hour after
@@ -63,7 +63,7 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
             incident("s1", "stuck-run", "oldest_running_run_s", {"agent": "researcher"}, resolved=False),
             incident("v1", "release-cost-per-run", "cost_per_run", {"version": "1.1"}, resolved=True),
         ]
-        assert httpx.post(f"{running.url}/api/alerts", json=body, headers=admin).status_code == 201
+        assert local_http.post(f"{running.url}/api/alerts", json=body, headers=admin).status_code == 201
         yield running
 
 

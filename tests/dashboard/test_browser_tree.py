@@ -14,7 +14,6 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from selenium.webdriver.common.by import By
 
@@ -24,6 +23,7 @@ from agentwatch_platform.reference_agent.keys import project_key
 from agentwatch_platform.reference_agent.supervisor import ProcessGroup
 from tests.dashboard import browser
 from tests.dashboard.support import SeededStack
+from tests.support import local_http
 from tests.support.poll import wait_until
 
 pytestmark = pytest.mark.browser
@@ -37,7 +37,7 @@ class Project:
 
     def get(self, path: str, **params: Any) -> Any:
         headers = {"Authorization": f"Bearer {self.key}"}
-        response = httpx.get(self.collector + path, params=params, headers=headers, timeout=15.0)
+        response = local_http.get(self.collector + path, params=params, headers=headers, timeout=15.0)
         response.raise_for_status()
         return response.json()
 

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import pytest
 from selenium.common.exceptions import WebDriverException
 from streamlit.testing.v1 import AppTest
@@ -27,6 +26,7 @@ from agentwatch_platform.reference_agent.keys import project_key
 from agentwatch_platform.reference_agent.supervisor import ProcessGroup, start_collector
 from tests.dashboard import browser
 from tests.dashboard.support import APP, metrics, tables
+from tests.support import local_http
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.slow  # slow agents watched past an idle timeout (make test runs it, make quick not)
@@ -45,7 +45,7 @@ class LiveStack:
     crashed: str = ""
 
     def get(self, path: str, **params: Any) -> Any:
-        response = httpx.get(
+        response = local_http.get(
             self.collector + path, params=params, headers={"Authorization": f"Bearer {self.key}"}, timeout=15.0
         )
         response.raise_for_status()

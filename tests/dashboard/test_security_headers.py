@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from agentwatch_platform.dashboard.security_headers import HEADERS
+from tests.support import local_http
 from tests.support.ports import free_port
 
 
@@ -29,7 +30,7 @@ def dashboard() -> Iterator[str]:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
             try:
-                if httpx.get(url + "/_stcore/health", timeout=5).status_code == 200:
+                if local_http.get(url + "/_stcore/health", timeout=5).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
@@ -44,6 +45,6 @@ def dashboard() -> Iterator[str]:
 
 @pytest.mark.parametrize("path", ["/", "/_stcore/health", "/no/such/page"])
 def test_every_response_carries_the_security_headers(dashboard: str, path: str) -> None:
-    got = httpx.get(dashboard + path, timeout=30).headers
+    got = local_http.get(dashboard + path, timeout=30).headers
     for name, value in HEADERS:
         assert got.get(name.decode()) == value.decode(), (path, name, dict(got))

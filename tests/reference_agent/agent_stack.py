@@ -20,6 +20,7 @@ from agentwatch_platform.reference_agent.keys import project_key
 from agentwatch_platform.reference_agent.levers import RateLimiter
 from agentwatch_platform.reference_agent.supervisor import ProcessGroup, start_collector, start_engine
 from agentwatch_platform.reference_agent.tools import Corpus, ResearchTools, ToolCache, ToolConfig
+from tests.support import local_http
 from tests.support.ports import free_port
 
 ENGINE_SPEED = 40.0  # the simulated engine runs 40x faster than real time in tests
@@ -49,7 +50,7 @@ class LiveStack:
         )
 
     def get(self, path: str, **params: Any) -> httpx.Response:
-        return httpx.get(
+        return local_http.get(
             self.collector + path, params=params, headers={"Authorization": f"Bearer {self.key}"}, timeout=10.0
         )
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support import local_http
 from tests.support.poll import wait_until
 
 PORTS = (4318, 4317, 8000, 8501)
@@ -230,7 +231,7 @@ def _wait_run_under_way(data_dir: Path, offset: int, since: float) -> None:
 
     def running() -> bool:
         with contextlib.suppress(httpx.HTTPError):
-            answer = httpx.get(url, params={"start": since}, headers=headers, timeout=10)
+            answer = local_http.get(url, params={"start": since}, headers=headers, timeout=10)
             return answer.status_code == 200 and answer.json()["running_runs"] > 0
         return False
 

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from agentwatch_platform.reference_agent import cli
+from tests.support import local_http
 from tests.support.ports import free_port
 
 
@@ -41,12 +42,12 @@ def test_engine_sim_command_serves_and_says_it_is_a_simulation() -> None:
         while True:
             assert process.poll() is None, process.stdout.read()
             try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                if local_http.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
                     break
             except httpx.HTTPError:
                 assert time.monotonic() < deadline, "engine did not start within 30 s"
                 time.sleep(0.1)
-        reply = httpx.post(
+        reply = local_http.post(
             f"http://127.0.0.1:{port}/v1/chat/completions",
             timeout=10,
             json={"model": "sim-small", "messages": [{"role": "user", "content": "hi"}]},

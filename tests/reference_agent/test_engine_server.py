@@ -19,6 +19,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from prometheus_client.parser import text_string_to_metric_families
 
 from agentwatch_platform.reference_agent.engine.server import EngineConfig, running_server
+from tests.support import local_http
 from tests.support.ports import free_port
 
 TOOLS = [
@@ -198,7 +199,7 @@ def test_max_tokens_cuts_the_answer_with_finish_reason_length(client: openai.Ope
     ],
 )
 def test_bad_requests_get_openai_style_errors(engine_url: str, body: dict, status: int, needle: str) -> None:
-    response = httpx.post(f"{engine_url}/v1/chat/completions", json=body, timeout=10)
+    response = local_http.post(f"{engine_url}/v1/chat/completions", json=body, timeout=10)
     assert response.status_code == status
     error = response.json()["error"]
     assert needle in error["message"] and error["code"] == status
@@ -206,7 +207,7 @@ def test_bad_requests_get_openai_style_errors(engine_url: str, body: dict, statu
 
 def test_metrics_carry_the_names_a_vllm_scraper_expects(client: openai.OpenAI, engine_url: str) -> None:
     client.chat.completions.create(model="sim-small", messages=[{"role": "user", "content": "hello engine"}])
-    text = httpx.get(f"{engine_url}/metrics", timeout=10).text
+    text = local_http.get(f"{engine_url}/metrics", timeout=10).text
     samples = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -285,7 +286,7 @@ def test_a_client_that_goes_away_frees_its_slot(engine_url: str) -> None:
     while True:
         metrics = {
             (s.name, s.labels.get("finished_reason")): s.value
-            for family in text_string_to_metric_families(httpx.get(f"{engine_url}/metrics", timeout=10).text)
+            for family in text_string_to_metric_families(local_http.get(f"{engine_url}/metrics", timeout=10).text)
             for s in family.samples
             if s.labels.get("model_name") == "sim-large"
         }

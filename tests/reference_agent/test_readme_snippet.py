@@ -12,12 +12,12 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agentwatch_platform.reference_agent.demo import export_line
 from agentwatch_platform.reference_agent.keys import project_key
 from agentwatch_platform.reference_agent.supervisor import ProcessGroup, start_collector, start_engine
+from tests.support import local_http
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.slow  # a collector and an engine in processes (make test runs it, make quick not)
@@ -42,9 +42,9 @@ def _stored_run(collector: str, key: str, agent: str, *, timeout_s: float = 30.0
     headers = {"Authorization": f"Bearer {key}"}
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        runs = httpx.get(collector + "/api/runs", params={"agent": agent}, headers=headers, timeout=10).json()
+        runs = local_http.get(collector + "/api/runs", params={"agent": agent}, headers=headers, timeout=10).json()
         if runs["items"]:
-            detail = httpx.get(f"{collector}/api/runs/{runs['items'][0]['trace_id']}", headers=headers, timeout=10)
+            detail = local_http.get(f"{collector}/api/runs/{runs['items'][0]['trace_id']}", headers=headers, timeout=10)
             if any(span["kind"] == "llm" for span in detail.json()["spans"]):
                 return detail.json()
         time.sleep(0.5)

@@ -11,7 +11,6 @@ import threading
 import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
 from agentwatch_platform.reference_agent.cli import register_engine as register_engine_command
@@ -24,6 +23,7 @@ from agentwatch_platform.reference_agent.engine.vllm_launcher import (
     wait_for_health,
 )
 from tests.collector.ingest_helpers import serve, settings_for
+from tests.support import local_http
 from tests.support.ports import free_port
 
 
@@ -156,7 +156,7 @@ def test_registration_with_a_real_collector_needs_the_admin_scope(tmp_path) -> N
         metrics_url = f"http://127.0.0.1:{free_port()}/metrics"
         assert not register_engine(running.url, name="vllm-a", metrics_url=metrics_url, api_key=ingest)
         assert register_engine(running.url, name="vllm-a", metrics_url=metrics_url, api_key=admin)
-        listed = httpx.get(
+        listed = local_http.get(
             running.url + "/api/admin/engines", headers={"Authorization": f"Bearer {admin}"}, timeout=10
         ).json()
         assert [(e["engine"], e["url"]) for e in listed] == [("vllm-a", metrics_url)]

@@ -21,6 +21,7 @@ import pytest
 
 from tests.collector.ingest_helpers import REPO, CollectorProcess, agent_trace, captured_texts
 from tests.reliability.helpers import PROTOBUF, in_process
+from tests.support import local_http
 from tests.support.poll import wait_until
 from tests.support.ports import free_port
 
@@ -83,7 +84,7 @@ def _runs(url: str, key: str) -> dict[str, dict]:
     found: dict[str, dict] = {}
     offset = 0
     while True:
-        page = httpx.get(
+        page = local_http.get(
             url + "/api/runs",
             params={"start": time.time() - 86_400, "limit": 500, "offset": offset},
             headers=headers,
@@ -126,7 +127,7 @@ def _listening(port: int) -> set[str]:
 
 
 def _metric(url: str, name: str) -> float:
-    text = httpx.get(url + "/metrics", timeout=10).text
+    text = local_http.get(url + "/metrics", timeout=10).text
     values = [
         float(line.split()[-1])
         for line in text.splitlines()
@@ -192,7 +193,7 @@ def test_sigkill_during_sustained_ingestion_loses_and_duplicates_no_span(killed:
     for trace_id in killed.acked:
         deadline = time.monotonic() + 30
         while True:
-            response = httpx.get(f"{killed.collector.url}/api/runs/{trace_id}", headers=headers, timeout=30)
+            response = local_http.get(f"{killed.collector.url}/api/runs/{trace_id}", headers=headers, timeout=30)
             spans = response.json().get("spans", []) if response.status_code == 200 else []
             if len(spans) >= LLM_CALLS + 1 or time.monotonic() > deadline:
                 break

@@ -27,6 +27,7 @@ from agentwatch_platform.collector.storage.clickhouse_store import ClickHouseSto
 from tests.collector.ingest_helpers import CollectorProcess, agent_trace, create_key
 from tests.collector.store_fixtures import scratch_database
 from tests.reliability.helpers import PROTOBUF
+from tests.support import local_http
 from tests.support.poll import wait_until
 from tests.support.ports import free_port
 
@@ -197,7 +198,7 @@ def test_run_totals_are_exact_after_redeliveries_and_a_kill(outcome: Outcome) ->
     wrong = [r for r in totals if (r["llm"], r["input"], r["roots"]) != (LLM_CALLS, 100 * LLM_CALLS, 1)]
     assert not wrong, f"{len(wrong)} runs with wrong totals, e.g. {wrong[:2]}"
     assert outcome.acked <= {r["trace_id"] for r in totals}
-    page = httpx.get(
+    page = local_http.get(
         outcome.url + "/api/runs", params={"limit": 500}, headers={"Authorization": f"Bearer {outcome.key}"}, timeout=60
     ).json()
     assert page["total"] == len(totals)
@@ -228,7 +229,8 @@ def test_ingest_counters_are_summed_over_the_collectors(outcome: Outcome) -> Non
     def received() -> list[int]:
         headers = {"Authorization": f"Bearer {outcome.key}"}
         return [
-            httpx.get(url + "/api/ingest", headers=headers, timeout=30).json()["received_spans"] for url in outcome.urls
+            local_http.get(url + "/api/ingest", headers=headers, timeout=30).json()["received_spans"]
+            for url in outcome.urls
         ]
 
     alive = sum(

@@ -21,6 +21,7 @@ import pytest
 from agentwatch_platform.collector.storage.chdb_store import ChdbStore
 from tests.collector.ingest_helpers import CollectorProcess
 from tests.sdk.servers import OtlpReceiver
+from tests.support import local_http
 from tests.support.poll import wait_until
 from tests.support.ports import free_port
 
@@ -283,10 +284,9 @@ _data_dir: list[Path] = []
 
 
 def _stored_status(collector: CollectorProcess) -> int:
-    import httpx
 
     _data_dir[:] = [collector.data_dir]
-    return int(httpx.get(collector.url + "/api/ingest", timeout=10).json()["stored_spans"])
+    return int(local_http.get(collector.url + "/api/ingest", timeout=10).json()["stored_spans"])
 
 
 def _stored_rows() -> int:
