@@ -325,6 +325,15 @@ class Dispatcher:
                     notification.alert.rule,
                 )
 
+    def retry_span_s(self, channel: str) -> float:
+        """How long this dispatcher may keep trying one notification on ``channel`` once a worker
+        takes it up: every attempt's timeout and every wait between attempts."""
+        worker = self._workers.get(channel)
+        if worker is None:
+            return 0.0
+        waits = sum(self.policy.delay(attempt) for attempt in range(1, self.policy.attempts))
+        return waits + self.policy.attempts * float(getattr(worker.channel, "timeout_s", 0.0))
+
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every queue is empty (retries included); True if it got there in time."""
         deadline = time.monotonic() + timeout

@@ -28,7 +28,8 @@ A rule whose data cannot be read is skipped for this round and changes nothing (
 not resolved). State changes are rows in ClickHouse (``alerts``); firing incidents are reloaded
 from there on start, so a restart neither re-notifies nor forgets to resolve, and a
 notification that no attempt delivered before the restart (a ``firing`` or ``resolved``
-without a successful ``alert_deliveries`` row for its channel) is sent again, once.
+without a successful ``alert_deliveries`` row for its channel) is sent again, once, when the
+process that recorded it can no longer be trying it (``alerts.redelivery``).
 Notifications go to the ``Dispatcher``, which delivers in the background: evaluation never
 waits on a channel. A restart forgets only what lives in memory: a pending condition starts
 its ``for`` again, and the count of clear windows starts again (resolution may come up to
@@ -67,6 +68,7 @@ from agentwatch_platform.alerts.channels import Dispatcher
 from agentwatch_platform.alerts.detectors import Verdict
 from agentwatch_platform.alerts.errors import AlertsError, RoleLost
 from agentwatch_platform.alerts.model import Alert, Event, Notification
+from agentwatch_platform.alerts.redelivery import Redelivery
 from agentwatch_platform.alerts.rules import DERIVED_METRICS, Rule, RulesConfig, load_rules
 from agentwatch_platform.alerts.run_scopes import top_k
 from agentwatch_platform.alerts.run_states import RUN_STATE_METRICS, absent_value
@@ -85,7 +87,6 @@ MONOTONE = frozenset(
 ADDITIVE = frozenset({"runs", "cost_usd", "input_tokens", "output_tokens", "tokens_per_s", "tool_calls"})
 
 RUNS_PER_WINDOW = 6
-REDELIVER_WITHIN_S = 86_400  # on start, notifications of the last day that no attempt delivered are re-sent
 Observation = tuple[dict[str, str], Verdict]
 
 
@@ -115,6 +116,7 @@ class Evaluator:
         self._clear: dict[
             str, tuple[int, int, float]
         ] = {}  # fingerprint -> (last window counted, clear windows in a row, since)
+        self._redelivery = Redelivery(history, dispatcher, self._channels_of)
         self.errors = 0
         self.rounds = 0
 
@@ -141,16 +143,21 @@ class Evaluator:
         """Drop what this evaluator holds in memory: if it holds the role again, the firing alerts
         it reads are those the holder in between recorded."""
         self._active.clear()
+        self._redelivery.forget()
         self._pending.clear()
         self._clear.clear()
         self._last_run.clear()
+
+    def _channels_of(self, rule_name: str) -> tuple[str, ...] | None:
+        rule = next((rule for rule in self.config.rules if rule.name == rule_name), None)
+        return None if rule is None else tuple(rule.channels)
 
     def _error(self, what: str, exc: Exception) -> None:
         self.errors += 1
         log.warning("alerts: %s failed, skipped this round: %s", what, exc)
 
     def _project(self, project: str, now: float) -> list[tuple[Event, Alert]]:
-        active = self._load(project)
+        active = self._load(project, now)
         if active is None:
             return []
         sent: list[tuple[Event, Alert]] = []
@@ -195,41 +202,36 @@ class Evaluator:
         """The next round reads ``project``'s firing alerts from the history again (after a deletion)."""
         self._active.pop(project, None)
 
-    def _load(self, project: str) -> dict[str, Alert] | None:
+    def _load(self, project: str, now: float) -> dict[str, Alert] | None:
         """Firing alerts of a project, from the history the first time it is seen."""
-        if project not in self._active:
+        loaded = project not in self._active
+        if loaded:
             try:
                 self._active[project] = {a.fingerprint: a for a in self.history.firing(project)}
             except AlertsError as exc:
                 self._error(f"loading firing alerts of {project}", exc)
                 return None
-            self._redeliver(project)
+        self._redeliver(project, now, loaded=loaded)
         return self._active[project]
 
-    def _redeliver(self, project: str) -> None:
-        """Re-send what a previous process recorded but never delivered (it stopped mid-retry)."""
-        now = self.clock()
+    def _redeliver(self, project: str, now: float, *, loaded: bool) -> None:
+        """Send again what an earlier process recorded but never delivered, once it has settled
+        (``alerts.redelivery``)."""
         try:
-            alerts, delivered = self.history.owed(project, now - REDELIVER_WITHIN_S)
+            resends = self._redelivery.due(project, now, loaded=loaded)
         except AlertsError as exc:
             self._error(f"reading undelivered notifications of {project}", exc)
             return
         rules = {rule.name: rule for rule in self.config.rules}
-        for alert in sorted(alerts, key=lambda a: a.started_at):
-            rule = rules.get(alert.rule)
-            if rule is None:  # its rule is gone: nothing to send it on
-                continue
-            events: tuple[Event, ...] = ("firing",) if alert.state == "firing" else ("firing", "resolved")
-            for event in events:
-                channels = tuple(c for c in rule.channels if (alert.alert_id, event, c) not in delivered)
-                if channels:
-                    log.info(
-                        "alert %s: re-sending %s on %s (not delivered before the restart)",
-                        alert.rule,
-                        event,
-                        ", ".join(channels),
-                    )
-                    self.dispatcher.submit(self._notification(event, rule, alert, now), channels)
+        for resend in resends:
+            rule = rules[resend.alert.rule]
+            log.info(
+                "alert %s: re-sending %s on %s (recorded, not delivered, by an earlier process)",
+                rule.name,
+                resend.event,
+                ", ".join(resend.channels),
+            )
+            self.dispatcher.submit(self._notification(resend.event, rule, resend.alert, now), resend.channels)
 
     # --- observing -------------------------------------------------------------------------
     def _observe(self, rule: Rule, project: str, now: float, active: dict[str, Alert]) -> list[Observation]:

@@ -185,8 +185,8 @@ def test_buckets_the_collector_calls_partial_are_not_judged_complete() -> None:
 def test_a_round_that_outlasts_its_role_records_and_sends_nothing(store: Store, receiver: Receiver) -> None:
     """Two collectors' evaluators, the role passing between them: the one whose lease ran out
     mid-round leaves the incident to the holder, which notifies it once; given the role back, the
-    first reads the holder's record and sends nothing again. (A notification the holder had not yet
-    delivered when the role came back would be sent again: delivery is at least once.)"""
+    first reads the holder's record and sends nothing again (what the holder still delivers is
+    not sent twice either: test_redelivery)."""
     seed(store)
     held = {"first": True}
     first, dispatcher = make(store, rules(receiver.url))

@@ -129,8 +129,8 @@ def test_a_notification_cut_off_by_a_stop_is_sent_once_after_the_restart(
     receiver.fail_first = 0
     for _ in range(2):  # two restarts: the owed notification goes out once, on the first
         evaluator, dispatcher = make(store, config)
-        try:
-            assert drive(evaluator, range(22, 23)) == []
+        try:  # two minutes: it waits out the stopped process's retry span first (alerts.redelivery)
+            assert drive(evaluator, range(22, 24)) == []
             assert dispatcher.flush(15)
         finally:
             dispatcher.close()

@@ -1,0 +1,122 @@
+"""A notification one evaluator recorded and had not yet delivered when the alerts role passed
+is sent by the next holder only once the first can no longer be trying it: never while the first
+still delivers it, once when the first died with it (``alerts.redelivery``). Real store, real
+dispatchers; the channel is a gate the test opens, so nothing depends on a thread's timing."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import ClassVar
+
+import pytest
+
+from agentwatch_platform.alerts.channels import DeliveryError, Dispatcher
+from agentwatch_platform.alerts.evaluator import Evaluator
+from agentwatch_platform.alerts.model import Event, Notification
+from agentwatch_platform.alerts.redelivery import SETTLE_MARGIN_S
+from agentwatch_platform.alerts.rules import RulesConfig, parse_rules
+from agentwatch_platform.alerts.sources import StoreBackend
+from agentwatch_platform.collector.storage.base import Store
+from agentwatch_platform.collector.storage.sql import alerts as alerts_sql
+from tests.alerts import incident_setup
+from tests.alerts.incident_setup import SPIKE, drive
+
+CONFIG = """
+delivery: {attempts: 2, backoff: 50ms, max_backoff: 100ms}
+channels:
+  hook: {type: webhook, url: "http://127.0.0.1:9/hook"}
+rules:
+  - name: spend
+    metric: cost_usd
+    scope: {agent: "*"}
+    window: 1m
+    condition: {kind: anomaly, transform: log, z: 5, z_resolve: 2, min_ratio: 2, history: 30m, season: 0, min_history: 10}
+    channels: [hook]
+"""
+
+
+class GatedChannel:
+    """A channel whose every send waits until the test opens its gate: a delivery in flight."""
+
+    type: ClassVar[str] = "gated"
+    timeout_s = 10.0  # what a webhook's send may take: part of the dispatcher's retry span
+
+    def __init__(self, *, open_: bool) -> None:
+        self.gate, self.entered = threading.Event(), threading.Event()
+        self.sent: list[tuple[Event, str]] = []
+        if open_:
+            self.gate.set()
+
+    def send(self, notification: Notification) -> None:
+        self.entered.set()
+        if not self.gate.wait(120):
+            raise DeliveryError("the test never opened the gate")
+        self.sent.append((notification.event, notification.alert.alert_id))
+
+
+class Holder:
+    """One collector's evaluator and dispatcher, its role held while ``held``."""
+
+    def __init__(self, store: Store, config: RulesConfig, channel: GatedChannel) -> None:
+        backend = StoreBackend(store)
+        self.held, self.channel = True, channel
+        self.dispatcher = Dispatcher({"hook": channel}, record=backend.record, policy=config.delivery)
+        self.evaluator = Evaluator(config, backend, backend, self.dispatcher, role_held=lambda: self.held)
+
+
+@pytest.fixture
+def holders(store: Store) -> Iterator[tuple[Holder, Holder]]:
+    incident_setup.seed(store, spike_minutes=SPIKE, minutes=32)
+    config = parse_rules(CONFIG)
+    first, second = Holder(store, config, GatedChannel(open_=False)), Holder(store, config, GatedChannel(open_=True))
+    yield first, second
+    first.channel.gate.set()
+    for holder in (first, second):
+        holder.dispatcher.close()
+
+
+def _fire_and_lose_the_role(first: Holder) -> str:
+    """The first holder opens the incident at minute 20; its delivery hangs; its lease runs out."""
+    assert drive(first.evaluator, range(18, 21)) == [("firing", 20)]
+    assert first.channel.entered.wait(60)  # the attempt is in flight, nothing recorded yet
+    first.held = False
+    return first.evaluator.history.firing("p1")[0].alert_id
+
+
+def test_the_next_holder_does_not_resend_what_the_previous_one_still_delivers(
+    store: Store, holders: tuple[Holder, Holder]
+) -> None:
+    first, second = holders
+    alert_id = _fire_and_lose_the_role(first)
+    settle_s = second.dispatcher.retry_span_s("hook") + SETTLE_MARGIN_S
+    assert 30 < settle_s < 60  # two attempts of up to 10 s, 50 ms between them, the margin
+
+    drive(second.evaluator, range(21, 22))  # takes the role: the firing notification is owed, and waits
+    assert second.dispatcher.flush(30) and second.channel.sent == []
+    first.channel.gate.set()  # the first holder's attempt goes through and is recorded
+    assert first.dispatcher.flush(30)
+    drive(second.evaluator, range(22, 24))  # past the wait: delivered meanwhile, so nothing to send
+    assert second.dispatcher.flush(30)
+
+    assert first.channel.sent == [("firing", alert_id)] and second.channel.sent == []
+    deliveries = store.query(alerts_sql.LIST_DELIVERIES, {"project": "p1", "alert_id": alert_id, "limit": 10})
+    assert [(d["event"], d["ok"]) for d in deliveries] == [("firing", True)]
+
+
+def test_what_a_dead_holder_left_undelivered_is_sent_once_when_it_has_settled(
+    store: Store, holders: tuple[Holder, Holder]
+) -> None:
+    first, second = holders
+    alert_id = _fire_and_lose_the_role(first)
+    first.dispatcher.close(timeout=0.1)  # the process dies with the attempt in flight
+
+    drive(second.evaluator, range(21, 22))  # owed, waiting: within the first holder's retry span
+    assert second.dispatcher.flush(30) and second.channel.sent == []
+    drive(second.evaluator, range(22, 25))  # settled: sent once, then delivered
+    assert second.dispatcher.flush(30)
+
+    assert second.channel.sent == [("firing", alert_id)]
+    first.channel.gate.set()  # the dead process's thread ends without recording (it was closed)
+    deliveries = store.query(alerts_sql.LIST_DELIVERIES, {"project": "p1", "alert_id": alert_id, "limit": 10})
+    assert [(d["event"], d["ok"]) for d in deliveries] == [("firing", True)]
