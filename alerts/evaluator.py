@@ -458,6 +458,7 @@ class Evaluator:
         self._save(alert, now)
         snapshot = alert.model_copy(update={"scope": dict(alert.scope)})
         self.dispatcher.submit(self._notification(event, rule, snapshot, now), rule.channels)
+        self._redelivery.submitted(alert.project, alert.alert_id, event)
         log.info("alert %s %s: %s", event, rule.name, alert.message)
         return [(event, snapshot)]
 

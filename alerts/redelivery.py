@@ -9,7 +9,9 @@ notify twice. So what is owed waits, counted in this evaluator's own clock from 
 seen, as long as a live dispatcher may keep trying one notification (``Dispatcher.retry_span_s``)
 plus ``SETTLE_MARGIN_S``; then the history is read again and only what is still undelivered goes
 out, once. A notification that waited behind many others in the old holder's queue for longer
-than that can still go out twice (at least once, never lost).
+than that can still go out twice (at least once, never lost). An incident's ``firing`` never goes
+out after its ``resolved``: not where that channel delivered the ``resolved``, nor once this
+evaluator itself sent it (``submitted``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agentwatch_platform.alerts.channels import Dispatcher
+from agentwatch_platform.alerts.errors import AlertsError
 from agentwatch_platform.alerts.model import Alert, Event
 from agentwatch_platform.alerts.sources import AlertHistory
 
@@ -45,10 +48,21 @@ class Redelivery:
         """``channels_of``: a rule's channels by its name, None for a rule no longer configured."""
         self.history, self.dispatcher, self.channels_of = history, dispatcher, channels_of
         self._waiting: dict[str, dict[Owed, float]] = {}  # project -> owed -> when it may go out
+        self._unread: set[str] = set()  # projects whose owed notifications could not be read yet
 
     def forget(self) -> None:
         """The role was lost: whatever is owed is the next holder's to send."""
         self._waiting.clear()
+        self._unread.clear()
+
+    def submitted(self, project: str, alert_id: str, event: Event) -> None:
+        """This evaluator handed a newer notification of the incident to its dispatcher: an older
+        one of the same event is not sent again, nor, once it resolved, its ``firing`` (an on-call
+        engineer would read the incident as open again)."""
+        events = {event, "firing"} if event == "resolved" else {event}
+        waiting = self._waiting.get(project, {})
+        for key in [key for key in waiting if key[0] == alert_id and key[1] in events]:
+            del waiting[key]
 
     def due(self, project: str, now: float, *, loaded: bool) -> list[Resend]:
         """What to send now. ``loaded``: the project was just read from the history, so what is
@@ -56,9 +70,14 @@ class Redelivery:
         something waiting is due. Raises ``AlertsError`` when the history cannot be read (what
         waits keeps waiting)."""
         waiting = self._waiting.get(project, {})
-        if not loaded and not any(at <= now for at in waiting.values()):
+        if not (loaded or project in self._unread or any(at <= now for at in waiting.values())):
             return []
-        owed = self._owed(project, now)
+        try:
+            owed = self._owed(project, now)
+        except AlertsError:
+            self._unread.add(project)  # looked up again next round
+            raise
+        self._unread.discard(project)
         for key in set(waiting) - set(owed):  # delivered, or its incident deleted, meanwhile
             del waiting[key]
         for key in owed:
@@ -70,7 +89,8 @@ class Redelivery:
         return _grouped(owed, ready)
 
     def _owed(self, project: str, now: float) -> dict[Owed, Alert]:
-        """Every notification of the last day without a successful delivery, on its rule's channels."""
+        """Every notification of the last day without a successful delivery, on its rule's channels,
+        but the ``firing`` of an incident whose ``resolved`` that channel already delivered."""
         alerts, delivered = self.history.owed(project, now - REDELIVER_WITHIN_S)
         owed: dict[Owed, Alert] = {}
         for alert in sorted(alerts, key=lambda a: a.started_at):
@@ -80,7 +100,10 @@ class Redelivery:
             events: tuple[Event, ...] = ("firing",) if alert.state == "firing" else ("firing", "resolved")
             for event in events:
                 for channel in channels:
-                    if (alert.alert_id, event, channel) not in delivered:
+                    done = (alert.alert_id, event, channel) in delivered
+                    if event == "firing":
+                        done = done or (alert.alert_id, "resolved", channel) in delivered
+                    if not done:
                         owed[(alert.alert_id, event, channel)] = alert
         return owed
 

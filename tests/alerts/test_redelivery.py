@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
 from agentwatch_platform.alerts.channels import DeliveryError, Dispatcher
+from agentwatch_platform.alerts.errors import SourceError
 from agentwatch_platform.alerts.evaluator import Evaluator
-from agentwatch_platform.alerts.model import Event, Notification
+from agentwatch_platform.alerts.model import Alert, Event, Notification
 from agentwatch_platform.alerts.redelivery import SETTLE_MARGIN_S
 from agentwatch_platform.alerts.rules import RulesConfig, parse_rules
 from agentwatch_platform.alerts.sources import StoreBackend
@@ -55,11 +56,41 @@ class GatedChannel:
         self.sent.append((notification.event, notification.alert.alert_id))
 
 
+class FiringLost:
+    """A channel that fails every ``firing`` and delivers every ``resolved``: the incident's start
+    never got through there, its end did."""
+
+    type: ClassVar[str] = "firing-lost"
+    timeout_s = 10.0
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[Event, str]] = []
+
+    def send(self, notification: Notification) -> None:
+        if notification.event == "firing":
+            raise DeliveryError("HTTP 503")
+        self.sent.append((notification.event, notification.alert.alert_id))
+
+
+class FailingOnce(StoreBackend):
+    """The store's history, whose first read of what is owed fails (a store busy at start)."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.failures = 1
+
+    def owed(self, project: str, since: float) -> tuple[list[Alert], set[tuple[str, str, str]]]:
+        if self.failures:
+            self.failures -= 1
+            raise SourceError("the store is busy")
+        return super().owed(project, since)
+
+
 class Holder:
     """One collector's evaluator and dispatcher, its role held while ``held``."""
 
-    def __init__(self, store: Store, config: RulesConfig, channel: GatedChannel) -> None:
-        backend = StoreBackend(store)
+    def __init__(self, store: Store, config: RulesConfig, channel: Any, backend: StoreBackend | None = None) -> None:
+        backend = backend or StoreBackend(store)
         self.held, self.channel = True, channel
         self.dispatcher = Dispatcher({"hook": channel}, record=backend.record, policy=config.delivery)
         self.evaluator = Evaluator(config, backend, backend, self.dispatcher, role_held=lambda: self.held)
@@ -120,3 +151,42 @@ def test_what_a_dead_holder_left_undelivered_is_sent_once_when_it_has_settled(
     first.channel.gate.set()  # the dead process's thread ends without recording (it was closed)
     deliveries = store.query(alerts_sql.LIST_DELIVERIES, {"project": "p1", "alert_id": alert_id, "limit": 10})
     assert [(d["event"], d["ok"]) for d in deliveries] == [("firing", True)]
+
+
+def test_a_firing_never_goes_out_after_its_resolved(store: Store) -> None:
+    """The hook lost the incident's firing and delivered its resolved: the next evaluator sends
+    the hook nothing (a firing now would read as the incident open again)."""
+    incident_setup.seed(store, spike_minutes=SPIKE, minutes=32)
+    config = parse_rules(CONFIG)
+    first = Holder(store, config, FiringLost())
+    try:
+        events = drive(first.evaluator, range(18, 31))
+        assert first.dispatcher.flush(30)
+    finally:
+        first.dispatcher.close()
+    assert [event for event, _ in events] == ["firing", "resolved"]
+    assert [event for event, _ in first.channel.sent] == ["resolved"]
+    second = Holder(store, config, GatedChannel(open_=True))
+    try:
+        drive(second.evaluator, range(31, 34))  # well past the wait
+        assert second.dispatcher.flush(30)
+    finally:
+        second.dispatcher.close()
+    assert second.channel.sent == []
+
+
+def test_what_is_owed_is_looked_up_again_when_the_first_look_fails(store: Store) -> None:
+    incident_setup.seed(store, spike_minutes=SPIKE, minutes=32)
+    config = parse_rules(CONFIG)
+    first = Holder(store, config, GatedChannel(open_=False))
+    second = Holder(store, config, GatedChannel(open_=True), backend=FailingOnce(store))
+    try:
+        alert_id = _fire_and_lose_the_role(first)
+        first.dispatcher.close(timeout=0.1)  # dies with the attempt in flight
+        drive(second.evaluator, range(21, 24))  # the first look fails; the next round's does not
+        assert second.dispatcher.flush(30)
+        assert second.evaluator.errors == 1 and second.channel.sent == [("firing", alert_id)]
+    finally:
+        first.channel.gate.set()
+        for holder in (first, second):
+            holder.dispatcher.close()
