@@ -190,3 +190,17 @@ def test_what_is_owed_is_looked_up_again_when_the_first_look_fails(store: Store)
         first.channel.gate.set()
         for holder in (first, second):
             holder.dispatcher.close()
+
+
+def test_a_resolved_sent_here_drops_the_firing_that_waits(store: Store, holders: tuple[Holder, Holder]) -> None:
+    """The new holder resolves the incident while the dead holder's firing still waits, and its
+    resolved is in flight when that wait ends: the firing is not sent after it."""
+    first, second = holders
+    alert_id = _fire_and_lose_the_role(first)
+    first.dispatcher.close(timeout=0.1)  # dies with the firing in flight
+    second.channel.gate.clear()  # the new holder's deliveries hang too, until the test opens them
+    assert drive(second.evaluator, range(27, 28)) == [("resolved", 27)]  # loads, the firing waits, resolves
+    drive(second.evaluator, range(28, 30))  # past the firing's wait, the resolved still in flight
+    second.channel.gate.set()
+    assert second.dispatcher.flush(30)
+    assert second.channel.sent == [("resolved", alert_id)]
