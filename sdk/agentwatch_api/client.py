@@ -417,7 +417,7 @@ class CollectorClient:
 
     def _request(self, method: str, path: str, /, **request: Any) -> httpx.Response:
         try:
-            response = self._http.request(method, path, **request)
+            response = self._transfer(method, path, request)
         except httpx.HTTPError as exc:
             raise CollectorUnavailable(
                 f"cannot reach the collector at {self.base_url}: {exc or type(exc).__name__}"
@@ -425,6 +425,17 @@ class CollectorClient:
         if response.status_code >= 400:
             raise _api_error(response, path)
         return response
+
+    def _transfer(self, method: str, path: str, request: dict[str, Any]) -> httpx.Response:
+        """One request; a read (GET) once more on a new connection when its connection broke: the
+        collector may close a pooled keep-alive connection just as it is reused (a reset, or a
+        close without an answer), which a busy machine makes likely. Writes are never sent twice."""
+        try:
+            return self._http.request(method, path, **request)
+        except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError):
+            if method != "GET":
+                raise
+            return self._http.request(method, path, **request)
 
 
 @functools.cache
