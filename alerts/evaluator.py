@@ -148,8 +148,11 @@ class Evaluator:
         self._clear.clear()
         self._last_run.clear()
 
+    def _rule(self, name: str) -> Rule | None:
+        return next((rule for rule in self.config.rules if rule.name == name), None)
+
     def _channels_of(self, rule_name: str) -> tuple[str, ...] | None:
-        rule = next((rule for rule in self.config.rules if rule.name == rule_name), None)
+        rule = self._rule(rule_name)
         return None if rule is None else tuple(rule.channels)
 
     def _error(self, what: str, exc: Exception) -> None:
@@ -222,9 +225,10 @@ class Evaluator:
         except AlertsError as exc:
             self._error(f"reading undelivered notifications of {project}", exc)
             return
-        rules = {rule.name: rule for rule in self.config.rules}
         for resend in resends:
-            rule = rules[resend.alert.rule]
+            rule = self._rule(resend.alert.rule)
+            if rule is None:  # its rule went between the look-up and now (rules reloaded)
+                continue
             log.info(
                 "alert %s: re-sending %s on %s (recorded, not delivered, by an earlier process)",
                 rule.name,
