@@ -45,6 +45,7 @@ class ResettingServer:
             conn.close()
 
     def close(self) -> None:
+        self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() a close alone leaves blocked
         self.sock.close()
         self._thread.join(10)
 
