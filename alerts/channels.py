@@ -193,9 +193,16 @@ class _Worker:
     """One channel's thread: a due-time heap of (notification, attempt); bounded."""
 
     def __init__(
-        self, name: str, channel: Channel, policy: DeliveryPolicy, record: Recorder, clock: Callable[[], float]
+        self,
+        name: str,
+        channel: Channel,
+        policy: DeliveryPolicy,
+        record: Recorder,
+        clock: Callable[[], float],
+        may_send: Callable[[], bool],
     ) -> None:
         self.name, self.channel, self.policy, self.record, self.clock = name, channel, policy, record, clock
+        self.may_send = may_send
         self._heap: list[tuple[float, int, Notification, int]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
@@ -203,6 +210,7 @@ class _Worker:
         self._stopping = False
         self._closed = False  # after stop's join: the history's store may be closed now
         self.dropped = 0
+        self.passed_on = 0  # notifications left to the next holder of the alerts role
         self._thread = threading.Thread(target=self._loop, name=f"agentwatch-alerts-{name}", daemon=True)
         self._thread.start()
 
@@ -245,6 +253,15 @@ class _Worker:
                     self._busy = False
 
     def _attempt(self, notification: Notification, attempt: int) -> None:
+        if not self.may_send():
+            self.passed_on += 1
+            log.info(
+                "alert channel %s: the alerts role passed; its next holder sends the %s notification of %s",
+                self.name,
+                notification.event,
+                notification.alert.rule,
+            )
+            return
         error = ""
         try:
             self.channel.send(notification)
@@ -295,6 +312,12 @@ class Dispatcher:
 
     ``submit`` never blocks: a full queue drops the notification, logs it and counts it in
     ``dropped``. ``close`` is safe to call twice and bounded in time.
+
+    ``may_send`` is asked before every attempt (no store round trip: the collector's lease by this
+    process's clock): once this collector no longer holds the alerts role, what waits in its queues
+    (a retry, or a notification behind others) is not sent but left to the next holder, which sends
+    what no attempt delivered (``alerts.redelivery``). Only an attempt under way as the role passed
+    can overlap the next holder's, and the next holder waits that long (``retry_span_s``).
     """
 
     def __init__(
@@ -304,13 +327,20 @@ class Dispatcher:
         record: Recorder,
         policy: DeliveryPolicy | None = None,
         clock: Callable[[], float] = time.time,
+        may_send: Callable[[], bool] = lambda: True,
     ) -> None:
         self.policy = policy or DeliveryPolicy()
-        self._workers = {name: _Worker(name, channel, self.policy, record, clock) for name, channel in channels.items()}
+        self._workers = {
+            name: _Worker(name, channel, self.policy, record, clock, may_send) for name, channel in channels.items()
+        }
 
     @property
     def dropped(self) -> int:
         return sum(w.dropped for w in self._workers.values())
+
+    @property
+    def passed_on(self) -> int:
+        return sum(w.passed_on for w in self._workers.values())
 
     def submit(self, notification: Notification, channels: tuple[str, ...] | list[str]) -> None:
         for name in channels:

@@ -121,7 +121,13 @@ class Evaluator:
         self.rounds = 0
 
     def run_once(self, now: float | None = None) -> list[tuple[Event, Alert]]:
-        """One evaluation round; returns the notifications it sent (event, alert snapshot)."""
+        """One evaluation round; returns the notifications it sent (event, alert snapshot). Without
+        the alerts role (``role_held``) nothing is evaluated and memory is forgotten: the holder in
+        between may resolve, open or deliver, and on taking the role back this evaluator reads that
+        from the history instead of going on from what it held before."""
+        if not self.role_held():
+            self._forget_all()
+            return []
         now = self.clock() if now is None else now
         sent: list[tuple[Event, Alert]] = []
         try:
@@ -624,7 +630,11 @@ class InProcessAlerts:
                 return self
         backend = StoreBackend(self.store, idle_timeout_s=float(self.idle_timeout_s), lag=self.lag)
         self._dispatcher = Dispatcher(
-            self.config.channels, record=backend.record, policy=self.config.delivery, clock=self.clock
+            self.config.channels,
+            record=backend.record,
+            policy=self.config.delivery,
+            clock=self.clock,
+            may_send=lambda: self.may_run(),
         )
         self.evaluator = Evaluator(
             self.config, backend, backend, self._dispatcher, clock=self.clock, role_held=lambda: self.may_run()
@@ -636,9 +646,8 @@ class InProcessAlerts:
     async def _loop(self) -> None:
         assert self.evaluator is not None and self._stop is not None
         while not self._stop.is_set():
-            try:
-                if self.may_run():  # one collector of those sharing a store evaluates (collector.roles)
-                    await asyncio.to_thread(self.evaluator.run_once)
+            try:  # a round evaluates only while this collector holds the alerts role (collector.roles)
+                await asyncio.to_thread(self.evaluator.run_once)
             except Exception:  # a bug in one round must not end the schedule
                 log.exception("alert evaluation round failed")
             with contextlib.suppress(TimeoutError):

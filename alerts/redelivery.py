@@ -8,8 +8,11 @@ stops, and that holder's dispatcher keeps trying what it was given. Sending at o
 notify twice. So what is owed waits, counted in this evaluator's own clock from when it was first
 seen, as long as a live dispatcher may keep trying one notification (``Dispatcher.retry_span_s``)
 plus ``SETTLE_MARGIN_S``; then the history is read again and only what is still undelivered goes
-out, once. A notification that waited behind many others in the old holder's queue for longer
-than that can still go out twice (at least once, never lost). An incident's ``firing`` never goes
+out, once. The old holder starts no attempt once its lease is no longer held by its own clock
+(``Dispatcher(may_send=...)``): what waited in its queue, a retry or a notification behind others,
+is left here. So only an attempt already under way as the role passed can overlap, and this wait
+covers it; a channel that delivered but whose success was never recorded (the process died in
+between) is sent again (at least once, never lost). An incident's ``firing`` never goes
 out after its ``resolved``: not where that channel delivered the ``resolved``, nor once this
 evaluator itself sent it (``submitted``).
 """

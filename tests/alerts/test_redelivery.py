@@ -204,3 +204,64 @@ def test_a_resolved_sent_here_drops_the_firing_that_waits(store: Store, holders:
     second.channel.gate.set()
     assert second.dispatcher.flush(30)
     assert second.channel.sent == [("resolved", alert_id)]
+
+
+class LeaseRunsOut:
+    """A channel whose first attempt fails as the holder's lease runs out (a starved machine):
+    the retry waits in the holder's queue, as a notification behind others would."""
+
+    type: ClassVar[str] = "lease-runs-out"
+    timeout_s = 10.0
+
+    def __init__(self) -> None:
+        self.holder: Holder | None = None
+        self.sent: list[tuple[Event, str]] = []
+
+    def send(self, notification: Notification) -> None:
+        if not self.sent and self.holder is not None and self.holder.held:
+            self.holder.held = False
+            raise DeliveryError("HTTP 503")
+        self.sent.append((notification.event, notification.alert.alert_id))
+
+
+def test_what_waits_in_the_old_holders_queue_is_sent_by_the_next_holder_only(store: Store) -> None:
+    incident_setup.seed(store, spike_minutes=SPIKE, minutes=32)
+    config = parse_rules(CONFIG)
+    channel = LeaseRunsOut()
+    first, second = Holder(store, config, channel), Holder(store, config, GatedChannel(open_=True))
+    first.dispatcher = Dispatcher(
+        {"hook": channel}, record=first.evaluator.history.record, policy=config.delivery, may_send=lambda: first.held
+    )
+    first.evaluator.dispatcher = first.dispatcher
+    channel.holder = first
+    try:
+        assert drive(first.evaluator, range(18, 21)) == [("firing", 20)]
+        assert first.dispatcher.flush(30)  # the failed attempt, then its retry left to the next holder
+        assert channel.sent == [] and first.dispatcher.passed_on == 1
+        drive(second.evaluator, range(21, 25))  # takes the role, waits out the first's retry span, sends
+        assert second.dispatcher.flush(30)
+    finally:
+        for holder in (first, second):
+            holder.dispatcher.close()
+    alert_id = second.evaluator.history.firing("p1")[0].alert_id
+    assert second.channel.sent == [("firing", alert_id)] and channel.sent == []
+    deliveries = store.query(alerts_sql.LIST_DELIVERIES, {"project": "p1", "alert_id": alert_id, "limit": 10})
+    assert sorted((d["event"], d["ok"]) for d in deliveries) == [("firing", False), ("firing", True)]
+
+
+def test_a_holder_that_takes_the_role_back_goes_on_from_the_history(
+    store: Store, holders: tuple[Holder, Holder]
+) -> None:
+    """Between the first holder's two terms the second resolved the incident: the first, back,
+    does not resolve it again (nor notify it a second time)."""
+    first, second = holders
+    first.channel.gate.set()
+    assert drive(first.evaluator, range(18, 21)) == [("firing", 20)]
+    first.held = False
+    assert first.evaluator.run_once(now=incident_setup.T0 + 20 * 60 + 56) == []  # a tick without the role
+    assert drive(second.evaluator, range(21, 31)) == [("resolved", 27)]
+    second.held, first.held = False, True
+    assert drive(first.evaluator, range(31, 33)) == []
+    for holder in (first, second):
+        assert holder.dispatcher.flush(30)
+    assert [e for e, _ in first.channel.sent] == ["firing"] and [e for e, _ in second.channel.sent] == ["resolved"]
