@@ -116,9 +116,12 @@ def test_short_demo_stores_runs_and_fires_a_cost_alert(data_dir: Path) -> None:
     ), out  # type: ignore[union-attr]
     assert "an agent was killed mid-run (SIGKILL" in out and "turns incomplete after 20 s without a span" in out
     saved = dict(re.findall(r"^saved by (\w+): \$([0-9.]+) ", out, re.MULTILINE))
-    assert set(saved) == {"cache", "routing", "degradation", "rate_limit"} and all(
-        float(v) > 0 for v in saved.values()
-    ), out
+    assert set(saved) == {"cache", "routing", "degradation", "rate_limit"}, out
+    assert all(float(saved[lever]) > 0 for lever in ("cache", "routing", "degradation")), out
+    # The rate limit saves only what it refused: on a loaded machine the agents come slowly enough
+    # that its queue serves every request (run 12 of issue 37: "0 refused", $0 over 2 queued events).
+    refused = sum(int(n) for n in re.findall(r", (\d+) refused$", out, re.MULTILINE))
+    assert (float(saved["rate_limit"]) > 0) == (refused > 0), out
     fired = re.findall(r"^alert fired: (\S+) ", out, re.MULTILINE)
     assert any("cost" in rule for rule in fired), out
     # The spike's runs are version 1.1 of the agent (the baseline's 1.0): the release rule opens
