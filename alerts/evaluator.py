@@ -629,16 +629,11 @@ class InProcessAlerts:
                 log.error("alert rules not loaded, in-process alerts are off: %s", exc)
                 return self
         backend = StoreBackend(self.store, idle_timeout_s=float(self.idle_timeout_s), lag=self.lag)
+        held = lambda: self.may_run()  # noqa: E731 (may_run is set after construction: asked late)
         self._dispatcher = Dispatcher(
-            self.config.channels,
-            record=backend.record,
-            policy=self.config.delivery,
-            clock=self.clock,
-            may_send=lambda: self.may_run(),
+            self.config.channels, record=backend.record, policy=self.config.delivery, clock=self.clock, may_send=held
         )
-        self.evaluator = Evaluator(
-            self.config, backend, backend, self._dispatcher, clock=self.clock, role_held=lambda: self.may_run()
-        )
+        self.evaluator = Evaluator(self.config, backend, backend, self._dispatcher, clock=self.clock, role_held=held)
         self._stop = asyncio.Event()
         self._task = asyncio.create_task(self._loop(), name="agentwatch-alerts")
         return self

@@ -87,12 +87,15 @@ class FailingOnce(StoreBackend):
 
 
 class Holder:
-    """One collector's evaluator and dispatcher, its role held while ``held``."""
+    """One collector's evaluator and dispatcher, its role held while ``held`` (asked before each
+    attempt too, as the collector's dispatcher asks its lease)."""
 
     def __init__(self, store: Store, config: RulesConfig, channel: Any, backend: StoreBackend | None = None) -> None:
         backend = backend or StoreBackend(store)
         self.held, self.channel = True, channel
-        self.dispatcher = Dispatcher({"hook": channel}, record=backend.record, policy=config.delivery)
+        self.dispatcher = Dispatcher(
+            {"hook": channel}, record=backend.record, policy=config.delivery, may_send=lambda: self.held
+        )
         self.evaluator = Evaluator(config, backend, backend, self.dispatcher, role_held=lambda: self.held)
 
 
@@ -229,10 +232,6 @@ def test_what_waits_in_the_old_holders_queue_is_sent_by_the_next_holder_only(sto
     config = parse_rules(CONFIG)
     channel = LeaseRunsOut()
     first, second = Holder(store, config, channel), Holder(store, config, GatedChannel(open_=True))
-    first.dispatcher = Dispatcher(
-        {"hook": channel}, record=first.evaluator.history.record, policy=config.delivery, may_send=lambda: first.held
-    )
-    first.evaluator.dispatcher = first.dispatcher
     channel.holder = first
     try:
         assert drive(first.evaluator, range(18, 21)) == [("firing", 20)]
