@@ -45,7 +45,9 @@ same lifecycle.
 Buckets: a rule with ``window: 1h`` reads buckets of one hour aligned to the epoch. The
 last *complete* bucket is judged; for additive or maximum metrics with an ``above`` condition
 the current *partial* bucket is judged too (a partial sum or max only grows), so a spike can
-fire before its hour is over. Resolution counts complete buckets. A rule is read at most
+fire before its hour is over. Complete is what the collector's watermark says (spans of a
+bucket that has ended may still be arriving); where it trails by more than the window, the
+newest complete bucket is judged, as late as the lag. Resolution counts complete buckets. A rule is read at most
 every sixth of its window (``RUNS_PER_WINDOW``), however short the evaluation interval.
 """
 
@@ -76,6 +78,7 @@ from agentwatch_platform.alerts.settings import AlertsSettings
 from agentwatch_platform.alerts.sources import AlertHistory, FigureQuery, MetricSource, SeriesQuery, StoreBackend
 from agentwatch_platform.alerts.version_rules import EVERY_S, VERSION_METRICS
 from agentwatch_platform.alerts.wording import message
+from agentwatch_platform.collector.query.ranges import MAX_BUCKETS
 from agentwatch_platform.collector.state import collector_state
 
 log = logging.getLogger("agentwatch.alerts")
@@ -297,13 +300,11 @@ class Evaluator:
     ) -> list[Observation]:
         step = rule.window_s
         current = math.floor(now / step) * step  # start of the partial bucket
-        count = rule.condition.history_buckets(step) + 1 + _extra_history(rule, active)
-        start = current - count * step
-        end = max(now, current + 1e-3)
-        by = rule.series_group_by
-        query = SeriesQuery(rule.metric, start, end, step, by, agent, model)
-        series = self.source.timeseries(project, query)
-        settled = _settled(series, start, step, count)
+        wanted = rule.condition.history_buckets(step) + 1 + _extra_history(rule, active)
+        query = SeriesQuery(rule.metric, 0.0, max(now, current + 1e-3), step, rule.series_group_by, agent, model)
+        query, series, settled = self._read_settled(project, query, current, wanted)
+        start, by = query.start, query.group_by
+        count = round((current - start) / step)
         groups = {
             g: values[: settled + 1]
             for g, values in _by_group(series, start, step, count + 1, rule.metric in ADDITIVE).items()
@@ -331,6 +332,25 @@ class Evaluator:
             hide = _incident_buckets(rule, alert, start, len(values)) if alert is not None else None
             observations.append((scope, self._judge(rule, values, alert is not None, hide)))
         return observations
+
+    def _read_settled(
+        self, project: str, query: SeriesQuery, current: float, wanted: int
+    ) -> tuple[SeriesQuery, TimeSeries, int]:
+        """The series from ``wanted`` buckets before the one now filling, and how many of them are
+        complete. Where the collector's watermark calls all of them partial (its arrival lag
+        outlasts the window: runs whose spans come minutes after they start), it is read once more
+        from as many buckets further back as the watermark trails, so the rule judges the newest
+        complete bucket, that much later, instead of no bucket at all."""
+        step = query.step_s
+        query = dataclasses.replace(query, start=current - wanted * step)
+        series = self.source.timeseries(project, query)
+        settled = _settled(series, query.start, step, wanted)
+        behind = min(_trailing(series, current), MAX_BUCKETS - 1 - wanted)
+        if settled or behind <= 0:
+            return query, series, settled
+        query = dataclasses.replace(query, start=current - (wanted + behind) * step)
+        series = self.source.timeseries(project, query)
+        return query, series, _settled(series, query.start, step, wanted + behind)
 
     def _judge(self, rule: Rule, values: list[float | None], firing: bool, hide: int | None = None) -> Verdict:
         """The last complete bucket; for monotone 'above' rules also the partial one. History
@@ -572,6 +592,13 @@ def _settled(series: TimeSeries, start: float, step: int, count: int) -> int:
     the partial one."""
     partial = [round((p.t - start) / step) for p in series.points if getattr(p, "partial", False)]
     return min([count, *(i for i in partial if i >= 0)])
+
+
+def _trailing(series: TimeSeries, current: float) -> int:
+    """How many buckets that have ended by the clock (before ``current``) the watermark
+    (``complete_until``) still calls partial; 0 where the series was cut by the clock alone."""
+    until = series.complete_until
+    return 0 if until is None or until >= current else math.ceil((current - until) / series.step_s)
 
 
 def _by_group(series: TimeSeries, start: float, step: int, count: int, additive: bool) -> dict[str, list[float | None]]:

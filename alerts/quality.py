@@ -277,6 +277,7 @@ class _Point:
 @dataclass(frozen=True)
 class _Points:
     points: list[_Point]
+    complete_until: float | None = None  # complete buckets only: no watermark trails the clock
 
 
 class Pager:

@@ -11,6 +11,7 @@ from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.sql import alerts as alerts_sql
 from tests.alerts import incident_setup
 from tests.alerts.incident_setup import T0
+from tests.collector.factories import agent_run
 from tests.support.ports import free_port
 from tests.support.receivers import Receiver
 
@@ -180,6 +181,45 @@ def test_buckets_the_collector_calls_partial_are_not_judged_complete() -> None:
     assert _settled(series(5), 0.0, 60, 5) == 5  # only the bucket now filling: all five before it complete
     assert _settled(series(4), 0.0, 60, 5) == 4  # the bucket just ended by the clock is still filling
     assert _settled(series(9), 0.0, 60, 5) == 5  # never more than the clock allows
+
+
+def test_a_rule_shorter_than_the_arrival_lag_judges_the_newest_complete_bucket(
+    store: Store, receiver: Receiver
+) -> None:
+    """The collector's watermark trails now by its arrival lag (150 s here: runs whose spans come
+    minutes after they start), longer than these rules' 1-minute window: each judges the newest
+    bucket the watermark calls complete, that much later, instead of no bucket at all."""
+    seed(store)  # minutes 0-29: 6 runs a minute, 'researcher' spending 20x in minute 20
+    store.insert_spans(agent_run(project="p1", agent="writer", start_s=T0 + 30 * 60, steps=1))  # 30: 1 run
+    config = parse_rules(f"""
+channels:
+  hook: {{type: webhook, url: "{receiver.url}"}}
+rules:
+  - name: quiet
+    metric: runs
+    window: 1m
+    condition: {{kind: threshold, threshold: 2, direction: below}}
+    channels: [hook]
+  - name: pricey
+    metric: cost_usd
+    scope: {{agent: "*"}}
+    window: 1m
+    condition: {{kind: threshold, threshold: 0.3}}
+    channels: [hook]
+""")
+    evaluator, dispatcher = incident_setup.make(config, StoreBackend(store, lag=lambda: 150.0))
+    try:
+        events = [(e, m) for e, m, _ in drive(evaluator, range(15, 36))]
+    finally:
+        dispatcher.close()
+    # At minute m + 30 s the watermark is m - 2 minutes: minute m - 3 is the newest complete one,
+    # m - 2 is judged as the partial one where a sum can only grow (cost above).
+    assert events == [("firing", 22), ("resolved", 24), ("firing", 33)]
+    by_rule = {(a["rule"], a["state"]) for a in store.query(alerts_sql.LIST_ALERTS, _ALL_ALERTS)}
+    assert by_rule == {("pricey", "resolved"), ("quiet", "firing")}
+
+
+_ALL_ALERTS = {"project": "p1", "alert_id": "", "state": "", "start_ms": 0, "end_ms": 4_000_000_000_000, "limit": 10}
 
 
 def test_a_round_that_outlasts_its_role_records_and_sends_nothing(store: Store, receiver: Receiver) -> None:
