@@ -38,7 +38,7 @@ from agentwatch_platform.alerts.run_scopes import run_scope_series
 from agentwatch_platform.alerts.run_states import run_state_values
 from agentwatch_platform.alerts.settings import AlertsSettings
 from agentwatch_platform.alerts.sources import alert_row, delivery_row
-from agentwatch_platform.collector.api.deps import ProjectDep, SettingsDep, StoreDep
+from agentwatch_platform.collector.api.deps import FreshnessDep, ProjectDep, SettingsDep, StoreDep
 from agentwatch_platform.collector.api.params import End, Start, time_window
 from agentwatch_platform.collector.auth.scopes import ADMIN, READ
 from agentwatch_platform.collector.query.ranges import MAX_BUCKETS
@@ -134,6 +134,7 @@ def run_states(
 def scope_series(
     store: StoreDep,
     project: ProjectDep,
+    freshness: FreshnessDep,
     metric: Literal["cost_usd", "runs", "cost_per_run", "steps_per_run", "max_run_cost_usd", "max_steps"],
     start: Annotated[float, Query(ge=0, le=MAX_EPOCH_S)],
     end: Annotated[float, Query(ge=0, le=MAX_EPOCH_S)],
@@ -144,7 +145,10 @@ def scope_series(
     """Per-user, per-session or per-version series, for ``agentwatch alerts run`` (``alerts.run_scopes``)."""
     if (end - start) / step_s > MAX_BUCKETS:
         raise HTTPException(422, f"at most {MAX_BUCKETS} buckets of step_s from start to end")
-    return run_scope_series(store, project, metric, start, max(start, end), step_s, group_by, agent)
+    until = freshness.state().complete_until
+    return run_scope_series(
+        store, project, metric, start, max(start, end), step_s, group_by, agent, complete_until=until
+    )
 
 
 @router.get("/deliveries", response_model=list[DeliveryOut])

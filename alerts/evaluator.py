@@ -586,10 +586,12 @@ def _alert_id(fp: str, started_at: float) -> str:
 
 
 def _settled(series: TimeSeries, start: float, step: int, count: int) -> int:
-    """How many of the ``count`` buckets before the one now filling are complete: those before the
-    first the collector flags partial (its watermark: spans of a bucket that has ended by the clock
-    may still be arriving). The buckets from there on are left out, the first of them judged as
-    the partial one."""
+    """How many of the ``count`` buckets before the one now filling are complete: those that end
+    by the collector's watermark (``complete_until``: spans of a bucket that has ended by the clock
+    may still be arriving), or where a series carries none, those before the first point flagged
+    partial. The buckets from there on are left out, the first of them judged as the partial one."""
+    if series.complete_until is not None:  # a bucket without a point yet (no run) is partial too
+        return max(0, min(count, math.floor((series.complete_until - start) / step)))
     partial = [round((p.t - start) / step) for p in series.points if getattr(p, "partial", False)]
     return min([count, *(i for i in partial if i >= 0)])
 

@@ -22,6 +22,7 @@ import math
 from collections.abc import Collection
 
 from agentwatch_api.schemas import SeriesPoint, TimeSeries
+from agentwatch_platform.collector.query.metrics import flag_partial
 from agentwatch_platform.collector.storage.base import Store
 from agentwatch_platform.collector.storage.sql import alerts as alerts_sql
 
@@ -40,9 +41,20 @@ UNITS = {
 
 
 def run_scope_series(
-    store: Store, project: str, metric: str, start: float, end: float, step_s: int, key: str, agent: str | None = None
+    store: Store,
+    project: str,
+    metric: str,
+    start: float,
+    end: float,
+    step_s: int,
+    key: str,
+    agent: str | None = None,
+    *,
+    complete_until: float | None = None,
 ) -> TimeSeries:
-    """``metric`` per bucket and per user (``key='user'``), session or version; buckets without a run are absent."""
+    """``metric`` per bucket and per user (``key='user'``), session or version; buckets without a
+    run are absent. Buckets that end after ``complete_until`` (the collector's watermark; now where
+    not given) are flagged partial, as ``collector.query.metrics`` flags them."""
     if key not in RUN_SCOPE_KEYS:
         raise ValueError(f"key must be one of {', '.join(RUN_SCOPE_KEYS)}, not {key!r}")
     if metric not in RUN_SCOPE_METRICS:
@@ -59,13 +71,14 @@ def run_scope_series(
         SeriesPoint(t=start + int(row["bucket"]) * step_s, group=row["grp"], value=float(row[metric]))
         for row in store.query(alerts_sql.RUN_SCOPE_SERIES, params)
     ]
-    return TimeSeries(
+    series = TimeSeries(
         metric=metric,
         unit=UNITS[metric],
         step_s=step_s,
         group_by=key,
         points=sorted(points, key=lambda p: (p.t, p.group)),
     )
+    return flag_partial([series], complete_until)[0]
 
 
 def top_k(

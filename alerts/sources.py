@@ -145,10 +145,13 @@ class StoreBackend:
 
     def timeseries(self, project: str, query: SeriesQuery) -> TimeSeries:
         q = query
+        until = q.end - self.lag() if self.lag is not None else None
         if q.group_by in RUN_SCOPE_KEYS:
             return self._guard(
                 q.metric,
-                lambda: run_scope_series(self.store, project, q.metric, q.start, q.end, q.step_s, q.group_by, q.agent),
+                lambda: run_scope_series(
+                    self.store, project, q.metric, q.start, q.end, q.step_s, q.group_by, q.agent, complete_until=until
+                ),
             )
         return self._guard(
             q.metric,
@@ -162,7 +165,7 @@ class StoreBackend:
                 group_by=q.group_by,
                 agent=q.agent,
                 model=q.model,
-                complete_until=q.end - self.lag() if self.lag is not None else None,
+                complete_until=until,
             ),
         )
 

@@ -292,10 +292,10 @@ def timeseries_set(
     count = bucket_count(start, end, step_s)
     figures = bucket_figures(store, project, metrics, start, end, step_s, group_by, agent, model)
     series = [_series(metric, figures, start, step_s, count, group_by) for metric in metrics]
-    return _flag_partial(series, complete_until)
+    return flag_partial(series, complete_until)
 
 
-def _flag_partial(series: list[TimeSeries], complete_until: float | None) -> list[TimeSeries]:
+def flag_partial(series: list[TimeSeries], complete_until: float | None) -> list[TimeSeries]:
     """Mark the buckets that end after the watermark (the clock where none is given): their
     figures may still grow."""
     until = time.time() if complete_until is None else complete_until

@@ -122,3 +122,34 @@ def test_refused_requests_are_not_runs_of_a_users_baseline(store: Store) -> None
         for metric in ("runs", "cost_usd")
     }
     assert series == {"runs": 1.0, "cost_usd": pytest.approx(0.01)}
+
+
+def test_a_users_runs_still_on_their_way_are_not_judged_missing(store: Store) -> None:
+    """A user's runs come 60 s after they start, and the collector's watermark trails by 150 s: a
+    per-user ``below`` rule judges the newest bucket the watermark calls complete, not the minute
+    just ended whose last run is still on its way (judged by the clock, it read 2 runs of 3)."""
+    config = parse_rules("""
+rules:
+  - name: quiet-user
+    metric: runs
+    scope: {user: "*"}
+    window: 1m
+    condition: {kind: threshold, threshold: 3, direction: below}
+""")
+    backend, pager = StoreBackend(store, lag=lambda: 150.0), Pager()
+    evaluator = Evaluator(config, backend, backend, pager)  # type: ignore[arg-type]
+    starts = [minute * 60 + s for minute in range(16) for s in ((5, 25, 45) if minute < 10 else (5,))]
+    events, arrived = [], 0
+    for minute in range(3, 16):
+        now = minute * 60 + 30
+        coming = [s for s in starts[arrived:] if s + 60 <= now]  # started at least 60 s ago
+        for start in coming:
+            store.insert_spans(_user_run_at("u01", start))
+        arrived += len(coming)
+        events += [(e, minute, a.scope["user"]) for e, a in evaluator.run_once(now=T0 + now)]
+    assert events == [("firing", 13, "u01")]  # minute 10, the first with one run, once complete
+
+
+def _user_run_at(user: str, start_s: float) -> list[SpanRow]:
+    rows = agent_run(project="p1", agent="researcher", start_s=T0 + start_s, steps=1, cost_per_call=0.01)
+    return [dataclasses.replace(r, user_id=user) if r.kind == "run" else r for r in rows]
