@@ -47,7 +47,9 @@ last *complete* bucket is judged; for additive or maximum metrics with an ``abov
 the current *partial* bucket is judged too (a partial sum or max only grows), so a spike can
 fire before its hour is over. Complete is what the collector's watermark says (spans of a
 bucket that has ended may still be arriving); where it trails by more than the window, the
-newest complete bucket is judged, as late as the lag. Resolution counts complete buckets. A rule is read at most
+newest complete bucket is judged, as late as the lag. Resolution counts complete buckets.
+Buckets before a scope's first figure are no history; for a ``below`` rule on a sum, a scope
+with figures in the day before the range counts its empty buckets as zero (silence is judged). A rule is read at most
 every sixth of its window (``RUNS_PER_WINDOW``), however short the evaluation interval.
 """
 
@@ -83,6 +85,8 @@ from agentwatch_platform.collector.state import collector_state
 
 log = logging.getLogger("agentwatch.alerts")
 
+# How far back a group's figures make its silence count (``Evaluator._lately_active``).
+SILENCE_LOOKBACK_S = 86_400
 # Metrics whose partial bucket can only grow towards the complete value.
 MONOTONE = frozenset(
     {"runs", "cost_usd", "input_tokens", "output_tokens", "tool_calls", "max_run_cost_usd", "max_steps"}
@@ -305,9 +309,10 @@ class Evaluator:
         query, series, settled = self._read_settled(project, query, current, wanted)
         start, by = query.start, query.group_by
         count = round((current - start) / step)
+        silent = self._lately_active(project, query) if _counts_silence(rule) else frozenset()
         groups = {
             g: values[: settled + 1]
-            for g, values in _by_group(series, start, step, count + 1, rule.metric in ADDITIVE).items()
+            for g, values in _by_group(series, start, step, count + 1, rule.metric in ADDITIVE, silent).items()
             if by == rule.group_by or g == rule.scope[by]  # a named version: its group only
         }
         if rule.min_runs:
@@ -332,6 +337,14 @@ class Evaluator:
             hide = _incident_buckets(rule, alert, start, len(values)) if alert is not None else None
             observations.append((scope, self._judge(rule, values, alert is not None, hide)))
         return observations
+
+    def _lately_active(self, project: str, query: SeriesQuery) -> frozenset[str]:
+        """The groups with a non-zero figure in the day before ``query``'s range: where they have
+        none in it, the rule sees zeros, not "no data" (``runs`` below 1 fires once an agent stops)."""
+        day = dataclasses.replace(
+            query, start=query.start - SILENCE_LOOKBACK_S, end=query.start, step_s=SILENCE_LOOKBACK_S
+        )
+        return frozenset(p.group for p in self.source.timeseries(project, day).points if p.value)
 
     def _read_settled(
         self, project: str, query: SeriesQuery, current: float, wanted: int
@@ -603,15 +616,23 @@ def _trailing(series: TimeSeries, current: float) -> int:
     return 0 if until is None or until >= current else math.ceil((current - until) / series.step_s)
 
 
-def _by_group(series: TimeSeries, start: float, step: int, count: int, additive: bool) -> dict[str, list[float | None]]:
-    """Dense per-group values for ``count`` buckets from ``start`` (missing additive -> 0)."""
+def _counts_silence(rule: Rule) -> bool:
+    """Whether an empty bucket is a zero to judge: a ``below`` rule on a sum (runs, cost)."""
+    return rule.metric in ADDITIVE and rule.condition.direction == "below"
+
+
+def _by_group(
+    series: TimeSeries, start: float, step: int, count: int, additive: bool, active: frozenset[str] = frozenset()
+) -> dict[str, list[float | None]]:
+    """Dense per-group values for ``count`` buckets from ``start`` (missing additive -> 0). A group
+    in ``active`` (lately active) is there, its silent buckets zero, even with no point in range."""
     empty: float | None = 0.0 if additive else None
-    groups: dict[str, list[float | None]] = {}
+    groups: dict[str, list[float | None]] = {group: [empty] * count for group in active}
     for point in series.points:
         index = round((point.t - start) / step)
         if 0 <= index < count:
             groups.setdefault(point.group, [empty] * count)[index] = point.value if point.value is not None else empty
-    return {group: _from_first_data(values) for group, values in groups.items()}
+    return {group: values if group in active else _from_first_data(values) for group, values in groups.items()}
 
 
 def _from_first_data(values: list[float | None]) -> list[float | None]:

@@ -219,6 +219,47 @@ rules:
     assert by_rule == {("pricey", "resolved"), ("quiet", "firing")}
 
 
+def test_a_below_rule_on_runs_fires_once_the_agents_stop(store: Store, receiver: Receiver) -> None:
+    """An empty bucket of an agent seen in the day before is a zero to judge, not "no data": a
+    ``runs`` below 1 rule fires once a whole window passes without a run (per agent and for the
+    project), and never for an agent it has not seen."""
+    seed(store)  # minutes 0-29: 3 runs a minute of each of two agents; none from 30 on
+    config = parse_rules(f"""
+channels:
+  hook: {{type: webhook, url: "{receiver.url}"}}
+rules:
+  - name: stopped
+    metric: runs
+    window: 1m
+    condition: {{kind: threshold, threshold: 1, direction: below}}
+    channels: [hook]
+  - name: agent-stopped
+    metric: runs
+    scope: {{agent: "*"}}
+    window: 1m
+    condition: {{kind: threshold, threshold: 1, direction: below}}
+    channels: [hook]
+  - name: never-seen
+    metric: runs
+    scope: {{agent: "planner"}}
+    window: 1m
+    condition: {{kind: threshold, threshold: 1, direction: below}}
+    channels: [hook]
+""")
+    evaluator, dispatcher = incident_setup.make(config, StoreBackend(store))
+    try:
+        events = [(e, m) for e, m, _ in drive(evaluator, range(25, 34))]
+    finally:
+        dispatcher.close()
+    assert events == [("firing", 31)] * 3  # minute 30, the first without a run, once it ended
+    alerts = store.query(alerts_sql.LIST_ALERTS, _ALL_ALERTS)
+    assert sorted((a["rule"], a["scope"].get("agent", "")) for a in alerts) == [
+        ("agent-stopped", "researcher"),
+        ("agent-stopped", "writer"),
+        ("stopped", ""),
+    ]
+
+
 _ALL_ALERTS = {"project": "p1", "alert_id": "", "state": "", "start_ms": 0, "end_ms": 4_000_000_000_000, "limit": 10}
 
 
