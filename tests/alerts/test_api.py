@@ -185,6 +185,9 @@ def test_per_user_series_for_an_out_of_process_evaluator(collector: Running) -> 
     finally:
         backend.close()
     assert [(p.t, p.group, p.value) for p in series.points] == [(t0, "alice", 0.5), (t0, "bob", 0.25)]
+    # the collector's watermark comes with it, so the evaluator waits for runs still arriving
+    assert series.complete_until is not None and series.complete_until <= time.time()
+    assert not any(p.partial for p in series.points)  # ten minutes old: complete
     c = client(collector, "e")
     bad = {"metric": "ttft_p95", "start": t0, "end": t0 + 60, "step_s": 60, "group_by": "user"}
     assert c.get("/api/alerts/scope-series", params=bad).status_code == 422
