@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
+import signal
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import agentwatch
 from opentelemetry import trace
@@ -124,6 +126,9 @@ class AgentConfig:
     max_seconds: float | None = None
     version: str | None = None  # the agent's version on its runs (agentwatch.run(version=...)); None: the process's
     degradation: DegradationPolicy | None = None
+    # A crash to watch (the demo's): once this many research steps have ended and their spans
+    # reached the collector, the process SIGKILLs itself; the run's root never comes.
+    crash_after_steps: int | None = None
     step_pause_s: float = (
         0.0  # each research step waits this long after acting (a slow tool or a human): long runs to watch
     )
@@ -139,6 +144,8 @@ class AgentConfig:
             raise ValueError(f"AgentConfig.tool_timeout_s must be > 0, got {self.tool_timeout_s}")
         if self.step_pause_s < 0:
             raise ValueError(f"AgentConfig.step_pause_s must be >= 0, got {self.step_pause_s}")
+        if self.crash_after_steps is not None and self.crash_after_steps < 1:
+            raise ValueError(f"AgentConfig.crash_after_steps must be >= 1, got {self.crash_after_steps}")
 
     @property
     def decision_model(self) -> str:
@@ -320,6 +327,8 @@ class ResearchAgent:
                 if self.config.step_pause_s:
                     await asyncio.sleep(self.config.step_pause_s)  # inside the step: it stays open meanwhile
             index += 1
+            if index == self.config.crash_after_steps:
+                _crash()
         else:
             if not state.capped:
                 result.outcome, result.reason = "abandoned", f"step limit ({state.max_steps}) reached"
@@ -621,3 +630,11 @@ def _clip(text: str, max_tokens: int) -> str:
     """At most ``max_tokens`` tokens of ``text`` (approximately, 4 characters a token)."""
     limit = max_tokens * 4
     return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def _crash() -> NoReturn:
+    """``AgentConfig.crash_after_steps``: the spans ended so far reach the collector (waited for,
+    so that a slow machine still shows the run it crashed in), then SIGKILL, as a crash would."""
+    agentwatch.force_flush(timeout_s=120.0)
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise SystemExit(137)  # not reached

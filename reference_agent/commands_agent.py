@@ -25,6 +25,13 @@ SERVICE_NAME = "research-agent"
 def register(sub: argparse._SubParsersAction) -> None:
     agent = sub.add_parser("agent", help="run the research agent once and print its report")
     agent.add_argument("--question", required=True, help="the research question")
+    agent.add_argument(
+        "--crash-after-steps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="simulate a crash: SIGKILL this process once N research steps have reached the collector",
+    )
     _add_agent_arguments(agent)
     agent.set_defaults(func=run_agent_command)
 
@@ -150,6 +157,7 @@ def build_agent(args: argparse.Namespace, *, cache: ToolCache | None = None) -> 
         tool_timeout_s=args.tool_timeout,
         degradation=_degradation(args),
         step_pause_s=args.step_pause,
+        crash_after_steps=getattr(args, "crash_after_steps", None),
     )
     tools = ResearchTools(
         Corpus.load(),

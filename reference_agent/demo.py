@@ -311,12 +311,13 @@ async def _drive(options: DemoOptions, group: ProcessGroup, urls: dict[str, str]
     )
     started = time.time()
     printed: dict[str, str] = {}
+    crashes = demo_live.Crashes()
     watcher = asyncio.create_task(
         _watch(urls["collector"], read_key, started, log, printed=printed, dashboard=urls.get("dashboard", ""))
     )
     lanes = asyncio.create_task(
         demo_live.long_and_crashing_runs(
-            group, urls["engine"], urls["collector"], key, _long_tasks(), options.duration_s, log
+            group, urls["engine"], urls["collector"], key, _long_tasks(), options.duration_s, log, crashes
         )
     )
     try:
@@ -339,6 +340,8 @@ async def _drive(options: DemoOptions, group: ProcessGroup, urls: dict[str, str]
             log,
             dashboard=urls.get("dashboard", ""),
             first_incident_s=min(FIRST_INCIDENT_S, options.duration_s),
+            crashes=crashes,
+            idle_timeout_s=demo_live.idle_timeout_s(options.duration_s),
         ),
     )
     report.phases = phases
@@ -525,6 +528,8 @@ async def _final_report(
     *,
     dashboard: str = "",
     first_incident_s: float = FIRST_INCIDENT_S,
+    crashes: demo_live.Crashes | None = None,
+    idle_timeout_s: float = 0.0,
 ) -> DemoReport:
     """Wait (bounded) until the runs are stored and an incident has fired, then until every
     incident has resolved (traffic stopped: the spend is back to nothing) or has no data (no
@@ -532,19 +537,26 @@ async def _final_report(
     (``version_*`` metrics) is not waited for: it resolves on a later release that compares
     clean, never on the traffic stopping (waiting for it made every demo sit out its 60 s).
     ``first_incident_s``: how long to wait for a first incident (a demo of a few seconds has no
-    baseline to spike against, and waits no longer than it ran)."""
-    runs = 0
+    baseline to spike against, and waits no longer than it ran). The runs of ``crashes`` are
+    waited for too, until the collector's ``idle_timeout_s`` (and a margin) after the last crash:
+    each turns incomplete then."""
+    runs, incomplete = 0, 0
     alerts: list[AlertOut] = []
+    crashes = crashes or demo_live.Crashes()
+    crashed = crashes.count
     deadline = time.monotonic() + first_incident_s
     settle = time.monotonic() + max(30 * ALERT_INTERVAL_S, 60.0)
+    turned = time.monotonic() + (crashes.last_at + idle_timeout_s + 60.0 - time.time() if crashed else 0.0)
     with CollectorClient(collector, key, timeout_s=10.0) as client:
-        while time.monotonic() < max(deadline, settle if alerts else deadline):
+        while time.monotonic() < max(deadline, settle if alerts else deadline, turned if incomplete < crashed else 0.0):
             with contextlib.suppress(CollectorError):
                 runs = (await asyncio.to_thread(client.runs, start=started, limit=1)).total
                 alerts = await asyncio.to_thread(client.alerts, start=started)
+                if crashed:
+                    incomplete = (await asyncio.to_thread(client.overview, start=started)).incomplete_runs
                 if log is not None:
                     _print_incidents(alerts, {} if printed is None else printed, started, log, dashboard=dashboard)
-                if runs >= completed and alerts and all(_settled(a) for a in alerts):
+                if runs >= completed and alerts and all(_settled(a) for a in alerts) and incomplete >= crashed:
                     break
             await asyncio.sleep(1.0)
         with contextlib.suppress(CollectorError):

@@ -6,9 +6,11 @@ agent``, traced by the SDK to the demo's collector):
 - a *long run* lane: one research run at a time whose steps each wait ``LONG_STEP_PAUSE_S``
   (a minute or more per run), so the dashboard's pinned running run, its rising step count
   and its open spans are there to watch throughout the demo;
-- a *crash* lane: every ``CRASH_EVERY_S`` an agent is started and SIGKILLed ``crash_after_s``
-  later, mid-run: its root span never comes, and the run turns ``incomplete`` once the
-  collector's idle timeout (``idle_timeout_s``, a minute at most in the demo) has passed.
+- a *crash* lane: every ``CRASH_EVERY_S`` an agent is started that SIGKILLs itself once its
+  first ``CRASH_AFTER_STEPS`` steps have reached the collector (``agentwatch agent
+  --crash-after-steps``), mid-run whatever the machine's speed: its root span never comes, and
+  the run turns ``incomplete`` once the collector's idle timeout (``idle_timeout_s``, a minute
+  at most in the demo) has passed. ``Crashes`` counts them for the demo's report.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
 
 LONG_STEP_PAUSE_S = 10.0
 CRASH_EVERY_S = 60.0
+CRASH_AFTER_STEPS = 1
 IDLE_TIMEOUT_ENV = "AGENTWATCH_RUN_IDLE_TIMEOUT_S"
 
 
@@ -37,18 +42,19 @@ def idle_timeout_s(duration_s: float) -> float:
     return min(60.0, max(10.0, duration_s / 2))
 
 
-def crash_after_s(duration_s: float) -> float:
-    """How long a crashing agent runs before it is killed, counted from its process start: long
-    enough that a slowly starting interpreter (seconds on a busy machine) has shipped the run's
-    first spans, and well inside its run (its steps wait as the long run's do, so it cannot end first)."""
-    return min(20.0, max(8.0, duration_s / 2))
+@dataclass
+class Crashes:
+    """The agents that crashed mid-run so far, and when the last did (epoch seconds)."""
+
+    count: int = 0
+    last_at: float = 0.0
 
 
 def describe(duration_s: float) -> str:
     return (
         f"live view: a long run (each step waits {LONG_STEP_PAUSE_S:.0f} s) runs throughout; every "
-        f"{CRASH_EVERY_S:.0f} s an agent is SIGKILLed {crash_after_s(duration_s):.0f} s into its run, which turns "
-        f"incomplete after {idle_timeout_s(duration_s):.0f} s without a span ({IDLE_TIMEOUT_ENV})"
+        f"{CRASH_EVERY_S:.0f} s an agent is SIGKILLed once its first step has reached the collector, and its run "
+        f"turns incomplete after {idle_timeout_s(duration_s):.0f} s without a span ({IDLE_TIMEOUT_ENV})"
     )
 
 
@@ -81,6 +87,7 @@ async def long_and_crashing_runs(
     questions: Sequence[str],
     duration_s: float,
     log: Callable[[str], None],
+    crashes: Crashes,
 ) -> None:
     """Both lanes until ``duration_s`` has passed (or the task is cancelled). A long run under
     way then goes on (the demo keeps serving) until the demo stops its children."""
@@ -93,7 +100,7 @@ async def long_and_crashing_runs(
     deadline = loop.time() + duration_s
     await asyncio.gather(
         _long_lane(group, engine_url, env, questions, deadline),
-        _crash_lane(group, engine_url, env, questions, deadline, crash_after_s(duration_s), log),
+        _crash_lane(group, engine_url, env, questions, deadline, log, crashes),
     )
 
 
@@ -119,29 +126,31 @@ async def _crash_lane(
     env: dict[str, str],
     questions: Sequence[str],
     deadline: float,
-    after_s: float,
     log: Callable[[str], None],
+    crashes: Crashes,
 ) -> None:
     loop = asyncio.get_running_loop()
     for n in itertools.count():
         started = loop.time()
-        if started + after_s >= deadline:
+        if started + CRASH_AFTER_STEPS * LONG_STEP_PAUSE_S >= deadline:
             return
-        proc = group.start(
-            f"crashing-agent-{n}",
-            _agent_argv(engine_url, questions[-1 - n % len(questions)], step_pause_s=LONG_STEP_PAUSE_S, seed=100 + n),
-            env,
-        )
+        argv = _agent_argv(engine_url, questions[-1 - n % len(questions)], step_pause_s=LONG_STEP_PAUSE_S, seed=100 + n)
+        proc = group.start(f"crashing-agent-{n}", [*argv, "--crash-after-steps", str(CRASH_AFTER_STEPS)], env)
         try:
-            await asyncio.sleep(after_s)
+            while proc.poll() is None:
+                await asyncio.sleep(0.5)
         finally:
-            _kill(proc)
-        log(f"  an agent was killed mid-run (SIGKILL, pid {proc.pid}): its run turns incomplete")
+            _kill(proc)  # cancelled: the demo stops
+        if proc.returncode == -signal.SIGKILL:
+            crashes.count, crashes.last_at = crashes.count + 1, time.time()
+            log(f"  an agent was killed mid-run (SIGKILL, pid {proc.pid}): its run turns incomplete")
+        else:
+            log(f"  a crashing agent ended before its crash (exit code {proc.returncode}; its log says why)")
         await asyncio.sleep(max(0.0, started + CRASH_EVERY_S - loop.time()))
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the agent (its own session: the group's children start one each), as a crash would."""
+    """SIGKILL the agent and its children (its own session: the group's children start one each)."""
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)

@@ -3,6 +3,7 @@ a run whose process is SIGKILLed mid-run becomes incomplete after the idle timeo
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -122,3 +123,29 @@ def test_killed_run_becomes_incomplete_with_its_cost(collector: tuple[Running, s
         running.url + "/api/runs", params={"status": "incomplete"}, headers=headers, timeout=30
     ).json()["items"]
     assert run["trace_id"] in [r["trace_id"] for r in listed]
+
+
+def test_the_agent_command_crashes_once_its_steps_reached_the_collector(collector: tuple[Running, str]) -> None:
+    """``agentwatch agent --crash-after-steps 2`` (the demo's crashing agents): it SIGKILLs itself
+    only once its two steps are stored, however slow the machine, so its run is there, running,
+    with those steps, and turns incomplete."""
+    from agentwatch_platform.reference_agent.agent import AGENT_NAME
+    from agentwatch_platform.reference_agent.engine.server import EngineConfig, running_server
+    from tests.support.ports import free_port
+
+    running, key = collector
+    with running_server(EngineConfig(speed=40.0), port=free_port()) as engine:
+        argv = [sys.executable, "-m", "agentwatch", "agent", "--question", "What is paged attention?"]
+        argv += ["--base-url", engine + "/v1", "--collector", running.url, "--crash-after-steps", "2"]
+        env = {**os.environ, "AGENTWATCH_API_KEY": key}
+        proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
+
+    def crashed_run() -> dict | None:
+        page = local_http.get(running.url + "/api/runs", headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        return next((r for r in page.json()["items"] if AGENT_NAME in r["name"]), None)
+
+    # accepted before the crash (the SDK's flush waited for it), stored as the writer goes
+    wait_until(lambda: (run := crashed_run()) is not None and run["steps"] == 2, 60, "the crashed run is not listed")
+    run = crashed_run()
+    assert run is not None and run["status"] in ("running", "incomplete") and run["llm_calls"] >= 2
