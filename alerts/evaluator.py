@@ -49,8 +49,9 @@ fire before its hour is over. Complete is what the collector's watermark says (s
 bucket that has ended may still be arriving); where it trails by more than the window, the
 newest complete bucket is judged, as late as the lag. Resolution counts complete buckets.
 Buckets before a scope's first figure are no history; for a ``below`` rule on a sum, a scope
-with figures in the day before the range counts its empty buckets as zero (silence is judged). A rule is read at most
-every sixth of its window (``RUNS_PER_WINDOW``), however short the evaluation interval.
+with figures in the day before the range counts its empty buckets as zero (silence is judged).
+A rule is read at most every sixth of its window (``RUNS_PER_WINDOW``), however short the
+evaluation interval.
 """
 
 from __future__ import annotations
