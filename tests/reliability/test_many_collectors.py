@@ -206,7 +206,8 @@ def test_run_totals_are_exact_after_redeliveries_and_a_kill(outcome: Outcome) ->
 
 
 def test_the_alert_incident_is_delivered_once(outcome: Outcome) -> None:
-    wait_until(lambda: any(b["event"] == "firing" for b in outcome.hook.bodies), 60, "the incident never fired")
+    # 300 s: a bound on a hang only (stress run 16 of issue 37, load ~12, missed 60 s once)
+    wait_until(lambda: any(b["event"] == "firing" for b in outcome.hook.bodies), 300, "the incident never fired")
     holder = _alerts_holder(outcome.store)
     assert holder in ("a", "b")
     term = _alerts_term(outcome.store)
